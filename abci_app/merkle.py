@@ -1,0 +1,166 @@
+"""Binary Merkle trees shared by the chain (abci_app) and the trainer.
+
+Pure hashing: this module imports only ``hashlib`` and ``typing``; it uses no floats,
+no clock and no randomness, so the state machine and the trainer compute the same
+roots and check the same proofs byte for byte.
+
+Tree definition (version 1)
+---------------------------
+
+* ``leaf(d)  = sha256(0x00 || d)`` for each leaf data string ``d`` (any length).
+* ``node(l, r) = sha256(0x01 || l || r)`` for two 32-byte child hashes.
+* Levels are built bottom-up, pairing hashes left to right. When a level has an odd
+  number of hashes, the last one is **promoted unchanged** to the next level (it is not
+  duplicated and not re-hashed). This avoids the CVE-2012-2459 duplication ambiguity.
+* The root of one leaf is ``leaf(d)`` itself.
+* The root of the empty list is ``EMPTY_ROOT = sha256(b"")`` (RFC 6962's convention);
+  no non-empty tree can have it as root, because every non-empty root is the sha256 of
+  a message that starts with 0x00 or 0x01.
+
+Proofs
+------
+
+A proof for leaf ``index`` in a tree of ``n_leaves`` leaves is the list of sibling
+hashes (32 bytes each) from the leaf level up, skipping the levels at which the
+node on the path is the promoted odd one (it has no sibling there). The verifier
+recomputes where those levels are from ``index`` and ``n_leaves``; so a proof is
+serialisable as a plain list of 32-byte strings and its length is fixed by
+``(index, n_leaves)``.
+
+Chunking
+--------
+
+Byte payloads (compressed updates, states) are split into ``CHUNK_SIZE = 1 MiB``
+chunks; the last chunk may be shorter. The empty payload has zero chunks, so its root
+is ``EMPTY_ROOT``.
+
+Known answers (pinned by tests/test_merkle.py)::
+
+    merkle_root([])                 e3b0c442...b855 (sha256 of the empty string)
+    merkle_root([b"a"])             022a6979...f93c = sha256(0x00 || b"a")
+    merkle_root([b"a", b"b", b"c"]) 36642e73...1ec1
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Sequence
+
+__all__ = [
+    "CHUNK_SIZE",
+    "EMPTY_ROOT",
+    "HASH_SIZE",
+    "MAX_PROOF_LENGTH",
+    "chunk_bytes",
+    "hash_leaf",
+    "hash_node",
+    "merkle_proof",
+    "merkle_root",
+    "merkle_root_of_bytes",
+    "verify_merkle_proof",
+]
+
+LEAF_PREFIX = b"\x00"
+NODE_PREFIX = b"\x01"
+HASH_SIZE = 32
+CHUNK_SIZE = 1 << 20  # 1 MiB
+EMPTY_ROOT = hashlib.sha256(b"").digest()
+# A proof never has more siblings than tree levels; 2**64 leaves is far beyond any use.
+MAX_PROOF_LENGTH = 64
+
+
+def hash_leaf(data: bytes) -> bytes:
+    """Return ``sha256(0x00 || data)``, the hash of one leaf."""
+    return hashlib.sha256(LEAF_PREFIX + bytes(data)).digest()
+
+
+def hash_node(left: bytes, right: bytes) -> bytes:
+    """Return ``sha256(0x01 || left || right)``; both children must be 32 bytes."""
+    if len(left) != HASH_SIZE or len(right) != HASH_SIZE:
+        raise ValueError("hash_node: children must be 32-byte hashes")
+    return hashlib.sha256(NODE_PREFIX + left + right).digest()
+
+
+def _next_level(level: list[bytes]) -> list[bytes]:
+    out = [hash_node(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+    if len(level) % 2 == 1:
+        out.append(level[-1])  # odd node promoted unchanged
+    return out
+
+
+def merkle_root(leaves: Sequence[bytes]) -> bytes:
+    """Return the 32-byte Merkle root of ``leaves`` (leaf data, not leaf hashes).
+
+    ``merkle_root([]) == EMPTY_ROOT``.
+    """
+    if len(leaves) == 0:
+        return EMPTY_ROOT
+    level = [hash_leaf(d) for d in leaves]
+    while len(level) > 1:
+        level = _next_level(level)
+    return level[0]
+
+
+def merkle_proof(leaves: Sequence[bytes], index: int) -> list[bytes]:
+    """Return the inclusion proof (list of 32-byte sibling hashes) of ``leaves[index]``.
+
+    Raises ``IndexError`` when ``index`` is outside ``0 <= index < len(leaves)``.
+    """
+    n = len(leaves)
+    if not 0 <= index < n:
+        raise IndexError(f"merkle_proof: index {index} outside 0..{n - 1}")
+    level = [hash_leaf(d) for d in leaves]
+    proof: list[bytes] = []
+    i = index
+    while len(level) > 1:
+        sibling = i ^ 1
+        if sibling < len(level):
+            proof.append(level[sibling])
+        # else: i is the promoted odd node of this level, no sibling
+        level = _next_level(level)
+        i //= 2
+    return proof
+
+
+def verify_merkle_proof(
+    root: bytes, leaf_data: bytes, index: int, n_leaves: int, proof: Sequence[bytes]
+) -> bool:
+    """Return True iff ``proof`` shows ``leaf_data`` at ``index`` in a tree of ``n_leaves``
+    leaves whose root is ``root``. Never raises on malformed input; returns False.
+    """
+    if (
+        not isinstance(root, (bytes, bytearray))
+        or len(root) != HASH_SIZE
+        or not isinstance(index, int)
+        or not isinstance(n_leaves, int)
+        or not 0 <= index < n_leaves
+        or len(proof) > MAX_PROOF_LENGTH
+    ):
+        return False
+    h = hash_leaf(leaf_data)
+    i, width, used = index, n_leaves, 0
+    while width > 1:
+        sibling = i ^ 1
+        if sibling < width:
+            if used >= len(proof):
+                return False
+            s = proof[used]
+            if not isinstance(s, (bytes, bytearray)) or len(s) != HASH_SIZE:
+                return False
+            used += 1
+            h = hash_node(h, bytes(s)) if i % 2 == 0 else hash_node(bytes(s), h)
+        i //= 2
+        width = (width + 1) // 2
+    return used == len(proof) and h == bytes(root)
+
+
+def chunk_bytes(data: bytes, chunk_size: int = CHUNK_SIZE) -> list[bytes]:
+    """Split ``data`` into ``chunk_size`` pieces (the last may be shorter; b"" -> [])."""
+    if chunk_size <= 0:
+        raise ValueError("chunk_bytes: chunk_size must be positive")
+    return [bytes(data[i : i + chunk_size]) for i in range(0, len(data), chunk_size)]
+
+
+def merkle_root_of_bytes(data: bytes, chunk_size: int = CHUNK_SIZE) -> bytes:
+    """Root over the 1 MiB chunks of ``data`` (the update root of a payload)."""
+    return merkle_root(chunk_bytes(data, chunk_size))

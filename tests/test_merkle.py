@@ -1,0 +1,152 @@
+"""Known-answer vectors, proofs and tamper checks for abci_app/merkle.py."""
+
+import hashlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from abci_app.merkle import (
+    CHUNK_SIZE,
+    EMPTY_ROOT,
+    chunk_bytes,
+    hash_leaf,
+    hash_node,
+    merkle_proof,
+    merkle_root,
+    merkle_root_of_bytes,
+    verify_merkle_proof,
+)
+
+
+def sha(b: bytes) -> bytes:
+    return hashlib.sha256(b).digest()
+
+
+# Known answers, written out (computed once and checked against the independent
+# hashlib expressions below).
+KAT = {
+    0: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    1: "022a6979e6dab7aa5ae4c3e5e45f7e977112a7e63593820dbec1ec738a24f93c",
+    2: "b137985ff484fb600db93107c77b0365c80d78f5b429ded0fd97361d077999eb",
+    3: "36642e73c2540ab121e3a6bf9545b0a24982cd830eb13d3cd19de3ce6c021ec1",
+}
+LEAVES = [b"a", b"b", b"c"]
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3])
+def test_known_answer_roots(n):
+    assert merkle_root(LEAVES[:n]).hex() == KAT[n]
+
+
+def test_known_answers_match_definition():
+    la, lb, lc = (sha(b"\x00" + x) for x in LEAVES)
+    assert merkle_root([]) == sha(b"") == EMPTY_ROOT
+    assert merkle_root([b"a"]) == la
+    assert merkle_root([b"a", b"b"]) == sha(b"\x01" + la + lb)
+    # odd node (c) promoted unchanged, not duplicated
+    assert merkle_root(LEAVES) == sha(b"\x01" + sha(b"\x01" + la + lb) + lc)
+
+
+def test_five_leaves_known_answer_and_promoted_proof():
+    leaves = [bytes([i]) for i in range(5)]
+    assert (
+        merkle_root(leaves).hex()
+        == "b855b42d6c30f5b087e05266783fbd6e394f7b926013ccaa67700a8b0c5a596f"
+    )
+    # leaf 4 is promoted twice: its proof has a single sibling (root of leaves 0..3)
+    proof = merkle_proof(leaves, 4)
+    assert [p.hex() for p in proof] == [
+        "9bcd51240af4005168f033121ba85be5a6ed4f0e6a5fac262066729b8fbfdecb"
+    ]
+    assert proof[0] == merkle_root(leaves[:4])
+    assert verify_merkle_proof(merkle_root(leaves), leaves[4], 4, 5, proof)
+
+
+def test_chunked_root_known_answer():
+    data = b"\x00" * (2 * CHUNK_SIZE + 1)
+    chunks = chunk_bytes(data)
+    assert [len(c) for c in chunks] == [CHUNK_SIZE, CHUNK_SIZE, 1]
+    assert (
+        merkle_root_of_bytes(data).hex()
+        == "201f03e482d72e53e53443ebe6a068d64e1a985393c21057a8dc8ef8a15ae191"
+    )
+    assert merkle_root_of_bytes(b"") == EMPTY_ROOT
+    assert chunk_bytes(b"") == []
+
+
+def test_leaf_and_node_domains_are_separated():
+    # a 64-byte leaf equal to two child hashes must not collide with their node
+    l, r = hash_leaf(b"x"), hash_leaf(b"y")
+    assert hash_leaf(l + r) != hash_node(l, r)
+    with pytest.raises(ValueError):
+        hash_node(b"short", r)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(max_size=40), min_size=1, max_size=33), st.data())
+def test_every_proof_verifies(leaves, data):
+    root = merkle_root(leaves)
+    for i in range(len(leaves)):
+        assert verify_merkle_proof(root, leaves[i], i, len(leaves), merkle_proof(leaves, i))
+    i = data.draw(st.integers(0, len(leaves) - 1))
+    proof = merkle_proof(leaves, i)
+    # wrong index / wrong size / extra or missing siblings fail
+    if len(leaves) > 1:
+        j = (i + 1) % len(leaves)
+        if leaves[j] != leaves[i] or merkle_proof(leaves, j) != proof:
+            assert not verify_merkle_proof(root, leaves[i], j, len(leaves), proof)
+    assert not verify_merkle_proof(root, leaves[i], i, len(leaves), proof + [b"\x00" * 32])
+    if proof:
+        assert not verify_merkle_proof(root, leaves[i], i, len(leaves), proof[:-1])
+
+
+def test_invalid_tampering_any_byte_fails():
+    leaves = [bytes([i]) * 7 for i in range(6)]
+    root = merkle_root(leaves)
+    idx = 3
+    proof = merkle_proof(leaves, idx)
+    assert verify_merkle_proof(root, leaves[idx], idx, 6, proof)
+    # any flipped bit in the leaf data
+    for b in range(len(leaves[idx])):
+        bad = bytearray(leaves[idx])
+        bad[b] ^= 0x01
+        assert not verify_merkle_proof(root, bytes(bad), idx, 6, proof)
+    # any flipped byte in any proof element
+    for k in range(len(proof)):
+        for b in range(32):
+            bad_proof = list(proof)
+            t = bytearray(bad_proof[k])
+            t[b] ^= 0x80
+            bad_proof[k] = bytes(t)
+            assert not verify_merkle_proof(root, leaves[idx], idx, 6, bad_proof)
+    # any flipped byte in the root
+    for b in range(32):
+        t = bytearray(root)
+        t[b] ^= 0x01
+        assert not verify_merkle_proof(bytes(t), leaves[idx], idx, 6, proof)
+
+
+def test_invalid_changed_chunk_changes_update_root():
+    data = bytearray(range(256)) * 20
+    root = merkle_root_of_bytes(bytes(data), chunk_size=1000)
+    for pos in (0, 999, 1000, len(data) - 1):
+        bad = bytearray(data)
+        bad[pos] ^= 0xFF
+        assert merkle_root_of_bytes(bytes(bad), chunk_size=1000) != root
+    # truncation changes the root too
+    assert merkle_root_of_bytes(bytes(data[:-1]), chunk_size=1000) != root
+
+
+def test_invalid_malformed_inputs_return_false():
+    leaves = [b"a", b"b", b"c"]
+    root = merkle_root(leaves)
+    proof = merkle_proof(leaves, 0)
+    assert not verify_merkle_proof(root, b"a", -1, 3, proof)
+    assert not verify_merkle_proof(root, b"a", 3, 3, proof)
+    assert not verify_merkle_proof(root, b"a", 0, 0, [])
+    assert not verify_merkle_proof(root[:31], b"a", 0, 3, proof)
+    assert not verify_merkle_proof(root, b"a", 0, 3, [b"x"] * 2)
+    assert not verify_merkle_proof(root, b"a", 0, 3, [b"\x00" * 32] * 100)
+    with pytest.raises(IndexError):
+        merkle_proof(leaves, 3)
