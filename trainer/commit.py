@@ -1,0 +1,307 @@
+"""Canonical byte layouts and commitments (update root, state hashes, trace root).
+
+Byte layout, version 1 (all integers big-endian; tensor data little-endian, C order)::
+
+    header
+      magic        4   b"LOCO"
+      version      u16 1
+      kind         u8  1 = compressed update, 2 = trainer state, 3 = model parameters
+      reserved     u8  0
+      codec        u8 length + ASCII          e.g. "topk+int4", "raw"
+      meta         u32 length + ASCII JSON    canonical: sorted keys, no spaces, no NaN
+      n_entries    u32
+    tensor table   n_entries entries, sorted by name (byte order of UTF-8), unique
+      name         u16 length + UTF-8         parameter name, e.g. "h.0.attn.c_attn.weight"
+      dtype        u8  (DTYPE_CODES)          dtype of the original tensor
+      ndim         u8  (<= 8), dims u64 each  shape of the original tensor
+      n_parts      u8  (>= 1)
+      parts        n_parts, sorted by part name, unique
+        name       u8 length + ASCII          e.g. "val", "idx", "scale", "P", "Q"
+        dtype      u8, ndim u8, dims u64 each
+    data           the parts' bytes in table order, nothing between, nothing after
+
+The decoder checks every field and the exact total length, and rejects non-finite
+floating data, so a malformed payload raises ``PayloadError`` (a ``ValueError``)
+with the cause, never another exception.
+
+Commitments:
+  * update root = Merkle root (abci_app.merkle) over the payload's 1 MiB chunks;
+  * state hash  = sha256(state bytes) (kind 2: parameters + AdamW moments + step);
+  * model hash  = sha256(model bytes) (kind 3: parameters only, float32);
+  * trace root  = Merkle root whose leaf data are the 32-byte state hashes taken
+    every k inner steps (steps 0, k, 2k, ..., H).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import struct
+import sys
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+
+from abci_app.merkle import (
+    chunk_bytes,
+    merkle_proof,
+    merkle_root,
+    merkle_root_of_bytes,
+    verify_merkle_proof,
+)
+
+MAGIC = b"LOCO"
+VERSION = 1
+KIND_UPDATE, KIND_STATE, KIND_MODEL = 1, 2, 3
+KIND_NAMES = {KIND_UPDATE: "update", KIND_STATE: "state", KIND_MODEL: "model"}
+
+DTYPE_CODES: dict[torch.dtype, int] = {
+    torch.float32: 1,
+    torch.float16: 2,
+    torch.bfloat16: 3,
+    torch.int8: 4,
+    torch.uint8: 5,
+    torch.int16: 6,
+    torch.int32: 7,
+    torch.int64: 8,
+    torch.float64: 9,
+}
+CODE_DTYPES = {v: k for k, v in DTYPE_CODES.items()}
+FLOAT_DTYPES = {torch.float32, torch.float16, torch.bfloat16, torch.float64}
+
+MAX_NDIM = 8
+MAX_ENTRIES = 1 << 16
+MAX_PARTS = 16
+MAX_ELEMENTS = 1 << 34  # per tensor; anything larger is "absurd" for this node
+MAX_META = 1 << 16
+
+if sys.byteorder != "little":  # pragma: no cover - all supported hosts are little-endian
+    raise RuntimeError("trainer.commit assumes a little-endian host")
+
+
+class PayloadError(ValueError):
+    """A payload or state could not be decoded; the message names the cause."""
+
+
+@dataclass(slots=True)
+class Entry:
+    """One named tensor: its original dtype and shape, and the parts that encode it."""
+
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    parts: dict[str, torch.Tensor]
+
+
+@dataclass(slots=True)
+class Payload:
+    kind: int
+    codec: str
+    meta: dict = field(default_factory=dict)
+    entries: dict[str, Entry] = field(default_factory=dict)
+
+
+def canonical_json(obj: object) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False,
+                      ensure_ascii=True).encode("ascii")
+
+
+def _tensor_bytes(t: torch.Tensor) -> bytes:
+    t = t.detach().to("cpu").contiguous().reshape(-1)
+    if t.numel() == 0:
+        return b""
+    return t.view(torch.uint8).numpy().tobytes()
+
+
+def _dims(shape: Sequence[int]) -> bytes:
+    if len(shape) > MAX_NDIM:
+        raise PayloadError(f"tensor has {len(shape)} dims, at most {MAX_NDIM} allowed")
+    return struct.pack(">B", len(shape)) + b"".join(struct.pack(">Q", int(d)) for d in shape)
+
+
+def encode(p: Payload) -> bytes:
+    """Canonical bytes of ``p`` (see the module docstring)."""
+    codec = p.codec.encode("ascii")
+    meta = canonical_json(p.meta)
+    if len(codec) > 255 or len(meta) > MAX_META:
+        raise PayloadError("codec name or meta too long")
+    head = [MAGIC, struct.pack(">HBB", VERSION, p.kind, 0), struct.pack(">B", len(codec)), codec,
+            struct.pack(">I", len(meta)), meta, struct.pack(">I", len(p.entries))]
+    table: list[bytes] = []
+    data: list[bytes] = []
+    for name in sorted(p.entries, key=lambda s: s.encode("utf-8")):
+        e = p.entries[name]
+        nb = name.encode("utf-8")
+        table += [struct.pack(">H", len(nb)), nb, struct.pack(">B", DTYPE_CODES[e.dtype]),
+                  _dims(e.shape), struct.pack(">B", len(e.parts))]
+        for pname in sorted(e.parts):
+            t = e.parts[pname]
+            pb = pname.encode("ascii")
+            if t.dtype not in DTYPE_CODES:
+                raise PayloadError(f"{name}/{pname}: dtype {t.dtype} has no code")
+            table += [struct.pack(">B", len(pb)), pb, struct.pack(">B", DTYPE_CODES[t.dtype]),
+                      _dims(tuple(t.shape))]
+            data.append(_tensor_bytes(t))
+    return b"".join(head + table + data)
+
+
+class _Reader:
+    def __init__(self, buf: bytes) -> None:
+        self.buf = memoryview(buf)
+        self.pos = 0
+
+    def take(self, n: int, what: str) -> bytes:
+        if n < 0 or self.pos + n > len(self.buf):
+            raise PayloadError(
+                f"truncated payload: needed {n} bytes for {what} at offset {self.pos}, "
+                f"{len(self.buf) - self.pos} left"
+            )
+        out = bytes(self.buf[self.pos : self.pos + n])
+        self.pos += n
+        return out
+
+    def u(self, fmt: str, what: str) -> int:
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt), what))[0]
+
+    def dtype(self, what: str) -> torch.dtype:
+        code = self.u(">B", what)
+        if code not in CODE_DTYPES:
+            raise PayloadError(f"{what}: unknown dtype code {code}")
+        return CODE_DTYPES[code]
+
+    def shape(self, what: str) -> tuple[int, ...]:
+        nd = self.u(">B", what)
+        if nd > MAX_NDIM:
+            raise PayloadError(f"{what}: {nd} dims, at most {MAX_NDIM} allowed")
+        dims = tuple(self.u(">Q", what) for _ in range(nd))
+        if math.prod(dims) > MAX_ELEMENTS:
+            raise PayloadError(f"{what}: absurd size {dims} (more than 2^34 elements)")
+        return dims
+
+
+def decode(buf: bytes, expected_kind: int | None = None, check_finite: bool = True) -> Payload:
+    """Parse and validate canonical bytes; raise ``PayloadError`` on any defect."""
+    if not isinstance(buf, (bytes, bytearray, memoryview)):
+        raise PayloadError(f"payload must be bytes, got {type(buf).__name__}")
+    r = _Reader(bytes(buf))
+    if r.take(4, "magic") != MAGIC:
+        raise PayloadError("not a loconet payload (bad magic)")
+    version, kind, reserved = struct.unpack(">HBB", r.take(4, "version/kind"))
+    if version != VERSION:
+        raise PayloadError(f"unsupported payload version {version} (this node reads {VERSION})")
+    if kind not in KIND_NAMES:
+        raise PayloadError(f"unknown payload kind {kind}")
+    if expected_kind is not None and kind != expected_kind:
+        raise PayloadError(
+            f"payload is a {KIND_NAMES[kind]}, expected a {KIND_NAMES[expected_kind]}"
+        )
+    if reserved != 0:
+        raise PayloadError("reserved header byte is not 0")
+    try:
+        codec = r.take(r.u(">B", "codec length"), "codec").decode("ascii")
+        meta_len = r.u(">I", "meta length")
+        if meta_len > MAX_META:
+            raise PayloadError(f"meta of {meta_len} bytes is absurd (max {MAX_META})")
+        meta_raw = r.take(meta_len, "meta")
+        meta = json.loads(meta_raw.decode("ascii"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PayloadError(f"bad codec name or meta: {exc}") from None
+    if not isinstance(meta, dict) or canonical_json(meta) != meta_raw:
+        raise PayloadError("meta is not canonical JSON of an object")
+    n = r.u(">I", "entry count")
+    if n > MAX_ENTRIES:
+        raise PayloadError(f"absurd entry count {n} (max {MAX_ENTRIES})")
+    layout: list[tuple[str, torch.dtype, tuple[int, ...], list[tuple[str, torch.dtype, tuple]]]] = []
+    total = 0
+    prev: bytes | None = None
+    for i in range(n):
+        nb = r.take(r.u(">H", f"entry {i} name length"), f"entry {i} name")
+        if prev is not None and nb <= prev:
+            raise PayloadError(f"entry {i}: names not sorted and unique")
+        prev = nb
+        try:
+            name = nb.decode("utf-8")
+        except UnicodeDecodeError:
+            raise PayloadError(f"entry {i}: name is not UTF-8") from None
+        dt = r.dtype(name)
+        shape = r.shape(name)
+        n_parts = r.u(">B", f"{name} part count")
+        if not 1 <= n_parts <= MAX_PARTS:
+            raise PayloadError(f"{name}: {n_parts} parts (1..{MAX_PARTS} allowed)")
+        parts = []
+        prev_part: bytes | None = None
+        for _ in range(n_parts):
+            pb = r.take(r.u(">B", f"{name} part name length"), f"{name} part name")
+            if prev_part is not None and pb <= prev_part:
+                raise PayloadError(f"{name}: part names not sorted and unique")
+            prev_part = pb
+            try:
+                pname = pb.decode("ascii")
+            except UnicodeDecodeError:
+                raise PayloadError(f"{name}: part name is not ASCII") from None
+            pdt = r.dtype(f"{name}/{pname}")
+            pshape = r.shape(f"{name}/{pname}")
+            total += math.prod(pshape) * torch.empty((), dtype=pdt).element_size()
+            parts.append((pname, pdt, pshape))
+        layout.append((name, dt, shape, parts))
+    left = len(r.buf) - r.pos
+    if total != left:
+        kind_ = "truncated" if total > left else "trailing bytes in"
+        raise PayloadError(f"{kind_} payload: table declares {total} data bytes, {left} present")
+    entries: dict[str, Entry] = {}
+    for name, dt, shape, parts in layout:
+        tensors: dict[str, torch.Tensor] = {}
+        for pname, pdt, pshape in parts:
+            size = math.prod(pshape) * torch.empty((), dtype=pdt).element_size()
+            raw = r.take(size, f"{name}/{pname} data")
+            if size == 0:
+                t = torch.empty(pshape, dtype=pdt)
+            else:
+                t = torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(pdt).reshape(pshape)
+            if check_finite and pdt in FLOAT_DTYPES and not bool(torch.isfinite(t).all()):
+                raise PayloadError(f"{name}/{pname}: contains NaN or inf")
+            tensors[pname] = t
+        entries[name] = Entry(dtype=dt, shape=shape, parts=tensors)
+    return Payload(kind=kind, codec=codec, meta=meta, entries=entries)
+
+
+# ---------------------------------------------------------------- commitments
+
+
+def sha256(b: bytes) -> bytes:
+    return hashlib.sha256(b).digest()
+
+
+def update_root(payload_bytes: bytes) -> bytes:
+    """Merkle root over the payload's 1 MiB chunks (what MsgSubmitUpdate carries)."""
+    return merkle_root_of_bytes(payload_bytes)
+
+
+def chunk_proof(payload_bytes: bytes, index: int) -> tuple[bytes, list[bytes], int]:
+    """(chunk, proof, n_chunks) for chunk ``index`` of a payload."""
+    chunks = chunk_bytes(payload_bytes)
+    return chunks[index], merkle_proof(chunks, index), len(chunks)
+
+
+def verify_chunk(root: bytes, chunk: bytes, index: int, n_chunks: int, proof: Sequence[bytes]) -> bool:
+    return verify_merkle_proof(root, chunk, index, n_chunks, proof)
+
+
+def trace_root(state_hashes: Sequence[bytes]) -> bytes:
+    """Merkle root of the trace; leaf data are the 32-byte state hashes."""
+    for h in state_hashes:
+        if len(h) != 32:
+            raise ValueError("trace entries must be 32-byte state hashes")
+    return merkle_root(list(state_hashes))
+
+
+def trace_proof(state_hashes: Sequence[bytes], index: int) -> list[bytes]:
+    return merkle_proof(list(state_hashes), index)
+
+
+def verify_trace_entry(
+    root: bytes, state_hash: bytes, index: int, n_entries: int, proof: Sequence[bytes]
+) -> bool:
+    """What the chain runs: is ``state_hash`` entry ``index`` of the committed trace?"""
+    return len(state_hash) == 32 and verify_merkle_proof(root, state_hash, index, n_entries, proof)
