@@ -1,0 +1,303 @@
+"""ABCI 2.0 handlers over a pure block execution (DESIGN §3.1).
+
+``execute_block`` is the state transition: (committed state, BlockContext, txs) -> BlockResult.
+It reads the clock and randomness from nothing but the block; the ABCI handlers around it only
+move bytes between CometBFT and the store:
+
+- ``finalize_block`` executes a block and *stages* its writes (the app hash comes back in the
+  response); only ``commit`` persists, atomically with the height and app hash;
+- ``info`` reports the last committed height and hash, so after a crash CometBFT replays
+  exactly the blocks the store does not have;
+- ``check_tx`` runs the same ante checks and messages on its own state copy (``_check``),
+  reset to the committed state after every Commit (CometBFT then re-checks its mempool);
+- genesis (``init_chain``) is staged together with block ``initial_height`` and committed with it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from abci_app import queries
+from abci_app.auth.keeper import process_sequence
+from abci_app.bank import genesis as bank_genesis
+from abci_app.bank import keeper as bank
+from abci_app.bank.events import fee_paid_event
+from abci_app.bank.keys import FEE_COLLECTOR
+from abci_app.codec.address import to_bech32
+from abci_app.codec.tx import MAX_TX_BYTES, SignatureCache, Tx, decode_tx
+from abci_app.context import BlockContext, Ctx, event
+from abci_app.encoding import decode_amount, encode_amount
+from abci_app.errors import (
+    ErrTxTimeout,
+    ErrWrongChainId,
+    InvariantBroken,
+    LoconetError,
+)
+from abci_app.pb import abci
+from abci_app.router import ROUTES
+from abci_app.staking import keeper as staking
+from abci_app.store import CacheKV, KVReader, MerkleStore
+
+APP_VERSION = 1
+META_CHAIN_ID = b"\x00chain_id"
+META_BLOCK_TIME = b"\x00block_time"
+
+
+# ---------------------------------------------------------------------------------------------
+# pure block execution
+
+
+@dataclass(slots=True)
+class BlockResult:
+    tx_results: list[abci.ExecTxResult]
+    events: list[abci.Event]
+    validator_updates: list[abci.ValidatorUpdate]
+    writes: dict[bytes, bytes | None] = field(default_factory=dict)
+
+
+def check_envelope(tx: Tx, block: BlockContext) -> None:
+    if tx.chain_id != block.chain_id:
+        raise ErrWrongChainId(f"tx is for chain {tx.chain_id!r}, this chain is {block.chain_id!r}")
+    if tx.timeout_height and block.height > tx.timeout_height:
+        raise ErrTxTimeout(f"tx timed out at height {tx.timeout_height}; block is {block.height}")
+
+
+def process_ante(ctx: Ctx, tx: Tx) -> None:
+    """Sequence and fee (signature and envelope are checked before)."""
+    process_sequence(ctx.store, tx.signer, tx.public_key, tx.sequence)
+    if tx.fee:
+        bank.send(ctx.store, tx.signer, FEE_COLLECTOR, tx.fee)
+    ctx.emit(
+        event("tx", signer=to_bech32(tx.signer), acc_seq=f"{to_bech32(tx.signer)}/{tx.sequence}", fee=tx.fee)
+    )
+
+
+def process_tx(ctx: Ctx, raw: bytes, sigs: SignatureCache) -> abci.ExecTxResult:
+    """Run one tx in a child context; its writes and events survive only if all of it succeeds."""
+    try:
+        tx = decode_tx(raw)
+        check_envelope(tx, ctx.block)
+        sigs.verify(tx)
+        child = ctx.child()
+        process_ante(child, tx)
+        for kind, msg in tx.msgs:
+            ROUTES[kind](child, tx.signer, msg)
+    except LoconetError as e:
+        return abci.ExecTxResult(code=e.code, codespace=e.codespace, log=e.log)
+    ctx.commit_child(child)
+    return abci.ExecTxResult(code=0, events=child.events)
+
+
+def process_fees(ctx: Ctx) -> None:
+    """Fees collected in this block go to the validators pro rata by power
+    (``bank.split_pro_rata``: truncating shares, dust to the largest powers)."""
+    fees = bank.get_balance(ctx.store, FEE_COLLECTOR)
+    if not fees:
+        return
+    vals = list(staking.iterate_validators(ctx.store))
+    operator = {addr: v.operator for addr, v in vals}
+    for cons_addr, share in bank.split_pro_rata(fees, [(a, v.power) for a, v in vals]):
+        bank.send(ctx.store, FEE_COLLECTOR, operator[cons_addr], share)
+        ctx.emit(fee_paid_event(operator[cons_addr], share))
+
+
+def execute_block(state: KVReader, block: BlockContext, txs: list[bytes], sigs: SignatureCache) -> BlockResult:
+    ctx = Ctx(block, CacheKV(state))
+    results = [process_tx(ctx, raw, sigs) for raw in txs]
+    end = Ctx(block, ctx.store)
+    process_fees(end)
+    end.store.set(META_BLOCK_TIME, encode_amount(block.time_ns))
+    return BlockResult(results, end.events, [], ctx.store.writes())
+
+
+# ---------------------------------------------------------------------------------------------
+# ABCI
+
+
+class HistoricalReader:
+    """A KVReader over the committed state at a past height."""
+
+    def __init__(self, store: MerkleStore, height: int) -> None:
+        self._s, self._h = store, height
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._s.get_at(key, self._h)
+
+    def iterate(self, start: bytes, end: bytes | None = None):  # type: ignore[no-untyped-def]
+        return self._s.iterate_at(self._h, start, end)
+
+
+class Application:
+    def __init__(self, store: MerkleStore, *, check_invariants: bool = False) -> None:
+        self.store = store
+        self.sigs = SignatureCache()
+        self.check_invariants = check_invariants
+        self._genesis: CacheKV | None = None  # genesis writes, staged with the first block
+        self._staged: int | None = None
+        self._check = CacheKV(store)
+
+    # -- helpers --------------------------------------------------------------------------------
+    @property
+    def chain_id(self) -> str:
+        raw = self.store.get(META_CHAIN_ID)
+        if raw is None and self._genesis is not None:
+            raw = self._genesis.get(META_CHAIN_ID)
+        return raw.decode() if raw else ""
+
+    def _base(self) -> KVReader:
+        return self._genesis if self._genesis is not None else self.store
+
+    def _check_ctx(self) -> Ctx:
+        t = decode_amount(self._check.get(META_BLOCK_TIME))
+        return Ctx(BlockContext(self.store.height + 1, t, b"", b"", self.chain_id), self._check)
+
+    # -- info / genesis -------------------------------------------------------------------------
+    def info(self, req: abci.RequestInfo) -> abci.ResponseInfo:
+        h = self.store.height
+        return abci.ResponseInfo(
+            data="loconet",
+            version="0.1.0",
+            app_version=APP_VERSION,
+            last_block_height=h,
+            last_block_app_hash=self.store.app_hash if h else b"",
+        )
+
+    def init_chain(self, req: abci.RequestInitChain) -> abci.ResponseInitChain:
+        if self.store.height != 0:
+            raise RuntimeError("InitChain on a store that already has blocks")
+        if req.initial_height not in (0, 1):
+            raise RuntimeError("loconet supports initial_height 1 only")
+        app_state: dict[str, Any] = json.loads(req.app_state_bytes or b"{}")
+        g = CacheKV(self.store)
+        g.set(META_CHAIN_ID, req.chain_id.encode())
+        g.set(META_BLOCK_TIME, encode_amount(req.time.seconds * 10**9 + req.time.nanos))
+        bank_genesis.init_genesis(g, app_state.get("bank", {}))
+        staking.init_genesis(g, app_state.get("staking", {}), list(req.validators))
+        if self.check_invariants:
+            bank.check_invariants(g)
+        self._genesis = g
+        app_hash = self.store.stage(1, g.writes())
+        self._check = CacheKV(g)
+        return abci.ResponseInitChain(app_hash=app_hash)
+
+    # -- mempool --------------------------------------------------------------------------------
+    def check_tx(self, req: abci.RequestCheckTx) -> abci.ResponseCheckTx:
+        r = process_tx(self._check_ctx(), req.tx, self.sigs)
+        return abci.ResponseCheckTx(code=r.code, codespace=r.codespace, log=r.log, gas_wanted=1)
+
+    # -- proposals ------------------------------------------------------------------------------
+    def _stateless_ok(self, raw: bytes) -> bool:
+        try:
+            tx = decode_tx(raw)
+            if tx.chain_id != self.chain_id:
+                return False
+            self.sigs.verify(tx)
+        except LoconetError:
+            return False
+        return True
+
+    def prepare_proposal(self, req: abci.RequestPrepareProposal) -> abci.ResponsePrepareProposal:
+        out, size = [], 0
+        for raw in req.txs:
+            if size + len(raw) > req.max_tx_bytes:
+                break
+            if self._stateless_ok(raw):
+                out.append(raw)
+                size += len(raw)
+        return abci.ResponsePrepareProposal(txs=out)
+
+    def process_proposal(self, req: abci.RequestProcessProposal) -> abci.ResponseProcessProposal:
+        ok = all(len(raw) <= MAX_TX_BYTES and self._stateless_ok(raw) for raw in req.txs)
+        status = abci.ResponseProcessProposal.ACCEPT if ok else abci.ResponseProcessProposal.REJECT
+        return abci.ResponseProcessProposal(status=status)
+
+    def extend_vote(self, req: abci.RequestExtendVote) -> abci.ResponseExtendVote:
+        return abci.ResponseExtendVote(vote_extension=b"")
+
+    def verify_vote_extension(self, req: abci.RequestVerifyVoteExtension) -> abci.ResponseVerifyVoteExtension:
+        ok = req.vote_extension == b""
+        s = abci.ResponseVerifyVoteExtension
+        return s(status=s.ACCEPT if ok else s.REJECT)
+
+    # -- block ----------------------------------------------------------------------------------
+    def finalize_block(self, req: abci.RequestFinalizeBlock) -> abci.ResponseFinalizeBlock:
+        if req.height != self.store.height + 1:
+            raise RuntimeError(f"FinalizeBlock at height {req.height}; store is at {self.store.height}")
+        block = BlockContext(
+            height=req.height,
+            time_ns=req.time.seconds * 10**9 + req.time.nanos,
+            proposer=req.proposer_address,
+            block_hash=req.hash,
+            chain_id=self.chain_id,
+        )
+        base = self._base()
+        result = execute_block(base, block, list(req.txs), self.sigs)
+        writes = result.writes
+        if self._genesis is not None:
+            merged = self._genesis.writes()
+            merged.update(writes)
+            writes = merged
+        if self.check_invariants:
+            view = CacheKV(self.store)
+            for k, v in writes.items():
+                view.set(k, v) if v is not None else view.delete(k)
+            bank.check_invariants(view)
+        app_hash = self.store.stage(req.height, writes)
+        self._staged = req.height
+        return abci.ResponseFinalizeBlock(
+            tx_results=result.tx_results,
+            events=result.events,
+            validator_updates=result.validator_updates,
+            app_hash=app_hash,
+        )
+
+    def commit(self, req: abci.RequestCommit) -> abci.ResponseCommit:
+        if self._staged != self.store.height + 1:
+            raise RuntimeError("Commit without a finalized block")
+        self.store.commit()
+        self._staged = None
+        self._genesis = None
+        self._check = CacheKV(self.store)
+        return abci.ResponseCommit(retain_height=0)
+
+    # -- queries --------------------------------------------------------------------------------
+    def query(self, req: abci.RequestQuery) -> abci.ResponseQuery:
+        height = req.height or self.store.height
+        try:
+            reader: KVReader = self.store if height == self.store.height else HistoricalReader(self.store, height)
+            value, keys = queries.route(reader, req.path, req.data)
+            resp = abci.ResponseQuery(code=0, value=value, height=height)
+            if req.prove:
+                for k in keys:
+                    resp.proof_ops.ops.add(type=queries.PROOF_TYPE, key=k, data=self.store.prove(k, height).to_bytes())
+            return resp
+        except queries.QueryError as e:
+            return abci.ResponseQuery(code=e.code, codespace="query", log=str(e), height=height)
+        except Exception as e:  # pruned or future height, bad input: never crash the node
+            from abci_app.store import StoreError
+
+            if isinstance(e, (StoreError, ValueError, LoconetError)):
+                return abci.ResponseQuery(code=2, codespace="query", log=str(e), height=height)
+            raise
+
+    # -- state sync: not offered yet ------------------------------------------------------------
+    def list_snapshots(self, req: abci.RequestListSnapshots) -> abci.ResponseListSnapshots:
+        return abci.ResponseListSnapshots()
+
+    def offer_snapshot(self, req: abci.RequestOfferSnapshot) -> abci.ResponseOfferSnapshot:
+        return abci.ResponseOfferSnapshot(result=abci.ResponseOfferSnapshot.REJECT)
+
+    def load_snapshot_chunk(self, req: abci.RequestLoadSnapshotChunk) -> abci.ResponseLoadSnapshotChunk:
+        return abci.ResponseLoadSnapshotChunk()
+
+    def apply_snapshot_chunk(self, req: abci.RequestApplySnapshotChunk) -> abci.ResponseApplySnapshotChunk:
+        return abci.ResponseApplySnapshotChunk(result=abci.ResponseApplySnapshotChunk.ABORT)
+
+    def invariants(self) -> None:
+        """Check every module invariant on the committed state (tests; `loconet debug`)."""
+        bank.check_invariants(self.store)
+
+
+__all__ = ["Application", "BlockContext", "BlockResult", "InvariantBroken", "execute_block"]

@@ -1,0 +1,1 @@
+"""bank: balances, transfers, total supply, fees."""

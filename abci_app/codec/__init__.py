@@ -1,0 +1,1 @@
+"""Transaction envelope, signatures and addresses. Generated stubs live in ``gen/`` (not committed)."""

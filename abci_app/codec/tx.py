@@ -1,0 +1,230 @@
+"""The transaction envelope (DESIGN §3.3): strict decoding, sign bytes, signing.
+
+Wire format: ``TxRaw{body_bytes, auth_info_bytes, signature}`` (proto/loconet/tx/v1/tx.proto).
+The signature is ed25519 over ``sign_bytes(chain_id, body_bytes, auth_info_bytes)``: the exact
+bytes sent, length-prefixed, behind a domain tag; nothing is re-serialised before verifying.
+
+Decoding is strict: every protobuf layer must re-encode (deterministically) to exactly the bytes
+received and carry no unknown fields, so one transaction has exactly one encoding; trailing
+bytes, duplicated fields and non-minimal varints are rejected as ``ErrTxDecode``. A ``Msg``
+whose oneof is unset (a message type this node does not know) is ``ErrUnknownMessage``.
+
+Signature checks use libsodium (PyNaCl), about 2x faster than OpenSSL through ``cryptography``
+on this machine class (ANCHORS: 11,300/s vs 5,800/s); keys are generated and used for signing
+with ``cryptography``. Results are cached by tx hash, so a node verifies a tx once even though
+it sees it in CheckTx, ProcessProposal and FinalizeBlock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from google.protobuf.message import DecodeError, Message
+from google.protobuf.unknown_fields import UnknownFieldSet
+from nacl.exceptions import BadSignatureError, CryptoError
+from nacl.signing import VerifyKey
+
+from abci_app.codec.address import address_from_pubkey
+from abci_app.errors import (
+    ErrEmptyTx,
+    ErrInvalidPubKey,
+    ErrInvalidSignature,
+    ErrMemoTooLong,
+    ErrTxDecode,
+    ErrTxTooLarge,
+    ErrUnknownMessage,
+)
+from abci_app.pb import tx_pb2
+
+SIGN_DOMAIN = b"loconet/tx/v1"
+MAX_TX_BYTES = 64 * 1024
+MAX_MEMO_BYTES = 256
+MAX_MSGS = 64
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def sign_bytes(chain_id: str, body_bytes: bytes, auth_info_bytes: bytes) -> bytes:
+    cid = chain_id.encode()
+    return b"".join(
+        (
+            SIGN_DOMAIN,
+            _uvarint(len(cid)), cid,
+            _uvarint(len(body_bytes)), body_bytes,
+            _uvarint(len(auth_info_bytes)), auth_info_bytes,
+        )
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Tx:
+    """A structurally valid, decoded transaction (signature not yet checked)."""
+
+    raw: bytes
+    hash: bytes  # sha256(raw): the hash CometBFT indexes the tx under
+    body: tx_pb2.TxBody
+    msgs: tuple[tuple[str, Message], ...]  # (oneof field name, message)
+    public_key: bytes
+    signer: bytes  # 20-byte address
+    sequence: int
+    fee: int
+    chain_id: str
+    signature: bytes
+    body_bytes: bytes
+    auth_info_bytes: bytes
+
+    @property
+    def memo(self) -> str:
+        return self.body.memo
+
+    @property
+    def timeout_height(self) -> int:
+        return self.body.timeout_height
+
+
+def _strict(cls: type[Message], data: bytes, what: str) -> Message:
+    try:
+        msg = cls.FromString(data)
+    except DecodeError as e:
+        raise ErrTxDecode(f"{what}: malformed protobuf ({e})") from None
+    _check_canonical(msg, data, what)
+    return msg
+
+
+def _check_canonical(msg: Message, data: bytes, what: str) -> None:
+    if len(UnknownFieldSet(msg)):
+        raise ErrTxDecode(f"{what}: unknown fields or trailing bytes")
+    if msg.SerializeToString(deterministic=True) != data:
+        raise ErrTxDecode(f"{what}: non-canonical encoding (duplicated fields, trailing bytes or padding)")
+
+
+def decode_tx(raw: bytes, *, max_tx_bytes: int = MAX_TX_BYTES) -> Tx:
+    """Decode and structurally validate a tx. Raises a TxError subclass; never anything else."""
+    if len(raw) > max_tx_bytes:
+        raise ErrTxTooLarge(f"tx is {len(raw)} bytes; the limit is {max_tx_bytes}")
+    if not raw:
+        raise ErrTxDecode("empty tx")
+    env = _strict(tx_pb2.TxRaw, raw, "TxRaw")
+    assert isinstance(env, tx_pb2.TxRaw)
+    body = _strict(tx_pb2.TxBody, env.body_bytes, "TxBody")
+    auth = _strict(tx_pb2.AuthInfo, env.auth_info_bytes, "AuthInfo")
+    assert isinstance(body, tx_pb2.TxBody) and isinstance(auth, tx_pb2.AuthInfo)
+    if len(env.signature) != 64:
+        raise ErrInvalidSignature(f"signature must be 64 bytes, got {len(env.signature)}")
+    if len(auth.public_key) != 32:
+        raise ErrInvalidPubKey(f"public key must be 32 bytes (ed25519), got {len(auth.public_key)}")
+    if not body.messages:
+        raise ErrEmptyTx("tx has no messages")
+    if len(body.messages) > MAX_MSGS:
+        raise ErrTxTooLarge(f"tx has {len(body.messages)} messages; the limit is {MAX_MSGS}")
+    if len(body.memo.encode()) > MAX_MEMO_BYTES:
+        raise ErrMemoTooLong(f"memo is {len(body.memo.encode())} bytes; the limit is {MAX_MEMO_BYTES}")
+    msgs: list[tuple[str, Message]] = []
+    for i, m in enumerate(body.messages):
+        kind = m.WhichOneof("sum")
+        if kind is None:
+            raise ErrUnknownMessage(f"message {i} has a type this node does not know")
+        inner = getattr(m, kind)
+        if len(UnknownFieldSet(inner)):
+            raise ErrTxDecode(f"message {i} ({kind}): unknown fields")
+        msgs.append((kind, inner))
+    return Tx(
+        raw=raw,
+        hash=hashlib.sha256(raw).digest(),
+        body=body,
+        msgs=tuple(msgs),
+        public_key=auth.public_key,
+        signer=address_from_pubkey(auth.public_key),
+        sequence=auth.sequence,
+        fee=auth.fee,
+        chain_id=auth.chain_id,
+        signature=env.signature,
+        body_bytes=env.body_bytes,
+        auth_info_bytes=env.auth_info_bytes,
+    )
+
+
+class SignatureCache:
+    """Remembers which tx hashes carry a valid signature (a pure function of the tx bytes)."""
+
+    def __init__(self, capacity: int = 200_000) -> None:
+        self._ok: OrderedDict[bytes, None] = OrderedDict()
+        self._capacity = capacity
+
+    def verify(self, tx: Tx) -> None:
+        if tx.hash in self._ok:
+            self._ok.move_to_end(tx.hash)
+            return
+        msg = sign_bytes(tx.chain_id, tx.body_bytes, tx.auth_info_bytes)
+        try:
+            VerifyKey(tx.public_key).verify(msg, tx.signature)
+        except (BadSignatureError, CryptoError, ValueError, TypeError):
+            raise ErrInvalidSignature("signature does not verify for the signer's public key") from None
+        self._ok[tx.hash] = None
+        if len(self._ok) > self._capacity:
+            self._ok.popitem(last=False)
+
+
+def build_tx(
+    private_key: "Ed25519Signer",
+    *,
+    chain_id: str,
+    msgs: list[tx_pb2.Msg],
+    sequence: int,
+    fee: int = 0,
+    memo: str = "",
+    timeout_height: int = 0,
+) -> bytes:
+    """Sign and encode a tx (client side)."""
+    body = tx_pb2.TxBody(messages=msgs, memo=memo, timeout_height=timeout_height)
+    auth = tx_pb2.AuthInfo(
+        public_key=private_key.public_bytes(), sequence=sequence, fee=fee, chain_id=chain_id
+    )
+    body_bytes = body.SerializeToString(deterministic=True)
+    auth_bytes = auth.SerializeToString(deterministic=True)
+    sig = private_key.sign(sign_bytes(chain_id, body_bytes, auth_bytes))
+    return tx_pb2.TxRaw(
+        body_bytes=body_bytes, auth_info_bytes=auth_bytes, signature=sig
+    ).SerializeToString(deterministic=True)
+
+
+class Ed25519Signer:
+    """A private key that can sign (cryptography's Ed25519PrivateKey behind a small API)."""
+
+    def __init__(self, seed: bytes) -> None:
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+        if len(seed) != 32:
+            raise ValueError("ed25519 seed must be 32 bytes")
+        self._key = Ed25519PrivateKey.from_private_bytes(seed)
+        self.seed = seed
+
+    @classmethod
+    def generate(cls) -> "Ed25519Signer":
+        import os
+
+        return cls(os.urandom(32))
+
+    def public_bytes(self) -> bytes:
+        from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+        return self._key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+
+    def sign(self, data: bytes) -> bytes:
+        return self._key.sign(data)
+
+    @property
+    def address(self) -> bytes:
+        return address_from_pubkey(self.public_bytes())

@@ -1,0 +1,55 @@
+"""Execution context handed to every handler: the block's facts and the state to write to.
+
+Time and randomness are inputs (``BlockContext``), never read from the machine. Handlers write
+only through ``ctx.store`` (a CacheKV); a rejected tx's cache is discarded, so it changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from abci_app.pb import abci
+from abci_app.store import CacheKV
+
+
+@dataclass(frozen=True, slots=True)
+class BlockContext:
+    height: int
+    time_ns: int  # block time from the header (nanoseconds since the epoch)
+    proposer: bytes  # 20-byte consensus address
+    block_hash: bytes  # seeds on-chain sampling
+    chain_id: str
+
+
+@dataclass(slots=True)
+class Ctx:
+    block: BlockContext
+    store: CacheKV
+    events: list[abci.Event] = field(default_factory=list)
+
+    def emit(self, event: abci.Event) -> None:
+        self.events.append(event)
+
+    def child(self) -> "Ctx":
+        """A nested context whose writes and events are kept only if ``commit_child`` is called."""
+        return Ctx(self.block, CacheKV(self.store), [])
+
+    def commit_child(self, child: "Ctx") -> None:
+        child.store.write()
+        self.events.extend(child.events)
+
+
+def event(kind: str, **attrs: str | int | bytes) -> abci.Event:
+    """Build a typed event. Values: str as is, int in decimal, bytes in lower-case hex.
+    Every attribute is indexed so ``tx_search`` / ``block_search`` can find it."""
+    out = abci.Event(type=kind)
+    for k in sorted(attrs):
+        v = attrs[k]
+        if isinstance(v, bytes):
+            s = v.hex()
+        elif isinstance(v, bool):
+            s = "true" if v else "false"
+        else:
+            s = str(v)
+        out.attributes.add(key=k, value=s, index=True)
+    return out

@@ -1,0 +1,51 @@
+"""Canonical encodings for keys and stored values (one encoding per thing; DESIGN §3.2)."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from google.protobuf.message import DecodeError, Message
+
+from abci_app.errors import InvariantBroken
+
+U128 = 16
+MAX_U64 = 2**64 - 1
+
+M = TypeVar("M", bound=Message)
+
+
+def lp(b: bytes) -> bytes:
+    """Length-prefixed bytes (one length byte) for composite keys."""
+    if len(b) > 255:
+        raise ValueError("key part longer than 255 bytes")
+    return bytes([len(b)]) + b
+
+
+def u64_key(n: int) -> bytes:
+    return n.to_bytes(8, "big")
+
+
+def encode_amount(n: int) -> bytes:
+    """Amounts in state: unsigned 128-bit big-endian (balances can exceed 2^64 uloco)."""
+    if n < 0:
+        raise InvariantBroken(f"negative amount {n} about to be stored")
+    return n.to_bytes(U128, "big")
+
+
+def decode_amount(b: bytes | None) -> int:
+    if b is None:
+        return 0
+    if len(b) != U128:
+        raise InvariantBroken(f"stored amount has {len(b)} bytes, expected {U128}")
+    return int.from_bytes(b, "big")
+
+
+def encode_msg(m: Message) -> bytes:
+    return m.SerializeToString(deterministic=True)
+
+
+def decode_msg(cls: type[M], b: bytes) -> M:
+    try:
+        return cls.FromString(b)
+    except DecodeError as e:  # state was written by us: corruption halts the node
+        raise InvariantBroken(f"corrupt {cls.__name__} in state: {e}") from None

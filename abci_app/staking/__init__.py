@@ -1,0 +1,1 @@
+"""staking: the validator set (foundation: from genesis; bonding arrives with the staking issue)."""

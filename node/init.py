@@ -1,0 +1,55 @@
+"""``loconet init``: a node home with cometbft's config and keys, loconet's app config, a
+genesis with this node as the only validator, and a funded ``validator`` account key."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from node.config import AppConfig, Ports, tune_cometbft_config
+from node.keys import Keyring
+from node.paths import cometbft_binary
+
+ULOCO_PER_LOCO = 1_000_000
+VALIDATOR_FUNDS = 1_000_000 * ULOCO_PER_LOCO
+
+
+class InitError(Exception):
+    pass
+
+
+def init_home(
+    home: Path, chain_id: str = "loconet-local", moniker: str = "node0", ports: Ports = Ports()
+) -> dict[str, Any]:
+    home = Path(home)
+    if (home / "config" / "genesis.json").exists():
+        raise InitError(f"{home} is already initialized: pick another --home or remove it")
+    r = subprocess.run(
+        [cometbft_binary(), "init", "--home", str(home)], capture_output=True, text=True
+    )
+    if r.returncode != 0:
+        raise InitError(f"cometbft init failed: {r.stderr.strip() or r.stdout.strip()}")
+    tune_cometbft_config(home, moniker, ports)
+    (home / "config" / "app.toml").write_text(AppConfig(abci_address=f"tcp://127.0.0.1:{ports.abci}").to_toml())
+    key = Keyring(home).add("validator")
+
+    gpath = home / "config" / "genesis.json"
+    genesis = json.loads(gpath.read_text())
+    pv = json.loads((home / "config" / "priv_validator_key.json").read_text())
+    genesis["chain_id"] = chain_id
+    genesis["initial_height"] = "1"
+    genesis["validators"][0]["name"] = moniker
+    genesis["app_state"] = {
+        "bank": {"balances": [{"address": key.address, "amount": str(VALIDATOR_FUNDS)}]},
+        "staking": {"validators": [{"pub_key": pv["pub_key"]["value"], "operator": key.address, "moniker": moniker}]},
+    }
+    gpath.write_text(json.dumps(genesis, indent=2) + "\n")
+    return {
+        "home": str(home),
+        "chain_id": chain_id,
+        "moniker": moniker,
+        "validator_address": pv["address"],
+        "validator_account": key.address,
+    }

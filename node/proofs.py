@@ -1,0 +1,62 @@
+"""Client-side checking of ``prove=true`` query answers against a block header's app hash.
+
+A query at height H reads the state committed by block H, whose Merkle root CometBFT puts in
+the header of block H+1 (``app_hash``). Each ProofOp carries one store key and a proof of its
+value (or of its absence); all must verify against that root. The caller then re-derives what
+it shows from the proven raw values, not from the JSON the node sent.
+
+(The header itself is taken from the node's RPC; checking its commit signatures against the
+validator set is a light client's job and is not done here.)
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from abci_app.auth.keys import account_key
+from abci_app.bank.keys import balance_key
+from abci_app.encoding import decode_amount, decode_msg
+from abci_app.pb import state_pb2
+from abci_app.queries import PROOF_TYPE
+from abci_app.store import Proof, StoreError, verify_proof
+from node.rpc import Client, QueryResult
+
+
+class ProofInvalid(Exception):
+    pass
+
+
+def verify_query(client: Client, qr: QueryResult, wait: float = 30.0) -> tuple[bytes, dict[bytes, bytes | None]]:
+    """Returns (app hash used, {store key: proven value or None}). Raises ProofInvalid."""
+    if not qr.proof_ops:
+        raise ProofInvalid("the node returned no proof")
+    client.wait_for_height(qr.height + 1, timeout=wait)
+    root = client.app_hash_at(qr.height + 1)
+    proven: dict[bytes, bytes | None] = {}
+    for op in qr.proof_ops:
+        if op["type"] != PROOF_TYPE:
+            raise ProofInvalid(f"unknown proof type {op['type']!r}")
+        try:
+            proof = Proof.from_bytes(op["data"])
+        except StoreError as e:
+            raise ProofInvalid(f"malformed proof: {e}") from None
+        if proof.key != op["key"] or not verify_proof(proof, root, op["key"], proof.value):
+            raise ProofInvalid(f"proof for key {op['key'].hex()} does not verify against app hash {root.hex()}")
+        proven[op["key"]] = proof.value
+    return root, proven
+
+
+def verified_account(client: Client, qr: QueryResult, address: bytes) -> dict[str, Any]:
+    """Balance and sequence re-derived from the proven store values."""
+    root, proven = verify_query(client, qr)
+    bk, ak = balance_key(address), account_key(address)
+    if bk not in proven or ak not in proven:
+        raise ProofInvalid("proof does not cover the account's balance and sequence keys")
+    raw_acc = proven[ak]
+    seq = decode_msg(state_pb2.Account, raw_acc).sequence if raw_acc else 0
+    proof_json = [
+        {"type": PROOF_TYPE, "key": base64.b64encode(op["key"]).decode(), "data": base64.b64encode(op["data"]).decode()}
+        for op in qr.proof_ops
+    ]
+    return {"balance": decode_amount(proven[bk]), "sequence": seq, "app_hash": root.hex().upper(), "proof": proof_json}

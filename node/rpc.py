@@ -1,0 +1,140 @@
+"""A small client for CometBFT's JSON-RPC (httpx).
+
+    RpcError
+    ├── NodeUnreachable   the node does not answer (not started, wrong --node)
+    └── TxRejected        CheckTx or FinalizeBlock rejected a tx (code, codespace, log)
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+DEFAULT_NODE = "http://127.0.0.1:26657"
+
+
+class RpcError(Exception):
+    pass
+
+
+class NodeUnreachable(RpcError):
+    pass
+
+
+class TxRejected(RpcError):
+    def __init__(self, code: int, codespace: str, log: str, stage: str) -> None:
+        super().__init__(f"tx rejected in {stage}: code {code} ({codespace}): {log}")
+        self.code, self.codespace, self.log, self.stage = code, codespace, log, stage
+
+
+@dataclass(frozen=True, slots=True)
+class QueryResult:
+    code: int
+    log: str
+    height: int
+    value: bytes
+    proof_ops: list[dict[str, Any]]
+
+
+class Client:
+    def __init__(self, url: str = DEFAULT_NODE, timeout: float = 10.0, transport: httpx.BaseTransport | None = None) -> None:
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def call(self, method: str, **params: Any) -> Any:
+        try:
+            r = self._http.post("/", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+        except httpx.TransportError as e:
+            raise NodeUnreachable(f"cannot reach node at {self.url} ({e.__class__.__name__}): is `loconet start` running? (or pass --node URL)") from None
+        try:
+            body = r.json()
+        except ValueError:
+            raise RpcError(f"{method}: node answered HTTP {r.status_code} with non-JSON body") from None
+        if "error" in body and body["error"]:
+            err = body["error"]
+            raise RpcError(f"{method}: {err.get('message', '')} {err.get('data', '')}".strip())
+        return body["result"]
+
+    # -- chain ----------------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        return self.call("status")  # type: ignore[no-any-return]
+
+    def latest_height(self) -> int:
+        return int(self.status()["sync_info"]["latest_block_height"])
+
+    def block(self, height: int | None = None) -> dict[str, Any]:
+        return self.call("block", **({"height": str(height)} if height else {}))  # type: ignore[no-any-return]
+
+    def app_hash_at(self, height: int) -> bytes:
+        """The app hash in the header of block ``height`` (= state root after block height-1)."""
+        hdr = self.call("header", height=str(height))["header"]
+        return bytes.fromhex(hdr["app_hash"])
+
+    def validators(self, height: int | None = None) -> list[dict[str, Any]]:
+        res = self.call("validators", **({"height": str(height)} if height else {}), per_page="100")
+        return list(res["validators"])
+
+    def wait_for_height(self, height: int, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.latest_height() < height:
+            if time.monotonic() > deadline:
+                raise RpcError(f"timed out waiting for height {height}")
+            time.sleep(0.1)
+
+    # -- txs ------------------------------------------------------------------------------------
+    def broadcast_tx_sync(self, tx: bytes) -> str:
+        """Submit through CheckTx; returns the tx hash (hex) or raises TxRejected."""
+        res = self.call("broadcast_tx_sync", tx=base64.b64encode(tx).decode())
+        if int(res["code"]) != 0:
+            raise TxRejected(int(res["code"]), res.get("codespace", ""), res.get("log", ""), "CheckTx")
+        return str(res["hash"])
+
+    def broadcast_tx_async(self, tx: bytes) -> str:
+        return str(self.call("broadcast_tx_async", tx=base64.b64encode(tx).decode())["hash"])
+
+    def tx(self, tx_hash: str) -> dict[str, Any] | None:
+        try:
+            return self.call("tx", hash=base64.b64encode(bytes.fromhex(tx_hash)).decode())  # type: ignore[no-any-return]
+        except RpcError as e:
+            if "not found" in str(e):
+                return None
+            raise
+
+    def wait_for_tx(self, tx_hash: str, timeout: float = 30.0) -> dict[str, Any]:
+        """Wait until the tx is in a block; raise TxRejected if the block rejected it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            res = self.tx(tx_hash)
+            if res is not None:
+                r = res["tx_result"]
+                if int(r.get("code", 0)) != 0:
+                    raise TxRejected(int(r["code"]), r.get("codespace", ""), r.get("log", ""), f"block {res['height']}")
+                return res
+            if time.monotonic() > deadline:
+                raise RpcError(f"tx {tx_hash} not in a block after {timeout:.0f}s")
+            time.sleep(0.1)
+
+    # -- state ----------------------------------------------------------------------------------
+    def abci_query(self, path: str, data: bytes = b"", height: int = 0, prove: bool = False) -> QueryResult:
+        res = self.call("abci_query", path=path, data=data.hex(), height=str(height), prove=prove)["response"]
+        ops = (res.get("proofOps") or {}).get("ops") or []
+        return QueryResult(
+            code=int(res.get("code", 0)),
+            log=res.get("log", ""),
+            height=int(res.get("height", 0)),
+            value=base64.b64decode(res.get("value") or ""),
+            proof_ops=[{"type": o["type"], "key": base64.b64decode(o["key"]), "data": base64.b64decode(o["data"])} for o in ops],
+        )

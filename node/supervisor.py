@@ -1,0 +1,108 @@
+"""``loconet start``: the ABCI server (in this process) and cometbft (a child) as one node.
+
+Order: open the store, bind the ABCI port (a port in use fails here, before cometbft starts),
+check cometbft's ports, start cometbft. Either side ending stops the other. SIGINT/SIGTERM:
+cometbft gets SIGTERM (SIGKILL after 15 s), then the ABCI server closes and the store is
+closed. ``kill -9`` of the process group loses nothing committed: the store persists only in
+Commit, and on restart CometBFT replays what the app does not have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from abci_app.app import Application
+from abci_app.server import ABCIServer
+from abci_app.store import MerkleStore
+from node.config import AppConfig
+from node.paths import cometbft_binary
+
+log = logging.getLogger("loconet.node")
+
+
+class StartError(Exception):
+    pass
+
+
+def _port_of(addr: str) -> int:
+    return int(addr.rsplit(":", 1)[1])
+
+
+def check_port_free(port: int, what: str) -> None:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        raise StartError(
+            f"port {port} ({what}) is already in use: stop the process using it "
+            f"(`ss -ltnp 'sport = :{port}'`) or change it in the node's config"
+        ) from None
+    finally:
+        s.close()
+
+
+async def run_node(home: Path) -> int:
+    home = home.resolve()
+    if not (home / "config" / "genesis.json").exists():
+        raise StartError(f"{home} is not a loconet home: run `loconet init --home {home}` first")
+    binary = cometbft_binary()
+    cfg = AppConfig.load(home)
+    ctoml = tomllib.loads((home / "config" / "config.toml").read_text())
+    for addr, what in ((ctoml["rpc"]["laddr"], "cometbft RPC"), (ctoml["p2p"]["laddr"], "cometbft P2P")):
+        check_port_free(_port_of(addr), what)
+
+    store = MerkleStore(home / "data" / "app.db", keep_recent=cfg.keep_recent)
+    app = Application(store, check_invariants=cfg.check_invariants)
+    server = ABCIServer(app, cfg.abci_address)
+    try:
+        await server.start()
+    except OSError as e:
+        store.close()
+        raise StartError(f"cannot listen on {cfg.abci_address} (ABCI): {e.strerror}; is another node running?") from None
+    log.info("ABCI server on %s (height %d)", cfg.abci_address, store.height)
+
+    logf = open(home / "cometbft.log", "ab")
+    proc = subprocess.Popen(
+        [binary, "start", "--home", str(home)], stdout=logf, stderr=subprocess.STDOUT, start_new_session=False
+    )
+    print(f"node started: cometbft pid {proc.pid}, log {home / 'cometbft.log'}, RPC {ctoml['rpc']['laddr']}", flush=True)
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    serve = asyncio.create_task(server.serve_forever())
+    comet = asyncio.create_task(asyncio.to_thread(proc.wait))
+    stopper = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait({serve, comet, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    rc = 0
+    if comet in done:
+        rc = proc.returncode or 1
+        print(f"cometbft exited with status {proc.returncode}; see {home / 'cometbft.log'}", file=sys.stderr)
+    elif serve in done and server.fatal_error is not None:
+        rc = 1
+        print(f"state machine halted: {server.fatal_error}", file=sys.stderr)
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            await asyncio.wait_for(asyncio.to_thread(proc.wait), 15)
+        except asyncio.TimeoutError:
+            proc.kill()
+            proc.wait()
+    serve.cancel()
+    stopper.cancel()
+    await server.stop()
+    store.close()
+    logf.close()
+    print("node stopped", flush=True)
+    return rc

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# loconet setup: idempotent; seconds when nothing changed.
+#   1. a virtualenv (.venv) with the project installed (editable) from pyproject.toml
+#   2. cometbft built with `go install` into .bin/ (found by the CLI, PATH untouched)
+#   3. Python protobuf stubs generated from the pinned cometbft module's proto/ folder,
+#      gogoproto, and our own proto/ files, into abci_app/codec/gen/ (build output).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+COMETBFT_VERSION=v0.38.25
+GOGOPROTO_VERSION=v1.7.0
+PY=${PYTHON:-python3.11}
+
+need() {  # need CMD "one sentence saying what to install"
+  command -v "$1" >/dev/null 2>&1 || { echo "error: $2" >&2; exit 1; }
+}
+need "$PY" "Python 3.11 is required: install python3.11 (or set PYTHON=/path/to/python3.11) and rerun make setup."
+need go "Go is required to build cometbft: install Go >= 1.22 from https://go.dev/dl and rerun make setup."
+need gcc "A C compiler is required (cgo and Python wheels): install gcc (apt install build-essential) and rerun make setup."
+need node "Node.js is required for the Solidity compiler (solcjs): install Node.js >= 18 and rerun make setup."
+
+# 1. virtualenv
+stamp=.venv/.loconet-installed
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$PY" -m venv .venv
+fi
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "setup: installing Python dependencies (first run downloads torch; a few minutes)"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[test]'
+  touch "$stamp"
+fi
+
+# 2. cometbft
+if [ ! -x .bin/cometbft ] || [ "$(.bin/cometbft version 2>/dev/null)" != "${COMETBFT_VERSION#v}" ]; then
+  echo "setup: building cometbft $COMETBFT_VERSION with go install (first run: about 2 minutes)"
+  mkdir -p .bin
+  GOBIN="$ROOT/.bin" GOFLAGS=-mod=mod go install "github.com/cometbft/cometbft/cmd/cometbft@$COMETBFT_VERSION"
+fi
+
+# 3. protobuf stubs
+gen=abci_app/codec/gen
+gen_stamp=$gen/.stamp-$COMETBFT_VERSION
+newest_proto=$(find proto -name '*.proto' -newer "$gen_stamp" 2>/dev/null | head -1 || true)
+if [ ! -f "$gen_stamp" ] || [ -n "$newest_proto" ]; then
+  echo "setup: generating protobuf stubs"
+  comet_dir=$(go mod download -json "github.com/cometbft/cometbft@$COMETBFT_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  gogo_dir=$(go mod download -json "github.com/cosmos/gogoproto@$GOGOPROTO_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  rm -rf "$gen" && mkdir -p "$gen"
+  (cd "$comet_dir/proto" && find tendermint -name '*.proto' | sort) > "$gen/.comet-protos"
+  (find proto -name '*.proto' | sed 's#^proto/##' | sort) > "$gen/.own-protos"
+  .venv/bin/python -m grpc_tools.protoc \
+    -I "$comet_dir/proto" -I "$gogo_dir" -I proto \
+    --python_out="$gen" \
+    gogoproto/gogo.proto $(cat "$gen/.comet-protos") $(cat "$gen/.own-protos")
+  touch "$gen_stamp"
+fi
+echo "setup: ok (cometbft $(.bin/cometbft version), venv .venv, stubs in $gen)"

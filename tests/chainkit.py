@@ -1,0 +1,92 @@
+"""Test kit for the state machine: an Application on an in-memory store, funded keys,
+tx builders, and a block driver that finalizes + commits and checks invariants each block."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from abci_app.app import Application
+from abci_app.codec.address import to_bech32
+from abci_app.codec.tx import Ed25519Signer, build_tx
+from abci_app.pb import abci, bank_pb2, keys_pb2, tx_pb2
+from abci_app.store import MerkleStore
+
+CHAIN_ID = "loconet-test"
+
+
+def signer(i: int) -> Ed25519Signer:
+    return Ed25519Signer(hashlib.sha256(f"test-key-{i}".encode()).digest())
+
+
+def send_msg(to: bytes, amount: int) -> tx_pb2.Msg:
+    return tx_pb2.Msg(send=bank_pb2.MsgSend(to_address=to, amount=amount))
+
+
+def genesis_request(balances: dict[bytes, int], validators: list[tuple[Ed25519Signer, int]], chain_id: str = CHAIN_ID) -> abci.RequestInitChain:
+    app_state = {
+        "bank": {"balances": [{"address": to_bech32(a), "amount": str(v)} for a, v in sorted(balances.items())]},
+        "staking": {"validators": [{"pub_key": base64.b64encode(k.public_bytes()).decode(), "operator": to_bech32(k.address), "moniker": f"v{i}"} for i, (k, _) in enumerate(validators)]},
+    }
+    req = abci.RequestInitChain(chain_id=chain_id, initial_height=1, app_state_bytes=json.dumps(app_state).encode())
+    req.time.seconds = 1_700_000_000
+    for k, power in validators:
+        req.validators.add(pub_key=keys_pb2.PublicKey(ed25519=k.public_bytes()), power=power)
+    return req
+
+
+@dataclass
+class Chain:
+    app: Application
+    keys: list[Ed25519Signer]
+    validators: list[Ed25519Signer]
+    seqs: dict[bytes, int] = field(default_factory=dict)
+    height: int = 0
+
+    @property
+    def store(self) -> MerkleStore:
+        return self.app.store
+
+    def tx(self, k: Ed25519Signer, msgs: list[tx_pb2.Msg], *, fee: int = 0, seq: int | None = None, chain_id: str = CHAIN_ID, memo: str = "", timeout_height: int = 0) -> bytes:
+        s = self.seqs.get(k.address, 0) if seq is None else seq
+        return build_tx(k, chain_id=chain_id, msgs=msgs, sequence=s, fee=fee, memo=memo, timeout_height=timeout_height)
+
+    def finalize(self, txs: list[bytes]) -> abci.ResponseFinalizeBlock:
+        h = self.store.height + 1
+        req = abci.RequestFinalizeBlock(txs=txs, height=h, proposer_address=self.validators[0].address, hash=hashlib.sha256(b"block%d" % h).digest())
+        req.time.seconds = 1_700_000_000 + h
+        return self.app.finalize_block(req)
+
+    def block(self, txs: list[bytes]) -> abci.ResponseFinalizeBlock:
+        resp = self.finalize(txs)
+        self.app.commit(abci.RequestCommit())
+        self.app.invariants()
+        for raw, r in zip(txs, resp.tx_results):
+            if r.code == 0:
+                from abci_app.codec.tx import decode_tx
+
+                t = decode_tx(raw)
+                self.seqs[t.signer] = t.sequence + 1
+        return resp
+
+    def check(self, raw: bytes) -> abci.ResponseCheckTx:
+        return self.app.check_tx(abci.RequestCheckTx(tx=raw))
+
+
+def new_chain(n_keys: int = 4, funds: int = 10**12, n_validators: int = 1, powers: list[int] | None = None) -> Chain:
+    keys = [signer(i) for i in range(n_keys)]
+    vals = [signer(1000 + i) for i in range(n_validators)]
+    powers = powers or [10] * n_validators
+    app = Application(MerkleStore(None, keep_recent=50), check_invariants=True)
+    app.info(abci.RequestInfo())
+    app.init_chain(genesis_request({k.address: funds for k in keys}, list(zip(vals, powers))))
+    c = Chain(app, keys, vals)
+    c.block([])  # block 1 commits genesis
+    return c
+
+
+def snapshot(c: Chain) -> dict[bytes, bytes]:
+    """The whole committed state, for 'a rejected tx changes nothing' checks."""
+    return dict(c.store.iterate(b""))
