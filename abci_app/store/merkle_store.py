@@ -1,0 +1,461 @@
+"""MerkleStore: versioned key-value state persisted in SQLite, with a Merkle root.
+
+Tables (all keys and values are BLOBs, compared bytewise by SQLite):
+
+    meta        one row: schema, height, app_hash, earliest (oldest readable height)
+    roots       version -> Ref of that version's root (one row per retained height)
+    nodes       (version, path) -> encoded tree node (see tree.py)
+    stale_nodes (since, version, path): node (version, path) is not in the tree from
+                height `since` on; deleted once `since` <= earliest
+    kv_latest   key -> value at the last committed height (O(1) reads, range scans)
+    kv_history  (key, version) -> value written at `version` (NULL = deleted there)
+    stale_kv    (since, key, version): history row superseded at `since` (a delete
+                supersedes its own tombstone); deleted once `since` <= earliest
+
+`stage` reads only; `commit` writes one block in one SQLite transaction (WAL,
+synchronous=FULL), so a crash leaves exactly the previous or the new version.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Self
+
+from .errors import StoreError, VersionNotAvailable
+from .proof import Proof
+from .tree import (
+    EMPTY_REF,
+    Counters,
+    LeafNode,
+    Ref,
+    TreeUpdate,
+    apply_updates,
+    hash_key,
+    hash_value,
+    walk_path,
+)
+
+SCHEMA_VERSION = 1
+_PAGE = 512  # rows fetched per query while iterating
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    id       INTEGER PRIMARY KEY CHECK (id = 0),
+    schema   INTEGER NOT NULL,
+    height   INTEGER NOT NULL,
+    app_hash BLOB    NOT NULL,
+    earliest INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS roots (
+    version INTEGER PRIMARY KEY,
+    ref     BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS nodes (
+    version INTEGER NOT NULL,
+    path    BLOB    NOT NULL,
+    node    BLOB    NOT NULL,
+    PRIMARY KEY (version, path)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS stale_nodes (
+    since   INTEGER NOT NULL,
+    version INTEGER NOT NULL,
+    path    BLOB    NOT NULL,
+    PRIMARY KEY (since, version, path)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS kv_latest (
+    key   BLOB PRIMARY KEY,
+    value BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS kv_history (
+    key     BLOB    NOT NULL,
+    version INTEGER NOT NULL,
+    value   BLOB,
+    PRIMARY KEY (key, version)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS stale_kv (
+    since   INTEGER NOT NULL,
+    key     BLOB    NOT NULL,
+    version INTEGER NOT NULL,
+    PRIMARY KEY (since, key, version)
+) WITHOUT ROWID;
+"""
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """Work done by the last stage (and commit, once committed). Counts, not time."""
+
+    height: int = 0
+    changed_keys: int = 0  # keys whose value actually changed
+    hashes: int = 0  # sha256 calls (key and value hashes included)
+    node_reads: int = 0  # tree nodes read from the database
+    nodes_written: int = 0  # tree nodes written by the commit
+    nodes_staled: int = 0  # tree nodes this block replaced
+    nodes_pruned: int = 0  # tree nodes deleted by pruning in the commit
+    history_pruned: int = 0  # kv_history rows deleted by pruning in the commit
+
+
+@dataclass(frozen=True)
+class _Staged:
+    height: int
+    tree: TreeUpdate
+    changes: tuple[tuple[bytes, bytes | None], ...]  # effective changes, sorted by key
+    kv_stale: tuple[tuple[bytes, int], ...]  # (key, version) superseded at `height`
+    stats: StoreStats
+
+
+def _check_bytes(what: str, x: object) -> bytes:
+    if isinstance(x, bytes):
+        return x
+    if isinstance(x, (bytearray, memoryview)):
+        return bytes(x)
+    raise StoreError(f"{what} must be bytes, got {type(x).__name__}")
+
+
+class MerkleStore:
+    """Versioned key-value state whose app hash is a sparse Merkle root.
+
+    Reads (`get`, `iterate`, `get_at`, `iterate_at`, `prove`) see committed state
+    only. A block is applied in two steps: `stage(height, changes)` computes the new
+    root without writing; `commit()` persists it atomically and prunes heights older
+    than the last `keep_recent`. Thread-safe (one lock); one process per database.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None, *, keep_recent: int = 100) -> None:
+        if not isinstance(keep_recent, int) or keep_recent < 1:
+            raise StoreError(f"keep_recent must be an integer >= 1, got {keep_recent!r}")
+        self._keep_recent = keep_recent
+        self._lock = threading.RLock()
+        self._path = None if path is None else os.fspath(path)
+        target = ":memory:" if self._path is None else self._path
+        try:
+            self._db = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the state database {target!r}: {exc}") from exc
+        try:
+            self._open()
+        except BaseException:
+            self._db.close()
+            raise
+        self._staged: _Staged | None = None
+        self._stats = StoreStats(height=self._height)
+
+    def _open(self) -> None:
+        db = self._db
+        if self._path is not None:
+            mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(f"cannot switch {self._path!r} to WAL mode (got {mode!r})")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("PRAGMA cache_size=-32768")  # 32 MiB page cache
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            row = db.execute("SELECT schema, height, app_hash, earliest FROM meta").fetchone()
+            if row is None:
+                db.execute(
+                    "INSERT INTO meta(id, schema, height, app_hash, earliest) "
+                    "VALUES (0, ?, 0, ?, 0)",
+                    (SCHEMA_VERSION, EMPTY_REF.hash),
+                )
+                db.execute("INSERT INTO roots(version, ref) VALUES (0, ?)", (EMPTY_REF.to_bytes(),))
+                row = (SCHEMA_VERSION, 0, EMPTY_REF.hash, 0)
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        schema, height, app_hash, earliest = row
+        if schema != SCHEMA_VERSION:
+            raise StoreError(
+                f"state database has schema {schema}, this node reads {SCHEMA_VERSION}"
+            )
+        root = self._root_ref(height)
+        if root.hash != app_hash:
+            raise StoreError(
+                f"state database is corrupt: root of height {height} does not match its app hash"
+            )
+        self._height: int = height
+        self._root: Ref = root
+        self._earliest: int = max(earliest, height - self._keep_recent + 1)
+
+    # -- committed state ---------------------------------------------------------------
+
+    @property
+    def height(self) -> int:
+        """Last committed height; 0 when nothing was committed."""
+        return self._height
+
+    @property
+    def app_hash(self) -> bytes:
+        """Merkle root at `height` (32 zero bytes for the empty state)."""
+        return self._root.hash
+
+    @property
+    def keep_recent(self) -> int:
+        return self._keep_recent
+
+    @property
+    def earliest_height(self) -> int:
+        """Oldest height that `get_at`, `iterate_at` and `prove` can still read."""
+        return self._earliest
+
+    @property
+    def stats(self) -> StoreStats:
+        """Work counters of the last stage/commit (for tests and benchmarks)."""
+        return self._stats
+
+    def root_at(self, height: int) -> bytes:
+        """The app hash committed at `height`; raises VersionNotAvailable."""
+        with self._lock:
+            self._check_height(height)
+            return self._root_ref(height).hash
+
+    def get(self, key: bytes) -> bytes | None:
+        key = _check_bytes("key", key)
+        with self._lock:
+            row = self._db.execute("SELECT value FROM kv_latest WHERE key = ?", (key,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def iterate(self, start: bytes, end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """Latest committed (key, value) pairs with start <= key < end, ascending.
+
+        Rows are read in pages; a commit made while iterating may show through.
+        """
+        return self._iterate(None, _check_bytes("start", start), _end(end))
+
+    def get_at(self, key: bytes, height: int) -> bytes | None:
+        """Value of `key` committed at `height`; raises VersionNotAvailable."""
+        key = _check_bytes("key", key)
+        with self._lock:
+            self._check_height(height)
+            if height == self._height:
+                return self.get(key)
+            row = self._db.execute(
+                "SELECT value FROM kv_history WHERE key = ? AND version <= ? "
+                "ORDER BY version DESC LIMIT 1",
+                (key, height),
+            ).fetchone()
+        return None if row is None or row[0] is None else bytes(row[0])
+
+    def iterate_at(
+        self, height: int, start: bytes, end: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """(key, value) pairs at `height` with start <= key < end, ascending."""
+        with self._lock:
+            self._check_height(height)
+        return self._iterate(height, _check_bytes("start", start), _end(end))
+
+    def _iterate(
+        self, height: int | None, start: bytes, end: bytes | None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        lower_op = ">="
+        while True:
+            upper = "" if end is None else " AND key < ?"
+            bounds: tuple[bytes, ...] = (start,) if end is None else (start, end)
+            with self._lock:
+                if height is None or height == self._height:
+                    rows = self._db.execute(
+                        f"SELECT key, value FROM kv_latest WHERE key {lower_op} ?{upper} "
+                        f"ORDER BY key LIMIT {_PAGE}",
+                        bounds,
+                    ).fetchall()
+                else:
+                    self._check_height(height)
+                    # SQLite: with one max() aggregate, bare columns come from the max row.
+                    rows = self._db.execute(
+                        f"SELECT key, value, max(version) FROM kv_history "
+                        f"WHERE key {lower_op} ?{upper} AND version <= ? "
+                        f"GROUP BY key ORDER BY key LIMIT {_PAGE}",
+                        (*bounds, height),
+                    ).fetchall()
+            for row in rows:
+                if row[1] is not None:
+                    yield bytes(row[0]), bytes(row[1])
+            if len(rows) < _PAGE:
+                return
+            start, lower_op = bytes(rows[-1][0]), ">"
+
+    def prove(self, key: bytes, height: int | None = None) -> Proof:
+        """Proof that `key` has its value (or is absent) at `height` (default: latest)."""
+        key = _check_bytes("key", key)
+        with self._lock:
+            h = self._height if height is None else height
+            self._check_height(h)
+            root = self._root if h == self._height else self._root_ref(h)
+            siblings, leaf = walk_path(root, hash_key(key), self._load_node)
+            value = self.get_at(key, h)
+        key_hash = hash_key(key)
+        if isinstance(leaf, LeafNode) and leaf.key_hash == key_hash:
+            if value is None or hash_value(value) != leaf.value_hash:
+                raise StoreError(f"state database is corrupt: tree and values disagree at {h}")
+            return Proof(key, value, tuple(siblings), (leaf.key_hash, leaf.value_hash))
+        if value is not None:
+            raise StoreError(f"state database is corrupt: tree and values disagree at {h}")
+        leaf_pair = None if leaf is None else (leaf.key_hash, leaf.value_hash)
+        return Proof(key, None, tuple(siblings), leaf_pair)
+
+    # -- writing a block --------------------------------------------------------------
+
+    def stage(self, height: int, changes: Mapping[bytes, bytes | None]) -> bytes:
+        """Computes the root of `height` (= self.height + 1) after `changes` (None =
+        delete) without persisting; replaces any block staged before. Returns the root."""
+        with self._lock:
+            if height != self._height + 1:
+                raise StoreError(
+                    f"stage: height must be {self._height + 1} (last committed is "
+                    f"{self._height}), got {height}"
+                )
+            self._staged = None
+            effective: list[tuple[bytes, bytes | None]] = []
+            for raw_key in sorted(changes):
+                key = _check_bytes("key", raw_key)
+                raw = changes[raw_key]
+                value = None if raw is None else _check_bytes("value", raw)
+                if self.get(key) != value:  # drops deletes of missing keys and rewrites
+                    effective.append((key, value))
+            counters = Counters()
+            updates = []
+            for key, value in effective:
+                updates.append((hash_key(key), None if value is None else hash_value(value)))
+                counters.hashes += 1 if value is None else 2
+            tree = apply_updates(self._root, height, updates, self._load_node, counters)
+            kv_stale: list[tuple[bytes, int]] = []
+            for key, value in effective:
+                row = self._db.execute(
+                    "SELECT max(version) FROM kv_history WHERE key = ?", (key,)
+                ).fetchone()
+                if row[0] is not None:
+                    kv_stale.append((key, row[0]))
+                if value is None:  # the tombstone is needed only until older rows go
+                    kv_stale.append((key, height))
+            stats = StoreStats(
+                height=height,
+                changed_keys=len(effective),
+                hashes=counters.hashes,
+                node_reads=counters.node_reads,
+                nodes_written=len(tree.nodes),
+                nodes_staled=len(tree.stale),
+            )
+            self._staged = _Staged(height, tree, tuple(effective), tuple(kv_stale), stats)
+            self._stats = stats
+            return tree.root.hash
+
+    def commit(self) -> bytes:
+        """Persists the staged block in one transaction, prunes, returns the app hash."""
+        with self._lock:
+            staged = self._staged
+            if staged is None:
+                raise StoreError("commit: nothing staged; call stage(height, changes) first")
+            if staged.height != self._height + 1:
+                raise StoreError("commit: the staged block is not on top of the committed state")
+            h = staged.height
+            root = staged.tree.root
+            earliest = max(self._earliest, h - self._keep_recent + 1)
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany(
+                    "INSERT INTO nodes(version, path, node) VALUES (?, ?, ?)",
+                    [(h, path, node) for path, node in staged.tree.nodes],
+                )
+                db.executemany(
+                    "INSERT INTO stale_nodes(since, version, path) VALUES (?, ?, ?)",
+                    [(h, version, path) for version, path in staged.tree.stale],
+                )
+                db.executemany(
+                    "INSERT INTO kv_latest(key, value) VALUES (?, ?) "
+                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                    [(k, v) for k, v in staged.changes if v is not None],
+                )
+                db.executemany(
+                    "DELETE FROM kv_latest WHERE key = ?",
+                    [(k,) for k, v in staged.changes if v is None],
+                )
+                db.executemany(
+                    "INSERT INTO kv_history(key, version, value) VALUES (?, ?, ?)",
+                    [(k, h, v) for k, v in staged.changes],
+                )
+                db.executemany(
+                    "INSERT INTO stale_kv(since, key, version) VALUES (?, ?, ?)",
+                    [(h, k, version) for k, version in staged.kv_stale],
+                )
+                db.execute("INSERT INTO roots(version, ref) VALUES (?, ?)", (h, root.to_bytes()))
+                db.execute(
+                    "UPDATE meta SET height = ?, app_hash = ?, earliest = ? WHERE id = 0",
+                    (h, root.hash, earliest),
+                )
+                nodes_pruned, history_pruned = self._prune(earliest)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+            self._height, self._root, self._earliest = h, root, earliest
+            self._staged = None
+            s = staged.stats
+            self._stats = StoreStats(
+                s.height, s.changed_keys, s.hashes, s.node_reads, s.nodes_written,
+                s.nodes_staled, nodes_pruned, history_pruned,
+            )  # fmt: skip
+            return root.hash
+
+    def _prune(self, earliest: int) -> tuple[int, int]:
+        """Deletes what no height >= earliest needs (inside commit's transaction)."""
+        db = self._db
+        stale = db.execute(
+            "SELECT version, path FROM stale_nodes WHERE since <= ?", (earliest,)
+        ).fetchall()
+        if stale:
+            db.executemany("DELETE FROM nodes WHERE version = ? AND path = ?", stale)
+            db.execute("DELETE FROM stale_nodes WHERE since <= ?", (earliest,))
+        old = db.execute(
+            "SELECT key, version FROM stale_kv WHERE since <= ?", (earliest,)
+        ).fetchall()
+        if old:
+            db.executemany("DELETE FROM kv_history WHERE key = ? AND version = ?", old)
+            db.execute("DELETE FROM stale_kv WHERE since <= ?", (earliest,))
+        db.execute("DELETE FROM roots WHERE version < ?", (earliest,))
+        return len(stale), len(old)
+
+    def close(self) -> None:
+        """Drops any staged block and closes the database."""
+        with self._lock:
+            self._staged = None
+            self._db.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals --------------------------------------------------------------------
+
+    def _check_height(self, height: int) -> None:
+        if not isinstance(height, int) or not self._earliest <= height <= self._height:
+            raise VersionNotAvailable(height, self._earliest, self._height, self._keep_recent)
+
+    def _root_ref(self, height: int) -> Ref:
+        row = self._db.execute("SELECT ref FROM roots WHERE version = ?", (height,)).fetchone()
+        if row is None:
+            raise StoreError(f"state database is corrupt: no root for height {height}")
+        return Ref.from_bytes(row[0])
+
+    def _load_node(self, version: int, path: bytes) -> bytes:
+        row = self._db.execute(
+            "SELECT node FROM nodes WHERE version = ? AND path = ?", (version, path)
+        ).fetchone()
+        if row is None:
+            raise StoreError(f"state database is corrupt: tree node missing at version {version}")
+        return bytes(row[0])
+
+
+def _end(end: bytes | None) -> bytes | None:
+    return None if end is None else _check_bytes("end", end)
