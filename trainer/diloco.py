@@ -1,0 +1,335 @@
+"""DiLoCo with a dual optimizer, deterministic aggregation and one-step-delay overlap.
+
+Per round r (W workers, H inner steps):
+
+1. every worker loads the base θ_base (its own AdamW state carries over rounds) and
+   runs H AdamW steps on its ShardSpec(seed, job, r, provider) batches;
+2. pseudo-gradient Δ_i = θ_base − θ_local,i; compressed with error feedback into a
+   canonical payload (trainer/commit.py), whose bytes are what is "sent";
+3. the aggregator decodes every payload, sorts providers by id and sums the float32
+   tensors in that fixed order, divides by W (``aggregate``);
+4. outer SGD with Nesterov momentum (lr 0.7, momentum 0.9) treats the average Δ as a
+   gradient: θ ← θ − lr·(nesterov momentum of Δ).
+
+Overlap (one-step delay): round r+1's inner steps start from the last *known* base while
+round r's aggregate is still in flight; round r's outer update is applied when it
+arrives, i.e. after round r+1's compute. The pseudo-gradients are therefore one
+outer step stale. ``simulate_allreduce`` is the synchronous data-parallel baseline.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import torch
+
+from trainer.commit import decode, encode, update_root
+from trainer.compression import AdaptivePolicy, CompressionState, Codec, make_codec
+from trainer.data import Corpus, ShardSpec
+from trainer.determinism import set_determinism
+from trainer.model import GPT, GPTConfig, init_model
+from trainer.state import InnerConfig, evaluate, make_inner_optimizer, model_hash, run_inner_steps
+
+
+@dataclass(kw_only=True, slots=True)
+class OuterConfig:
+    """Outer optimizer: SGD with Nesterov momentum (DiLoCo defaults)."""
+
+    lr: float = 0.7
+    momentum: float = 0.9
+    nesterov: bool = True
+
+
+@dataclass(kw_only=True, slots=True)
+class SimConfig:
+    """One in-process DiLoCo run (no chain)."""
+
+    workers: int = 4
+    rounds: int = 10
+    inner_steps: int = 50  # H
+    compression: str = "none"  # a codec spec (see compression.make_codec) or "adaptive"
+    adaptive_budget: int = 0  # bytes per round per worker for "adaptive" (0: 1/500 of fp32)
+    adaptive_quant: str = "int4"
+    overlap: bool = False
+    seed: int = 0
+    job: int = 0
+    batch_size: int = 8
+    n_shards: int = 16
+    trace_every: int = 0  # k; 0 = no trace (faster)
+    eval_batches: int = 8
+    model: GPTConfig = field(default_factory=GPTConfig)
+    inner: InnerConfig = field(default_factory=InnerConfig)
+    outer: OuterConfig = field(default_factory=OuterConfig)
+    device: str = "cpu"
+    deterministic: bool = True
+    threads: int = 1
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def provider_id(i: int) -> str:
+    return f"provider-{i:03d}"
+
+
+def params_of(model: GPT) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def aggregate(updates: dict[str, dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Average of the updates: providers sorted by id, float32 sums in that fixed order."""
+    if not updates:
+        raise ValueError("aggregate: no updates")
+    provs = sorted(updates)
+    names = sorted(updates[provs[0]])
+    for p in provs:
+        if sorted(updates[p]) != names:
+            raise ValueError(f"aggregate: update of {p} has different tensor names")
+    out: dict[str, torch.Tensor] = {}
+    for n in names:
+        acc = torch.zeros(updates[provs[0]][n].shape, dtype=torch.float32)
+        for p in provs:
+            acc.add_(updates[p][n].to(torch.float32).cpu())
+        out[n] = acc / float(len(provs))
+    return out
+
+
+class OuterOptimizer:
+    def __init__(self, model: GPT, ocfg: OuterConfig) -> None:
+        self.model = model
+        self.opt = torch.optim.SGD(model.parameters(), lr=ocfg.lr, momentum=ocfg.momentum,
+                                   nesterov=ocfg.nesterov, foreach=False)
+
+    @torch.no_grad()
+    def step(self, avg_delta: dict[str, torch.Tensor]) -> None:
+        for n, p in self.model.named_parameters():
+            p.grad = avg_delta[n].to(p.device, p.dtype).clone()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+
+
+class Worker:
+    """One provider: a local model, its AdamW state and its compression state."""
+
+    def __init__(self, provider: str, cfg: GPTConfig, icfg: InnerConfig, device: str) -> None:
+        self.provider = provider
+        self.icfg = icfg
+        self.device = device
+        self.model = GPT(cfg).to(device)
+        self.opt = make_inner_optimizer(self.model, icfg)
+        self.cstate = CompressionState()
+
+    def train_round(self, base: dict[str, torch.Tensor], corpus: Corpus, spec: ShardSpec,
+                    H: int, trace_every: int = 0):
+        with torch.no_grad():
+            for n, p in self.model.named_parameters():
+                p.copy_(base[n])
+        t0 = time.perf_counter()
+        losses, trace = run_inner_steps(self.model, self.opt, self.icfg, corpus, spec, 0, H,
+                                        trace_every=trace_every, device=self.device)
+        dt = time.perf_counter() - t0
+        with torch.no_grad():
+            delta = {n: (base[n] - p.detach()).float().cpu() for n, p in self.model.named_parameters()}
+        return delta, losses, trace, dt
+
+
+def allreduce_bytes_per_step(n_params: int, workers: int) -> int:
+    """Bytes one worker sends per step in a ring AllReduce of fp32 gradients."""
+    return int(2 * (workers - 1) / workers * 4 * n_params) if workers > 1 else 0
+
+
+def simulate(corpus: Corpus, sim: SimConfig,
+             progress: Callable[[dict], None] | None = None) -> dict:
+    """Run W providers in one process; return the JSON-serialisable log."""
+    if sim.deterministic:
+        set_determinism(sim.seed, threads=sim.threads)
+    elif sim.threads:
+        torch.set_num_threads(sim.threads)
+    cfg = sim.model
+    gmodel = init_model(cfg, sim.seed, sim.device)
+    outer = OuterOptimizer(gmodel, sim.outer)
+    workers = [Worker(provider_id(i), cfg, sim.inner, sim.device) for i in range(sim.workers)]
+    heldout = [(x.to(sim.device), y.to(sim.device))
+               for x, y in corpus.heldout_batches(cfg.block_size, 32, sim.eval_batches)]
+    shapes = {n: tuple(p.shape) for n, p in gmodel.named_parameters()}
+    n_params = gmodel.num_params()
+
+    policy: AdaptivePolicy | None = None
+    fixed: Codec | None = None
+    if sim.compression.startswith("adaptive"):
+        _, _, arg = sim.compression.partition(":")
+        budget = int(arg) if arg else (sim.adaptive_budget or max(1, 4 * n_params // 500))
+        policy = AdaptivePolicy(budget_bytes=budget, quant=sim.adaptive_quant)
+    else:
+        fixed = make_codec(sim.compression)
+
+    tokens_per_step = sim.batch_size * cfg.block_size
+    val0 = evaluate(gmodel, heldout)
+    log: dict = {
+        "kind": "diloco", "config": sim.to_dict(), "dataset_id": corpus.id,
+        "n_params": n_params, "initial_model_hash": model_hash(gmodel).hex(),
+        "rounds": [], "val_curve": [{"tokens": 0, "val_loss": val0}],
+    }
+    pending: dict[str, torch.Tensor] | None = None
+    last_local: dict[str, dict[str, torch.Tensor]] = {}
+    known_base = params_of(gmodel)
+    tokens = 0
+    total_bytes = 0
+    compute_s = 0.0
+    prev_val = val0
+    for r in range(sim.rounds):
+        codec = policy.choose(r, shapes) if policy else fixed
+        assert codec is not None
+        base = known_base if sim.overlap else params_of(gmodel)
+        own_prev: dict[str, dict[str, torch.Tensor]] = {}
+        decoded: dict[str, dict[str, torch.Tensor]] = {}
+        roots, sizes, train_losses, traces = [], [], [], {}
+        round_compute = []
+        for w in workers:
+            start = base
+            if sim.overlap and w.provider in last_local:
+                # eager: stand in for the in-flight average with this worker's own last Δ
+                start = {n: base[n] - last_local[w.provider][n] for n in base}
+            spec = ShardSpec(dataset_id=corpus.id, seed=sim.seed, job=sim.job, round=r,
+                             provider=w.provider, n_shards=sim.n_shards,
+                             batch_size=sim.batch_size, block_size=cfg.block_size)
+            delta, losses, trace, dt = w.train_round(start, corpus, spec, sim.inner_steps,
+                                                     sim.trace_every)
+            round_compute.append(dt)
+            payload_bytes = encode(codec.compress(delta, w.cstate))
+            roots.append(update_root(payload_bytes).hex())
+            sizes.append(len(payload_bytes))
+            # the receiver's path: parse canonical bytes, then decompress
+            decoded[w.provider] = codec.decompress(decode(payload_bytes), shapes)
+            own_prev[w.provider] = decoded[w.provider]
+            train_losses.append(sum(losses) / len(losses))
+            if trace:
+                from trainer.commit import trace_root
+                traces[w.provider] = trace_root(trace).hex()
+        avg = aggregate(decoded)
+        last_local = own_prev
+        if sim.overlap:
+            # round r's aggregate is in flight during round r+1: apply round r-1's now
+            if pending is not None:
+                outer.step(pending)
+            known_base = params_of(gmodel)
+            pending = avg
+        else:
+            outer.step(avg)
+        tokens += sim.workers * sim.inner_steps * tokens_per_step
+        total_bytes += max(sizes)
+        compute_s += sum(round_compute)
+        val = evaluate(gmodel, heldout)
+        if policy:
+            policy.observe(r, prev_val, val, max(sizes))
+        rec = {
+            "round": r, "codec": codec.name, "val_loss": val, "train_loss": sum(train_losses) / len(train_losses),
+            "tokens": tokens, "bytes_per_worker": max(sizes), "payload_sizes": sizes,
+            "cum_bytes_per_worker": total_bytes, "update_roots": roots,
+            "model_hash": model_hash(gmodel).hex(), "compute_s": sum(round_compute),
+            "outer_applied": (not sim.overlap) or r > 0,
+        }
+        if traces:
+            rec["trace_roots"] = traces
+        log["rounds"].append(rec)
+        log["val_curve"].append({"tokens": tokens, "val_loss": val})
+        prev_val = val
+        if progress:
+            progress(rec)
+    if sim.overlap and pending is not None:
+        outer.step(pending)  # the last aggregate arrives after the last round
+        val = evaluate(gmodel, heldout)
+        log["val_curve"].append({"tokens": tokens, "val_loss": val})
+    steps = sim.rounds * sim.inner_steps
+    log.update({
+        "final_val_loss": log["val_curve"][-1]["val_loss"],
+        "final_model_hash": model_hash(gmodel).hex(),
+        "tokens": tokens,
+        "bytes_per_worker": total_bytes,
+        "compute_s_per_step": compute_s / max(1, steps * sim.workers),
+        "adaptive_log": policy.log if policy else [],
+    })
+    return log
+
+
+def simulate_allreduce(corpus: Corpus, sim: SimConfig, steps: int, eval_every: int = 50,
+                       progress: Callable[[dict], None] | None = None) -> dict:
+    """Synchronous data parallel: per step each worker computes a gradient on its own
+    batch, gradients are averaged (fixed order, = AllReduce) and one AdamW step is taken.
+    Same model, same inner hyperparameters, same batches per worker as DiLoCo round 0..
+    """
+    if sim.deterministic:
+        set_determinism(sim.seed, threads=sim.threads)
+    cfg = sim.model
+    model = init_model(cfg, sim.seed, sim.device)
+    opt = make_inner_optimizer(model, sim.inner)
+    heldout = [(x.to(sim.device), y.to(sim.device))
+               for x, y in corpus.heldout_batches(cfg.block_size, 32, sim.eval_batches)]
+    n_params = model.num_params()
+    per_step_bytes = allreduce_bytes_per_step(n_params, sim.workers)
+    tokens_per_step = sim.workers * sim.batch_size * cfg.block_size
+    val0 = evaluate(model, heldout)
+    curve = [{"tokens": 0, "val_loss": val0}]
+    params = list(model.parameters())
+    compute_s = 0.0
+    for s in range(steps):
+        t0 = time.perf_counter()
+        model.train()
+        grads = [torch.zeros_like(p) for p in params]
+        for i in range(sim.workers):
+            # the data of a DiLoCo run of H steps per round: round s // H, step s % H
+            H = max(1, sim.inner_steps)
+            spec = ShardSpec(dataset_id=corpus.id, seed=sim.seed, job=sim.job, round=s // H,
+                             provider=provider_id(i), n_shards=sim.n_shards,
+                             batch_size=sim.batch_size, block_size=cfg.block_size)
+            x, y = corpus.batch(spec, s % H, sim.device)
+            model.zero_grad(set_to_none=True)
+            _, loss = model(x, y)
+            loss.backward()
+            for g, p in zip(grads, params):
+                g.add_(p.grad)
+        for g, p in zip(grads, params):
+            p.grad = g / float(sim.workers)
+        if sim.inner.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(params, sim.inner.grad_clip, foreach=False)
+        opt.step()
+        compute_s += time.perf_counter() - t0
+        if (s + 1) % eval_every == 0 or s + 1 == steps:
+            val = evaluate(model, heldout)
+            curve.append({"tokens": (s + 1) * tokens_per_step, "val_loss": val})
+            if progress:
+                progress({"step": s + 1, "val_loss": val})
+    return {
+        "kind": "allreduce", "config": sim.to_dict(), "dataset_id": corpus.id,
+        "n_params": n_params, "steps": steps, "val_curve": curve,
+        "final_val_loss": curve[-1]["val_loss"], "tokens": steps * tokens_per_step,
+        "bytes_per_worker": per_step_bytes * steps, "bytes_per_step": per_step_bytes,
+        # time per step of ONE worker (the W gradients were computed serially here)
+        "compute_s_per_step": compute_s / max(1, steps * sim.workers),
+        "final_model_hash": model_hash(model).hex(),
+    }
+
+
+def modelled_wallclock(*, steps: int, t_step: float, bytes_per_sync: float, syncs: int,
+                       bandwidth_bps: float, workers: int, allgather: bool,
+                       overlap: bool = False, latency_s: float = 0.0) -> float:
+    """Wall-clock model: compute of ``steps`` steps + ``syncs`` communications.
+
+    A ring AllReduce (baseline) moves ``bytes_per_sync`` (already the per-worker ring
+    volume) over each link; an all-gather of compressed payloads (DiLoCo through the
+    blob store) makes each worker download W-1 payloads of ``bytes_per_sync``.
+    With overlap, each sync hides behind the next round's compute (max instead of +).
+    """
+    per_sync = (workers - 1 if allgather else 1) * bytes_per_sync * 8 / bandwidth_bps + latency_s
+    compute = steps * t_step
+    if overlap and syncs > 0:
+        per_round = compute / syncs
+        return syncs * max(per_round, per_sync) + min(per_round, per_sync)
+    return compute + syncs * per_sync
+
+
+def math_ok(x: float) -> bool:
+    return math.isfinite(x)

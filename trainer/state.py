@@ -1,0 +1,207 @@
+"""Trainer state (parameters + inner AdamW state), model hash, inner steps and trace.
+
+A trainer state is encoded with the canonical layout of trainer/commit.py, kind 2:
+one entry per parameter (float32, its shape) with the parts ``param``, ``exp_avg``,
+``exp_avg_sq``; meta = {"adam_step", "inner_step", "inner", "model", "round"}.
+Before the first step AdamW's moments are stored as zeros, which is exactly what
+AdamW would create, so a fresh and a loaded optimizer behave the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass
+
+import torch
+
+from trainer.commit import KIND_MODEL, KIND_STATE, Entry, Payload, PayloadError, decode, encode
+from trainer.data import Corpus, ShardSpec
+from trainer.model import GPT, GPTConfig
+
+
+@dataclass(kw_only=True, slots=True)
+class InnerConfig:
+    """Inner optimizer (AdamW) hyperparameters, pinned per job."""
+
+    lr: float = 3e-3
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0  # 0 disables clipping
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def make_inner_optimizer(model: GPT, icfg: InnerConfig) -> torch.optim.AdamW:
+    # foreach=False: the plain per-tensor loop, identical on every device type
+    return torch.optim.AdamW(
+        model.parameters(), lr=icfg.lr, betas=(icfg.beta1, icfg.beta2), eps=icfg.eps,
+        weight_decay=icfg.weight_decay, foreach=False,
+    )
+
+
+def inner_step(model: GPT, opt: torch.optim.Optimizer, x, y, icfg: InnerConfig) -> float:
+    """One AdamW step on batch (x, y); returns the loss before the step."""
+    model.train()
+    opt.zero_grad(set_to_none=True)
+    _, loss = model(x, y)
+    loss.backward()
+    if icfg.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), icfg.grad_clip, foreach=False)
+    opt.step()
+    return float(loss.detach())
+
+
+def _adam_step(opt: torch.optim.Optimizer) -> int:
+    for st in opt.state.values():
+        if "step" in st:
+            return int(st["step"])
+    return 0
+
+
+def state_payload(
+    model: GPT, opt: torch.optim.Optimizer, icfg: InnerConfig, *, round: int, inner_step: int
+) -> Payload:
+    entries: dict[str, Entry] = {}
+    for name, p in model.named_parameters():
+        st = opt.state.get(p, {})
+        z = torch.zeros_like(p, memory_format=torch.contiguous_format)
+        entries[name] = Entry(
+            dtype=torch.float32,
+            shape=tuple(p.shape),
+            parts={
+                "param": p.detach().float().cpu(),
+                "exp_avg": st.get("exp_avg", z).detach().float().cpu(),
+                "exp_avg_sq": st.get("exp_avg_sq", z).detach().float().cpu(),
+            },
+        )
+    meta = {
+        "adam_step": _adam_step(opt),
+        "inner": icfg.to_dict(),
+        "inner_step": int(inner_step),
+        "model": model.cfg.to_dict(),
+        "round": int(round),
+    }
+    return Payload(kind=KIND_STATE, codec="raw", meta=meta, entries=entries)
+
+
+def state_bytes(model, opt, icfg, *, round: int, inner_step: int) -> bytes:
+    return encode(state_payload(model, opt, icfg, round=round, inner_step=inner_step))
+
+
+def state_hash(b: bytes) -> bytes:
+    return hashlib.sha256(b).digest()
+
+
+@dataclass(slots=True)
+class LoadedState:
+    model: GPT
+    opt: torch.optim.AdamW
+    icfg: InnerConfig
+    round: int
+    inner_step: int
+
+
+def load_state(buf: bytes, device: str | torch.device = "cpu") -> LoadedState:
+    """Rebuild model + AdamW from state bytes; raise PayloadError if malformed."""
+    p = decode(buf, expected_kind=KIND_STATE)
+    try:
+        cfg = GPTConfig.from_dict(p.meta["model"])
+        icfg = InnerConfig(**p.meta["inner"])
+        adam_step = int(p.meta["adam_step"])
+        rnd, istep = int(p.meta["round"]), int(p.meta["inner_step"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PayloadError(f"state meta is incomplete: {exc}") from None
+    model = GPT(cfg).to(device)
+    named = dict(model.named_parameters())
+    if set(named) != set(p.entries):
+        raise PayloadError("state tensors do not match the model's parameter names")
+    opt = make_inner_optimizer(model, icfg)
+    with torch.no_grad():
+        for name, param in named.items():
+            e = p.entries[name]
+            if set(e.parts) != {"param", "exp_avg", "exp_avg_sq"}:
+                raise PayloadError(f"{name}: state entry needs param/exp_avg/exp_avg_sq")
+            for part in e.parts.values():
+                if tuple(part.shape) != tuple(param.shape) or part.dtype != torch.float32:
+                    raise PayloadError(f"{name}: shape/dtype mismatch with the model")
+            param.copy_(e.parts["param"])
+            if adam_step > 0:
+                opt.state[param] = {
+                    "step": torch.tensor(float(adam_step)),
+                    "exp_avg": e.parts["exp_avg"].clone().to(device),
+                    "exp_avg_sq": e.parts["exp_avg_sq"].clone().to(device),
+                }
+    return LoadedState(model=model, opt=opt, icfg=icfg, round=rnd, inner_step=istep)
+
+
+def model_payload(model: GPT) -> Payload:
+    entries = {
+        n: Entry(dtype=torch.float32, shape=tuple(p.shape), parts={"param": p.detach().float().cpu()})
+        for n, p in model.named_parameters()
+    }
+    return Payload(kind=KIND_MODEL, codec="raw", meta={"model": model.cfg.to_dict()}, entries=entries)
+
+
+def model_hash(model: GPT) -> bytes:
+    """sha256 of the canonical parameter bytes (the chain's model hash)."""
+    return hashlib.sha256(encode(model_payload(model))).digest()
+
+
+def params_hash_of_state(buf: bytes) -> bytes:
+    """Model hash of the parameters inside a state (to tie a state to a base model)."""
+    p = decode(buf, expected_kind=KIND_STATE)
+    entries = {
+        n: Entry(dtype=e.dtype, shape=e.shape, parts={"param": e.parts["param"]})
+        for n, e in p.entries.items()
+    }
+    mp = Payload(kind=KIND_MODEL, codec="raw", meta={"model": p.meta["model"]}, entries=entries)
+    return hashlib.sha256(encode(mp)).digest()
+
+
+def run_inner_steps(
+    model: GPT,
+    opt: torch.optim.Optimizer,
+    icfg: InnerConfig,
+    corpus: Corpus,
+    spec: ShardSpec,
+    start_step: int,
+    n_steps: int,
+    *,
+    trace_every: int = 0,
+    device: str | torch.device = "cpu",
+) -> tuple[list[float], list[bytes]]:
+    """Run inner steps start_step..start_step+n_steps-1 on the spec's batches.
+
+    If ``trace_every`` > 0, returns the state hashes at every step s (start included)
+    with (s - start_step) % trace_every == 0, and at the final step.
+    """
+    losses: list[float] = []
+    trace: list[bytes] = []
+
+    def snap(s: int) -> None:
+        trace.append(state_hash(state_bytes(model, opt, icfg, round=spec.round, inner_step=s)))
+
+    for i in range(n_steps):
+        s = start_step + i
+        if trace_every and i % trace_every == 0:
+            snap(s)
+        x, y = corpus.batch(spec, s, device)
+        losses.append(inner_step(model, opt, x, y, icfg))
+    if trace_every:
+        snap(start_step + n_steps)
+    return losses, trace
+
+
+@torch.no_grad()
+def evaluate(model: GPT, batches) -> float:
+    """Mean cross-entropy (nats) over the given batches."""
+    model.eval()
+    tot, n = 0.0, 0
+    for x, y in batches:
+        _, loss = model(x, y)
+        tot += float(loss) * x.shape[0]
+        n += x.shape[0]
+    return tot / n
