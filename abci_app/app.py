@@ -19,15 +19,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from abci_app import queries
 from abci_app.auth.keeper import process_sequence
-from abci_app.bank import genesis as bank_genesis
 from abci_app.bank import keeper as bank
-from abci_app.bank.events import fee_paid_event
 from abci_app.bank.keys import FEE_COLLECTOR
 from abci_app.codec.address import to_bech32
 from abci_app.codec.tx import MAX_TX_BYTES, SignatureCache, Tx, decode_tx
-from abci_app.context import BlockContext, Ctx, event
+from abci_app.context import BlockContext, Ctx, Misbehavior, Vote, event
 from abci_app.encoding import decode_amount, encode_amount
 from abci_app.errors import (
     ErrTxTimeout,
@@ -35,10 +32,10 @@ from abci_app.errors import (
     InvariantBroken,
     LoconetError,
 )
+from abci_app.modules import MODULES, QUERIES, ROUTES
 from abci_app.pb import abci
-from abci_app.router import ROUTES
-from abci_app.staking import keeper as staking
-from abci_app.store import CacheKV, KVReader, MerkleStore
+from abci_app.querying import PROOF_TYPE, QueryError, parse_path
+from abci_app.store import CacheKV, KVReader, MerkleStore, StoreError
 
 APP_VERSION = 1
 META_CHAIN_ID = b"\x00chain_id"
@@ -90,26 +87,55 @@ def process_tx(ctx: Ctx, raw: bytes, sigs: SignatureCache) -> abci.ExecTxResult:
     return abci.ExecTxResult(code=0, events=child.events)
 
 
-def process_fees(ctx: Ctx) -> None:
-    """Fees collected in this block go to the validators pro rata by power
-    (``bank.split_pro_rata``: truncating shares, dust to the largest powers)."""
-    fees = bank.get_balance(ctx.store, FEE_COLLECTOR)
-    if not fees:
-        return
-    vals = list(staking.iterate_validators(ctx.store))
-    operator = {addr: v.operator for addr, v in vals}
-    for cons_addr, share in bank.split_pro_rata(fees, [(a, v.power) for a, v in vals]):
-        bank.send(ctx.store, FEE_COLLECTOR, operator[cons_addr], share)
-        ctx.emit(fee_paid_event(operator[cons_addr], share))
-
-
 def execute_block(state: KVReader, block: BlockContext, txs: list[bytes], sigs: SignatureCache) -> BlockResult:
-    ctx = Ctx(block, CacheKV(state))
+    """The state transition. Hooks run in ``MODULES`` order: begin-block (liveness, evidence),
+    the txs in block order, end-block (rounds, fees and rewards, validator updates)."""
+    store = CacheKV(state)
+    begin = Ctx(block, store)
+    for m in MODULES:
+        if m.begin_block is not None:
+            m.begin_block(begin)
+    ctx = Ctx(block, store)
     results = [process_tx(ctx, raw, sigs) for raw in txs]
-    end = Ctx(block, ctx.store)
-    process_fees(end)
-    end.store.set(META_BLOCK_TIME, encode_amount(block.time_ns))
-    return BlockResult(results, end.events, [], ctx.store.writes())
+    end = Ctx(block, store)
+    updates: list[abci.ValidatorUpdate] = []
+    for m in MODULES:
+        if m.end_block is not None:
+            updates.extend(m.end_block(end))
+    store.set(META_BLOCK_TIME, encode_amount(block.time_ns))
+    return BlockResult(results, begin.events + end.events, updates, store.writes())
+
+
+def check_invariants(reader: KVReader) -> None:
+    """Every module's invariants; raises InvariantBroken (the node halts)."""
+    held = 0
+    for m in MODULES:
+        if m.invariants is not None:
+            held += m.invariants(reader)
+    if held:
+        supply = bank.get_supply(reader)
+        balances = sum(v for _, v in bank.iterate_balances(reader))
+        if balances + held != supply:
+            raise InvariantBroken(f"supply {supply} != balances {balances} + held by modules {held}")
+
+
+def block_context(req: abci.RequestFinalizeBlock, chain_id: str) -> BlockContext:
+    votes = tuple(
+        Vote(v.validator.address, v.validator.power, v.block_id_flag == 2)  # BLOCK_ID_FLAG_COMMIT
+        for v in req.decided_last_commit.votes
+    )
+    evidence = tuple(
+        Misbehavior(int(m.type), m.validator.address, m.height, m.validator.power) for m in req.misbehavior
+    )
+    return BlockContext(
+        height=req.height,
+        time_ns=req.time.seconds * 10**9 + req.time.nanos,
+        proposer=req.proposer_address,
+        block_hash=req.hash,
+        chain_id=chain_id,
+        last_commit=votes,
+        misbehavior=evidence,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -173,14 +199,16 @@ class Application:
         g = CacheKV(self.store)
         g.set(META_CHAIN_ID, req.chain_id.encode())
         g.set(META_BLOCK_TIME, encode_amount(req.time.seconds * 10**9 + req.time.nanos))
-        bank_genesis.init_genesis(g, app_state.get("bank", {}))
-        staking.init_genesis(g, app_state.get("staking", {}), list(req.validators))
+        validators: list[abci.ValidatorUpdate] = []
+        for m in MODULES:
+            if m.init_genesis is not None:
+                validators.extend(m.init_genesis(g, app_state.get(m.name, {}), req) or [])
         if self.check_invariants:
-            bank.check_invariants(g)
+            check_invariants(g)
         self._genesis = g
         app_hash = self.store.stage(1, g.writes())
         self._check = CacheKV(g)
-        return abci.ResponseInitChain(app_hash=app_hash)
+        return abci.ResponseInitChain(app_hash=app_hash, validators=validators)
 
     # -- mempool --------------------------------------------------------------------------------
     def check_tx(self, req: abci.RequestCheckTx) -> abci.ResponseCheckTx:
@@ -225,13 +253,7 @@ class Application:
     def finalize_block(self, req: abci.RequestFinalizeBlock) -> abci.ResponseFinalizeBlock:
         if req.height != self.store.height + 1:
             raise RuntimeError(f"FinalizeBlock at height {req.height}; store is at {self.store.height}")
-        block = BlockContext(
-            height=req.height,
-            time_ns=req.time.seconds * 10**9 + req.time.nanos,
-            proposer=req.proposer_address,
-            block_hash=req.hash,
-            chain_id=self.chain_id,
-        )
+        block = block_context(req, self.chain_id)
         base = self._base()
         result = execute_block(base, block, list(req.txs), self.sigs)
         writes = result.writes
@@ -243,7 +265,7 @@ class Application:
             view = CacheKV(self.store)
             for k, v in writes.items():
                 view.set(k, v) if v is not None else view.delete(k)
-            bank.check_invariants(view)
+            check_invariants(view)
         app_hash = self.store.stage(req.height, writes)
         self._staged = req.height
         return abci.ResponseFinalizeBlock(
@@ -267,20 +289,21 @@ class Application:
         height = req.height or self.store.height
         try:
             reader: KVReader = self.store if height == self.store.height else HistoricalReader(self.store, height)
-            value, keys = queries.route(reader, req.path, req.data)
+            parts, params = parse_path(req.path)
+            if not parts or parts[0] not in QUERIES:
+                known = ", ".join(f"/{r}" for r in sorted(QUERIES))
+                raise QueryError(f"unknown query path {req.path!r}; known: {known}")
+            value, keys = QUERIES[parts[0]](reader, parts[1:], params)
             resp = abci.ResponseQuery(code=0, value=value, height=height)
             if req.prove:
                 for k in keys:
-                    resp.proof_ops.ops.add(type=queries.PROOF_TYPE, key=k, data=self.store.prove(k, height).to_bytes())
+                    resp.proof_ops.ops.add(type=PROOF_TYPE, key=k, data=self.store.prove(k, height).to_bytes())
             return resp
-        except queries.QueryError as e:
+        except QueryError as e:
             return abci.ResponseQuery(code=e.code, codespace="query", log=str(e), height=height)
-        except Exception as e:  # pruned or future height, bad input: never crash the node
-            from abci_app.store import StoreError
-
-            if isinstance(e, (StoreError, ValueError, LoconetError)):
-                return abci.ResponseQuery(code=2, codespace="query", log=str(e), height=height)
-            raise
+        except (StoreError, ValueError, LoconetError) as e:  # pruned/future height, bad input
+            log = e.log if isinstance(e, LoconetError) else str(e)
+            return abci.ResponseQuery(code=2, codespace="query", log=log, height=height)
 
     # -- state sync: not offered yet ------------------------------------------------------------
     def list_snapshots(self, req: abci.RequestListSnapshots) -> abci.ResponseListSnapshots:
@@ -296,8 +319,8 @@ class Application:
         return abci.ResponseApplySnapshotChunk(result=abci.ResponseApplySnapshotChunk.ABORT)
 
     def invariants(self) -> None:
-        """Check every module invariant on the committed state (tests; `loconet debug`)."""
-        bank.check_invariants(self.store)
+        """Check every module invariant on the committed state (tests)."""
+        check_invariants(self.store)
 
 
 __all__ = ["Application", "BlockContext", "BlockResult", "InvariantBroken", "execute_block"]

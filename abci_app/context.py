@@ -13,12 +13,33 @@ from abci_app.store import CacheKV
 
 
 @dataclass(frozen=True, slots=True)
+class Vote:
+    """One entry of the block's decided last commit (liveness input for slashing)."""
+
+    validator: bytes  # 20-byte consensus address
+    power: int
+    signed: bool  # block_id_flag == COMMIT
+
+
+@dataclass(frozen=True, slots=True)
+class Misbehavior:
+    """Evidence CometBFT committed (duplicate vote, light client attack)."""
+
+    kind: int  # abci.MisbehaviorType
+    validator: bytes
+    height: int
+    power: int
+
+
+@dataclass(frozen=True, slots=True)
 class BlockContext:
     height: int
     time_ns: int  # block time from the header (nanoseconds since the epoch)
     proposer: bytes  # 20-byte consensus address
     block_hash: bytes  # seeds on-chain sampling
     chain_id: str
+    last_commit: tuple[Vote, ...] = ()
+    misbehavior: tuple[Misbehavior, ...] = ()
 
 
 @dataclass(slots=True)

@@ -16,6 +16,8 @@ from typing import Any, Callable
 
 DEFAULT_NODE = "http://127.0.0.1:26657"
 ULOCO = 1_000_000
+# modules with `register(root_subparsers, tx_subparsers, query_subparsers)` adding their commands
+PLUGINS = ("node.cli_staking", "node.cli_market", "node.testnet")
 
 
 class UsageError(Exception):
@@ -218,7 +220,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------- parser
 
 
-def _cmd(sub: Any, name: str, help: str, example: str, fn: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+def add_command(sub: Any, name: str, help: str, example: str, fn: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
         name, help=help, description=help, epilog=f"example:\n  {example}", formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -226,11 +228,11 @@ def _cmd(sub: Any, name: str, help: str, example: str, fn: Callable[[argparse.Na
     return p
 
 
-def _node(p: argparse.ArgumentParser) -> None:
+def add_node_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--node", default=DEFAULT_NODE, help=f"CometBFT RPC URL (default {DEFAULT_NODE})")
 
 
-def _output(p: argparse.ArgumentParser) -> None:
+def add_output_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", choices=["text", "json"], default="text", help="output format")
 
 
@@ -243,44 +245,57 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = _cmd(sub, "init", "create a node home: config, keys, single-validator genesis", "loconet init --home ~/.loconet --chain-id loconet-local --moniker alice", cmd_init)
+    p = add_command(sub, "init", "create a node home: config, keys, single-validator genesis", "loconet init --home ~/.loconet --chain-id loconet-local --moniker alice", cmd_init)
     p.add_argument("--home", required=True)
     p.add_argument("--chain-id", default="loconet-local")
     p.add_argument("--moniker", default="node0")
-    _output(p)
+    add_output_flag(p)
 
-    p = _cmd(sub, "start", "run cometbft and the ABCI app together (Ctrl-C stops both)", "loconet start --home ~/.loconet", cmd_start)
+    p = add_command(sub, "start", "run cometbft and the ABCI app together (Ctrl-C stops both)", "loconet start --home ~/.loconet", cmd_start)
     p.add_argument("--home", required=True)
 
-    p = _cmd(sub, "abci", "run only the ABCI server (cometbft started separately)", "loconet abci --home ~/.loconet", cmd_abci)
+    p = add_command(sub, "abci", "run only the ABCI server (cometbft started separately)", "loconet abci --home ~/.loconet", cmd_abci)
     p.add_argument("--home", required=True)
     p.add_argument("--address", help="listen address, default from config/app.toml (tcp://127.0.0.1:26658)")
 
     keys = sub.add_parser("keys", help="manage account keys in HOME/keyring").add_subparsers(dest="keys_cmd", required=True, metavar="KEYS_COMMAND")
-    p = _cmd(keys, "add", "create a new ed25519 account key", "loconet keys add alice --home ~/.loconet", cmd_keys_add)
-    p.add_argument("name"); p.add_argument("--home", required=True); _output(p)
-    p = _cmd(keys, "show", "print a key's address", "loconet keys show alice --home ~/.loconet", cmd_keys_show)
-    p.add_argument("name"); p.add_argument("--home", required=True); _output(p)
-    p = _cmd(keys, "list", "list keys and addresses", "loconet keys list --home ~/.loconet", cmd_keys_list)
-    p.add_argument("--home", required=True); _output(p)
+    p = add_command(keys, "add", "create a new ed25519 account key", "loconet keys add alice --home ~/.loconet", cmd_keys_add)
+    p.add_argument("name"); p.add_argument("--home", required=True); add_output_flag(p)
+    p = add_command(keys, "show", "print a key's address", "loconet keys show alice --home ~/.loconet", cmd_keys_show)
+    p.add_argument("name"); p.add_argument("--home", required=True); add_output_flag(p)
+    p = add_command(keys, "list", "list keys and addresses", "loconet keys list --home ~/.loconet", cmd_keys_list)
+    p.add_argument("--home", required=True); add_output_flag(p)
 
     tx = sub.add_parser("tx", help="sign and broadcast transactions").add_subparsers(dest="tx_module", required=True, metavar="MODULE")
+    tx_sub = tx
     bank = tx.add_parser("bank", help="bank transactions").add_subparsers(dest="bank_cmd", required=True, metavar="BANK_COMMAND")
-    p = _cmd(bank, "send", "send tokens from a keyring key to an address", "loconet tx bank send validator loco1... 2.5loco --home ~/.loconet --fee 100", cmd_tx_bank_send)
+    p = add_command(bank, "send", "send tokens from a keyring key to an address", "loconet tx bank send validator loco1... 2.5loco --home ~/.loconet --fee 100", cmd_tx_bank_send)
     p.add_argument("from_key", metavar="FROM_KEY"); p.add_argument("to_addr", metavar="TO_ADDR"); p.add_argument("amount", metavar="AMOUNT", help="e.g. 1000uloco or 2.5loco")
     p.add_argument("--home", required=True); p.add_argument("--fee", type=int, default=100, help="fee in uloco (default 100)")
-    _node(p); _output(p)
+    add_node_flag(p); add_output_flag(p)
 
     q = sub.add_parser("query", help="query chain state").add_subparsers(dest="query_cmd", required=True, metavar="WHAT")
-    p = _cmd(q, "account", "balance and sequence of an address (optionally with a verified Merkle proof)", "loconet query account loco1... --prove -o json", cmd_query_account)
+    query_sub = q
+    p = add_command(q, "account", "balance and sequence of an address (optionally with a verified Merkle proof)", "loconet query account loco1... --prove -o json", cmd_query_account)
     p.add_argument("address", metavar="ADDR"); p.add_argument("--height", type=int, default=0, help="state after this block (default latest)")
     p.add_argument("--prove", action="store_true", help="fetch a Merkle proof and verify it against the next block header's app hash")
-    _node(p); _output(p)
-    p = _cmd(q, "validators", "the validator set as the app records it", "loconet query validators -o json", cmd_query_validators)
-    p.add_argument("--height", type=int, default=0); _node(p); _output(p)
+    add_node_flag(p); add_output_flag(p)
+    p = add_command(q, "validators", "the validator set as the app records it", "loconet query validators -o json", cmd_query_validators)
+    p.add_argument("--height", type=int, default=0); add_node_flag(p); add_output_flag(p)
 
-    p = _cmd(sub, "status", "chain id, latest height, app hash and validators of a node", "loconet status --node http://127.0.0.1:26657", cmd_status)
-    _node(p); _output(p)
+    p = add_command(sub, "status", "chain id, latest height, app hash and validators of a node", "loconet status --node http://127.0.0.1:26657", cmd_status)
+    add_node_flag(p); add_output_flag(p)
+
+    import importlib
+
+    for name in PLUGINS:  # command groups owned by other parts of the node
+        try:
+            plugin = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name != name:
+                raise
+            continue
+        plugin.register(sub, tx_sub, query_sub)
 
     try:
         from trainer.cli import register as register_train

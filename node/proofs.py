@@ -18,7 +18,7 @@ from abci_app.auth.keys import account_key
 from abci_app.bank.keys import balance_key
 from abci_app.encoding import decode_amount, decode_msg
 from abci_app.pb import state_pb2
-from abci_app.queries import PROOF_TYPE
+from abci_app.querying import PROOF_TYPE
 from abci_app.store import Proof, StoreError, verify_proof
 from node.rpc import Client, QueryResult
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from abci_app.codec.address import address_from_pubkey, from_bech32
 from abci_app.encoding import decode_msg, encode_msg
 from abci_app.pb import abci, state_pb2
 from abci_app.staking.keys import VALIDATOR_PREFIX, validator_key
 from abci_app.store import CacheKV, KVReader
+
+if TYPE_CHECKING:
+    from abci_app.context import Ctx
 
 
 def iterate_validators(store: KVReader) -> Iterator[tuple[bytes, state_pb2.Validator]]:
@@ -39,3 +42,20 @@ def init_genesis(
         pk = gv.pub_key.ed25519
         op, moniker = operators.get(pk, (address_from_pubkey(pk), ""))
         set_validator(store, state_pb2.Validator(pub_key=pk, operator=op, power=gv.power, moniker=moniker))
+
+
+def distribute_fees(ctx: "Ctx") -> None:
+    """Fees collected in this block go to the validators pro rata by power
+    (``bank.split_pro_rata``: truncating shares, dust one uloco each to the largest powers)."""
+    from abci_app.bank import keeper as bank
+    from abci_app.bank.events import fee_paid_event
+    from abci_app.bank.keys import FEE_COLLECTOR
+
+    fees = bank.get_balance(ctx.store, FEE_COLLECTOR)
+    if not fees:
+        return
+    vals = list(iterate_validators(ctx.store))
+    operator = {addr: v.operator for addr, v in vals}
+    for cons_addr, share in bank.split_pro_rata(fees, [(a, v.power) for a, v in vals]):
+        bank.send(ctx.store, FEE_COLLECTOR, operator[cons_addr], share)
+        ctx.emit(fee_paid_event(operator[cons_addr], share))

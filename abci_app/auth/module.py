@@ -1,0 +1,3 @@
+from abci_app.module import ModuleSpec
+
+MODULE = ModuleSpec(name="auth")

@@ -1,0 +1,34 @@
+"""What a domain module gives the application (the Cosmos SDK's AppModule, in small).
+
+Each package exposes ``MODULE = ModuleSpec(...)`` in its ``module.py``; ``abci_app/modules.py``
+lists them in a fixed order, which is the order of genesis, begin-block and end-block hooks.
+A module reaches another only through a small Protocol it declares itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from abci_app.context import Ctx
+from abci_app.pb import abci
+from abci_app.store import CacheKV, KVReader
+
+Handler = Callable[[Ctx, bytes, Any], None]  # (ctx, signer address, message)
+QueryFn = Callable[[KVReader, list[str], dict[str, str]], tuple[bytes, list[bytes]]]  # -> (json, proven keys)
+GenesisFn = Callable[[CacheKV, dict[str, Any], abci.RequestInitChain], "list[abci.ValidatorUpdate] | None"]
+BlockHook = Callable[[Ctx], None]
+EndBlockHook = Callable[[Ctx], "list[abci.ValidatorUpdate]"]
+InvariantFn = Callable[[KVReader], int]  # raises InvariantBroken; returns uloco the module holds outside plain balances (0 if it uses module accounts)
+
+
+@dataclass(frozen=True)
+class ModuleSpec:
+    name: str
+    routes: dict[str, Handler] = field(default_factory=dict)  # Msg oneof field name -> handler
+    queries: dict[str, QueryFn] = field(default_factory=dict)  # first path segment -> query
+    init_genesis: GenesisFn | None = None
+    begin_block: BlockHook | None = None
+    end_block: EndBlockHook | None = None
+    invariants: InvariantFn | None = None

@@ -1,0 +1,1 @@
+"""slashing module."""
