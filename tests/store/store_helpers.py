@@ -49,3 +49,14 @@ def model_range(
 def table_count(store: MerkleStore, table: str) -> int:
     row = store._db.execute(f"SELECT count(*) FROM {table}").fetchone()
     return int(row[0])
+
+
+def crash_block(height: int) -> dict[bytes, bytes | None]:
+    """A deterministic block used by the crash tests (sets, rewrites and deletes)."""
+    changes: dict[bytes, bytes | None] = {}
+    for i in range(20):
+        changes[b"k%03d" % ((height * 11 + i) % 150)] = None
+    for i in range(40):
+        key = b"k%03d" % ((height * 7 + i) % 150)
+        changes[key] = hashlib.sha256(b"%d/%d" % (height, i)).digest()
+    return changes
