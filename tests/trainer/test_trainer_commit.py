@@ -1,0 +1,102 @@
+"""Canonical state/model layout, commitments (update root, trace root, proofs)."""
+
+import hashlib
+
+import pytest
+import torch
+
+from trainer.commit import (
+    KIND_STATE,
+    KIND_UPDATE,
+    PayloadError,
+    chunk_proof,
+    decode,
+    encode,
+    trace_proof,
+    trace_root,
+    update_root,
+    verify_chunk,
+    verify_trace_entry,
+)
+from trainer.compression import CompressionState, make_codec
+from trainer.model import init_model
+from trainer.state import (
+    InnerConfig,
+    load_state,
+    make_inner_optimizer,
+    model_hash,
+    params_hash_of_state,
+    run_inner_steps,
+    state_bytes,
+)
+
+
+def test_state_round_trip_is_byte_identical(corpus, tiny_cfg):
+    from trainer.data import ShardSpec
+
+    icfg = InnerConfig()
+    m = init_model(tiny_cfg, 0)
+    opt = make_inner_optimizer(m, icfg)
+    spec = ShardSpec(dataset_id=corpus.id, seed=0, job=0, round=0, provider="p",
+                     block_size=tiny_cfg.block_size)
+    run_inner_steps(m, opt, icfg, corpus, spec, 0, 3)
+    b = state_bytes(m, opt, icfg, round=0, inner_step=3)
+    ls = load_state(b)
+    assert state_bytes(ls.model, ls.opt, ls.icfg, round=0, inner_step=3) == b
+    assert params_hash_of_state(b) == model_hash(m)
+    p = decode(b, expected_kind=KIND_STATE)
+    assert p.meta["adam_step"] == 3 and set(next(iter(p.entries.values())).parts) == {
+        "param", "exp_avg", "exp_avg_sq"}
+
+
+def test_model_hash_is_deterministic_and_sensitive(tiny_cfg):
+    a, b = init_model(tiny_cfg, 0), init_model(tiny_cfg, 0)
+    assert model_hash(a) == model_hash(b)
+    assert model_hash(init_model(tiny_cfg, 1)) != model_hash(a)
+    with torch.no_grad():
+        next(b.parameters()).view(-1)[0] += 1e-7
+    assert model_hash(a) != model_hash(b)
+
+
+def test_invalid_state_as_update_kind():
+    t = {"w": torch.randn(4, 4)}
+    raw = encode(make_codec("none").compress(t, CompressionState()))
+    with pytest.raises(PayloadError, match="expected a state"):
+        decode(raw, expected_kind=KIND_STATE)
+    assert decode(raw, expected_kind=KIND_UPDATE).codec == "dense"
+
+
+def test_update_root_and_chunk_proofs_multi_chunk():
+    t = {"w": torch.randn(700_000)}  # 2.8 MB -> 3 chunks
+    raw = encode(make_codec("none").compress(t, CompressionState()))
+    root = update_root(raw)
+    for i in range(3):
+        chunk, proof, n = chunk_proof(raw, i)
+        assert n == 3
+        assert verify_chunk(root, chunk, i, n, proof)
+        bad = bytearray(chunk)
+        bad[len(bad) // 2] ^= 1
+        assert not verify_chunk(root, bytes(bad), i, n, proof)
+    tampered = bytearray(raw)
+    tampered[-1] ^= 1
+    assert update_root(bytes(tampered)) != root
+
+
+def test_trace_root_and_entry_proofs():
+    hashes = [hashlib.sha256(bytes([i])).digest() for i in range(7)]
+    root = trace_root(hashes)
+    for i, h in enumerate(hashes):
+        proof = trace_proof(hashes, i)
+        assert verify_trace_entry(root, h, i, 7, proof)
+        assert not verify_trace_entry(root, hashes[(i + 1) % 7], i, 7, proof)
+    assert not verify_trace_entry(root, b"short", 0, 7, trace_proof(hashes, 0))
+    with pytest.raises(ValueError):
+        trace_root([b"x" * 31])
+
+
+def test_trace_root_known_answer():
+    # leaf data = 32-byte state hashes; leaf = sha256(0x00||h), node = sha256(0x01||l||r)
+    h = [bytes([i]) * 32 for i in range(3)]
+    l = [hashlib.sha256(b"\x00" + x).digest() for x in h]
+    expected = hashlib.sha256(b"\x01" + hashlib.sha256(b"\x01" + l[0] + l[1]).digest() + l[2]).digest()
+    assert trace_root(h) == expected
