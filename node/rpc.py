@@ -27,7 +27,7 @@ class NodeUnreachable(RpcError):
 
 class TxRejected(RpcError):
     def __init__(self, code: int, codespace: str, log: str, stage: str) -> None:
-        super().__init__(f"tx rejected in {stage}: code {code} ({codespace}): {log}")
+        super().__init__(f"tx rejected in {stage} with code {codespace}/{code}: {log}")
         self.code, self.codespace, self.log, self.stage = code, codespace, log, stage
 
 

@@ -1,0 +1,182 @@
+"""The whole ABCI sequence through the socket server, by a client speaking the real v0.38
+framing (uvarint length + protobuf), with pipelined requests answered in order."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+
+import pytest
+
+from abci_app.app import Application
+from abci_app.codec.tx import decode_tx
+from abci_app.pb import abci
+from abci_app.server import ABCIServer, FrameReader, FramingError, decode_uvarint, encode_uvarint, frame
+from abci_app.store import MerkleStore
+from chainkit import CHAIN_ID, genesis_request, send_msg, signer
+
+
+class Client:
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.frames = FrameReader()
+        self.pending: list[bytes] = []
+
+    def send(self, **kw: object) -> None:
+        self.sock.sendall(frame(abci.Request(**kw)))
+
+    def recv(self) -> abci.Response:
+        while not self.pending:
+            data = self.sock.recv(65536)
+            assert data, "server closed the connection"
+            self.pending.extend(self.frames.feed(data))
+        return abci.Response.FromString(self.pending.pop(0))
+
+    def call(self, **kw: object) -> abci.Response:
+        self.send(**kw)
+        self.send(flush=abci.RequestFlush())
+        resp = self.recv()
+        assert self.recv().WhichOneof("value") == "flush"
+        return resp
+
+
+@pytest.fixture
+def server():
+    """An ABCIServer on an ephemeral port, running its own event loop in a thread."""
+    store = MerkleStore(None)
+    srv = ABCIServer(Application(store, check_invariants=True), "tcp://127.0.0.1:0")
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    stop: list[asyncio.Event] = []
+
+    async def main() -> None:
+        stop.append(asyncio.Event())
+        await srv.start()
+        ready.set()
+        serving = asyncio.create_task(srv.serve_forever())
+        await stop[0].wait()
+        await srv.stop()
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in others:
+            t.cancel()
+        await asyncio.gather(serving, *others, return_exceptions=True)
+
+    t = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
+    t.start()
+    assert ready.wait(10)
+    yield srv
+    loop.call_soon_threadsafe(stop[0].set)
+    t.join(10)
+    loop.close()
+    store.close()
+
+
+def test_uvarint_framing_roundtrip() -> None:
+    for n in [0, 1, 127, 128, 300, 2**32, 2**63 - 1]:
+        enc = encode_uvarint(n)
+        assert decode_uvarint(enc, 0) == (n, len(enc))
+    assert encode_uvarint(300) == b"\xac\x02"  # unsigned, not zigzag (v0.34 would give 0xd8 0x04)
+    assert decode_uvarint(b"\x80", 0) is None  # incomplete
+    with pytest.raises(FramingError):
+        decode_uvarint(b"\xff" * 11, 0)
+    fr = FrameReader()
+    msgs = [b"a", b"", b"x" * 300]
+    stream = b"".join(encode_uvarint(len(m)) + m for m in msgs)
+    got = []
+    for i in range(len(stream)):  # byte by byte: split frames are reassembled
+        got += fr.feed(stream[i : i + 1])
+    assert got == msgs
+
+
+def test_full_abci_sequence(server: ABCIServer) -> None:
+    k0, k1 = signer(0), signer(1)
+    val = signer(1000)
+    port = server.bound_port()
+    consensus, mempool, query, snapshot = (Client(port) for _ in range(4))
+
+    echo = query.call(echo=abci.RequestEcho(message="hi"))
+    assert echo.echo.message == "hi"
+    info = query.call(info=abci.RequestInfo(version="0.38.25"))
+    assert info.info.last_block_height == 0 and info.info.last_block_app_hash == b""
+
+    ic = consensus.call(init_chain=genesis_request({k0.address: 10**9}, [(val, 10)]))
+    assert len(ic.init_chain.app_hash) == 32
+
+    from abci_app.codec.tx import build_tx
+
+    tx1 = build_tx(k0, chain_id=CHAIN_ID, msgs=[send_msg(k1.address, 100)], sequence=0, fee=3)
+    tx2 = build_tx(k0, chain_id=CHAIN_ID, msgs=[send_msg(k1.address, 200)], sequence=1, fee=3)
+    # pipelined: three CheckTx then one Flush; answers come back in order
+    mempool.send(check_tx=abci.RequestCheckTx(tx=tx1))
+    mempool.send(check_tx=abci.RequestCheckTx(tx=tx2))
+    mempool.send(check_tx=abci.RequestCheckTx(tx=b"junk"))
+    mempool.send(flush=abci.RequestFlush())
+    codes = [mempool.recv().check_tx.code for _ in range(3)]
+    assert codes[:2] == [0, 0] and codes[2] != 0
+    assert mempool.recv().WhichOneof("value") == "flush"
+
+    pp = consensus.call(prepare_proposal=abci.RequestPrepareProposal(txs=[tx1, tx2, b"junk"], max_tx_bytes=10**6, height=1))
+    assert list(pp.prepare_proposal.txs) == [tx1, tx2]  # stateless-invalid junk dropped
+    ok = consensus.call(process_proposal=abci.RequestProcessProposal(txs=[tx1, tx2], height=1))
+    assert ok.process_proposal.status == abci.ResponseProcessProposal.ACCEPT
+    bad = consensus.call(process_proposal=abci.RequestProcessProposal(txs=[tx1, b"junk"], height=1))
+    assert bad.process_proposal.status == abci.ResponseProcessProposal.REJECT
+
+    ev = consensus.call(extend_vote=abci.RequestExtendVote(height=1))
+    assert ev.extend_vote.vote_extension == b""
+    vv = consensus.call(verify_vote_extension=abci.RequestVerifyVoteExtension(height=1, vote_extension=b""))
+    assert vv.verify_vote_extension.status == abci.ResponseVerifyVoteExtension.ACCEPT
+
+    fb_req = abci.RequestFinalizeBlock(txs=[tx1, tx2], height=1, proposer_address=val.address, hash=b"\x01" * 32)
+    fb = consensus.call(finalize_block=fb_req)
+    assert [r.code for r in fb.finalize_block.tx_results] == [0, 0]
+    app_hash = fb.finalize_block.app_hash
+    assert len(app_hash) == 32 and app_hash != ic.init_chain.app_hash
+
+    # the query connection still sees the last committed state until Commit
+    from abci_app.codec.address import to_bech32
+
+    q = query.call(query=abci.RequestQuery(path=f"/account/{to_bech32(k1.address)}"))
+    assert b'"balance":0' in q.query.value
+
+    cm = consensus.call(commit=abci.RequestCommit())
+    assert cm.WhichOneof("value") == "commit"
+    info = query.call(info=abci.RequestInfo())
+    assert (info.info.last_block_height, info.info.last_block_app_hash) == (1, app_hash)
+
+    q = query.call(query=abci.RequestQuery(path=f"/account/{to_bech32(k1.address)}", prove=True))
+    assert q.query.code == 0 and b'"balance":300' in q.query.value
+    assert len(q.query.proof_ops.ops) == 2
+    from abci_app.store import Proof, verify_proof
+
+    for op in q.query.proof_ops.ops:
+        p = Proof.from_bytes(op.data)
+        assert verify_proof(p, app_hash, op.key, p.value)
+
+    ls = snapshot.call(list_snapshots=abci.RequestListSnapshots())
+    assert list(ls.list_snapshots.snapshots) == []
+    os_ = snapshot.call(offer_snapshot=abci.RequestOfferSnapshot())
+    assert os_.offer_snapshot.result == abci.ResponseOfferSnapshot.REJECT
+    assert snapshot.call(load_snapshot_chunk=abci.RequestLoadSnapshotChunk()).WhichOneof("value") == "load_snapshot_chunk"
+    ap = snapshot.call(apply_snapshot_chunk=abci.RequestApplySnapshotChunk())
+    assert ap.apply_snapshot_chunk.result == abci.ResponseApplySnapshotChunk.ABORT
+
+    # after Commit the mempool state was reset: tx2 (seq 1) is now a replay
+    r = mempool.call(check_tx=abci.RequestCheckTx(tx=tx2, type=abci.RECHECK))
+    assert r.check_tx.code != 0 and "sequence" in r.check_tx.log
+    assert decode_tx(tx2).sequence == 1
+    for c in (consensus, mempool, query, snapshot):
+        c.sock.close()
+
+
+def test_fatal_error_halts_server(server: ABCIServer) -> None:
+    c = Client(server.bound_port())
+    # FinalizeBlock before InitChain at a wrong height: the state machine must stop, not go on
+    c.send(finalize_block=abci.RequestFinalizeBlock(height=5))
+    c.send(flush=abci.RequestFlush())
+    r = c.recv()
+    assert r.WhichOneof("value") == "exception" and "height 5" in r.exception.error
+    assert server.fatal_error is not None
+    assert c.sock.recv(100) == b""  # the server stops serving: the node halts
+    c.sock.close()
