@@ -7,7 +7,8 @@ Tables (all keys and values are BLOBs, compared bytewise by SQLite):
     nodes       (version, path) -> encoded tree node (see tree.py)
     stale_nodes (since, version, path): node (version, path) is not in the tree from
                 height `since` on; deleted once `since` <= earliest
-    kv_latest   key -> value at the last committed height (O(1) reads, range scans)
+    kv_latest   key -> (value, version that wrote it) at the last committed height
+                (O(log n) point reads and ordered range scans)
     kv_history  (key, version) -> value written at `version` (NULL = deleted there)
     stale_kv    (since, key, version): history row superseded at `since` (a delete
                 supersedes its own tombstone); deleted once `since` <= earliest
@@ -21,6 +22,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Self
@@ -41,6 +43,7 @@ from .tree import (
 
 SCHEMA_VERSION = 1
 _PAGE = 512  # rows fetched per query while iterating
+_BATCH = 500  # keys looked up per query while staging
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -67,8 +70,9 @@ CREATE TABLE IF NOT EXISTS stale_nodes (
     PRIMARY KEY (since, version, path)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS kv_latest (
-    key   BLOB PRIMARY KEY,
-    value BLOB NOT NULL
+    key     BLOB PRIMARY KEY,
+    value   BLOB    NOT NULL,
+    version INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS kv_history (
     key     BLOB    NOT NULL,
@@ -125,10 +129,22 @@ class MerkleStore:
     than the last `keep_recent`. Thread-safe (one lock); one process per database.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None, *, keep_recent: int = 100) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None,
+        *,
+        keep_recent: int = 100,
+        node_cache: int = 100_000,
+    ) -> None:
+        """Opens (or creates) the store. `keep_recent` >= 1 heights stay readable;
+        `node_cache` tree nodes (~250 bytes each) are kept in memory."""
         if not isinstance(keep_recent, int) or keep_recent < 1:
             raise StoreError(f"keep_recent must be an integer >= 1, got {keep_recent!r}")
         self._keep_recent = keep_recent
+        # (version, path) -> node. Nodes are immutable, so entries never go stale; only
+        # committed nodes enter (after COMMIT), oldest first out.
+        self._cache: OrderedDict[tuple[int, bytes], bytes] = OrderedDict()
+        self._cache_size = max(0, node_cache)
         self._lock = threading.RLock()
         self._path = None if path is None else os.fspath(path)
         target = ":memory:" if self._path is None else self._path
@@ -313,28 +329,31 @@ class MerkleStore:
                     f"{self._height}), got {height}"
                 )
             self._staged = None
-            effective: list[tuple[bytes, bytes | None]] = []
-            for raw_key in sorted(changes):
+            wanted: dict[bytes, bytes | None] = {}
+            for raw_key, raw in changes.items():
                 key = _check_bytes("key", raw_key)
-                raw = changes[raw_key]
-                value = None if raw is None else _check_bytes("value", raw)
-                if self.get(key) != value:  # drops deletes of missing keys and rewrites
-                    effective.append((key, value))
+                wanted[key] = None if raw is None else _check_bytes("value", raw)
+            current = self._latest_rows(sorted(wanted))
+            effective: list[tuple[bytes, bytes | None]] = []
+            kv_stale: list[tuple[bytes, int]] = []
+            for key in sorted(wanted):
+                value = wanted[key]
+                old = current.get(key)
+                if (None if old is None else old[0]) == value:
+                    continue  # a delete of a missing key, or a rewrite of the same value
+                effective.append((key, value))
+                # The row written at old[1] serves reads below `height` only. A key absent
+                # now has no row to supersede: its tombstone is already scheduled.
+                if old is not None:
+                    kv_stale.append((key, old[1]))
+                if value is None:  # the tombstone is needed only until older rows go
+                    kv_stale.append((key, height))
             counters = Counters()
             updates = []
             for key, value in effective:
                 updates.append((hash_key(key), None if value is None else hash_value(value)))
                 counters.hashes += 1 if value is None else 2
             tree = apply_updates(self._root, height, updates, self._load_node, counters)
-            kv_stale: list[tuple[bytes, int]] = []
-            for key, value in effective:
-                row = self._db.execute(
-                    "SELECT max(version) FROM kv_history WHERE key = ?", (key,)
-                ).fetchone()
-                if row[0] is not None:
-                    kv_stale.append((key, row[0]))
-                if value is None:  # the tombstone is needed only until older rows go
-                    kv_stale.append((key, height))
             stats = StoreStats(
                 height=height,
                 changed_keys=len(effective),
@@ -370,9 +389,10 @@ class MerkleStore:
                     [(h, version, path) for version, path in staged.tree.stale],
                 )
                 db.executemany(
-                    "INSERT INTO kv_latest(key, value) VALUES (?, ?) "
-                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                    [(k, v) for k, v in staged.changes if v is not None],
+                    "INSERT INTO kv_latest(key, value, version) VALUES (?, ?, ?) "
+                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value, "
+                    "version = excluded.version",
+                    [(k, v, h) for k, v in staged.changes if v is not None],
                 )
                 db.executemany(
                     "DELETE FROM kv_latest WHERE key = ?",
@@ -399,6 +419,7 @@ class MerkleStore:
                 raise
             self._height, self._root, self._earliest = h, root, earliest
             self._staged = None
+            self._cache_nodes(h, staged.tree.nodes)
             s = staged.stats
             self._stats = StoreStats(
                 s.height, s.changed_keys, s.hashes, s.node_reads, s.nodes_written,
@@ -448,13 +469,39 @@ class MerkleStore:
             raise StoreError(f"state database is corrupt: no root for height {height}")
         return Ref.from_bytes(row[0])
 
+    def _latest_rows(self, keys: list[bytes]) -> dict[bytes, tuple[bytes, int]]:
+        """key -> (value, version) in kv_latest, for those of `keys` present."""
+        found: dict[bytes, tuple[bytes, int]] = {}
+        for i in range(0, len(keys), _BATCH):
+            chunk = keys[i : i + _BATCH]
+            marks = ",".join("?" * len(chunk))
+            for key, value, version in self._db.execute(
+                f"SELECT key, value, version FROM kv_latest WHERE key IN ({marks})", chunk
+            ):
+                found[bytes(key)] = (bytes(value), version)
+        return found
+
     def _load_node(self, version: int, path: bytes) -> bytes:
+        node = self._cache.get((version, path))
+        if node is not None:
+            return node
         row = self._db.execute(
             "SELECT node FROM nodes WHERE version = ? AND path = ?", (version, path)
         ).fetchone()
         if row is None:
             raise StoreError(f"state database is corrupt: tree node missing at version {version}")
-        return bytes(row[0])
+        node = bytes(row[0])
+        self._cache_nodes(version, [(path, node)])
+        return node
+
+    def _cache_nodes(self, version: int, nodes: list[tuple[bytes, bytes]]) -> None:
+        if self._cache_size == 0:
+            return
+        cache = self._cache
+        for path, node in nodes:
+            cache[(version, path)] = node
+        while len(cache) > self._cache_size:
+            cache.popitem(last=False)
 
 
 def _end(end: bytes | None) -> bytes | None:

@@ -1,0 +1,107 @@
+"""Benchmark of abci_app.store.MerkleStore: blocks of changes over a large state.
+
+    .venv/bin/python benchmarks/store_bench.py                 # 1k-change blocks, 100k keys
+    .venv/bin/python benchmarks/store_bench.py --keys 10000 --blocks 10
+
+Builds a state of --keys keys in an SQLite file (WAL, synchronous=FULL, as a node
+runs it), then commits --blocks blocks of --changes changed keys each (70% rewrites,
+20% inserts, 10% deletes) and prints commits/s and microseconds per changed key,
+split into stage (tree update and hashing) and commit (one SQLite transaction with
+fsync, plus pruning).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import tempfile
+import time
+from pathlib import Path
+
+from abci_app.store import MerkleStore
+
+
+def _key(i: int) -> bytes:
+    return b"bench/" + hashlib.sha256(i.to_bytes(8, "big")).digest()[:12]
+
+
+def _value(block: int, i: int) -> bytes:
+    return hashlib.sha256(b"%d/%d" % (block, i)).digest() * 2  # 64 bytes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--keys", type=int, default=100_000, help="state size (default 100000)")
+    parser.add_argument("--changes", type=int, default=1000, help="changed keys per block")
+    parser.add_argument("--blocks", type=int, default=20, help="measured blocks (default 20)")
+    parser.add_argument("--keep-recent", type=int, default=100, help="versions kept")
+    parser.add_argument("--dir", type=Path, default=None, help="folder for the database")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        path = Path(tmp) / "state.db"
+        store = MerkleStore(path, keep_recent=args.keep_recent)
+        t0 = time.perf_counter()
+        batch = 10_000
+        for start in range(0, args.keys, batch):
+            changes: dict[bytes, bytes | None] = {
+                _key(i): _value(0, i) for i in range(start, min(args.keys, start + batch))
+            }
+            store.stage(store.height + 1, changes)
+            store.commit()
+        print(f"loaded {args.keys} keys in {time.perf_counter() - t0:.1f} s")
+
+        next_key = args.keys
+        live = list(range(args.keys))
+        stage_s = commit_s = 0.0
+        hashes = reads = written = 0
+        for b in range(args.blocks):
+            n_update = args.changes * 7 // 10
+            n_insert = args.changes * 2 // 10
+            n_delete = args.changes - n_update - n_insert
+            changes = {}
+            step = max(1, len(live) // (n_update + n_delete))
+            picked = live[(b * 7919) % step :: step][: n_update + n_delete]
+            for i in picked[:n_update]:
+                changes[_key(i)] = _value(b + 1, i)
+            for i in picked[n_update:]:
+                changes[_key(i)] = None
+            for i in range(next_key, next_key + n_insert):
+                changes[_key(i)] = _value(b + 1, i)
+            gone = set(picked[n_update:])
+            live = [i for i in live if i not in gone] + list(range(next_key, next_key + n_insert))
+            next_key += n_insert
+
+            t1 = time.perf_counter()
+            store.stage(store.height + 1, changes)
+            t2 = time.perf_counter()
+            store.commit()
+            t3 = time.perf_counter()
+            stage_s += t2 - t1
+            commit_s += t3 - t2
+            s = store.stats
+            hashes, reads, written = (
+                hashes + s.hashes,
+                reads + s.node_reads,
+                written + s.nodes_written,
+            )
+        store.close()
+        size = sum(p.stat().st_size for p in Path(tmp).iterdir())
+
+    total = stage_s + commit_s
+    changed = args.blocks * args.changes
+    print(f"blocks: {args.blocks} x {args.changes} changed keys over {args.keys} keys")
+    print(f"commits/s: {args.blocks / total:.2f}")
+    print(
+        f"us per changed key: {1e6 * total / changed:.1f} (stage {1e6 * stage_s / changed:.1f}, "
+        f"commit {1e6 * commit_s / changed:.1f})"
+    )
+    print(
+        f"per changed key: {hashes / changed:.1f} hashes, {reads / changed:.1f} node reads, "
+        f"{written / changed:.1f} nodes written"
+    )
+    print(f"database size: {size / 2**20:.1f} MiB (keep_recent={args.keep_recent})")
+
+
+if __name__ == "__main__":
+    main()
