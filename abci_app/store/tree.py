@@ -33,6 +33,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
+from typing import NamedTuple, TypeAlias
 
 from .errors import StoreError
 
@@ -82,8 +83,7 @@ def path_key(depth: int, prefix: int) -> bytes:
     return depth.to_bytes(2, "big") + (prefix << (nbytes * 8 - depth)).to_bytes(nbytes, "big")
 
 
-@dataclass(frozen=True, slots=True)
-class Ref:
+class Ref(NamedTuple):
     """A stored subtree: its kind, the version (height) that wrote it, its hash."""
 
     kind: int
@@ -97,20 +97,18 @@ class Ref:
     def from_bytes(cls, data: bytes) -> Ref:
         if len(data) != _REF_LEN or data[0] not in (KIND_EMPTY, KIND_LEAF, KIND_INTERNAL):
             raise StoreError("corrupt node reference in the store")
-        return cls(data[0], int.from_bytes(data[1:9], "big"), bytes(data[9:]))
+        return cls(data[0], int.from_bytes(data[1:9], "big"), data[9:])
 
 
 EMPTY_REF = Ref(KIND_EMPTY, 0, EMPTY_HASH)
 
 
-@dataclass(frozen=True, slots=True)
-class LeafNode:
+class LeafNode(NamedTuple):
     key_hash: bytes
     value_hash: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class InternalNode:
+class InternalNode(NamedTuple):
     left: Ref
     right: Ref
 
@@ -137,21 +135,19 @@ def decode_node(data: bytes) -> LeafNode | InternalNode:
 NodeLoader = Callable[[int, bytes], bytes]
 
 
-@dataclass(frozen=True, slots=True)
-class _NewLeaf:
+class _NewLeaf(NamedTuple):
     key_hash: bytes
     value_hash: bytes
     hash: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class _NewInternal:
+class _NewInternal(NamedTuple):
     left: _Child
     right: _Child
     hash: bytes
 
 
-_Child = Ref | _NewLeaf | _NewInternal
+_Child: TypeAlias = "Ref | _NewLeaf | _NewInternal"
 # (int(key_hash), key_hash, value_hash or None for a delete)
 _Update = tuple[int, bytes, bytes | None]
 _by_int = itemgetter(0)

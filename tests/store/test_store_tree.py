@@ -149,8 +149,8 @@ block_st = st.lists(st.tuples(tx_st, st.booleans()), max_size=4)
 range_st = st.tuples(key_st, st.none() | key_st)
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(blocks=st.lists(block_st, min_size=1, max_size=8), ranges=st.lists(range_st, max_size=3))
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(blocks=st.lists(block_st, min_size=1, max_size=10), ranges=st.lists(range_st, max_size=3))
 def test_store_matches_dict_model(
     blocks: list[list[tuple[dict[bytes, bytes | None], bool]]],
     ranges: list[tuple[bytes, bytes | None]],
