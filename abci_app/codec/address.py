@@ -8,6 +8,7 @@ Bech32 (BIP-173) comes from the reference implementation in the ``bech32`` packa
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 
 import bech32 as _bech32
 
@@ -21,6 +22,7 @@ def address_from_pubkey(public_key: bytes) -> bytes:
     return hashlib.sha256(public_key).digest()[:ADDRESS_LEN]
 
 
+@lru_cache(maxsize=1 << 16)  # a pure function; bech32's checksum costs ~60 µs in Python
 def to_bech32(address: bytes) -> str:
     if len(address) != ADDRESS_LEN:
         raise ErrInvalidAddress(f"address must be {ADDRESS_LEN} bytes, got {len(address)}")
