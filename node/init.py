@@ -43,7 +43,11 @@ def init_home(
     genesis["validators"][0]["name"] = moniker
     genesis["app_state"] = {
         "bank": {"balances": [{"address": key.address, "amount": str(VALIDATOR_FUNDS)}]},
-        "staking": {"validators": [{"pub_key": pv["pub_key"]["value"], "operator": key.address, "moniker": moniker}]},
+        "staking": {  # the genesis self-bond (100,000 of the 1,000,000 LOCO) gives the validator its power
+            "params": {"block_reward": str(ULOCO_PER_LOCO)},
+            "validators": [{"pub_key": pv["pub_key"]["value"], "operator": key.address, "moniker": moniker,
+                            "self_bond": str(VALIDATOR_FUNDS // 10)}],
+        },
     }
     gpath.write_text(json.dumps(genesis, indent=2) + "\n")
     return {

@@ -1,1 +1,1 @@
-"""slashing module."""
+"""slashing: downtime (missed blocks in a window) and double sign (CometBFT evidence)."""

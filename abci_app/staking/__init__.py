@@ -1,1 +1,1 @@
-"""staking: the validator set (foundation: from genesis; bonding arrives with the staking issue)."""
+"""staking: validators, bonds, unbonding, validator rewards; power follows bonded stake."""

@@ -1,0 +1,167 @@
+"""Staking/slashing test kit: a chain whose genesis bonds stake (the new staking genesis format),
+and a block driver that feeds CometBFT-like inputs: the decided last commit of the validator set
+that really signed block H-1 (updates from FinalizeBlock H take effect at H+2, as in CometBFT),
+chosen absentees, and duplicate-vote evidence. Invariants are checked after every block."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from abci_app.app import Application
+from abci_app.bank import keeper as bank
+from abci_app.codec.address import to_bech32
+from abci_app.codec.tx import Ed25519Signer, build_tx, decode_tx
+from abci_app.pb import abci, staking_pb2, tx_pb2
+from abci_app.staking import keeper as sk
+from abci_app.store import MerkleStore
+from chainkit import CHAIN_ID, signer
+
+LOCO = 1_000_000
+
+
+def create_validator_msg(cons_key: Ed25519Signer, self_bond: int, moniker: str = "new") -> tx_pb2.Msg:
+    return tx_pb2.Msg(create_validator=staking_pb2.MsgCreateValidator(pub_key=cons_key.public_bytes(), self_bond=self_bond, moniker=moniker))
+
+
+def bond_msg(cons: bytes, amount: int) -> tx_pb2.Msg:
+    return tx_pb2.Msg(bond=staking_pb2.MsgBond(validator=cons, amount=amount))
+
+
+def unbond_msg(cons: bytes, amount: int) -> tx_pb2.Msg:
+    return tx_pb2.Msg(unbond=staking_pb2.MsgUnbond(validator=cons, amount=amount))
+
+
+def unjail_msg(cons: bytes) -> tx_pb2.Msg:
+    return tx_pb2.Msg(unjail=staking_pb2.MsgUnjail(validator=cons))
+
+
+@dataclass
+class StakeChain:
+    app: Application
+    keys: list[Ed25519Signer]  # funded accounts
+    vals: list[Ed25519Signer]  # consensus keys; each is also its own operator account
+    sets: dict[int, dict[bytes, int]] = field(default_factory=dict)  # height -> CometBFT's set
+    seqs: dict[bytes, int] = field(default_factory=dict)
+    last: abci.ResponseFinalizeBlock | None = None
+
+    @property
+    def store(self) -> MerkleStore:
+        return self.app.store
+
+    @property
+    def height(self) -> int:
+        return self.store.height
+
+    def comet_set(self, h: int) -> dict[bytes, int]:
+        while h not in self.sets:
+            h -= 1
+        return self.sets[h]
+
+    def tx(self, k: Ed25519Signer, msgs: list[tx_pb2.Msg], fee: int = 0) -> bytes:
+        return build_tx(k, chain_id=CHAIN_ID, msgs=msgs, sequence=self.seqs.get(k.address, 0), fee=fee)
+
+    def block(self, txs: list[bytes] = (), *, absent: set[bytes] = frozenset(), evidence: list[tuple[bytes, int]] = ()) -> abci.ResponseFinalizeBlock:  # type: ignore[assignment]
+        h = self.height + 1
+        req = abci.RequestFinalizeBlock(txs=list(txs), height=h, proposer_address=self.vals[0].address,
+                                        hash=hashlib.sha256(b"block%d" % h).digest())
+        req.time.seconds = 1_700_000_000 + h
+        if h >= 2:
+            for cons, power in sorted(self.comet_set(h - 1).items()):
+                v = req.decided_last_commit.votes.add(block_id_flag=1 if cons in absent else 2)
+                v.validator.address, v.validator.power = cons, power
+        for cons, eh in evidence:
+            m = req.misbehavior.add(type=abci.MisbehaviorType.DUPLICATE_VOTE, height=eh, total_voting_power=1)
+            m.validator.address, m.validator.power = cons, self.comet_set(eh).get(cons, 0)
+        resp = self.app.finalize_block(req)
+        self.app.commit(abci.RequestCommit())
+        self.app.invariants()
+        if resp.validator_updates:
+            nxt = dict(self.comet_set(h + 1))
+            for u in resp.validator_updates:
+                cons = hashlib.sha256(u.pub_key.ed25519).digest()[:20]
+                if u.power:
+                    nxt[cons] = u.power
+                else:
+                    nxt.pop(cons, None)
+            self.sets[h + 2] = nxt
+        for raw, r in zip(txs, resp.tx_results):
+            if r.code == 0:
+                t = decode_tx(raw)
+                self.seqs[t.signer] = t.sequence + 1
+        self.last = resp
+        return resp
+
+    def blocks(self, n: int, **kw: Any) -> None:
+        for _ in range(n):
+            self.block([], **kw)
+
+    def ok(self, k: Ed25519Signer, msgs: list[tx_pb2.Msg], fee: int = 0) -> abci.ResponseFinalizeBlock:
+        resp = self.block([self.tx(k, msgs, fee)])
+        r = resp.tx_results[0]
+        assert r.code == 0, r.log
+        return resp
+
+    def balance(self, addr: bytes) -> int:
+        return bank.get_balance(self.store, addr)
+
+    def validator(self, cons: bytes) -> staking_pb2.Validator:
+        v = sk.get_validator(self.store, cons)
+        assert v is not None
+        return v
+
+    def query(self, path: str) -> Any:
+        r = self.app.query(abci.RequestQuery(path=path))
+        assert r.code == 0, r.log
+        return json.loads(r.value)
+
+
+def new_staking_chain(
+    self_bonds: list[int] = (100 * LOCO,) * 1,  # type: ignore[assignment]
+    *, n_keys: int = 3, funds: int = 10**12, staking: dict[str, Any] | None = None,
+    slashing: dict[str, Any] | None = None,
+) -> StakeChain:
+    keys = [signer(i) for i in range(n_keys)]
+    vals = [signer(2000 + i) for i in range(len(self_bonds))]
+    balances = {k.address: funds for k in keys} | {v.address: funds for v in vals}
+    app_state = {
+        "bank": {"balances": [{"address": to_bech32(a), "amount": str(b)} for a, b in sorted(balances.items())]},
+        "staking": {
+            "params": staking or {},
+            "validators": [{"pub_key": base64.b64encode(v.public_bytes()).decode(), "operator": to_bech32(v.address),
+                            "moniker": f"val{i}", "self_bond": str(b)} for i, (v, b) in enumerate(zip(vals, self_bonds))],
+        },
+        "slashing": {"params": slashing or {}},
+    }
+    req = abci.RequestInitChain(chain_id=CHAIN_ID, initial_height=1, app_state_bytes=json.dumps(app_state).encode())
+    req.time.seconds = 1_700_000_000
+    app = Application(MerkleStore(None, keep_recent=50), check_invariants=True)
+    app.info(abci.RequestInfo())
+    resp = app.init_chain(req)
+    c = StakeChain(app, keys, vals)
+    c.sets[1] = {hashlib.sha256(u.pub_key.ed25519).digest()[:20]: u.power for u in resp.validators}
+    c.init_response = resp  # type: ignore[attr-defined]
+    c.block([])
+    return c
+
+
+STAKING_PREFIXES = (b"\x10", b"\x11", b"\x12", b"\x13", b"\x14", b"\x15")
+
+
+def assert_rejected(c: StakeChain, k: Ed25519Signer, msgs: list[tx_pb2.Msg], err: type) -> None:
+    """Rejected the same way in CheckTx and in a block, and no staking state changed (only
+    the fee-free ante writes of the tx, which the app discards too, may differ: none here)."""
+    from chainkit import snapshot
+
+    before = snapshot(c)  # type: ignore[arg-type]
+    raw = c.tx(k, msgs)
+    assert c.app.check_tx(abci.RequestCheckTx(tx=raw)).code == err.code
+    resp = c.block([raw])
+    r = resp.tx_results[0]
+    assert (r.code, r.codespace) == (err.code, err.codespace), r.log
+    after = snapshot(c)  # type: ignore[arg-type]
+    changed = {key for key in set(before) | set(after) if before.get(key) != after.get(key)}
+    assert not any(key.startswith(STAKING_PREFIXES) for key in changed), changed
