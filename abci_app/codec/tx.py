@@ -157,22 +157,29 @@ def decode_tx(raw: bytes, *, max_tx_bytes: int = MAX_TX_BYTES) -> Tx:
 
 
 class SignatureCache:
-    """Remembers which tx hashes carry a valid signature (a pure function of the tx bytes)."""
+    """Decoded txs whose signature verified, keyed by their exact bytes (decoding and signature
+    validity are pure functions of the bytes), so a node decodes and verifies a tx once although
+    it sees it in CheckTx, ProcessProposal and FinalizeBlock. Bounded, least recently used out."""
 
     def __init__(self, capacity: int = 200_000) -> None:
-        self._ok: OrderedDict[bytes, None] = OrderedDict()
+        self._ok: OrderedDict[bytes, Tx] = OrderedDict()
         self._capacity = capacity
 
+    def lookup(self, raw: bytes) -> Tx | None:
+        tx = self._ok.get(raw)
+        if tx is not None:
+            self._ok.move_to_end(raw)
+        return tx
+
     def verify(self, tx: Tx) -> None:
-        if tx.hash in self._ok:
-            self._ok.move_to_end(tx.hash)
+        if tx.raw in self._ok:
             return
         msg = sign_bytes(tx.chain_id, tx.body_bytes, tx.auth_info_bytes)
         try:
             VerifyKey(tx.public_key).verify(msg, tx.signature)
         except (BadSignatureError, CryptoError, ValueError, TypeError):
             raise ErrInvalidSignature("signature does not verify for the signer's public key") from None
-        self._ok[tx.hash] = None
+        self._ok[tx.raw] = tx
         if len(self._ok) > self._capacity:
             self._ok.popitem(last=False)
 
