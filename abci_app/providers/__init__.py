@@ -1,1 +1,1 @@
-"""providers module."""
+"""providers: GPU providers, bonds (module account), status, reputation, provider slashing."""

@@ -1,0 +1,93 @@
+"""jobs and rounds errors: codes 500..599 (stable, never reused)."""
+
+from abci_app.errors import LoconetError
+
+
+class JobsError(LoconetError):
+    codespace = "jobs"
+
+
+class ErrJobNotFound(JobsError):
+    code = 501
+
+
+class ErrRoundNotFound(JobsError):
+    code = 502
+
+
+class ErrWrongPhase(JobsError):
+    """Too early or too late for this message in the round's phase machine."""
+
+    code = 503
+
+
+class ErrNotSelected(JobsError):
+    code = 504
+
+
+class ErrDuplicate(JobsError):
+    code = 505
+
+
+class ErrWrongBaseModel(JobsError):
+    code = 506
+
+
+class ErrInvalidHash(JobsError):
+    code = 507
+
+
+class ErrInvalidCommitment(JobsError):
+    code = 508
+
+
+class ErrInvalidLocation(JobsError):
+    code = 509
+
+
+class ErrNotChallenged(JobsError):
+    code = 510
+
+
+class ErrWrongSegment(JobsError):
+    code = 511
+
+
+class ErrBadProof(JobsError):
+    code = 512
+
+
+class ErrNotRevealed(JobsError):
+    code = 513
+
+
+class ErrNotVerifier(JobsError):
+    code = 514
+
+
+class ErrInvalidQuality(JobsError):
+    code = 515
+
+
+class ErrNotAttester(JobsError):
+    code = 516
+
+
+class ErrInvalidJobSpec(JobsError):
+    code = 517
+
+
+class ErrInvalidReward(JobsError):
+    code = 518
+
+
+class ErrInvalidRounds(JobsError):
+    code = 519
+
+
+class ErrUnauthorized(JobsError):
+    code = 520
+
+
+class ErrJobNotActive(JobsError):
+    code = 521

@@ -1,0 +1,36 @@
+"""What jobs needs from other modules (Cosmos ``expected_keepers``): a small Protocol each."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from abci_app.context import Ctx
+from abci_app.pb import providers_pb2
+from abci_app.store import CacheKV, KVReader
+
+
+class SlashOutcome(Protocol):
+    @property
+    def amount(self) -> int: ...
+    @property
+    def bounties(self) -> tuple[tuple[bytes, int], ...]: ...
+    @property
+    def burned(self) -> int: ...
+
+
+class ProviderKeeper(Protocol):
+    def get_provider(self, store: KVReader, address: bytes) -> providers_pb2.Provider | None: ...
+
+    def get_eligible(self, store: KVReader, min_reputation: int, min_stake: int) -> list[providers_pb2.Provider]: ...
+
+    def get_reputation(self, store: KVReader, address: bytes) -> int: ...
+
+    def set_reputation(self, store: CacheKV, address: bytes, value: int) -> None: ...
+
+    def jail(self, ctx: Ctx, address: bytes, reason: str) -> None: ...
+
+    def slash(
+        self, ctx: Ctx, address: bytes, fraction_bps: int, *, reason: str, job_id: int, round_: int,
+        bounty_bps: int = 0, bounty_weights: Sequence[tuple[bytes, int]] = (),
+    ) -> SlashOutcome: ...

@@ -1,0 +1,164 @@
+"""Jobs, escrow and round records.
+
+Escrow: every job's unspent budget sits in the ``JOB_ESCROW`` module account; ``Job.escrow`` is
+the job's share of it. Only three things move it: ``fund`` (MsgCreateJob), ``pay`` (a round's
+finalize, to participants and verifiers) and ``refund`` (to the owner when the job closes).
+``check_invariants`` checks, for every job, escrow == funded - paid - refunded and that each
+round paid at most its budget, and that the module account covers the sum of the escrows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from abci_app.bank import keeper as bank
+from abci_app.context import Ctx
+from abci_app.encoding import decode_msg, encode_msg
+from abci_app.errors import InvariantBroken
+from abci_app.jobs import events
+from abci_app.jobs.keys import (
+    JOB_ESCROW,
+    JOB_PREFIX,
+    NEXT_JOB_ID_KEY,
+    OPEN_DUE_PREFIX,
+    ROUND_DUE_PREFIX,
+    ROUND_PREFIX,
+    job_key,
+    open_due_key,
+    prefix_end,
+    round_key,
+    round_prefix,
+)
+from abci_app.pb import jobs_pb2
+from abci_app.store import CacheKV, KVReader
+
+STATUS_NAMES = {
+    jobs_pb2.JOB_STATUS_ACTIVE: "active",
+    jobs_pb2.JOB_STATUS_CANCELLING: "cancelling",
+    jobs_pb2.JOB_STATUS_CANCELLED: "cancelled",
+    jobs_pb2.JOB_STATUS_COMPLETED: "completed",
+}
+
+
+# -- jobs -----------------------------------------------------------------------------------------
+
+
+def get_job(store: KVReader, job_id: int) -> jobs_pb2.Job | None:
+    raw = store.get(job_key(job_id))
+    return None if raw is None else decode_msg(jobs_pb2.Job, raw)
+
+
+def set_job(store: CacheKV, job: jobs_pb2.Job) -> None:
+    store.set(job_key(job.id), encode_msg(job))
+
+
+def iterate_jobs(store: KVReader) -> Iterator[jobs_pb2.Job]:
+    for _, v in store.iterate(JOB_PREFIX, prefix_end(JOB_PREFIX)):
+        yield decode_msg(jobs_pb2.Job, v)
+
+
+def next_job_id(store: CacheKV) -> int:
+    raw = store.get(NEXT_JOB_ID_KEY)
+    n = 1 if raw is None else int.from_bytes(raw, "big")
+    store.set(NEXT_JOB_ID_KEY, (n + 1).to_bytes(8, "big"))
+    return n
+
+
+def fund(store: CacheKV, job: jobs_pb2.Job, owner: bytes, amount: int) -> None:
+    bank.send(store, owner, JOB_ESCROW, amount)
+    job.escrow += amount
+    job.escrow_funded += amount
+
+
+def pay(store: CacheKV, job: jobs_pb2.Job, recipient: bytes, amount: int) -> None:
+    if amount > job.escrow:
+        raise InvariantBroken(f"job {job.id}: payout {amount} exceeds escrow {job.escrow}")
+    bank.send(store, JOB_ESCROW, recipient, amount)
+    job.escrow -= amount
+    job.paid_total += amount
+
+
+def schedule_open(store: CacheKV, job: jobs_pb2.Job, height: int) -> None:
+    job.next_open_height = height
+    store.set(open_due_key(height, job.id), b"")
+
+
+def unschedule_open(store: CacheKV, job: jobs_pb2.Job) -> None:
+    if job.next_open_height:
+        store.delete(open_due_key(job.next_open_height, job.id))
+        job.next_open_height = 0
+
+
+def close_job(ctx: Ctx, job: jobs_pb2.Job, status: int) -> None:
+    """Refund the whole unspent escrow to the owner; the job becomes history."""
+    refund = job.escrow
+    if refund:
+        bank.send(ctx.store, JOB_ESCROW, job.owner, refund)
+    job.escrow = 0
+    job.refunded += refund
+    job.status = status  # type: ignore[assignment]
+    unschedule_open(ctx.store, job)
+    set_job(ctx.store, job)
+    ctx.emit(events.job_closed(job.id, STATUS_NAMES[status], refund, job.paid_total))
+
+
+# -- rounds ---------------------------------------------------------------------------------------
+
+
+def get_round(store: KVReader, job_id: int, round_: int) -> jobs_pb2.Round | None:
+    raw = store.get(round_key(job_id, round_))
+    return None if raw is None else decode_msg(jobs_pb2.Round, raw)
+
+
+def set_round(store: CacheKV, r: jobs_pb2.Round) -> None:
+    store.set(round_key(r.job_id, r.round), encode_msg(r))
+
+
+def iterate_rounds(store: KVReader, job_id: int, start: int = 0) -> Iterator[jobs_pb2.Round]:
+    p = round_prefix(job_id)
+    for _, v in store.iterate(p + start.to_bytes(8, "big"), round_prefix(job_id + 1)):
+        yield decode_msg(jobs_pb2.Round, v)
+
+
+# -- invariants -----------------------------------------------------------------------------------
+
+
+def check_invariants(store: KVReader) -> int:
+    """Per job: escrow == funded - paid - refunded; closed jobs hold nothing; rounds_opened <=
+    rounds; every round paid <= its budgets and only from its job. The JOB_ESCROW account covers
+    the sum of the escrows (>=: see providers.keeper.check_invariants on gifts to module
+    addresses). Returns 0 (module account)."""
+    total = 0
+    for job in iterate_jobs(store):
+        if job.escrow != job.escrow_funded - job.paid_total - job.refunded:
+            raise InvariantBroken(f"job {job.id}: escrow {job.escrow} != funded - paid - refunded")
+        if job.status in (jobs_pb2.JOB_STATUS_CANCELLED, jobs_pb2.JOB_STATUS_COMPLETED) and job.escrow:
+            raise InvariantBroken(f"job {job.id} is closed but still holds {job.escrow}")
+        if not job.rounds_finalized <= job.rounds_opened <= job.rounds:
+            raise InvariantBroken(f"job {job.id}: rounds opened/finalized out of range")
+        if job.escrow_funded != job.rounds * (job.reward_per_round + job.verifier_reward_per_round):
+            raise InvariantBroken(f"job {job.id}: funded {job.escrow_funded} != rounds x budgets")
+        paid = 0
+        for r in iterate_rounds(store, job.id):
+            if r.reward_paid > job.reward_per_round or r.verifier_paid > job.verifier_reward_per_round:
+                raise InvariantBroken(f"job {job.id} round {r.round} paid more than its budget")
+            if r.reward_paid + r.verifier_paid != sum(p.amount for p in r.payouts if p.kind != "bounty"):
+                raise InvariantBroken(f"job {job.id} round {r.round}: payout records disagree with totals")
+            paid += r.reward_paid + r.verifier_paid
+        if paid != job.paid_total:
+            raise InvariantBroken(f"job {job.id}: rounds paid {paid} != job paid_total {job.paid_total}")
+        total += job.escrow
+    held = bank.get_balance(store, JOB_ESCROW)
+    if held < total:
+        raise InvariantBroken(f"job_escrow account holds {held} < sum of job escrows {total}")
+    # scheduling indexes point at live records
+    for key, _ in store.iterate(ROUND_DUE_PREFIX, prefix_end(ROUND_DUE_PREFIX)):
+        r = get_round(store, int.from_bytes(key[9:17], "big"), int.from_bytes(key[17:25], "big"))
+        if r is None or r.phase >= 6:
+            raise InvariantBroken(f"round schedule entry {key.hex()} for a missing or finalized round")
+    for key, _ in store.iterate(OPEN_DUE_PREFIX, prefix_end(OPEN_DUE_PREFIX)):
+        job2 = get_job(store, int.from_bytes(key[9:17], "big"))
+        if job2 is None or job2.status != jobs_pb2.JOB_STATUS_ACTIVE:
+            raise InvariantBroken(f"open schedule entry {key.hex()} for a missing or inactive job")
+    _ = ROUND_PREFIX
+    return 0

@@ -1,0 +1,47 @@
+"""jobs state layout (see README.md)::
+
+    0x50                                           -> JobsParams
+    0x51                                           -> u64 next job id
+    0x52 | u64 job                                 -> Job
+    0x53 | u64 job | u64 round                     -> Round
+    0x54 | u64 height | u64 job | u64 round        -> b""  (round transition due at height)
+    0x55 | u64 height | u64 job                    -> b""  (job's next round opens at height)
+"""
+
+import hashlib
+
+from abci_app.encoding import u64_key
+
+PARAMS_KEY = b"\x50"
+NEXT_JOB_ID_KEY = b"\x51"
+JOB_PREFIX = b"\x52"
+ROUND_PREFIX = b"\x53"
+ROUND_DUE_PREFIX = b"\x54"
+OPEN_DUE_PREFIX = b"\x55"
+
+# Module account holding every job's escrow (no key can sign for it).
+JOB_ESCROW = hashlib.sha256(b"loconet/module/job_escrow").digest()[:20]
+
+
+def job_key(job_id: int) -> bytes:
+    return JOB_PREFIX + u64_key(job_id)
+
+
+def round_key(job_id: int, round_: int) -> bytes:
+    return ROUND_PREFIX + u64_key(job_id) + u64_key(round_)
+
+
+def round_prefix(job_id: int) -> bytes:
+    return ROUND_PREFIX + u64_key(job_id)
+
+
+def round_due_key(height: int, job_id: int, round_: int) -> bytes:
+    return ROUND_DUE_PREFIX + u64_key(height) + u64_key(job_id) + u64_key(round_)
+
+
+def open_due_key(height: int, job_id: int) -> bytes:
+    return OPEN_DUE_PREFIX + u64_key(height) + u64_key(job_id)
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    return bytes([prefix[0] + 1])

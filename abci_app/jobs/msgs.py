@@ -1,0 +1,248 @@
+"""Job and round messages: validation and execution. Each raises a jobs error (500..599), a
+providers/bank error or a tx error; a raise changes nothing (the tx's cache is discarded)."""
+
+from __future__ import annotations
+
+import re
+
+from abci_app.codec.address import check_address
+from abci_app.context import Ctx
+from abci_app.encoding import MAX_U64
+from abci_app.jobs import events, keeper
+from abci_app.jobs.errors import (
+    ErrBadProof,
+    ErrDuplicate,
+    ErrInvalidCommitment,
+    ErrInvalidHash,
+    ErrInvalidJobSpec,
+    ErrInvalidLocation,
+    ErrInvalidQuality,
+    ErrInvalidReward,
+    ErrInvalidRounds,
+    ErrJobNotActive,
+    ErrJobNotFound,
+    ErrNotAttester,
+    ErrNotChallenged,
+    ErrNotRevealed,
+    ErrNotSelected,
+    ErrNotVerifier,
+    ErrRoundNotFound,
+    ErrUnauthorized,
+    ErrWrongBaseModel,
+    ErrWrongPhase,
+    ErrWrongSegment,
+)
+from abci_app.jobs.params import get_params
+from abci_app.jobs.rounds import Phase, compute_n_segments
+from abci_app.merkle import verify_merkle_proof
+from abci_app.pb import jobs_pb2
+from abci_app.providers.validation import is_http_url
+from abci_app.reputation.rules import MAX_REPUTATION
+
+_POLICY = re.compile(r"^[a-z0-9][a-z0-9+_.-]{0,31}$")
+_PARAM_KEY = re.compile(r"^[a-z0-9_]{1,32}$")
+MAX_COMPRESSION_PARAMS = 16
+MAX_MODEL_DIM = 1 << 20
+MAX_SHARDS = 1 << 20
+MAX_LOSS_MNATS = 10**9
+MAX_QUALITY = 10_000
+PHASE_NAMES = {p.value: p.name.lower() for p in Phase}
+
+
+def _hash32(b: bytes, what: str) -> bytes:
+    if len(b) != 32:
+        raise ErrInvalidHash(f"{what} must be 32 bytes (sha256), got {len(b)}")
+    return b
+
+
+def validate_spec(spec: jobs_pb2.JobSpec, params: jobs_pb2.JobsParams) -> None:
+    def bad(why: str) -> ErrInvalidJobSpec:
+        return ErrInvalidJobSpec(f"invalid job spec: {why}")
+
+    m = spec.model
+    for f in ("n_layers", "n_heads", "d_model", "context_len", "vocab_size"):
+        if not 1 <= getattr(m, f) <= MAX_MODEL_DIM:
+            raise bad(f"model.{f} must be 1..{MAX_MODEL_DIM}")
+    if m.d_model % m.n_heads:
+        raise bad("model.d_model must be a multiple of model.n_heads")
+    if len(spec.initial_model_hash) != 32:
+        raise bad("initial_model_hash must be 32 bytes")
+    if len(spec.dataset_id) != 32:
+        raise bad("dataset_id must be the 32-byte sha256 of the data")
+    if spec.inner_steps == 0 or spec.trace_interval == 0 or spec.inner_steps % spec.trace_interval:
+        raise bad("inner_steps H and trace_interval k must be > 0 with H % k == 0")
+    if compute_n_segments(spec) + 1 > params.max_trace_entries:
+        raise bad(f"H/k + 1 trace entries exceed max_trace_entries {params.max_trace_entries}")
+    if not _POLICY.match(spec.compression_policy):
+        raise bad("compression_policy must be 1..32 chars [a-z0-9+_.-]")
+    keys = [p.key for p in spec.compression_params]
+    if len(keys) > MAX_COMPRESSION_PARAMS or any(not _PARAM_KEY.match(k) for k in keys) or keys != sorted(set(keys)):
+        raise bad(f"compression_params: at most {MAX_COMPRESSION_PARAMS}, keys [a-z0-9_], sorted and unique")
+    if not 1 <= spec.participants_per_round <= params.max_participants:
+        raise bad(f"participants_per_round must be 1..{params.max_participants}")
+    if not spec.participants_per_round <= spec.num_shards <= MAX_SHARDS:
+        raise bad(f"num_shards must be participants_per_round..{MAX_SHARDS}")
+    if spec.tokens_per_step == 0 or spec.tokens_per_step * spec.inner_steps > MAX_U64:
+        raise bad("tokens_per_step must be > 0 and H * tokens_per_step < 2^64")
+    for f in ("commit_blocks", "reveal_blocks", "verdict_blocks", "attest_blocks"):
+        if not 1 <= getattr(spec, f) <= params.max_window_blocks:
+            raise bad(f"{f} must be 1..{params.max_window_blocks}")
+    if spec.min_reputation > MAX_REPUTATION:
+        raise bad("min_reputation must be 0..10000")
+    if not params.min_challenge_bps <= spec.challenge_bps <= 10_000:
+        raise bad(f"challenge_bps must be {params.min_challenge_bps}..10000")
+    if not 1 <= spec.verifiers_per_challenge <= params.max_verifiers:
+        raise bad(f"verifiers_per_challenge must be 1..{params.max_verifiers}")
+
+
+def process_msg_create_job(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgCreateJob) -> None:
+    params = get_params(ctx.store)
+    if not msg.HasField("spec") or not msg.spec.HasField("model"):
+        raise ErrInvalidJobSpec("invalid job spec: spec and spec.model are required")
+    validate_spec(msg.spec, params)
+    if not 1 <= msg.rounds <= params.max_rounds:
+        raise ErrInvalidRounds(f"rounds must be 1..{params.max_rounds}, got {msg.rounds}")
+    if msg.reward_per_round == 0:
+        raise ErrInvalidReward("reward_per_round must be > 0")
+    total = msg.rounds * (msg.reward_per_round + msg.verifier_reward_per_round)
+    if total > MAX_U64:
+        raise ErrInvalidReward(f"escrow rounds x (reward + verifier reward) = {total} exceeds 2^64-1 uloco")
+    job = jobs_pb2.Job(
+        id=keeper.next_job_id(ctx.store), owner=signer, spec=msg.spec, rounds=msg.rounds,
+        reward_per_round=msg.reward_per_round, verifier_reward_per_round=msg.verifier_reward_per_round,
+        status=jobs_pb2.JOB_STATUS_ACTIVE, current_model_hash=msg.spec.initial_model_hash,
+        created_height=ctx.block.height,
+    )
+    keeper.fund(ctx.store, job, signer, total)  # bank: ErrInsufficientFunds (101)
+    keeper.schedule_open(ctx.store, job, ctx.block.height + 1)
+    keeper.set_job(ctx.store, job)
+    ctx.emit(events.job_created(job.id, signer, msg.rounds, total))
+
+
+def process_msg_cancel_job(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgCancelJob) -> None:
+    """No new round opens; the rounds in flight finish and pay; when the last one is final the
+    unspent escrow goes back to the owner (at once if none is in flight)."""
+    job = keeper.get_job(ctx.store, msg.job_id)
+    if job is None:
+        raise ErrJobNotFound(f"job {msg.job_id} does not exist")
+    if job.owner != signer:
+        raise ErrUnauthorized("only the job's owner can cancel it")
+    if job.status != jobs_pb2.JOB_STATUS_ACTIVE:
+        raise ErrJobNotActive(f"job {msg.job_id} is not active")
+    job.cancel_height = ctx.block.height
+    keeper.unschedule_open(ctx.store, job)
+    ctx.emit(events.job_cancel_requested(job.id, signer))
+    if job.rounds_finalized == job.rounds_opened:
+        keeper.close_job(ctx, job, jobs_pb2.JOB_STATUS_CANCELLED)
+    else:
+        job.status = jobs_pb2.JOB_STATUS_CANCELLING
+        keeper.set_job(ctx.store, job)
+
+
+def _load(ctx: Ctx, job_id: int, round_: int, phase: Phase, signer: bytes) -> tuple[jobs_pb2.Job, jobs_pb2.Round, jobs_pb2.Participant | None]:
+    job = keeper.get_job(ctx.store, job_id)
+    if job is None:
+        raise ErrJobNotFound(f"job {job_id} does not exist")
+    r = keeper.get_round(ctx.store, job_id, round_)
+    if r is None:
+        raise ErrRoundNotFound(f"job {job_id} has no round {round_} (yet)")
+    if r.phase != phase:
+        raise ErrWrongPhase(
+            f"round {job_id}/{round_} is in phase {PHASE_NAMES[r.phase]}, this message needs {phase.name.lower()}"
+            f" (commit until {r.commit_deadline}, reveal until {r.reveal_end}, verdicts until {r.verdict_end},"
+            f" attest until {r.attest_end})"
+        )
+    me = next((p for p in r.participants if p.address == signer), None)
+    return job, r, me
+
+
+def process_msg_submit_update(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgSubmitUpdate) -> None:
+    params = get_params(ctx.store)
+    job, r, me = _load(ctx, msg.job_id, msg.round, Phase.COMMIT, signer)
+    if me is None:
+        raise ErrNotSelected(f"signer was not drawn for round {msg.job_id}/{msg.round}")
+    if me.HasField("commitment"):
+        raise ErrDuplicate("this participant already submitted its update for the round")
+    if msg.base_model_hash != r.base_model_hash:
+        raise ErrWrongBaseModel(f"base_model_hash must be the round's base model {r.base_model_hash.hex()}")
+    _hash32(msg.update_root, "update_root")
+    _hash32(msg.trace_root, "trace_root")
+    if not 1 <= msg.payload_size <= params.max_payload_bytes:
+        raise ErrInvalidCommitment(f"payload_size must be 1..{params.max_payload_bytes}")
+    cap = job.spec.inner_steps * job.spec.tokens_per_step
+    if not 1 <= msg.tokens_processed <= cap:
+        raise ErrInvalidCommitment(f"tokens_processed must be 1..H x tokens_per_step = {cap}")
+    if msg.loss_before_mnats > MAX_LOSS_MNATS or msg.loss_after_mnats > MAX_LOSS_MNATS:
+        raise ErrInvalidCommitment(f"losses must be <= {MAX_LOSS_MNATS} milli-nats")
+    if not is_http_url(msg.blob_location):
+        raise ErrInvalidLocation("blob_location must be an http(s) URL of <= 256 bytes")
+    me.commitment.CopyFrom(jobs_pb2.Commitment(
+        base_model_hash=msg.base_model_hash, update_root=msg.update_root, payload_size=msg.payload_size,
+        trace_root=msg.trace_root, tokens_processed=msg.tokens_processed, loss_before_mnats=msg.loss_before_mnats,
+        loss_after_mnats=msg.loss_after_mnats, blob_location=msg.blob_location, height=ctx.block.height,
+    ))
+    keeper.set_round(ctx.store, r)
+    ctx.emit(events.update_submitted(job.id, r.round, signer, msg.update_root, msg.trace_root))
+
+
+def process_msg_reveal_segment(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealSegment) -> None:
+    """The start and end states of the challenged segment must be trace entries ``segment`` and
+    ``segment + 1`` of the committed trace root (H/k + 1 entries): two Merkle proofs checked here
+    with abci_app.merkle.verify_merkle_proof (leaf data = the 32-byte state hash)."""
+    job, r, me = _load(ctx, msg.job_id, msg.round, Phase.REVEAL, signer)
+    if me is None:
+        raise ErrNotSelected(f"signer is not a participant of round {msg.job_id}/{msg.round}")
+    if not me.challenged:
+        raise ErrNotChallenged("this participant's update was not challenged")
+    if me.HasField("reveal"):
+        raise ErrDuplicate("segment already revealed")
+    if msg.segment != me.segment:
+        raise ErrWrongSegment(f"the challenged segment is {me.segment}, not {msg.segment}")
+    _hash32(msg.start_state_hash, "start_state_hash")
+    _hash32(msg.end_state_hash, "end_state_hash")
+    n = compute_n_segments(job.spec) + 1
+    root = me.commitment.trace_root
+    if not verify_merkle_proof(root, msg.start_state_hash, me.segment, n, list(msg.start_proof)):
+        raise ErrBadProof(f"start state is not trace entry {me.segment} of {n} under the committed trace root")
+    if not verify_merkle_proof(root, msg.end_state_hash, me.segment + 1, n, list(msg.end_proof)):
+        raise ErrBadProof(f"end state is not trace entry {me.segment + 1} of {n} under the committed trace root")
+    if not is_http_url(msg.start_location) or not is_http_url(msg.end_location):
+        raise ErrInvalidLocation("start_location and end_location must be http(s) URLs of <= 256 bytes")
+    me.reveal.CopyFrom(jobs_pb2.Reveal(
+        start_state_hash=msg.start_state_hash, end_state_hash=msg.end_state_hash,
+        start_location=msg.start_location, end_location=msg.end_location, height=ctx.block.height,
+    ))
+    keeper.set_round(ctx.store, r)
+    ctx.emit(events.segment_revealed(job.id, r.round, signer, me.segment))
+
+
+def process_msg_verdict(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgVerdict) -> None:
+    job, r, _ = _load(ctx, msg.job_id, msg.round, Phase.VERDICT, signer)
+    target = check_address(msg.target, "target")
+    t = next((p for p in r.participants if p.address == target), None)
+    if t is None or not t.challenged:
+        raise ErrNotChallenged("target has no challenge in this round")
+    if not t.HasField("reveal"):
+        raise ErrNotRevealed("target did not reveal its segment: there is nothing to judge")
+    v = next((v for v in t.verifiers if v.address == signer), None)
+    if v is None:
+        raise ErrNotVerifier("signer is not an assigned verifier of this challenge")
+    if v.voted:
+        raise ErrDuplicate("verdict already posted")
+    if msg.quality > MAX_QUALITY:
+        raise ErrInvalidQuality(f"quality must be 0..{MAX_QUALITY}")
+    v.voted, v.valid, v.height = True, msg.valid, ctx.block.height
+    v.quality = msg.quality if msg.valid else 0
+    keeper.set_round(ctx.store, r)
+    ctx.emit(events.verdict_posted(job.id, r.round, signer, target, msg.valid, v.quality))
+
+
+def process_msg_attest_model(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgAttestModel) -> None:
+    job, r, me = _load(ctx, msg.job_id, msg.round, Phase.ATTEST, signer)
+    if me is None or me.outcome != jobs_pb2.OUTCOME_ACCEPTED:
+        raise ErrNotAttester("only participants whose update was accepted attest the aggregate")
+    if me.attested_hash:
+        raise ErrDuplicate("already attested")
+    me.attested_hash = _hash32(msg.model_hash, "model_hash")
+    keeper.set_round(ctx.store, r)
+    ctx.emit(events.attestation_posted(job.id, r.round, signer, msg.model_hash))

@@ -1,0 +1,69 @@
+"""jobs params (genesis ``jobs.params``; query ``/market_params``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from abci_app.encoding import decode_msg, encode_msg
+from abci_app.jobs.keys import PARAMS_KEY
+from abci_app.pb import jobs_pb2
+from abci_app.store import CacheKV, KVReader
+
+DEFAULTS: dict[str, int] = {
+    "max_participants": 32,
+    "max_rounds": 100_000,
+    "max_window_blocks": 200,
+    "max_verifiers": 7,
+    "min_challenge_bps": 500,  # at least 5 % of commitments are re-executed
+    "max_payload_bytes": 1 << 36,
+    "slash_fraction_liveness_bps": 100,  # 1 % of bond + unbonding for a missed commit or reveal
+    "slash_fraction_fraud_bps": 5_000,  # 50 % for proven fraud
+    "fraud_bounty_bps": 2_000,  # 20 % of a fraud slash to the verifiers that proved it; the rest is burned
+    "unverified_quality": 5_000,
+    "reputation_gain_bps": 1_000,
+    "reputation_loss_missed_commit_bps": 1_000,
+    "reputation_loss_missed_reveal_bps": 2_000,
+    "reputation_loss_verifier_bps": 500,
+    "max_trace_entries": 4_097,
+}
+BPS_FIELDS = (
+    "min_challenge_bps", "slash_fraction_liveness_bps", "slash_fraction_fraud_bps", "fraud_bounty_bps",
+    "unverified_quality", "reputation_gain_bps", "reputation_loss_missed_commit_bps",
+    "reputation_loss_missed_reveal_bps", "reputation_loss_verifier_bps",
+)
+
+
+def params_from_json(d: dict[str, Any]) -> jobs_pb2.JobsParams:
+    unknown = set(d) - set(DEFAULTS)
+    if unknown:
+        raise ValueError(f"jobs.params: unknown keys {sorted(unknown)}")
+    vals: dict[str, int] = {}
+    for k, default in DEFAULTS.items():
+        v = d.get(k, default)
+        if isinstance(v, bool) or not isinstance(v, (int, str)) or not str(v).isdigit():
+            raise ValueError(f"jobs.params.{k}: must be a non-negative integer, got {v!r}")
+        vals[k] = int(v)
+    for k in BPS_FIELDS:
+        if vals[k] > 10_000:
+            raise ValueError(f"jobs.params.{k}: basis points must be <= 10000")
+    for k in ("max_participants", "max_rounds", "max_window_blocks", "max_verifiers", "max_payload_bytes"):
+        if vals[k] == 0:
+            raise ValueError(f"jobs.params.{k}: must be > 0")
+    if vals["max_trace_entries"] < 2:
+        raise ValueError("jobs.params.max_trace_entries: must be >= 2")
+    return jobs_pb2.JobsParams(**vals)
+
+
+def params_to_json(p: jobs_pb2.JobsParams) -> dict[str, int]:
+    return {k: int(getattr(p, k)) for k in DEFAULTS}
+
+
+def get_params(store: KVReader) -> jobs_pb2.JobsParams:
+    raw = store.get(PARAMS_KEY)
+    if raw is None:
+        return params_from_json({})
+    return decode_msg(jobs_pb2.JobsParams, raw)
+
+
+def set_params(store: CacheKV, p: jobs_pb2.JobsParams) -> None:
+    store.set(PARAMS_KEY, encode_msg(p))

@@ -1,0 +1,209 @@
+"""jobs queries: ``/job/{id}``, ``/jobs?owner=&from=&limit=``, ``/round/{job}/{round}``,
+``/rounds/{job}?from=&limit=``, ``/market_params``. All take ``height`` and ``prove=true``
+(the app adds the proofs of the returned keys). JSON: addresses bech32, hashes lower-case hex,
+amounts integers (uloco). ``round_to_json`` is also what a client runs over a proven value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from abci_app.codec.address import from_bech32, to_bech32
+from abci_app.jobs import keeper
+from abci_app.jobs.keys import PARAMS_KEY as JOBS_PARAMS_KEY
+from abci_app.jobs.keys import job_key, round_key
+from abci_app.jobs.params import get_params, params_to_json
+from abci_app.jobs.rounds import OUTCOME_NAMES, Phase
+from abci_app.pb import jobs_pb2
+from abci_app.providers.keys import PARAMS_KEY as PROVIDERS_PARAMS_KEY
+from abci_app.providers.params import get_params as get_providers_params
+from abci_app.providers.params import params_to_json as providers_params_to_json
+from abci_app.providers.queries import int_param
+from abci_app.querying import QueryError, to_json
+from abci_app.store import KVReader
+
+MAX_LIMIT = 100
+
+
+def _u64(s: str, what: str) -> int:
+    if not s.isdigit() or int(s) >= 1 << 64:
+        raise QueryError(f"{what} must be an unsigned integer, got {s!r}")
+    return int(s)
+
+
+def job_to_json(j: jobs_pb2.Job) -> dict[str, Any]:
+    s = j.spec
+    return {
+        "id": j.id,
+        "owner": to_bech32(j.owner),
+        "status": keeper.STATUS_NAMES.get(j.status, "unknown"),
+        "rounds": j.rounds,
+        "reward_per_round": j.reward_per_round,
+        "verifier_reward_per_round": j.verifier_reward_per_round,
+        "escrow": j.escrow,
+        "escrow_funded": j.escrow_funded,
+        "paid_total": j.paid_total,
+        "refunded": j.refunded,
+        "rounds_opened": j.rounds_opened,
+        "rounds_finalized": j.rounds_finalized,
+        "next_open_height": j.next_open_height,
+        "current_model_hash": j.current_model_hash.hex(),
+        "created_height": j.created_height,
+        "cancel_height": j.cancel_height,
+        "spec": {
+            "model": {f: getattr(s.model, f) for f in ("n_layers", "n_heads", "d_model", "context_len", "vocab_size")},
+            "initial_model_hash": s.initial_model_hash.hex(),
+            "dataset_id": s.dataset_id.hex(),
+            "inner_steps": s.inner_steps,
+            "trace_interval": s.trace_interval,
+            "compression_policy": s.compression_policy,
+            "compression_params": {p.key: p.value for p in s.compression_params},
+            "participants_per_round": s.participants_per_round,
+            "num_shards": s.num_shards,
+            "tokens_per_step": s.tokens_per_step,
+            "windows": {"commit": s.commit_blocks, "reveal": s.reveal_blocks, "verdict": s.verdict_blocks, "attest": s.attest_blocks},
+            "min_reputation": s.min_reputation,
+            "min_stake": s.min_stake,
+            "challenge_bps": s.challenge_bps,
+            "verifiers_per_challenge": s.verifiers_per_challenge,
+        },
+    }
+
+
+def _participant_json(p: jobs_pb2.Participant) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "address": to_bech32(p.address),
+        "stake": p.stake,
+        "reputation": p.reputation,
+        "shard": p.shard,
+        "outcome": OUTCOME_NAMES.get(p.outcome, "unknown"),
+        "quality": p.quality,
+        "reward": p.reward,
+        "slashed": p.slashed,
+        "reputation_delta": p.reputation_delta,
+        "attested_hash": p.attested_hash.hex(),
+        "commitment": None,
+        "challenge": None,
+    }
+    if p.HasField("commitment"):
+        c = p.commitment
+        out["commitment"] = {
+            "base_model_hash": c.base_model_hash.hex(), "update_root": c.update_root.hex(),
+            "payload_size": c.payload_size, "trace_root": c.trace_root.hex(), "tokens_processed": c.tokens_processed,
+            "loss_before_mnats": c.loss_before_mnats, "loss_after_mnats": c.loss_after_mnats,
+            "blob_location": c.blob_location, "height": c.height,
+        }
+    if p.challenged:
+        out["challenge"] = {
+            "segment": p.segment,
+            "verifiers": [
+                {"address": to_bech32(v.address), "stake": v.stake, "voted": v.voted, "valid": v.valid,
+                 "quality": v.quality, "height": v.height}
+                for v in p.verifiers
+            ],
+            "reveal": None if not p.HasField("reveal") else {
+                "start_state_hash": p.reveal.start_state_hash.hex(), "end_state_hash": p.reveal.end_state_hash.hex(),
+                "start_location": p.reveal.start_location, "end_location": p.reveal.end_location,
+                "height": p.reveal.height,
+            },
+        }
+    return out
+
+
+def round_to_json(r: jobs_pb2.Round) -> dict[str, Any]:
+    return {
+        "job_id": r.job_id,
+        "round": r.round,
+        "phase": Phase(r.phase).name.lower(),
+        "windows": {
+            "open_height": r.open_height, "commit_deadline": r.commit_deadline, "reveal_end": r.reveal_end,
+            "verdict_end": r.verdict_end, "attest_end": r.attest_end,
+        },
+        "draw_seed": r.draw_seed.hex(),
+        "challenge_seed": r.challenge_seed.hex(),
+        "base_model_hash": r.base_model_hash.hex(),
+        "participants": [_participant_json(p) for p in r.participants],
+        "attested_model_hash": r.attested_model_hash.hex(),
+        "attest_stake": r.attest_stake,
+        "reward_paid": r.reward_paid,
+        "verifier_paid": r.verifier_paid,
+        "returned_to_escrow": r.returned_to_escrow,
+        "payouts": [{"address": to_bech32(p.address), "amount": p.amount, "kind": p.kind} for p in r.payouts],
+        "slashes": [
+            {"address": to_bech32(s.address), "amount": s.amount, "reason": s.reason, "burned": s.burned}
+            for s in r.slashes
+        ],
+        "finalized_height": r.finalized_height,
+    }
+
+
+def query_job(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
+    """/job/{id}"""
+    if len(args) != 1:
+        raise QueryError("usage: /job/{id}")
+    jid = _u64(args[0], "job id")
+    j = keeper.get_job(reader, jid)
+    if j is None:
+        raise QueryError(f"job {jid} not found")
+    return to_json(job_to_json(j)), [job_key(jid)]
+
+
+def query_jobs(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
+    """/jobs?owner=loco1...&status=active&from=0&limit=100 -> {"jobs": [...], "total": n}"""
+    if args:
+        raise QueryError("usage: /jobs?owner=loco1...&status=active&from=N&limit=N")
+    owner = from_bech32(params["owner"]) if params.get("owner") else None
+    status = params.get("status", "")
+    start = int_param(params, "from", 0)
+    limit = int_param(params, "limit", MAX_LIMIT, MAX_LIMIT)
+    all_ = [
+        j for j in keeper.iterate_jobs(reader)
+        if (owner is None or j.owner == owner) and (not status or keeper.STATUS_NAMES.get(j.status) == status)
+    ]
+    page = all_[start : start + limit]
+    return to_json({"jobs": [job_to_json(j) for j in page], "total": len(all_)}), [job_key(j.id) for j in page]
+
+
+def query_round(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
+    """/round/{job}/{round}"""
+    if len(args) != 2:
+        raise QueryError("usage: /round/{job}/{round}")
+    jid, rn = _u64(args[0], "job id"), _u64(args[1], "round")
+    r = keeper.get_round(reader, jid, rn)
+    if r is None:
+        raise QueryError(f"round {jid}/{rn} not found")
+    return to_json(round_to_json(r)), [round_key(jid, rn)]
+
+
+def query_rounds(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
+    """/rounds/{job}?from=0&limit=100 -> {"rounds": [...], "total": rounds opened}"""
+    if len(args) != 1:
+        raise QueryError("usage: /rounds/{job}?from=N&limit=N")
+    jid = _u64(args[0], "job id")
+    j = keeper.get_job(reader, jid)
+    if j is None:
+        raise QueryError(f"job {jid} not found")
+    start = int_param(params, "from", 0, 1 << 63)
+    limit = int_param(params, "limit", MAX_LIMIT, MAX_LIMIT)
+    page = []
+    for r in keeper.iterate_rounds(reader, jid, start):
+        if len(page) >= limit:
+            break
+        page.append(r)
+    return to_json({"rounds": [round_to_json(r) for r in page], "total": j.rounds_opened}), [
+        round_key(jid, r.round) for r in page
+    ]
+
+
+def query_market_params(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
+    """/market_params -> {"providers": {...}, "jobs": {...}}"""
+    data = {"providers": providers_params_to_json(get_providers_params(reader)), "jobs": params_to_json(get_params(reader))}
+    return to_json(data), [PROVIDERS_PARAMS_KEY, JOBS_PARAMS_KEY]
+
+
+QUERIES = {
+    "job": query_job,
+    "jobs": query_jobs,
+    "round": query_round,
+    "rounds": query_rounds,
+    "market_params": query_market_params,
+}

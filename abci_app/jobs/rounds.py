@@ -1,0 +1,390 @@
+"""The round phase machine (DESIGN §3.4), advanced only by block height in end_block.
+
+One function per transition; each runs in the end_block of the height stored in the round
+(``0x54 | height | job | round`` indexes what is due)::
+
+    end_block(O)           OPEN -> COMMIT      process_round_open     draw participants + shards
+    heights O+1 .. D       COMMIT              MsgSubmitUpdate        (D = commit_deadline = O + commit_blocks)
+    end_block(D)           COMMIT -> REVEAL    process_challenge      seeded by hash(block D); next round opens here
+    heights D+1 .. Rv      REVEAL              MsgRevealSegment       (Rv = D + reveal_blocks)
+    end_block(Rv)          REVEAL -> VERDICT   process_reveal_end     unrevealed challenges: missed reveal
+    heights Rv+1 .. Vd     VERDICT             MsgVerdict             (Vd = Rv + verdict_blocks)
+    end_block(Vd)          VERDICT -> ATTEST   process_verdict_end    2/3 stake-weighted outcome per challenge
+    heights Vd+1 .. At     ATTEST              MsgAttestModel         (At = Vd + attest_blocks)
+    end_block(At)          ATTEST -> FINALIZED process_finalize       attest quorum, rewards, reputation, slashes
+
+OPEN and CHALLENGE are instants (they happen inside one end_block); a stored round is always in
+COMMIT, REVEAL, VERDICT, ATTEST or FINALIZED.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from enum import IntEnum
+
+from abci_app.context import Ctx
+from abci_app.encoding import u64_key
+from abci_app.errors import InvariantBroken
+from abci_app.jobs import events, keeper
+from abci_app.jobs.expected import ProviderKeeper
+from abci_app.jobs.keys import OPEN_DUE_PREFIX, ROUND_DUE_PREFIX, open_due_key, round_due_key
+from abci_app.jobs.params import get_params
+from abci_app.jobs.sampler import Sampler, shuffle, weighted_sample
+from abci_app.pb import jobs_pb2
+from abci_app.providers import keeper as _providers_keeper
+from abci_app.reputation.rules import compute_gain, compute_loss
+from abci_app.rewards.rules import compute_participant_payouts, compute_shares
+
+PROVIDERS: ProviderKeeper = _providers_keeper  # type: ignore[assignment]
+
+BPS = 10_000
+Outcome = jobs_pb2.Outcome
+OUTCOME_NAMES = {
+    jobs_pb2.OUTCOME_UNSPECIFIED: "pending",
+    jobs_pb2.OUTCOME_MISSED_COMMIT: "missed_commit",
+    jobs_pb2.OUTCOME_MISSED_REVEAL: "missed_reveal",
+    jobs_pb2.OUTCOME_ACCEPTED: "accepted",
+    jobs_pb2.OUTCOME_FRAUD: "fraud",
+    jobs_pb2.OUTCOME_UNDECIDED: "undecided",
+}
+
+
+class Phase(IntEnum):
+    OPEN = 0
+    COMMIT = 1
+    CHALLENGE = 2
+    REVEAL = 3
+    VERDICT = 4
+    ATTEST = 5
+    FINALIZED = 6
+
+
+# -- seeds ----------------------------------------------------------------------------------------
+
+
+def compute_draw_seed(block_hash: bytes, job_id: int, round_: int) -> bytes:
+    return hashlib.sha256(b"loconet/draw/v1" + block_hash + u64_key(job_id) + u64_key(round_)).digest()
+
+
+def compute_challenge_seed(block_hash: bytes, job_id: int, round_: int) -> bytes:
+    return hashlib.sha256(b"loconet/challenge/v1" + block_hash + u64_key(job_id) + u64_key(round_)).digest()
+
+
+def compute_n_segments(spec: jobs_pb2.JobSpec) -> int:
+    return spec.inner_steps // spec.trace_interval
+
+
+def _move_due(ctx: Ctx, r: jobs_pb2.Round, old: int, new: int | None) -> None:
+    ctx.store.delete(round_due_key(old, r.job_id, r.round))
+    if new is not None:
+        ctx.store.set(round_due_key(new, r.job_id, r.round), b"")
+
+
+def _find(r: jobs_pb2.Round, address: bytes) -> jobs_pb2.Participant | None:
+    for p in r.participants:
+        if p.address == address:
+            return p
+    return None
+
+
+# -- OPEN -> COMMIT -------------------------------------------------------------------------------
+
+
+def process_round_open(ctx: Ctx, job: jobs_pb2.Job) -> None:
+    """Open round ``job.rounds_opened``: draw min(P, #eligible) distinct participants with
+    probability proportional to bond x reputation (seed = hash(this block's hash, job, round)),
+    give each a distinct data shard from a seeded permutation, fix the base model (the last
+    attested one). With no eligible provider the round waits and the draw is retried next block.
+    Precondition: job active, rounds_opened < rounds."""
+    h = ctx.block.height
+    spec = job.spec
+    n = job.rounds_opened
+    job.next_open_height = 0
+    eligible = PROVIDERS.get_eligible(ctx.store, spec.min_reputation, spec.min_stake)
+    if not eligible:
+        keeper.schedule_open(ctx.store, job, h + 1)
+        keeper.set_job(ctx.store, job)
+        ctx.emit(events.round_waiting(job.id, n))
+        return
+    seed = compute_draw_seed(ctx.block.block_hash, job.id, n)
+    by_addr = {p.address: p for p in eligible}
+    drawn = weighted_sample(seed, [(p.address, p.bond * p.reputation) for p in eligible], spec.participants_per_round)
+    shards = shuffle(hashlib.sha256(seed + b"shards").digest(), spec.num_shards)
+    parts = [
+        jobs_pb2.Participant(address=a, stake=by_addr[a].bond, reputation=by_addr[a].reputation, shard=shards[i])
+        for i, a in enumerate(drawn)
+    ]
+    parts.sort(key=lambda p: p.address)
+    d = h + spec.commit_blocks
+    r = jobs_pb2.Round(
+        job_id=job.id, round=n, phase=Phase.COMMIT, open_height=h, commit_deadline=d,
+        reveal_end=d + spec.reveal_blocks, verdict_end=d + spec.reveal_blocks + spec.verdict_blocks,
+        attest_end=d + spec.reveal_blocks + spec.verdict_blocks + spec.attest_blocks,
+        draw_seed=seed, base_model_hash=job.current_model_hash, participants=parts,
+    )
+    ctx.store.set(round_due_key(d, job.id, n), b"")
+    keeper.set_round(ctx.store, r)
+    job.rounds_opened += 1
+    keeper.set_job(ctx.store, job)
+    ctx.emit(events.round_opened(job.id, n, len(parts), r.base_model_hash, d))
+
+
+# -- COMMIT -> (CHALLENGE) -> REVEAL --------------------------------------------------------------
+
+
+def process_challenge(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+    """At the commit deadline D: participants without a commitment have missed it; each
+    commitment is challenged with probability challenge_bps / 10000 at a uniform trace segment,
+    and each challenge gets up to verifiers_per_challenge verifiers drawn (bond x reputation) from
+    the job's eligible providers other than the target. Seed = hash(hash of block D, job, round):
+    randomness that did not exist when the provider committed. Unchallenged commitments are
+    accepted at ``unverified_quality``. Then the job's next round opens in this same block."""
+    params = get_params(ctx.store)
+    spec = job.spec
+    seed = compute_challenge_seed(ctx.block.block_hash, job.id, r.round)
+    r.challenge_seed = seed
+    s = Sampler(seed)
+    n_seg = compute_n_segments(spec)
+    pool = PROVIDERS.get_eligible(ctx.store, spec.min_reputation, spec.min_stake)
+    for p in r.participants:  # address order
+        if not p.HasField("commitment"):
+            p.outcome = jobs_pb2.OUTCOME_MISSED_COMMIT
+            continue
+        if s.below(BPS) >= spec.challenge_bps:
+            p.outcome = jobs_pb2.OUTCOME_ACCEPTED
+            p.quality = params.unverified_quality
+            continue
+        p.challenged = True
+        p.segment = s.below(n_seg)
+        cands = [(v, v.bond * v.reputation) for v in pool if v.address != p.address]
+        vs = weighted_sample(hashlib.sha256(seed + b"verifiers" + p.address).digest(), cands, spec.verifiers_per_challenge)
+        vs.sort(key=lambda v: v.address)
+        p.verifiers.extend(jobs_pb2.VerifierAssignment(address=v.address, stake=v.bond) for v in vs)
+        ctx.emit(events.challenge_issued(job.id, r.round, p.address, p.segment, [v.address for v in vs]))
+    r.phase = Phase.REVEAL
+    _move_due(ctx, r, r.commit_deadline, r.reveal_end)
+    keeper.set_round(ctx.store, r)
+    if job.status == jobs_pb2.JOB_STATUS_ACTIVE and job.rounds_opened < job.rounds:
+        keeper.schedule_open(ctx.store, job, ctx.block.height)
+        keeper.set_job(ctx.store, job)
+
+
+# -- REVEAL -> VERDICT ----------------------------------------------------------------------------
+
+
+def process_reveal_end(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+    """Challenged participants that did not reveal have missed the reveal."""
+    for p in r.participants:
+        if p.challenged and not p.HasField("reveal"):
+            p.outcome = jobs_pb2.OUTCOME_MISSED_REVEAL
+    r.phase = Phase.VERDICT
+    _move_due(ctx, r, r.reveal_end, r.verdict_end)
+    keeper.set_round(ctx.store, r)
+
+
+# -- VERDICT -> ATTEST ----------------------------------------------------------------------------
+
+
+def compute_weighted_median(votes: list[tuple[int, bytes, int]]) -> int:
+    """Lower stake-weighted median of (quality, address, stake) votes."""
+    votes = sorted(votes)
+    total = sum(st for _, _, st in votes)
+    acc = 0
+    for q, _, st in votes:
+        acc += st
+        if 2 * acc >= total:
+            return q
+    return 0
+
+
+def compute_outcome(p: jobs_pb2.Participant, unverified_quality: int) -> tuple[int, int]:
+    """(outcome, quality) of a revealed challenge. S = stake of all assigned verifiers:
+    valid stake >= 2/3 S -> accepted at the weighted median quality of the valid votes;
+    invalid stake >= 2/3 S -> fraud; anything else (ties, silence) -> undecided.
+    No verifier could be assigned (S = 0) -> accepted at unverified_quality (the reveal itself
+    was checked on chain)."""
+    total = sum(v.stake for v in p.verifiers)
+    if total == 0:
+        return jobs_pb2.OUTCOME_ACCEPTED, unverified_quality
+    valid = sum(v.stake for v in p.verifiers if v.voted and v.valid)
+    invalid = sum(v.stake for v in p.verifiers if v.voted and not v.valid)
+    if 3 * valid >= 2 * total:
+        q = compute_weighted_median([(v.quality, v.address, v.stake) for v in p.verifiers if v.voted and v.valid])
+        return jobs_pb2.OUTCOME_ACCEPTED, q
+    if 3 * invalid >= 2 * total:
+        return jobs_pb2.OUTCOME_FRAUD, 0
+    return jobs_pb2.OUTCOME_UNDECIDED, 0
+
+
+def process_verdict_end(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+    params = get_params(ctx.store)
+    for p in r.participants:
+        if p.challenged and p.HasField("reveal"):
+            p.outcome, p.quality = compute_outcome(p, params.unverified_quality)  # type: ignore[assignment]
+            ctx.emit(events.verdict_decided(job.id, r.round, p.address, OUTCOME_NAMES[p.outcome], p.quality))
+    r.phase = Phase.ATTEST
+    _move_due(ctx, r, r.verdict_end, r.attest_end)
+    keeper.set_round(ctx.store, r)
+
+
+# -- ATTEST -> FINALIZED --------------------------------------------------------------------------
+
+
+def compute_attested(r: jobs_pb2.Round) -> tuple[bytes, int, int]:
+    """(model hash, its stake, total stake): the hash holding >= 2/3 of the stake of the accepted
+    participants (the ones whose updates make the aggregate); b"" without quorum."""
+    attesters = [p for p in r.participants if p.outcome == jobs_pb2.OUTCOME_ACCEPTED]
+    total = sum(p.stake for p in attesters)
+    tally: dict[bytes, int] = {}
+    for p in attesters:
+        if p.attested_hash:
+            tally[p.attested_hash] = tally.get(p.attested_hash, 0) + p.stake
+    for h in sorted(tally):
+        if total and 3 * tally[h] >= 2 * total:
+            return h, tally[h], total
+    return b"", 0, total
+
+
+def _set_rep(ctx: Ctx, addr: bytes, new: int, reason: str) -> int:
+    old = PROVIDERS.get_reputation(ctx.store, addr)
+    if PROVIDERS.get_provider(ctx.store, addr) is None or new == old:
+        return 0
+    PROVIDERS.set_reputation(ctx.store, addr, new)
+    ctx.emit(events.reputation_changed(addr, old, new, reason))
+    return new - old
+
+
+def process_finalize(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+    """Attest quorum fixes the next base model (else it stays); participants' reward and the
+    verifier share are paid from the escrow (abci_app.rewards); missed duties and fraud are
+    slashed; reputations move (abci_app.reputation); what is not paid stays in the escrow.
+    Closes the job (refund) when its last round is final."""
+    params = get_params(ctx.store)
+    jid, rn = job.id, r.round
+    # 1. attestation
+    model, stake, total = compute_attested(r)
+    if model:
+        r.attested_model_hash = model
+        r.attest_stake = stake
+        job.current_model_hash = model
+        ctx.emit(events.model_attested(jid, rn, model, stake, total))
+    # 2. participants' reward
+    accepted = [
+        (p.address, p.commitment.tokens_processed * p.quality * p.reputation)
+        for p in r.participants if p.outcome == jobs_pb2.OUTCOME_ACCEPTED
+    ]
+    for addr, amount in compute_participant_payouts(job.reward_per_round, len(r.participants), accepted):
+        keeper.pay(ctx.store, job, addr, amount)
+        _find(r, addr).reward = amount  # type: ignore[union-attr]
+        r.reward_paid += amount
+        r.payouts.add(address=addr, amount=amount, kind="participant")
+        ctx.emit(events.reward_paid(jid, rn, addr, amount, "participant"))
+    # 3. verifiers: one unit per vote on the side of a decided outcome
+    majority_votes: list[tuple[bytes, int]] = []
+    for p in r.participants:
+        if p.challenged and p.outcome in (jobs_pb2.OUTCOME_ACCEPTED, jobs_pb2.OUTCOME_FRAUD) and p.verifiers:
+            want_valid = p.outcome == jobs_pb2.OUTCOME_ACCEPTED
+            majority_votes.extend((v.address, 1) for v in p.verifiers if v.voted and v.valid == want_valid)
+    for addr, amount in compute_shares(job.verifier_reward_per_round, majority_votes):
+        keeper.pay(ctx.store, job, addr, amount)
+        r.verifier_paid += amount
+        r.payouts.add(address=addr, amount=amount, kind="verifier")
+        ctx.emit(events.reward_paid(jid, rn, addr, amount, "verifier"))
+    # 4. participants: slashes and reputation, in address order
+    for p in r.participants:
+        rep = PROVIDERS.get_reputation(ctx.store, p.address)
+        if p.outcome in (jobs_pb2.OUTCOME_MISSED_COMMIT, jobs_pb2.OUTCOME_MISSED_REVEAL):
+            reason = OUTCOME_NAMES[p.outcome]
+            res = PROVIDERS.slash(ctx, p.address, params.slash_fraction_liveness_bps, reason=reason, job_id=jid, round_=rn)
+            loss = (params.reputation_loss_missed_commit_bps if p.outcome == jobs_pb2.OUTCOME_MISSED_COMMIT
+                    else params.reputation_loss_missed_reveal_bps)
+            p.slashed = res.amount
+            if res.amount:
+                r.slashes.add(address=p.address, amount=res.amount, reason=reason, burned=res.burned)
+            p.reputation_delta = _set_rep(ctx, p.address, compute_loss(rep, loss), reason)
+        elif p.outcome == jobs_pb2.OUTCOME_FRAUD:
+            provers = [(v.address, v.stake) for v in p.verifiers if v.voted and not v.valid]
+            res = PROVIDERS.slash(
+                ctx, p.address, params.slash_fraction_fraud_bps, reason="fraud", job_id=jid, round_=rn,
+                bounty_bps=params.fraud_bounty_bps, bounty_weights=provers,
+            )
+            p.slashed = res.amount
+            r.slashes.add(address=p.address, amount=res.amount, reason="fraud", burned=res.burned)
+            for addr, amount in res.bounties:
+                r.payouts.add(address=addr, amount=amount, kind="bounty")
+                ctx.emit(events.reward_paid(jid, rn, addr, amount, "bounty"))
+            p.reputation_delta = _set_rep(ctx, p.address, 0, "fraud")
+            PROVIDERS.jail(ctx, p.address, "fraud")
+        elif p.outcome == jobs_pb2.OUTCOME_ACCEPTED:
+            p.reputation_delta = _set_rep(ctx, p.address, compute_gain(rep, params.reputation_gain_bps), "accepted")
+    # 5. verifiers' reputation, by (target, verifier) address order
+    for p in r.participants:
+        if not p.challenged or p.outcome == jobs_pb2.OUTCOME_MISSED_REVEAL:
+            continue  # nothing to verify
+        decided = p.outcome in (jobs_pb2.OUTCOME_ACCEPTED, jobs_pb2.OUTCOME_FRAUD)
+        for v in p.verifiers:
+            rep = PROVIDERS.get_reputation(ctx.store, v.address)
+            if not v.voted:
+                _set_rep(ctx, v.address, compute_loss(rep, params.reputation_loss_verifier_bps), "verifier_silent")
+            elif decided and v.valid == (p.outcome == jobs_pb2.OUTCOME_ACCEPTED):
+                _set_rep(ctx, v.address, compute_gain(rep, params.reputation_gain_bps), "verifier_majority")
+            elif decided:
+                _set_rep(ctx, v.address, compute_loss(rep, params.reputation_loss_verifier_bps), "verifier_minority")
+    # 6. book-keeping
+    budget = job.reward_per_round + job.verifier_reward_per_round
+    r.returned_to_escrow = budget - r.reward_paid - r.verifier_paid
+    r.phase = Phase.FINALIZED
+    r.finalized_height = ctx.block.height
+    _move_due(ctx, r, r.attest_end, None)
+    keeper.set_round(ctx.store, r)
+    job.rounds_finalized += 1
+    n_acc = sum(1 for p in r.participants if p.outcome == jobs_pb2.OUTCOME_ACCEPTED)
+    ctx.emit(events.round_finalized(jid, rn, n_acc, r.reward_paid, r.verifier_paid, r.returned_to_escrow, r.attested_model_hash))
+    if job.status == jobs_pb2.JOB_STATUS_ACTIVE and job.rounds_finalized == job.rounds:
+        keeper.close_job(ctx, job, jobs_pb2.JOB_STATUS_COMPLETED)
+    elif job.status == jobs_pb2.JOB_STATUS_CANCELLING and job.rounds_finalized == job.rounds_opened:
+        keeper.close_job(ctx, job, jobs_pb2.JOB_STATUS_CANCELLED)
+    else:
+        keeper.set_job(ctx.store, job)
+
+
+# -- end block ------------------------------------------------------------------------------------
+
+TRANSITIONS: dict[int, tuple[str, Callable[[Ctx, jobs_pb2.Job, jobs_pb2.Round], None]]] = {
+    Phase.COMMIT: ("commit_deadline", process_challenge),
+    Phase.REVEAL: ("reveal_end", process_reveal_end),
+    Phase.VERDICT: ("verdict_end", process_verdict_end),
+    Phase.ATTEST: ("attest_end", process_finalize),
+}
+
+
+def process_rounds(ctx: Ctx) -> None:
+    """end_block: run every round transition due at this height (in (job, round) order), then
+    open the rounds due at this height (in job order)."""
+    h = ctx.block.height
+    due = [k for k, _ in ctx.store.iterate(ROUND_DUE_PREFIX, ROUND_DUE_PREFIX + u64_key(h + 1))]
+    for key in due:
+        at = int.from_bytes(key[1:9], "big")
+        job_id, rn = int.from_bytes(key[9:17], "big"), int.from_bytes(key[17:25], "big")
+        r = keeper.get_round(ctx.store, job_id, rn)
+        job = keeper.get_job(ctx.store, job_id)
+        if r is None or job is None or r.phase not in TRANSITIONS:
+            raise InvariantBroken(f"round schedule points at a missing or finalized round {job_id}/{rn}")
+        field, fn = TRANSITIONS[r.phase]
+        if at != h or getattr(r, field) != h:
+            raise InvariantBroken(f"round {job_id}/{rn} transition due at {at} ran at {h}")
+        fn(ctx, job, r)
+    opens = [k for k, _ in ctx.store.iterate(OPEN_DUE_PREFIX, OPEN_DUE_PREFIX + u64_key(h + 1))]
+    for key in opens:
+        job_id = int.from_bytes(key[9:17], "big")
+        ctx.store.delete(key)
+        job = keeper.get_job(ctx.store, job_id)
+        if job is None or job.status != jobs_pb2.JOB_STATUS_ACTIVE or job.rounds_opened >= job.rounds:
+            raise InvariantBroken(f"open schedule points at job {job_id} that cannot open a round")
+        if int.from_bytes(key[1:9], "big") != h:
+            raise InvariantBroken(f"job {job_id} open due at an earlier height ran at {h}")
+        process_round_open(ctx, job)
+
+
+__all__ = ["Phase", "process_rounds", "open_due_key"]

@@ -1,0 +1,230 @@
+"""Provider registry, bonds, status, reputation and provider slashing.
+
+Every bonded and unbonding uloco sits in the ``PROVIDER_BONDS`` module account, so
+``sum(balances) == supply`` keeps holding; ``check_invariants`` checks that the account covers
+the books (sum of bond + unbonding over all providers) and that the books are consistent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from abci_app.bank import keeper as bank
+from abci_app.codec.address import to_bech32
+from abci_app.context import Ctx
+from abci_app.encoding import decode_msg, encode_msg, u64_key
+from abci_app.errors import InvariantBroken
+from abci_app.pb import providers_pb2
+from abci_app.providers import events
+from abci_app.providers.keys import (
+    PROVIDER_BONDS,
+    PROVIDER_PREFIX,
+    TOMBSTONE_PREFIX,
+    UNBONDING_PREFIX,
+    prefix_end,
+    provider_key,
+    tombstone_key,
+    unbonding_key,
+)
+from abci_app.providers.params import get_params
+from abci_app.reputation.rules import BPS, MAX_REPUTATION, ceil_div
+from abci_app.rewards.rules import compute_bounty, compute_shares
+from abci_app.store import CacheKV, KVReader
+
+Status = providers_pb2.ProviderStatus
+ACTIVE = providers_pb2.PROVIDER_STATUS_ACTIVE
+JAILED = providers_pb2.PROVIDER_STATUS_JAILED
+EXITING = providers_pb2.PROVIDER_STATUS_EXITING
+
+
+# -- reads ----------------------------------------------------------------------------------------
+
+
+def get_provider(store: KVReader, address: bytes) -> providers_pb2.Provider | None:
+    raw = store.get(provider_key(address))
+    return None if raw is None else decode_msg(providers_pb2.Provider, raw)
+
+
+def iterate_providers(store: KVReader) -> Iterator[providers_pb2.Provider]:
+    """Providers in address order."""
+    for _, v in store.iterate(PROVIDER_PREFIX, prefix_end(PROVIDER_PREFIX)):
+        yield decode_msg(providers_pb2.Provider, v)
+
+
+def is_tombstoned(store: KVReader, address: bytes) -> bool:
+    return store.get(tombstone_key(address)) is not None
+
+
+def is_eligible(store: KVReader, p: providers_pb2.Provider, min_reputation: int, min_stake: int) -> bool:
+    """May be drawn as participant or verifier: active, bond >= max(min_stake, min_provider_stake),
+    reputation >= max(min_reputation, 1) (a zero weight can never be drawn)."""
+    floor = max(min_stake, get_params(store).min_provider_stake)
+    return p.status == ACTIVE and p.bond >= floor and p.reputation >= max(min_reputation, 1)
+
+
+def get_eligible(store: KVReader, min_reputation: int, min_stake: int) -> list[providers_pb2.Provider]:
+    floor = max(min_stake, get_params(store).min_provider_stake)
+    rep = max(min_reputation, 1)
+    return [p for p in iterate_providers(store) if p.status == ACTIVE and p.bond >= floor and p.reputation >= rep]
+
+
+# -- writes ---------------------------------------------------------------------------------------
+
+
+def set_provider(store: CacheKV, p: providers_pb2.Provider) -> None:
+    if not 0 <= p.reputation <= MAX_REPUTATION:
+        raise InvariantBroken(f"reputation {p.reputation} out of range for {to_bech32(p.address)}")
+    store.set(provider_key(p.address), encode_msg(p))
+
+
+def process_register(store: CacheKV, p: providers_pb2.Provider) -> None:
+    """Precondition: p validated, not registered, not tombstoned. Moves the bond into the module account."""
+    bank.send(store, p.address, PROVIDER_BONDS, p.bond)
+    set_provider(store, p)
+
+
+def increase_bond(store: CacheKV, p: providers_pb2.Provider, amount: int) -> None:
+    bank.send(store, p.address, PROVIDER_BONDS, amount)
+    p.bond += amount
+
+
+def process_exit(store: CacheKV, p: providers_pb2.Provider, height: int) -> int:
+    """Move the whole bond into unbonding; returns the height at which it is paid out."""
+    done = height + get_params(store).unbonding_blocks
+    p.unbonding += p.bond
+    p.bond = 0
+    p.unbonding_height = done
+    p.status = EXITING
+    store.set(unbonding_key(done, p.address), b"")
+    set_provider(store, p)
+    return done
+
+
+def set_reputation(store: CacheKV, address: bytes, value: int) -> None:
+    p = get_provider(store, address)
+    if p is None:
+        return
+    p.reputation = value
+    set_provider(store, p)
+
+
+def get_reputation(store: KVReader, address: bytes) -> int:
+    p = get_provider(store, address)
+    return 0 if p is None else p.reputation
+
+
+def jail(ctx: Ctx, address: bytes, reason: str) -> None:
+    """Jail for proven fraud: never drawn again; reputation 0; may only exit (then tombstoned)."""
+    p = get_provider(ctx.store, address)
+    if p is None:
+        return
+    p.reputation = 0
+    if p.status != EXITING:
+        p.status = JAILED
+    p.jailed_height = ctx.block.height
+    set_provider(ctx.store, p)
+    ctx.store.set(tombstone_key(address), u64_key(ctx.block.height))
+    ctx.emit(events.jailed(address, reason))
+
+
+@dataclass(frozen=True, slots=True)
+class SlashResult:
+    amount: int  # taken from the provider (bond first, then unbonding)
+    bounties: tuple[tuple[bytes, int], ...]  # paid out of the slash
+    burned: int
+
+
+def slash(
+    ctx: Ctx,
+    address: bytes,
+    fraction_bps: int,
+    *,
+    reason: str,
+    job_id: int,
+    round_: int,
+    bounty_bps: int = 0,
+    bounty_weights: Sequence[tuple[bytes, int]] = (),
+) -> SlashResult:
+    """Slash ceil((bond + unbonding) * fraction_bps / 10000) (penalties round up), bond first.
+    floor(amount * bounty_bps / 10000) is split among ``bounty_weights`` (address, weight) by
+    ``rewards.compute_shares`` (truncating); the rest is burned. A provider that no longer exists
+    is slashed 0."""
+    p = get_provider(ctx.store, address)
+    if p is None:
+        return SlashResult(0, (), 0)
+    total = p.bond + p.unbonding
+    amount = min(total, ceil_div(total * fraction_bps, BPS))
+    from_bond = min(p.bond, amount)
+    p.bond -= from_bond
+    p.unbonding -= amount - from_bond
+    p.slashed_total += amount
+    set_provider(ctx.store, p)
+    left = amount
+    paid = compute_shares(compute_bounty(amount, bounty_bps), bounty_weights)
+    for addr, give in paid:
+        bank.send(ctx.store, PROVIDER_BONDS, addr, give)
+        left -= give
+    if left:
+        bank.burn(ctx.store, PROVIDER_BONDS, left)
+    if amount:
+        ctx.emit(events.slashed(address, amount, reason, left, job_id, round_))
+    return SlashResult(amount, tuple(paid), left)
+
+
+# -- end block ------------------------------------------------------------------------------------
+
+
+def process_unbonding_queue(ctx: Ctx) -> None:
+    """Pay out unbonding that completes at this height; the provider record is removed (a jailed
+    provider stays tombstoned)."""
+    h = ctx.block.height
+    due = list(ctx.store.iterate(UNBONDING_PREFIX, UNBONDING_PREFIX + u64_key(h + 1)))
+    for key, _ in due:
+        addr = key[1 + 8 + 1 :]
+        ctx.store.delete(key)
+        p = get_provider(ctx.store, addr)
+        if p is None or p.status != EXITING:
+            raise InvariantBroken(f"unbonding entry for {addr.hex()} without an exiting provider")
+        amount = p.unbonding
+        if amount:
+            bank.send(ctx.store, PROVIDER_BONDS, addr, amount)
+        ctx.store.delete(provider_key(addr))
+        ctx.emit(events.unbonded(addr, amount))
+
+
+# -- invariants -----------------------------------------------------------------------------------
+
+
+def check_invariants(store: KVReader) -> int:
+    """Books: reputation in 0..10000; status valid; exiting <=> unbonding entry; no bond while
+    exiting; the PROVIDER_BONDS account holds at least sum(bond + unbonding). (At least: bank lets
+    anyone send to a module address; such a gift is stranded, never spendable, never counted.)
+    Returns 0: the tokens are plain balances of a module account."""
+    total = 0
+    queued: dict[bytes, int] = {}
+    for key, _ in store.iterate(UNBONDING_PREFIX, prefix_end(UNBONDING_PREFIX)):
+        queued[key[1 + 8 + 1 :]] = int.from_bytes(key[1:9], "big")
+    for p in iterate_providers(store):
+        if not 0 <= p.reputation <= MAX_REPUTATION:
+            raise InvariantBroken(f"provider {to_bech32(p.address)} reputation {p.reputation} out of range")
+        if p.status not in (ACTIVE, JAILED, EXITING):
+            raise InvariantBroken(f"provider {to_bech32(p.address)} has status {p.status}")
+        if p.status == EXITING:
+            if p.bond != 0 or queued.pop(p.address, None) != p.unbonding_height:
+                raise InvariantBroken(f"exiting provider {to_bech32(p.address)} books inconsistent")
+        elif p.unbonding:
+            raise InvariantBroken(f"provider {to_bech32(p.address)} unbonding without exiting")
+        total += p.bond + p.unbonding
+    if queued:
+        raise InvariantBroken(f"unbonding entries without providers: {sorted(queued)}")
+    held = bank.get_balance(store, PROVIDER_BONDS)
+    if held < total:
+        raise InvariantBroken(f"provider_bonds account holds {held} < bonds + unbonding {total}")
+    return 0
+
+
+__all__ = [
+    "ACTIVE", "EXITING", "JAILED", "PROVIDER_BONDS", "SlashResult", "TOMBSTONE_PREFIX", "get_eligible",
+    "get_provider", "get_reputation", "is_eligible", "iterate_providers", "jail", "set_reputation", "slash",
+]

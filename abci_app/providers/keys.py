@@ -1,0 +1,35 @@
+"""providers state layout (see README.md)::
+
+    0x40                                   -> ProvidersParams
+    0x41 | len(addr) | addr                -> Provider
+    0x42 | u64 unbonding height | len | addr -> b""   (unbonding queue; amount is Provider.unbonding)
+    0x43 | len(addr) | addr                -> u64 height  (tombstone: jailed, exited; never again)
+"""
+
+import hashlib
+
+from abci_app.encoding import lp, u64_key
+
+PARAMS_KEY = b"\x40"
+PROVIDER_PREFIX = b"\x41"
+UNBONDING_PREFIX = b"\x42"
+TOMBSTONE_PREFIX = b"\x43"
+
+# Module account holding every provider bond and unbonding amount (no key can sign for it).
+PROVIDER_BONDS = hashlib.sha256(b"loconet/module/provider_bonds").digest()[:20]
+
+
+def provider_key(address: bytes) -> bytes:
+    return PROVIDER_PREFIX + lp(address)
+
+
+def unbonding_key(height: int, address: bytes) -> bytes:
+    return UNBONDING_PREFIX + u64_key(height) + lp(address)
+
+
+def tombstone_key(address: bytes) -> bytes:
+    return TOMBSTONE_PREFIX + lp(address)
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    return bytes([prefix[0] + 1])

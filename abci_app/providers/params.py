@@ -1,0 +1,52 @@
+"""providers params (genesis ``providers.params``; query ``/market_params``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from abci_app.encoding import decode_msg, encode_msg
+from abci_app.pb import providers_pb2
+from abci_app.providers.keys import PARAMS_KEY
+from abci_app.store import CacheKV, KVReader
+
+DEFAULTS: dict[str, int] = {
+    "min_provider_stake": 1_000_000_000,  # 1,000 LOCO
+    "unbonding_blocks": 1_000,  # > 4 * jobs.max_window_blocks: an exiting provider stays slashable for every round it is in
+    "max_hardware_entries": 8,
+    "initial_reputation": 5_000,
+}
+
+
+def params_from_json(d: dict[str, Any]) -> providers_pb2.ProvidersParams:
+    unknown = set(d) - set(DEFAULTS)
+    if unknown:
+        raise ValueError(f"providers.params: unknown keys {sorted(unknown)}")
+    vals: dict[str, int] = {}
+    for k, default in DEFAULTS.items():
+        v = d.get(k, default)
+        if isinstance(v, bool) or not isinstance(v, (int, str)) or not str(v).isdigit():
+            raise ValueError(f"providers.params.{k}: must be a non-negative integer, got {v!r}")
+        vals[k] = int(v)
+    p = providers_pb2.ProvidersParams(**vals)
+    if p.min_provider_stake == 0:
+        raise ValueError("providers.params.min_provider_stake must be > 0")
+    if p.initial_reputation > 10_000 or p.initial_reputation == 0:
+        raise ValueError("providers.params.initial_reputation must be 1..10000")
+    if p.max_hardware_entries == 0:
+        raise ValueError("providers.params.max_hardware_entries must be > 0")
+    return p
+
+
+def params_to_json(p: providers_pb2.ProvidersParams) -> dict[str, int]:
+    return {k: int(getattr(p, k)) for k in DEFAULTS}
+
+
+def get_params(store: KVReader) -> providers_pb2.ProvidersParams:
+    raw = store.get(PARAMS_KEY)
+    if raw is None:
+        return params_from_json({})
+    return decode_msg(providers_pb2.ProvidersParams, raw)
+
+
+def set_params(store: CacheKV, p: providers_pb2.ProvidersParams) -> None:
+    store.set(PARAMS_KEY, encode_msg(p))

@@ -1,0 +1,75 @@
+"""providers queries: ``/provider/{addr}``, ``/providers?status=&from=&limit=``.
+
+JSON: addresses bech32, amounts integers (uloco), status a lower-case word."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from abci_app.codec.address import from_bech32, to_bech32
+from abci_app.pb import providers_pb2
+from abci_app.providers import keeper
+from abci_app.providers.keys import provider_key
+from abci_app.querying import QueryError, to_json
+from abci_app.store import KVReader
+
+STATUS_NAMES = {keeper.ACTIVE: "active", keeper.JAILED: "jailed", keeper.EXITING: "exiting"}
+MAX_LIMIT = 200
+
+
+def provider_to_json(p: providers_pb2.Provider) -> dict[str, Any]:
+    return {
+        "address": to_bech32(p.address),
+        "status": STATUS_NAMES.get(p.status, "unknown"),
+        "bond": p.bond,
+        "unbonding": p.unbonding,
+        "unbonding_height": p.unbonding_height,
+        "reputation": p.reputation,
+        "hardware": [{"model": g.model, "count": g.count, "memory_mib": g.memory_mib} for g in p.hardware],
+        "throughput_tokens_per_sec": p.throughput_tokens_per_sec,
+        "region": p.region,
+        "endpoint": p.endpoint,
+        "registered_height": p.registered_height,
+        "slashed_total": p.slashed_total,
+        "jailed_height": p.jailed_height,
+    }
+
+
+def int_param(params: dict[str, str], name: str, default: int, hi: int | None = None) -> int:
+    v = params.get(name, "")
+    if v == "":
+        return default
+    if not v.isdigit():
+        raise QueryError(f"{name} must be a non-negative integer, got {v!r}")
+    n = int(v)
+    return min(n, hi) if hi is not None else n
+
+
+def query_provider(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
+    """/provider/{loco1...} -> provider (error if not registered; the proof then shows absence)."""
+    if len(args) != 1:
+        raise QueryError("usage: /provider/{loco1...}")
+    addr = from_bech32(args[0])
+    p = keeper.get_provider(reader, addr)
+    if p is None:
+        raise QueryError(f"provider {args[0]} not found")
+    return to_json(provider_to_json(p)), [provider_key(addr)]
+
+
+def query_providers(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
+    """/providers?status=active&from=0&limit=100 -> {"providers": [...], "total": n}"""
+    if args:
+        raise QueryError("usage: /providers?status=active|jailed|exiting&from=N&limit=N")
+    status = params.get("status", "")
+    if status and status not in STATUS_NAMES.values():
+        raise QueryError(f"status must be one of active, jailed, exiting; got {status!r}")
+    start = int_param(params, "from", 0)
+    limit = int_param(params, "limit", 100, MAX_LIMIT)
+    all_ = [p for p in keeper.iterate_providers(reader) if not status or STATUS_NAMES.get(p.status) == status]
+    page = all_[start : start + limit]
+    return to_json({"providers": [provider_to_json(p) for p in page], "total": len(all_)}), [
+        provider_key(p.address) for p in page
+    ]
+
+
+QUERIES = {"provider": query_provider, "providers": query_providers}

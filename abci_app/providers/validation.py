@@ -1,0 +1,26 @@
+"""Stateless checks shared by provider and job messages (URLs, names)."""
+
+from __future__ import annotations
+
+import re
+
+MAX_URL_BYTES = 256
+_URL = re.compile(
+    r"^https?://"
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+    r"|\[[0-9A-Fa-f:.]+\])"
+    r"(?::(?P<port>[0-9]{1,5}))?"
+    r"(?:/[A-Za-z0-9\-._~%!$&'()*+,;=:@/]*)?"
+    r"(?:\?[A-Za-z0-9\-._~%!$&'()*+,;=:@/?]*)?$"
+)
+
+
+def is_http_url(url: str) -> bool:
+    """http(s)://host[:port][/path][?query]: ASCII, no spaces or fragments, <= 256 bytes, port 1..65535."""
+    if not url.isascii() or len(url) > MAX_URL_BYTES:
+        return False
+    m = _URL.match(url)
+    if m is None:
+        return False
+    port = m.group("port")
+    return port is None or 1 <= int(port) <= 65535

@@ -1,0 +1,40 @@
+"""Reputation update rules (DESIGN §3.4). Integers in 0..MAX_REPUTATION; rates in basis points.
+
+Rounding: a gain is a benefit, so it truncates; a loss is a penalty, so it rounds up. A gain
+never reaches MAX_REPUTATION from below in one step unless the distance is tiny, and a loss
+never leaves a positive reputation unchanged (ceil of a positive product is >= 1).
+
+    accepted work (participant)        rep += floor((MAX - rep) * gain_bps / 10000)
+    verifier voted with the majority   rep += floor((MAX - rep) * gain_bps / 10000)
+    missed commit                      rep -= ceil(rep * loss_missed_commit_bps / 10000)
+    missed reveal                      rep -= ceil(rep * loss_missed_reveal_bps / 10000)
+    verifier silent or in the minority rep -= ceil(rep * loss_verifier_bps / 10000)
+    proven fraud                       rep  = 0
+"""
+
+from __future__ import annotations
+
+MAX_REPUTATION = 10_000
+BPS = 10_000
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def compute_gain(rep: int, gain_bps: int) -> int:
+    """New reputation after a reward: moves a fraction of the distance to MAX (truncated)."""
+    if not 0 <= rep <= MAX_REPUTATION:
+        raise ValueError(f"reputation {rep} out of range")
+    return rep + (MAX_REPUTATION - rep) * gain_bps // BPS
+
+
+def compute_loss(rep: int, loss_bps: int) -> int:
+    """New reputation after a penalty: loses a fraction of itself (rounded up), never below 0."""
+    if not 0 <= rep <= MAX_REPUTATION:
+        raise ValueError(f"reputation {rep} out of range")
+    return max(0, rep - ceil_div(rep * loss_bps, BPS))
+
+
+def compute_fraud(rep: int) -> int:
+    return 0

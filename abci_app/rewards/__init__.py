@@ -1,0 +1,1 @@
+"""rewards: how a round's reward and verifier share are split (pure integer maths)."""

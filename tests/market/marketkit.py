@@ -1,0 +1,175 @@
+"""Helpers for the compute-market tests: message builders, an honest provider's trace, and a
+``Market`` driver over tests/chainkit.py (every block commits and checks every invariant)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from chainkit import Chain, new_chain
+
+from abci_app.app import block_context, execute_block
+from abci_app.codec.tx import Ed25519Signer, SignatureCache
+from abci_app.jobs import keeper as jobs_keeper
+from abci_app.merkle import merkle_proof, merkle_root
+from abci_app.pb import abci, jobs_pb2, providers_pb2, tx_pb2
+from abci_app.providers import keeper as providers_keeper
+
+BOND = 2_000_000_000
+MODEL0 = hashlib.sha256(b"initial model").digest()
+DATASET = hashlib.sha256(b"dataset").digest()
+
+
+def h(s: str) -> bytes:
+    return hashlib.sha256(s.encode()).digest()
+
+
+def register_msg(bond: int = BOND, *, endpoint: str = "http://10.0.0.1:26680", region: str = "eu-west",
+                 hardware: list[tuple[str, int, int]] | None = None, throughput: int = 50_000) -> tx_pb2.Msg:
+    hw = [providers_pb2.GpuSpec(model=m, count=c, memory_mib=mem) for m, c, mem in (hardware if hardware is not None else [("H100", 8, 81920)])]
+    return tx_pb2.Msg(register_provider=providers_pb2.MsgRegisterProvider(
+        bond=bond, hardware=hw, throughput_tokens_per_sec=throughput, region=region, endpoint=endpoint))
+
+
+def update_msg(**kw: Any) -> tx_pb2.Msg:
+    return tx_pb2.Msg(update_provider=providers_pb2.MsgUpdateProvider(**kw))
+
+
+def exit_msg() -> tx_pb2.Msg:
+    return tx_pb2.Msg(exit_provider=providers_pb2.MsgExitProvider())
+
+
+def job_spec(**kw: Any) -> jobs_pb2.JobSpec:
+    d: dict[str, Any] = dict(
+        model=jobs_pb2.ModelConfig(n_layers=2, n_heads=2, d_model=64, context_len=64, vocab_size=256),
+        initial_model_hash=MODEL0, dataset_id=DATASET, inner_steps=8, trace_interval=2,
+        compression_policy="topk+int4", compression_params=[jobs_pb2.CompressionParam(key="density_bps", value=160)],
+        participants_per_round=2, num_shards=4, tokens_per_step=1024,
+        commit_blocks=3, reveal_blocks=2, verdict_blocks=2, attest_blocks=2,
+        min_reputation=0, min_stake=0, challenge_bps=10_000, verifiers_per_challenge=1,
+    )
+    d.update(kw)
+    return jobs_pb2.JobSpec(**d)
+
+
+def create_job_msg(rounds: int = 2, reward: int = 1_000_000, vreward: int = 100_000, **spec: Any) -> tx_pb2.Msg:
+    return tx_pb2.Msg(create_job=jobs_pb2.MsgCreateJob(spec=job_spec(**spec), rounds=rounds, reward_per_round=reward,
+                                                       verifier_reward_per_round=vreward))
+
+
+def cancel_msg(job_id: int) -> tx_pb2.Msg:
+    return tx_pb2.Msg(cancel_job=jobs_pb2.MsgCancelJob(job_id=job_id))
+
+
+def trace_states(addr: bytes, job_id: int, round_: int, n_entries: int, tag: str = "") -> list[bytes]:
+    return [h(f"{addr.hex()}/{job_id}/{round_}/{i}{tag}") for i in range(n_entries)]
+
+
+def submit_msg(addr: bytes, job_id: int, round_: int, base: bytes = MODEL0, *, n_entries: int = 5,
+               tokens: int = 8192, **kw: Any) -> tx_pb2.Msg:
+    d: dict[str, Any] = dict(
+        job_id=job_id, round=round_, base_model_hash=base, update_root=h(f"update/{addr.hex()}/{round_}"),
+        payload_size=123_456, trace_root=merkle_root(trace_states(addr, job_id, round_, n_entries)),
+        tokens_processed=tokens, loss_before_mnats=5_500, loss_after_mnats=5_200,
+        blob_location=f"http://10.0.0.1:26680/blob/{addr.hex()[:8]}",
+    )
+    d.update(kw)
+    return tx_pb2.Msg(submit_update=jobs_pb2.MsgSubmitUpdate(**d))
+
+
+def reveal_msg(addr: bytes, job_id: int, round_: int, segment: int, *, n_entries: int = 5, **kw: Any) -> tx_pb2.Msg:
+    st = trace_states(addr, job_id, round_, n_entries)
+    d: dict[str, Any] = dict(
+        job_id=job_id, round=round_, segment=segment, start_state_hash=st[segment], end_state_hash=st[segment + 1],
+        start_proof=merkle_proof(st, segment), end_proof=merkle_proof(st, segment + 1),
+        start_location="http://10.0.0.1:26680/s/a", end_location="http://10.0.0.1:26680/s/b",
+    )
+    d.update(kw)
+    return tx_pb2.Msg(reveal_segment=jobs_pb2.MsgRevealSegment(**d))
+
+
+def verdict_msg(job_id: int, round_: int, target: bytes, valid: bool = True, quality: int = 8_000) -> tx_pb2.Msg:
+    return tx_pb2.Msg(verdict=jobs_pb2.MsgVerdict(job_id=job_id, round=round_, target=target, valid=valid, quality=quality))
+
+
+def attest_msg(job_id: int, round_: int, model_hash: bytes) -> tx_pb2.Msg:
+    return tx_pb2.Msg(attest_model=jobs_pb2.MsgAttestModel(job_id=job_id, round=round_, model_hash=model_hash))
+
+
+@dataclass
+class Market:
+    chain: Chain
+    owner: Ed25519Signer
+    providers: list[Ed25519Signer] = field(default_factory=list)
+
+    @property
+    def height(self) -> int:
+        return self.chain.store.height
+
+    @property
+    def store(self):  # type: ignore[no-untyped-def]
+        return self.chain.store
+
+    def key(self, addr: bytes) -> Ed25519Signer:
+        return next(k for k in self.chain.keys if k.address == addr)
+
+    def send(self, k: Ed25519Signer, *msgs: tx_pb2.Msg) -> abci.ExecTxResult:
+        """One tx in its own block; returns its result."""
+        resp = self.chain.block([self.chain.tx(k, list(msgs))])
+        return resp.tx_results[0]
+
+    def block(self, txs: list[tuple[Ed25519Signer, tx_pb2.Msg]] = ()) -> abci.ResponseFinalizeBlock:  # type: ignore[assignment]
+        raws = []
+        seqs = dict(self.chain.seqs)
+        for k, m in txs:
+            s = seqs.get(k.address, 0)
+            raws.append(self.chain.tx(k, [m], seq=s))
+            seqs[k.address] = s + 1
+        return self.chain.block(raws)
+
+    def until(self, height: int) -> None:
+        while self.height < height:
+            self.chain.block([])
+
+    def job(self, job_id: int) -> jobs_pb2.Job:
+        j = jobs_keeper.get_job(self.store, job_id)
+        assert j is not None
+        return j
+
+    def round(self, job_id: int, round_: int) -> jobs_pb2.Round:
+        r = jobs_keeper.get_round(self.store, job_id, round_)
+        assert r is not None
+        return r
+
+    def provider(self, addr: bytes) -> providers_pb2.Provider | None:
+        return providers_keeper.get_provider(self.store, addr)
+
+    def rejected(self, k: Ed25519Signer, msg: tx_pb2.Msg, code: int | None = None) -> abci.ExecTxResult:
+        """Send a tx that must fail. Proves it changed nothing: executing the next block with it
+        gives exactly the writes of the same block without it. Then commits the block."""
+        raw = self.chain.tx(k, [msg])
+        hh = self.height + 1
+        req = abci.RequestFinalizeBlock(txs=[raw], height=hh, proposer_address=self.chain.validators[0].address,
+                                        hash=hashlib.sha256(b"block%d" % hh).digest())
+        req.time.seconds = 1_700_000_000 + hh
+        blk = block_context(req, self.chain.app.chain_id)
+        with_tx = execute_block(self.store, blk, [raw], SignatureCache())
+        without = execute_block(self.store, blk, [], SignatureCache())
+        assert with_tx.tx_results[0].code != 0, "tx was expected to fail"
+        assert with_tx.writes == without.writes, "a rejected tx changed state"
+        assert [e.type for e in with_tx.events] == [e.type for e in without.events]
+        res = self.send(k, msg)
+        assert res.code == with_tx.tx_results[0].code
+        if code is not None:
+            assert res.code == code, f"expected code {code}, got {res.code}: {res.log}"
+        return res
+
+
+def new_market(n_providers: int = 3, n_keys: int = 8, register: bool = True, bonds: list[int] | None = None) -> Market:
+    c = new_chain(n_keys=n_keys)
+    m = Market(c, c.keys[0], list(c.keys[1 : 1 + n_providers]))
+    if register:
+        bonds = bonds or [BOND] * n_providers
+        m.block([(k, register_msg(b)) for k, b in zip(m.providers, bonds)])
+    return m

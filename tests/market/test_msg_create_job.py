@@ -1,0 +1,66 @@
+import pytest
+from marketkit import create_job_msg, jobs_pb2, new_market
+
+from abci_app.bank import keeper as bank
+from abci_app.jobs.keys import JOB_ESCROW
+
+
+def test_create_job_escrows_budget_and_opens_round_next_block():
+    m = new_market()
+    bal = bank.get_balance(m.store, m.owner.address)
+    res = m.send(m.owner, create_job_msg(rounds=3, reward=1_000, vreward=100))
+    assert res.code == 0, res.log
+    created = m.height
+    j = m.job(1)
+    assert j.escrow == 3 * 1_100 == j.escrow_funded and j.status == jobs_pb2.JOB_STATUS_ACTIVE
+    assert bank.get_balance(m.store, m.owner.address) == bal - 3_300
+    assert bank.get_balance(m.store, JOB_ESCROW) == 3_300
+    assert j.next_open_height == created + 1
+    m.until(created + 1)
+    r = m.round(1, 0)
+    assert r.phase == 1 and len(r.participants) == 2 and r.commit_deadline == created + 1 + 3
+    assert len({p.shard for p in r.participants}) == 2
+    assert m.send(m.owner, create_job_msg()).code == 0
+    assert m.job(2).id == 2
+
+
+def test_invalid_insufficient_escrow():
+    m = new_market()
+    m.rejected(m.owner, create_job_msg(rounds=1000, reward=10**9), code=101)
+
+
+@pytest.mark.parametrize("bad", [
+    dict(inner_steps=7),  # H % k != 0
+    dict(trace_interval=0),
+    dict(initial_model_hash=b"x" * 31),
+    dict(dataset_id=b""),
+    dict(participants_per_round=0),
+    dict(participants_per_round=33),
+    dict(num_shards=1),
+    dict(commit_blocks=0),
+    dict(attest_blocks=201),
+    dict(challenge_bps=100),
+    dict(challenge_bps=10_001),
+    dict(verifiers_per_challenge=0),
+    dict(min_reputation=10_001),
+    dict(tokens_per_step=0),
+    dict(compression_policy="Top K"),
+    dict(compression_params=[jobs_pb2.CompressionParam(key="b", value=1), jobs_pb2.CompressionParam(key="a", value=1)]),
+    dict(model=jobs_pb2.ModelConfig(n_layers=2, n_heads=3, d_model=64, context_len=64, vocab_size=256)),
+    dict(inner_steps=8192, trace_interval=1),
+])
+def test_invalid_spec(bad):
+    m = new_market()
+    m.rejected(m.owner, create_job_msg(**bad), code=517)
+
+
+def test_invalid_missing_spec():
+    m = new_market()
+    m.rejected(m.owner, jobs_pb2 and __import__("marketkit").tx_pb2.Msg(create_job=jobs_pb2.MsgCreateJob(rounds=1, reward_per_round=1)), code=517)
+
+
+def test_invalid_rounds_and_reward():
+    m = new_market()
+    m.rejected(m.owner, create_job_msg(rounds=0), code=519)
+    m.rejected(m.owner, create_job_msg(reward=0), code=518)
+    m.rejected(m.owner, create_job_msg(rounds=100_000, reward=2**63), code=518)

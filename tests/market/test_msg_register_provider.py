@@ -1,0 +1,73 @@
+"""MsgRegisterProvider: pre / operation / post, and every rejection with its stable code."""
+
+from marketkit import BOND, new_market, register_msg
+
+from abci_app.bank import keeper as bank
+from abci_app.providers.keys import PROVIDER_BONDS
+
+
+def test_register_bonds_into_module_account():
+    m = new_market(register=False)
+    k = m.providers[0]
+    before = bank.get_balance(m.store, k.address)
+    res = m.send(k, register_msg(BOND, region="us-east", hardware=[("H100", 8, 81920), ("A100", 2, 40960)]))
+    assert res.code == 0, res.log
+    p = m.provider(k.address)
+    assert p is not None and p.bond == BOND and p.reputation == 5000 and p.status == 1
+    assert [g.model for g in p.hardware] == ["H100", "A100"] and p.region == "us-east"
+    assert bank.get_balance(m.store, k.address) == before - BOND
+    assert bank.get_balance(m.store, PROVIDER_BONDS) == BOND
+    assert any(e.type == "provider.registered" for e in res.events)
+
+
+def test_invalid_already_registered():
+    m = new_market()
+    m.rejected(m.providers[0], register_msg(), code=401)
+
+
+def test_invalid_bond_below_min_stake():
+    m = new_market(register=False)
+    m.rejected(m.providers[0], register_msg(999_999_999), code=403)
+
+
+def test_invalid_bond_zero():
+    m = new_market(register=False)
+    m.rejected(m.providers[0], register_msg(0), code=412)
+
+
+def test_invalid_insufficient_funds():
+    m = new_market(register=False)
+    m.rejected(m.providers[0], register_msg(10**12 + 1), code=101)
+
+
+def test_invalid_hardware():
+    m = new_market(register=False)
+    k = m.providers[0]
+    m.rejected(k, register_msg(hardware=[]), code=404)
+    m.rejected(k, register_msg(hardware=[("H100", 0, 80)]), code=404)
+    m.rejected(k, register_msg(hardware=[("H100", 1, 0)]), code=404)
+    m.rejected(k, register_msg(hardware=[("", 1, 10)]), code=404)
+    m.rejected(k, register_msg(hardware=[("H100", 1, 10)] * 9), code=404)
+
+
+def test_invalid_endpoint():
+    m = new_market(register=False)
+    k = m.providers[0]
+    for url in ["ftp://x.org", "http://", "http://a b", "10.0.0.1:80", "http://x.org:0", "http://x.org:70000",
+                "javascript:alert(1)", "http://x.org/" + "a" * 300, "https://exämple.org"]:
+        m.rejected(k, register_msg(endpoint=url), code=405)
+
+
+def test_valid_endpoints():
+    from abci_app.providers.validation import is_http_url
+
+    for url in ["http://10.0.0.1:26680", "https://blob.example.org/v1/", "http://[::1]:8080/x", "http://localhost"]:
+        assert is_http_url(url), url
+
+
+def test_invalid_region_and_throughput():
+    m = new_market(register=False)
+    k = m.providers[0]
+    m.rejected(k, register_msg(region="EU West"), code=406)
+    m.rejected(k, register_msg(region=""), code=406)
+    m.rejected(k, register_msg(throughput=0), code=407)
