@@ -183,16 +183,6 @@ def cmd_query_account(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_query_validators(args: argparse.Namespace) -> int:
-    from node.rpc import Client
-
-    with Client(args.node) as c:
-        qr = c.abci_query("/validators", height=args.height or 0)
-    vals = json.loads(qr.value or b"[]")
-    out(args, vals, "\n".join(f"{v['moniker'] or '-':12s} {v['address']} power {v['power']} operator {v['operator']}" for v in vals))
-    return 0
-
-
 def cmd_status(args: argparse.Namespace) -> int:
     from node.rpc import Client
 
@@ -280,8 +270,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("address", metavar="ADDR"); p.add_argument("--height", type=int, default=0, help="state after this block (default latest)")
     p.add_argument("--prove", action="store_true", help="fetch a Merkle proof and verify it against the next block header's app hash")
     add_node_flag(p); add_output_flag(p)
-    p = add_command(q, "validators", "the validator set as the app records it", "loconet query validators -o json", cmd_query_validators)
-    p.add_argument("--height", type=int, default=0); add_node_flag(p); add_output_flag(p)
 
     p = add_command(sub, "status", "chain id, latest height, app hash and validators of a node", "loconet status --node http://127.0.0.1:26657", cmd_status)
     add_node_flag(p); add_output_flag(p)
