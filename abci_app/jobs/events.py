@@ -67,7 +67,7 @@ def attestation_posted(job_id: int, round_: int, provider: bytes, model_hash: by
 
 
 def reward_paid(job_id: int, round_: int, recipient: bytes, amount: int, kind: str) -> abci.Event:
-    return event("reward.paid", job_id=job_id, round=round_, recipient=to_bech32(recipient), amount=amount, kind=kind)
+    return event("reward.paid", job_id=job_id, round=round_, recipient=to_bech32(recipient), amount=amount, payout=kind)
 
 
 def round_finalized(

@@ -12,7 +12,7 @@ from chainkit import Chain, new_chain
 from abci_app.app import block_context, execute_block
 from abci_app.codec.tx import Ed25519Signer, SignatureCache
 from abci_app.jobs import keeper as jobs_keeper
-from abci_app.merkle import merkle_proof, merkle_root
+from abci_app.merkle import merkle_proof, merkle_root  # noqa: F401 (re-exported for tests)
 from abci_app.pb import abci, jobs_pb2, providers_pb2, tx_pb2
 from abci_app.providers import keeper as providers_keeper
 
@@ -173,3 +173,108 @@ def new_market(n_providers: int = 3, n_keys: int = 8, register: bool = True, bon
         bonds = bonds or [BOND] * n_providers
         m.block([(k, register_msg(b)) for k, b in zip(m.providers, bonds)])
     return m
+
+
+def agg_hash(job_id: int, round_: int) -> bytes:
+    return h(f"aggregate/{job_id}/{round_}")
+
+
+def honest_vote(verifier: bytes, target: bytes) -> tuple[bool, int] | None:
+    return True, 8_000
+
+
+def actors_block(
+    m: Market,
+    job_id: int,
+    *,
+    skip_commit: frozenset[bytes] = frozenset(),
+    skip_reveal: frozenset[bytes] = frozenset(),
+    vote: Any = honest_vote,
+    attest: Any = None,
+) -> abci.ResponseFinalizeBlock:
+    """One block in which every drawn provider does its duty for every live round of the job,
+    except as told: ``vote(verifier, target) -> (valid, quality) | None`` (None = silent),
+    ``attest(addr, job, round) -> hash | None``."""
+    attest = attest or (lambda a, j, r: agg_hash(j, r))
+    txs: list[tuple[Ed25519Signer, tx_pb2.Msg]] = []
+    for r in jobs_keeper.iterate_rounds(m.store, job_id):
+        if r.phase == 1:
+            for p in r.participants:
+                if not p.HasField("commitment") and p.address not in skip_commit:
+                    txs.append((m.key(p.address), submit_msg(p.address, job_id, r.round, r.base_model_hash)))
+        elif r.phase == 3:
+            for p in r.participants:
+                if p.challenged and not p.HasField("reveal") and p.address not in skip_reveal:
+                    txs.append((m.key(p.address), reveal_msg(p.address, job_id, r.round, p.segment)))
+        elif r.phase == 4:
+            for p in r.participants:
+                if p.challenged and p.HasField("reveal"):
+                    for v in p.verifiers:
+                        if not v.voted:
+                            choice = vote(v.address, p.address)
+                            if choice is not None:
+                                txs.append((m.key(v.address), verdict_msg(job_id, r.round, p.address, *choice)))
+        elif r.phase == 5:
+            for p in r.participants:
+                if p.outcome == jobs_pb2.OUTCOME_ACCEPTED and not p.attested_hash:
+                    hsh = attest(p.address, job_id, r.round)
+                    if hsh is not None:
+                        txs.append((m.key(p.address), attest_msg(job_id, r.round, hsh)))
+    resp = m.block(txs)
+    for (k, msg), res in zip(txs, resp.tx_results):
+        assert res.code == 0, f"{msg.WhichOneof('sum')} by {k.address.hex()[:8]} failed: {res.log}"
+    return resp
+
+
+def run_job(m: Market, job_id: int, max_blocks: int = 500, **kw: Any) -> list[abci.ResponseFinalizeBlock]:
+    """Drive the job with actors_block until it is closed; returns the block responses."""
+    out = []
+    for _ in range(max_blocks):
+        if m.job(job_id).status in (jobs_pb2.JOB_STATUS_COMPLETED, jobs_pb2.JOB_STATUS_CANCELLED):
+            return out
+        out.append(actors_block(m, job_id, **kw))
+    raise AssertionError("job did not finish")
+
+
+def events_of(resps: list[abci.ResponseFinalizeBlock], kind: str) -> list[dict[str, str]]:
+    out = []
+    for r in resps:
+        evs = list(r.events) + [e for t in r.tx_results for e in t.events]
+        for e in evs:
+            if e.type == kind:
+                out.append({a.key: a.value for a in e.attributes})
+    return out
+
+
+def job_in_commit(n_providers: int = 3, **job_kw: Any) -> tuple[Market, jobs_pb2.Round]:
+    """A market with job 1 whose round 0 is in its commit window."""
+    m = new_market(n_providers=n_providers)
+    windows = {"commit_blocks": 20, "reveal_blocks": 20, "verdict_blocks": 20, "attest_blocks": 20}
+    res = m.send(m.owner, create_job_msg(**({"rounds": 1} | windows | job_kw)))
+    assert res.code == 0, res.log
+    m.until(m.height + 1)
+    return m, m.round(1, 0)
+
+
+def job_in_phase(phase: int, n_providers: int = 3, **job_kw: Any) -> tuple[Market, jobs_pb2.Round]:
+    """Drive job 1 round 0 with honest actors until it reaches ``phase`` (3 reveal, 4 verdict,
+    5 attest); the actors act for the phases before it only."""
+    m, r = job_in_commit(n_providers, **job_kw)
+    kw: dict[str, Any] = {}
+    while m.round(1, 0).phase < phase:
+        cur = m.round(1, 0).phase
+        if cur == 1:
+            actors_block(m, 1, **kw)
+            m.until(m.round(1, 0).commit_deadline)
+        elif cur == 3:
+            actors_block(m, 1)
+            m.until(m.round(1, 0).reveal_end)
+        elif cur == 4:
+            actors_block(m, 1)
+            m.until(m.round(1, 0).verdict_end)
+    return m, m.round(1, 0)
+
+
+def non_participant(m: Market, r: jobs_pb2.Round) -> Ed25519Signer:
+    drawn = {p.address for p in r.participants}
+    return next(k for k in m.providers if k.address not in drawn)

