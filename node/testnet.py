@@ -1,0 +1,580 @@
+"""``loconet testnet up|status|stop|start|down|logs|add-node``: N validators on loopback.
+
+Layout of a testnet folder (default ``./.loconet-testnet``)::
+
+    DIR/testnet.json          what `up` created: version, chain id, base port, nodes (name, home,
+                              ports, node id, consensus address); `up` refuses another version
+    DIR/keyring/              shared keyring: validator0..N-1 (operators), account0..K-1
+    DIR/genesis.json          the one genesis every node has a copy of
+    DIR/nodeI/                a node home (config/, data/, cometbft.log, node.log, loconet.pid)
+
+Ports follow DESIGN §1: node i adds 100·i to p2p base, RPC base+1, ABCI base+2, metrics base+4
+(base 26656 unless ``--base-port``). Each node is one ``loconet start`` process (its own
+session: cometbft is its child), so stopping or ``kill -9`` of the process group takes both.
+The config is ``node.config.LOCAL_TUNING`` plus ``TESTNET_TUNING`` below; measured block times
+are in networks/local/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from node.config import AppConfig, Ports, set_toml_values, tune_cometbft_config
+from node.paths import PROJECT_ROOT, cometbft_binary
+
+TESTNET_VERSION = 1
+DEFAULT_DIR = ".loconet-testnet"
+CHAIN_ID = "loconet-testnet"
+LOCO = 1_000_000
+ACCOUNT_FUNDS = 1_000_000 * LOCO
+SELF_BOND = 100_000 * LOCO
+
+# Genesis params for a local network: short periods so unbonding, jail and unjail can be seen
+# in a minute. Override with --param module.key=value.
+TESTNET_PARAMS: dict[str, dict[str, int]] = {
+    "staking": {"block_reward": LOCO, "unbonding_blocks": 50},
+    "slashing": {"signed_blocks_window": 50, "downtime_jail_blocks": 20},
+}
+
+# On top of LOCAL_TUNING (node/config.py): a 4-node net on 2 cores.
+TESTNET_TUNING: dict[str, dict[str, str]] = {
+    "p2p": {"pex": "false"},  # every peer is a persistent peer; no address book chatter
+    "consensus": {"timeout_prevote": '"500ms"', "timeout_precommit": '"500ms"'},  # only used when a node is down
+}
+
+
+class TestnetError(Exception):
+    pass
+
+
+@dataclass(slots=True)
+class NodeInfo:
+    name: str
+    home: str
+    p2p: int
+    rpc: int
+    abci: int
+    metrics: int
+    node_id: str
+    validator_address: str  # consensus address (hex); a full node has one too (unused)
+    operator_key: str = ""  # keyring key of the operator ("" for a full node)
+
+    @property
+    def rpc_url(self) -> str:
+        return f"http://127.0.0.1:{self.rpc}"
+
+    @property
+    def path(self) -> Path:
+        return Path(self.home)
+
+
+def node_ports(base: int, i: int) -> Ports:
+    o = base + 100 * i
+    return Ports(p2p=o, rpc=o + 1, abci=o + 2, metrics=o + 4)
+
+
+# ------------------------------------------------------------------------------- the folder
+
+
+def manifest_path(d: Path) -> Path:
+    return d / "testnet.json"
+
+
+def load(d: Path) -> dict[str, Any]:
+    p = manifest_path(d)
+    if not p.exists():
+        raise TestnetError(f"no testnet in {d}: create one with `loconet testnet up --dir {d}`")
+    m = json.loads(p.read_text())
+    if m.get("version") != TESTNET_VERSION:
+        raise TestnetError(
+            f"{d} holds a testnet of format version {m.get('version')!r}; this loconet writes version {TESTNET_VERSION}: "
+            f"remove it with `loconet testnet down --purge --dir {d}` (or pick another --dir)")
+    return m
+
+
+def nodes_of(m: dict[str, Any]) -> list[NodeInfo]:
+    return [NodeInfo(**n) for n in m["nodes"]]
+
+
+def save(d: Path, m: dict[str, Any]) -> None:
+    tmp = manifest_path(d).with_suffix(".tmp")
+    tmp.write_text(json.dumps(m, indent=2) + "\n")
+    tmp.replace(manifest_path(d))
+
+
+def find_node(m: dict[str, Any], name: str) -> NodeInfo:
+    for n in nodes_of(m):
+        if name in (n.name, n.name.removeprefix("node")):
+            return n
+    raise TestnetError(f"no node {name!r}; nodes: {', '.join(n.name for n in nodes_of(m))}")
+
+
+def _node_id(home: Path) -> str:
+    nk = json.loads((home / "config" / "node_key.json").read_text())
+    pub = base64.b64decode(nk["priv_key"]["value"])[32:]
+    return hashlib.sha256(pub).digest()[:20].hex()
+
+
+def _cometbft_init(home: Path) -> None:
+    r = subprocess.run([cometbft_binary(), "init", "--home", str(home)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise TestnetError(f"cometbft init failed: {r.stderr.strip() or r.stdout.strip()}")
+
+
+def _configure(home: Path, name: str, ports: Ports, peers: str, overrides: dict[str, dict[str, str]] | None = None) -> None:
+    tune_cometbft_config(home, name, ports, persistent_peers=peers)
+    values = {k: dict(v) for k, v in TESTNET_TUNING.items()}
+    for s, kv in (overrides or {}).items():
+        values.setdefault(s, {}).update(kv)
+    cfg = home / "config" / "config.toml"
+    cfg.write_text(set_toml_values(cfg.read_text(), values))
+    (home / "config" / "app.toml").write_text(AppConfig(abci_address=f"tcp://127.0.0.1:{ports.abci}").to_toml())
+
+
+def _peers(nodes: list[NodeInfo], exclude: str) -> str:
+    return ",".join(f"{n.node_id}@127.0.0.1:{n.p2p}" for n in nodes if n.name != exclude)
+
+
+def parse_params(items: list[str]) -> dict[str, dict[str, int]]:
+    out = {m: dict(kv) for m, kv in TESTNET_PARAMS.items()}
+    for it in items:
+        key, sep, val = it.partition("=")
+        mod, dot, name = key.partition(".")
+        if not sep or not dot or not val.isdigit():
+            raise TestnetError(f"bad --param {it!r}: write module.key=INTEGER, e.g. slashing.signed_blocks_window=10")
+        out.setdefault(mod, {})[name] = int(val)
+    return out
+
+
+def create(d: Path, validators: int, accounts: int, base_port: int, params: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """Write a new network: keys, one genesis, N node homes. Starts nothing."""
+    from node.keys import Keyring
+
+    if validators < 1:
+        raise TestnetError("--validators must be at least 1")
+    d.mkdir(parents=True, exist_ok=True)
+    if any(d.iterdir()):
+        raise TestnetError(f"{d} is not empty and holds no testnet: pick another --dir or empty it")
+    keyring = Keyring(d)
+    nodes: list[NodeInfo] = []
+    balances, staking_vals = [], []
+    for i in range(validators):
+        home = (d / f"node{i}").resolve()
+        _cometbft_init(home)
+        ports = node_ports(base_port, i)
+        pv = json.loads((home / "config" / "priv_validator_key.json").read_text())
+        op = keyring.add(f"validator{i}")
+        nodes.append(NodeInfo(f"node{i}", str(home), ports.p2p, ports.rpc, ports.abci, ports.metrics,
+                              _node_id(home), pv["address"], f"validator{i}"))
+        balances.append({"address": op.address, "amount": str(ACCOUNT_FUNDS)})
+        staking_vals.append({"pub_key": pv["pub_key"]["value"], "operator": op.address, "moniker": f"node{i}", "self_bond": str(SELF_BOND)})
+    for j in range(accounts):
+        balances.append({"address": keyring.add(f"account{j}").address, "amount": str(ACCOUNT_FUNDS)})
+    genesis = json.loads((Path(nodes[0].home) / "config" / "genesis.json").read_text())
+    genesis["chain_id"] = CHAIN_ID
+    genesis["initial_height"] = "1"
+    genesis["validators"] = []  # the app's InitChain computes the set from the genesis bonds
+    genesis["app_state"] = {
+        "bank": {"balances": balances},
+        "staking": {"params": {k: str(v) for k, v in params.get("staking", {}).items()}, "validators": staking_vals},
+        "slashing": {"params": {k: str(v) for k, v in params.get("slashing", {}).items()}},
+    }
+    text = json.dumps(genesis, indent=2) + "\n"
+    (d / "genesis.json").write_text(text)
+    for n in nodes:
+        (n.path / "config" / "genesis.json").write_text(text)
+        _configure(n.path, n.name, node_ports(base_port, int(n.name[4:])), _peers(nodes, n.name))
+    m = {"version": TESTNET_VERSION, "chain_id": CHAIN_ID, "base_port": base_port, "validators": validators,
+         "nodes": [asdict(n) for n in nodes]}
+    save(d, m)
+    return m
+
+
+def add_node(d: Path, *, clone_key_of: str | None = None, overrides: dict[str, dict[str, str]] | None = None) -> NodeInfo:
+    """A new full node (index = number of nodes) peered with every node. ``clone_key_of`` copies
+    that node's consensus key (a twin that double-signs, as CometBFT's e2e tests make equivocation)."""
+    m = load(d)
+    nodes = nodes_of(m)
+    i = max(int(n.name[4:]) for n in nodes) + 1
+    name = f"node{i}"
+    home = (d / name).resolve()
+    _cometbft_init(home)
+    if clone_key_of:
+        src = find_node(m, clone_key_of)
+        shutil.copy(Path(src.home) / "config" / "priv_validator_key.json", home / "config" / "priv_validator_key.json")
+    shutil.copy(d / "genesis.json", home / "config" / "genesis.json")
+    ports = node_ports(m["base_port"], i)
+    pv = json.loads((home / "config" / "priv_validator_key.json").read_text())
+    n = NodeInfo(name, str(home), ports.p2p, ports.rpc, ports.abci, ports.metrics, _node_id(home), pv["address"])
+    _configure(home, name, ports, _peers(nodes, name), overrides)
+    m["nodes"].append(asdict(n))
+    save(d, m)
+    return n
+
+
+# ------------------------------------------------------------------------------- processes
+
+
+def _pid(n: NodeInfo) -> int | None:
+    p = n.path / "loconet.pid"
+    if not p.exists():
+        return None
+    try:
+        return int(p.read_text().strip())
+    except ValueError:
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def is_running(n: NodeInfo) -> bool:
+    pid = _pid(n)
+    if pid is None or not _alive(pid):
+        return False
+    try:
+        return "node.cli" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
+
+
+def _port_free(port: int) -> bool:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def start_node(n: NodeInfo) -> int:
+    """Start ``loconet start`` for the node in its own session; returns its pid."""
+    if is_running(n):
+        return _pid(n) or 0
+    for port, what in ((n.p2p, "P2P"), (n.rpc, "RPC"), (n.abci, "ABCI")):
+        deadline = time.monotonic() + 10  # a node just killed may leave its ports a moment
+        while not _port_free(port):
+            if time.monotonic() > deadline:
+                raise TestnetError(f"{n.name}: port {port} ({what}) is in use by another process: stop it, or use --base-port")
+            time.sleep(0.2)
+    log = open(n.path / "node.log", "ab")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "node.cli", "start", "--home", n.home],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, env=env, cwd=str(PROJECT_ROOT),
+    )
+    log.close()
+    (n.path / "loconet.pid").write_text(f"{proc.pid}\n")
+    return proc.pid
+
+
+def stop_node(n: NodeInfo, *, kill: bool = False, timeout: float = 20.0) -> bool:
+    """SIGTERM (or SIGKILL with ``kill``) to the node's process group; returns whether it ran."""
+    pid = _pid(n)
+    if pid is None or not is_running(n):
+        return False
+    try:
+        os.killpg(pid, signal.SIGKILL if kill else signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        try:  # reap it if we are its parent (tests), else it lingers as a zombie
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+    try:
+        os.killpg(pid, signal.SIGKILL)  # whatever is left of the group (cometbft after a stuck stop)
+    except ProcessLookupError:
+        pass
+    return True
+
+
+# ------------------------------------------------------------------------------- observing
+
+
+def node_status(n: NodeInfo) -> dict[str, Any]:
+    from node.rpc import Client, RpcError
+
+    out: dict[str, Any] = {"name": n.name, "rpc": n.rpc_url, "running": is_running(n), "height": None,
+                           "app_hash": None, "peers": None, "catching_up": None}
+    if not out["running"]:
+        return out
+    try:
+        with Client(n.rpc_url, timeout=2.0) as c:
+            st = c.status()
+            out["height"] = int(st["sync_info"]["latest_block_height"])
+            out["app_hash"] = st["sync_info"]["latest_app_hash"]
+            out["catching_up"] = bool(st["sync_info"]["catching_up"])
+            out["peers"] = int(c.call("net_info")["n_peers"])
+    except RpcError:
+        pass
+    return out
+
+
+def header_app_hash(n: NodeInfo, height: int) -> str | None:
+    from node.rpc import Client, RpcError
+
+    try:
+        with Client(n.rpc_url, timeout=2.0) as c:
+            return c.app_hash_at(height).hex().upper()
+    except (RpcError, KeyError):
+        return None
+
+
+def check_agreement(nodes: list[NodeInfo], statuses: list[dict[str, Any]]) -> tuple[int, dict[str, str | None]]:
+    """App hash in the header at the highest height every answering node has: name -> hash."""
+    heights = [s["height"] for s in statuses if s["height"]]
+    if not heights:
+        return 0, {}
+    h = min(heights)
+    return h, {n.name: header_app_hash(n, h) for n, s in zip(nodes, statuses) if s["height"]}
+
+
+def wait_producing(nodes: list[NodeInfo], min_height: int = 2, timeout: float = 90.0, progress: bool = True) -> list[dict[str, Any]]:
+    """Wait until every node is at >= min_height and all agree on the app hash. Progress goes
+    to stderr: one updating line on a terminal, a line every 5 s otherwise."""
+    deadline = time.monotonic() + timeout
+    start = time.monotonic()
+    last = ""
+    tty = sys.stderr.isatty()
+    next_line = start + 5
+    while True:
+        sts = [node_status(n) for n in nodes]
+        if all(s["height"] is not None and s["height"] >= min_height and not s["catching_up"] for s in sts):
+            h, hashes = check_agreement(nodes, sts)
+            if len(set(hashes.values())) == 1 and None not in hashes.values():
+                if progress:
+                    print(f"\r{' ' * len(last)}\r", end="", file=sys.stderr)
+                return sts
+        if progress:
+            line = f"waiting for blocks ({time.monotonic() - start:4.1f}s): " + " ".join(
+                f"{s['name']}={s['height'] if s['height'] is not None else '-'}" for s in sts)
+            if tty:
+                print(f"\r{line:<{len(last)}}", end="", file=sys.stderr, flush=True)
+                last = line
+            elif time.monotonic() >= next_line:
+                print(line, file=sys.stderr, flush=True)
+                next_line += 5
+        if time.monotonic() > deadline:
+            if progress:
+                print(file=sys.stderr)
+            down = [s["name"] for s in sts if s["height"] is None]
+            hint = f"; not answering: {', '.join(down)} (see `loconet testnet logs NODE`)" if down else ""
+            raise TestnetError(f"the network did not produce agreeing blocks within {timeout:.0f}s{hint}")
+        time.sleep(0.3)
+
+
+def validator_table(nodes: list[NodeInfo]) -> list[dict[str, Any]]:
+    from node.rpc import Client, RpcError
+
+    powers: dict[str, int] = {}
+    for n in nodes:
+        try:
+            with Client(n.rpc_url, timeout=2.0) as c:
+                powers = {v["address"]: int(v["voting_power"]) for v in c.validators()}
+            break
+        except RpcError:
+            continue
+    return [{"moniker": n.name, "rpc": n.rpc_url, "validator_address": n.validator_address,
+             "power": powers.get(n.validator_address, 0), "running": is_running(n)} for n in nodes]
+
+
+# ------------------------------------------------------------------------------- commands
+
+
+def _dir(args: argparse.Namespace) -> Path:
+    return Path(args.dir).resolve()
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from node.cli import out
+
+    d = _dir(args)
+    t0 = time.monotonic()
+    if manifest_path(d).exists():
+        m = load(d)
+        print(f"restarting the existing {m['validators']}-validator network in {d}", file=sys.stderr)
+    else:
+        params = parse_params(args.param or [])
+        print(f"creating a {args.validators}-validator network in {d} (base port {args.base_port})", file=sys.stderr)
+        m = create(d, args.validators, args.accounts, args.base_port, params)
+    nodes = nodes_of(m)
+    for n in nodes:
+        start_node(n)
+    wait_producing(nodes, timeout=args.timeout)
+    rows = validator_table(nodes)
+    elapsed = time.monotonic() - t0
+    text = f"{'MONIKER':8s} {'RPC':24s} {'VALIDATOR ADDRESS':40s} {'POWER':>7s}\n" + "\n".join(
+        f"{r['moniker']:8s} {r['rpc']:24s} {r['validator_address']:40s} {r['power']:>7d}" for r in rows)
+    text += f"\nnetwork {m['chain_id']} is producing blocks ({elapsed:.1f}s); keys in {d / 'keyring'}; stop it with `loconet testnet down --dir {args.dir}`"
+    out(args, {"dir": str(d), "chain_id": m["chain_id"], "seconds": round(elapsed, 1), "nodes": rows}, text)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from node.cli import out
+
+    m = load(_dir(args))
+    nodes = nodes_of(m)
+    sts = [node_status(n) for n in nodes]
+    h, hashes = check_agreement(nodes, sts)
+    top = max((s["height"] or 0) for s in sts)
+    majority = max(set(hashes.values()), key=list(hashes.values()).count) if hashes else None
+    for s in sts:
+        flags = []
+        if not s["running"]:
+            flags.append("STOPPED")
+        elif s["height"] is None:
+            flags.append("NOT ANSWERING")
+        else:
+            if s["height"] < top - 2:
+                flags.append(f"BEHIND by {top - s['height']}")
+            if hashes.get(s["name"]) != majority:
+                flags.append(f"DISAGREES at height {h}")
+        s["flags"] = flags
+    text = f"{'NODE':8s} {'HEIGHT':>7s} {'PEERS':>5s}  {'APP HASH':64s}  FLAGS\n" + "\n".join(
+        f"{s['name']:8s} {s['height'] if s['height'] is not None else '-':>7} {s['peers'] if s['peers'] is not None else '-':>5}  "
+        f"{s['app_hash'] or '-':64s}  {' '.join(s['flags']) or 'ok'}" for s in sts)
+    out(args, {"agreement_height": h, "nodes": sts}, text)
+    return 0 if all(not s["flags"] for s in sts) else 1
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    n = find_node(load(_dir(args)), args.node)
+    ran = stop_node(n, kill=args.kill)
+    print(f"{n.name} {'killed' if args.kill else 'stopped'}" if ran else f"{n.name} was not running")
+    return 0
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    m = load(_dir(args))
+    n = find_node(m, args.node)
+    others = [node_status(o) for o in nodes_of(m) if o.name != n.name]
+    target = max([s["height"] or 0 for s in others] + [1])
+    pid = start_node(n)
+    print(f"{n.name} started (pid {pid}); waiting for it to reach height {target}...", file=sys.stderr)
+    if not args.no_wait:
+        wait_producing([n], min_height=target, timeout=args.timeout)
+        st = node_status(n)
+        print(f"{n.name} at height {st['height']}, RPC {n.rpc_url}")
+    return 0
+
+
+def cmd_add_node(args: argparse.Namespace) -> int:
+    d = _dir(args)
+    n = add_node(d)
+    start_node(n)
+    wait_producing([n], min_height=1, timeout=args.timeout)
+    print(f"{n.name} (full node) is in sync: RPC {n.rpc_url}, home {n.home}\n"
+          f"make it a validator: loconet tx staking create-validator account0 --validator-home {n.home} "
+          f"--self-bond 100000loco --moniker {n.name} --home {d} --node {n.rpc_url}")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    d = _dir(args)
+    if not manifest_path(d).exists():
+        if args.purge and d.exists() and not any(d.iterdir()):
+            d.rmdir()
+        raise TestnetError(f"no testnet in {d}")
+    try:
+        nodes = nodes_of(load(d))
+    except TestnetError:
+        if not args.purge:
+            raise
+        nodes = []
+    stopped = [n.name for n in nodes if stop_node(n)]
+    print(f"stopped {', '.join(stopped) or 'nothing (no node was running)'}")
+    if args.purge:
+        shutil.rmtree(d)
+        print(f"removed {d}")
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    n = find_node(load(_dir(args)), args.node)
+    path = n.path / ("node.log" if args.app else "cometbft.log")
+    if not path.exists():
+        raise TestnetError(f"{path} does not exist yet: has {n.name} been started?")
+    lines = path.read_text(errors="replace").splitlines()
+    print("\n".join(lines[-args.lines:]))
+    if args.follow:
+        with open(path, errors="replace") as f:
+            f.seek(0, os.SEEK_END)
+            try:
+                while True:
+                    line = f.readline()
+                    if line:
+                        print(line, end="", flush=True)
+                    else:
+                        time.sleep(0.2)
+            except KeyboardInterrupt:
+                pass
+    return 0
+
+
+def _main_wrap(fn: Any) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return int(fn(args))
+        except TestnetError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+    return run
+
+
+def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
+    from node.cli import add_command, add_output_flag
+
+    tn = root_sub.add_parser("testnet", help="a local multi-validator network on loopback").add_subparsers(dest="testnet_cmd", required=True, metavar="TESTNET_COMMAND")
+
+    def dir_flag(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--dir", default=DEFAULT_DIR, help=f"testnet folder (default {DEFAULT_DIR})")
+
+    p = add_command(tn, "up", "create (or restart) and start a local network; returns once it produces blocks",
+                    "loconet testnet up --validators 4 --accounts 2", _main_wrap(cmd_up))
+    p.add_argument("--validators", type=int, default=4); p.add_argument("--accounts", type=int, default=2, help="funded account keys (default 2)")
+    p.add_argument("--base-port", type=int, default=26656, help="p2p port of node0; node i adds 100*i (default 26656)")
+    p.add_argument("--param", action="append", metavar="MODULE.KEY=N", help="genesis param, e.g. slashing.signed_blocks_window=10 (repeatable)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for blocks (default 120)")
+    dir_flag(p); add_output_flag(p)
+    p = add_command(tn, "status", "height, app hash and peers of every node; flags nodes behind or disagreeing",
+                    "loconet testnet status", _main_wrap(cmd_status))
+    dir_flag(p); add_output_flag(p)
+    p = add_command(tn, "stop", "stop one node (cometbft and its ABCI app)", "loconet testnet stop node2", _main_wrap(cmd_stop))
+    p.add_argument("node", metavar="NODE", help="node name (node2) or index (2)"); p.add_argument("--kill", action="store_true", help="SIGKILL instead of a clean stop")
+    dir_flag(p)
+    p = add_command(tn, "start", "start one stopped node and wait until it has caught up", "loconet testnet start node2", _main_wrap(cmd_start))
+    p.add_argument("node", metavar="NODE"); p.add_argument("--no-wait", action="store_true"); p.add_argument("--timeout", type=float, default=120.0)
+    dir_flag(p)
+    p = add_command(tn, "add-node", "add and start a full node (then make it a validator with tx staking create-validator)",
+                    "loconet testnet add-node", _main_wrap(cmd_add_node))
+    p.add_argument("--timeout", type=float, default=120.0); dir_flag(p)
+    p = add_command(tn, "down", "stop every node (--purge also deletes the folder)", "loconet testnet down --purge", _main_wrap(cmd_down))
+    p.add_argument("--purge", action="store_true"); dir_flag(p)
+    p = add_command(tn, "logs", "print a node's cometbft log (or its ABCI app log with --app)", "loconet testnet logs node1 -n 50", _main_wrap(cmd_logs))
+    p.add_argument("node", metavar="NODE"); p.add_argument("-n", "--lines", type=int, default=40); p.add_argument("-f", "--follow", action="store_true")
+    p.add_argument("--app", action="store_true", help="the loconet process log instead of cometbft's"); dir_flag(p)
