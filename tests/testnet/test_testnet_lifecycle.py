@@ -1,0 +1,123 @@
+"""A real 4-validator network: stop/start catches up, kill -9 loses nothing committed, `up`
+restarts an existing network, an incompatible folder is refused."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from abci_app.codec.tx import build_tx
+from chainkit import send_msg
+from node.keys import Keyring
+from node.rpc import Client, RpcError
+from node.testnet import NodeInfo, is_running, start_node, stop_node
+from tnkit import app_hash_at, cli, height, network, query, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def caught_up(n: NodeInfo, others: list[NodeInfo]) -> bool:
+    target = max(height(o) for o in others)
+    return wait_for(f"{n.name} to reach height {target}", lambda: height(n) >= target, timeout=90)
+
+
+def same_state(a: NodeInfo, b: NodeInfo) -> None:
+    h = min(height(a), height(b))
+    assert app_hash_at(a, h) == app_hash_at(b, h), f"{a.name} and {b.name} disagree at height {h}"
+
+
+class Sender(threading.Thread):
+    """Sends 1-uloco transfers from account0 to account1, one at a time, each waited into a
+    block, always through a node the killer has not picked (``avoid``)."""
+
+    def __init__(self, d: Path, nodes: list[NodeInfo]) -> None:
+        super().__init__(daemon=True)
+        kr = Keyring(d)
+        self.key, self.to = kr.get("account0"), kr.get("account1")
+        self.nodes, self.avoid, self.busy_with = nodes, "", ""
+        self.stop_flag, self.accepted, self.errors, self.seq, self.lock = False, [], [], 0, threading.Lock()
+
+    def run(self) -> None:
+        i = 0
+        while not self.stop_flag:
+            with self.lock:
+                gw = next(n for n in self.nodes[i % len(self.nodes):] + self.nodes if n.name != self.avoid and is_running(n))
+                self.busy_with = gw.name
+            i += 1
+            try:
+                with Client(gw.rpc_url, timeout=5) as c:
+                    raw = build_tx(self.key.signer, chain_id="loconet-testnet", msgs=[send_msg(self.to.address_bytes, 1)], sequence=self.seq, fee=10)
+                    h = c.broadcast_tx_sync(raw)
+                    self.accepted.append(h)
+                    self.seq += 1
+                    c.wait_for_tx(h, timeout=60)
+            except RpcError as e:
+                self.errors.append(f"{gw.name}: {e}")
+            finally:
+                with self.lock:
+                    self.busy_with = ""
+
+
+def test_stop_start_kill9_and_restart(tmp_path: Path) -> None:
+    with network(tmp_path) as (d, nodes):
+        st = cli("testnet", "status", "--dir", str(d), "-o", "json")
+        assert all(not s["flags"] and s["peers"] == 3 for s in json.loads(st.stdout)["nodes"])
+
+        # one node stopped: the other three (75 % > 2/3) go on; started again it catches up
+        cli("testnet", "stop", "node1", "--dir", str(d))
+        h0 = height(nodes[0])
+        wait_for("3 more blocks without node1", lambda: height(nodes[0]) >= h0 + 3, timeout=30)
+        assert "STOPPED" in cli("testnet", "status", "--dir", str(d), check=False).stdout
+        cli("testnet", "start", "node1", "--dir", str(d))
+        caught_up(nodes[1], [nodes[0]])
+        same_state(nodes[1], nodes[0])
+
+        # kill -9 of a random node at random moments, 5 times, transfers flowing throughout
+        key_to = Keyring(d).get("account1").address
+        bal0 = query(nodes[0], f"/account/{key_to}")["balance"]
+        sender = Sender(d, nodes)
+        sender.start()
+        rng = random.Random()
+        for _ in range(5):
+            victim = rng.choice(nodes)
+            with sender.lock:
+                sender.avoid = victim.name
+            wait_for("the sender to leave the victim", lambda: sender.busy_with != victim.name, timeout=60, every=0.05)
+            time.sleep(rng.uniform(0.0, 1.5))
+            assert stop_node(victim, kill=True)
+            time.sleep(rng.uniform(0.0, 1.0))
+            start_node(victim)
+            caught_up(victim, [n for n in nodes if n is not victim])
+        sender.stop_flag = True
+        sender.join(90)
+        assert not sender.errors, sender.errors
+        assert len(sender.accepted) >= 5
+        # every accepted tx is in a block, and the balance shows all of them, on every node
+        with Client(nodes[0].rpc_url) as c:
+            for h in sender.accepted:
+                assert c.tx(h) is not None
+        top = max(height(n) for n in nodes)
+        for n in nodes:
+            wait_for(f"{n.name} at {top}", lambda n=n: height(n) >= top, timeout=60)
+            same_state(n, nodes[0])
+        assert query(nodes[0], f"/account/{key_to}")["balance"] == bal0 + len(sender.accepted)
+
+        # `up` on the existing folder restarts the same network where it was
+        cli("testnet", "down", "--dir", str(d))
+        assert not any(is_running(n) for n in nodes)
+        h_before = top
+        r = cli("testnet", "up", "--dir", str(d))
+        assert "restarting the existing 4-validator network" in r.stderr
+        assert height(nodes[2]) >= h_before
+        same_state(nodes[2], nodes[0])
+
+
+def test_incompatible_folder_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "testnet.json").write_text(json.dumps({"version": 0, "nodes": []}))
+    r = cli("testnet", "up", "--dir", str(tmp_path), check=False)
+    assert r.returncode == 1 and "format version 0" in r.stderr and "down --purge" in r.stderr

@@ -1,0 +1,111 @@
+"""Helpers for the real-cometbft testnet tests: a free base port, the CLI as a user runs it,
+polling waits (never fixed sleeps), RPC reads."""
+
+from __future__ import annotations
+
+import json
+import random
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from node.paths import PROJECT_ROOT
+from node.rpc import Client, RpcError
+from node.testnet import NodeInfo, load, nodes_of
+
+T = TypeVar("T")
+
+
+def _free(port: int) -> bool:
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def free_base_port(nodes: int = 7) -> int:
+    """A base port (not the default 26656) whose whole testnet port range is free."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20_000, 45_000 - 100 * nodes, 100) + 56
+        if all(_free(base + 100 * i + k) for i in range(nodes) for k in (0, 1, 2, 4)):
+            return base
+    raise RuntimeError("no free port range found")
+
+
+def cli(*args: str, check: bool = True, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run([sys.executable, "-m", "node.cli", *args], capture_output=True, text=True, timeout=timeout, cwd=str(PROJECT_ROOT))
+    if check and r.returncode != 0:
+        raise AssertionError(f"loconet {' '.join(args)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+def wait_for(what: str, fn: Callable[[], T | None], timeout: float = 60.0, every: float = 0.3) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            v = fn()
+        except RpcError:
+            v = None
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(every)
+
+
+def height(n: NodeInfo) -> int:
+    with Client(n.rpc_url, timeout=3) as c:
+        return c.latest_height()
+
+
+def app_hash_at(n: NodeInfo, h: int) -> str:
+    with Client(n.rpc_url, timeout=3) as c:
+        return c.app_hash_at(h).hex()
+
+
+def comet_validators(n: NodeInfo) -> dict[str, int]:
+    with Client(n.rpc_url, timeout=3) as c:
+        return {v["address"]: int(v["voting_power"]) for v in c.validators()}
+
+
+def commit_signers(n: NodeInfo, h: int) -> set[str]:
+    """Validators whose signature for block h is in the commit (block h+1's last commit)."""
+    with Client(n.rpc_url, timeout=3) as c:
+        sigs = c.call("commit", height=str(h))["signed_header"]["commit"]["signatures"]
+    return {s["validator_address"] for s in sigs if s.get("block_id_flag") == 2}
+
+
+def query(n: NodeInfo, path: str) -> Any:
+    with Client(n.rpc_url, timeout=3) as c:
+        qr = c.abci_query(path)
+    assert qr.code == 0, qr.log
+    return json.loads(qr.value)
+
+
+@contextmanager
+def network(tmp: Path, *params: str, validators: int = 4) -> Iterator[tuple[Path, list[NodeInfo]]]:
+    d = tmp / "net"
+    base = free_base_port()
+    args = ["testnet", "up", "--dir", str(d), "--validators", str(validators), "--base-port", str(base), "--timeout", "150"]
+    for p in params:
+        args += ["--param", p]
+    try:
+        cli(*args)
+        yield d, nodes_of(load(d))
+    finally:
+        if (d / "testnet.json").exists():
+            for n in nodes_of(load(d)):
+                log = Path(n.home) / "cometbft.log"
+                if log.exists() and "CONSENSUS FAILURE" in log.read_text(errors="replace"):
+                    print(f"{n.name}: CONSENSUS FAILURE in its log")
+            cli("testnet", "down", "--dir", str(d), check=False)
