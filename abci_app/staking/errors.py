@@ -54,3 +54,7 @@ class ErrValidatorTombstoned(StakingError):
 
 class ErrStillJailed(StakingError):
     code = 212
+
+
+class ErrLastValidator(StakingError):
+    code = 213

@@ -12,6 +12,7 @@ from abci_app.staking.errors import (
     ErrInvalidConsensusKey,
     ErrInvalidMoniker,
     ErrInvalidStakeAmount,
+    ErrLastValidator,
     ErrNotJailed,
     ErrNotOperator,
     ErrSelfBondTooLow,
@@ -73,7 +74,8 @@ def process_msg_bond(ctx: Ctx, signer: bytes, msg: staking_pb2.MsgBond) -> None:
 
 def process_msg_unbond(ctx: Ctx, signer: bytes, msg: staking_pb2.MsgUnbond) -> None:
     """Pre: the signer's bond with the validator >= amount; fewer than max_unbonding_entries
-    wait. An operator whose self bond drops below min_self_bond jails its validator."""
+    wait; the chain keeps at least one validator with power. An operator whose self bond drops
+    below min_self_bond jails its validator."""
     validate_stake_amount(msg.amount)
     cons, v = _validator(ctx, msg.validator)
     e = keeper.decrease_bond(ctx.store, cons, signer, msg.amount, ctx.block.height)
@@ -81,6 +83,9 @@ def process_msg_unbond(ctx: Ctx, signer: bytes, msg: staking_pb2.MsgUnbond) -> N
     if signer == v.operator and not v.jailed:
         if keeper.get_bond(ctx.store, cons, signer) < get_params(ctx.store).min_self_bond:
             keeper.jail(ctx, cons, ctx.block.height, "self_bond_below_min")
+    if not keeper.compute_active_set(ctx.store):
+        # CometBFT halts on an empty validator set: the last validator cannot leave
+        raise ErrLastValidator("this unbond would leave the chain without any validator with power")
 
 
 def process_msg_unjail(ctx: Ctx, signer: bytes, msg: staking_pb2.MsgUnjail) -> None:

@@ -84,3 +84,11 @@ def test_invalid_too_many_unbonding_entries() -> None:
     c.ok(d, [unbond_msg(cons, 1)])
     c.ok(d, [unbond_msg(cons, 1)])
     assert_rejected(c, d, [unbond_msg(cons, 1)], ErrTooManyUnbondingEntries)
+
+
+def test_invalid_unbond_of_the_last_validator() -> None:
+    from abci_app.staking.errors import ErrLastValidator
+
+    c = new_staking_chain([10 * LOCO])
+    assert_rejected(c, c.vals[0], [unbond_msg(c.vals[0].address, 10 * LOCO)], ErrLastValidator)
+    c.ok(c.vals[0], [unbond_msg(c.vals[0].address, 9 * LOCO)])  # power 1 is still a validator
