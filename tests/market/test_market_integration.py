@@ -1,0 +1,121 @@
+"""One round of a real job on a real cometbft node, every tx sent through the `loconet` CLI:
+register two providers, create a job, submit, reveal (Merkle proofs checked on chain), verdicts,
+attest; then `query round --prove` verifies the finalized round against the header's app hash."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+from nodekit import LOCONET, ROOT, Node, cli  # noqa: E402
+
+WINDOWS = (12, 8, 8, 8)  # commit, reveal, verdict, attest (blocks of ~0.5-1 s)
+
+
+def h(s: str) -> str:
+    return hashlib.sha256(s.encode()).hexdigest()
+
+
+def parallel(*cmds: list[str]) -> None:
+    procs = [subprocess.Popen([*LOCONET, *c], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in cmds]
+    for c, p in zip(cmds, procs):
+        o, e = p.communicate(timeout=90)
+        assert p.returncode == 0, f"loconet {' '.join(c)} failed:\n{o}\n{e}"
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+def test_one_round_through_the_cli_on_cometbft(tmp_path: Path) -> None:
+    node = Node(tmp_path / "node")
+    node.init()
+    home = str(node.home)
+    node.start()
+    try:
+        node.wait_height(2)
+        common = ["--home", home, "--node", node.url]
+
+        def q(*args: str) -> dict:
+            return json.loads(cli("query", *args, "--node", node.url, "-o", "json").stdout)
+
+        def wait_phase(phase: str, timeout: float = 90) -> dict:
+            deadline = time.monotonic() + timeout
+            while True:
+                r = q("round", "1", "0")["result"]
+                if r["phase"] == phase:
+                    return r
+                assert time.monotonic() < deadline, f"round stuck in {r['phase']}, waiting for {phase}"
+                time.sleep(0.3)
+
+        addrs = {}
+        for name in ("alice", "bob"):
+            addrs[name] = json.loads(cli("keys", "add", name, "--home", home, "-o", "json").stdout)["address"]
+        for name in ("alice", "bob"):
+            cli("tx", "bank", "send", "validator", addrs[name], "5000loco", *common)
+        parallel(*[["tx", "provider", "register", "--from", n, "--bond", "2000loco", "--gpu", "H100:8:81920",
+                    "--throughput", "50000", "--region", "eu-west", "--endpoint", f"http://127.0.0.1:2668{i}", *common]
+                   for i, n in enumerate(("alice", "bob"))])
+        prov = q("provider", addrs["alice"], "--prove")
+        assert prov["proof_verified"] and prov["result"]["bond"] == 2_000_000_000
+
+        model0, data = h("model0"), h("dataset")
+        cli("tx", "job", "create", "--from", "validator", "--rounds", "1", "--reward-per-round", "10loco",
+            "--verifier-reward", "1loco", "--initial-model", model0, "--dataset-id", data, "--inner-steps", "8",
+            "--trace-interval", "2", "--participants", "2", "--shards", "4", "--tokens-per-step", "1024",
+            "--windows", ",".join(map(str, WINDOWS)), "--challenge-bps", "10000", "--verifiers", "1", *common)
+        r = wait_phase("commit")
+        assert sorted(p["address"] for p in r["participants"]) == sorted(addrs.values())
+
+        traces = {}
+        for n, a in addrs.items():
+            states = [h(f"{a}/state/{i}") for i in range(5)]
+            traces[n] = tmp_path / f"trace-{n}.json"
+            traces[n].write_text(json.dumps(states))
+        parallel(*[["tx", "round", "submit-update", "1", "0", "--from", n, "--base-model", model0,
+                    "--update-root", h(f"update/{n}"), "--payload-size", "123456", "--trace-file", str(traces[n]),
+                    "--tokens", "8192", "--loss-before", "5500", "--loss-after", "5200",
+                    "--blob", f"http://127.0.0.1:26680/blob/{h(n)}", *common] for n in addrs])
+
+        r = wait_phase("reveal")
+        seg = {p["address"]: p["challenge"]["segment"] for p in r["participants"]}
+        parallel(*[["tx", "round", "reveal", "1", "0", "--from", n, "--segment", str(seg[a]), "--trace-file",
+                    str(traces[n]), "--start-location", "http://127.0.0.1:26680/s", "--end-location",
+                    "http://127.0.0.1:26680/e", *common] for n, a in addrs.items()])
+
+        r = wait_phase("verdict")
+        by_addr = {a: n for n, a in addrs.items()}
+        cmds = []
+        for p in r["participants"]:
+            for v in p["challenge"]["verifiers"]:
+                cmds.append(["tx", "round", "verdict", "1", "0", p["address"], "--valid", "--quality", "8000",
+                             "--from", by_addr[v["address"]], *common])
+        parallel(*cmds)
+
+        wait_phase("attest")
+        agg = h("aggregate/1/0")
+        parallel(*[["tx", "round", "attest", "1", "0", agg, "--from", n, *common] for n in addrs])
+
+        wait_phase("finalized")
+        res = q("round", "1", "0", "--prove")
+        assert res["proof_verified"] is True
+        fin = res["result"]
+        assert fin["attested_model_hash"] == agg
+        assert all(p["outcome"] == "accepted" and p["reward"] > 0 for p in fin["participants"])
+        assert fin["reward_paid"] <= 10_000_000 and fin["verifier_paid"] <= 1_000_000
+        job = q("job", "1", "--prove")
+        assert job["proof_verified"] and job["result"]["status"] == "completed"
+        assert job["result"]["current_model_hash"] == agg
+        table = cli("query", "round", "1", "0", "--node", node.url).stdout
+        assert "phase finalized" in table and "accepted" in table
+        # the events are indexed: find the round's finalization by block_search
+        with node.client() as c:
+            found = c.call("block_search", query="round.finalized.job_id=1", per_page="10")
+            assert int(found["total_count"]) == 1
+    finally:
+        node.stop()
