@@ -247,8 +247,13 @@ def compute_attested(r: jobs_pb2.Round) -> tuple[bytes, int, int]:
 
 
 def _set_rep(ctx: Ctx, addr: bytes, new: int, reason: str) -> int:
-    old = PROVIDERS.get_reputation(ctx.store, addr)
-    if PROVIDERS.get_provider(ctx.store, addr) is None or new == old:
+    """Set a reputation (event + delta). A jailed provider's reputation stays 0: duties it
+    finishes after its fraud was proven never raise it again."""
+    prov = PROVIDERS.get_provider(ctx.store, addr)
+    if prov is None:
+        return 0
+    old = prov.reputation
+    if new == old or (prov.jailed_height and new > old):
         return 0
     PROVIDERS.set_reputation(ctx.store, addr, new)
     ctx.emit(events.reputation_changed(addr, old, new, reason))

@@ -210,3 +210,22 @@ def test_gift_to_module_account_does_not_halt_the_chain():
         assert m.send(m.owner, send_msg(acct, 5)).code == 0
     run_job(m, 1)
     assert bank.get_balance(m.store, JOB_ESCROW) == 5
+
+
+def test_jailed_provider_reputation_never_rises_again():
+    """A provider proven fraudulent in round 0 that is also accepted in round 1 (drawn before
+    the fraud was proven) keeps reputation 0."""
+    m = new_market(n_providers=3)
+    assert m.send(m.owner, create_job_msg(rounds=2, participants_per_round=3, verifiers_per_challenge=2)).code == 0
+    m.until(m.height + 1)
+    cheat = m.round(1, 0).participants[0].address
+
+    def vote(v, t):
+        return (False, 0) if t == cheat and m.round(1, 0).phase == 4 else (True, 5_000)
+
+    run_job(m, 1, vote=vote)
+    r0, r1 = m.round(1, 0), m.round(1, 1)
+    assert next(p for p in r0.participants if p.address == cheat).outcome == jobs_pb2.OUTCOME_FRAUD
+    p1 = next(p for p in r1.participants if p.address == cheat)
+    assert p1.outcome == jobs_pb2.OUTCOME_ACCEPTED and p1.reputation_delta == 0
+    assert m.provider(cheat).reputation == 0 and m.provider(cheat).status == 2
