@@ -5,8 +5,20 @@ from abci_app.encoding import lp
 BALANCE_PREFIX = b"\x02"
 SUPPLY_KEY = b"\x03"
 
-# Module accounts: addresses no private key can sign for.
-FEE_COLLECTOR = hashlib.sha256(b"loconet/module/fee_collector").digest()[:20]
+
+def module_address(name: str) -> bytes:
+    """A module account: an address no private key can sign for (sha256 of a tagged name)."""
+    return hashlib.sha256(b"loconet/module/" + name.encode()).digest()[:20]
+
+
+FEE_COLLECTOR = module_address("fee_collector")
+
+# Every module account of the app (Cosmos's blocked addresses): MsgSend refuses them, so their
+# balances move only through their modules and each module's books can be checked exactly.
+MODULE_ACCOUNTS: frozenset[bytes] = frozenset(
+    module_address(n)
+    for n in ("fee_collector", "bonded_pool", "unbonding_pool", "provider_bonds", "job_escrow")
+)
 
 
 def balance_key(address: bytes) -> bytes:

@@ -125,9 +125,9 @@ def iterate_rounds(store: KVReader, job_id: int, start: int = 0) -> Iterator[job
 
 def check_invariants(store: KVReader) -> int:
     """Per job: escrow == funded - paid - refunded; closed jobs hold nothing; rounds_opened <=
-    rounds; every round paid <= its budgets and only from its job. The JOB_ESCROW account covers
-    the sum of the escrows (>=: see providers.keeper.check_invariants on gifts to module
-    addresses). Returns 0 (module account)."""
+    rounds; every round paid <= its budgets and only from its job. The JOB_ESCROW account holds
+    exactly the sum of the escrows (bank refuses sends to module accounts). Returns 0 (module
+    account)."""
     total = 0
     for job in iterate_jobs(store):
         if job.escrow != job.escrow_funded - job.paid_total - job.refunded:
@@ -149,8 +149,8 @@ def check_invariants(store: KVReader) -> int:
             raise InvariantBroken(f"job {job.id}: rounds paid {paid} != job paid_total {job.paid_total}")
         total += job.escrow
     held = bank.get_balance(store, JOB_ESCROW)
-    if held < total:
-        raise InvariantBroken(f"job_escrow account holds {held} < sum of job escrows {total}")
+    if held != total:
+        raise InvariantBroken(f"job_escrow account holds {held} != sum of job escrows {total}")
     # scheduling indexes point at live records
     for key, _ in store.iterate(ROUND_DUE_PREFIX, prefix_end(ROUND_DUE_PREFIX)):
         r = get_round(store, int.from_bytes(key[9:17], "big"), int.from_bytes(key[17:25], "big"))

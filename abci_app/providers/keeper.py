@@ -198,8 +198,8 @@ def process_unbonding_queue(ctx: Ctx) -> None:
 
 def check_invariants(store: KVReader) -> int:
     """Books: reputation in 0..10000; status valid; exiting <=> unbonding entry; no bond while
-    exiting; the PROVIDER_BONDS account holds at least sum(bond + unbonding). (At least: bank lets
-    anyone send to a module address; such a gift is stranded, never spendable, never counted.)
+    exiting; the PROVIDER_BONDS account holds exactly sum(bond + unbonding) (bank refuses sends
+    to module accounts, so nothing else can reach it).
     Returns 0: the tokens are plain balances of a module account."""
     total = 0
     queued: dict[bytes, int] = {}
@@ -219,8 +219,8 @@ def check_invariants(store: KVReader) -> int:
     if queued:
         raise InvariantBroken(f"unbonding entries without providers: {sorted(queued)}")
     held = bank.get_balance(store, PROVIDER_BONDS)
-    if held < total:
-        raise InvariantBroken(f"provider_bonds account holds {held} < bonds + unbonding {total}")
+    if held != total:
+        raise InvariantBroken(f"provider_bonds account holds {held} != bonds + unbonding {total}")
     return 0
 
 

@@ -114,3 +114,13 @@ def test_invalid_recipient_address(chain: Chain) -> None:
 
 def test_invalid_send_to_module_account(chain: Chain) -> None:
     _rejected(chain, chain.tx(chain.keys[0], [send_msg(FEE_COLLECTOR, 5)]), ErrSendToModule)
+
+
+def test_invalid_send_to_any_module_account(chain: Chain) -> None:
+    from abci_app.jobs.keys import JOB_ESCROW
+    from abci_app.providers.keys import PROVIDER_BONDS
+    from abci_app.staking.keys import BONDED_POOL, UNBONDING_POOL
+
+    for addr in (JOB_ESCROW, PROVIDER_BONDS, BONDED_POOL, UNBONDING_POOL):
+        _rejected(chain, chain.tx(chain.keys[0], [send_msg(addr, 5)]), ErrSendToModule)
+        chain.seqs.clear()
