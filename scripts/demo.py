@@ -6,6 +6,8 @@
 4. the balances (with Merkle proofs verified against the next header's app hash) and the block
    the transfer landed in
 5. stop the node cleanly (SIGTERM) and check both processes exited
+6. the trainer on its own: a short DiLoCo simulation with compressed updates, and a verifier
+   re-executing one committed segment
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ def run(*args: str, show: bool = True) -> str:
     if r.returncode != 0:
         sys.exit(f"demo failed: loconet {' '.join(args)}\n{r.stdout}{r.stderr}")
     if show:
-        print(r.stdout.rstrip(), flush=True)
+        text = (r.stderr + r.stdout) if "train" in args[:1] else r.stdout
+        print(text.rstrip(), flush=True)
     return r.stdout
 
 
@@ -119,6 +122,11 @@ def main() -> int:
         except ProcessLookupError:
             alive = False
         print(f"node exited with status {rc}; cometbft and the ABCI server {'STILL RUNNING' if alive else 'both stopped'}")
+    step("6. the trainer: 2 providers, 3 DiLoCo rounds with compressed updates, then a verifier re-executes a segment")
+    run("train", "simulate", "--workers", "2", "--rounds", "3", "--inner-steps", "20", "--model-size", "tiny",
+        "--compression", "topk:0.05+int8", "--out", str(HOME / "train"))
+    run("train", "verify", "--segment", str(HOME / "train" / "segment"))
+    print(f"plots: {HOME / 'train' / 'val_loss.png'}, {HOME / 'train' / 'bytes_per_round.png'}")
     print("\ndemo done. Explore further: loconet --help")
     return 0 if rc == 0 and not alive else 1
 
