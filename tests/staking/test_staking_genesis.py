@@ -63,3 +63,15 @@ def test_invalid_genesis_without_validators() -> None:
 def test_invalid_genesis_unknown_param() -> None:
     with pytest.raises(ValueError, match="unknown keys"):
         _init({"staking": {"params": {"unbonding_days": 3}}})
+
+
+def test_pools_are_blocked_module_accounts() -> None:
+    """bank refuses MsgSend to the pools, so their balances equal the staking books exactly."""
+    from abci_app.bank.errors import ErrSendToModule
+    from abci_app.staking.keys import UNBONDING_POOL
+    from chainkit import send_msg
+    from stakekit import assert_rejected
+
+    c = new_staking_chain([10 * LOCO])
+    for pool in (BONDED_POOL, UNBONDING_POOL):
+        assert_rejected(c, c.keys[0], [send_msg(pool, 1)], ErrSendToModule)
