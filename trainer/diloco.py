@@ -53,7 +53,10 @@ class SimConfig:
     compression: str = "none"  # a codec spec (see compression.make_codec) or "adaptive"
     adaptive_budget: int = 0  # bytes per round per worker for "adaptive" (0: 1/500 of fp32)
     adaptive_quant: str = "int4"
+    adaptive_family: str = "topk"  # topk (per-tensor density) | chunk (chunk:K/4096+int2 ladder)
+    ef_decay: float = 1.0  # error-feedback decay (SparseLoCo: 0.95)
     overlap: bool = False
+    overlap_mode: str = "eager"  # eager (start from base - own Δ) | delayed (start from base)
     seed: int = 0
     job: int = 0
     batch_size: int = 8
@@ -114,13 +117,14 @@ class OuterOptimizer:
 class Worker:
     """One provider: a local model, its AdamW state and its compression state."""
 
-    def __init__(self, provider: str, cfg: GPTConfig, icfg: InnerConfig, device: str) -> None:
+    def __init__(self, provider: str, cfg: GPTConfig, icfg: InnerConfig, device: str,
+                 ef_decay: float = 1.0) -> None:
         self.provider = provider
         self.icfg = icfg
         self.device = device
         self.model = GPT(cfg).to(device)
         self.opt = make_inner_optimizer(self.model, icfg)
-        self.cstate = CompressionState()
+        self.cstate = CompressionState(ef_decay=ef_decay)
 
     def train_round(self, base: dict[str, torch.Tensor], corpus: Corpus, spec: ShardSpec,
                     H: int, trace_every: int = 0):
@@ -151,7 +155,8 @@ def simulate(corpus: Corpus, sim: SimConfig,
     cfg = sim.model
     gmodel = init_model(cfg, sim.seed, sim.device)
     outer = OuterOptimizer(gmodel, sim.outer)
-    workers = [Worker(provider_id(i), cfg, sim.inner, sim.device) for i in range(sim.workers)]
+    workers = [Worker(provider_id(i), cfg, sim.inner, sim.device, sim.ef_decay)
+               for i in range(sim.workers)]
     heldout = [(x.to(sim.device), y.to(sim.device))
                for x, y in corpus.heldout_batches(cfg.block_size, 32, sim.eval_batches)]
     shapes = {n: tuple(p.shape) for n, p in gmodel.named_parameters()}
@@ -162,7 +167,8 @@ def simulate(corpus: Corpus, sim: SimConfig,
     if sim.compression.startswith("adaptive"):
         _, _, arg = sim.compression.partition(":")
         budget = int(arg) if arg else (sim.adaptive_budget or max(1, 4 * n_params // 500))
-        policy = AdaptivePolicy(budget_bytes=budget, quant=sim.adaptive_quant)
+        policy = AdaptivePolicy(budget_bytes=budget, quant=sim.adaptive_quant,
+                                family=sim.adaptive_family)
     else:
         fixed = make_codec(sim.compression)
 
@@ -190,7 +196,7 @@ def simulate(corpus: Corpus, sim: SimConfig,
         round_compute = []
         for w in workers:
             start = base
-            if sim.overlap and w.provider in last_local:
+            if sim.overlap and sim.overlap_mode == "eager" and w.provider in last_local:
                 # eager: stand in for the in-flight average with this worker's own last Δ
                 start = {n: base[n] - last_local[w.provider][n] for n in base}
             spec = ShardSpec(dataset_id=corpus.id, seed=sim.seed, job=sim.job, round=r,
