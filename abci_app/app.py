@@ -165,6 +165,7 @@ class Application:
         self._genesis: CacheKV | None = None  # genesis writes, staged with the first block
         self._staged: int | None = None
         self._check = CacheKV(store)
+        self._check_block: BlockContext | None = None
 
     # -- helpers --------------------------------------------------------------------------------
     @property
@@ -178,8 +179,10 @@ class Application:
         return self._genesis if self._genesis is not None else self.store
 
     def _check_ctx(self) -> Ctx:
-        t = decode_amount(self._check.get(META_BLOCK_TIME))
-        return Ctx(BlockContext(self.store.height + 1, t, b"", b"", self.chain_id), self._check)
+        if self._check_block is None:  # computed once per committed height
+            t = decode_amount(self._check.get(META_BLOCK_TIME))
+            self._check_block = BlockContext(self.store.height + 1, t, b"", b"", self.chain_id)
+        return Ctx(self._check_block, self._check)
 
     # -- info / genesis -------------------------------------------------------------------------
     def info(self, req: abci.RequestInfo) -> abci.ResponseInfo:
@@ -210,6 +213,7 @@ class Application:
         self._genesis = g
         app_hash = self.store.stage(1, g.writes())
         self._check = CacheKV(g)
+        self._check_block = None
         return abci.ResponseInitChain(app_hash=app_hash, validators=validators)
 
     # -- mempool --------------------------------------------------------------------------------
@@ -286,6 +290,7 @@ class Application:
         self._staged = None
         self._genesis = None
         self._check = CacheKV(self.store)
+        self._check_block = None
         return abci.ResponseCommit(retain_height=0)
 
     # -- queries --------------------------------------------------------------------------------
