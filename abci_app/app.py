@@ -166,6 +166,8 @@ class Application:
         self._staged: int | None = None
         self._check = CacheKV(store)
         self._check_block: BlockContext | None = None
+        self._pool: Any = None
+        self.verify_threads = 2
 
     # -- helpers --------------------------------------------------------------------------------
     @property
@@ -217,6 +219,15 @@ class Application:
         return abci.ResponseInitChain(app_hash=app_hash, validators=validators)
 
     # -- mempool --------------------------------------------------------------------------------
+    def preverify(self, txs: list[bytes]) -> None:
+        """Check the signatures of a batch of pipelined txs in parallel before they are executed
+        one by one (a cache warm-up: results do not depend on it)."""
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(self.verify_threads, thread_name_prefix="sigverify")
+        self.sigs.preverify(txs, self._pool, self.verify_threads)
+
     def check_tx(self, req: abci.RequestCheckTx) -> abci.ResponseCheckTx:
         r = process_tx(self._check_ctx(), req.tx, self.sigs)
         return abci.ResponseCheckTx(code=r.code, codespace=r.codespace, log=r.log, gas_wanted=1)

@@ -137,8 +137,11 @@ class ABCIServer:
                 # batch of pipelined requests instead of one per response
                 out = bytearray()
                 flush = False
-                for raw in frames.feed(data):
-                    req = abci.Request.FromString(raw)
+                reqs = [abci.Request.FromString(raw) for raw in frames.feed(data)]
+                txs = [r.check_tx.tx for r in reqs if r.WhichOneof("value") == "check_tx"]
+                if len(txs) > 1 and hasattr(self.app, "preverify"):
+                    self.app.preverify(txs)
+                for req in reqs:
                     out += frame(self.handle_request(req))
                     flush = flush or req.WhichOneof("value") == "flush"
                     if self.fatal_error is not None:

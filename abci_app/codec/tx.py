@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError, Message
@@ -35,6 +36,7 @@ from abci_app.errors import (
     ErrTxDecode,
     ErrTxTooLarge,
     ErrUnknownMessage,
+    TxError,
 )
 from abci_app.pb import tx_pb2
 
@@ -174,14 +176,42 @@ class SignatureCache:
     def verify(self, tx: Tx) -> None:
         if tx.raw in self._ok:
             return
-        msg = sign_bytes(tx.chain_id, tx.body_bytes, tx.auth_info_bytes)
-        try:
-            VerifyKey(tx.public_key).verify(msg, tx.signature)
-        except (BadSignatureError, CryptoError, ValueError, TypeError):
-            raise ErrInvalidSignature("signature does not verify for the signer's public key") from None
+        if not _signature_ok(tx):
+            raise ErrInvalidSignature("signature does not verify for the signer's public key")
+        self._remember(tx)
+
+    def _remember(self, tx: Tx) -> None:
         self._ok[tx.raw] = tx
         if len(self._ok) > self._capacity:
             self._ok.popitem(last=False)
+
+    def preverify(self, raws: list[bytes], pool: "Executor", workers: int) -> None:
+        """Decode and verify a batch of txs on ``workers`` threads (libsodium releases the GIL)
+        and remember the valid ones; invalid ones are left for the sequential path to report."""
+        txs = []
+        for raw in raws:
+            if raw in self._ok:
+                continue
+            try:
+                txs.append(decode_tx(raw))
+            except TxError:
+                continue
+        if len(txs) < 2 * workers:
+            return
+        chunks = [txs[i::workers] for i in range(workers)]
+        for chunk, oks in zip(chunks, pool.map(lambda c: [_signature_ok(t) for t in c], chunks)):
+            for tx, ok in zip(chunk, oks):
+                if ok:
+                    self._remember(tx)
+
+
+def _signature_ok(tx: Tx) -> bool:
+    msg = sign_bytes(tx.chain_id, tx.body_bytes, tx.auth_info_bytes)
+    try:
+        VerifyKey(tx.public_key).verify(msg, tx.signature)
+    except (BadSignatureError, CryptoError, ValueError, TypeError):
+        return False
+    return True
 
 
 def build_tx(
