@@ -21,6 +21,17 @@ def lp(b: bytes) -> bytes:
     return bytes([len(b)]) + b
 
 
+def prefix_end(prefix: bytes) -> bytes:
+    """The first key after every key that starts with ``prefix`` (for ``iterate(prefix, end)``)."""
+    p = bytearray(prefix)
+    while p and p[-1] == 0xFF:
+        p.pop()
+    if not p:
+        raise ValueError("no key follows an all-0xff prefix")
+    p[-1] += 1
+    return bytes(p)
+
+
 def u64_key(n: int) -> bytes:
     return n.to_bytes(8, "big")
 

@@ -8,9 +8,9 @@
     0x55 | u64 height | u64 job                    -> b""  (job's next round opens at height)
 """
 
-import hashlib
 
-from abci_app.encoding import u64_key
+from abci_app.bank.keys import module_address
+from abci_app.encoding import prefix_end, u64_key
 
 PARAMS_KEY = b"\x50"
 NEXT_JOB_ID_KEY = b"\x51"
@@ -20,7 +20,7 @@ ROUND_DUE_PREFIX = b"\x54"
 OPEN_DUE_PREFIX = b"\x55"
 
 # Module account holding every job's escrow (no key can sign for it).
-JOB_ESCROW = hashlib.sha256(b"loconet/module/job_escrow").digest()[:20]
+JOB_ESCROW = module_address("job_escrow")
 
 
 def job_key(job_id: int) -> bytes:
@@ -42,6 +42,3 @@ def round_due_key(height: int, job_id: int, round_: int) -> bytes:
 def open_due_key(height: int, job_id: int) -> bytes:
     return OPEN_DUE_PREFIX + u64_key(height) + u64_key(job_id)
 
-
-def prefix_end(prefix: bytes) -> bytes:
-    return bytes([prefix[0] + 1])

@@ -6,9 +6,9 @@
     0x43 | len(addr) | addr                -> u64 height  (tombstone: jailed, exited; never again)
 """
 
-import hashlib
 
-from abci_app.encoding import lp, u64_key
+from abci_app.bank.keys import module_address
+from abci_app.encoding import lp, prefix_end, u64_key
 
 PARAMS_KEY = b"\x40"
 PROVIDER_PREFIX = b"\x41"
@@ -16,7 +16,7 @@ UNBONDING_PREFIX = b"\x42"
 TOMBSTONE_PREFIX = b"\x43"
 
 # Module account holding every provider bond and unbonding amount (no key can sign for it).
-PROVIDER_BONDS = hashlib.sha256(b"loconet/module/provider_bonds").digest()[:20]
+PROVIDER_BONDS = module_address("provider_bonds")
 
 
 def provider_key(address: bytes) -> bytes:
@@ -30,6 +30,3 @@ def unbonding_key(height: int, address: bytes) -> bytes:
 def tombstone_key(address: bytes) -> bytes:
     return TOMBSTONE_PREFIX + lp(address)
 
-
-def prefix_end(prefix: bytes) -> bytes:
-    return bytes([prefix[0] + 1])

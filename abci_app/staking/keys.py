@@ -13,9 +13,8 @@ Module accounts (plain bank balances no key can sign for): ``BONDED_POOL`` holds
 
 from __future__ import annotations
 
-import hashlib
-
-from abci_app.encoding import lp, u64_key
+from abci_app.bank.keys import module_address
+from abci_app.encoding import lp, prefix_end, u64_key
 
 VALIDATOR_PREFIX = b"\x10"
 BOND_PREFIX = b"\x11"
@@ -24,19 +23,9 @@ UNBONDING_QUEUE_PREFIX = b"\x13"
 PARAMS_KEY = b"\x14"
 NEXT_UNBONDING_ID_KEY = b"\x15"
 
-BONDED_POOL = hashlib.sha256(b"loconet/module/bonded_pool").digest()[:20]
-UNBONDING_POOL = hashlib.sha256(b"loconet/module/unbonding_pool").digest()[:20]
+BONDED_POOL = module_address("bonded_pool")
+UNBONDING_POOL = module_address("unbonding_pool")
 
-
-def prefix_end(prefix: bytes) -> bytes:
-    """The smallest key greater than every key starting with ``prefix``."""
-    p = bytearray(prefix)
-    while p and p[-1] == 0xFF:
-        p.pop()
-    if not p:
-        raise ValueError("no end for an all-0xff prefix")
-    p[-1] += 1
-    return bytes(p)
 
 
 def validator_key(cons_address: bytes) -> bytes:
