@@ -72,14 +72,16 @@ def model_107b(args, reduction: float) -> dict:
 
 
 def outer_settings(spec: str) -> tuple[dict, str]:
-    """``""`` (DiLoCo defaults), ``sparseloco`` or ``lr=X;m=Y;ef=Z`` -> (SimConfig kwargs, label)."""
+    """``""`` (DiLoCo defaults), ``sparseloco`` or ``lr=X;m=Y;ef=Z`` -> (SimConfig kwargs, label).
+    ``sparseloco;H=25`` etc.: an ``H=`` item overrides --compress-h for that row (key "H")."""
     if not spec:
         return {}, ""
-    if spec == "sparseloco":
-        spec = "lr=1.0;m=0;ef=0.95"
+    spec = spec.replace("sparseloco", "lr=1.0;m=0;ef=0.95")
     d = {k: float(v) for k, v in (kv.split("=") for kv in spec.split(";"))}
     lr, m, ef = d.get("lr", 0.7), d.get("m", 0.9), d.get("ef", 1.0)
     kw = {"outer": OuterConfig(lr=lr, momentum=m, nesterov=m > 0), "ef_decay": ef}
+    if "H" in d:
+        kw["H"] = int(d["H"])
     return kw, f" [outer lr {lr:g}, momentum {m:g}, EF {ef:g}]"
 
 
@@ -92,14 +94,17 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--hs", default="50,200,500", help="H values for (b)")
     ap.add_argument("--compress-h", type=int, default=50, help="H used for (c), (d), (e)")
-    ap.add_argument("--codecs", default="int8,int4,topk:0.01+int4,lowrank:4+int8,"
-                    "chunk:64/4096+int2@sparseloco,chunk:256/4096+int2@sparseloco",
+    ap.add_argument("--codecs", default="int8,int4,topk:0.01+int4,lowrank:4+int8,chunk:64/4096+int2,"
+                    "chunk:64/4096+int2@sparseloco,chunk:256/4096+int2@sparseloco,"
+                    "chunk:30/4096+int2@sparseloco;H=25,stride:9+int2@lr=1.0;m=0;ef=1.0",
                     help="codec rows for (c); SPEC[@sparseloco|@lr=X;m=Y;ef=Z] sets the outer "
                          "optimizer and error-feedback decay of that row (default lr 0.7, "
                          "Nesterov momentum 0.9, ef 1.0; sparseloco = lr 1.0, no momentum, ef 0.95)")
-    ap.add_argument("--adaptive-family", default="chunk", choices=["topk", "chunk"])
+    ap.add_argument("--adaptive-family", default="stride>chunk", choices=["topk", "chunk", "stride>chunk"])
     ap.add_argument("--adaptive-budget", type=int, default=0,
-                    help="bytes per round for (d) (0: the chunk:128/4096+int2 payload size)")
+                    help="bytes per round for (d) (0: the chunk:64/4096+int2 payload size)")
+    ap.add_argument("--adaptive-min-tighten", type=float, default=1.0,
+                    help="lowest fraction of the budget the policy may tighten to (1: never)")
     ap.add_argument("--adaptive-outer", default="sparseloco", help="outer settings for (d), (e)")
     ap.add_argument("--overlap-modes", default="delayed,eager",
                     help="one (e) row per one-step-delay overlap mode")
@@ -144,20 +149,23 @@ def main(argv=None) -> int:
     for item in args.codecs.split(","):
         c, _, o = item.partition("@")
         okw, olabel = outer_settings(o)
-        dl("c", f"DiLoCo H={Hc} + {c}{olabel}", Hc, compression=c, **okw)
+        H = okw.pop("H", Hc)
+        dl("c", f"DiLoCo H={H} + {c}{olabel}", H, compression=c, **okw)
     budget = args.adaptive_budget
     if not budget:
         from trainer.compression import make_codec
         from trainer.model import GPT
 
         shapes = {n: tuple(p.shape) for n, p in GPT(cfg).named_parameters()}
-        budget = make_codec("chunk:128/4096+int2").estimate_bytes(shapes)
+        budget = make_codec("chunk:64/4096+int2").estimate_bytes(shapes)
     okw, olabel = outer_settings(args.adaptive_outer)
     dl("d", f"DiLoCo H={Hc} + adaptive {args.adaptive_family} (<= {budget} B/round){olabel}", Hc,
-       compression=f"adaptive:{budget}", adaptive_family=args.adaptive_family, **okw)
+       compression=f"adaptive:{budget}", adaptive_family=args.adaptive_family,
+       adaptive_min_tighten=args.adaptive_min_tighten, **okw)
     for mode in [m for m in args.overlap_modes.split(",") if m]:
         dl("e", f"DiLoCo H={Hc} + adaptive + overlap ({mode}){olabel}", Hc,
            compression=f"adaptive:{budget}", adaptive_family=args.adaptive_family, overlap=True,
+           adaptive_min_tighten=args.adaptive_min_tighten,
            overlap_mode=mode, **okw)
 
     W = args.workers

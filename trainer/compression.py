@@ -750,7 +750,10 @@ class AdaptivePolicy:
     whose exact encoded size fits the target. ``family="topk"``: per-tensor top-k with
     densities max_density * 2^-i and ``quant``; ``family="chunk"``: chunked top-k
     ``chunk:K/4096`` with K = max_chunk_k * 2^-i (>= 1), values int4 while K >= 128, int2 below
-    (codec family and value bits both adapt). After the round,
+    (codec family and value bits both adapt); ``family="stride>chunk"``: strided fragments
+    ``stride:F+int2`` (smallest F that fits) while a round improves the loss by at least
+    ``switch_threshold`` (relative), then the chunk ladder for good (fragments spread the early,
+    large updates over all positions; top-k follows the few large coordinates later). After the round,
     ``observe(loss_before, loss_after)``: when the relative loss improvement of the
     round falls below ``stable_threshold`` for ``patience`` rounds in a row, training
     is considered stable and ``tighten`` is halved (down to ``min_tighten``); when the
@@ -760,7 +763,9 @@ class AdaptivePolicy:
 
     budget_bytes: int
     quant: str = "int4"
-    family: str = "topk"
+    family: str = "topk"  # topk | chunk | stride>chunk
+    switch_threshold: float = 0.05  # stride>chunk: leave the stride phase below this improvement
+    phase: int = 0  # stride>chunk: 0 = stride fragments, 1 = chunked top-k
     max_density: float = 0.25
     min_density: float = 1e-4
     max_chunk_k: int = 512
@@ -773,7 +778,9 @@ class AdaptivePolicy:
 
     def ladder(self) -> list[Codec]:
         out: list[Codec] = []
-        if self.family == "chunk":
+        if self.family == "stride>chunk" and self.phase == 0:
+            return [Codec(sparsifier="stride", chunk_size=f, quant="int2") for f in range(1, 1 << 12)]
+        if self.family in ("chunk", "stride>chunk"):
             k = self.max_chunk_k
             while k >= 1:
                 out.append(Codec(sparsifier="chunk", chunk_k=k, chunk_size=CHUNK,
@@ -803,6 +810,12 @@ class AdaptivePolicy:
 
     def observe(self, round: int, loss_before: float, loss_after: float, sent_bytes: int) -> None:
         rel = (loss_before - loss_after) / max(abs(loss_before), 1e-12)
+        if self.family == "stride>chunk" and self.phase == 0:
+            if rel < self.switch_threshold:
+                self.phase = 1
+            self.log.append({"round": round, "event": "observe", "rel_improvement": rel,
+                             "sent_bytes": sent_bytes, "phase": self.phase, "tighten": self.tighten})
+            return
         self._calm = self._calm + 1 if 0 <= rel < self.stable_threshold else 0
         tightened = loosened = False
         if self._calm >= self.patience and self.tighten > self.min_tighten:

@@ -53,7 +53,8 @@ class SimConfig:
     compression: str = "none"  # a codec spec (see compression.make_codec) or "adaptive"
     adaptive_budget: int = 0  # bytes per round per worker for "adaptive" (0: 1/500 of fp32)
     adaptive_quant: str = "int4"
-    adaptive_family: str = "topk"  # topk (per-tensor density) | chunk (chunk:K/4096+int2 ladder)
+    adaptive_family: str = "topk"  # topk | chunk | stride>chunk (see AdaptivePolicy)
+    adaptive_min_tighten: float = 0.125  # lowest budget fraction the policy may tighten to
     ef_decay: float = 1.0  # error-feedback decay (SparseLoCo: 0.95)
     overlap: bool = False
     overlap_mode: str = "eager"  # eager (start from base - own Δ) | delayed (start from base)
@@ -168,7 +169,7 @@ def simulate(corpus: Corpus, sim: SimConfig,
         _, _, arg = sim.compression.partition(":")
         budget = int(arg) if arg else (sim.adaptive_budget or max(1, 4 * n_params // 500))
         policy = AdaptivePolicy(budget_bytes=budget, quant=sim.adaptive_quant,
-                                family=sim.adaptive_family)
+                                family=sim.adaptive_family, min_tighten=sim.adaptive_min_tighten)
     else:
         fixed = make_codec(sim.compression)
 
