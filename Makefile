@@ -19,8 +19,10 @@ test-fast: setup      ## everything but the real-cometbft integration tests
 bench: setup          ## chain throughput benchmark (records in benchmarks/RESULTS.md)
 	@$(PY) benchmarks/chain_tps.py
 
-lint: setup
-	@$(PY) -m ruff check abci_app node || true
+lint: setup          ## ruff + mypy over the chain and the node (not part of `make test`)
+	@$(PY) -m pip install -q -e '.[dev]'
+	@$(PY) -m ruff check abci_app node
+	@$(PY) -m mypy abci_app node
 
 clean:
 	rm -rf .venv .bin abci_app/codec/gen .loconet-demo

@@ -51,11 +51,11 @@ class Ctx:
     def emit(self, event: abci.Event) -> None:
         self.events.append(event)
 
-    def child(self) -> "Ctx":
+    def child(self) -> Ctx:
         """A nested context whose writes and events are kept only if ``commit_child`` is called."""
         return Ctx(self.block, CacheKV(self.store), [])
 
-    def commit_child(self, child: "Ctx") -> None:
+    def commit_child(self, child: Ctx) -> None:
         child.store.write()
         self.events.extend(child.events)
 

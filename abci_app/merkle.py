@@ -44,7 +44,7 @@ Known answers (pinned by tests/test_merkle.py)::
 from __future__ import annotations
 
 import hashlib
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = [
     "CHUNK_SIZE",

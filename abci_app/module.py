@@ -7,7 +7,7 @@ A module reaches another only through a small Protocol it declares itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,8 +26,8 @@ InvariantFn = Callable[[KVReader], int]  # raises InvariantBroken; returns uloco
 @dataclass(frozen=True)
 class ModuleSpec:
     name: str
-    routes: dict[str, Handler] = field(default_factory=dict)  # Msg oneof field name -> handler
-    queries: dict[str, QueryFn] = field(default_factory=dict)  # first path segment -> query
+    routes: Mapping[str, Handler] = field(default_factory=dict)  # Msg oneof field name -> handler
+    queries: Mapping[str, QueryFn] = field(default_factory=dict)  # first path segment -> query
     init_genesis: GenesisFn | None = None
     begin_block: BlockHook | None = None
     end_block: EndBlockHook | None = None

@@ -17,14 +17,14 @@ if not (_GEN / "tendermint").is_dir():
 if str(_GEN) not in sys.path:
     sys.path.insert(0, str(_GEN))
 
-from loconet.bank.v1 import bank_pb2  # noqa: E402
-from loconet.jobs.v1 import jobs_pb2  # noqa: E402
-from loconet.providers.v1 import providers_pb2  # noqa: E402
-from loconet.staking.v1 import staking_pb2  # noqa: E402
-from loconet.state.v1 import state_pb2  # noqa: E402
-from loconet.tx.v1 import tx_pb2  # noqa: E402
-from tendermint.abci import types_pb2 as abci  # noqa: E402
-from tendermint.crypto import keys_pb2, proof_pb2  # noqa: E402
+from loconet.bank.v1 import bank_pb2
+from loconet.jobs.v1 import jobs_pb2
+from loconet.providers.v1 import providers_pb2
+from loconet.staking.v1 import staking_pb2
+from loconet.state.v1 import state_pb2
+from loconet.tx.v1 import tx_pb2
+from tendermint.abci import types_pb2 as abci
+from tendermint.crypto import keys_pb2, proof_pb2
 
 __all__ = [
     "abci", "bank_pb2", "jobs_pb2", "keys_pb2", "proof_pb2", "providers_pb2", "staking_pb2", "state_pb2", "tx_pb2",

@@ -186,7 +186,8 @@ class ABCIServer:
 
     def bound_port(self) -> int:
         assert self._server is not None
-        return int(self._server.sockets[0].getsockname()[1])
+        sockets: list[Any] = list(getattr(self._server, "sockets", []))
+        return int(sockets[0].getsockname()[1])
 
     async def stop(self) -> None:
         if self._server is not None:

@@ -10,9 +10,10 @@ import asyncio
 import json
 import logging
 import sys
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 DEFAULT_NODE = "http://127.0.0.1:26657"
 ULOCO = 1_000_000
@@ -287,9 +288,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     try:
         from trainer.cli import register as register_train
-    except ImportError:  # the trainer is optional for a validator-only install
-        register_train = None
-    if register_train is not None:
+    except ImportError:  # the trainer (torch) is optional for a validator-only install
+        pass
+    else:
         register_train(sub)
     return parser
 

@@ -12,7 +12,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from node.cli import UsageError, add_command, add_node_flag, add_output_flag, broadcast, fmt_loco, out, parse_amount
+from node.cli import (
+    UsageError,
+    add_command,
+    add_node_flag,
+    add_output_flag,
+    broadcast,
+    fmt_loco,
+    out,
+    parse_amount,
+)
 
 # ----------------------------------------------------------------------------- message builders
 

@@ -9,7 +9,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from node.cli import UsageError, add_command, add_node_flag, add_output_flag, broadcast, fmt_loco, out, parse_amount
+from node.cli import (
+    UsageError,
+    add_command,
+    add_node_flag,
+    add_output_flag,
+    broadcast,
+    fmt_loco,
+    out,
+    parse_amount,
+)
 
 
 def _cons_address(text: str) -> bytes:

@@ -63,7 +63,7 @@ class Ports:
     metrics: int = 26660
 
     @classmethod
-    def for_node(cls, i: int) -> "Ports":
+    def for_node(cls, i: int) -> Ports:
         """DESIGN §1: node i of a local testnet adds 100·i to every default port."""
         return cls(26656 + 100 * i, 26657 + 100 * i, 26658 + 100 * i, 26660 + 100 * i)
 
@@ -97,11 +97,11 @@ class AppConfig:
         )
 
     @classmethod
-    def load(cls, home: Path) -> "AppConfig":
+    def load(cls, home: Path) -> AppConfig:
         data = tomllib.loads((home / "config" / "app.toml").read_text())
         return cls(
-            abci_address=str(data.get("abci_address", cls.abci_address)),
-            keep_recent=int(data.get("keep_recent", cls.keep_recent)),
+            abci_address=str(data.get("abci_address", "tcp://127.0.0.1:26658")),
+            keep_recent=int(data.get("keep_recent", 1000)),
             check_invariants=bool(data.get("check_invariants", False)),
         )
 

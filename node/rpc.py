@@ -48,7 +48,7 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -63,7 +63,7 @@ class Client:
             body = r.json()
         except ValueError:
             raise RpcError(f"{method}: node answered HTTP {r.status_code} with non-JSON body") from None
-        if "error" in body and body["error"]:
+        if body.get("error"):
             err = body["error"]
             raise RpcError(f"{method}: {err.get('message', '')} {err.get('data', '')}".strip())
         return body["result"]

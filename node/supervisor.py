@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 import socket
 import subprocess
@@ -96,7 +95,7 @@ async def run_node(home: Path) -> int:
         proc.terminate()
         try:
             await asyncio.wait_for(asyncio.to_thread(proc.wait), 15)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             proc.kill()
             proc.wait()
     serve.cancel()

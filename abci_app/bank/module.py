@@ -6,7 +6,6 @@ from abci_app.module import ModuleSpec
 
 def _genesis(store, state, req):  # type: ignore[no-untyped-def]
     genesis.init_genesis(store, state)
-    return None
 
 
 def _invariants(reader) -> int:  # type: ignore[no-untyped-def]

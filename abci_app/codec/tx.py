@@ -185,7 +185,7 @@ class SignatureCache:
         if len(self._ok) > self._capacity:
             self._ok.popitem(last=False)
 
-    def preverify(self, raws: list[bytes], pool: "Executor", workers: int) -> None:
+    def preverify(self, raws: list[bytes], pool: Executor, workers: int) -> None:
         """Decode and verify a batch of txs on ``workers`` threads (libsodium releases the GIL)
         and remember the valid ones; invalid ones are left for the sequential path to report."""
         txs = []
@@ -215,7 +215,7 @@ def _signature_ok(tx: Tx) -> bool:
 
 
 def build_tx(
-    private_key: "Ed25519Signer",
+    private_key: Ed25519Signer,
     *,
     chain_id: str,
     msgs: list[tx_pb2.Msg],
@@ -249,7 +249,7 @@ class Ed25519Signer:
         self.seed = seed
 
     @classmethod
-    def generate(cls) -> "Ed25519Signer":
+    def generate(cls) -> Ed25519Signer:
         import os
 
         return cls(os.urandom(32))

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from abci_app.bank import keeper as bank
 from abci_app.context import Ctx
-from abci_app.encoding import decode_msg, encode_msg
+from abci_app.encoding import decode_msg, encode_msg, prefix_end
 from abci_app.errors import InvariantBroken
 from abci_app.jobs import events
 from abci_app.jobs.keys import (
@@ -25,7 +25,6 @@ from abci_app.jobs.keys import (
     ROUND_PREFIX,
     job_key,
     open_due_key,
-    prefix_end,
     round_key,
     round_prefix,
 )

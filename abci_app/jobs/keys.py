@@ -10,7 +10,7 @@
 
 
 from abci_app.bank.keys import module_address
-from abci_app.encoding import prefix_end, u64_key
+from abci_app.encoding import u64_key
 
 PARAMS_KEY = b"\x50"
 NEXT_JOB_ID_KEY = b"\x51"

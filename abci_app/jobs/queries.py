@@ -184,7 +184,7 @@ def query_rounds(reader: KVReader, args: list[str], params: dict[str, str]) -> t
         raise QueryError(f"job {jid} not found")
     start = int_param(params, "from", 0, 1 << 63)
     limit = int_param(params, "limit", MAX_LIMIT, MAX_LIMIT)
-    page = []
+    page: list[Any] = []
     for r in keeper.iterate_rounds(reader, jid, start):
         if len(page) >= limit:
             break

@@ -392,4 +392,4 @@ def process_rounds(ctx: Ctx) -> None:
         process_round_open(ctx, job)
 
 
-__all__ = ["Phase", "process_rounds", "open_due_key"]
+__all__ = ["Phase", "open_due_key", "process_rounds"]

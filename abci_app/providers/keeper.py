@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from abci_app.bank import keeper as bank
 from abci_app.codec.address import to_bech32
 from abci_app.context import Ctx
-from abci_app.encoding import decode_msg, encode_msg, u64_key
+from abci_app.encoding import decode_msg, encode_msg, prefix_end, u64_key
 from abci_app.errors import InvariantBroken
 from abci_app.pb import providers_pb2
 from abci_app.providers import events
@@ -22,7 +22,6 @@ from abci_app.providers.keys import (
     PROVIDER_PREFIX,
     TOMBSTONE_PREFIX,
     UNBONDING_PREFIX,
-    prefix_end,
     provider_key,
     tombstone_key,
     unbonding_key,
@@ -225,6 +224,18 @@ def check_invariants(store: KVReader) -> int:
 
 
 __all__ = [
-    "ACTIVE", "EXITING", "JAILED", "PROVIDER_BONDS", "SlashResult", "TOMBSTONE_PREFIX", "get_eligible",
-    "get_provider", "get_reputation", "is_eligible", "iterate_providers", "jail", "set_reputation", "slash",
+    "ACTIVE",
+    "EXITING",
+    "JAILED",
+    "PROVIDER_BONDS",
+    "TOMBSTONE_PREFIX",
+    "SlashResult",
+    "get_eligible",
+    "get_provider",
+    "get_reputation",
+    "is_eligible",
+    "iterate_providers",
+    "jail",
+    "set_reputation",
+    "slash",
 ]

@@ -8,7 +8,7 @@
 
 
 from abci_app.bank.keys import module_address
-from abci_app.encoding import lp, prefix_end, u64_key
+from abci_app.encoding import lp, u64_key
 
 PARAMS_KEY = b"\x40"
 PROVIDER_PREFIX = b"\x41"

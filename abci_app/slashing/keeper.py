@@ -30,12 +30,12 @@ DUPLICATE_VOTE = abci.MisbehaviorType.DUPLICATE_VOTE  # 1
 BPS = 10_000
 
 
-def get_signing_info(store: KVReader, cons: bytes) -> "slashing_pb2.SigningInfo | None":
+def get_signing_info(store: KVReader, cons: bytes) -> slashing_pb2.SigningInfo | None:
     raw = store.get(signing_info_key(cons))
     return None if raw is None else decode_msg(slashing_pb2.SigningInfo, raw)
 
 
-def set_signing_info(store: CacheKV, cons: bytes, info: "slashing_pb2.SigningInfo") -> None:
+def set_signing_info(store: CacheKV, cons: bytes, info: slashing_pb2.SigningInfo) -> None:
     store.set(signing_info_key(cons), encode_msg(info))
 
 
@@ -66,7 +66,7 @@ def process_evidence(ctx: Ctx, staking: StakingKeeper) -> None:
         clear_liveness(ctx.store, ev.validator)
 
 
-def process_vote(ctx: Ctx, staking: StakingKeeper, vote: Vote, p: "slashing_pb2.Params") -> None:
+def process_vote(ctx: Ctx, staking: StakingKeeper, vote: Vote, p: slashing_pb2.Params) -> None:
     cons = vote.validator
     if staking.is_jailed(ctx.store, cons):
         return  # jailed at H-1 still sits in the commits of H and H+1; count nothing

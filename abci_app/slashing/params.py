@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from loconet.slashing.v1 import slashing_pb2  # type: ignore[import-not-found]
+
 from abci_app.encoding import decode_msg, encode_msg
 from abci_app.pb import abci  # noqa: F401  (puts the generated stubs on sys.path)
 from abci_app.slashing.keys import SLASHING_PARAMS_KEY
 from abci_app.store import CacheKV, KVReader
-from loconet.slashing.v1 import slashing_pb2  # type: ignore[import-not-found]
 
 __all__ = ["DEFAULTS", "SLASHING_PARAMS_KEY", "get_params", "params_from_json", "params_to_json", "set_params", "slashing_pb2"]
 

@@ -22,7 +22,15 @@ from typing import TYPE_CHECKING
 
 from abci_app.bank import keeper as bank
 from abci_app.bank.keys import FEE_COLLECTOR
-from abci_app.encoding import decode_amount, decode_msg, encode_amount, encode_msg, lp, u64_key
+from abci_app.encoding import (
+    decode_amount,
+    decode_msg,
+    encode_amount,
+    encode_msg,
+    lp,
+    prefix_end,
+    u64_key,
+)
 from abci_app.errors import InvariantBroken
 from abci_app.pb import abci, keys_pb2, staking_pb2
 from abci_app.staking import events
@@ -37,7 +45,6 @@ from abci_app.staking.keys import (
     VALIDATOR_PREFIX,
     bond_key,
     bonds_prefix,
-    prefix_end,
     queue_key,
     unbonding_key,
     unbondings_prefix,
@@ -164,7 +171,7 @@ def decrease_bond(store: CacheKV, cons: bytes, delegator: bytes, amount: int, he
     return e
 
 
-def process_matured_unbondings(ctx: "Ctx") -> None:
+def process_matured_unbondings(ctx: Ctx) -> None:
     """Pay out every entry whose completion height is <= this block's height."""
     store = ctx.store
     end = UNBONDING_QUEUE_PREFIX + u64_key(ctx.block.height + 1)
@@ -185,7 +192,7 @@ def process_matured_unbondings(ctx: "Ctx") -> None:
 # ------------------------------------------------------------------------------ slashing hooks
 
 
-def slash(ctx: "Ctx", cons: bytes, infraction_height: int, fraction_bps: int, reason: str) -> int:
+def slash(ctx: Ctx, cons: bytes, infraction_height: int, fraction_bps: int, reason: str) -> int:
     """Burn ``fraction_bps`` of the validator's bonds and of its unbonding entries created at
     or after ``infraction_height``; returns the uloco burned. Unknown validator: 0."""
     store = ctx.store
@@ -218,7 +225,7 @@ def slash(ctx: "Ctx", cons: bytes, infraction_height: int, fraction_bps: int, re
     return burned_bonded + burned_unbonding
 
 
-def jail(ctx: "Ctx", cons: bytes, until: int, reason: str) -> None:
+def jail(ctx: Ctx, cons: bytes, until: int, reason: str) -> None:
     """Jail (power goes to 0 at end of block); MsgUnjail is accepted from height ``until``."""
     v = get_validator(ctx.store, cons)
     if v is None:
@@ -229,7 +236,7 @@ def jail(ctx: "Ctx", cons: bytes, until: int, reason: str) -> None:
     ctx.emit(events.jailed_event(cons, reason, v.jailed_until))
 
 
-def tombstone(ctx: "Ctx", cons: bytes) -> None:
+def tombstone(ctx: Ctx, cons: bytes) -> None:
     v = get_validator(ctx.store, cons)
     if v is None:
         return
@@ -264,7 +271,7 @@ def compute_active_set(store: KVReader) -> dict[bytes, int]:
     return {cons: -negp for negp, cons in cands[: params.max_validators]}
 
 
-def apply_validator_set(store: CacheKV, emit: "Ctx | None" = None) -> list[abci.ValidatorUpdate]:
+def apply_validator_set(store: CacheKV, emit: Ctx | None = None) -> list[abci.ValidatorUpdate]:
     """Store the new powers; return the updates (address order) CometBFT must apply."""
     active = compute_active_set(store)
     updates = []
@@ -282,7 +289,7 @@ def apply_validator_set(store: CacheKV, emit: "Ctx | None" = None) -> list[abci.
 # ------------------------------------------------------------------------------ rewards
 
 
-def distribute_rewards(ctx: "Ctx") -> None:
+def distribute_rewards(ctx: Ctx) -> None:
     """Mint ``block_reward`` into the fee collector, then pay its whole balance (fees + reward)
     to the validators in the set by power (``bank.split_pro_rata``: shares truncate, the dust
     goes one uloco each to the largest powers, ties by lower address: nothing is left over).

@@ -14,7 +14,7 @@ Module accounts (plain bank balances no key can sign for): ``BONDED_POOL`` holds
 from __future__ import annotations
 
 from abci_app.bank.keys import module_address
-from abci_app.encoding import lp, prefix_end, u64_key
+from abci_app.encoding import lp, u64_key
 
 VALIDATOR_PREFIX = b"\x10"
 BOND_PREFIX = b"\x11"
