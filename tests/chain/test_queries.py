@@ -1,0 +1,61 @@
+"""abci_query: paths, past heights, pruned heights, proofs that verify against the app hash."""
+
+from __future__ import annotations
+
+import json
+
+from abci_app.app import Application
+from abci_app.codec.address import to_bech32
+from abci_app.pb import abci
+from abci_app.store import MerkleStore, Proof, verify_proof
+from chainkit import Chain, genesis_request, send_msg, signer
+
+
+def q(chain: Chain, path: str, height: int = 0, prove: bool = False) -> abci.ResponseQuery:
+    return chain.app.query(abci.RequestQuery(path=path, height=height, prove=prove))
+
+
+def test_account_at_past_heights(chain: Chain) -> None:
+    k0, k1 = chain.keys[0], chain.keys[1]
+    path = f"/account/{to_bech32(k1.address)}"
+    start = json.loads(q(chain, path).value)["balance"]
+    h0 = chain.store.height
+    chain.block([chain.tx(k0, [send_msg(k1.address, 11)])])
+    chain.block([chain.tx(k0, [send_msg(k1.address, 22)])])
+    assert json.loads(q(chain, path, height=h0).value)["balance"] == start
+    assert json.loads(q(chain, path, height=h0 + 1).value)["balance"] == start + 11
+    assert json.loads(q(chain, path).value)["balance"] == start + 33
+    r = q(chain, path, height=h0 + 1, prove=True)
+    assert r.height == h0 + 1
+    root = chain.store.root_at(h0 + 1)
+    for op in r.proof_ops.ops:
+        p = Proof.from_bytes(op.data)
+        assert verify_proof(p, root, op.key, p.value)
+        assert not verify_proof(p, chain.store.app_hash, op.key, p.value)  # not the latest root
+
+
+def test_pruned_and_future_heights_give_clear_errors() -> None:
+    k0, k1, val = signer(0), signer(1), signer(1000)
+    app = Application(MerkleStore(None, keep_recent=2))
+    app.init_chain(genesis_request({k0.address: 10**9}, [(val, 10)]))
+    c = Chain(app, [k0, k1], [val])
+    for _ in range(6):
+        c.block([])
+    path = f"/account/{to_bech32(k1.address)}"
+    old = q(c, path, height=1)
+    assert old.code == 2 and old.codespace == "query" and "height" in old.log
+    future = q(c, path, height=c.store.height + 5)
+    assert future.code == 2 and "height" in future.log
+
+
+def test_unknown_path_and_bad_address(chain: Chain) -> None:
+    r = q(chain, "/nope")
+    assert r.code == 1 and "/account" in r.log  # lists the known paths
+    r = q(chain, "/account/loco1notanaddress")
+    assert r.code == 2 and "bech32" in r.log
+
+
+def test_supply_query(chain: Chain) -> None:
+    from abci_app.bank import keeper
+
+    assert json.loads(q(chain, "/supply").value)["supply"] == keeper.get_supply(chain.store)
