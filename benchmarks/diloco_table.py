@@ -4,7 +4,8 @@ Equal token budget per run: every worker processes ``--steps`` batches of
 ``--batch-size`` x block_size tokens, whatever H is (rounds = steps // H).
 
     nice -n 10 .venv/bin/python benchmarks/diloco_table.py \\
-        --data ../shared/data/tinyshakespeare.txt --steps 1000 --out benchmarks/diloco_out
+        --data ../shared/data/tinyshakespeare.txt --steps 1000 --out benchmarks/diloco_out \\
+        --results benchmarks/RESULTS.md
 
 Writes ``OUT/table.json``, ``OUT/table.md``, ``OUT/val_loss.png``, ``OUT/bytes.png``;
 ``--results benchmarks/RESULTS.md`` also writes/replaces the section
@@ -54,18 +55,20 @@ def model_107b(args, reduction: float) -> dict:
            "H": args.big_h, "compression_ratio": reduction}
     for bw_name, bw in (("1gbps", 1 * GBPS), ("100gbps", 100 * GBPS)):
         t_ar = t_step + ar_bytes * 8 / bw
-        # DiLoCo: the measured whole-run byte reduction R (which already includes the
-        # factor H) gives H x ar_bytes / R per round, overlapped with the round's compute
-        # all-gather of the compressed payloads (sparse sums cannot be ring-reduced): each
-        # node uploads its payload and downloads the W-1 others over its link
-        comm = (W - 1) * args.big_h * ar_bytes / reduction * 8 / bw
-        per_round = max(args.big_h * t_step, comm)
-        t_dl = per_round / args.big_h
-        # upper bound of this model (sync fully hidden): t_ar / t_step, reached once
-        # (W-1) x H x ar_bytes / R <= H x t_step x bw, i.e. R >= (W-1) ar_bytes 8 / (bw t_step)
-        out[bw_name] = {"allreduce_s_per_step": t_ar, "diloco_s_per_step": t_dl,
-                        "speedup": t_ar / t_dl, "speedup_bound": t_ar / t_step,
-                        "reduction_for_bound": (W - 1) * ar_bytes * 8 / bw / t_step}
+        payload = args.big_h * ar_bytes / reduction  # one node's upload per round (measured R)
+        for sync, fan in (("allgather", W - 1), ("ring", 2 * (W - 1) / W)):
+            # allgather: each node downloads the W-1 other payloads (loconet's blob store;
+            # needed for top-k, whose sums cannot be ring-reduced); ring: an AllReduce of the
+            # compressed payload (reducible codecs only: dense low-bit, low rank)
+            comm = fan * payload * 8 / bw
+            per_round = max(args.big_h * t_step, comm)  # sync overlapped with the round
+            t_dl = per_round / args.big_h
+            out[f"{bw_name}_{sync}"] = {
+                "allreduce_s_per_step": t_ar, "diloco_s_per_step": t_dl, "speedup": t_ar / t_dl,
+                # bound of this model (sync fully hidden): t_ar / t_step, reached once
+                # fan x H x ar_bytes / R <= H x t_step x bw
+                "speedup_bound": t_ar / t_step,
+                "reduction_for_bound": fan * ar_bytes * 8 / bw / t_step}
     out.update(tokens_per_step=args.big_tokens_per_step, gpus=args.big_gpus_per_worker,
                gpu_flops=args.big_gpu_flops, mfu=args.big_mfu)
     return out
@@ -94,7 +97,8 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--hs", default="50,200,500", help="H values for (b)")
     ap.add_argument("--compress-h", type=int, default=50, help="H used for (c), (d), (e)")
-    ap.add_argument("--codecs", default="int8,int4,topk:0.01+int4,lowrank:4+int8,chunk:64/4096+int2,"
+    ap.add_argument("--codecs", default="int8,int4,stride:1+int2,stride:1+int1,topk:0.01+int4,"
+                    "lowrank:4+int8,chunk:64/4096+int2,"
                     "chunk:64/4096+int2@sparseloco,chunk:256/4096+int2@sparseloco,"
                     "chunk:30/4096+int2@sparseloco;H=25,stride:9+int2@lr=1.0;m=0;ef=1.0",
                     help="codec rows for (c); SPEC[@sparseloco|@lr=X;m=Y;ef=Z] sets the outer "
@@ -266,15 +270,17 @@ def render(res: dict, out: Path) -> str:
           f"bf16 peak per GPU (A100/A800 class), {m['mfu'] * 100:.0f} % MFU (these three are my "
           "assumptions, not numbers from the paper); AllReduce: ring of bf16 gradients, "
           f"{m['allreduce_bytes_per_step'] / 1e9:.0f} GB per node per step; DiLoCo: H = {m['H']} "
-          "(assumed), a node uploads H x (AllReduce bytes per step) / R per round and downloads the "
-          f"{m['workers'] - 1} other payloads (all-gather, as in the table above), fully overlapped "
-          "with the round's compute (one-step delay). R = "
+          "(assumed), a node uploads H x (AllReduce bytes per step) / R per round; sync either as an "
+          f"all-gather (the node downloads the {m['workers'] - 1} other payloads, as loconet's blob "
+          "store and the small table above; required for top-k) or as a ring AllReduce of the "
+          "compressed payload (2(W-1)/W of it; only for reducible codecs such as dense low-bit or "
+          "low rank, as DiLoCoX does), fully overlapped with the round's compute (one-step delay). R = "
           f"{m['compression_ratio']:,.0f}x: the best *measured* whole-run byte reduction within a "
           "2 % loss gap in the table above (1 if none).", "",
-          "| link | AllReduce s/step | DiLoCo s/step | speedup | bound of this model (sync hidden) "
+          "| link, sync | AllReduce s/step | DiLoCo s/step | speedup | bound of this model (sync hidden) "
           "| R needed for the bound |", "|---|---|---|---|---|---|"]
-    for k in ("1gbps", "100gbps"):
-        L.append(f"| {k} | {m[k]['allreduce_s_per_step']:.1f} | {m[k]['diloco_s_per_step']:.2f} | "
+    for k in ("1gbps_allgather", "1gbps_ring", "100gbps_allgather", "100gbps_ring"):
+        L.append(f"| {k.replace('_', ', ')} | {m[k]['allreduce_s_per_step']:.1f} | {m[k]['diloco_s_per_step']:.2f} | "
                  f"{m[k]['speedup']:,.0f}x | {m[k]['speedup_bound']:,.0f}x | "
                  f"{m[k]['reduction_for_bound']:,.0f}x |")
     L += ["", f"Plots: `{out}/val_loss.png`, `{out}/bytes.png`; raw numbers `{out}/table.json`.", ""]

@@ -112,10 +112,6 @@ def test_chunk_bad_payloads_rejected():
     sh = shapes_of(t)
     raw = encode(c.compress(t, CompressionState()))
 
-    def unsorted(idx):  # swap the first two 9-bit offsets' bytes: breaks ordering
-        idx[0], idx[1] = idx[1].clone(), idx[0].clone()
-        return idx
-
     for bad in (_tamper(raw, "idx", lambda x: x.flip(0)),
                 _tamper(raw, "idx", lambda x: torch.full_like(x, 255)),
                 _tamper(raw, "q", lambda x: x[:-1]),
