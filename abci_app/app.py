@@ -121,6 +121,21 @@ def check_invariants(reader: KVReader) -> None:
             raise InvariantBroken(f"supply {supply} != balances {balances} + held by modules {held}")
 
 
+def check_genesis_params(store: KVReader) -> None:
+    """Cross-module parameter rules that no single module can check on its own."""
+    from abci_app.slashing.params import get_params as slashing_params
+    from abci_app.staking.params import get_params as staking_params
+
+    evidence_age = slashing_params(store).max_evidence_age_blocks
+    unbonding = staking_params(store).unbonding_blocks
+    if evidence_age > unbonding:
+        raise ValueError(
+            f"genesis: slashing.max_evidence_age_blocks ({evidence_age}) exceeds staking.unbonding_blocks "
+            f"({unbonding}): a validator could unbond before its double sign is punished; lower the first "
+            "or raise the second"
+        )
+
+
 def block_context(req: abci.RequestFinalizeBlock, chain_id: str) -> BlockContext:
     votes = tuple(
         Vote(v.validator.address, v.validator.power, v.block_id_flag == 2)  # BLOCK_ID_FLAG_COMMIT
@@ -210,6 +225,7 @@ class Application:
         for m in MODULES:
             if m.init_genesis is not None:
                 validators.extend(m.init_genesis(g, app_state.get(m.name, {}), req) or [])
+        check_genesis_params(g)
         if self.check_invariants:
             check_invariants(g)
         self._genesis = g

@@ -41,6 +41,9 @@ def init_home(
     genesis["chain_id"] = chain_id
     genesis["initial_height"] = "1"
     genesis["validators"][0]["name"] = moniker
+    # CometBFT drops evidence older than this; equal to slashing.max_evidence_age_blocks (100),
+    # which may not exceed staking.unbonding_blocks (100)
+    genesis["consensus_params"]["evidence"]["max_age_num_blocks"] = "100"
     genesis["app_state"] = {
         "bank": {"balances": [{"address": key.address, "amount": str(VALIDATOR_FUNDS)}]},
         "staking": {  # the genesis self-bond (100,000 of the 1,000,000 LOCO) gives the validator its power

@@ -46,7 +46,7 @@ SELF_BOND = 100_000 * LOCO
 # in a minute. Override with --param module.key=value.
 TESTNET_PARAMS: dict[str, dict[str, int]] = {
     "staking": {"block_reward": LOCO, "unbonding_blocks": 50},
-    "slashing": {"signed_blocks_window": 50, "downtime_jail_blocks": 20},
+    "slashing": {"signed_blocks_window": 50, "downtime_jail_blocks": 20, "max_evidence_age_blocks": 50},
 }
 
 # On top of LOCAL_TUNING (node/config.py): a 4-node net on 2 cores.
@@ -187,6 +187,9 @@ def create(d: Path, validators: int, accounts: int, base_port: int, params: dict
     genesis["chain_id"] = CHAIN_ID
     genesis["initial_height"] = "1"
     genesis["validators"] = []  # the app's InitChain computes the set from the genesis bonds
+    # CometBFT drops evidence older than this; keep it equal to the app's own limit
+    age = params.get("slashing", {}).get("max_evidence_age_blocks", TESTNET_PARAMS["slashing"]["max_evidence_age_blocks"])
+    genesis["consensus_params"]["evidence"]["max_age_num_blocks"] = str(age)
     genesis["app_state"] = {
         "bank": {"balances": balances},
         "staking": {"params": {k: str(v) for k, v in params.get("staking", {}).items()}, "validators": staking_vals},

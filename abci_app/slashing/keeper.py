@@ -19,7 +19,7 @@ starts a fresh window.
 from __future__ import annotations
 
 from abci_app.context import Ctx, Vote
-from abci_app.encoding import decode_msg, encode_msg
+from abci_app.encoding import decode_msg, encode_msg, prefix_end
 from abci_app.pb import abci
 from abci_app.slashing.expected_keepers import StakingKeeper
 from abci_app.slashing.keys import missed_key, missed_prefix, signing_info_key
@@ -41,8 +41,7 @@ def set_signing_info(store: CacheKV, cons: bytes, info: slashing_pb2.SigningInfo
 
 def clear_liveness(store: CacheKV, cons: bytes) -> None:
     p = missed_prefix(cons)
-    end = p[:-1] + bytes([p[-1] + 1]) if p[-1] != 0xFF else None
-    for k, _ in list(store.iterate(p, end)):
+    for k, _ in list(store.iterate(p, prefix_end(p))):
         store.delete(k)
     store.delete(signing_info_key(cons))
 

@@ -21,7 +21,9 @@ DEFAULTS: dict[str, int] = {
     "slash_fraction_downtime_bps": 100,
     "downtime_jail_blocks": 100,
     "slash_fraction_double_sign_bps": 500,
-    "max_evidence_age_blocks": 100_000,
+    # evidence older than this is ignored; must not exceed staking.unbonding_blocks, or a validator
+    # could unbond everything before its double sign is judged (checked at genesis)
+    "max_evidence_age_blocks": 100,
 }
 
 

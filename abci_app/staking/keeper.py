@@ -289,16 +289,33 @@ def apply_validator_set(store: CacheKV, emit: Ctx | None = None) -> list[abci.Va
 # ------------------------------------------------------------------------------ rewards
 
 
+def compute_reward_weights(ctx: Ctx) -> list[tuple[bytes, int]]:
+    """Who earns this block's reward and fees, and with what weight: the validators whose
+    signatures are in the block's decided last commit, by the power they signed with (as the
+    Cosmos SDK's x/distribution pays), skipping jailed ones. Without a last commit (the first
+    blocks) or with no eligible signer: the current set by stored power."""
+    vals = dict(iterate_validators(ctx.store))
+    signed = [
+        (vote.validator, vote.power)
+        for vote in sorted(ctx.block.last_commit, key=lambda x: x.validator)
+        if vote.signed and vote.power > 0 and vote.validator in vals and not vals[vote.validator].jailed
+    ]
+    if signed:
+        return signed
+    return [(cons, v.power) for cons, v in sorted(vals.items()) if v.power > 0 and not v.jailed]
+
+
 def distribute_rewards(ctx: Ctx) -> None:
     """Mint ``block_reward`` into the fee collector, then pay its whole balance (fees + reward)
-    to the validators in the set by power (``bank.split_pro_rata``: shares truncate, the dust
-    goes one uloco each to the largest powers, ties by lower address: nothing is left over).
-    No validator with power: nothing is minted and fees wait in the collector."""
+    to the validators of ``compute_reward_weights`` (``bank.split_pro_rata``: shares truncate,
+    the dust goes one uloco each to the largest weights, ties by lower address: nothing is left
+    over). No eligible validator: nothing is minted and fees wait in the collector."""
     from abci_app.bank.events import fee_paid_event
 
-    vals = [(cons, v) for cons, v in iterate_validators(ctx.store) if v.power > 0]
-    if not vals:
+    weights = compute_reward_weights(ctx)
+    if not weights:
         return
+    operators = dict(iterate_validators(ctx.store))
     reward = get_params(ctx.store).block_reward
     if reward:
         bank.mint(ctx.store, FEE_COLLECTOR, reward)
@@ -306,8 +323,8 @@ def distribute_rewards(ctx: Ctx) -> None:
     total = bank.get_balance(ctx.store, FEE_COLLECTOR)
     if not total:
         return
-    operator = {cons: v.operator for cons, v in vals}
-    for cons, share in bank.split_pro_rata(total, [(c, v.power) for c, v in vals]):
+    operator = {cons: operators[cons].operator for cons, _ in weights}
+    for cons, share in bank.split_pro_rata(total, weights):
         bank.send(ctx.store, FEE_COLLECTOR, operator[cons], share)
         ctx.emit(fee_paid_event(operator[cons], share))
 

@@ -126,6 +126,10 @@ def new_staking_chain(
 ) -> StakeChain:
     keys = [signer(i) for i in range(n_keys)]
     vals = [signer(2000 + i) for i in range(len(self_bonds))]
+    slashing = dict(slashing or {})
+    if staking and "unbonding_blocks" in staking and "max_evidence_age_blocks" not in slashing:
+        # genesis requires evidence age <= unbonding period (else a validator unbonds before judgement)
+        slashing["max_evidence_age_blocks"] = min(int(staking["unbonding_blocks"]), 100)
     balances = {k.address: funds for k in keys} | {v.address: funds for v in vals}
     app_state = {
         "bank": {"balances": [{"address": to_bech32(a), "amount": str(b)} for a, b in sorted(balances.items())]},

@@ -38,3 +38,15 @@ def test_no_reward_by_default() -> None:
     supply = bank.get_supply(c.store)
     c.blocks(3)
     assert bank.get_supply(c.store) == supply
+
+
+def test_validator_absent_from_last_commit_earns_nothing() -> None:
+    """Rewards follow the decided last commit: a validator whose vote is missing gets no share
+    of that block's reward and fees; the signers split it by the power they signed with."""
+    c = new_staking_chain([2 * LOCO, 2 * LOCO, 4 * LOCO], staking={"block_reward": 800})
+    c.blocks(2)
+    before = [c.balance(v.address) for v in c.vals]
+    c.block([], absent={c.vals[1].address})
+    got = [c.balance(v.address) - b for v, b in zip(c.vals, before)]
+    assert got[1] == 0
+    assert got[0] + got[2] == 800 and got[2] == 2 * got[0]
