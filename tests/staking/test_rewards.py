@@ -48,5 +48,4 @@ def test_validator_absent_from_last_commit_earns_nothing() -> None:
     before = [c.balance(v.address) for v in c.vals]
     c.block([], absent={c.vals[1].address})
     got = [c.balance(v.address) - b for v, b in zip(c.vals, before)]
-    assert got[1] == 0
-    assert got[0] + got[2] == 800 and got[2] == 2 * got[0]
+    assert got == [266, 0, 534]  # 800 by 2:4 between the signers; floor shares, dust to the largest
