@@ -64,7 +64,11 @@ class StakeChain:
     def tx(self, k: Ed25519Signer, msgs: list[tx_pb2.Msg], fee: int = 0) -> bytes:
         return build_tx(k, chain_id=CHAIN_ID, msgs=msgs, sequence=self.seqs.get(k.address, 0), fee=fee)
 
-    def block(self, txs: list[bytes] = (), *, absent: set[bytes] = frozenset(), evidence: list[tuple[bytes, int]] = ()) -> abci.ResponseFinalizeBlock:  # type: ignore[assignment]
+    def app_hash_if(self, txs: list[bytes]) -> bytes:
+        """The app hash the next block would have with these txs (staged, not committed)."""
+        return self.app.finalize_block(self.request(txs)).app_hash
+
+    def request(self, txs: list[bytes] = (), *, absent: set[bytes] = frozenset(), evidence: list[tuple[bytes, int]] = ()) -> abci.RequestFinalizeBlock:  # type: ignore[assignment]
         h = self.height + 1
         req = abci.RequestFinalizeBlock(txs=list(txs), height=h, proposer_address=self.vals[0].address,
                                         hash=hashlib.sha256(b"block%d" % h).digest())
@@ -76,7 +80,11 @@ class StakeChain:
         for cons, eh in evidence:
             m = req.misbehavior.add(type=abci.MisbehaviorType.DUPLICATE_VOTE, height=eh, total_voting_power=1)
             m.validator.address, m.validator.power = cons, self.comet_set(eh).get(cons, 0)
-        resp = self.app.finalize_block(req)
+        return req
+
+    def block(self, txs: list[bytes] = (), *, absent: set[bytes] = frozenset(), evidence: list[tuple[bytes, int]] = ()) -> abci.ResponseFinalizeBlock:  # type: ignore[assignment]
+        h = self.height + 1
+        resp = self.app.finalize_block(self.request(txs, absent=absent, evidence=evidence))
         self.app.commit(abci.RequestCommit())
         self.app.invariants()
         if resp.validator_updates:
@@ -155,13 +163,15 @@ def new_staking_chain(
 STAKING_PREFIXES = (b"\x10", b"\x11", b"\x12", b"\x13", b"\x14", b"\x15")
 
 
-def assert_rejected(c: StakeChain, k: Ed25519Signer, msgs: list[tx_pb2.Msg], err: type) -> None:
-    """Rejected the same way in CheckTx and in a block, and no staking state changed (only
-    the fee-free ante writes of the tx, which the app discards too, may differ: none here)."""
+def assert_rejected(c: StakeChain, k: Ed25519Signer, msgs: list[tx_pb2.Msg], err: type, fee: int = 100) -> None:
+    """Rejected the same way in CheckTx and in a block, and the tx changed nothing at all: the
+    block with it has exactly the app hash of the same block without it (fee and sequence
+    included), and no staking key changed."""
     from chainkit import snapshot
 
     before = snapshot(c)  # type: ignore[arg-type]
-    raw = c.tx(k, msgs)
+    raw = c.tx(k, msgs, fee=fee)
+    assert c.app_hash_if([raw]) == c.app_hash_if([])
     assert c.app.check_tx(abci.RequestCheckTx(tx=raw)).code == err.code
     resp = c.block([raw])
     r = resp.tx_results[0]
