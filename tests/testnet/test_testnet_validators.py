@@ -1,4 +1,5 @@
-"""A real network with short slashing windows: a node joins as a validator with
+"""A real network with short slashing windows: stake unbonded returns only after
+unbonding_blocks; a node joins as a validator with
 MsgCreateValidator, goes down past the window (slashed, jailed, removed), comes back with
 MsgUnjail and signs again; then a twin of another validator's key double-signs and CometBFT's
 evidence gets it slashed once and tombstoned. One network, in that order (each step needs the
@@ -17,7 +18,9 @@ from tnkit import cli, comet_validators, commit_signers, height, network, query,
 pytestmark = pytest.mark.integration
 
 PARAMS = ("slashing.signed_blocks_window=10", "slashing.min_signed_per_window_bps=5000", "slashing.downtime_jail_blocks=5",
-          "slashing.slash_fraction_downtime_bps=100", "slashing.slash_fraction_double_sign_bps=500")
+          "slashing.slash_fraction_downtime_bps=100", "slashing.slash_fraction_double_sign_bps=500",
+          "staking.unbonding_blocks=12", "slashing.max_evidence_age_blocks=12")
+UNBONDING_BLOCKS = 12
 
 
 def ceil_bps(amount: int, bps: int) -> int:
@@ -40,6 +43,24 @@ def signs(n0, addr: str, blocks: int = 2) -> bool:  # type: ignore[no-untyped-de
 def test_join_downtime_unjail_and_double_sign(tmp_path: Path) -> None:
     with network(tmp_path, *PARAMS) as (d, nodes):
         n0 = nodes[0]
+        # -- unbonding: stake comes back only after unbonding_blocks ---------------------------
+        from node.keys import Keyring
+
+        acct = Keyring(d).get("account1").address
+        target = nodes[1].validator_address
+        cli("tx", "staking", "bond", "account1", target, "300loco", "--home", str(d), "--node", n0.rpc_url)
+        bal0 = query(n0, f"/account/{acct}")["balance"]
+        out = cli("tx", "staking", "unbond", "account1", target, "300loco", "--home", str(d), "--node", n0.rpc_url, "-o", "json").stdout
+        import json
+
+        h_unbond = json.loads(out)["height"]
+        fee_paid = bal0 - query(n0, f"/account/{acct}")["balance"]
+        assert 0 <= fee_paid < 10**6  # only the fee left; the 300 LOCO are in the unbonding queue
+        wait_for("a few blocks into unbonding", lambda: height(n0) >= h_unbond + UNBONDING_BLOCKS // 2, timeout=30)
+        assert query(n0, f"/account/{acct}")["balance"] == bal0 - fee_paid  # not yet
+        wait_for("unbonding matured", lambda: height(n0) >= h_unbond + UNBONDING_BLOCKS + 1, timeout=40)
+        assert query(n0, f"/account/{acct}")["balance"] == bal0 - fee_paid + 300 * 10**6
+
         # -- a new node joins as a validator ----------------------------------------------------
         new = add_node(d)
         start_node(new)
