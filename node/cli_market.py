@@ -288,7 +288,7 @@ def _proven_one(decode: Callable[[bytes], Any], to_json: Callable[[Any], Any]) -
 def _emit(a: argparse.Namespace, res: dict[str, Any], text: str) -> int:
     if res.get("proof_verified"):
         text += f"\nproof: verified against app hash {res['app_hash']} (header {res['height'] + 1})"
-    out(a, res if a.output == "json" else res, text)
+    out(a, res, text)
     return 0
 
 
@@ -475,7 +475,7 @@ def register(root: Any, tx: Any, query: Any) -> None:
     p.add_argument("--windows", help="COMMIT,REVEAL,VERDICT,ATTEST in blocks (default 10,5,5,5)")
     p.add_argument("--model", help="LAYERS,HEADS,D_MODEL,CONTEXT,VOCAB (default 2,2,64,64,256)")
     p.add_argument("--min-reputation", type=int); p.add_argument("--min-stake"); p.add_argument("--challenge-bps", type=int)
-    p.add_argument("--verifiers", type=int)
+    p.add_argument("--verifiers", type=int, help="verifiers per challenge (default 1); proving fraud needs >= min_fraud_verifiers (3)")
     _tx_flags(p)
     p = add_command(job, "cancel", "cancel a job: no new rounds; unspent escrow refunded when the rounds in flight are final", "loconet tx job cancel 1 --from owner --home ~/.loconet", cmd_job_cancel)
     p.add_argument("job_id", type=int, metavar="JOB_ID"); _tx_flags(p)

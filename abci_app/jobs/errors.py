@@ -91,3 +91,11 @@ class ErrUnauthorized(JobsError):
 
 class ErrJobNotActive(JobsError):
     code = 521
+
+
+class ErrCopiedCommitment(JobsError):
+    """update_root or trace_root already committed by another participant of the round (or one
+    participant's update_root reused as another's trace_root): copied work; the first in block
+    order keeps it."""
+
+    code = 522

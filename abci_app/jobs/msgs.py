@@ -11,6 +11,7 @@ from abci_app.encoding import MAX_U64
 from abci_app.jobs import events, keeper
 from abci_app.jobs.errors import (
     ErrBadProof,
+    ErrCopiedCommitment,
     ErrDuplicate,
     ErrInvalidCommitment,
     ErrInvalidHash,
@@ -176,6 +177,7 @@ def process_msg_submit_update(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgSubmitUp
         raise ErrInvalidCommitment(f"losses must be <= {MAX_LOSS_MNATS} milli-nats")
     if not is_http_url(msg.blob_location):
         raise ErrInvalidLocation("blob_location must be an http(s) URL of <= 256 bytes")
+    check_not_copied(r, signer, msg.update_root, msg.trace_root)
     me.commitment.CopyFrom(jobs_pb2.Commitment(
         base_model_hash=msg.base_model_hash, update_root=msg.update_root, payload_size=msg.payload_size,
         trace_root=msg.trace_root, tokens_processed=msg.tokens_processed, loss_before_mnats=msg.loss_before_mnats,
@@ -183,6 +185,21 @@ def process_msg_submit_update(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgSubmitUp
     ))
     keeper.set_round(ctx.store, r)
     ctx.emit(events.update_submitted(job.id, r.round, signer, msg.update_root, msg.trace_root))
+
+
+def check_not_copied(r: jobs_pb2.Round, signer: bytes, update_root: bytes, trace_root: bytes) -> None:
+    """Copied work is refused: neither root may equal a root (update or trace, either way round)
+    already committed by another participant of the round. Honest participants train distinct
+    shards, so their roots never collide; the first commitment in block order keeps a root."""
+    for q in r.participants:  # address order
+        if q.address == signer or not q.HasField("commitment"):
+            continue
+        taken = (q.commitment.update_root, q.commitment.trace_root)
+        if update_root in taken or trace_root in taken:
+            raise ErrCopiedCommitment(
+                "update_root or trace_root is already committed by another participant of this round:"
+                " commit to your own work (roots must be provider-specific)"
+            )
 
 
 def process_msg_reveal_segment(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealSegment) -> None:

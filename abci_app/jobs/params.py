@@ -25,6 +25,7 @@ DEFAULTS: dict[str, int] = {
     "reputation_loss_missed_reveal_bps": 2_000,
     "reputation_loss_verifier_bps": 500,
     "max_trace_entries": 4_097,
+    "min_fraud_verifiers": 3,  # invalid voters (holding 2/3 of the stake) needed to slash for fraud
 }
 BPS_FIELDS = (
     "min_challenge_bps", "slash_fraction_liveness_bps", "slash_fraction_fraud_bps", "fraud_bounty_bps",
@@ -51,6 +52,8 @@ def params_from_json(d: dict[str, Any]) -> jobs_pb2.JobsParams:
             raise ValueError(f"jobs.params.{k}: must be > 0")
     if vals["max_trace_entries"] < 2:
         raise ValueError("jobs.params.max_trace_entries: must be >= 2")
+    if not 1 <= vals["min_fraud_verifiers"] <= vals["max_verifiers"]:
+        raise ValueError("jobs.params.min_fraud_verifiers: must be 1..max_verifiers (else fraud could never be proven)")
     return jobs_pb2.JobsParams(**vals)
 
 

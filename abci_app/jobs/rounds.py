@@ -47,7 +47,10 @@ OUTCOME_NAMES = {
     jobs_pb2.OUTCOME_ACCEPTED: "accepted",
     jobs_pb2.OUTCOME_FRAUD: "fraud",
     jobs_pb2.OUTCOME_UNDECIDED: "undecided",
+    jobs_pb2.OUTCOME_REJECTED: "rejected",
 }
+# outcomes a verifier majority decided (its side earns the verifier share and reputation)
+DECIDED = (jobs_pb2.OUTCOME_ACCEPTED, jobs_pb2.OUTCOME_FRAUD, jobs_pb2.OUTCOME_REJECTED)
 
 
 class Phase(IntEnum):
@@ -198,10 +201,12 @@ def compute_weighted_median(votes: list[tuple[int, bytes, int]]) -> int:
     return 0
 
 
-def compute_outcome(p: jobs_pb2.Participant, unverified_quality: int) -> tuple[int, int]:
+def compute_outcome(p: jobs_pb2.Participant, unverified_quality: int, min_fraud_verifiers: int) -> tuple[int, int]:
     """(outcome, quality) of a revealed challenge. S = stake of all assigned verifiers:
     valid stake >= 2/3 S -> accepted at the weighted median quality of the valid votes;
-    invalid stake >= 2/3 S -> fraud; anything else (ties, silence) -> undecided.
+    invalid stake >= 2/3 S -> fraud when at least ``min_fraud_verifiers`` verifiers voted
+    invalid, else rejected (not paid, not slashed: one or two drawn verifiers cannot prove
+    fraud); anything else (ties, silence) -> undecided.
     No verifier could be assigned (S = 0) -> accepted at unverified_quality (the reveal itself
     was checked on chain)."""
     total = sum(v.stake for v in p.verifiers)
@@ -213,7 +218,10 @@ def compute_outcome(p: jobs_pb2.Participant, unverified_quality: int) -> tuple[i
         q = compute_weighted_median([(v.quality, v.address, v.stake) for v in p.verifiers if v.voted and v.valid])
         return jobs_pb2.OUTCOME_ACCEPTED, q
     if 3 * invalid >= 2 * total:
-        return jobs_pb2.OUTCOME_FRAUD, 0
+        n_invalid = sum(1 for v in p.verifiers if v.voted and not v.valid)
+        if n_invalid >= max(min_fraud_verifiers, 1):
+            return jobs_pb2.OUTCOME_FRAUD, 0
+        return jobs_pb2.OUTCOME_REJECTED, 0
     return jobs_pb2.OUTCOME_UNDECIDED, 0
 
 
@@ -221,7 +229,8 @@ def process_verdict_end(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
     params = get_params(ctx.store)
     for p in r.participants:
         if p.challenged and p.HasField("reveal"):
-            p.outcome, p.quality = compute_outcome(p, params.unverified_quality)  # type: ignore[assignment]
+            p.outcome, p.quality = compute_outcome(  # type: ignore[assignment]
+                p, params.unverified_quality, params.min_fraud_verifiers)
             ctx.emit(events.verdict_decided(job.id, r.round, p.address, OUTCOME_NAMES[p.outcome], p.quality))
     r.phase = Phase.ATTEST
     _move_due(ctx, r, r.verdict_end, r.attest_end)
@@ -260,6 +269,12 @@ def _set_rep(ctx: Ctx, addr: bytes, new: int, reason: str) -> int:
     return new - old
 
 
+def _is_jailed(ctx: Ctx, addr: bytes) -> bool:
+    """Jailed for proven fraud (status jailed, exiting after it, or gone: the tombstone stays):
+    never paid again."""
+    return PROVIDERS.is_tombstoned(ctx.store, addr)
+
+
 def process_finalize(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
     """Attest quorum fixes the next base model (else it stays); participants' reward and the
     verifier share are paid from the escrow (abci_app.rewards); missed duties and fraud are
@@ -274,24 +289,30 @@ def process_finalize(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
         r.attest_stake = stake
         job.current_model_hash = model
         ctx.emit(events.model_attested(jid, rn, model, stake, total))
-    # 2. participants' reward
+    # 2. participants' reward. A provider jailed for fraud (in an earlier round, or an earlier
+    # job's round finalized before this one) is paid nothing: its share stays in the escrow and
+    # the others' shares are unchanged (weights computed over every accepted participant).
     accepted = [
         (p.address, p.commitment.tokens_processed * p.quality * p.reputation)
         for p in r.participants if p.outcome == jobs_pb2.OUTCOME_ACCEPTED
     ]
     for addr, amount in compute_participant_payouts(job.reward_per_round, len(r.participants), accepted):
+        if _is_jailed(ctx, addr):
+            continue
         keeper.pay(ctx.store, job, addr, amount)
         _find(r, addr).reward = amount  # type: ignore[union-attr]
         r.reward_paid += amount
         r.payouts.add(address=addr, amount=amount, kind="participant")
         ctx.emit(events.reward_paid(jid, rn, addr, amount, "participant"))
-    # 3. verifiers: one unit per vote on the side of a decided outcome
+    # 3. verifiers: one unit per vote on the side of a decided outcome (jailed: not paid, stays in escrow)
     majority_votes: list[tuple[bytes, int]] = []
     for p in r.participants:
-        if p.challenged and p.outcome in (jobs_pb2.OUTCOME_ACCEPTED, jobs_pb2.OUTCOME_FRAUD) and p.verifiers:
+        if p.challenged and p.outcome in DECIDED and p.verifiers:
             want_valid = p.outcome == jobs_pb2.OUTCOME_ACCEPTED
             majority_votes.extend((v.address, 1) for v in p.verifiers if v.voted and v.valid == want_valid)
     for addr, amount in compute_shares(job.verifier_reward_per_round, majority_votes):
+        if _is_jailed(ctx, addr):
+            continue
         keeper.pay(ctx.store, job, addr, amount)
         r.verifier_paid += amount
         r.payouts.add(address=addr, amount=amount, kind="verifier")
@@ -309,7 +330,7 @@ def process_finalize(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
                 r.slashes.add(address=p.address, amount=res.amount, reason=reason, burned=res.burned)
             p.reputation_delta = _set_rep(ctx, p.address, compute_loss(rep, loss), reason)
         elif p.outcome == jobs_pb2.OUTCOME_FRAUD:
-            provers = [(v.address, v.stake) for v in p.verifiers if v.voted and not v.valid]
+            provers = [(v.address, v.stake) for v in p.verifiers if v.voted and not v.valid and not _is_jailed(ctx, v.address)]
             res = PROVIDERS.slash(
                 ctx, p.address, params.slash_fraction_fraud_bps, reason="fraud", job_id=jid, round_=rn,
                 bounty_bps=params.fraud_bounty_bps, bounty_weights=provers,
@@ -327,7 +348,7 @@ def process_finalize(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
     for p in r.participants:
         if not p.challenged or p.outcome == jobs_pb2.OUTCOME_MISSED_REVEAL:
             continue  # nothing to verify
-        decided = p.outcome in (jobs_pb2.OUTCOME_ACCEPTED, jobs_pb2.OUTCOME_FRAUD)
+        decided = p.outcome in DECIDED
         for v in p.verifiers:
             rep = PROVIDERS.get_reputation(ctx.store, v.address)
             if not v.voted:

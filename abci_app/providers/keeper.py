@@ -18,10 +18,12 @@ from abci_app.errors import InvariantBroken
 from abci_app.pb import providers_pb2
 from abci_app.providers import events
 from abci_app.providers.keys import (
+    LAST_REPUTATION_PREFIX,
     PROVIDER_BONDS,
     PROVIDER_PREFIX,
     TOMBSTONE_PREFIX,
     UNBONDING_PREFIX,
+    last_reputation_key,
     provider_key,
     tombstone_key,
     unbonding_key,
@@ -55,6 +57,13 @@ def is_tombstoned(store: KVReader, address: bytes) -> bool:
     return store.get(tombstone_key(address)) is not None
 
 
+def get_last_reputation(store: KVReader, address: bytes) -> int | None:
+    """Reputation the address had when its provider record was removed (exit completed); None if
+    it never left."""
+    raw = store.get(last_reputation_key(address))
+    return None if raw is None else int.from_bytes(raw, "big")
+
+
 def is_eligible(store: KVReader, p: providers_pb2.Provider, min_reputation: int, min_stake: int) -> bool:
     """May be drawn as participant or verifier: active, bond >= max(min_stake, min_provider_stake),
     reputation >= max(min_reputation, 1) (a zero weight can never be drawn)."""
@@ -77,9 +86,20 @@ def set_provider(store: CacheKV, p: providers_pb2.Provider) -> None:
     store.set(provider_key(p.address), encode_msg(p))
 
 
+def compute_start_reputation(store: KVReader, address: bytes) -> int:
+    """initial_reputation for a new address; min(last reputation, initial_reputation) for one
+    that exited before: leaving and coming back never raises a reputation."""
+    initial = get_params(store).initial_reputation
+    last = get_last_reputation(store, address)
+    return initial if last is None else min(last, initial)
+
+
 def process_register(store: CacheKV, p: providers_pb2.Provider) -> None:
-    """Precondition: p validated, not registered, not tombstoned. Moves the bond into the module account."""
+    """Precondition: p validated, not registered, not tombstoned, reputation from
+    compute_start_reputation. Moves the bond into the module account; the remembered reputation
+    (if any) now lives in the record again."""
     bank.send(store, p.address, PROVIDER_BONDS, p.bond)
+    store.delete(last_reputation_key(p.address))
     set_provider(store, p)
 
 
@@ -175,8 +195,8 @@ def slash(
 
 
 def process_unbonding_queue(ctx: Ctx) -> None:
-    """Pay out unbonding that completes at this height; the provider record is removed (a jailed
-    provider stays tombstoned)."""
+    """Pay out unbonding that completes at this height; the provider record is removed, its
+    reputation kept under ``0x44`` for a later re-registration (a jailed provider stays tombstoned)."""
     h = ctx.block.height
     due = list(ctx.store.iterate(UNBONDING_PREFIX, UNBONDING_PREFIX + u64_key(h + 1)))
     for key, _ in due:
@@ -189,6 +209,7 @@ def process_unbonding_queue(ctx: Ctx) -> None:
         if amount:
             bank.send(ctx.store, PROVIDER_BONDS, addr, amount)
         ctx.store.delete(provider_key(addr))
+        ctx.store.set(last_reputation_key(addr), u64_key(p.reputation))
         ctx.emit(events.unbonded(addr, amount))
 
 
@@ -217,6 +238,10 @@ def check_invariants(store: KVReader) -> int:
         total += p.bond + p.unbonding
     if queued:
         raise InvariantBroken(f"unbonding entries without providers: {sorted(queued)}")
+    for key, v in store.iterate(LAST_REPUTATION_PREFIX, prefix_end(LAST_REPUTATION_PREFIX)):
+        addr = key[2:]
+        if get_provider(store, addr) is not None or int.from_bytes(v, "big") > MAX_REPUTATION:
+            raise InvariantBroken(f"last reputation entry {key.hex()} for a registered provider or out of range")
     held = bank.get_balance(store, PROVIDER_BONDS)
     if held != total:
         raise InvariantBroken(f"provider_bonds account holds {held} != bonds + unbonding {total}")
@@ -230,10 +255,13 @@ __all__ = [
     "PROVIDER_BONDS",
     "TOMBSTONE_PREFIX",
     "SlashResult",
+    "compute_start_reputation",
     "get_eligible",
+    "get_last_reputation",
     "get_provider",
     "get_reputation",
     "is_eligible",
+    "is_tombstoned",
     "iterate_providers",
     "jail",
     "set_reputation",

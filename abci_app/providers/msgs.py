@@ -76,7 +76,7 @@ def process_msg_register_provider(ctx: Ctx, signer: bytes, msg: providers_pb2.Ms
         address=signer,
         status=keeper.ACTIVE,
         bond=msg.bond,
-        reputation=params.initial_reputation,
+        reputation=keeper.compute_start_reputation(ctx.store, signer),
         hardware=list(msg.hardware),
         throughput_tokens_per_sec=msg.throughput_tokens_per_sec,
         region=msg.region,

@@ -9,7 +9,9 @@ never leaves a positive reputation unchanged (ceil of a positive product is >= 1
     missed commit                      rep -= ceil(rep * loss_missed_commit_bps / 10000)
     missed reveal                      rep -= ceil(rep * loss_missed_reveal_bps / 10000)
     verifier silent or in the minority rep -= ceil(rep * loss_verifier_bps / 10000)
-    proven fraud                       rep  = 0
+    proven fraud                       rep  = 0   (needs >= min_fraud_verifiers invalid voters)
+    rejected (2/3 invalid, fewer)      unchanged
+    exit then register again           rep  = min(last rep, initial_reputation)
 """
 
 from __future__ import annotations

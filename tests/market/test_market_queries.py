@@ -40,6 +40,7 @@ def test_queries_and_proofs():
     assert json.loads(q(m, "/providers?status=active").value)["total"] == 3
     mp = json.loads(q(m, "/market_params", prove=True).value)
     assert mp["providers"]["min_provider_stake"] == 1_000_000_000 and mp["jobs"]["slash_fraction_fraud_bps"] == 5000
+    assert mp["jobs"]["min_fraud_verifiers"] == 3
     # history: the job as it was right after creation
     created = json.loads(q(m, "/job/1").value)["created_height"]
     old = json.loads(q(m, "/job/1", height=created).value)
@@ -63,3 +64,24 @@ def test_round_table_renders():
     run_job(m, 1, skip_commit=frozenset({m.providers[0].address}))
     text = round_table(json.loads(q(m, "/round/1/0").value))
     assert "missed_commit" in text and "accepted" in text and "slashed:" in text and "phase finalized" in text
+
+
+def test_invalid_min_fraud_verifiers_param():
+    import pytest
+
+    from abci_app.jobs.params import params_from_json
+
+    assert params_from_json({}).min_fraud_verifiers == 3
+    assert params_from_json({"min_fraud_verifiers": 7}).min_fraud_verifiers == 7
+    for bad in ({"min_fraud_verifiers": 0}, {"min_fraud_verifiers": 8}, {"max_verifiers": 2}):
+        with pytest.raises(ValueError, match="min_fraud_verifiers"):
+            params_from_json(bad)
+
+
+def test_cli_market_params_json():
+    """``loconet query market-params -o json`` exists (the market's params are not in /params)."""
+    from node.cli import build_parser
+    from node.cli_market import cmd_query_market_params
+
+    a = build_parser().parse_args(["query", "market-params", "-o", "json", "--prove"])
+    assert a.func is cmd_query_market_params and a.output == "json" and a.prove

@@ -35,3 +35,47 @@ def test_invalid_already_exiting():
     assert m.send(k, exit_msg()).code == 0
     m.rejected(k, exit_msg(), code=409)
     m.rejected(k, register_msg(), code=401)
+
+
+def _exit_and_wait(m, k):  # type: ignore[no-untyped-def]
+    assert m.send(k, exit_msg()).code == 0
+    m.until(m.provider(k.address).unbonding_height)
+    assert m.provider(k.address) is None
+
+
+def test_reputation_survives_exit_and_reregister():
+    """Regression: exiting deleted the record and re-registering reset reputation to 5000. The
+    last reputation is kept under 0x44 and restored as min(last, initial_reputation)."""
+    from marketkit import create_job_msg, run_job
+
+    from abci_app.providers import keeper as pk
+    from abci_app.providers.keys import last_reputation_key
+
+    m = new_market(n_providers=2)
+    assert m.send(m.owner, create_job_msg(rounds=1)).code == 0
+    lazy = m.providers[0]
+    run_job(m, 1, skip_commit=frozenset({lazy.address}),
+            vote=lambda v, t: None if v == lazy.address else (True, 8_000))
+    low = m.provider(lazy.address).reputation
+    assert low == 4275  # missed commit (-500), then silent verifier (-225)
+    _exit_and_wait(m, lazy)
+    assert pk.get_last_reputation(m.store, lazy.address) == low
+    assert m.send(lazy, register_msg()).code == 0
+    assert m.provider(lazy.address).reputation == low
+    assert m.store.get(last_reputation_key(lazy.address)) is None  # lives in the record again
+
+
+def test_exit_never_raises_reputation():
+    """A provider above initial_reputation comes back at initial_reputation (min), never higher."""
+    from marketkit import create_job_msg, run_job
+
+    m = new_market(n_providers=2)
+    assert m.send(m.owner, create_job_msg(rounds=2)).code == 0
+    run_job(m, 1)
+    k = m.providers[0]
+    high = m.provider(k.address).reputation
+    assert high > 5000
+    _exit_and_wait(m, k)
+    assert m.send(k, register_msg()).code == 0
+    assert m.provider(k.address).reputation == 5000
+

@@ -49,8 +49,8 @@ def test_invalid_not_participant_or_not_challenged():
     m.rejected(k, reveal_msg(k.address, 1, 0, 0), code=504)
     m2, r2 = job_in_phase(3, challenge_bps=500)
     unch = [p for p in r2.participants if not p.challenged]
-    if unch:
-        m2.rejected(m2.key(unch[0].address), reveal_msg(unch[0].address, 1, 0, 0), code=510)
+    assert unch, "precondition: with challenge_bps=500 at least one participant is unchallenged"
+    m2.rejected(m2.key(unch[0].address), reveal_msg(unch[0].address, 1, 0, 0), code=510)
 
 
 def test_invalid_duplicate_and_wrong_phase():

@@ -80,8 +80,9 @@ def test_missed_reveal_slashed():
 
 
 def test_fraud_slashed_jailed_bounty_paid():
-    m = new_market(n_providers=4)
-    assert m.send(m.owner, create_job_msg(rounds=1, participants_per_round=2, verifiers_per_challenge=2)).code == 0
+    """Fraud needs >= min_fraud_verifiers (3) invalid voters with 2/3 of the stake."""
+    m = new_market(n_providers=5)
+    assert m.send(m.owner, create_job_msg(rounds=1, participants_per_round=2, verifiers_per_challenge=3)).code == 0
     m.until(m.height + 1)
     r = m.round(1, 0)
     cheat = r.participants[0].address
@@ -100,7 +101,10 @@ def test_fraud_slashed_jailed_bounty_paid():
     assert prov.status == 2 and prov.reputation == 0 and prov.bond == BOND - slash
     bounty = slash * 2000 // 10_000
     bounties = [x for x in r.payouts if x.kind == "bounty"]
-    assert sum(b.amount for b in bounties) == bounty and len(bounties) == len(p.verifiers)
+    assert len(p.verifiers) == 3
+    # split by stake, truncating: equal stakes -> floor(bounty / 3) each, the dust is burned
+    assert [b.amount for b in bounties] == [bounty // 3] * 3
+    bounty = sum(b.amount for b in bounties)
     burned = slash - bounty
     assert bank.get_supply(m.store) == supply - burned
     assert events_of(resps, "provider.jailed")[0]["reason"] == "fraud"
@@ -216,9 +220,10 @@ def test_invalid_gift_to_module_account():
 
 def test_jailed_provider_reputation_never_rises_again():
     """A provider proven fraudulent in round 0 that is also accepted in round 1 (drawn before
-    the fraud was proven) keeps reputation 0."""
-    m = new_market(n_providers=3)
-    assert m.send(m.owner, create_job_msg(rounds=2, participants_per_round=3, verifiers_per_challenge=2)).code == 0
+    the fraud was proven) keeps reputation 0 and is not paid for round 1: its slot stays in
+    the escrow, the others' shares are unchanged."""
+    m = new_market(n_providers=4)
+    assert m.send(m.owner, create_job_msg(rounds=2, participants_per_round=4, verifiers_per_challenge=3)).code == 0
     m.until(m.height + 1)
     cheat = m.round(1, 0).participants[0].address
 
@@ -231,3 +236,67 @@ def test_jailed_provider_reputation_never_rises_again():
     p1 = next(p for p in r1.participants if p.address == cheat)
     assert p1.outcome == jobs_pb2.OUTCOME_ACCEPTED and p1.reputation_delta == 0
     assert m.provider(cheat).reputation == 0 and m.provider(cheat).status == 2
+    # round 1 was opened before round 0's fraud was proven, but finalized after it
+    assert r1.open_height < r0.finalized_height < r1.finalized_height
+
+
+def test_jailed_provider_not_paid_for_rounds_in_flight():
+    """Regression: a provider jailed for fraud in round 0 was still paid its round-1 slot."""
+    m = new_market(n_providers=4)
+    budget, vbudget = 1_000_000, 100_000
+    assert m.send(m.owner, create_job_msg(rounds=2, reward=budget, vreward=vbudget, participants_per_round=4,
+                                          verifiers_per_challenge=3)).code == 0
+    m.until(m.height + 1)
+    cheat = m.round(1, 0).participants[0].address
+
+    def vote(v, t):  # the cheat is proven fraudulent in round 0 only
+        return (False, 0) if t == cheat and m.round(1, 0).phase == 4 else (True, 5_000)
+
+    run_job(m, 1, vote=vote)
+    r1 = m.round(1, 1)
+    p1 = next(p for p in r1.participants if p.address == cheat)
+    assert p1.outcome == jobs_pb2.OUTCOME_ACCEPTED and p1.reward == 0
+    assert cheat not in {x.address for x in r1.payouts}
+    others = [p for p in r1.participants if p.address != cheat]
+    assert all(p.outcome == jobs_pb2.OUTCOME_ACCEPTED and p.reward > 0 for p in others)
+    # the others keep exactly their slot shares; the cheat's slot returns to the escrow
+    from abci_app.rewards.rules import compute_participant_payouts
+    weights = [(p.address, p.commitment.tokens_processed * p.quality * p.reputation) for p in r1.participants]
+    want = {a: x for a, x in compute_participant_payouts(budget, 4, weights) if a != cheat}
+    assert {p.address: p.reward for p in others} == want
+    assert r1.reward_paid == sum(want.values()) <= budget * 3 // 4
+    assert r1.returned_to_escrow == budget + vbudget - r1.reward_paid - r1.verifier_paid
+    # no verifier share to the jailed cheat either (it verified others in round 1)
+    assert all(x.address != cheat for x in r1.payouts if x.kind == "verifier")
+
+
+def test_single_verifier_invalid_is_rejected_not_fraud():
+    """Regression: one drawn verifier voting invalid slashed an honest provider 50 %, jailed it
+    and took a bounty. Below min_fraud_verifiers (3) an invalid majority only rejects the update:
+    not paid, not slashed, not jailed; the verifier is paid as the majority."""
+    m = new_market(n_providers=3)
+    supply = bank.get_supply(m.store)
+    assert m.send(m.owner, create_job_msg(rounds=1, participants_per_round=1, verifiers_per_challenge=1)).code == 0
+    resps = run_job(m, 1, vote=lambda v, t: (False, 0))
+    r = m.round(1, 0)
+    (p,) = r.participants
+    assert p.outcome == jobs_pb2.OUTCOME_REJECTED and p.reward == 0 and p.slashed == 0
+    prov = m.provider(p.address)
+    assert prov.status == 1 and prov.bond == BOND and prov.reputation == 5000 and prov.jailed_height == 0
+    assert not r.slashes and not [x for x in r.payouts if x.kind == "bounty"]
+    assert events_of(resps, "provider.slashed") == [] and events_of(resps, "provider.jailed") == []
+    assert bank.get_supply(m.store) == supply
+    (v,) = p.verifiers
+    assert [(x.address, x.amount, x.kind) for x in r.payouts] == [(v.address, 100_000, "verifier")]
+    assert m.provider(v.address).reputation == 5500
+    assert r.reward_paid == 0 and r.returned_to_escrow == 1_000_000
+    assert events_of(resps, "verdict.decided")[0]["outcome"] == "rejected"
+
+
+def test_two_invalid_verifiers_below_min_fraud_verifiers_rejected():
+    m = new_market(n_providers=4)
+    assert m.send(m.owner, create_job_msg(rounds=1, participants_per_round=1, verifiers_per_challenge=2)).code == 0
+    run_job(m, 1, vote=lambda v, t: (False, 0))
+    (p,) = m.round(1, 0).participants
+    assert len(p.verifiers) == 2 and p.outcome == jobs_pb2.OUTCOME_REJECTED and p.slashed == 0
+    assert m.provider(p.address).status == 1
