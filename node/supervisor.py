@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import socket
 import subprocess
 import sys
 import tomllib
@@ -23,6 +22,7 @@ from abci_app.server import ABCIServer
 from abci_app.store import MerkleStore
 from node.config import AppConfig
 from node.paths import cometbft_binary
+from node.ports import is_port_free
 
 log = logging.getLogger("loconet.node")
 
@@ -36,17 +36,11 @@ def _port_of(addr: str) -> int:
 
 
 def check_port_free(port: int, what: str) -> None:
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        s.bind(("127.0.0.1", port))
-    except OSError:
+    if not is_port_free(port):
         raise StartError(
             f"port {port} ({what}) is already in use: stop the process using it "
             f"(`ss -ltnp 'sport = :{port}'`) or change it in the node's config"
-        ) from None
-    finally:
-        s.close()
+        )
 
 
 async def run_node(home: Path) -> int:

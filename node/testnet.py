@@ -24,7 +24,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ from typing import Any
 
 from node.config import AppConfig, Ports, set_toml_values, tune_cometbft_config
 from node.paths import PROJECT_ROOT, cometbft_binary
+from node.ports import is_port_free
 
 TESTNET_VERSION = 1
 DEFAULT_DIR = ".loconet-testnet"
@@ -259,16 +259,6 @@ def is_running(n: NodeInfo) -> bool:
         return False
 
 
-def _port_free(port: int) -> bool:
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        s.bind(("127.0.0.1", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
 
 
 def start_node(n: NodeInfo) -> int:
@@ -277,7 +267,7 @@ def start_node(n: NodeInfo) -> int:
         return _pid(n) or 0
     for port, what in ((n.p2p, "P2P"), (n.rpc, "RPC"), (n.abci, "ABCI")):
         deadline = time.monotonic() + 10  # a node just killed may leave its ports a moment
-        while not _port_free(port):
+        while not is_port_free(port):
             if time.monotonic() > deadline:
                 raise TestnetError(f"{n.name}: port {port} ({what}) is in use by another process: stop it, or use --base-port")
             time.sleep(0.2)

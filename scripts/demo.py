@@ -17,7 +17,6 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -46,19 +45,9 @@ def run(*args: str, show: bool = True) -> str:
 
 
 def free_base() -> int:
-    for base in range(26656, 40000, 100):
-        ok = True
-        for off in range(5):
-            s = socket.socket()
-            try:
-                s.bind(("127.0.0.1", base + off))
-            except OSError:
-                ok = False
-            finally:
-                s.close()
-        if ok:
-            return base
-    sys.exit("demo failed: no free ports")
+    from node.ports import find_free_base
+
+    return find_free_base(range(26656, 40000, 100), range(5))
 
 
 def main() -> int:

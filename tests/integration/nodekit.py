@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from node.config import AppConfig, Ports, tune_cometbft_config
+from node.ports import find_free_base, random_bases
 from node.rpc import Client, NodeUnreachable, RpcError
 
 LOCONET = [sys.executable, "-m", "node.cli"]
@@ -21,20 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def free_port_base() -> int:
     """A base port p such that p..p+4 are free (so a test never collides with a user's node)."""
-    for _ in range(200):
-        base = random.randrange(30000, 60000, 10)
-        ok = True
-        for off in range(5):
-            s = socket.socket()
-            try:
-                s.bind(("127.0.0.1", base + off))
-            except OSError:
-                ok = False
-            finally:
-                s.close()
-        if ok:
-            return base
-    raise RuntimeError("no free ports")
+    return find_free_base(random_bases(30000, 60000, 10), range(5))
 
 
 def cli(*args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:

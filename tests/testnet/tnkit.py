@@ -4,8 +4,6 @@ polling waits (never fixed sleeps), RPC reads."""
 from __future__ import annotations
 
 import json
-import random
-import socket
 import subprocess
 import sys
 import time
@@ -15,31 +13,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from node.paths import PROJECT_ROOT
+from node.ports import find_free_base, random_bases
 from node.rpc import Client, RpcError
 from node.testnet import NodeInfo, load, nodes_of
 
 T = TypeVar("T")
 
 
-def _free(port: int) -> bool:
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
-
-
 def free_base_port(nodes: int = 7) -> int:
     """A base port (not the default 26656) whose whole testnet port range is free."""
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20_000, 45_000 - 100 * nodes, 100) + 56
-        if all(_free(base + 100 * i + k) for i in range(nodes) for k in (0, 1, 2, 4)):
-            return base
-    raise RuntimeError("no free port range found")
+    candidates = [b + 56 for b in random_bases(20_000, 45_000 - 100 * nodes, 100)]
+    return find_free_base(candidates, [100 * i + k for i in range(nodes) for k in (0, 1, 2, 4)])
 
 
 def cli(*args: str, check: bool = True, timeout: float = 180) -> subprocess.CompletedProcess[str]:
