@@ -21,8 +21,7 @@ ULOCO = 1_000_000
 PLUGINS = ("node.cli_staking", "node.cli_market", "node.testnet")
 
 
-class UsageError(Exception):
-    pass
+from node.errors import UsageError  # noqa: E402  (re-exported for the plugins)
 
 
 def parse_amount(text: str) -> int:
