@@ -297,6 +297,7 @@ def simulate_allreduce(corpus: Corpus, sim: SimConfig, steps: int, eval_every: i
             _, loss = model(x, y)
             loss.backward()
             for g, p in zip(grads, params):
+                assert p.grad is not None  # every parameter takes part in the loss
                 g.add_(p.grad)
         for g, p in zip(grads, params):
             p.grad = g / float(sim.workers)
