@@ -329,9 +329,6 @@ def distribute_rewards(ctx: Ctx) -> None:
         ctx.emit(fee_paid_event(operator[cons], share))
 
 
-# kept for callers of the foundation API
-distribute_fees = distribute_rewards
-
 
 # ------------------------------------------------------------------------------ invariants
 
