@@ -21,7 +21,7 @@ ULOCO = 1_000_000
 PLUGINS = ("node.cli_staking", "node.cli_market", "node.testnet")
 
 
-from node.errors import UsageError  # noqa: E402  (re-exported for the plugins)
+from node.errors import UsageError  # re-exported for the plugins
 
 
 def parse_amount(text: str) -> int:
@@ -141,7 +141,7 @@ def broadcast(args: argparse.Namespace, key_name: str, msgs: list[Any]) -> int:
         acc = json.loads(c.abci_query(f"/account/{key.address}").value or b"{}")
         raw = build_tx(key.signer, chain_id=chain_id, msgs=msgs, sequence=int(acc.get("sequence", 0)), fee=args.fee)
         tx_hash = c.broadcast_tx_sync(raw)
-        if not args.output == "json":
+        if args.output != "json":
             print(f"broadcast {tx_hash}, waiting for a block...", file=sys.stderr)
         res = c.wait_for_tx(tx_hash)
     out(args, {"txhash": tx_hash, "height": int(res["height"]), "code": 0}, f"txhash: {tx_hash}\nheight: {res['height']}")

@@ -129,7 +129,7 @@ def _node_id(home: Path) -> str:
 
 
 def _cometbft_init(home: Path) -> None:
-    r = subprocess.run([cometbft_binary(), "init", "--home", str(home)], capture_output=True, text=True)
+    r = subprocess.run([cometbft_binary(), "init", "--home", str(home)], capture_output=True, text=True, check=False)
     if r.returncode != 0:
         raise TestnetError(f"cometbft init failed: {r.stderr.strip() or r.stdout.strip()}")
 
@@ -271,7 +271,7 @@ def start_node(n: NodeInfo) -> int:
             if time.monotonic() > deadline:
                 raise TestnetError(f"{n.name}: port {port} ({what}) is in use by another process: stop it, or use --base-port")
             time.sleep(0.2)
-    log = open(n.path / "node.log", "ab")
+    log = open(n.path / "node.log", "ab")  # noqa: SIM115 (handed to the detached child)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
         [sys.executable, "-m", "node.cli", "start", "--home", n.home],
@@ -357,7 +357,7 @@ def wait_producing(nodes: list[NodeInfo], min_height: int = 2, timeout: float = 
     while True:
         sts = [node_status(n) for n in nodes]
         if all(s["height"] is not None and s["height"] >= min_height and not s["catching_up"] for s in sts):
-            h, hashes = check_agreement(nodes, sts)
+            _, hashes = check_agreement(nodes, sts)
             if len(set(hashes.values())) == 1 and None not in hashes.values():
                 if progress:
                     print(f"\r{' ' * len(last)}\r", end="", file=sys.stderr)

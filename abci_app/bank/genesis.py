@@ -12,7 +12,7 @@ from abci_app.store import CacheKV
 def parse_amount(v: Any, what: str) -> int:
     """Amounts in JSON are decimal strings (or ints); no floats, no signs."""
     if isinstance(v, bool) or not isinstance(v, (int, str)):
-        raise ValueError(f"{what}: amount must be a decimal string, got {v!r}")
+        raise ValueError(f"{what}: amount must be a decimal string, got {v!r}")  # noqa: TRY004 (genesis errors are ValueError)
     s = str(v)
     if not s.isdigit():
         raise ValueError(f"{what}: amount must be a non-negative decimal integer, got {v!r}")

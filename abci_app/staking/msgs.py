@@ -80,9 +80,9 @@ def process_msg_unbond(ctx: Ctx, signer: bytes, msg: staking_pb2.MsgUnbond) -> N
     cons, v = _validator(ctx, msg.validator)
     e = keeper.decrease_bond(ctx.store, cons, signer, msg.amount, ctx.block.height)
     ctx.emit(events.unbonding_event(cons, signer, msg.amount, e.completion_height))
-    if signer == v.operator and not v.jailed:
-        if keeper.get_bond(ctx.store, cons, signer) < get_params(ctx.store).min_self_bond:
-            keeper.jail(ctx, cons, ctx.block.height, "self_bond_below_min")
+    below_min = keeper.get_bond(ctx.store, cons, signer) < get_params(ctx.store).min_self_bond
+    if signer == v.operator and not v.jailed and below_min:
+        keeper.jail(ctx, cons, ctx.block.height, "self_bond_below_min")
     if not keeper.compute_active_set(ctx.store):
         # CometBFT halts on an empty validator set: the last validator cannot leave
         raise ErrLastValidator("this unbond would leave the chain without any validator with power")
