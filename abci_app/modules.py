@@ -5,6 +5,9 @@ jobs advance rounds before staking turns power changes into validator updates.""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TypeVar
+
 from abci_app.auth.module import MODULE as AUTH
 from abci_app.bank.module import MODULE as BANK
 from abci_app.jobs.module import MODULE as JOBS
@@ -16,25 +19,19 @@ from abci_app.staking.module import MODULE as STAKING
 MODULES: tuple[ModuleSpec, ...] = (AUTH, BANK, SLASHING, PROVIDERS, JOBS, STAKING)
 
 
-def _merge_routes() -> dict[str, Handler]:
-    out: dict[str, Handler] = {}
-    for m in MODULES:
-        for k, h in m.routes.items():
+T = TypeVar("T")
+
+
+def _merge(what: str, tables: list[Mapping[str, T]]) -> dict[str, T]:
+    """One table from every module's; a name claimed twice is a wiring error caught at import."""
+    out: dict[str, T] = {}
+    for table in tables:
+        for k, v in table.items():
             if k in out:
-                raise RuntimeError(f"message {k!r} routed by two modules")
-            out[k] = h
+                raise RuntimeError(f"{what} {k!r} is claimed by two modules")
+            out[k] = v
     return out
 
 
-def _merge_queries() -> dict[str, QueryFn]:
-    out: dict[str, QueryFn] = {}
-    for m in MODULES:
-        for k, q in m.queries.items():
-            if k in out:
-                raise RuntimeError(f"query path /{k} served by two modules")
-            out[k] = q
-    return out
-
-
-ROUTES = _merge_routes()
-QUERIES = _merge_queries()
+ROUTES: dict[str, Handler] = _merge("message route", [m.routes for m in MODULES])
+QUERIES: dict[str, QueryFn] = _merge("query path", [m.queries for m in MODULES])
