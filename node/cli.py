@@ -178,7 +178,7 @@ def cmd_query_account(args: argparse.Namespace) -> int:
             data["app_hash"] = v["app_hash"]
     text = f"address:  {data['address']}\nbalance:  {data['balance']} uloco ({fmt_loco(data['balance'])})\nsequence: {data['sequence']}\nheight:   {data['height']}"
     if args.prove:
-        text += f"\nproof:    verified against app hash {data['app_hash']} (header {data['height'] + 1})"
+        text += f"\nproof:    verified against app hash {data['app_hash']} (header {data['height'] + 1}, signed by >2/3 of the validators)"
     out(args, data, text)
     return 0
 
@@ -301,10 +301,11 @@ def main(argv: list[str] | None = None) -> int:
     from node.init import InitError
     from node.keys import KeyError_
     from node.paths import ToolMissing
+    from node.proofs import ProofInvalid
     from node.rpc import RpcError
     from node.supervisor import StartError
 
-    known = (UsageError, LoconetError, InitError, KeyError_, ToolMissing, RpcError, StartError)
+    known = (UsageError, LoconetError, InitError, KeyError_, ToolMissing, RpcError, StartError, ProofInvalid)
     try:
         return int(args.func(args) or 0)
     except known as e:

@@ -5,8 +5,9 @@ the header of block H+1 (``app_hash``). Each ProofOp carries one store key and a
 value (or of its absence); all must verify against that root. The caller then re-derives what
 it shows from the proven raw values, not from the JSON the node sent.
 
-(The header itself is taken from the node's RPC; checking its commit signatures against the
-validator set is a light client's job and is not done here.)
+The header itself is checked first (``node.light``): it must hash to the block id that more
+than 2/3 of the validator set's power signed, and that set must hash to the header's
+``validators_hash``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from abci_app.encoding import decode_amount, decode_msg
 from abci_app.pb import state_pb2
 from abci_app.querying import PROOF_TYPE
 from abci_app.store import Proof, StoreError, verify_proof
+from node.light import HeaderInvalid, verified_app_hash
 from node.rpc import Client, QueryResult
 
 
@@ -32,7 +34,10 @@ def verify_query(client: Client, qr: QueryResult, wait: float = 30.0) -> tuple[b
     if not qr.proof_ops:
         raise ProofInvalid("the node returned no proof")
     client.wait_for_height(qr.height + 1, timeout=wait)
-    root = client.app_hash_at(qr.height + 1)
+    try:
+        root = verified_app_hash(client, qr.height + 1)
+    except HeaderInvalid as e:
+        raise ProofInvalid(f"header check failed: {e}") from None
     proven: dict[bytes, bytes | None] = {}
     for op in qr.proof_ops:
         if op["type"] != PROOF_TYPE:
