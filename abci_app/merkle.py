@@ -34,6 +34,19 @@ Byte payloads (compressed updates, states) are split into ``CHUNK_SIZE = 1 MiB``
 chunks; the last chunk may be shorter. The empty payload has zero chunks, so its root
 is ``EMPTY_ROOT``.
 
+Binding leaf (commitments bound to their provider)
+--------------------------------------------------
+
+A provider's update root and trace root have, as leaf 0, the binding leaf::
+
+    binding_leaf(kind, provider, job, round, base_model_hash) =
+        b"loconet/" + kind + b"/v1" + provider (20 bytes) + job (u64 BE) + round (u64 BE)
+        + base_model_hash (32 bytes),          kind in {b"trace", b"update"}
+
+so the update root is ``merkle_root([binding_leaf(b"update", ...)] + payload_chunks)`` and the
+trace root ``merkle_root([binding_leaf(b"trace", ...)] + state_hashes)``. The chain checks a
+proof of leaf 0 for the signer at submit, so a root copied by another provider is refused.
+
 Known answers (pinned by tests/test_merkle.py)::
 
     merkle_root([])                 e3b0c442...b855 (sha256 of the empty string)
@@ -47,10 +60,12 @@ import hashlib
 from collections.abc import Sequence
 
 __all__ = [
+    "BINDING_KINDS",
     "CHUNK_SIZE",
     "EMPTY_ROOT",
     "HASH_SIZE",
     "MAX_PROOF_LENGTH",
+    "binding_leaf",
     "chunk_bytes",
     "hash_leaf",
     "hash_node",
@@ -67,6 +82,28 @@ CHUNK_SIZE = 1 << 20  # 1 MiB
 EMPTY_ROOT = hashlib.sha256(b"").digest()
 # A proof never has more siblings than tree levels; 2**64 leaves is far beyond any use.
 MAX_PROOF_LENGTH = 64
+
+
+BINDING_KINDS = (b"trace", b"update")
+PROVIDER_SIZE = 20
+
+
+def binding_leaf(kind: bytes, provider: bytes, job: int, round_: int, base_model_hash: bytes) -> bytes:
+    """Leaf 0 of a bound update or trace root (pure bytes; see the module docstring).
+
+    Raises ``ValueError`` on an unknown kind, a provider that is not 20 bytes, a base hash
+    that is not 32 bytes, or a job/round outside 0..2^64-1.
+    """
+    if kind not in BINDING_KINDS:
+        raise ValueError(f"binding_leaf: kind must be one of {BINDING_KINDS}")
+    if len(provider) != PROVIDER_SIZE:
+        raise ValueError("binding_leaf: provider must be a 20-byte address")
+    if len(base_model_hash) != HASH_SIZE:
+        raise ValueError("binding_leaf: base_model_hash must be 32 bytes")
+    if not (0 <= job < 1 << 64 and 0 <= round_ < 1 << 64):
+        raise ValueError("binding_leaf: job and round must be u64")
+    return (b"loconet/" + bytes(kind) + b"/v1" + bytes(provider) + job.to_bytes(8, "big")
+            + round_.to_bytes(8, "big") + bytes(base_model_hash))
 
 
 def hash_leaf(data: bytes) -> bytes:

@@ -105,25 +105,45 @@ def build_cancel_job(job_id: int) -> Any:
 
 
 def build_submit_update(job_id: int, round_: int, *, base_model: bytes, update_root: bytes, payload_size: int,
-                        trace_root: bytes, tokens: int, loss_before: int, loss_after: int, blob: str) -> Any:
+                        trace_root: bytes, tokens: int, loss_before: int, loss_after: int, blob: str,
+                        update_binding_proof: Sequence[bytes] = (), trace_binding_proof: Sequence[bytes] = ()) -> Any:
     from abci_app.pb import jobs_pb2, tx_pb2
 
     return tx_pb2.Msg(submit_update=jobs_pb2.MsgSubmitUpdate(
         job_id=job_id, round=round_, base_model_hash=base_model, update_root=update_root, payload_size=payload_size,
         trace_root=trace_root, tokens_processed=tokens, loss_before_mnats=loss_before, loss_after_mnats=loss_after,
-        blob_location=blob))
+        blob_location=blob, update_binding_proof=list(update_binding_proof), trace_binding_proof=list(trace_binding_proof)))
 
 
-def build_reveal_from_trace(job_id: int, round_: int, segment: int, trace: Sequence[bytes], start_location: str, end_location: str) -> Any:
-    """Reveal trace entries ``segment`` and ``segment+1`` with their Merkle proofs (abci_app.merkle)."""
+def bound_trace_leaves(provider: bytes, job_id: int, round_: int, base_model: bytes, trace: Sequence[bytes]) -> list[bytes]:
+    """Leaf data of a bound trace tree: binding_leaf(b"trace", provider, job, round, base), then
+    the state hashes (entry i is leaf i + 1). Its root is the trace_root the chain accepts."""
+    from abci_app.merkle import binding_leaf
+
+    return [binding_leaf(b"trace", provider, job_id, round_, base_model)] + list(trace)
+
+
+def bound_update_leaves(provider: bytes, job_id: int, round_: int, base_model: bytes, payload: bytes) -> list[bytes]:
+    """Leaf data of a bound update tree: binding_leaf(b"update", ...), then the 1 MiB chunks."""
+    from abci_app.merkle import binding_leaf, chunk_bytes
+
+    return [binding_leaf(b"update", provider, job_id, round_, base_model)] + chunk_bytes(payload)
+
+
+def build_reveal_from_trace(job_id: int, round_: int, segment: int, trace: Sequence[bytes], start_location: str,
+                            end_location: str, *, provider: bytes, base_model: bytes) -> Any:
+    """Reveal trace entries ``segment`` and ``segment+1`` with their Merkle proofs (abci_app.merkle)
+    in the provider's bound trace: they are leaves ``segment+1`` and ``segment+2`` (leaf 0 is the
+    binding leaf)."""
     from abci_app.merkle import merkle_proof
     from abci_app.pb import jobs_pb2, tx_pb2
 
     if not 0 <= segment < len(trace) - 1:
         raise UsageError(f"segment {segment} is outside the trace's {len(trace) - 1} segments")
+    leaves = bound_trace_leaves(provider, job_id, round_, base_model, trace)
     return tx_pb2.Msg(reveal_segment=jobs_pb2.MsgRevealSegment(
         job_id=job_id, round=round_, segment=segment, start_state_hash=trace[segment], end_state_hash=trace[segment + 1],
-        start_proof=merkle_proof(list(trace), segment), end_proof=merkle_proof(list(trace), segment + 1),
+        start_proof=merkle_proof(leaves, segment + 1), end_proof=merkle_proof(leaves, segment + 2),
         start_location=start_location, end_location=end_location))
 
 
@@ -213,25 +233,71 @@ def cmd_job_cancel(a: argparse.Namespace) -> int:
     return broadcast(a, a.from_key, [build_cancel_job(a.job_id)])
 
 
-def cmd_round_submit(a: argparse.Namespace) -> int:
-    if a.trace_file:
-        from abci_app.merkle import merkle_root
+def _hex_list(text: str, what: str) -> list[bytes]:
+    """``HEX,HEX,...`` (32-byte hashes; the empty string is the empty list)."""
+    return [_hex32(x.strip(), what) for x in text.split(",") if x.strip()]
 
-        trace_root = merkle_root(read_trace(a.trace_file))
-    elif a.trace_root:
-        trace_root = _hex32(a.trace_root, "--trace-root")
+
+def _signer_address(a: argparse.Namespace) -> bytes:
+    from node.keys import Keyring
+
+    return Keyring(Path(a.home)).get(a.from_key).address_bytes
+
+
+def cmd_round_submit(a: argparse.Namespace) -> int:
+    """Both roots are bound to the signer (leaf 0 = abci_app.merkle.binding_leaf): with
+    --trace-file / --payload-file the roots and the proofs of leaf 0 are computed here."""
+    from abci_app.merkle import merkle_proof, merkle_root
+
+    base = _hex32(a.base_model, "--base-model")
+    me = _signer_address(a)
+    if a.trace_file:
+        if a.trace_root or a.trace_proof is not None:
+            raise UsageError("give either --trace-file or --trace-root with --trace-proof, not both")
+        leaves = bound_trace_leaves(me, a.job_id, a.round, base, read_trace(a.trace_file))
+        trace_root, trace_proof = merkle_root(leaves), merkle_proof(leaves, 0)
+    elif a.trace_root and a.trace_proof is not None:
+        trace_root, trace_proof = _hex32(a.trace_root, "--trace-root"), _hex_list(a.trace_proof, "--trace-proof")
     else:
-        raise UsageError("give --trace-root HEX or --trace-file FILE")
+        raise UsageError("give --trace-file FILE, or --trace-root HEX with --trace-proof HEX,HEX,...")
+    if a.payload_file:
+        if a.update_root or a.update_proof is not None:
+            raise UsageError("give either --payload-file or --update-root with --update-proof, not both")
+        try:
+            payload = Path(a.payload_file).read_bytes()
+        except OSError as e:
+            raise UsageError(f"cannot read payload file {a.payload_file}: {e}") from None
+        if a.payload_size is not None and a.payload_size != len(payload):
+            raise UsageError(f"--payload-size {a.payload_size} is not the payload file's size {len(payload)}")
+        leaves = bound_update_leaves(me, a.job_id, a.round, base, payload)
+        update_root, update_proof, size = merkle_root(leaves), merkle_proof(leaves, 0), len(payload)
+    elif a.update_root and a.update_proof is not None and a.payload_size is not None:
+        update_root, update_proof = _hex32(a.update_root, "--update-root"), _hex_list(a.update_proof, "--update-proof")
+        size = a.payload_size
+    else:
+        raise UsageError("give --payload-file FILE, or --update-root HEX with --update-proof HEX,HEX,... and --payload-size")
     msg = build_submit_update(
-        a.job_id, a.round, base_model=_hex32(a.base_model, "--base-model"), update_root=_hex32(a.update_root, "--update-root"),
-        payload_size=a.payload_size, trace_root=trace_root, tokens=a.tokens, loss_before=a.loss_before,
-        loss_after=a.loss_after, blob=a.blob)
+        a.job_id, a.round, base_model=base, update_root=update_root, payload_size=size, trace_root=trace_root,
+        tokens=a.tokens, loss_before=a.loss_before, loss_after=a.loss_after, blob=a.blob,
+        update_binding_proof=update_proof, trace_binding_proof=trace_proof)
     return broadcast(a, a.from_key, [msg])
 
 
 def cmd_round_reveal(a: argparse.Namespace) -> int:
     trace = read_trace(a.trace_file)
-    return broadcast(a, a.from_key, [build_reveal_from_trace(a.job_id, a.round, a.segment, trace, a.start_location, a.end_location)])
+    if a.base_model:
+        base = _hex32(a.base_model, "--base-model")
+    else:  # the round's base model, as committed in the signer's binding leaf
+        from node.rpc import Client
+
+        with Client(a.node) as c:
+            qr = c.abci_query(f"/round/{a.job_id}/{a.round}")
+            if qr.code != 0:
+                raise UsageError(f"query round {a.job_id}/{a.round} failed (code {qr.code}): {qr.log}")
+            base = bytes.fromhex(json.loads(qr.value)["base_model_hash"])
+    msg = build_reveal_from_trace(a.job_id, a.round, a.segment, trace, a.start_location, a.end_location,
+                                  provider=_signer_address(a), base_model=base)
+    return broadcast(a, a.from_key, [msg])
 
 
 def cmd_round_verdict(a: argparse.Namespace) -> int:
@@ -481,17 +547,25 @@ def register(root: Any, tx: Any, query: Any) -> None:
     p.add_argument("job_id", type=int, metavar="JOB_ID"); _tx_flags(p)
 
     rnd = tx.add_parser("round", help="round duties of providers and verifiers").add_subparsers(dest="round_cmd", required=True, metavar="CMD")
-    p = add_command(rnd, "submit-update", "commit to this round's update (commit window)", "loconet tx round submit-update 1 0 --from alice --base-model HEX --update-root HEX --payload-size 123456 --trace-file trace.json --tokens 8192 --loss-before 5500 --loss-after 5200 --blob http://10.0.0.1:26680/blob/HEX --home ~/.loconet", cmd_round_submit)
+    p = add_command(rnd, "submit-update", "commit to this round's update (commit window); both roots are bound to the signer: "
+                    "leaf 0 = binding_leaf(update|trace, signer, job, round, base) (abci_app/merkle.py), proven on chain",
+                    "loconet tx round submit-update 1 0 --from alice --base-model HEX --payload-file update.bin --trace-file trace.json --tokens 8192 --loss-before 5500 --loss-after 5200 --blob http://10.0.0.1:26680/blob/HEX --home ~/.loconet", cmd_round_submit)
     p.add_argument("job_id", type=int, metavar="JOB_ID"); p.add_argument("round", type=int, metavar="ROUND")
-    p.add_argument("--base-model", required=True); p.add_argument("--update-root", required=True)
-    p.add_argument("--payload-size", type=int, required=True)
-    p.add_argument("--trace-root"); p.add_argument("--trace-file", help="JSON list of hex state hashes (root computed here)")
+    p.add_argument("--base-model", required=True)
+    p.add_argument("--payload-file", help="the compressed update payload: bound update root, its leaf-0 proof and the size computed here")
+    p.add_argument("--update-root", help="expert: a bound update root (leaf 0 = binding_leaf(b'update', ...)); needs --update-proof and --payload-size")
+    p.add_argument("--update-proof", help="expert: HEX,HEX,... sibling hashes of leaf 0 under --update-root")
+    p.add_argument("--payload-size", type=int, help="bytes (taken from --payload-file when given)")
+    p.add_argument("--trace-file", help="JSON list of hex state hashes (bound root and leaf-0 proof computed here)")
+    p.add_argument("--trace-root", help="expert: a bound trace root; needs --trace-proof")
+    p.add_argument("--trace-proof", help="expert: HEX,HEX,... sibling hashes of leaf 0 under --trace-root")
     p.add_argument("--tokens", type=int, required=True); p.add_argument("--loss-before", type=int, required=True, help="milli-nats")
     p.add_argument("--loss-after", type=int, required=True, help="milli-nats"); p.add_argument("--blob", required=True, help="http(s) URL of the payload")
     _tx_flags(p)
-    p = add_command(rnd, "reveal", "reveal the challenged trace segment with Merkle proofs (reveal window)", "loconet tx round reveal 1 0 --from alice --segment 2 --trace-file trace.json --start-location URL --end-location URL --home ~/.loconet", cmd_round_reveal)
+    p = add_command(rnd, "reveal", "reveal the challenged trace segment with Merkle proofs in the signer's bound trace (reveal window)", "loconet tx round reveal 1 0 --from alice --segment 2 --trace-file trace.json --start-location URL --end-location URL --home ~/.loconet", cmd_round_reveal)
     p.add_argument("job_id", type=int, metavar="JOB_ID"); p.add_argument("round", type=int, metavar="ROUND")
     p.add_argument("--segment", type=int, required=True); p.add_argument("--trace-file", required=True)
+    p.add_argument("--base-model", help="the round's base model (default: asked from --node)")
     p.add_argument("--start-location", required=True); p.add_argument("--end-location", required=True)
     _tx_flags(p)
     p = add_command(rnd, "verdict", "post a verdict on a challenged segment (verdict window)", "loconet tx round verdict 1 0 loco1target... --valid --quality 8000 --from bob --home ~/.loconet", cmd_round_verdict)

@@ -150,3 +150,47 @@ def test_invalid_malformed_inputs_return_false():
     assert not verify_merkle_proof(root, b"a", 0, 3, [b"\x00" * 32] * 100)
     with pytest.raises(IndexError):
         merkle_proof(leaves, 3)
+
+
+# ------------------------------------------------------------------ binding leaf (bound roots)
+
+PROV = bytes(range(20))
+BASE = bytes([7]) * 32
+
+
+def test_binding_leaf_layout_known_answer():
+    from abci_app.merkle import binding_leaf
+
+    b = binding_leaf(b"trace", PROV, 1, 2, BASE)
+    assert b == b"loconet/trace/v1" + PROV + (1).to_bytes(8, "big") + (2).to_bytes(8, "big") + BASE
+    assert len(b) == 84
+    assert b.hex() == (
+        "6c6f636f6e65742f74726163652f7631000102030405060708090a0b0c0d0e0f1011121300000000000000010000"
+        "0000000000020707070707070707070707070707070707070707070707070707070707070707"
+    )
+    assert binding_leaf(b"update", PROV, 1, 2, BASE).startswith(b"loconet/update/v1" + PROV)
+
+
+def test_bound_roots_known_answers():
+    from abci_app.merkle import binding_leaf
+
+    h = [bytes([i]) * 32 for i in range(3)]
+    tb, ub = binding_leaf(b"trace", PROV, 1, 2, BASE), binding_leaf(b"update", PROV, 1, 2, BASE)
+    assert merkle_root([tb] + h).hex() == "311c87128ca9f98c43b6cd03d0098c22040be3f72f6fab001938dce4ff4e685f"
+    assert merkle_root([ub, b"a", b"b"]).hex() == "327e712c781a3c8b9fb7d6af62cf39c903d2d54a84965da210770fcfdb891cc2"
+    # the binding proof of leaf 0 verifies for this provider only
+    proof = merkle_proof([tb] + h, 0)
+    assert verify_merkle_proof(merkle_root([tb] + h), tb, 0, 4, proof)
+    other = binding_leaf(b"trace", bytes(20), 1, 2, BASE)
+    assert not verify_merkle_proof(merkle_root([tb] + h), other, 0, 4, proof)
+
+
+@pytest.mark.parametrize("args", [
+    (b"state", PROV, 1, 2, BASE), (b"trace", PROV[:19], 1, 2, BASE), (b"trace", PROV, 1, 2, BASE[:31]),
+    (b"trace", PROV, -1, 2, BASE), (b"trace", PROV, 1, 1 << 64, BASE),
+])
+def test_invalid_binding_leaf_arguments(args):
+    from abci_app.merkle import binding_leaf
+
+    with pytest.raises(ValueError):
+        binding_leaf(*args)

@@ -30,6 +30,13 @@ Commitments:
   * model hash  = sha256(model bytes) (kind 3: parameters only, float32);
   * trace root  = Merkle root whose leaf data are the 32-byte state hashes taken
     every k inner steps (steps 0, k, 2k, ..., H).
+
+Bound commitments (what the chain accepts in MsgSubmitUpdate): given a ``Binding(provider,
+job, round, base_model_hash)``, leaf 0 of each tree is ``abci_app.merkle.binding_leaf(kind,
+...)`` (kind b"update" / b"trace") and the chunks / state hashes follow as leaves 1, 2, ...
+Then trace entry i is leaf i + 1; ``trace_proof``/``chunk_proof`` take care of the offset, and
+``binding_proof`` gives the proof of leaf 0 that the chain checks at submit. Without a binding
+the roots are the unbound ones (leaf i = entry i), kept for local use and the known answers.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from typing import Sequence
 import torch
 
 from abci_app.merkle import (
+    binding_leaf,
     chunk_bytes,
     merkle_proof,
     merkle_root,
@@ -273,35 +281,82 @@ def sha256(b: bytes) -> bytes:
     return hashlib.sha256(b).digest()
 
 
-def update_root(payload_bytes: bytes) -> bytes:
-    """Merkle root over the payload's 1 MiB chunks (what MsgSubmitUpdate carries)."""
-    return merkle_root_of_bytes(payload_bytes)
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """Who commits, for which job, round and base model: leaf 0 of the bound roots."""
+
+    provider: bytes  # 20-byte address (train simulate: sha256(provider_id)[:20])
+    job: int
+    round: int
+    base_model_hash: bytes  # 32 bytes
+
+    def leaf(self, kind: bytes) -> bytes:
+        return binding_leaf(kind, self.provider, self.job, self.round, self.base_model_hash)
 
 
-def chunk_proof(payload_bytes: bytes, index: int) -> tuple[bytes, list[bytes], int]:
-    """(chunk, proof, n_chunks) for chunk ``index`` of a payload."""
-    chunks = chunk_bytes(payload_bytes)
-    return chunks[index], merkle_proof(chunks, index), len(chunks)
+def update_leaves(payload_bytes: bytes, binding: Binding | None = None) -> list[bytes]:
+    """Leaf data of the update tree: ([binding leaf] if bound) + the 1 MiB chunks."""
+    head = [binding.leaf(b"update")] if binding is not None else []
+    return head + chunk_bytes(payload_bytes)
 
 
-def verify_chunk(root: bytes, chunk: bytes, index: int, n_chunks: int, proof: Sequence[bytes]) -> bool:
-    return verify_merkle_proof(root, chunk, index, n_chunks, proof)
-
-
-def trace_root(state_hashes: Sequence[bytes]) -> bytes:
-    """Merkle root of the trace; leaf data are the 32-byte state hashes."""
+def trace_leaves(state_hashes: Sequence[bytes], binding: Binding | None = None) -> list[bytes]:
+    """Leaf data of the trace tree: ([binding leaf] if bound) + the 32-byte state hashes."""
     for h in state_hashes:
         if len(h) != 32:
             raise ValueError("trace entries must be 32-byte state hashes")
-    return merkle_root(list(state_hashes))
+    head = [binding.leaf(b"trace")] if binding is not None else []
+    return head + [bytes(h) for h in state_hashes]
 
 
-def trace_proof(state_hashes: Sequence[bytes], index: int) -> list[bytes]:
-    return merkle_proof(list(state_hashes), index)
+def update_root(payload_bytes: bytes, binding: Binding | None = None) -> bytes:
+    """Merkle root over the payload's 1 MiB chunks (what MsgSubmitUpdate carries: bound, so
+    leaf 0 is the binding leaf and chunk i is leaf i + 1)."""
+    if binding is None:
+        return merkle_root_of_bytes(payload_bytes)
+    return merkle_root(update_leaves(payload_bytes, binding))
+
+
+def chunk_proof(payload_bytes: bytes, index: int, binding: Binding | None = None) -> tuple[bytes, list[bytes], int]:
+    """(chunk, proof, n_chunks) for chunk ``index`` of a payload (bound: the proof of leaf
+    ``index + 1`` in a tree of ``n_chunks + 1`` leaves)."""
+    leaves = update_leaves(payload_bytes, binding)
+    off = 0 if binding is None else 1
+    return leaves[index + off], merkle_proof(leaves, index + off), len(leaves) - off
+
+
+def verify_chunk(root: bytes, chunk: bytes, index: int, n_chunks: int, proof: Sequence[bytes],
+                 bound: bool = False) -> bool:
+    off = 1 if bound else 0
+    return verify_merkle_proof(root, chunk, index + off, n_chunks + off, proof)
+
+
+def trace_root(state_hashes: Sequence[bytes], binding: Binding | None = None) -> bytes:
+    """Merkle root of the trace; leaf data are the 32-byte state hashes (bound: after the
+    binding leaf)."""
+    return merkle_root(trace_leaves(state_hashes, binding))
+
+
+def trace_proof(state_hashes: Sequence[bytes], index: int, binding: Binding | None = None) -> list[bytes]:
+    """Proof of trace entry ``index`` (bound: leaf ``index + 1``)."""
+    off = 0 if binding is None else 1
+    return merkle_proof(trace_leaves(state_hashes, binding), index + off)
+
+
+def binding_proof(kind: bytes, data: bytes | Sequence[bytes], binding: Binding) -> list[bytes]:
+    """Proof of leaf 0 (the binding leaf): ``kind`` b"update" with the payload bytes, or
+    b"trace" with the state hashes. This is MsgSubmitUpdate's update/trace_binding_proof."""
+    if kind == b"update":
+        return merkle_proof(update_leaves(bytes(data), binding), 0)  # type: ignore[arg-type]
+    if kind == b"trace":
+        return merkle_proof(trace_leaves(data, binding), 0)  # type: ignore[arg-type]
+    raise ValueError("binding_proof: kind must be b'update' or b'trace'")
 
 
 def verify_trace_entry(
-    root: bytes, state_hash: bytes, index: int, n_entries: int, proof: Sequence[bytes]
+    root: bytes, state_hash: bytes, index: int, n_entries: int, proof: Sequence[bytes], bound: bool = False
 ) -> bool:
-    """What the chain runs: is ``state_hash`` entry ``index`` of the committed trace?"""
-    return len(state_hash) == 32 and verify_merkle_proof(root, state_hash, index, n_entries, proof)
+    """What the chain runs: is ``state_hash`` entry ``index`` of the committed trace? (bound:
+    leaf ``index + 1`` of ``n_entries + 1``, as MsgRevealSegment is checked)."""
+    off = 1 if bound else 0
+    return len(state_hash) == 32 and verify_merkle_proof(root, state_hash, index + off, n_entries + off, proof)

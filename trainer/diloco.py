@@ -19,6 +19,7 @@ outer step stale. ``simulate_allreduce`` is the synchronous data-parallel baseli
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -26,7 +27,7 @@ from typing import Callable
 
 import torch
 
-from trainer.commit import decode, encode, update_root
+from trainer.commit import Binding, decode, encode, update_root
 from trainer.compression import AdaptivePolicy, CompressionState, Codec, make_codec
 from trainer.data import Corpus, ShardSpec
 from trainer.determinism import set_determinism
@@ -195,7 +196,10 @@ def simulate(corpus: Corpus, sim: SimConfig,
         decoded: dict[str, dict[str, torch.Tensor]] = {}
         roots, sizes, train_losses, traces = [], [], [], {}
         round_compute = []
+        base_hash = model_hash(gmodel)  # the round's base model (roots are bound to it)
         for w in workers:
+            # roots bound to the provider (leaf 0 = abci_app.merkle.binding_leaf), as on chain
+            bind = Binding(hashlib.sha256(w.provider.encode()).digest()[:20], sim.job, r, base_hash)
             start = base
             if sim.overlap and sim.overlap_mode == "eager" and w.provider in last_local:
                 # eager: stand in for the in-flight average with this worker's own last Δ
@@ -207,7 +211,7 @@ def simulate(corpus: Corpus, sim: SimConfig,
                                                      sim.trace_every)
             round_compute.append(dt)
             payload_bytes = encode(codec.compress(delta, w.cstate))
-            roots.append(update_root(payload_bytes).hex())
+            roots.append(update_root(payload_bytes, bind).hex())
             sizes.append(len(payload_bytes))
             # the receiver's path: parse canonical bytes, then decompress
             decoded[w.provider] = codec.decompress(decode(payload_bytes), shapes)
@@ -215,7 +219,7 @@ def simulate(corpus: Corpus, sim: SimConfig,
             train_losses.append(sum(losses) / len(losses))
             if trace:
                 from trainer.commit import trace_root
-                traces[w.provider] = trace_root(trace).hex()
+                traces[w.provider] = trace_root(trace, bind).hex()
         avg = aggregate(decoded)
         last_local = own_prev
         if sim.overlap:

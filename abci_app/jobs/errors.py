@@ -95,7 +95,15 @@ class ErrJobNotActive(JobsError):
 
 class ErrCopiedCommitment(JobsError):
     """update_root or trace_root already committed by another participant of the round (or one
-    participant's update_root reused as another's trace_root): copied work; the first in block
-    order keeps it."""
+    participant's update_root reused as another's trace_root). Since roots are bound to their
+    provider (523 is checked first) a copy cannot reach this check; kept as defence in depth."""
 
     code = 522
+
+
+class ErrUnboundCommitment(JobsError):
+    """update_root or trace_root is not bound to the signer: the proof of leaf 0 =
+    binding_leaf(kind, signer, job, round, base_model_hash) (abci_app.merkle) does not verify.
+    A root copied from another provider always fails here."""
+
+    code = 523

@@ -12,7 +12,7 @@ from chainkit import Chain, new_chain
 from abci_app.app import block_context, execute_block
 from abci_app.codec.tx import Ed25519Signer, SignatureCache
 from abci_app.jobs import keeper as jobs_keeper
-from abci_app.merkle import merkle_proof, merkle_root  # noqa: F401 (re-exported for tests)
+from abci_app.merkle import binding_leaf, merkle_proof, merkle_root  # noqa: F401 (re-exported for tests)
 from abci_app.pb import abci, jobs_pb2, providers_pb2, tx_pb2
 from abci_app.providers import keeper as providers_keeper
 
@@ -66,23 +66,44 @@ def trace_states(addr: bytes, job_id: int, round_: int, n_entries: int, tag: str
     return [h(f"{addr.hex()}/{job_id}/{round_}/{i}{tag}") for i in range(n_entries)]
 
 
+def trace_leaves(addr: bytes, job_id: int, round_: int, base: bytes = MODEL0, n_entries: int = 5) -> list[bytes]:
+    """Leaf data of an honest provider's bound trace tree: its binding leaf, then the states
+    (trace entry i is leaf i + 1)."""
+    return [binding_leaf(b"trace", addr, job_id, round_, base)] + trace_states(addr, job_id, round_, n_entries)
+
+
+def update_leaves(addr: bytes, job_id: int, round_: int, base: bytes = MODEL0) -> list[bytes]:
+    """Leaf data of an honest provider's bound update tree (a 123,456-byte payload = 1 chunk)."""
+    return [binding_leaf(b"update", addr, job_id, round_, base), h(f"update/{addr.hex()}/{round_}")]
+
+
 def submit_msg(addr: bytes, job_id: int, round_: int, base: bytes = MODEL0, *, n_entries: int = 5,
                tokens: int = 8192, **kw: Any) -> tx_pb2.Msg:
+    """An honest submission: both roots bound to ``addr`` (leaf 0 = its binding leaf) with the
+    proofs of leaf 0 (a base that is not 32 bytes gets placeholder roots: the chain refuses it
+    with 506 before it looks at them)."""
+    ul = update_leaves(addr, job_id, round_, base) if len(base) == 32 else [b"u"]
+    tl = trace_leaves(addr, job_id, round_, base, n_entries) if len(base) == 32 else [b"t"]
     d: dict[str, Any] = dict(
-        job_id=job_id, round=round_, base_model_hash=base, update_root=h(f"update/{addr.hex()}/{round_}"),
-        payload_size=123_456, trace_root=merkle_root(trace_states(addr, job_id, round_, n_entries)),
+        job_id=job_id, round=round_, base_model_hash=base, update_root=merkle_root(ul),
+        payload_size=123_456, trace_root=merkle_root(tl),
         tokens_processed=tokens, loss_before_mnats=5_500, loss_after_mnats=5_200,
         blob_location=f"http://10.0.0.1:26680/blob/{addr.hex()[:8]}",
+        update_binding_proof=merkle_proof(ul, 0), trace_binding_proof=merkle_proof(tl, 0),
     )
     d.update(kw)
     return tx_pb2.Msg(submit_update=jobs_pb2.MsgSubmitUpdate(**d))
 
 
-def reveal_msg(addr: bytes, job_id: int, round_: int, segment: int, *, n_entries: int = 5, **kw: Any) -> tx_pb2.Msg:
-    st = trace_states(addr, job_id, round_, n_entries)
+def reveal_msg(addr: bytes, job_id: int, round_: int, segment: int, *, n_entries: int = 5, base: bytes = MODEL0,
+               **kw: Any) -> tx_pb2.Msg:
+    """Reveal trace entries ``segment`` and ``segment + 1`` = leaves ``segment + 1`` and
+    ``segment + 2`` of the bound trace (leaf 0 is the binding)."""
+    tl = trace_leaves(addr, job_id, round_, base, n_entries)
+    seg = segment
     d: dict[str, Any] = dict(
-        job_id=job_id, round=round_, segment=segment, start_state_hash=st[segment], end_state_hash=st[segment + 1],
-        start_proof=merkle_proof(st, segment), end_proof=merkle_proof(st, segment + 1),
+        job_id=job_id, round=round_, segment=segment, start_state_hash=tl[seg + 1], end_state_hash=tl[seg + 2],
+        start_proof=merkle_proof(tl, seg + 1), end_proof=merkle_proof(tl, seg + 2),
         start_location="http://10.0.0.1:26680/s/a", end_location="http://10.0.0.1:26680/s/b",
     )
     d.update(kw)
@@ -205,7 +226,8 @@ def actors_block(
         elif r.phase == 3:
             for p in r.participants:
                 if p.challenged and not p.HasField("reveal") and p.address not in skip_reveal:
-                    txs.append((m.key(p.address), reveal_msg(p.address, job_id, r.round, p.segment)))
+                    txs.append((m.key(p.address), reveal_msg(p.address, job_id, r.round, p.segment,
+                                                             base=r.base_model_hash)))
         elif r.phase == 4:
             for p in r.participants:
                 if p.challenged and p.HasField("reveal"):

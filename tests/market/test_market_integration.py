@@ -78,13 +78,36 @@ def test_one_round_through_the_cli_on_cometbft(tmp_path: Path) -> None:
         r = wait_phase("commit")
         assert sorted(p["address"] for p in r["participants"]) == sorted(addrs.values())
 
-        traces = {}
+        traces, payloads = {}, {}
         for n, a in addrs.items():
             states = [h(f"{a}/state/{i}") for i in range(5)]
             traces[n] = tmp_path / f"trace-{n}.json"
             traces[n].write_text(json.dumps(states))
-        parallel(*[["tx", "round", "submit-update", "1", "0", "--from", n, "--base-model", model0,
-                    "--update-root", h(f"update/{n}"), "--payload-size", "123456", "--trace-file", str(traces[n]),
+            payloads[n] = tmp_path / f"update-{n}.bin"
+            payloads[n].write_bytes(hashlib.sha256(n.encode()).digest() * 3858)  # 123,456 bytes
+        # roots are bound to the signer: alice lets the CLI compute the update root and its
+        # leaf-0 proof from the payload; bob takes the expert path (root and proof given)
+        from abci_app.codec.address import from_bech32
+        from abci_app.merkle import binding_leaf, chunk_bytes, merkle_proof, merkle_root
+
+        bob_leaves = [binding_leaf(b"update", from_bech32(addrs["bob"]), 1, 0, bytes.fromhex(model0))]
+        bob_leaves += chunk_bytes(payloads["bob"].read_bytes())
+        update_args = {
+            "alice": ["--payload-file", str(payloads["alice"])],
+            "bob": ["--update-root", merkle_root(bob_leaves).hex(), "--update-proof",
+                    ",".join(x.hex() for x in merkle_proof(bob_leaves, 0)), "--payload-size", "123456"],
+        }
+        # a copy of alice's roots signed by bob is refused (523) before either has committed
+        alice_root = merkle_root([binding_leaf(b"update", from_bech32(addrs["alice"]), 1, 0, bytes.fromhex(model0))]
+                                 + chunk_bytes(payloads["alice"].read_bytes()))
+        bad = cli("tx", "round", "submit-update", "1", "0", "--from", "bob", "--base-model", model0,
+                  "--update-root", alice_root.hex(), "--update-proof", ",".join(x.hex() for x in merkle_proof(bob_leaves, 0)),
+                  "--payload-size", "123456", "--trace-file", str(traces["bob"]), "--tokens", "8192",
+                  "--loss-before", "5500", "--loss-after", "5200", "--blob", "http://127.0.0.1:26680/blob/x", *common,
+                  check=False)
+        assert bad.returncode != 0 and "523" in bad.stderr + bad.stdout, bad.stderr + bad.stdout
+        parallel(*[["tx", "round", "submit-update", "1", "0", "--from", n, "--base-model", model0, *update_args[n],
+                    "--trace-file", str(traces[n]),
                     "--tokens", "8192", "--loss-before", "5500", "--loss-after", "5200",
                     "--blob", f"http://127.0.0.1:26680/blob/{h(n)}", *common] for n in addrs])
 

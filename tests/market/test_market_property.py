@@ -90,8 +90,8 @@ def gen_block(rng: random.Random, keys, store, p_duty: float, p_bad: float, p_li
                     bad = rng.choice([
                         submit_msg(p.address, job.id, r.round, r.base_model_hash, tokens=0),
                         submit_msg(p.address, job.id, r.round + 1, r.base_model_hash),
-                        reveal_msg(p.address, job.id, r.round, p.segment, start_state_hash=h("x")),
-                        reveal_msg(p.address, job.id, r.round, (p.segment + 1) % 4),
+                        reveal_msg(p.address, job.id, r.round, p.segment, start_state_hash=h("x"), base=r.base_model_hash),
+                        reveal_msg(p.address, job.id, r.round, (p.segment + 1) % 4, base=r.base_model_hash),
                         verdict_msg(job.id, r.round, p.address),
                         attest_msg(job.id, r.round, b"short"),
                     ])
@@ -101,7 +101,7 @@ def gen_block(rng: random.Random, keys, store, p_duty: float, p_bad: float, p_li
                 if r.phase == 1 and not p.HasField("commitment"):
                     txs.append((who, submit_msg(p.address, job.id, r.round, r.base_model_hash)))
                 elif r.phase == 3 and p.challenged and not p.HasField("reveal"):
-                    txs.append((who, reveal_msg(p.address, job.id, r.round, p.segment)))
+                    txs.append((who, reveal_msg(p.address, job.id, r.round, p.segment, base=r.base_model_hash)))
                 elif r.phase == 4 and p.challenged and p.HasField("reveal"):
                     for v in p.verifiers:
                         if not v.voted and rng.random() < 0.8:

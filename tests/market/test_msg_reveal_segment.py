@@ -1,4 +1,4 @@
-from marketkit import h, job_in_phase, merkle_proof, non_participant, reveal_msg, trace_states
+from marketkit import h, job_in_phase, merkle_proof, non_participant, reveal_msg, trace_leaves, trace_states
 
 from abci_app.merkle import merkle_root
 
@@ -12,7 +12,9 @@ def test_reveal_checks_proofs_on_chain():
     rv = m.round(1, 0).participants[0].reveal
     st = trace_states(p.address, 1, 0, 5)
     assert rv.start_state_hash == st[p.segment] and rv.end_state_hash == st[p.segment + 1]
-    assert merkle_root(st) == p.commitment.trace_root
+    # the committed root is bound: leaf 0 is the provider's binding leaf, entry i is leaf i + 1
+    assert merkle_root(trace_leaves(p.address, 1, 0)) == p.commitment.trace_root
+    assert merkle_root(st) != p.commitment.trace_root
 
 
 def test_invalid_bad_merkle_proof():
@@ -20,17 +22,23 @@ def test_invalid_bad_merkle_proof():
     p = r.participants[0]
     a, s = p.address, p.segment
     st = trace_states(a, 1, 0, 5)
+    tl = trace_leaves(a, 1, 0)  # leaf i + 1 = entry i
     k = m.key(a)
     # a state that is not in the trace
     m.rejected(k, reveal_msg(a, 1, 0, s, start_state_hash=h("forged")), code=512)
     # the right hash with the proof of another entry
     other = (s + 2) % 5
-    m.rejected(k, reveal_msg(a, 1, 0, s, end_proof=merkle_proof(st, other)), code=512)
+    m.rejected(k, reveal_msg(a, 1, 0, s, end_proof=merkle_proof(tl, other + 1)), code=512)
+    # the old unbound layout (entry i = leaf i) no longer verifies
+    m.rejected(k, reveal_msg(a, 1, 0, s, start_proof=merkle_proof(st, s), end_proof=merkle_proof(st, s + 1)), code=512)
+    # the binding leaf is not a state (leaf 0 is never a trace entry)
+    if s == 0:
+        m.rejected(k, reveal_msg(a, 1, 0, s, start_state_hash=tl[0][:32], start_proof=merkle_proof(tl, 0)), code=512)
     # start and end swapped
     m.rejected(k, reveal_msg(a, 1, 0, s, start_state_hash=st[s + 1], end_state_hash=st[s]), code=512)
     # truncated / padded proof
-    m.rejected(k, reveal_msg(a, 1, 0, s, start_proof=merkle_proof(st, s)[:-1]), code=512)
-    m.rejected(k, reveal_msg(a, 1, 0, s, start_proof=merkle_proof(st, s) + [b"\x00" * 32]), code=512)
+    m.rejected(k, reveal_msg(a, 1, 0, s, start_proof=merkle_proof(tl, s + 1)[:-1]), code=512)
+    m.rejected(k, reveal_msg(a, 1, 0, s, start_proof=merkle_proof(tl, s + 1) + [b"\x00" * 32]), code=512)
     m.rejected(k, reveal_msg(a, 1, 0, s, start_proof=[b"\x00" * 5]), code=512)
 
 

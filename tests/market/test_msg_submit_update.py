@@ -1,4 +1,4 @@
-from marketkit import MODEL0, job_in_commit, non_participant, submit_msg
+from marketkit import MODEL0, binding_leaf, h, job_in_commit, merkle_proof, merkle_root, non_participant, submit_msg, trace_leaves, update_leaves
 
 from abci_app.jobs import keeper
 
@@ -65,41 +65,80 @@ def test_invalid_fields():
     m.rejected(k, submit_msg(a, 1, 0, blob_location="s3://bucket/x"), code=509)
 
 
-def test_invalid_copied_update_root_or_trace_root():
-    """Regression: a participant could commit another's update_root, trace_root and blob
-    location, and with challenge_bps=500 both were accepted and paid. The first commitment in
-    block order keeps its roots; a copy of either root (either way round) gets 522."""
+def test_invalid_copied_roots_are_unbound():
+    """Regression (front-running): a participant copied another's update_root and trace_root
+    from the mempool and landed first; the victim then got 522 and was slashed. Roots are now
+    bound to their provider (leaf 0 = binding_leaf(kind, provider, job, round, base), proven at
+    submit), so the copy is refused with 523 whichever order they land in, and the victim's own
+    submission succeeds."""
     m, r = job_in_commit(n_providers=3, participants_per_round=2)
-    a, b = r.participants[0].address, r.participants[1].address
-    orig = submit_msg(a, 1, 0).submit_update
-    assert m.send(m.key(a), submit_msg(a, 1, 0)).code == 0
-    kb = m.key(b)
-    own = submit_msg(b, 1, 0).submit_update
-    # the whole commitment copied
-    m.rejected(kb, submit_msg(b, 1, 0, update_root=orig.update_root, trace_root=orig.trace_root,
-                              blob_location=orig.blob_location), code=522)
-    # either root alone
-    m.rejected(kb, submit_msg(b, 1, 0, update_root=orig.update_root), code=522)
-    m.rejected(kb, submit_msg(b, 1, 0, trace_root=orig.trace_root), code=522)
+    victim, copier = r.participants[0].address, r.participants[1].address
+    orig = submit_msg(victim, 1, 0).submit_update
+    kc = m.key(copier)
+    # the whole commitment copied, proofs included: the copier lands first and is refused
+    res = m.rejected(kc, submit_msg(copier, 1, 0, update_root=orig.update_root, trace_root=orig.trace_root,
+                                    update_binding_proof=orig.update_binding_proof,
+                                    trace_binding_proof=orig.trace_binding_proof,
+                                    blob_location=orig.blob_location), code=523)
+    assert "not bound to the signer" in res.log
+    # either root alone, with the copier's own proofs or the victim's
+    m.rejected(kc, submit_msg(copier, 1, 0, update_root=orig.update_root), code=523)
+    m.rejected(kc, submit_msg(copier, 1, 0, trace_root=orig.trace_root), code=523)
+    m.rejected(kc, submit_msg(copier, 1, 0, trace_root=orig.trace_root,
+                              trace_binding_proof=orig.trace_binding_proof), code=523)
     # another's update_root as my trace_root, another's trace_root as my update_root
-    m.rejected(kb, submit_msg(b, 1, 0, trace_root=orig.update_root), code=522)
-    m.rejected(kb, submit_msg(b, 1, 0, update_root=orig.trace_root), code=522)
-    # its own work is accepted
-    assert m.send(kb, submit_msg(b, 1, 0)).code == 0
+    m.rejected(kc, submit_msg(copier, 1, 0, trace_root=orig.update_root), code=523)
+    m.rejected(kc, submit_msg(copier, 1, 0, update_root=orig.trace_root), code=523)
+    # the victim, second in time, still commits its own roots
+    assert m.send(m.key(victim), submit_msg(victim, 1, 0)).code == 0
+    # and the copier's own work is accepted
+    own = submit_msg(copier, 1, 0).submit_update
+    assert m.send(kc, submit_msg(copier, 1, 0)).code == 0
     c = m.round(1, 0).participants
     assert {p.commitment.update_root for p in c} == {orig.update_root, own.update_root}
 
 
-def test_invalid_copy_in_same_block_first_wins():
-    """Two submissions with the same roots in one block: the first in block order is accepted,
-    the second refused (deterministic on every node)."""
-    m, r = job_in_commit(n_providers=3, participants_per_round=2)
-    a, b = r.participants[1].address, r.participants[0].address  # not address order: block order decides
-    msg_a = submit_msg(a, 1, 0)
-    copy = submit_msg(b, 1, 0, update_root=msg_a.submit_update.update_root, trace_root=msg_a.submit_update.trace_root)
-    resp = m.block([(m.key(a), msg_a), (m.key(b), copy)])
-    assert [t.code for t in resp.tx_results] == [0, 522]
-    rr = m.round(1, 0)
-    assert next(p for p in rr.participants if p.address == a).HasField("commitment")
-    assert not next(p for p in rr.participants if p.address == b).HasField("commitment")
+def test_invalid_wrong_binding_proof():
+    m, r = job_in_commit()
+    a = r.participants[0].address
+    k = m.key(a)
+    good = submit_msg(a, 1, 0).submit_update
+    # missing, truncated, padded and forged proofs
+    m.rejected(k, submit_msg(a, 1, 0, update_binding_proof=[]), code=523)
+    m.rejected(k, submit_msg(a, 1, 0, trace_binding_proof=list(good.trace_binding_proof)[:-1]), code=523)
+    m.rejected(k, submit_msg(a, 1, 0, trace_binding_proof=list(good.trace_binding_proof) + [b"\x00" * 32]), code=523)
+    m.rejected(k, submit_msg(a, 1, 0, update_binding_proof=[b"\x00" * 32]), code=523)
+    m.rejected(k, submit_msg(a, 1, 0, trace_binding_proof=[b"\x00" * 5] * 3), code=523)
+    # a root built for another job, round or base model, or with another kind's binding leaf
+    for tl in (trace_leaves(a, 2, 0), trace_leaves(a, 1, 1), trace_leaves(a, 1, 0, h("other base"))):
+        m.rejected(k, submit_msg(a, 1, 0, trace_root=merkle_root(tl), trace_binding_proof=merkle_proof(tl, 0)), code=523)
+    ul = [binding_leaf(b"trace", a, 1, 0, MODEL0), b"chunk"]
+    m.rejected(k, submit_msg(a, 1, 0, update_root=merkle_root(ul), update_binding_proof=merkle_proof(ul, 0)), code=523)
+    # a payload_size whose chunk count does not match the tree (2 leaves = 1 chunk)
+    m.rejected(k, submit_msg(a, 1, 0, payload_size=(1 << 20) + 1), code=523)
+    # (the proof of leaf 0 binds the root to the signer, not the tree's exact size: a proof of
+    # leaf 0 has the same shape in some trees of different sizes, so a trace of the wrong length
+    # can pass here and is caught at reveal, where entries segment+1.. must verify)
+    # exactly one chunk boundary: 1 MiB is still one chunk
+    assert update_leaves(a, 1, 0)[0] == binding_leaf(b"update", a, 1, 0, MODEL0)
+    assert m.send(k, submit_msg(a, 1, 0, payload_size=1 << 20)).code == 0
 
+
+def test_invalid_copy_in_same_block_refused_either_order():
+    """Two submissions with the same roots in one block: the copy is refused whatever the block
+    order (deterministic on every node) and the owner of the roots is accepted."""
+    for copier_first in (False, True):
+        m, r = job_in_commit(n_providers=3, participants_per_round=2)
+        a, b = r.participants[1].address, r.participants[0].address
+        msg_a = submit_msg(a, 1, 0)
+        u = msg_a.submit_update
+        copy = submit_msg(b, 1, 0, update_root=u.update_root, trace_root=u.trace_root,
+                          update_binding_proof=u.update_binding_proof, trace_binding_proof=u.trace_binding_proof)
+        txs = [(m.key(a), msg_a), (m.key(b), copy)]
+        if copier_first:
+            txs.reverse()
+        resp = m.block(txs)
+        assert [t.code for t in resp.tx_results] == ([523, 0] if copier_first else [0, 523])
+        rr = m.round(1, 0)
+        assert next(p for p in rr.participants if p.address == a).HasField("commitment")
+        assert not next(p for p in rr.participants if p.address == b).HasField("commitment")

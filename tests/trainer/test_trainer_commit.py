@@ -100,3 +100,46 @@ def test_trace_root_known_answer():
     l = [hashlib.sha256(b"\x00" + x).digest() for x in h]
     expected = hashlib.sha256(b"\x01" + hashlib.sha256(b"\x01" + l[0] + l[1]).digest() + l[2]).digest()
     assert trace_root(h) == expected
+
+
+def test_bound_roots_verify_with_abci_app_merkle():
+    """The trainer's bound roots are what the chain checks: leaf 0 = binding_leaf (submit),
+    entry i = leaf i + 1 (reveal), with abci_app.merkle alone."""
+    from abci_app.merkle import CHUNK_SIZE, binding_leaf, merkle_root, verify_merkle_proof
+    from trainer.commit import Binding, binding_proof
+
+    b = Binding(bytes(range(20)), 3, 4, hashlib.sha256(b"base").digest())
+    t = {"w": torch.randn(700_000)}  # 3 chunks
+    raw = encode(make_codec("none").compress(t, CompressionState()))
+    root = update_root(raw, b)
+    assert root != update_root(raw)
+    n = (len(raw) + CHUNK_SIZE - 1) // CHUNK_SIZE + 1  # what the chain computes
+    leaf0 = binding_leaf(b"update", b.provider, 3, 4, b.base_model_hash)
+    assert verify_merkle_proof(root, leaf0, 0, n, binding_proof(b"update", raw, b))
+    for i in range(n - 1):
+        chunk, proof, nc = chunk_proof(raw, i, b)
+        assert nc == n - 1 and verify_chunk(root, chunk, i, nc, proof, bound=True)
+        assert verify_merkle_proof(root, chunk, i + 1, n, proof)
+    # another provider's binding does not verify under this root
+    other = binding_leaf(b"update", bytes(20), 3, 4, b.base_model_hash)
+    assert not verify_merkle_proof(root, other, 0, n, binding_proof(b"update", raw, b))
+
+    hashes = [hashlib.sha256(bytes([i])).digest() for i in range(5)]
+    troot = trace_root(hashes, b)
+    tleaf0 = binding_leaf(b"trace", b.provider, 3, 4, b.base_model_hash)
+    assert troot == merkle_root([tleaf0] + hashes)
+    assert verify_merkle_proof(troot, tleaf0, 0, 6, binding_proof(b"trace", hashes, b))
+    for i, hh in enumerate(hashes):
+        proof = trace_proof(hashes, i, b)
+        assert verify_merkle_proof(troot, hh, i + 1, 6, proof)
+        assert verify_trace_entry(troot, hh, i, 5, proof, bound=True)
+        assert not verify_trace_entry(troot, hh, i, 5, proof)
+
+
+def test_bound_trace_root_known_answer():
+    from trainer.commit import Binding
+
+    h = [bytes([i]) * 32 for i in range(3)]
+    b = Binding(bytes(range(20)), 1, 2, bytes([7]) * 32)
+    # same vector as tests/test_merkle.py::test_bound_roots_known_answers
+    assert trace_root(h, b).hex() == "311c87128ca9f98c43b6cd03d0098c22040be3f72f6fab001938dce4ff4e685f"
