@@ -14,6 +14,16 @@ MAX_U64 = 2**64 - 1
 M = TypeVar("M", bound=Message)
 
 
+def encode_uvarint(n: int) -> bytes:
+    """Unsigned LEB128 varint (protobuf's, CometBFT v0.38's ABCI framing, length-delimited sign bytes)."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
 def lp(b: bytes) -> bytes:
     """Length-prefixed bytes (one length byte) for composite keys."""
     if len(b) > 255:

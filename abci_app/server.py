@@ -22,6 +22,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from abci_app.encoding import encode_uvarint
 from abci_app.pb import abci
 
 log = logging.getLogger("loconet.abci")
@@ -32,15 +33,6 @@ FATAL = frozenset({"init_chain", "finalize_block", "commit"})
 
 class FramingError(Exception):
     pass
-
-
-def encode_uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def decode_uvarint(buf: bytes | bytearray, pos: int) -> tuple[int, int] | None:

@@ -156,6 +156,19 @@ def stop(p: subprocess.Popen[bytes]) -> None:
         p.wait()
 
 
+def load_node(cmd: list[str], home: Path, txs: list[bytes], args: argparse.Namespace) -> dict:
+    """Start a node, wait for blocks, run the load, stop it."""
+    p = start(cmd, home / "node.out")
+    try:
+        wait_height(2)
+        print(f"loading {home.name}...", file=sys.stderr)
+        res = run_load(txs, args.rate, args.duration, args.batch)
+        res["tx_bytes"] = len(txs[0])
+        return res
+    finally:
+        stop(p)
+
+
 def bench_loconet(tmp: Path, args: argparse.Namespace) -> dict:
     home = tmp / "loconet"
     subprocess.run([sys.executable, "-m", "node.cli", "init", "--home", str(home), "--chain-id", "bench"], check=True, capture_output=True, cwd=ROOT)
@@ -174,15 +187,7 @@ def bench_loconet(tmp: Path, args: argparse.Namespace) -> dict:
         for k in keys:
             msg = tx_pb2.Msg(send=bank_pb2.MsgSend(to_address=sink, amount=1))
             txs.append(build_tx(k, chain_id="bench", msgs=[msg], sequence=s, fee=1))
-    p = start([sys.executable, "-m", "node.cli", "start", "--home", str(home)], home / "node.out")
-    try:
-        wait_height(2)
-        print("loading loconet...", file=sys.stderr)
-        res = run_load(txs, args.rate, args.duration, args.batch)
-        res["tx_bytes"] = len(txs[0])
-        return res
-    finally:
-        stop(p)
+    return load_node([sys.executable, "-m", "node.cli", "start", "--home", str(home)], home, txs, args)
 
 
 def bench_kvstore(tmp: Path, args: argparse.Namespace, tx_bytes: int) -> dict:
@@ -192,15 +197,7 @@ def bench_kvstore(tmp: Path, args: argparse.Namespace, tx_bytes: int) -> dict:
     total = int(args.rate * args.duration)
     pad = max(tx_bytes - 20, 1)
     txs = [f"k{i:012d}=".encode() + b"v" * pad for i in range(total)]
-    p = start([cometbft_binary(), "start", "--home", str(home), "--proxy_app=kvstore"], home / "node.out")
-    try:
-        wait_height(2)
-        print("loading kvstore...", file=sys.stderr)
-        res = run_load(txs, args.rate, args.duration, args.batch)
-        res["tx_bytes"] = len(txs[0])
-        return res
-    finally:
-        stop(p)
+    return load_node([cometbft_binary(), "start", "--home", str(home), "--proxy_app=kvstore"], home, txs, args)
 
 
 def main() -> int:

@@ -28,6 +28,7 @@ from google.protobuf import wrappers_pb2
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
+from abci_app.encoding import encode_uvarint
 from abci_app.pb import keys_pb2  # noqa: F401  (puts the generated stubs on sys.path)
 from node.rpc import Client
 
@@ -52,15 +53,6 @@ def merkle_root(items: list[bytes]) -> bytes:
     while k * 2 < n:
         k *= 2
     return _sha(b"\x01" + merkle_root(items[:k]) + merkle_root(items[k:]))
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def parse_time(text: str) -> tuple[int, int]:
@@ -146,7 +138,7 @@ def vote_sign_bytes(chain_id: str, height: int, round_: int, block_id: dict[str,
         chain_id=chain_id,
     )
     data = vote.SerializeToString()
-    return _uvarint(len(data)) + data
+    return encode_uvarint(len(data)) + data
 
 
 def verify_signed_header(signed_header: dict[str, Any], vals: list[Validator]) -> dict[str, Any]:

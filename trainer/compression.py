@@ -491,23 +491,37 @@ def _chunk_decode_flat(codec: "Codec", n: int, parts: dict[str, torch.Tensor]) -
     return out
 
 
-def chunk_compress(codec: "Codec", tensors: dict[str, torch.Tensor], state: CompressionState) -> Payload:
-    names = sorted(tensors)
+def _flat_with_residual(tensors: dict[str, torch.Tensor], state: CompressionState) -> torch.Tensor:
+    """All tensors in name order, flattened into one float32 vector, each plus its decayed
+    error-feedback residual when error feedback is on."""
     gs = []
-    for name in names:
+    for name in sorted(tensors):
         t = tensors[name].detach().float().cpu().reshape(-1)
         res = state.residual.get(name)
         gs.append(t + state.ef_decay * res.reshape(-1) if (state.error_feedback and res is not None)
                   else t.clone())
-    flat = torch.cat(gs)
+    return torch.cat(gs)
+
+
+def _store_residual(state: CompressionState, names: list[str], shapes: dict[str, tuple[int, ...]],
+                    flat: torch.Tensor, dec: torch.Tensor) -> None:
+    """Error feedback: what this round did not send, per tensor, carried to the next round."""
+    if not state.error_feedback:
+        return
+    sizes = [math.prod(shapes[n]) for n in names]
+    for name, r in zip(names, torch.split(flat - dec, sizes)):
+        state.residual[name] = r.reshape(shapes[name])
+
+
+def chunk_compress(codec: "Codec", tensors: dict[str, torch.Tensor], state: CompressionState) -> Payload:
+    names = sorted(tensors)
+    flat = _flat_with_residual(tensors, state)
     offs, pos, counts = _chunk_select(codec, flat)
     parts = {"idx": pack_bits(offs, index_width(codec.chunk_size))}
     parts.update(_chunk_quant(codec, flat[pos], counts))
     shapes = {n: tuple(tensors[n].shape) for n in names}
     dec = _chunk_decode_flat(codec, flat.numel(), parts)
-    if state.error_feedback:
-        for name, g, d in zip(names, gs, torch.split(dec, [g.numel() for g in gs])):
-            state.residual[name] = (g - d).reshape(shapes[name])
+    _store_residual(state, names, shapes, flat, dec)
     meta = dict(codec._meta(), layout=layout_id(shapes))
     return Payload(kind=KIND_UPDATE, codec=codec.name, meta=meta,
                    entries={"flat": Entry(dtype=torch.float32, shape=(flat.numel(),), parts=parts)})
@@ -624,13 +638,7 @@ def _stride_dequant(q: str, parts: dict[str, torch.Tensor], m: int) -> torch.Ten
 
 def stride_compress(codec: "Codec", tensors: dict[str, torch.Tensor], state: CompressionState) -> Payload:
     names = sorted(tensors)
-    gs = []
-    for name in names:
-        t = tensors[name].detach().float().cpu().reshape(-1)
-        res = state.residual.get(name)
-        gs.append(t + state.ef_decay * res.reshape(-1) if (state.error_feedback and res is not None)
-                  else t.clone())
-    flat = torch.cat(gs)
+    flat = _flat_with_residual(tensors, state)
     offset = state.sent % codec.chunk_size
     state.sent += 1
     pos = torch.arange(offset, flat.numel(), codec.chunk_size)
@@ -638,9 +646,7 @@ def stride_compress(codec: "Codec", tensors: dict[str, torch.Tensor], state: Com
     dec = torch.zeros_like(flat)
     dec[pos] = dec_vals
     shapes = {n: tuple(tensors[n].shape) for n in names}
-    if state.error_feedback:
-        for name, g, d in zip(names, gs, torch.split(dec, [g.numel() for g in gs])):
-            state.residual[name] = (g - d).reshape(shapes[name])
+    _store_residual(state, names, shapes, flat, dec)
     meta = dict(codec._meta(), layout=layout_id(shapes), offset=offset)
     return Payload(kind=KIND_UPDATE, codec=codec.name, meta=meta,
                    entries={"flat": Entry(dtype=torch.float32, shape=(flat.numel(),), parts=parts)})

@@ -28,6 +28,7 @@ from nacl.exceptions import BadSignatureError, CryptoError
 from nacl.signing import VerifyKey
 
 from abci_app.codec.address import address_from_pubkey
+from abci_app.encoding import encode_uvarint
 from abci_app.errors import (
     ErrEmptyTx,
     ErrInvalidPubKey,
@@ -46,26 +47,14 @@ MAX_MEMO_BYTES = 256
 MAX_MSGS = 64
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 def sign_bytes(chain_id: str, body_bytes: bytes, auth_info_bytes: bytes) -> bytes:
     cid = chain_id.encode()
     return b"".join(
         (
             SIGN_DOMAIN,
-            _uvarint(len(cid)), cid,
-            _uvarint(len(body_bytes)), body_bytes,
-            _uvarint(len(auth_info_bytes)), auth_info_bytes,
+            encode_uvarint(len(cid)), cid,
+            encode_uvarint(len(body_bytes)), body_bytes,
+            encode_uvarint(len(auth_info_bytes)), auth_info_bytes,
         )
     )
 
