@@ -1,8 +1,12 @@
 """Binary Merkle trees shared by the chain (abci_app) and the trainer.
 
-Pure hashing: this module imports only ``hashlib`` and ``typing``; it uses no floats,
-no clock and no randomness, so the state machine and the trainer compute the same
-roots and check the same proofs byte for byte.
+Pure hashing: this module imports only ``hashlib``, ``os``, ``concurrent.futures`` and
+``collections.abc``; it uses no floats, no clock and no randomness, so the state machine and the
+trainer compute the same roots and check the same proofs byte for byte. Large payloads
+(``merkle_root_of_bytes`` over at least ``PARALLEL_MIN_BYTES``) hash their chunks on a few
+threads (hashlib releases the GIL on big buffers); the result never depends on the
+thread count, only the speed does. Leaves are hashed incrementally over ``memoryview``
+slices, so no chunk is copied.
 
 Tree definition (version 1)
 ---------------------------
@@ -57,7 +61,9 @@ Known answers (pinned by tests/test_merkle.py)::
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 __all__ = [
     "BINDING_KINDS",
@@ -65,9 +71,12 @@ __all__ = [
     "EMPTY_ROOT",
     "HASH_SIZE",
     "MAX_PROOF_LENGTH",
+    "PARALLEL_MIN_BYTES",
     "binding_leaf",
     "chunk_bytes",
+    "chunk_views",
     "hash_leaf",
+    "hash_leaves",
     "hash_node",
     "merkle_proof",
     "merkle_root",
@@ -82,6 +91,12 @@ CHUNK_SIZE = 1 << 20  # 1 MiB
 EMPTY_ROOT = hashlib.sha256(b"").digest()
 # A proof never has more siblings than tree levels; 2**64 leaves is far beyond any use.
 MAX_PROOF_LENGTH = 64
+# Payloads at least this large hash their leaves on several threads (below it the thread
+# start-up costs more than it saves). Speed only: the root is the same either way.
+PARALLEL_MIN_BYTES = 8 * CHUNK_SIZE
+MAX_HASH_THREADS = 8
+
+_sha256 = hashlib.sha256
 
 
 BINDING_KINDS = (b"trace", b"update")
@@ -106,9 +121,52 @@ def binding_leaf(kind: bytes, provider: bytes, job: int, round_: int, base_model
             + round_.to_bytes(8, "big") + bytes(base_model_hash))
 
 
-def hash_leaf(data: bytes) -> bytes:
-    """Return ``sha256(0x00 || data)``, the hash of one leaf."""
-    return hashlib.sha256(LEAF_PREFIX + bytes(data)).digest()
+def hash_leaf(data: bytes | bytearray | memoryview) -> bytes:
+    """Return ``sha256(0x00 || data)``, the hash of one leaf (any bytes-like ``data``;
+    hashed incrementally, never copied)."""
+    h = _sha256(LEAF_PREFIX)
+    h.update(data)
+    return h.digest()
+
+
+def _hash_leaf_run(leaves: Sequence[bytes | bytearray | memoryview]) -> list[bytes]:
+    out = []
+    for d in leaves:
+        h = _sha256(LEAF_PREFIX)
+        h.update(d)
+        out.append(h.digest())
+    return out
+
+
+def _thread_count(n_leaves: int, n_bytes: int, workers: int | None) -> int:
+    if workers is None:
+        if n_bytes < PARALLEL_MIN_BYTES:
+            return 1
+        workers = min(os.cpu_count() or 1, MAX_HASH_THREADS)
+    if workers < 1:
+        raise ValueError("workers must be at least 1")
+    return max(1, min(workers, n_leaves))
+
+
+def hash_leaves(leaves: Sequence[bytes | bytearray | memoryview], workers: int | None = None) -> list[bytes]:
+    """Return ``[hash_leaf(d) for d in leaves]``, on up to ``workers`` threads.
+
+    ``workers=None`` picks: one thread below ``PARALLEL_MIN_BYTES`` of leaf data, else one per
+    core (at most ``MAX_HASH_THREADS``). Each thread hashes one contiguous run of leaves;
+    the output is the same for every ``workers``.
+    """
+    n = len(leaves)
+    n_bytes = sum(map(len, leaves)) if workers is None else 0  # thread choice only
+    threads = _thread_count(n, n_bytes, workers)
+    if threads == 1:
+        return _hash_leaf_run(leaves)
+    step = -(-n // threads)
+    runs = [leaves[i : i + step] for i in range(0, n, step)]
+    # A pool per call: a few threads start in microseconds next to megabytes of hashing,
+    # and a fresh pool is safe after fork (a module-level one would not be).
+    with ThreadPoolExecutor(max_workers=len(runs), thread_name_prefix="merkle") as pool:
+        parts = list(pool.map(_hash_leaf_run, runs))
+    return [h for part in parts for h in part]
 
 
 def hash_node(left: bytes, right: bytes) -> bytes:
@@ -125,17 +183,20 @@ def _next_level(level: list[bytes]) -> list[bytes]:
     return out
 
 
-def merkle_root(leaves: Sequence[bytes]) -> bytes:
-    """Return the 32-byte Merkle root of ``leaves`` (leaf data, not leaf hashes).
-
-    ``merkle_root([]) == EMPTY_ROOT``.
-    """
-    if len(leaves) == 0:
-        return EMPTY_ROOT
-    level = [hash_leaf(d) for d in leaves]
+def _root_of_hashes(level: list[bytes]) -> bytes:
     while len(level) > 1:
         level = _next_level(level)
     return level[0]
+
+
+def merkle_root(leaves: Sequence[bytes], workers: int | None = None) -> bytes:
+    """Return the 32-byte Merkle root of ``leaves`` (leaf data, not leaf hashes).
+
+    ``merkle_root([]) == EMPTY_ROOT``. ``workers``: see ``hash_leaves`` (speed only).
+    """
+    if len(leaves) == 0:
+        return EMPTY_ROOT
+    return _root_of_hashes(hash_leaves(leaves, workers))
 
 
 def merkle_proof(leaves: Sequence[bytes], index: int) -> list[bytes]:
@@ -174,6 +235,8 @@ def verify_merkle_proof(
         or len(proof) > MAX_PROOF_LENGTH
     ):
         return False
+    if not isinstance(leaf_data, (bytes, bytearray, memoryview)):
+        return False
     h = hash_leaf(leaf_data)
     i, width, used = index, n_leaves, 0
     while width > 1:
@@ -198,6 +261,30 @@ def chunk_bytes(data: bytes, chunk_size: int = CHUNK_SIZE) -> list[bytes]:
     return [bytes(data[i : i + chunk_size]) for i in range(0, len(data), chunk_size)]
 
 
-def merkle_root_of_bytes(data: bytes, chunk_size: int = CHUNK_SIZE) -> bytes:
-    """Root over the 1 MiB chunks of ``data`` (the update root of a payload)."""
-    return merkle_root(chunk_bytes(data, chunk_size))
+def chunk_views(data: bytes | bytearray | memoryview, chunk_size: int = CHUNK_SIZE) -> list[memoryview]:
+    """``chunk_bytes`` without the copies: read-only ``memoryview`` slices of ``data``."""
+    if chunk_size <= 0:
+        raise ValueError("chunk_views: chunk_size must be positive")
+    view = memoryview(data).cast("B").toreadonly()
+    return [view[i : i + chunk_size] for i in range(0, len(view), chunk_size)]
+
+
+def merkle_root_of_bytes(
+    data: bytes | bytearray | memoryview,
+    chunk_size: int = CHUNK_SIZE,
+    head: Sequence[bytes] = (),
+    workers: int | None = None,
+) -> bytes:
+    """Root over the 1 MiB chunks of ``data`` (the update root of a payload).
+
+    Equal to ``merkle_root(list(head) + chunk_bytes(data, chunk_size))`` (``head``: leaves
+    placed before the chunks, e.g. the binding leaf of a bound update root), computed over
+    memoryview slices (no chunk is copied) with the chunks hashed on several threads when
+    ``data`` is at least ``PARALLEL_MIN_BYTES`` (``workers`` overrides; speed only).
+    """
+    chunks = chunk_views(data, chunk_size)
+    if not head and not chunks:
+        return EMPTY_ROOT
+    n_bytes = sum(c.nbytes for c in chunks)
+    threads = _thread_count(len(chunks), n_bytes, workers) if chunks else 1
+    return _root_of_hashes(_hash_leaf_run(head) + hash_leaves(chunks, threads))

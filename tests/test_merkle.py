@@ -194,3 +194,45 @@ def test_invalid_binding_leaf_arguments(args):
 
     with pytest.raises(ValueError):
         binding_leaf(*args)
+
+
+# ------------------------------------------------------------------ zero-copy, threaded hashing
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.binary(max_size=3000), st.integers(1, 700), st.integers(1, 5),
+       st.lists(st.binary(max_size=90), max_size=2))
+def test_root_of_bytes_equals_definition_for_every_thread_count(data, chunk_size, workers, head):
+    # the fast path (memoryview slices, leaves on `workers` threads) is the definition itself
+    expected = merkle_root(head + chunk_bytes(data, chunk_size))
+    assert merkle_root_of_bytes(data, chunk_size, head=head, workers=workers) == expected
+    assert merkle_root_of_bytes(bytearray(data), chunk_size, head=head) == expected
+    assert merkle_root(head + chunk_bytes(data, chunk_size), workers=workers) == expected
+
+
+def test_parallel_path_known_answer_and_views_are_not_copies():
+    from abci_app.merkle import PARALLEL_MIN_BYTES, chunk_views, hash_leaves
+
+    # big enough to take the threaded path by default: same root as one thread, and as the
+    # definition written out with hashlib
+    data = bytes(range(256)) * ((PARALLEL_MIN_BYTES + 3 * CHUNK_SIZE // 2) // 256)
+    views = chunk_views(data)
+    assert all(v.obj is data for v in views) and [v.nbytes for v in views][-1] == CHUNK_SIZE // 2
+    one = merkle_root_of_bytes(data, workers=1)
+    assert merkle_root_of_bytes(data) == one == merkle_root(chunk_bytes(data))
+    assert hash_leaves(views) == [sha(b"\x00" + bytes(v)) for v in views]
+    assert merkle_root_of_bytes(b"\x00" * (2 * CHUNK_SIZE + 1), workers=3).hex() == (
+        "201f03e482d72e53e53443ebe6a068d64e1a985393c21057a8dc8ef8a15ae191")
+    with pytest.raises(ValueError):
+        merkle_root_of_bytes(data, workers=0)
+    with pytest.raises(ValueError):
+        chunk_views(data, 0)
+
+
+def test_verify_refuses_non_bytes_leaf_data():
+    leaves = [b"a", b"b", b"c"]
+    root = merkle_root(leaves)
+    proof = merkle_proof(leaves, 0)
+    assert verify_merkle_proof(root, memoryview(b"a"), 0, 3, proof)
+    assert not verify_merkle_proof(root, 0, 0, 3, proof)
+    assert not verify_merkle_proof(root, None, 0, 3, proof)

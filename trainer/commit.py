@@ -314,7 +314,7 @@ def update_root(payload_bytes: bytes, binding: Binding | None = None) -> bytes:
     leaf 0 is the binding leaf and chunk i is leaf i + 1)."""
     if binding is None:
         return merkle_root_of_bytes(payload_bytes)
-    return merkle_root(update_leaves(payload_bytes, binding))
+    return merkle_root_of_bytes(payload_bytes, head=[binding.leaf(b"update")])
 
 
 def chunk_proof(payload_bytes: bytes, index: int, binding: Binding | None = None) -> tuple[bytes, list[bytes], int]:
