@@ -8,10 +8,39 @@ writes buffered responses out when it sees a Flush (which it always answers) or 
 buffer grows large. All four connections share one Application; handlers run one at a time on
 the event loop, so they never interleave.
 
-A handler that raises on the consensus path (InitChain, FinalizeBlock, Commit) means the
-state machine cannot go on safely: the server answers with ResponseException, logs the
-error and stops with exit status 1 (a halted node restarts from its last commit). Errors in
-CheckTx and Query are answered as ResponseException and the server keeps going.
+Connections and their roles. CometBFT's socket client treats a ResponseException as fatal
+(it stops the client and the node exits), so nothing a peer can send through RPC may ever be
+answered with one. Every connection gets its role from the first method it sends
+(``echo``/``flush`` are allowed everywhere and decide nothing):
+
+=========== ============================================================== ==================
+role        methods                                                        live connections
+=========== ============================================================== ==================
+query       info, query                                                    any number
+mempool     check_tx                                                       one
+consensus   init_chain, prepare/process_proposal, extend_vote,             one
+            verify_vote_extension, finalize_block, commit
+snapshot    list/offer_snapshot, load/apply_snapshot_chunk                 one
+=========== ============================================================== ==================
+
+A method outside the connection's role, or a role already held by another live connection
+(a fifth connection sending Commit, say), is refused: that connection gets a ResponseException
+and is closed, and nothing reaches the Application. The role is released when its connection
+closes, so a restarted cometbft reconnects normally.
+
+Bad bytes never reach a traceback: a frame that is not a valid ``Request`` (e.g. a Query whose
+path is not UTF-8, which protobuf refuses to parse) is answered on the query and mempool paths
+with an ordinary error response (``query`` code 3, ``tx`` code 2) found from the wire; any other
+undecodable frame, a bad length prefix or a frame over the size limit closes only that
+connection, with one warning line. A handler that raises on the query or mempool path is
+answered with an error response too (``query``/``loconet`` code 4), never an exception.
+
+A handler that raises on the consensus path (InitChain, FinalizeBlock, Commit) means the state
+machine cannot go on safely: the server answers with ResponseException, logs the error and stops
+with exit status 1 (a halted node restarts from its last commit).
+
+The default listen address of a node is a Unix socket in its home (directory mode 0700), so
+only the node's own user can open an ABCI connection; TCP is used only when configured.
 """
 
 from __future__ import annotations
@@ -22,6 +51,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from google.protobuf.message import DecodeError
+
 from abci_app.encoding import encode_uvarint
 from abci_app.pb import abci
 
@@ -29,6 +60,69 @@ log = logging.getLogger("loconet.abci")
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 FATAL = frozenset({"init_chain", "finalize_block", "commit"})
+
+# method -> role (module docstring); echo and flush belong to every role
+ROLE_OF = {
+    "info": "query", "query": "query",
+    "check_tx": "mempool",
+    "init_chain": "consensus", "prepare_proposal": "consensus", "process_proposal": "consensus",
+    "extend_vote": "consensus", "verify_vote_extension": "consensus",
+    "finalize_block": "consensus", "commit": "consensus",
+    "list_snapshots": "snapshot", "offer_snapshot": "snapshot",
+    "load_snapshot_chunk": "snapshot", "apply_snapshot_chunk": "snapshot",
+}  # fmt: skip
+EXCLUSIVE_ROLES = frozenset({"mempool", "consensus", "snapshot"})
+
+# stable codes of the error responses the server itself produces (querying.py lists codes 1-2)
+CODE_QUERY_UNDECODABLE = 3  # codespace "query": the request frame is not a valid RequestQuery
+CODE_INTERNAL = 4  # codespace "query" / "loconet": the handler raised; the node goes on
+CODE_TX_UNDECODABLE = 2  # codespace "tx": same code as ErrTxDecode
+
+
+def _error_response(kind: str, code: int, log_msg: str) -> abci.Response | None:
+    """An ordinary (non-exception) error response for the paths a peer can reach over RPC."""
+    if kind == "query":
+        return abci.Response(query=abci.ResponseQuery(code=code, codespace="query", log=log_msg))
+    if kind == "check_tx":
+        space = "tx" if code == CODE_TX_UNDECODABLE else "loconet"
+        return abci.Response(check_tx=abci.ResponseCheckTx(code=code, codespace=space, log=log_msg))
+    return None
+
+
+def request_kind_from_wire(raw: bytes) -> str | None:
+    """The oneof field a Request frame sets, read from the wire without decoding it (protobuf
+    refuses a whole frame when one string inside is not UTF-8). None when the bytes are not a
+    sequence of well-formed top-level fields. The last oneof field wins, as in protobuf."""
+    fields = abci.Request.DESCRIPTOR.fields_by_number
+    pos, kind = 0, None
+    try:
+        while pos < len(raw):
+            r = decode_uvarint(raw, pos)
+            if r is None:
+                return None
+            tag, pos = r
+            number, wire = tag >> 3, tag & 7
+            if wire == 0:
+                r = decode_uvarint(raw, pos)
+                if r is None:
+                    return None
+                pos = r[1]
+            elif wire == 2:
+                r = decode_uvarint(raw, pos)
+                if r is None or r[1] + r[0] > len(raw):
+                    return None
+                pos = r[1] + r[0]
+                if number in fields:
+                    kind = fields[number].name
+            elif wire in (1, 5):
+                pos += 8 if wire == 1 else 4
+                if pos > len(raw):
+                    return None
+            else:
+                return None
+    except FramingError:
+        return None
+    return kind
 
 
 class FramingError(Exception):
@@ -89,6 +183,29 @@ def _dispatch_table(app: Any) -> dict[str, Callable[[Any], Any]]:
     return {n: getattr(app, n) for n in names}
 
 
+async def _close_gracefully(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Sends what is buffered, then half-closes and discards what the peer still sends (briefly),
+    so that the peer reads our last answer instead of a connection reset."""
+    await writer.drain()
+    if writer.can_write_eof():
+        writer.write_eof()
+    try:
+        async with asyncio.timeout(2):
+            while await reader.read(1 << 16):
+                pass
+    except (TimeoutError, ConnectionError):
+        pass
+
+
+class _Conn:
+    """One client connection: its role, fixed by the first role-bearing method it sends."""
+
+    __slots__ = ("role",)
+
+    def __init__(self) -> None:
+        self.role: str | None = None
+
+
 class ABCIServer:
     def __init__(self, app: Any, address: str = "tcp://127.0.0.1:26658") -> None:
         self.app = app
@@ -97,6 +214,7 @@ class ABCIServer:
         self._server: asyncio.AbstractServer | None = None
         self.fatal_error: BaseException | None = None
         self.connections = 0
+        self._roles: dict[str, _Conn] = {}  # exclusive role -> the live connection holding it
 
     def handle_request(self, req: abci.Request) -> abci.Response:
         kind = req.WhichOneof("value")
@@ -110,6 +228,9 @@ class ABCIServer:
             resp = self._handlers[kind](getattr(req, kind))
         except Exception as e:
             log.exception("ABCI %s failed", kind)
+            soft = _error_response(kind, CODE_INTERNAL, f"internal error in {kind}: {e}")
+            if soft is not None:
+                return soft
             if kind in FATAL:
                 self.fatal_error = e
             return abci.Response(exception=abci.ResponseException(error=f"{kind}: {e}"))
@@ -117,8 +238,42 @@ class ABCIServer:
         getattr(out, kind).CopyFrom(resp)
         return out
 
+    def _decode(self, raw: bytes) -> tuple[abci.Request | None, abci.Response | None]:
+        """(request, None) for a valid frame; (None, an error response) for a frame protobuf
+        refuses on a path that must answer normally; (None, None) when the frame is garbage."""
+        try:
+            return abci.Request.FromString(raw), None
+        except DecodeError:
+            kind = request_kind_from_wire(raw)
+            if kind == "query":
+                msg = "query request could not be decoded: the path must be valid UTF-8"
+                return None, _error_response(kind, CODE_QUERY_UNDECODABLE, msg)
+            if kind == "check_tx":
+                msg = "CheckTx request could not be decoded"
+                return None, _error_response(kind, CODE_TX_UNDECODABLE, msg)
+            return None, None
+
+    def _claim(self, conn: _Conn, kind: str) -> str | None:
+        """Checks `kind` against the connection's role, taking a role on first use. Returns
+        None when allowed, else why it is refused."""
+        role = ROLE_OF.get(kind)
+        if role is None:  # echo, flush, or a method this server does not know
+            return None
+        if conn.role is None:
+            holder = self._roles.get(role)
+            if holder is not None and holder is not conn:
+                return f"{kind} refused: another connection already holds the {role} role"
+            conn.role = role
+            if role in EXCLUSIVE_ROLES:
+                self._roles[role] = conn
+            return None
+        if conn.role != role:
+            return f"{kind} refused on the {conn.role} connection (it belongs to {role})"
+        return None
+
     async def _serve_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        conn = _Conn()
         frames = FrameReader()
         try:
             while True:
@@ -129,13 +284,27 @@ class ABCIServer:
                 # batch of pipelined requests instead of one per response
                 out = bytearray()
                 flush = False
-                reqs = [abci.Request.FromString(raw) for raw in frames.feed(data)]
-                txs = [r.check_tx.tx for r in reqs if r.WhichOneof("value") == "check_tx"]
-                if len(txs) > 1 and hasattr(self.app, "preverify"):
-                    self.app.preverify(txs)
-                for req in reqs:
+                decoded = [self._decode(raw) for raw in frames.feed(data)]
+                if conn.role in (None, "mempool") and hasattr(self.app, "preverify"):
+                    txs = [r.check_tx.tx for r, _ in decoded if r is not None and r.HasField("check_tx")]
+                    if len(txs) > 1:
+                        self.app.preverify(txs)
+                for req, answer in decoded:
+                    if req is None:
+                        if answer is None:
+                            raise FramingError("a frame that is not an ABCI request")
+                        out += frame(answer)
+                        continue
+                    kind = req.WhichOneof("value")
+                    refused = self._claim(conn, kind or "")
+                    if refused is not None:
+                        log.warning("ABCI connection refused: %s", refused)
+                        out += frame(abci.Response(exception=abci.ResponseException(error=refused)))
+                        writer.write(out)
+                        await _close_gracefully(reader, writer)
+                        return
                     out += frame(self.handle_request(req))
-                    flush = flush or req.WhichOneof("value") == "flush"
+                    flush = flush or kind == "flush"
                     if self.fatal_error is not None:
                         writer.write(out)
                         await writer.drain()
@@ -149,6 +318,8 @@ class ABCIServer:
             log.warning("ABCI connection closed: %s", e)
         finally:
             self.connections -= 1
+            if conn.role is not None and self._roles.get(conn.role) is conn:
+                del self._roles[conn.role]
             writer.close()
 
     def _halt(self) -> None:
@@ -161,7 +332,10 @@ class ABCIServer:
             path = self.address[len("unix://") :]
             if os.path.exists(path):
                 os.unlink(path)
+            parent = os.path.dirname(path) or "."
+            os.makedirs(parent, mode=0o700, exist_ok=True)
             self._server = await asyncio.start_unix_server(self._serve_conn, path=path)
+            os.chmod(path, 0o600)
         else:
             hostport = self.address.removeprefix("tcp://")
             host, _, port = hostport.rpartition(":")

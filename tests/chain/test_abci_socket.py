@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 
 import pytest
 
 from abci_app.app import Application
 from abci_app.codec.tx import decode_tx
 from abci_app.pb import abci
-from abci_app.server import ABCIServer, FrameReader, FramingError, decode_uvarint, encode_uvarint, frame
+from abci_app.server import MAX_MESSAGE_BYTES, ABCIServer, FrameReader, FramingError, decode_uvarint, encode_uvarint, frame
 from abci_app.store import MerkleStore
 from chainkit import CHAIN_ID, genesis_request, send_msg, signer
 
@@ -184,3 +185,144 @@ def test_fatal_error_halts_server(server: ABCIServer) -> None:
         rest = b""
     assert rest == b""
     c.sock.close()
+
+
+# -- the ABCI boundary: bytes a peer can send never stop the node (issue 12, item 0) ----------
+
+
+def _raw_request(field: int, inner: bytes) -> bytes:
+    """A Request frame setting oneof `field` to `inner`, built by hand so that it may carry bytes
+    protobuf refuses to build (a path that is not UTF-8)."""
+    body = encode_uvarint(field << 3 | 2) + encode_uvarint(len(inner)) + inner
+    return encode_uvarint(len(body)) + body
+
+
+def _raw_query(path: bytes) -> bytes:
+    return _raw_request(6, b"\x12" + encode_uvarint(len(path)) + path)  # Request.query, RequestQuery.path
+
+
+def _first_answer(c: Client, **kw: object) -> abci.Response:
+    """Sends one request and a Flush; returns the first answer (a refused connection answers
+    the request with an exception and closes, so the Flush gets none)."""
+    c.send(**kw)
+    c.send(flush=abci.RequestFlush())
+    return c.recv()
+
+
+def _closed(c: Client) -> bool:
+    try:
+        return c.sock.recv(100) == b""
+    except ConnectionResetError:
+        return True
+
+
+def _started_chain(server: ABCIServer) -> Client:
+    """InitChain + one committed empty block through a consensus connection, left open."""
+    val = signer(1000)
+    consensus = Client(server.bound_port())
+    consensus.call(init_chain=genesis_request({signer(0).address: 10**9}, [(val, 10)]))
+    consensus.call(finalize_block=abci.RequestFinalizeBlock(height=1, proposer_address=val.address, hash=b"\x01" * 32))
+    consensus.call(commit=abci.RequestCommit())
+    return consensus
+
+
+def test_invalid_query_path_not_utf8_is_an_error_response(server: ABCIServer) -> None:
+    q = Client(server.bound_port())
+    for path in (b"\xff", b"/account/\xc3\x28", b"\xed\xa0\x80"):  # lone byte, bad continuation, surrogate
+        q.sock.sendall(_raw_query(path) + frame(abci.Request(flush=abci.RequestFlush())))
+        r = q.recv()
+        assert r.WhichOneof("value") == "query"
+        assert (r.query.code, r.query.codespace) == (3, "query") and "UTF-8" in r.query.log
+        assert q.recv().WhichOneof("value") == "flush"
+    # the same connection goes on answering
+    ok = q.call(info=abci.RequestInfo())
+    assert ok.WhichOneof("value") == "info"
+    assert server.fatal_error is None
+
+
+def test_invalid_query_handler_error_is_not_an_exception(server: ABCIServer, monkeypatch) -> None:
+    def boom(req: abci.RequestQuery) -> abci.ResponseQuery:
+        raise KeyError("surprise")
+
+    monkeypatch.setitem(server._handlers, "query", boom)
+    r = Client(server.bound_port()).call(query=abci.RequestQuery(path="/params"))
+    assert r.WhichOneof("value") == "query" and (r.query.code, r.query.codespace) == (4, "query")
+    assert server.fatal_error is None
+
+
+@pytest.mark.parametrize(
+    "request_kw",
+    [
+        {"commit": abci.RequestCommit()},
+        {"finalize_block": abci.RequestFinalizeBlock(height=7)},
+        {"finalize_block": abci.RequestFinalizeBlock(height=2, hash=b"\x02" * 32)},
+        {"init_chain": abci.RequestInitChain(chain_id="evil")},
+        {"prepare_proposal": abci.RequestPrepareProposal(height=2, max_tx_bytes=100)},
+    ],
+    ids=["commit", "finalize-wrong-height", "finalize-next-height", "init-chain", "prepare"],
+)
+def test_invalid_consensus_method_on_an_extra_connection(server: ABCIServer, request_kw: dict) -> None:
+    consensus = _started_chain(server)
+    store = server.app.store
+    height, app_hash = store.height, store.app_hash
+    intruder = Client(server.bound_port())
+    intruder.send(**request_kw)
+    if "finalize_block" in request_kw:  # the attack that used to corrupt the home: FinalizeBlock, then Commit
+        intruder.send(commit=abci.RequestCommit())
+    intruder.send(flush=abci.RequestFlush())
+    r = intruder.recv()
+    assert r.WhichOneof("value") == "exception" and "consensus role" in r.exception.error
+    assert _closed(intruder)
+    assert server.fatal_error is None
+    assert (store.height, store.app_hash) == (height, app_hash) and height == 1
+    # the real consensus connection is untouched and goes on
+    val = signer(1000)
+    fb = consensus.call(finalize_block=abci.RequestFinalizeBlock(height=2, proposer_address=val.address, hash=b"\x02" * 32))
+    assert fb.WhichOneof("value") == "finalize_block"
+    assert consensus.call(commit=abci.RequestCommit()).WhichOneof("value") == "commit"
+    assert store.height == 2
+
+
+def test_invalid_method_outside_the_connection_role(server: ABCIServer) -> None:
+    port = server.bound_port()
+    query = Client(port)
+    assert query.call(info=abci.RequestInfo()).WhichOneof("value") == "info"
+    r = _first_answer(query, check_tx=abci.RequestCheckTx(tx=b"x"))  # a query connection does not CheckTx
+    assert r.WhichOneof("value") == "exception" and "query connection" in r.exception.error
+    assert _closed(query)
+    mempool = Client(port)
+    assert mempool.call(check_tx=abci.RequestCheckTx(tx=b"x")).WhichOneof("value") == "check_tx"
+    second = Client(port)  # one mempool connection at a time
+    r = _first_answer(second, check_tx=abci.RequestCheckTx(tx=b"x"))
+    assert r.WhichOneof("value") == "exception" and "mempool role" in r.exception.error
+    assert server.fatal_error is None
+
+
+def test_role_is_released_when_its_connection_closes(server: ABCIServer) -> None:
+    consensus = _started_chain(server)
+    consensus.sock.close()  # cometbft restarts: its new consensus connection is accepted
+    for _ in range(100):
+        if "consensus" not in server._roles:
+            break
+        time.sleep(0.02)
+    again = Client(server.bound_port())
+    val = signer(1000)
+    fb = again.call(finalize_block=abci.RequestFinalizeBlock(height=2, proposer_address=val.address, hash=b"\x02" * 32))
+    assert fb.WhichOneof("value") == "finalize_block"
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [b"\x05\xff\xff\xff\xff\xff", b"\xff" * 11, encode_uvarint(MAX_MESSAGE_BYTES + 1), b"\x03\x0f\x01\x02"],
+    ids=["bad-protobuf", "bad-varint", "oversize", "bad-wire-type"],
+)
+def test_invalid_garbage_closes_only_that_connection(server: ABCIServer, garbage: bytes, caplog) -> None:
+    port = server.bound_port()
+    query = Client(port)
+    bad = Client(port)
+    with caplog.at_level("WARNING", logger="loconet.abci"):
+        bad.sock.sendall(garbage)
+        assert _closed(bad)
+    assert not [r for r in caplog.records if r.exc_info], "garbage must not log a traceback"
+    assert query.call(info=abci.RequestInfo()).WhichOneof("value") == "info"
+    assert server.fatal_error is None

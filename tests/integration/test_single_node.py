@@ -12,6 +12,7 @@ import random
 import threading
 import time
 
+import httpx
 import pytest
 
 from abci_app.codec.address import from_bech32
@@ -63,6 +64,12 @@ def test_single_node_transfer_proof_and_crash_restarts(tmp_path) -> None:
     node.start()
     try:
         node.wait_height(2)
+        # one RPC request used to stop every node: a query path that is not UTF-8 (issue 12)
+        for hostile in ("0xff", "0x2f6163636f756e742fc328"):  # a lone 0xff; "/account/" + bad UTF-8
+            res = httpx.get(f"{node.url}/abci_query", params={"path": hostile}, timeout=10).json()
+            resp = res["result"]["response"]
+            assert (int(resp["code"]), resp["codespace"]) == (3, "query"), res
+        node.wait_height(node.wait_height(1) + 2)  # and the node keeps making blocks
         bob = json.loads(cli("keys", "add", "bob", "--home", str(node.home), "-o", "json").stdout)["address"]
 
         # a transfer through the CLI, then a proven query
