@@ -269,55 +269,65 @@ def _set_rep(ctx: Ctx, addr: bytes, new: int, reason: str) -> int:
     return new - old
 
 
-def _is_jailed(ctx: Ctx, addr: bytes) -> bool:
-    """Jailed for proven fraud (status jailed, exiting after it, or gone: the tombstone stays):
-    never paid again."""
+def is_tombstoned(ctx: Ctx, addr: bytes) -> bool:
+    """The provider's fraud was proven (its status jailed, exiting after it, or gone: the
+    tombstone outlives the record): it is never paid again."""
     return PROVIDERS.is_tombstoned(ctx.store, addr)
 
 
-def process_finalize(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
-    """Attest quorum fixes the next base model (else it stays); participants' reward and the
-    verifier share are paid from the escrow (abci_app.rewards); missed duties and fraud are
-    slashed; reputations move (abci_app.reputation); what is not paid stays in the escrow.
-    Closes the job (refund) when its last round is final."""
-    params = get_params(ctx.store)
-    jid, rn = job.id, r.round
-    # 1. attestation
+def process_attestation(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+    """The hash with >= 2/3 of the accepted participants' stake becomes the job's next base
+    model; without a quorum the base stays."""
     model, stake, total = compute_attested(r)
     if model:
         r.attested_model_hash = model
         r.attest_stake = stake
         job.current_model_hash = model
-        ctx.emit(events.model_attested(jid, rn, model, stake, total))
-    # 2. participants' reward. A provider jailed for fraud (in an earlier round, or an earlier
-    # job's round finalized before this one) is paid nothing: its share stays in the escrow and
-    # the others' shares are unchanged (weights computed over every accepted participant).
+        ctx.emit(events.model_attested(job.id, r.round, model, stake, total))
+
+
+def process_participant_rewards(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+    """Pay the participants' reward from the escrow, weighted over every accepted participant
+    (abci_app.rewards). A tombstoned provider (fraud proven in an earlier round, or in an earlier
+    job's round finalized before this one) is paid nothing: its share stays in the escrow and the
+    others' shares are unchanged."""
     accepted = [
         (p.address, p.commitment.tokens_processed * p.quality * p.reputation)
         for p in r.participants if p.outcome == jobs_pb2.OUTCOME_ACCEPTED
     ]
     for addr, amount in compute_participant_payouts(job.reward_per_round, len(r.participants), accepted):
-        if _is_jailed(ctx, addr):
+        if is_tombstoned(ctx, addr):
             continue
         keeper.pay(ctx.store, job, addr, amount)
         _find(r, addr).reward = amount  # type: ignore[union-attr]
         r.reward_paid += amount
         r.payouts.add(address=addr, amount=amount, kind="participant")
-        ctx.emit(events.reward_paid(jid, rn, addr, amount, "participant"))
-    # 3. verifiers: one unit per vote on the side of a decided outcome (jailed: not paid, stays in escrow)
+        ctx.emit(events.reward_paid(job.id, r.round, addr, amount, "participant"))
+
+
+def process_verifier_rewards(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+    """Pay the verifier share: one unit per vote on the side of a decided outcome (a tombstoned
+    verifier is not paid; its units stay in the escrow)."""
     majority_votes: list[tuple[bytes, int]] = []
     for p in r.participants:
         if p.challenged and p.outcome in DECIDED and p.verifiers:
             want_valid = p.outcome == jobs_pb2.OUTCOME_ACCEPTED
             majority_votes.extend((v.address, 1) for v in p.verifiers if v.voted and v.valid == want_valid)
     for addr, amount in compute_shares(job.verifier_reward_per_round, majority_votes):
-        if _is_jailed(ctx, addr):
+        if is_tombstoned(ctx, addr):
             continue
         keeper.pay(ctx.store, job, addr, amount)
         r.verifier_paid += amount
         r.payouts.add(address=addr, amount=amount, kind="verifier")
-        ctx.emit(events.reward_paid(jid, rn, addr, amount, "verifier"))
-    # 4. participants: slashes and reputation, in address order
+        ctx.emit(events.reward_paid(job.id, r.round, addr, amount, "verifier"))
+
+
+def process_participant_penalties(ctx: Ctx, r: jobs_pb2.Round) -> None:
+    """In address order: a missed commit or reveal is slashed (liveness fraction) and loses
+    reputation; fraud is slashed (fraud fraction, bounty to the verifiers who proved it),
+    reputation 0, jailed; accepted work gains reputation (abci_app.reputation)."""
+    params = get_params(ctx.store)
+    jid, rn = r.job_id, r.round
     for p in r.participants:
         rep = PROVIDERS.get_reputation(ctx.store, p.address)
         if p.outcome in (jobs_pb2.OUTCOME_MISSED_COMMIT, jobs_pb2.OUTCOME_MISSED_REVEAL):
@@ -330,7 +340,7 @@ def process_finalize(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
                 r.slashes.add(address=p.address, amount=res.amount, reason=reason, burned=res.burned)
             p.reputation_delta = _set_rep(ctx, p.address, compute_loss(rep, loss), reason)
         elif p.outcome == jobs_pb2.OUTCOME_FRAUD:
-            provers = [(v.address, v.stake) for v in p.verifiers if v.voted and not v.valid and not _is_jailed(ctx, v.address)]
+            provers = [(v.address, v.stake) for v in p.verifiers if v.voted and not v.valid and not is_tombstoned(ctx, v.address)]
             res = PROVIDERS.slash(
                 ctx, p.address, params.slash_fraction_fraud_bps, reason="fraud", job_id=jid, round_=rn,
                 bounty_bps=params.fraud_bounty_bps, bounty_weights=provers,
@@ -344,7 +354,13 @@ def process_finalize(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
             PROVIDERS.jail(ctx, p.address, "fraud")
         elif p.outcome == jobs_pb2.OUTCOME_ACCEPTED:
             p.reputation_delta = _set_rep(ctx, p.address, compute_gain(rep, params.reputation_gain_bps), "accepted")
-    # 5. verifiers' reputation, by (target, verifier) address order
+
+
+def process_verifier_reputation(ctx: Ctx, r: jobs_pb2.Round) -> None:
+    """In (target, verifier) address order, for every challenge that was revealed: a silent
+    verifier loses reputation; on a decided outcome the majority side gains and the minority
+    side loses (an undecided outcome moves only the silent)."""
+    params = get_params(ctx.store)
     for p in r.participants:
         if not p.challenged or p.outcome == jobs_pb2.OUTCOME_MISSED_REVEAL:
             continue  # nothing to verify
@@ -357,7 +373,12 @@ def process_finalize(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
                 _set_rep(ctx, v.address, compute_gain(rep, params.reputation_gain_bps), "verifier_majority")
             elif decided:
                 _set_rep(ctx, v.address, compute_loss(rep, params.reputation_loss_verifier_bps), "verifier_minority")
-    # 6. book-keeping
+
+
+def process_round_close(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+    """What was not paid returns to the job's escrow; the round is final and leaves the schedule.
+    The job closes (refund) when its last round is final: completed when all its rounds ran,
+    cancelled when it was cancelling and its in-flight rounds are done."""
     budget = job.reward_per_round + job.verifier_reward_per_round
     r.returned_to_escrow = budget - r.reward_paid - r.verifier_paid
     r.phase = Phase.FINALIZED
@@ -366,13 +387,24 @@ def process_finalize(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
     keeper.set_round(ctx.store, r)
     job.rounds_finalized += 1
     n_acc = sum(1 for p in r.participants if p.outcome == jobs_pb2.OUTCOME_ACCEPTED)
-    ctx.emit(events.round_finalized(jid, rn, n_acc, r.reward_paid, r.verifier_paid, r.returned_to_escrow, r.attested_model_hash))
+    ctx.emit(events.round_finalized(job.id, r.round, n_acc, r.reward_paid, r.verifier_paid, r.returned_to_escrow, r.attested_model_hash))
     if job.status == jobs_pb2.JOB_STATUS_ACTIVE and job.rounds_finalized == job.rounds:
         keeper.close_job(ctx, job, jobs_pb2.JOB_STATUS_COMPLETED)
     elif job.status == jobs_pb2.JOB_STATUS_CANCELLING and job.rounds_finalized == job.rounds_opened:
         keeper.close_job(ctx, job, jobs_pb2.JOB_STATUS_CANCELLED)
     else:
         keeper.set_job(ctx.store, job)
+
+
+def process_finalize(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+    """ATTEST -> FINALIZED at ``attest_end``, in these steps (each a function below, in order;
+    the order is consensus: it fixes the event order and who is tombstoned when paid)."""
+    process_attestation(ctx, job, r)
+    process_participant_rewards(ctx, job, r)
+    process_verifier_rewards(ctx, job, r)
+    process_participant_penalties(ctx, r)
+    process_verifier_reputation(ctx, r)
+    process_round_close(ctx, job, r)
 
 
 # -- end block ------------------------------------------------------------------------------------
