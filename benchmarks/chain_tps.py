@@ -173,7 +173,7 @@ def bench_loconet(tmp: Path, args: argparse.Namespace) -> dict:
     home = tmp / "loconet"
     subprocess.run([sys.executable, "-m", "node.cli", "init", "--home", str(home), "--chain-id", "bench"], check=True, capture_output=True, cwd=ROOT)
     tune_cometbft_config(home, "bench", PORTS)
-    (home / "config" / "app.toml").write_text(f'abci_address = "tcp://127.0.0.1:{PORTS.abci}"\nkeep_recent = 100\n')
+    (home / "config" / "app.toml").write_text('abci_address = "unix://data/abci.sock"\nkeep_recent = 100\n')
     keys = [Ed25519Signer(hashlib.sha256(b"bench%d" % i).digest()) for i in range(args.accounts)]
     g = json.loads((home / "config" / "genesis.json").read_text())
     g["app_state"]["bank"]["balances"] += [{"address": to_bech32(k.address), "amount": str(10**12)} for k in keys]

@@ -65,7 +65,7 @@ def out(args: argparse.Namespace, data: Any, text: str) -> None:
 def cmd_init(args: argparse.Namespace) -> int:
     from node.init import init_home
 
-    info = init_home(Path(args.home), chain_id=args.chain_id, moniker=args.moniker)
+    info = init_home(Path(args.home), chain_id=args.chain_id, moniker=args.moniker, abci_address=args.abci_address)
     out(
         args,
         info,
@@ -88,13 +88,14 @@ def cmd_abci(args: argparse.Namespace) -> int:
     from abci_app.app import Application
     from abci_app.server import ABCIServer
     from abci_app.store import MerkleStore
-    from node.config import AppConfig
+    from node.config import AppConfig, resolve_abci_address
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     home = Path(args.home)
     cfg = AppConfig.load(home)
     store = MerkleStore(home / "data" / "app.db", keep_recent=cfg.keep_recent)
-    server = ABCIServer(Application(store, check_invariants=cfg.check_invariants), args.address or cfg.abci_address)
+    address = resolve_abci_address(home, args.address) if args.address else cfg.abci_address
+    server = ABCIServer(Application(store, check_invariants=cfg.check_invariants), address)
     try:
         asyncio.run(server.serve_forever())
     except KeyboardInterrupt:
@@ -239,6 +240,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--home", required=True)
     p.add_argument("--chain-id", default="loconet-local")
     p.add_argument("--moniker", default="node0")
+    p.add_argument(
+        "--abci-address", default="unix://data/abci.sock",
+        help="where the app listens for cometbft: a Unix socket in the home (default; only this user "
+        "can connect) or tcp://127.0.0.1:26658 when cometbft runs elsewhere",
+    )
     add_output_flag(p)
 
     p = add_command(sub, "start", "run cometbft and the ABCI app together (Ctrl-C stops both)", "loconet start --home ~/.loconet", cmd_start)
@@ -246,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add_command(sub, "abci", "run only the ABCI server (cometbft started separately)", "loconet abci --home ~/.loconet", cmd_abci)
     p.add_argument("--home", required=True)
-    p.add_argument("--address", help="listen address, default from config/app.toml (tcp://127.0.0.1:26658)")
+    p.add_argument("--address", help="listen address (unix://PATH or tcp://HOST:PORT), default from config/app.toml (a Unix socket in the home)")
 
     keys = sub.add_parser("keys", help="manage account keys in HOME/keyring").add_subparsers(dest="keys_cmd", required=True, metavar="KEYS_COMMAND")
     p = add_command(keys, "add", "create a new ed25519 account key", "loconet keys add alice --home ~/.loconet", cmd_keys_add)

@@ -6,15 +6,42 @@
       config/app.toml         loconet's own settings (ABCI address, versions kept)
       config/priv_validator_key.json, node_key.json   cometbft's keys
       data/                   cometbft's block store and state; ``data/app.db`` is loconet's store
+      data/abci.sock          the ABCI socket between cometbft and the app (data/ is mode 0700)
       keyring/NAME.json       account keys (mode 0600)
+
+The ABCI connection is a Unix socket in the home by default: only the node's own user can open
+it, so no other process can send the app a Commit or a FinalizeBlock (an ABCI connection is
+trusted with the state machine). ``abci_address`` in app.toml may name another socket
+(``unix://PATH``, relative to the home) or TCP (``tcp://127.0.0.1:26658``) when cometbft runs
+elsewhere; ``loconet start`` passes the resolved address to cometbft as ``--proxy_app``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+DEFAULT_ABCI_ADDRESS = "unix://data/abci.sock"
+_MAX_UNIX_PATH = 100  # sun_path holds 108 bytes on Linux, 104 on macOS
+
+
+def resolve_abci_address(home: Path, address: str) -> str:
+    """``unix://REL`` -> ``unix:///abs/home/REL``; a path too long for a Unix socket becomes
+    ``/tmp/loconet-UID/<hash of the path>.sock`` (same home, same socket). TCP is returned as is."""
+    if not address.startswith("unix://"):
+        return address
+    path = Path(address.removeprefix("unix://"))
+    if not path.is_absolute():
+        path = Path(home).resolve() / path
+    if len(str(path).encode()) > _MAX_UNIX_PATH:
+        digest = hashlib.sha256(str(path).encode()).hexdigest()[:16]
+        path = Path(f"/tmp/loconet-{os.getuid()}/{digest}.sock")
+    return f"unix://{path}"
+
 
 # Settings for a node on one machine (loopback). Defaults are tuned for a LAN/WAN; on loopback
 # they add hundreds of ms per block for nothing.
@@ -68,11 +95,13 @@ class Ports:
         return cls(26656 + 100 * i, 26657 + 100 * i, 26658 + 100 * i, 26660 + 100 * i)
 
 
-def tune_cometbft_config(home: Path, moniker: str, ports: Ports, persistent_peers: str = "") -> None:
+def tune_cometbft_config(
+    home: Path, moniker: str, ports: Ports, persistent_peers: str = "", abci_address: str = DEFAULT_ABCI_ADDRESS
+) -> None:
     path = home / "config" / "config.toml"
     values = {k: dict(v) for k, v in LOCAL_TUNING.items()}
     values[""]["moniker"] = f'"{moniker}"'
-    values[""]["proxy_app"] = f'"tcp://127.0.0.1:{ports.abci}"'
+    values[""]["proxy_app"] = f'"{resolve_abci_address(home, abci_address)}"'
     values["rpc"]["laddr"] = f'"tcp://127.0.0.1:{ports.rpc}"'
     values["p2p"]["laddr"] = f'"tcp://127.0.0.1:{ports.p2p}"'
     values["p2p"]["persistent_peers"] = f'"{persistent_peers}"'
@@ -82,13 +111,14 @@ def tune_cometbft_config(home: Path, moniker: str, ports: Ports, persistent_peer
 
 @dataclass(frozen=True, slots=True)
 class AppConfig:
-    abci_address: str = "tcp://127.0.0.1:26658"
+    abci_address: str = DEFAULT_ABCI_ADDRESS
     keep_recent: int = 1000  # committed versions kept for queries at past heights
     check_invariants: bool = False
 
     def to_toml(self) -> str:
         return (
             "# loconet application settings\n"
+            "# ABCI listen address: unix://PATH (relative to the home) or tcp://HOST:PORT\n"
             f'abci_address = "{self.abci_address}"\n'
             "# committed state versions kept for `query --height` (older ones are pruned)\n"
             f"keep_recent = {self.keep_recent}\n"
@@ -98,9 +128,10 @@ class AppConfig:
 
     @classmethod
     def load(cls, home: Path) -> AppConfig:
+        """The home's app.toml, with ``abci_address`` resolved (``resolve_abci_address``)."""
         data = tomllib.loads((home / "config" / "app.toml").read_text())
         return cls(
-            abci_address=str(data.get("abci_address", "tcp://127.0.0.1:26658")),
+            abci_address=resolve_abci_address(home, str(data.get("abci_address", DEFAULT_ABCI_ADDRESS))),
             keep_recent=int(data.get("keep_recent", 1000)),
             check_invariants=bool(data.get("check_invariants", False)),
         )

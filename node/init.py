@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from node.config import AppConfig, Ports, tune_cometbft_config
+from node.config import DEFAULT_ABCI_ADDRESS, AppConfig, Ports, tune_cometbft_config
 from node.keys import Keyring
 from node.paths import cometbft_binary
 
@@ -21,7 +21,11 @@ class InitError(Exception):
 
 
 def init_home(
-    home: Path, chain_id: str = "loconet-local", moniker: str = "node0", ports: Ports | None = None
+    home: Path,
+    chain_id: str = "loconet-local",
+    moniker: str = "node0",
+    ports: Ports | None = None,
+    abci_address: str = DEFAULT_ABCI_ADDRESS,
 ) -> dict[str, Any]:
     home = Path(home)
     if (home / "config" / "genesis.json").exists():
@@ -32,8 +36,10 @@ def init_home(
     )
     if r.returncode != 0:
         raise InitError(f"cometbft init failed: {r.stderr.strip() or r.stdout.strip()}")
-    tune_cometbft_config(home, moniker, ports)
-    (home / "config" / "app.toml").write_text(AppConfig(abci_address=f"tcp://127.0.0.1:{ports.abci}").to_toml())
+    tune_cometbft_config(home, moniker, ports, abci_address=abci_address)
+    (home / "config" / "app.toml").write_text(AppConfig(abci_address=abci_address).to_toml())
+    (home / "data").mkdir(mode=0o700, exist_ok=True)
+    (home / "data").chmod(0o700)
     key = Keyring(home).add("validator")
 
     gpath = home / "config" / "genesis.json"

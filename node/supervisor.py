@@ -66,7 +66,7 @@ async def run_node(home: Path) -> int:
     # the log file lives as long as the child; both calls return at once (no need for a thread)
     logf = open(home / "cometbft.log", "ab")  # noqa: ASYNC230, SIM115
     proc = subprocess.Popen(  # noqa: ASYNC220
-        [binary, "start", "--home", str(home)], stdout=logf, stderr=subprocess.STDOUT, start_new_session=False
+        [binary, "start", "--home", str(home), "--proxy_app", cfg.abci_address], stdout=logf, stderr=subprocess.STDOUT, start_new_session=False
     )
     print(f"node started: cometbft pid {proc.pid}, log {home / 'cometbft.log'}, RPC {ctoml['rpc']['laddr']}", flush=True)
 

@@ -141,7 +141,7 @@ def _configure(home: Path, name: str, ports: Ports, peers: str, overrides: dict[
         values.setdefault(s, {}).update(kv)
     cfg = home / "config" / "config.toml"
     cfg.write_text(set_toml_values(cfg.read_text(), values))
-    (home / "config" / "app.toml").write_text(AppConfig(abci_address=f"tcp://127.0.0.1:{ports.abci}").to_toml())
+    (home / "config" / "app.toml").write_text(AppConfig().to_toml())  # ABCI on a Unix socket in the home
 
 
 def _peers(nodes: list[NodeInfo], exclude: str) -> str:
@@ -265,7 +265,7 @@ def start_node(n: NodeInfo) -> int:
     """Start ``loconet start`` for the node in its own session; returns its pid."""
     if is_running(n):
         return _pid(n) or 0
-    for port, what in ((n.p2p, "P2P"), (n.rpc, "RPC"), (n.abci, "ABCI")):
+    for port, what in ((n.p2p, "P2P"), (n.rpc, "RPC")):  # ABCI is a Unix socket in the node's home
         deadline = time.monotonic() + 10  # a node just killed may leave its ports a moment
         while not is_port_free(port):
             if time.monotonic() > deadline:

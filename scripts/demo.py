@@ -51,7 +51,7 @@ def free_base() -> int:
 
 
 def main() -> int:
-    from node.config import AppConfig, Ports, tune_cometbft_config
+    from node.config import Ports, tune_cometbft_config
     from node.rpc import Client
 
     if HOME.exists():
@@ -63,7 +63,6 @@ def main() -> int:
     if base != 26656:
         print(f"(default ports busy: using {base}..{base + 4})")
         tune_cometbft_config(HOME, "demo", ports)
-        (HOME / "config" / "app.toml").write_text(AppConfig(abci_address=f"tcp://127.0.0.1:{ports.abci}").to_toml())
     node = f"http://127.0.0.1:{ports.rpc}"
 
     step("2. start it (cometbft + ABCI app) and wait for blocks")

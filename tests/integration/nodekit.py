@@ -42,7 +42,7 @@ class Node:
         out = json.loads(cli("init", "--home", str(self.home), "--chain-id", "loconet-it", "-o", "json").stdout)
         tune_cometbft_config(self.home, "node0", self.ports)
         (self.home / "config" / "app.toml").write_text(
-            AppConfig(abci_address=f"tcp://127.0.0.1:{self.ports.abci}", check_invariants=True).to_toml()
+            AppConfig(check_invariants=True).to_toml()
         )
         return out
 
