@@ -51,6 +51,15 @@ so the update root is ``merkle_root([binding_leaf(b"update", ...)] + payload_chu
 trace root ``merkle_root([binding_leaf(b"trace", ...)] + state_hashes)``. The chain checks a
 proof of leaf 0 for the signer at submit, so a root copied by another provider is refused.
 
+Bound tree layout (the one definition; chain, trainer, CLI and tests call these)::
+
+    leaf 0                       binding leaf                  (BINDING_INDEX)
+    leaf i + 1                   payload chunk i / trace entry i  (entry_leaf(i))
+    n_update_leaves(size)      = ceil(size / CHUNK_SIZE) + 1
+    n_trace_leaves(n_entries)  = n_entries + 1                 (n_entries = H/k + 1 states)
+
+``bound_update_leaves`` and ``bound_trace_leaves`` return the leaf data in that order.
+
 Known answers (pinned by tests/test_merkle.py)::
 
     merkle_root([])                 e3b0c442...b855 (sha256 of the empty string)
@@ -66,21 +75,28 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 __all__ = [
+    "BINDING_INDEX",
     "BINDING_KINDS",
+    "ENTRY_OFFSET",
     "CHUNK_SIZE",
     "EMPTY_ROOT",
     "HASH_SIZE",
     "MAX_PROOF_LENGTH",
     "PARALLEL_MIN_BYTES",
     "binding_leaf",
+    "bound_trace_leaves",
+    "bound_update_leaves",
     "chunk_bytes",
     "chunk_views",
+    "entry_leaf",
     "hash_leaf",
     "hash_leaves",
     "hash_node",
     "merkle_proof",
     "merkle_root",
     "merkle_root_of_bytes",
+    "n_trace_leaves",
+    "n_update_leaves",
     "verify_merkle_proof",
 ]
 
@@ -288,3 +304,39 @@ def merkle_root_of_bytes(
     n_bytes = sum(c.nbytes for c in chunks)
     threads = _thread_count(len(chunks), n_bytes, workers) if chunks else 1
     return _root_of_hashes(_hash_leaf_run(head) + hash_leaves(chunks, threads))
+
+
+# ---------------------------------------------------------------- bound tree layout
+
+BINDING_INDEX = 0  # the binding leaf
+ENTRY_OFFSET = 1  # payload chunk i / trace entry i is leaf i + ENTRY_OFFSET
+
+
+def entry_leaf(i: int) -> int:
+    """Leaf index of payload chunk ``i`` or trace entry ``i`` in a bound tree."""
+    return i + ENTRY_OFFSET
+
+
+def n_update_leaves(payload_size: int) -> int:
+    """Leaves of a bound update tree: the binding leaf + ceil(payload_size / CHUNK_SIZE) chunks."""
+    return (payload_size + CHUNK_SIZE - 1) // CHUNK_SIZE + ENTRY_OFFSET
+
+
+def n_trace_leaves(n_entries: int) -> int:
+    """Leaves of a bound trace tree: the binding leaf + ``n_entries`` state hashes (H/k + 1)."""
+    return n_entries + ENTRY_OFFSET
+
+
+def bound_update_leaves(provider: bytes, job: int, round_: int, base_model_hash: bytes,
+                        payload: bytes) -> list[bytes]:
+    """Leaf data of a bound update tree: ``binding_leaf(b"update", ...)``, then the chunks."""
+    return [binding_leaf(b"update", provider, job, round_, base_model_hash)] + chunk_bytes(payload)
+
+
+def bound_trace_leaves(provider: bytes, job: int, round_: int, base_model_hash: bytes,
+                       state_hashes: Sequence[bytes]) -> list[bytes]:
+    """Leaf data of a bound trace tree: ``binding_leaf(b"trace", ...)``, then the 32-byte state
+    hashes. Raises ``ValueError`` when an entry is not 32 bytes."""
+    if any(len(x) != HASH_SIZE for x in state_hashes):
+        raise ValueError("bound_trace_leaves: trace entries must be 32-byte state hashes")
+    return [binding_leaf(b"trace", provider, job, round_, base_model_hash)] + [bytes(x) for x in state_hashes]

@@ -131,21 +131,21 @@ def cmd_keys_list(args: argparse.Namespace) -> int:
 
 
 def broadcast(args: argparse.Namespace, key_name: str, msgs: list[Any]) -> int:
-    """Sign msgs with a keyring key, broadcast_tx_sync, wait for the block, print hash and height."""
-    from abci_app.codec.tx import build_tx
+    """Sign msgs with a keyring key, broadcast_tx_sync, wait for the block, print hash and height
+    (node.market_msgs.send_tx with the account's current sequence, no retry)."""
     from node.keys import Keyring
+    from node.market_msgs import send_tx
     from node.rpc import Client
 
     key = Keyring(Path(args.home)).get(key_name)
-    with Client(args.node) as c:
-        chain_id = c.status()["node_info"]["network"]
-        acc = json.loads(c.abci_query(f"/account/{key.address}").value or b"{}")
-        raw = build_tx(key.signer, chain_id=chain_id, msgs=msgs, sequence=int(acc.get("sequence", 0)), fee=args.fee)
-        tx_hash = c.broadcast_tx_sync(raw)
+    def said(tx_hash: str) -> None:
         if args.output != "json":
             print(f"broadcast {tx_hash}, waiting for a block...", file=sys.stderr)
-        res = c.wait_for_tx(tx_hash)
-    out(args, {"txhash": tx_hash, "height": int(res["height"]), "code": 0}, f"txhash: {tx_hash}\nheight: {res['height']}")
+
+    with Client(args.node) as c:
+        res = send_tx(c, key.signer, msgs, fee=args.fee, sequence_retries=0, on_broadcast=said)
+    out(args, {"txhash": res["txhash"], "height": res["height"], "code": 0},
+        f"txhash: {res['txhash']}\nheight: {res['height']}")
     return 0
 
 

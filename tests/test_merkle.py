@@ -236,3 +236,28 @@ def test_verify_refuses_non_bytes_leaf_data():
     assert verify_merkle_proof(root, memoryview(b"a"), 0, 3, proof)
     assert not verify_merkle_proof(root, 0, 0, 3, proof)
     assert not verify_merkle_proof(root, None, 0, 3, proof)
+def test_bound_tree_layout_is_the_one_everyone_uses():
+    """abci_app.merkle owns the layout: binding leaf at 0, entry i at leaf i + 1, the counts;
+    the bound leaves reproduce the known roots above."""
+    from abci_app.merkle import (
+        BINDING_INDEX,
+        CHUNK_SIZE,
+        bound_trace_leaves,
+        bound_update_leaves,
+        entry_leaf,
+        n_trace_leaves,
+        n_update_leaves,
+    )
+
+    assert BINDING_INDEX == 0 and [entry_leaf(i) for i in range(3)] == [1, 2, 3]
+    assert [n_update_leaves(n) for n in (0, 1, CHUNK_SIZE, CHUNK_SIZE + 1)] == [1, 2, 2, 3]
+    assert n_trace_leaves(5) == 6
+    h = [bytes([i]) * 32 for i in range(3)]
+    tl = bound_trace_leaves(PROV, 1, 2, BASE, h)
+    assert merkle_root(tl).hex() == "311c87128ca9f98c43b6cd03d0098c22040be3f72f6fab001938dce4ff4e685f"
+    assert len(tl) == n_trace_leaves(3) and tl[entry_leaf(2)] == h[2]
+    payload = b"x" * (CHUNK_SIZE + 5)
+    ul = bound_update_leaves(PROV, 1, 2, BASE, payload)
+    assert len(ul) == n_update_leaves(len(payload)) and ul[entry_leaf(1)] == b"x" * 5
+    with pytest.raises(ValueError):
+        bound_trace_leaves(PROV, 1, 2, BASE, [b"short"])

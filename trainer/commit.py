@@ -52,7 +52,11 @@ from typing import Sequence
 import torch
 
 from abci_app.merkle import (
+    BINDING_INDEX,
+    ENTRY_OFFSET,
     binding_leaf,
+    bound_trace_leaves,
+    bound_update_leaves,
     chunk_bytes,
     merkle_proof,
     merkle_root,
@@ -295,18 +299,28 @@ class Binding:
 
 
 def update_leaves(payload_bytes: bytes, binding: Binding | None = None) -> list[bytes]:
-    """Leaf data of the update tree: ([binding leaf] if bound) + the 1 MiB chunks."""
-    head = [binding.leaf(b"update")] if binding is not None else []
-    return head + chunk_bytes(payload_bytes)
+    """Leaf data of the update tree: abci_app.merkle.bound_update_leaves when bound, else the
+    1 MiB chunks."""
+    if binding is None:
+        return chunk_bytes(payload_bytes)
+    b = binding
+    return bound_update_leaves(b.provider, b.job, b.round, b.base_model_hash, payload_bytes)
 
 
 def trace_leaves(state_hashes: Sequence[bytes], binding: Binding | None = None) -> list[bytes]:
-    """Leaf data of the trace tree: ([binding leaf] if bound) + the 32-byte state hashes."""
+    """Leaf data of the trace tree: abci_app.merkle.bound_trace_leaves when bound, else the
+    32-byte state hashes."""
     for h in state_hashes:
         if len(h) != 32:
             raise ValueError("trace entries must be 32-byte state hashes")
-    head = [binding.leaf(b"trace")] if binding is not None else []
-    return head + [bytes(h) for h in state_hashes]
+    if binding is None:
+        return [bytes(h) for h in state_hashes]
+    b = binding
+    return bound_trace_leaves(b.provider, b.job, b.round, b.base_model_hash, state_hashes)
+
+
+def _offset(bound: bool) -> int:
+    return ENTRY_OFFSET if bound else 0
 
 
 def update_root(payload_bytes: bytes, binding: Binding | None = None) -> bytes:
@@ -319,15 +333,15 @@ def update_root(payload_bytes: bytes, binding: Binding | None = None) -> bytes:
 
 def chunk_proof(payload_bytes: bytes, index: int, binding: Binding | None = None) -> tuple[bytes, list[bytes], int]:
     """(chunk, proof, n_chunks) for chunk ``index`` of a payload (bound: the proof of leaf
-    ``index + 1`` in a tree of ``n_chunks + 1`` leaves)."""
+    ``entry_leaf(index)`` in a tree of ``n_update_leaves`` leaves)."""
     leaves = update_leaves(payload_bytes, binding)
-    off = 0 if binding is None else 1
+    off = _offset(binding is not None)
     return leaves[index + off], merkle_proof(leaves, index + off), len(leaves) - off
 
 
 def verify_chunk(root: bytes, chunk: bytes, index: int, n_chunks: int, proof: Sequence[bytes],
                  bound: bool = False) -> bool:
-    off = 1 if bound else 0
+    off = _offset(bound)
     return verify_merkle_proof(root, chunk, index + off, n_chunks + off, proof)
 
 
@@ -338,18 +352,17 @@ def trace_root(state_hashes: Sequence[bytes], binding: Binding | None = None) ->
 
 
 def trace_proof(state_hashes: Sequence[bytes], index: int, binding: Binding | None = None) -> list[bytes]:
-    """Proof of trace entry ``index`` (bound: leaf ``index + 1``)."""
-    off = 0 if binding is None else 1
-    return merkle_proof(trace_leaves(state_hashes, binding), index + off)
+    """Proof of trace entry ``index`` (bound: leaf ``entry_leaf(index)``)."""
+    return merkle_proof(trace_leaves(state_hashes, binding), index + _offset(binding is not None))
 
 
 def binding_proof(kind: bytes, data: bytes | Sequence[bytes], binding: Binding) -> list[bytes]:
-    """Proof of leaf 0 (the binding leaf): ``kind`` b"update" with the payload bytes, or
-    b"trace" with the state hashes. This is MsgSubmitUpdate's update/trace_binding_proof."""
+    """Proof of the binding leaf: ``kind`` b"update" with the payload bytes, or b"trace" with
+    the state hashes. This is MsgSubmitUpdate's update/trace_binding_proof."""
     if kind == b"update":
-        return merkle_proof(update_leaves(bytes(data), binding), 0)  # type: ignore[arg-type]
+        return merkle_proof(update_leaves(bytes(data), binding), BINDING_INDEX)  # type: ignore[arg-type]
     if kind == b"trace":
-        return merkle_proof(trace_leaves(data, binding), 0)  # type: ignore[arg-type]
+        return merkle_proof(trace_leaves(data, binding), BINDING_INDEX)  # type: ignore[arg-type]
     raise ValueError("binding_proof: kind must be b'update' or b'trace'")
 
 
@@ -358,5 +371,5 @@ def verify_trace_entry(
 ) -> bool:
     """What the chain runs: is ``state_hash`` entry ``index`` of the committed trace? (bound:
     leaf ``index + 1`` of ``n_entries + 1``, as MsgRevealSegment is checked)."""
-    off = 1 if bound else 0
+    off = _offset(bound)
     return len(state_hash) == 32 and verify_merkle_proof(root, state_hash, index + off, n_entries + off, proof)

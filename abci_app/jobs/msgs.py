@@ -36,7 +36,14 @@ from abci_app.jobs.errors import (
 )
 from abci_app.jobs.params import get_params
 from abci_app.jobs.rounds import Phase, compute_n_segments
-from abci_app.merkle import CHUNK_SIZE, binding_leaf, verify_merkle_proof
+from abci_app.merkle import (
+    BINDING_INDEX,
+    binding_leaf,
+    entry_leaf,
+    n_trace_leaves,
+    n_update_leaves,
+    verify_merkle_proof,
+)
 from abci_app.pb import jobs_pb2
 from abci_app.providers.validation import is_http_url
 from abci_app.reputation.rules import MAX_REPUTATION
@@ -189,25 +196,20 @@ def process_msg_submit_update(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgSubmitUp
     ctx.emit(events.update_submitted(job.id, r.round, signer, msg.update_root, msg.trace_root))
 
 
-def update_leaves(payload_size: int) -> int:
-    """Leaves of a bound update root: the binding leaf + ceil(payload_size / 1 MiB) chunks."""
-    return (payload_size + CHUNK_SIZE - 1) // CHUNK_SIZE + 1
-
-
-def trace_leaves(spec: jobs_pb2.JobSpec) -> int:
-    """Leaves of a bound trace root: the binding leaf + the H/k + 1 state hashes."""
-    return compute_n_segments(spec) + 2
+def compute_trace_leaves(spec: jobs_pb2.JobSpec) -> int:
+    """Leaves of a job's bound trace root: abci_app.merkle.n_trace_leaves of the H/k + 1 states."""
+    return n_trace_leaves(compute_n_segments(spec) + 1)
 
 
 def check_bound(job: jobs_pb2.Job, r: jobs_pb2.Round, signer: bytes, msg: jobs_pb2.MsgSubmitUpdate) -> None:
     """Both roots must have the signer's binding leaf as leaf 0 (abci_app.merkle.binding_leaf):
     a root copied from another provider's commitment cannot pass, whoever lands first."""
     for kind, root, n, proof in (
-        (b"update", msg.update_root, update_leaves(msg.payload_size), msg.update_binding_proof),
-        (b"trace", msg.trace_root, trace_leaves(job.spec), msg.trace_binding_proof),
+        (b"update", msg.update_root, n_update_leaves(msg.payload_size), msg.update_binding_proof),
+        (b"trace", msg.trace_root, compute_trace_leaves(job.spec), msg.trace_binding_proof),
     ):
         leaf = binding_leaf(kind, signer, job.id, r.round, msg.base_model_hash)
-        if not verify_merkle_proof(root, leaf, 0, n, list(proof)):
+        if not verify_merkle_proof(root, leaf, BINDING_INDEX, n, list(proof)):
             name = kind.decode()
             raise ErrUnboundCommitment(
                 f"{name}_root is not bound to the signer: {name}_binding_proof must prove leaf 0 ="
@@ -233,9 +235,9 @@ def check_not_copied(r: jobs_pb2.Round, signer: bytes, update_root: bytes, trace
 
 def process_msg_reveal_segment(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealSegment) -> None:
     """The start and end states of the challenged segment must be trace entries ``segment`` and
-    ``segment + 1`` of the committed trace root, i.e. leaves ``segment + 1`` and ``segment + 2``
-    (leaf 0 is the provider's binding leaf; H/k + 2 leaves): two Merkle proofs checked here with
-    abci_app.merkle.verify_merkle_proof (leaf data = the 32-byte state hash)."""
+    ``segment + 1`` of the committed trace root, i.e. leaves ``entry_leaf(segment)`` and
+    ``entry_leaf(segment + 1)`` of the bound layout (abci_app.merkle): two Merkle proofs checked
+    here with abci_app.merkle.verify_merkle_proof (leaf data = the 32-byte state hash)."""
     job, r, me = _load(ctx, msg.job_id, msg.round, Phase.REVEAL, signer)
     if me is None:
         raise ErrNotSelected(f"signer is not a participant of round {msg.job_id}/{msg.round}")
@@ -247,12 +249,13 @@ def process_msg_reveal_segment(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealS
         raise ErrWrongSegment(f"the challenged segment is {me.segment}, not {msg.segment}")
     _hash32(msg.start_state_hash, "start_state_hash")
     _hash32(msg.end_state_hash, "end_state_hash")
-    n = trace_leaves(job.spec)
+    n = compute_trace_leaves(job.spec)
     root = me.commitment.trace_root
-    if not verify_merkle_proof(root, msg.start_state_hash, me.segment + 1, n, list(msg.start_proof)):
-        raise ErrBadProof(f"start state is not trace entry {me.segment} (leaf {me.segment + 1} of {n}) under the committed trace root")
-    if not verify_merkle_proof(root, msg.end_state_hash, me.segment + 2, n, list(msg.end_proof)):
-        raise ErrBadProof(f"end state is not trace entry {me.segment + 1} (leaf {me.segment + 2} of {n}) under the committed trace root")
+    for what, entry, state, proof in (("start", me.segment, msg.start_state_hash, msg.start_proof),
+                                      ("end", me.segment + 1, msg.end_state_hash, msg.end_proof)):
+        if not verify_merkle_proof(root, state, entry_leaf(entry), n, list(proof)):
+            raise ErrBadProof(f"{what} state is not trace entry {entry} (leaf {entry_leaf(entry)} of {n})"
+                              " under the committed trace root")
     if not is_http_url(msg.start_location) or not is_http_url(msg.end_location):
         raise ErrInvalidLocation("start_location and end_location must be http(s) URLs of <= 256 bytes")
     me.reveal.CopyFrom(jobs_pb2.Reveal(

@@ -12,7 +12,15 @@ from chainkit import Chain, new_chain
 from abci_app.app import block_context, execute_block
 from abci_app.codec.tx import Ed25519Signer, SignatureCache
 from abci_app.jobs import keeper as jobs_keeper
-from abci_app.merkle import binding_leaf, merkle_proof, merkle_root  # noqa: F401 (re-exported for tests)
+from abci_app.merkle import (  # noqa: F401 (re-exported for tests)
+    BINDING_INDEX,
+    binding_leaf,
+    bound_trace_leaves,
+    bound_update_leaves,
+    entry_leaf,
+    merkle_proof,
+    merkle_root,
+)
 from abci_app.pb import abci, jobs_pb2, providers_pb2, tx_pb2
 from abci_app.providers import keeper as providers_keeper
 
@@ -67,14 +75,15 @@ def trace_states(addr: bytes, job_id: int, round_: int, n_entries: int, tag: str
 
 
 def trace_leaves(addr: bytes, job_id: int, round_: int, base: bytes = MODEL0, n_entries: int = 5) -> list[bytes]:
-    """Leaf data of an honest provider's bound trace tree: its binding leaf, then the states
-    (trace entry i is leaf i + 1)."""
-    return [binding_leaf(b"trace", addr, job_id, round_, base)] + trace_states(addr, job_id, round_, n_entries)
+    """Leaf data of an honest provider's bound trace tree (abci_app.merkle layout: trace entry i
+    is leaf entry_leaf(i))."""
+    return bound_trace_leaves(addr, job_id, round_, base, trace_states(addr, job_id, round_, n_entries))
 
 
 def update_leaves(addr: bytes, job_id: int, round_: int, base: bytes = MODEL0) -> list[bytes]:
-    """Leaf data of an honest provider's bound update tree (a 123,456-byte payload = 1 chunk)."""
-    return [binding_leaf(b"update", addr, job_id, round_, base), h(f"update/{addr.hex()}/{round_}")]
+    """Leaf data of an honest provider's bound update tree (a 123,456-byte payload = 1 chunk,
+    stood for by a 32-byte string)."""
+    return bound_update_leaves(addr, job_id, round_, base, h(f"update/{addr.hex()}/{round_}"))
 
 
 def submit_msg(addr: bytes, job_id: int, round_: int, base: bytes = MODEL0, *, n_entries: int = 5,
@@ -89,7 +98,7 @@ def submit_msg(addr: bytes, job_id: int, round_: int, base: bytes = MODEL0, *, n
         payload_size=123_456, trace_root=merkle_root(tl),
         tokens_processed=tokens, loss_before_mnats=5_500, loss_after_mnats=5_200,
         blob_location=f"http://10.0.0.1:26680/blob/{addr.hex()[:8]}",
-        update_binding_proof=merkle_proof(ul, 0), trace_binding_proof=merkle_proof(tl, 0),
+        update_binding_proof=merkle_proof(ul, BINDING_INDEX), trace_binding_proof=merkle_proof(tl, BINDING_INDEX),
     )
     d.update(kw)
     return tx_pb2.Msg(submit_update=jobs_pb2.MsgSubmitUpdate(**d))
@@ -97,13 +106,13 @@ def submit_msg(addr: bytes, job_id: int, round_: int, base: bytes = MODEL0, *, n
 
 def reveal_msg(addr: bytes, job_id: int, round_: int, segment: int, *, n_entries: int = 5, base: bytes = MODEL0,
                **kw: Any) -> tx_pb2.Msg:
-    """Reveal trace entries ``segment`` and ``segment + 1`` = leaves ``segment + 1`` and
-    ``segment + 2`` of the bound trace (leaf 0 is the binding)."""
+    """Reveal trace entries ``segment`` and ``segment + 1`` = leaves ``entry_leaf(segment)`` and
+    ``entry_leaf(segment + 1)`` of the bound trace."""
     tl = trace_leaves(addr, job_id, round_, base, n_entries)
-    seg = segment
+    s, e = entry_leaf(segment), entry_leaf(segment + 1)
     d: dict[str, Any] = dict(
-        job_id=job_id, round=round_, segment=segment, start_state_hash=tl[seg + 1], end_state_hash=tl[seg + 2],
-        start_proof=merkle_proof(tl, seg + 1), end_proof=merkle_proof(tl, seg + 2),
+        job_id=job_id, round=round_, segment=segment, start_state_hash=tl[s], end_state_hash=tl[e],
+        start_proof=merkle_proof(tl, s), end_proof=merkle_proof(tl, e),
         start_location="http://10.0.0.1:26680/s/a", end_location="http://10.0.0.1:26680/s/b",
     )
     d.update(kw)

@@ -57,7 +57,7 @@ def test_query_errors():
 
 
 def test_round_table_renders():
-    from node.cli_market import round_table
+    from node.market_render import round_table
 
     m = new_market(n_providers=2)
     assert m.send(m.owner, create_job_msg(rounds=1)).code == 0

@@ -1,0 +1,243 @@
+"""Compute-market messages as a library: build, sign and broadcast the txs of providers, job
+owners and verifiers. ``loconet tx provider|job|round`` (node/cli_market.py) and the provider
+worker (node/worker/) call the same functions, so both sign identical messages.
+
+Builders take plain values and return a ``tx_pb2.Msg``; bad input raises ``UsageError`` naming
+the fix. Bound commitments (leaf 0 = the signer's binding leaf) are laid out by
+``abci_app.merkle`` (``bound_update_leaves`` / ``bound_trace_leaves`` / ``entry_leaf``) and
+nowhere else. ``send_tx`` signs with the account's current sequence and waits for the block.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from abci_app.merkle import (
+    BINDING_INDEX,
+    bound_trace_leaves,
+    bound_update_leaves,
+    entry_leaf,
+    merkle_proof,
+    merkle_root,
+)
+from node.errors import UsageError
+
+__all__ = [
+    "build_attest",
+    "build_bound_submit",
+    "build_cancel_job",
+    "build_create_job",
+    "build_exit_provider",
+    "build_register_provider",
+    "build_reveal_from_trace",
+    "build_submit_update",
+    "build_update_provider",
+    "build_verdict",
+    "hex32",
+    "parse_gpu",
+    "read_trace",
+    "send_tx",
+]
+
+
+def hex32(text: str, what: str) -> bytes:
+    """64 hex characters (optionally 0x-prefixed) -> 32 bytes."""
+    try:
+        raw = bytes.fromhex(text.strip().removeprefix("0x"))
+    except ValueError:
+        raw = b""
+    if len(raw) != 32:
+        raise UsageError(f"{what} must be 64 hex characters (a sha256), got {text!r}")
+    return raw
+
+
+def parse_gpu(text: str) -> Any:
+    """``H100:8:81920`` -> GpuSpec(model, count, memory MiB)."""
+    from abci_app.pb import providers_pb2
+
+    parts = text.rsplit(":", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+        raise UsageError(f"bad --gpu {text!r}: write MODEL:COUNT:MEMORY_MIB, e.g. H100:8:81920")
+    return providers_pb2.GpuSpec(model=parts[0], count=int(parts[1]), memory_mib=int(parts[2]))
+
+
+# ----------------------------------------------------------------------------- providers
+
+
+def build_register_provider(bond: int, gpus: Sequence[str], throughput: int, region: str, endpoint: str) -> Any:
+    from abci_app.pb import providers_pb2, tx_pb2
+
+    return tx_pb2.Msg(register_provider=providers_pb2.MsgRegisterProvider(
+        bond=bond, hardware=[parse_gpu(g) for g in gpus], throughput_tokens_per_sec=throughput, region=region,
+        endpoint=endpoint))
+
+
+def build_update_provider(add_bond: int = 0, gpus: Sequence[str] = (), throughput: int = 0, region: str = "",
+                          endpoint: str = "") -> Any:
+    from abci_app.pb import providers_pb2, tx_pb2
+
+    return tx_pb2.Msg(update_provider=providers_pb2.MsgUpdateProvider(
+        add_bond=add_bond, hardware=[parse_gpu(g) for g in gpus], throughput_tokens_per_sec=throughput,
+        region=region, endpoint=endpoint))
+
+
+def build_exit_provider() -> Any:
+    from abci_app.pb import providers_pb2, tx_pb2
+
+    return tx_pb2.Msg(exit_provider=providers_pb2.MsgExitProvider())
+
+
+# ----------------------------------------------------------------------------- jobs
+
+
+def build_create_job(d: dict[str, Any]) -> Any:
+    """From a dict shaped like ``/job`` JSON's ``spec`` plus ``rounds``, ``reward_per_round`` and
+    ``verifier_reward_per_round`` (hashes hex, windows as {commit, reveal, verdict, attest})."""
+    from abci_app.pb import jobs_pb2, tx_pb2
+
+    try:
+        w = d["windows"]
+        spec = jobs_pb2.JobSpec(
+            model=jobs_pb2.ModelConfig(**{k: int(v) for k, v in d["model"].items()}),
+            initial_model_hash=hex32(d["initial_model_hash"], "initial_model_hash"),
+            dataset_id=hex32(d["dataset_id"], "dataset_id"),
+            inner_steps=int(d["inner_steps"]), trace_interval=int(d["trace_interval"]),
+            compression_policy=str(d["compression_policy"]),
+            compression_params=[jobs_pb2.CompressionParam(key=k, value=int(v))
+                                for k, v in sorted(d.get("compression_params", {}).items())],
+            participants_per_round=int(d["participants_per_round"]), num_shards=int(d["num_shards"]),
+            tokens_per_step=int(d["tokens_per_step"]),
+            commit_blocks=int(w["commit"]), reveal_blocks=int(w["reveal"]), verdict_blocks=int(w["verdict"]),
+            attest_blocks=int(w["attest"]), min_reputation=int(d.get("min_reputation", 0)),
+            min_stake=int(d.get("min_stake", 0)), challenge_bps=int(d["challenge_bps"]),
+            verifiers_per_challenge=int(d["verifiers_per_challenge"]),
+        )
+        return tx_pb2.Msg(create_job=jobs_pb2.MsgCreateJob(
+            spec=spec, rounds=int(d["rounds"]), reward_per_round=int(d["reward_per_round"]),
+            verifier_reward_per_round=int(d.get("verifier_reward_per_round", 0))))
+    except KeyError as e:
+        raise UsageError(f"job spec is missing {e.args[0]!r}") from None
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"bad job spec: {e}") from None
+
+
+def build_cancel_job(job_id: int) -> Any:
+    from abci_app.pb import jobs_pb2, tx_pb2
+
+    return tx_pb2.Msg(cancel_job=jobs_pb2.MsgCancelJob(job_id=job_id))
+
+
+# ----------------------------------------------------------------------------- round duties
+
+
+def build_submit_update(job_id: int, round_: int, *, base_model: bytes, update_root: bytes, payload_size: int,
+                        trace_root: bytes, tokens: int, loss_before: int, loss_after: int, blob: str,
+                        update_binding_proof: Sequence[bytes] = (), trace_binding_proof: Sequence[bytes] = ()) -> Any:
+    from abci_app.pb import jobs_pb2, tx_pb2
+
+    return tx_pb2.Msg(submit_update=jobs_pb2.MsgSubmitUpdate(
+        job_id=job_id, round=round_, base_model_hash=base_model, update_root=update_root, payload_size=payload_size,
+        trace_root=trace_root, tokens_processed=tokens, loss_before_mnats=loss_before, loss_after_mnats=loss_after,
+        blob_location=blob, update_binding_proof=list(update_binding_proof),
+        trace_binding_proof=list(trace_binding_proof)))
+
+
+def build_bound_submit(job_id: int, round_: int, *, provider: bytes, base_model: bytes, payload: bytes,
+                       trace: Sequence[bytes], tokens: int, loss_before: int, loss_after: int, blob: str) -> Any:
+    """MsgSubmitUpdate with both roots bound to ``provider`` (abci_app.merkle layout) and the
+    proofs of the binding leaf computed from the payload bytes and the trace's state hashes."""
+    ul = bound_update_leaves(provider, job_id, round_, base_model, payload)
+    try:
+        tl = bound_trace_leaves(provider, job_id, round_, base_model, trace)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return build_submit_update(
+        job_id, round_, base_model=base_model, update_root=merkle_root(ul), payload_size=len(payload),
+        trace_root=merkle_root(tl), tokens=tokens, loss_before=loss_before, loss_after=loss_after, blob=blob,
+        update_binding_proof=merkle_proof(ul, BINDING_INDEX), trace_binding_proof=merkle_proof(tl, BINDING_INDEX))
+
+
+def build_reveal_from_trace(job_id: int, round_: int, segment: int, trace: Sequence[bytes], start_location: str,
+                            end_location: str, *, provider: bytes, base_model: bytes) -> Any:
+    """Reveal trace entries ``segment`` and ``segment+1`` with their Merkle proofs in the
+    provider's bound trace (leaves ``entry_leaf(segment)`` and ``entry_leaf(segment + 1)``)."""
+    from abci_app.pb import jobs_pb2, tx_pb2
+
+    if not 0 <= segment < len(trace) - 1:
+        raise UsageError(f"segment {segment} is outside the trace's {len(trace) - 1} segments")
+    leaves = bound_trace_leaves(provider, job_id, round_, base_model, trace)
+    return tx_pb2.Msg(reveal_segment=jobs_pb2.MsgRevealSegment(
+        job_id=job_id, round=round_, segment=segment, start_state_hash=trace[segment],
+        end_state_hash=trace[segment + 1], start_proof=merkle_proof(leaves, entry_leaf(segment)),
+        end_proof=merkle_proof(leaves, entry_leaf(segment + 1)),
+        start_location=start_location, end_location=end_location))
+
+
+def build_verdict(job_id: int, round_: int, target: bytes, valid: bool, quality: int) -> Any:
+    from abci_app.pb import jobs_pb2, tx_pb2
+
+    return tx_pb2.Msg(verdict=jobs_pb2.MsgVerdict(job_id=job_id, round=round_, target=target, valid=valid,
+                                                  quality=quality))
+
+
+def build_attest(job_id: int, round_: int, model_hash: bytes) -> Any:
+    from abci_app.pb import jobs_pb2, tx_pb2
+
+    return tx_pb2.Msg(attest_model=jobs_pb2.MsgAttestModel(job_id=job_id, round=round_, model_hash=model_hash))
+
+
+def read_trace(path: str) -> list[bytes]:
+    """A trace file: JSON list of the 64-hex state hashes (steps 0, k, ..., H)."""
+    try:
+        items = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise UsageError(f"cannot read trace file {path}: {e}") from None
+    if not isinstance(items, list) or len(items) < 2:
+        raise UsageError(f"{path}: a trace is a JSON list of at least 2 hex state hashes")
+    return [hex32(str(x), f"{path} entry") for x in items]
+
+
+# ----------------------------------------------------------------------------- sign and send
+
+WRONG_SEQUENCE = ("tx", 6)  # abci_app.errors.ErrWrongSequence
+
+
+def account_sequence(client: Any, address: str) -> int:
+    acc = json.loads(client.abci_query(f"/account/{address}").value or b"{}")
+    return int(acc.get("sequence", 0))
+
+
+def send_tx(client: Any, signer: Any, msgs: list[Any], *, fee: int = 100, wait: bool = True,
+            sequence_retries: int = 3, timeout: float = 30.0,
+            on_broadcast: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Sign ``msgs`` with the account's current sequence, broadcast_tx_sync and (``wait``) wait
+    for the block. A tx refused for a wrong sequence (another tx of this account landed in
+    between) is re-signed with the fresh sequence, up to ``sequence_retries`` times; any other
+    rejection raises ``node.rpc.TxRejected``. ``on_broadcast(txhash)`` is called once CheckTx
+    passed. Returns {"txhash", "height"} (height 0 if not
+    waited)."""
+    from abci_app.codec.address import to_bech32
+    from abci_app.codec.tx import build_tx
+    from node.rpc import TxRejected
+
+    chain_id = client.status()["node_info"]["network"]
+    address = to_bech32(signer.address)
+    for attempt in range(sequence_retries + 1):
+        raw = build_tx(signer, chain_id=chain_id, msgs=msgs, sequence=account_sequence(client, address), fee=fee)
+        try:
+            tx_hash = client.broadcast_tx_sync(raw)
+            if on_broadcast is not None:
+                on_broadcast(tx_hash)
+            if not wait:
+                return {"txhash": tx_hash, "height": 0}
+            res = client.wait_for_tx(tx_hash, timeout=timeout)
+            return {"txhash": tx_hash, "height": int(res["height"])}
+        except TxRejected as e:
+            if (e.codespace, e.code) != WRONG_SEQUENCE or attempt == sequence_retries:
+                raise
+            time.sleep(0.3 * (attempt + 1))
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -1,0 +1,96 @@
+"""Text rendering of compute-market query answers (the JSON of abci_app/*/queries.py) for the
+CLI without ``-o json``. Pure functions: JSON dict in, text out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from node.cli import fmt_loco
+
+
+def provider_text(p: dict[str, Any], height: int) -> str:
+    hw = ", ".join(f"{g['count']}x {g['model']} ({g['memory_mib']} MiB)" for g in p["hardware"])
+    return (f"provider:   {p['address']}\nstatus:     {p['status']}\nbond:       {p['bond']} uloco ({fmt_loco(p['bond'])})\n"
+            f"unbonding:  {p['unbonding']} uloco (at height {p['unbonding_height']})\nreputation: {p['reputation']} / 10000\n"
+            f"hardware:   {hw}\nthroughput: {p['throughput_tokens_per_sec']} tokens/s\nregion:     {p['region']}\n"
+            f"endpoint:   {p['endpoint']}\nslashed:    {p['slashed_total']} uloco\nheight:     {height}")
+
+
+def providers_table(res: dict[str, Any]) -> str:
+    rows = [f"{'address':44s} {'status':8s} {'bond (uloco)':>16s} {'rep':>5s}  region"]
+    rows += [f"{p['address']:44s} {p['status']:8s} {p['bond']:>16d} {p['reputation']:>5d}  {p['region']}"
+             for p in res["result"]["providers"]]
+    return "\n".join(rows) + f"\n{res['result']['total']} provider(s) at height {res['height']}"
+
+
+def job_text(j: dict[str, Any], height: int) -> str:
+    s = j["spec"]
+    return (f"job {j['id']} ({j['status']}) owner {j['owner']}\n"
+            f"rounds: {j['rounds_finalized']} finalized / {j['rounds_opened']} opened / {j['rounds']}\n"
+            f"reward per round: {j['reward_per_round']} uloco + {j['verifier_reward_per_round']} uloco to verifiers\n"
+            f"escrow: {j['escrow']} uloco (funded {j['escrow_funded']}, paid {j['paid_total']}, refunded {j['refunded']})\n"
+            f"model: {j['current_model_hash']}\ndataset: {s['dataset_id']}\n"
+            f"H={s['inner_steps']} k={s['trace_interval']} {s['compression_policy']} "
+            f"participants={s['participants_per_round']} windows={s['windows']}\nheight: {height}")
+
+
+def jobs_table(res: dict[str, Any]) -> str:
+    rows = [f"{'id':>5s} {'status':10s} {'rounds':>9s} {'escrow (uloco)':>16s}  owner"]
+    rows += [f"{j['id']:>5d} {j['status']:10s} {j['rounds_finalized']:>4d}/{j['rounds']:<4d} {j['escrow']:>16d}  {j['owner']}"
+             for j in res["result"]["jobs"]]
+    return "\n".join(rows) + f"\n{res['result']['total']} job(s) at height {res['height']}"
+
+
+def round_table(r: dict[str, Any]) -> str:
+    """A readable table of one round (``query round`` without ``-o json``)."""
+    w = r["windows"]
+
+    def short(x: str) -> str:
+        return (x[:12] + "…") if x else "-"
+
+    lines = [
+        f"round {r['job_id']}/{r['round']}  phase {r['phase']}",
+        f"windows: opened {w['open_height']} | commit ≤{w['commit_deadline']} | reveal ≤{w['reveal_end']} | "
+        f"verdict ≤{w['verdict_end']} | attest ≤{w['attest_end']}"
+        + (f" | finalized at {r['finalized_height']}" if r["finalized_height"] else ""),
+        f"base model: {short(r['base_model_hash'])}   attested: {short(r['attested_model_hash'])}",
+        "",
+        f"{'participant':44s} {'shard':>5s} {'rep':>5s} {'commit':6s} {'seg':>3s} {'reveal':6s} {'votes':9s} "
+        f"{'outcome':13s} {'quality':>7s} {'reward':>10s} {'slashed':>10s}",
+    ]
+    for p in r["participants"]:
+        ch = p["challenge"]
+        votes = "-"
+        if ch:
+            vs = ch["verifiers"]
+            votes = (f"{sum(v['voted'] and v['valid'] for v in vs)}✓"
+                     f"{sum(v['voted'] and not v['valid'] for v in vs)}✗/{len(vs)}")
+        seg = str(ch["segment"]) if ch else "-"
+        reveal = ("yes" if ch["reveal"] else "no") if ch else "-"
+        lines.append(
+            f"{p['address']:44s} {p['shard']:>5d} {p['reputation']:>5d} {'yes' if p['commitment'] else 'no':6s} "
+            f"{seg:>3s} {reveal:6s} {votes:9s} {p['outcome']:13s} {p['quality']:>7d} {p['reward']:>10d} {p['slashed']:>10d}"
+        )
+    lines.append("")
+    lines.append(f"paid: {r['reward_paid']} uloco to participants, {r['verifier_paid']} uloco to verifiers; "
+                 f"{r['returned_to_escrow']} uloco back to escrow")
+    for s in r["slashes"]:
+        lines.append(f"slashed: {s['address']} {s['amount']} uloco ({s['reason']}; {s['burned']} burned)")
+    for p in r["payouts"]:
+        if p["kind"] == "bounty":
+            lines.append(f"bounty: {p['address']} {p['amount']} uloco")
+    return "\n".join(lines)
+
+
+def rounds_table(res: dict[str, Any]) -> str:
+    rows = [f"{'round':>5s} {'phase':10s} {'participants':>12s} {'accepted':>8s} {'paid':>10s}  attested"]
+    for r in res["result"]["rounds"]:
+        acc = sum(p["outcome"] == "accepted" for p in r["participants"])
+        rows.append(f"{r['round']:>5d} {r['phase']:10s} {len(r['participants']):>12d} {acc:>8d} "
+                    f"{r['reward_paid'] + r['verifier_paid']:>10d}  {r['attested_model_hash'][:16] or '-'}")
+    return "\n".join(rows) + f"\n{res['result']['total']} round(s) opened; height {res['height']}"
+
+
+def market_params_text(d: dict[str, Any]) -> str:
+    return "\n".join([f"providers.{k} = {v}" for k, v in d["providers"].items()]
+                     + [f"jobs.{k} = {v}" for k, v in d["jobs"].items()])
