@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
+
 _GEN = Path(__file__).resolve().parent / "codec" / "gen"
 if not (_GEN / "tendermint").is_dir():
     raise ImportError(f"protobuf stubs missing in {_GEN}: run `make setup`")
@@ -26,6 +28,32 @@ from loconet.tx.v1 import tx_pb2
 from tendermint.abci import types_pb2 as abci
 from tendermint.crypto import keys_pb2, proof_pb2
 
+
+def _enum_prefix(enum: EnumTypeWrapper) -> str:
+    names = enum.keys()
+    common = names[0]
+    for n in names[1:]:
+        while not n.startswith(common):
+            common = common[:-1]
+    return common[: common.rfind("_") + 1]
+
+
+def enum_name(enum: EnumTypeWrapper, value: int) -> str:
+    """The name of a proto enum value as queries, events and messages show it: lower case,
+    without the enum's common prefix (``enum_name(jobs_pb2.Phase, 1) == "commit"``);
+    ``"unknown"`` for a value the enum does not define."""
+    try:
+        name: str = enum.Name(value)
+    except ValueError:
+        return "unknown"
+    return name.removeprefix(_enum_prefix(enum)).lower()
+
+
+def enum_names(enum: EnumTypeWrapper) -> list[str]:
+    """Every name ``enum_name`` can return for ``enum`` (besides "unknown"), in value order."""
+    return [enum_name(enum, v) for v in sorted(enum.values())]
+
+
 __all__ = [
-    "abci", "bank_pb2", "jobs_pb2", "keys_pb2", "proof_pb2", "providers_pb2", "staking_pb2", "state_pb2", "tx_pb2",
+    "abci", "bank_pb2", "enum_name", "enum_names", "jobs_pb2", "keys_pb2", "proof_pb2", "providers_pb2", "staking_pb2", "state_pb2", "tx_pb2",
 ]

@@ -28,16 +28,8 @@ from abci_app.jobs.keys import (
     round_key,
     round_prefix,
 )
-from abci_app.pb import jobs_pb2
+from abci_app.pb import enum_name, jobs_pb2
 from abci_app.store import CacheKV, KVReader
-
-STATUS_NAMES = {
-    jobs_pb2.JOB_STATUS_ACTIVE: "active",
-    jobs_pb2.JOB_STATUS_CANCELLING: "cancelling",
-    jobs_pb2.JOB_STATUS_CANCELLED: "cancelled",
-    jobs_pb2.JOB_STATUS_COMPLETED: "completed",
-}
-
 
 # -- jobs -----------------------------------------------------------------------------------------
 
@@ -98,7 +90,7 @@ def close_job(ctx: Ctx, job: jobs_pb2.Job, status: int) -> None:
     job.status = status  # type: ignore[assignment]
     unschedule_open(ctx.store, job)
     set_job(ctx.store, job)
-    ctx.emit(events.job_closed(job.id, STATUS_NAMES[status], refund, job.paid_total))
+    ctx.emit(events.job_closed(job.id, enum_name(jobs_pb2.JobStatus, status), refund, job.paid_total))
 
 
 # -- rounds ---------------------------------------------------------------------------------------
@@ -153,7 +145,7 @@ def check_invariants(store: KVReader) -> int:
     # scheduling indexes point at live records
     for key, _ in store.iterate(ROUND_DUE_PREFIX, prefix_end(ROUND_DUE_PREFIX)):
         r = get_round(store, int.from_bytes(key[9:17], "big"), int.from_bytes(key[17:25], "big"))
-        if r is None or r.phase >= 6:
+        if r is None or r.phase == jobs_pb2.PHASE_FINALIZED:
             raise InvariantBroken(f"round schedule entry {key.hex()} for a missing or finalized round")
     for key, _ in store.iterate(OPEN_DUE_PREFIX, prefix_end(OPEN_DUE_PREFIX)):
         job2 = get_job(store, int.from_bytes(key[9:17], "big"))

@@ -35,7 +35,7 @@ from abci_app.jobs.errors import (
     ErrWrongSegment,
 )
 from abci_app.jobs.params import get_params
-from abci_app.jobs.rounds import Phase, compute_n_segments
+from abci_app.jobs.rounds import compute_n_segments
 from abci_app.merkle import (
     BINDING_INDEX,
     binding_leaf,
@@ -44,7 +44,7 @@ from abci_app.merkle import (
     n_update_leaves,
     verify_merkle_proof,
 )
-from abci_app.pb import jobs_pb2
+from abci_app.pb import enum_name, jobs_pb2
 from abci_app.providers.validation import is_http_url
 from abci_app.reputation.rules import MAX_REPUTATION
 
@@ -55,7 +55,6 @@ MAX_MODEL_DIM = 1 << 20
 MAX_SHARDS = 1 << 20
 MAX_LOSS_MNATS = 10**9
 MAX_QUALITY = 10_000
-PHASE_NAMES = {p.value: p.name.lower() for p in Phase}
 
 
 def _hash32(b: bytes, what: str) -> bytes:
@@ -148,7 +147,7 @@ def process_msg_cancel_job(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgCancelJob) 
         keeper.set_job(ctx.store, job)
 
 
-def _load(ctx: Ctx, job_id: int, round_: int, phase: Phase, signer: bytes) -> tuple[jobs_pb2.Job, jobs_pb2.Round, jobs_pb2.Participant | None]:
+def _load(ctx: Ctx, job_id: int, round_: int, phase: int, signer: bytes) -> tuple[jobs_pb2.Job, jobs_pb2.Round, jobs_pb2.Participant | None]:
     job = keeper.get_job(ctx.store, job_id)
     if job is None:
         raise ErrJobNotFound(f"job {job_id} does not exist")
@@ -157,7 +156,7 @@ def _load(ctx: Ctx, job_id: int, round_: int, phase: Phase, signer: bytes) -> tu
         raise ErrRoundNotFound(f"job {job_id} has no round {round_} (yet)")
     if r.phase != phase:
         raise ErrWrongPhase(
-            f"round {job_id}/{round_} is in phase {PHASE_NAMES[r.phase]}, this message needs {phase.name.lower()}"
+            f"round {job_id}/{round_} is in phase {enum_name(jobs_pb2.Phase, r.phase)}, this message needs {enum_name(jobs_pb2.Phase, phase)}"
             f" (commit until {r.commit_deadline}, reveal until {r.reveal_end}, verdicts until {r.verdict_end},"
             f" attest until {r.attest_end})"
         )
@@ -167,7 +166,7 @@ def _load(ctx: Ctx, job_id: int, round_: int, phase: Phase, signer: bytes) -> tu
 
 def process_msg_submit_update(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgSubmitUpdate) -> None:
     params = get_params(ctx.store)
-    job, r, me = _load(ctx, msg.job_id, msg.round, Phase.COMMIT, signer)
+    job, r, me = _load(ctx, msg.job_id, msg.round, jobs_pb2.PHASE_COMMIT, signer)
     if me is None:
         raise ErrNotSelected(f"signer was not drawn for round {msg.job_id}/{msg.round}")
     if me.HasField("commitment"):
@@ -238,7 +237,7 @@ def process_msg_reveal_segment(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealS
     ``segment + 1`` of the committed trace root, i.e. leaves ``entry_leaf(segment)`` and
     ``entry_leaf(segment + 1)`` of the bound layout (abci_app.merkle): two Merkle proofs checked
     here with abci_app.merkle.verify_merkle_proof (leaf data = the 32-byte state hash)."""
-    job, r, me = _load(ctx, msg.job_id, msg.round, Phase.REVEAL, signer)
+    job, r, me = _load(ctx, msg.job_id, msg.round, jobs_pb2.PHASE_REVEAL, signer)
     if me is None:
         raise ErrNotSelected(f"signer is not a participant of round {msg.job_id}/{msg.round}")
     if not me.challenged:
@@ -267,7 +266,7 @@ def process_msg_reveal_segment(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealS
 
 
 def process_msg_verdict(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgVerdict) -> None:
-    job, r, _ = _load(ctx, msg.job_id, msg.round, Phase.VERDICT, signer)
+    job, r, _ = _load(ctx, msg.job_id, msg.round, jobs_pb2.PHASE_VERDICT, signer)
     target = check_address(msg.target, "target")
     t = next((p for p in r.participants if p.address == target), None)
     if t is None or not t.challenged:
@@ -288,7 +287,7 @@ def process_msg_verdict(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgVerdict) -> No
 
 
 def process_msg_attest_model(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgAttestModel) -> None:
-    job, r, me = _load(ctx, msg.job_id, msg.round, Phase.ATTEST, signer)
+    job, r, me = _load(ctx, msg.job_id, msg.round, jobs_pb2.PHASE_ATTEST, signer)
     if me is None or me.outcome != jobs_pb2.OUTCOME_ACCEPTED:
         raise ErrNotAttester("only participants whose update was accepted attest the aggregate")
     if me.attested_hash:

@@ -12,8 +12,7 @@ from abci_app.jobs import keeper
 from abci_app.jobs.keys import PARAMS_KEY as JOBS_PARAMS_KEY
 from abci_app.jobs.keys import job_key, round_key
 from abci_app.jobs.params import get_params, params_to_json
-from abci_app.jobs.rounds import OUTCOME_NAMES, Phase
-from abci_app.pb import jobs_pb2
+from abci_app.pb import enum_name, jobs_pb2
 from abci_app.providers.keys import PARAMS_KEY as PROVIDERS_PARAMS_KEY
 from abci_app.providers.params import get_params as get_providers_params
 from abci_app.providers.params import params_to_json as providers_params_to_json
@@ -35,7 +34,7 @@ def job_to_json(j: jobs_pb2.Job) -> dict[str, Any]:
     return {
         "id": j.id,
         "owner": to_bech32(j.owner),
-        "status": keeper.STATUS_NAMES.get(j.status, "unknown"),
+        "status": enum_name(jobs_pb2.JobStatus, j.status),
         "rounds": j.rounds,
         "reward_per_round": j.reward_per_round,
         "verifier_reward_per_round": j.verifier_reward_per_round,
@@ -75,7 +74,7 @@ def _participant_json(p: jobs_pb2.Participant) -> dict[str, Any]:
         "stake": p.stake,
         "reputation": p.reputation,
         "shard": p.shard,
-        "outcome": OUTCOME_NAMES.get(p.outcome, "unknown"),
+        "outcome": enum_name(jobs_pb2.Outcome, p.outcome),
         "quality": p.quality,
         "reward": p.reward,
         "slashed": p.slashed,
@@ -113,7 +112,7 @@ def round_to_json(r: jobs_pb2.Round) -> dict[str, Any]:
     return {
         "job_id": r.job_id,
         "round": r.round,
-        "phase": Phase(r.phase).name.lower(),
+        "phase": enum_name(jobs_pb2.Phase, r.phase),
         "windows": {
             "open_height": r.open_height, "commit_deadline": r.commit_deadline, "reveal_end": r.reveal_end,
             "verdict_end": r.verdict_end, "attest_end": r.attest_end,
@@ -157,7 +156,7 @@ def query_jobs(reader: KVReader, args: list[str], params: dict[str, str]) -> tup
     limit = int_param(params, "limit", MAX_LIMIT, MAX_LIMIT)
     all_ = [
         j for j in keeper.iterate_jobs(reader)
-        if (owner is None or j.owner == owner) and (not status or keeper.STATUS_NAMES.get(j.status) == status)
+        if (owner is None or j.owner == owner) and (not status or enum_name(jobs_pb2.JobStatus, j.status) == status)
     ]
     page = all_[start : start + limit]
     return to_json({"jobs": [job_to_json(j) for j in page], "total": len(all_)}), [job_key(j.id) for j in page]

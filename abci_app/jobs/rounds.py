@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from enum import IntEnum
 
 from abci_app.context import Ctx
 from abci_app.encoding import u64_key
@@ -31,7 +30,7 @@ from abci_app.jobs.expected import ProviderKeeper
 from abci_app.jobs.keys import OPEN_DUE_PREFIX, ROUND_DUE_PREFIX, open_due_key, round_due_key
 from abci_app.jobs.params import get_params
 from abci_app.jobs.sampler import Sampler, shuffle, weighted_sample
-from abci_app.pb import jobs_pb2
+from abci_app.pb import enum_name, jobs_pb2
 from abci_app.providers import keeper as _providers_keeper
 from abci_app.reputation.rules import compute_gain, compute_loss
 from abci_app.rewards.rules import compute_participant_payouts, compute_shares
@@ -39,28 +38,8 @@ from abci_app.rewards.rules import compute_participant_payouts, compute_shares
 PROVIDERS: ProviderKeeper = _providers_keeper  # type: ignore[assignment]
 
 BPS = 10_000
-Outcome = jobs_pb2.Outcome
-OUTCOME_NAMES = {
-    jobs_pb2.OUTCOME_UNSPECIFIED: "pending",
-    jobs_pb2.OUTCOME_MISSED_COMMIT: "missed_commit",
-    jobs_pb2.OUTCOME_MISSED_REVEAL: "missed_reveal",
-    jobs_pb2.OUTCOME_ACCEPTED: "accepted",
-    jobs_pb2.OUTCOME_FRAUD: "fraud",
-    jobs_pb2.OUTCOME_UNDECIDED: "undecided",
-    jobs_pb2.OUTCOME_REJECTED: "rejected",
-}
 # outcomes a verifier majority decided (its side earns the verifier share and reputation)
 DECIDED = (jobs_pb2.OUTCOME_ACCEPTED, jobs_pb2.OUTCOME_FRAUD, jobs_pb2.OUTCOME_REJECTED)
-
-
-class Phase(IntEnum):
-    OPEN = 0
-    COMMIT = 1
-    CHALLENGE = 2
-    REVEAL = 3
-    VERDICT = 4
-    ATTEST = 5
-    FINALIZED = 6
 
 
 # -- seeds ----------------------------------------------------------------------------------------
@@ -121,7 +100,7 @@ def process_round_open(ctx: Ctx, job: jobs_pb2.Job) -> None:
     parts.sort(key=lambda p: p.address)
     d = h + spec.commit_blocks
     r = jobs_pb2.Round(
-        job_id=job.id, round=n, phase=Phase.COMMIT, open_height=h, commit_deadline=d,
+        job_id=job.id, round=n, phase=jobs_pb2.PHASE_COMMIT, open_height=h, commit_deadline=d,
         reveal_end=d + spec.reveal_blocks, verdict_end=d + spec.reveal_blocks + spec.verdict_blocks,
         attest_end=d + spec.reveal_blocks + spec.verdict_blocks + spec.attest_blocks,
         draw_seed=seed, base_model_hash=job.current_model_hash, participants=parts,
@@ -165,7 +144,7 @@ def process_challenge(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
         vs.sort(key=lambda v: v.address)
         p.verifiers.extend(jobs_pb2.VerifierAssignment(address=v.address, stake=v.bond) for v in vs)
         ctx.emit(events.challenge_issued(job.id, r.round, p.address, p.segment, [v.address for v in vs]))
-    r.phase = Phase.REVEAL
+    r.phase = jobs_pb2.PHASE_REVEAL
     _move_due(ctx, r, r.commit_deadline, r.reveal_end)
     keeper.set_round(ctx.store, r)
     if job.status == jobs_pb2.JOB_STATUS_ACTIVE and job.rounds_opened < job.rounds:
@@ -181,7 +160,7 @@ def process_reveal_end(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
     for p in r.participants:
         if p.challenged and not p.HasField("reveal"):
             p.outcome = jobs_pb2.OUTCOME_MISSED_REVEAL
-    r.phase = Phase.VERDICT
+    r.phase = jobs_pb2.PHASE_VERDICT
     _move_due(ctx, r, r.reveal_end, r.verdict_end)
     keeper.set_round(ctx.store, r)
 
@@ -231,8 +210,8 @@ def process_verdict_end(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
         if p.challenged and p.HasField("reveal"):
             p.outcome, p.quality = compute_outcome(  # type: ignore[assignment]
                 p, params.unverified_quality, params.min_fraud_verifiers)
-            ctx.emit(events.verdict_decided(job.id, r.round, p.address, OUTCOME_NAMES[p.outcome], p.quality))
-    r.phase = Phase.ATTEST
+            ctx.emit(events.verdict_decided(job.id, r.round, p.address, enum_name(jobs_pb2.Outcome, p.outcome), p.quality))
+    r.phase = jobs_pb2.PHASE_ATTEST
     _move_due(ctx, r, r.verdict_end, r.attest_end)
     keeper.set_round(ctx.store, r)
 
@@ -331,7 +310,7 @@ def process_participant_penalties(ctx: Ctx, r: jobs_pb2.Round) -> None:
     for p in r.participants:
         rep = PROVIDERS.get_reputation(ctx.store, p.address)
         if p.outcome in (jobs_pb2.OUTCOME_MISSED_COMMIT, jobs_pb2.OUTCOME_MISSED_REVEAL):
-            reason = OUTCOME_NAMES[p.outcome]
+            reason = enum_name(jobs_pb2.Outcome, p.outcome)
             res = PROVIDERS.slash(ctx, p.address, params.slash_fraction_liveness_bps, reason=reason, job_id=jid, round_=rn)
             loss = (params.reputation_loss_missed_commit_bps if p.outcome == jobs_pb2.OUTCOME_MISSED_COMMIT
                     else params.reputation_loss_missed_reveal_bps)
@@ -381,7 +360,7 @@ def process_round_close(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
     cancelled when it was cancelling and its in-flight rounds are done."""
     budget = job.reward_per_round + job.verifier_reward_per_round
     r.returned_to_escrow = budget - r.reward_paid - r.verifier_paid
-    r.phase = Phase.FINALIZED
+    r.phase = jobs_pb2.PHASE_FINALIZED
     r.finalized_height = ctx.block.height
     _move_due(ctx, r, r.attest_end, None)
     keeper.set_round(ctx.store, r)
@@ -410,10 +389,10 @@ def process_finalize(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
 # -- end block ------------------------------------------------------------------------------------
 
 TRANSITIONS: dict[int, tuple[str, Callable[[Ctx, jobs_pb2.Job, jobs_pb2.Round], None]]] = {
-    Phase.COMMIT: ("commit_deadline", process_challenge),
-    Phase.REVEAL: ("reveal_end", process_reveal_end),
-    Phase.VERDICT: ("verdict_end", process_verdict_end),
-    Phase.ATTEST: ("attest_end", process_finalize),
+    jobs_pb2.PHASE_COMMIT: ("commit_deadline", process_challenge),
+    jobs_pb2.PHASE_REVEAL: ("reveal_end", process_reveal_end),
+    jobs_pb2.PHASE_VERDICT: ("verdict_end", process_verdict_end),
+    jobs_pb2.PHASE_ATTEST: ("attest_end", process_finalize),
 }
 
 
@@ -445,4 +424,4 @@ def process_rounds(ctx: Ctx) -> None:
         process_round_open(ctx, job)
 
 
-__all__ = ["Phase", "open_due_key", "process_rounds"]
+__all__ = ["open_due_key", "process_rounds"]

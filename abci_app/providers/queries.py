@@ -7,20 +7,20 @@ from __future__ import annotations
 from typing import Any
 
 from abci_app.codec.address import from_bech32, to_bech32
-from abci_app.pb import providers_pb2
+from abci_app.pb import enum_name, enum_names, providers_pb2
 from abci_app.providers import keeper
 from abci_app.providers.keys import provider_key
 from abci_app.querying import QueryError, to_json
 from abci_app.store import KVReader
 
-STATUS_NAMES = {keeper.ACTIVE: "active", keeper.JAILED: "jailed", keeper.EXITING: "exiting"}
+STATUSES = enum_names(providers_pb2.ProviderStatus)[1:]  # every status but UNSPECIFIED (0)
 MAX_LIMIT = 200
 
 
 def provider_to_json(p: providers_pb2.Provider) -> dict[str, Any]:
     return {
         "address": to_bech32(p.address),
-        "status": STATUS_NAMES.get(p.status, "unknown"),
+        "status": enum_name(providers_pb2.ProviderStatus, p.status),
         "bond": p.bond,
         "unbonding": p.unbonding,
         "unbonding_height": p.unbonding_height,
@@ -61,11 +61,11 @@ def query_providers(reader: KVReader, args: list[str], params: dict[str, str]) -
     if args:
         raise QueryError("usage: /providers?status=active|jailed|exiting&from=N&limit=N")
     status = params.get("status", "")
-    if status and status not in STATUS_NAMES.values():
-        raise QueryError(f"status must be one of active, jailed, exiting; got {status!r}")
+    if status and status not in STATUSES:
+        raise QueryError(f"status must be one of {', '.join(STATUSES)}; got {status!r}")
     start = int_param(params, "from", 0)
     limit = int_param(params, "limit", 100, MAX_LIMIT)
-    all_ = [p for p in keeper.iterate_providers(reader) if not status or STATUS_NAMES.get(p.status) == status]
+    all_ = [p for p in keeper.iterate_providers(reader) if not status or enum_name(providers_pb2.ProviderStatus, p.status) == status]
     page = all_[start : start + limit]
     return to_json({"providers": [provider_to_json(p) for p in page], "total": len(all_)}), [
         provider_key(p.address) for p in page

@@ -228,16 +228,16 @@ def actors_block(
     attest = attest or (lambda a, j, r: agg_hash(j, r))
     txs: list[tuple[Ed25519Signer, tx_pb2.Msg]] = []
     for r in jobs_keeper.iterate_rounds(m.store, job_id):
-        if r.phase == 1:
+        if r.phase == jobs_pb2.PHASE_COMMIT:
             for p in r.participants:
                 if not p.HasField("commitment") and p.address not in skip_commit:
                     txs.append((m.key(p.address), submit_msg(p.address, job_id, r.round, r.base_model_hash)))
-        elif r.phase == 3:
+        elif r.phase == jobs_pb2.PHASE_REVEAL:
             for p in r.participants:
                 if p.challenged and not p.HasField("reveal") and p.address not in skip_reveal:
                     txs.append((m.key(p.address), reveal_msg(p.address, job_id, r.round, p.segment,
                                                              base=r.base_model_hash)))
-        elif r.phase == 4:
+        elif r.phase == jobs_pb2.PHASE_VERDICT:
             for p in r.participants:
                 if p.challenged and p.HasField("reveal"):
                     for v in p.verifiers:
@@ -245,7 +245,7 @@ def actors_block(
                             choice = vote(v.address, p.address)
                             if choice is not None:
                                 txs.append((m.key(v.address), verdict_msg(job_id, r.round, p.address, *choice)))
-        elif r.phase == 5:
+        elif r.phase == jobs_pb2.PHASE_ATTEST:
             for p in r.participants:
                 if p.outcome == jobs_pb2.OUTCOME_ACCEPTED and not p.attested_hash:
                     hsh = attest(p.address, job_id, r.round)
@@ -288,19 +288,19 @@ def job_in_commit(n_providers: int = 3, **job_kw: Any) -> tuple[Market, jobs_pb2
 
 
 def job_in_phase(phase: int, n_providers: int = 3, **job_kw: Any) -> tuple[Market, jobs_pb2.Round]:
-    """Drive job 1 round 0 with honest actors until it reaches ``phase`` (3 reveal, 4 verdict,
-    5 attest); the actors act for the phases before it only."""
+    """Drive job 1 round 0 with honest actors until it reaches ``phase`` (jobs_pb2.PHASE_REVEAL,
+    PHASE_VERDICT or PHASE_ATTEST); the actors act for the phases before it only."""
     m, r = job_in_commit(n_providers, **job_kw)
     kw: dict[str, Any] = {}
     while m.round(1, 0).phase < phase:
         cur = m.round(1, 0).phase
-        if cur == 1:
+        if cur == jobs_pb2.PHASE_COMMIT:
             actors_block(m, 1, **kw)
             m.until(m.round(1, 0).commit_deadline)
-        elif cur == 3:
+        elif cur == jobs_pb2.PHASE_REVEAL:
             actors_block(m, 1)
             m.until(m.round(1, 0).reveal_end)
-        elif cur == 4:
+        elif cur == jobs_pb2.PHASE_VERDICT:
             actors_block(m, 1)
             m.until(m.round(1, 0).verdict_end)
     return m, m.round(1, 0)

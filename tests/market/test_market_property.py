@@ -36,7 +36,7 @@ from marketkit import (
 from abci_app.bank import keeper as bank
 from abci_app.jobs import keeper as jobs_keeper
 from abci_app.jobs.keys import JOB_ESCROW
-from abci_app.pb import tx_pb2
+from abci_app.pb import jobs_pb2, tx_pb2
 from abci_app.providers import keeper as providers_keeper
 from abci_app.providers.keys import PROVIDER_BONDS
 
@@ -98,16 +98,16 @@ def gen_block(rng: random.Random, keys, store, p_duty: float, p_bad: float, p_li
                     txs.append((rng.choice([who, rng.choice(keys)]), bad))
                 if rng.random() >= p_duty:
                     continue
-                if r.phase == 1 and not p.HasField("commitment"):
+                if r.phase == jobs_pb2.PHASE_COMMIT and not p.HasField("commitment"):
                     txs.append((who, submit_msg(p.address, job.id, r.round, r.base_model_hash)))
-                elif r.phase == 3 and p.challenged and not p.HasField("reveal"):
+                elif r.phase == jobs_pb2.PHASE_REVEAL and p.challenged and not p.HasField("reveal"):
                     txs.append((who, reveal_msg(p.address, job.id, r.round, p.segment, base=r.base_model_hash)))
-                elif r.phase == 4 and p.challenged and p.HasField("reveal"):
+                elif r.phase == jobs_pb2.PHASE_VERDICT and p.challenged and p.HasField("reveal"):
                     for v in p.verifiers:
                         if not v.voted and rng.random() < 0.8:
                             valid = rng.random() >= p_lie
                             txs.append((by_addr[v.address], verdict_msg(job.id, r.round, p.address, valid, rng.randint(0, 10_000))))
-                elif r.phase == 5 and p.outcome == 3 and not p.attested_hash:
+                elif r.phase == jobs_pb2.PHASE_ATTEST and p.outcome == jobs_pb2.OUTCOME_ACCEPTED and not p.attested_hash:
                     hh = agg_hash(job.id, r.round) if rng.random() < 0.85 else h(str(rng.random()))
                     txs.append((who, attest_msg(job.id, r.round, hh)))
     rng.shuffle(txs)

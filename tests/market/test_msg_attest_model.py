@@ -1,8 +1,10 @@
 from marketkit import agg_hash, job_in_phase, attest_msg
 
+from abci_app.pb import jobs_pb2
+
 
 def test_attest_recorded_and_quorum_fixes_model():
-    m, r = job_in_phase(5)
+    m, r = job_in_phase(jobs_pb2.PHASE_ATTEST)
     for p in r.participants:
         assert m.send(m.key(p.address), attest_msg(1, 0, agg_hash(1, 0))).code == 0
     m.until(r.attest_end)
@@ -11,12 +13,12 @@ def test_attest_recorded_and_quorum_fixes_model():
 
 
 def test_invalid_not_attester():
-    m, r = job_in_phase(5)
+    m, r = job_in_phase(jobs_pb2.PHASE_ATTEST)
     m.rejected(m.owner, attest_msg(1, 0, agg_hash(1, 0)), code=516)
 
 
 def test_invalid_duplicate_hash_phase():
-    m, r = job_in_phase(5)
+    m, r = job_in_phase(jobs_pb2.PHASE_ATTEST)
     k = m.key(r.participants[0].address)
     m.rejected(k, attest_msg(1, 0, b"\x00" * 31), code=507)
     assert m.send(k, attest_msg(1, 0, agg_hash(1, 0))).code == 0

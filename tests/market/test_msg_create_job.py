@@ -18,7 +18,7 @@ def test_create_job_escrows_budget_and_opens_round_next_block():
     assert j.next_open_height == created + 1
     m.until(created + 1)
     r = m.round(1, 0)
-    assert r.phase == 1 and len(r.participants) == 2 and r.commit_deadline == created + 1 + 3
+    assert r.phase == jobs_pb2.PHASE_COMMIT and len(r.participants) == 2 and r.commit_deadline == created + 1 + 3
     assert len({p.shard for p in r.participants}) == 2
     assert m.send(m.owner, create_job_msg()).code == 0
     assert m.job(2).id == 2

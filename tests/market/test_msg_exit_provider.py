@@ -1,6 +1,7 @@
 from marketkit import BOND, exit_msg, new_market, register_msg
 
 from abci_app.bank import keeper as bank
+from abci_app.pb import providers_pb2
 from abci_app.providers.keys import PROVIDER_BONDS
 from abci_app.providers.params import get_params
 
@@ -13,7 +14,7 @@ def test_exit_unbonds_after_unbonding_blocks():
     assert res.code == 0, res.log
     p = m.provider(k.address)
     done = m.height + get_params(m.store).unbonding_blocks
-    assert p.status == 3 and p.bond == 0 and p.unbonding == BOND and p.unbonding_height == done
+    assert p.status == providers_pb2.PROVIDER_STATUS_EXITING and p.bond == 0 and p.unbonding == BOND and p.unbonding_height == done
     m.until(done - 1)
     assert m.provider(k.address) is not None and bank.get_balance(m.store, k.address) == bal
     m.until(done)

@@ -3,6 +3,7 @@
 from marketkit import BOND, new_market, register_msg
 
 from abci_app.bank import keeper as bank
+from abci_app.pb import providers_pb2
 from abci_app.providers.keys import PROVIDER_BONDS
 
 
@@ -13,7 +14,7 @@ def test_register_bonds_into_module_account():
     res = m.send(k, register_msg(BOND, region="us-east", hardware=[("H100", 8, 81920), ("A100", 2, 40960)]))
     assert res.code == 0, res.log
     p = m.provider(k.address)
-    assert p is not None and p.bond == BOND and p.reputation == 5000 and p.status == 1
+    assert p is not None and p.bond == BOND and p.reputation == 5000 and p.status == providers_pb2.PROVIDER_STATUS_ACTIVE
     assert [g.model for g in p.hardware] == ["H100", "A100"] and p.region == "us-east"
     assert bank.get_balance(m.store, k.address) == before - BOND
     assert bank.get_balance(m.store, PROVIDER_BONDS) == BOND

@@ -1,10 +1,11 @@
 from marketkit import h, job_in_phase, merkle_proof, non_participant, reveal_msg, trace_leaves, trace_states
 
 from abci_app.merkle import merkle_root
+from abci_app.pb import jobs_pb2
 
 
 def test_reveal_checks_proofs_on_chain():
-    m, r = job_in_phase(3)
+    m, r = job_in_phase(jobs_pb2.PHASE_REVEAL)
     p = r.participants[0]
     assert p.challenged
     res = m.send(m.key(p.address), reveal_msg(p.address, 1, 0, p.segment))
@@ -18,7 +19,7 @@ def test_reveal_checks_proofs_on_chain():
 
 
 def test_invalid_bad_merkle_proof():
-    m, r = job_in_phase(3)
+    m, r = job_in_phase(jobs_pb2.PHASE_REVEAL)
     p = r.participants[0]
     a, s = p.address, p.segment
     st = trace_states(a, 1, 0, 5)
@@ -43,7 +44,7 @@ def test_invalid_bad_merkle_proof():
 
 
 def test_invalid_wrong_segment_and_fields():
-    m, r = job_in_phase(3)
+    m, r = job_in_phase(jobs_pb2.PHASE_REVEAL)
     p = r.participants[0]
     a = p.address
     m.rejected(m.key(a), reveal_msg(a, 1, 0, (p.segment + 1) % 4), code=511)
@@ -52,17 +53,17 @@ def test_invalid_wrong_segment_and_fields():
 
 
 def test_invalid_not_participant_or_not_challenged():
-    m, r = job_in_phase(3)
+    m, r = job_in_phase(jobs_pb2.PHASE_REVEAL)
     k = non_participant(m, r)
     m.rejected(k, reveal_msg(k.address, 1, 0, 0), code=504)
-    m2, r2 = job_in_phase(3, challenge_bps=500)
+    m2, r2 = job_in_phase(jobs_pb2.PHASE_REVEAL, challenge_bps=500)
     unch = [p for p in r2.participants if not p.challenged]
     assert unch, "precondition: with challenge_bps=500 at least one participant is unchallenged"
     m2.rejected(m2.key(unch[0].address), reveal_msg(unch[0].address, 1, 0, 0), code=510)
 
 
 def test_invalid_duplicate_and_wrong_phase():
-    m, r = job_in_phase(3)
+    m, r = job_in_phase(jobs_pb2.PHASE_REVEAL)
     p = r.participants[0]
     assert m.send(m.key(p.address), reveal_msg(p.address, 1, 0, p.segment)).code == 0
     m.rejected(m.key(p.address), reveal_msg(p.address, 1, 0, p.segment), code=505)

@@ -1,8 +1,10 @@
 from marketkit import job_in_phase, verdict_msg
 
+from abci_app.pb import jobs_pb2
+
 
 def test_verdict_recorded():
-    m, r = job_in_phase(4)
+    m, r = job_in_phase(jobs_pb2.PHASE_VERDICT)
     p = r.participants[0]
     v = p.verifiers[0].address
     assert v != p.address  # never the target itself
@@ -13,7 +15,7 @@ def test_verdict_recorded():
 
 
 def test_invalid_not_verifier():
-    m, r = job_in_phase(4)
+    m, r = job_in_phase(jobs_pb2.PHASE_VERDICT)
     p = r.participants[0]
     assigned = {v.address for v in p.verifiers}
     other = next(k for k in m.providers if k.address not in assigned)
@@ -21,7 +23,7 @@ def test_invalid_not_verifier():
 
 
 def test_invalid_duplicate_quality_target_phase():
-    m, r = job_in_phase(4)
+    m, r = job_in_phase(jobs_pb2.PHASE_VERDICT)
     p = r.participants[0]
     v = m.key(p.verifiers[0].address)
     m.rejected(v, verdict_msg(1, 0, p.address, True, 10_001), code=515)

@@ -5,6 +5,7 @@ from marketkit import BOND, agg_hash, create_job_msg, events_of, new_market, run
 from abci_app.bank import keeper as bank
 from abci_app.jobs.keys import JOB_ESCROW
 from abci_app.jobs import keeper as jobs_keeper
+from abci_app.pb import providers_pb2
 from abci_app.providers.keys import PROVIDER_BONDS
 
 
@@ -19,7 +20,7 @@ def test_honest_job_all_paid_reputation_rises():
     rounds = list(jobs_keeper.iterate_rounds(m.store, 1))
     paid = 0
     for r in rounds:
-        assert r.phase == 6
+        assert r.phase == jobs_pb2.PHASE_FINALIZED
         assert all(p.outcome == jobs_pb2.OUTCOME_ACCEPTED for p in r.participants)
         assert all(p.reward > 0 and p.reputation_delta > 0 for p in r.participants)
         # both accepted with equal tokens: each slot is worth half (equal quality, reputation may differ)
@@ -60,7 +61,7 @@ def test_missed_commit_slashed_small_reputation_down():
     assert p.outcome == jobs_pb2.OUTCOME_MISSED_COMMIT and p.reward == 0
     assert p.slashed == BOND // 100  # 1 % liveness slash
     prov = m.provider(lazy)
-    assert prov.bond == BOND - BOND // 100 and prov.status == 1
+    assert prov.bond == BOND - BOND // 100 and prov.status == providers_pb2.PROVIDER_STATUS_ACTIVE
     assert p.reputation_delta == -500  # 5000 - ceil(5000 * 10 %); it then gains as an honest verifier
     sl = events_of(resps, "provider.slashed")
     assert len(sl) == 1 and sl[0]["reason"] == "missed_commit" and sl[0]["burned"] == str(BOND // 100)
@@ -98,7 +99,7 @@ def test_fraud_slashed_jailed_bounty_paid():
     slash = BOND // 2
     assert p.slashed == slash
     prov = m.provider(cheat)
-    assert prov.status == 2 and prov.reputation == 0 and prov.bond == BOND - slash
+    assert prov.status == providers_pb2.PROVIDER_STATUS_JAILED and prov.reputation == 0 and prov.bond == BOND - slash
     bounty = slash * 2000 // 10_000
     bounties = [x for x in r.payouts if x.kind == "bounty"]
     assert len(p.verifiers) == 3
@@ -228,14 +229,14 @@ def test_jailed_provider_reputation_never_rises_again():
     cheat = m.round(1, 0).participants[0].address
 
     def vote(v, t):
-        return (False, 0) if t == cheat and m.round(1, 0).phase == 4 else (True, 5_000)
+        return (False, 0) if t == cheat and m.round(1, 0).phase == jobs_pb2.PHASE_VERDICT else (True, 5_000)
 
     run_job(m, 1, vote=vote)
     r0, r1 = m.round(1, 0), m.round(1, 1)
     assert next(p for p in r0.participants if p.address == cheat).outcome == jobs_pb2.OUTCOME_FRAUD
     p1 = next(p for p in r1.participants if p.address == cheat)
     assert p1.outcome == jobs_pb2.OUTCOME_ACCEPTED and p1.reputation_delta == 0
-    assert m.provider(cheat).reputation == 0 and m.provider(cheat).status == 2
+    assert m.provider(cheat).reputation == 0 and m.provider(cheat).status == providers_pb2.PROVIDER_STATUS_JAILED
     # round 1 was opened before round 0's fraud was proven, but finalized after it
     assert r1.open_height < r0.finalized_height < r1.finalized_height
 
@@ -250,7 +251,7 @@ def test_jailed_provider_not_paid_for_rounds_in_flight():
     cheat = m.round(1, 0).participants[0].address
 
     def vote(v, t):  # the cheat is proven fraudulent in round 0 only
-        return (False, 0) if t == cheat and m.round(1, 0).phase == 4 else (True, 5_000)
+        return (False, 0) if t == cheat and m.round(1, 0).phase == jobs_pb2.PHASE_VERDICT else (True, 5_000)
 
     run_job(m, 1, vote=vote)
     r1 = m.round(1, 1)
@@ -282,7 +283,7 @@ def test_single_verifier_invalid_is_rejected_not_fraud():
     (p,) = r.participants
     assert p.outcome == jobs_pb2.OUTCOME_REJECTED and p.reward == 0 and p.slashed == 0
     prov = m.provider(p.address)
-    assert prov.status == 1 and prov.bond == BOND and prov.reputation == 5000 and prov.jailed_height == 0
+    assert prov.status == providers_pb2.PROVIDER_STATUS_ACTIVE and prov.bond == BOND and prov.reputation == 5000 and prov.jailed_height == 0
     assert not r.slashes and not [x for x in r.payouts if x.kind == "bounty"]
     assert events_of(resps, "provider.slashed") == [] and events_of(resps, "provider.jailed") == []
     assert bank.get_supply(m.store) == supply
@@ -299,4 +300,4 @@ def test_two_invalid_verifiers_below_min_fraud_verifiers_rejected():
     run_job(m, 1, vote=lambda v, t: (False, 0))
     (p,) = m.round(1, 0).participants
     assert len(p.verifiers) == 2 and p.outcome == jobs_pb2.OUTCOME_REJECTED and p.slashed == 0
-    assert m.provider(p.address).status == 1
+    assert m.provider(p.address).status == providers_pb2.PROVIDER_STATUS_ACTIVE
