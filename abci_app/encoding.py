@@ -31,6 +31,44 @@ def lp(b: bytes) -> bytes:
     return bytes([len(b)]) + b
 
 
+class KeyReader:
+    """Reads a composite key back in the order its builder wrote it: the prefix, then ``u64()``
+    and ``lp()`` parts, then ``end()``. Every ``keys.py`` pairs a builder ``x_key(...)`` with a
+    ``parse_x_key(key)`` made of these calls, so no keeper slices keys by hand. State is written
+    only by the builders: a key that does not parse is corruption (``InvariantBroken``)."""
+
+    def __init__(self, key: bytes, prefix: bytes) -> None:
+        if not key.startswith(prefix):
+            raise InvariantBroken(f"key {key.hex()} does not start with prefix {prefix.hex()}")
+        self._key = key
+        self._pos = len(prefix)
+
+    def _take(self, n: int) -> bytes:
+        if self._pos + n > len(self._key):
+            raise InvariantBroken(f"key {self._key.hex()} is shorter than its layout")
+        part = self._key[self._pos : self._pos + n]
+        self._pos += n
+        return part
+
+    def u64(self) -> int:
+        return int.from_bytes(self._take(8), "big")
+
+    def lp(self) -> bytes:
+        return self._take(self._take(1)[0])
+
+    def end(self) -> None:
+        if self._pos != len(self._key):
+            raise InvariantBroken(f"key {self._key.hex()} is longer than its layout")
+
+
+def decode_lp(b: bytes) -> bytes:
+    """Inverse of ``lp`` for a stored value that is exactly one length-prefixed part."""
+    r = KeyReader(b, b"")
+    part = r.lp()
+    r.end()
+    return part
+
+
 def prefix_end(prefix: bytes) -> bytes:
     """The first key after every key that starts with ``prefix`` (for ``iterate(prefix, end)``)."""
     p = bytearray(prefix)

@@ -1,4 +1,4 @@
-from abci_app.encoding import lp
+from abci_app.encoding import KeyReader, lp
 
 ACCOUNT_PREFIX = b"\x01"
 
@@ -6,3 +6,11 @@ ACCOUNT_PREFIX = b"\x01"
 def account_key(address: bytes) -> bytes:
     """0x01 | len(addr) | addr -> state_pb2.Account"""
     return ACCOUNT_PREFIX + lp(address)
+
+
+def parse_account_key(key: bytes) -> bytes:
+    """Inverse of ``account_key``: the address."""
+    r = KeyReader(key, ACCOUNT_PREFIX)
+    address = r.lp()
+    r.end()
+    return address

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from abci_app.bank.errors import ErrInsufficientFunds
-from abci_app.bank.keys import BALANCE_PREFIX, SUPPLY_KEY, address_from_balance_key, balance_key
+from abci_app.bank.keys import BALANCE_PREFIX, SUPPLY_KEY, balance_key, parse_balance_key
 from abci_app.codec.address import to_bech32
 from abci_app.encoding import decode_amount, encode_amount
 from abci_app.errors import InvariantBroken
@@ -58,7 +58,7 @@ def burn(store: CacheKV, address: bytes, amount: int) -> None:
 def iterate_balances(store: KVReader) -> Iterator[tuple[bytes, int]]:
     end = bytes([BALANCE_PREFIX[0] + 1])
     for k, v in store.iterate(BALANCE_PREFIX, end):
-        yield address_from_balance_key(k), decode_amount(v)
+        yield parse_balance_key(k), decode_amount(v)
 
 
 def split_pro_rata(total: int, weights: Iterable[tuple[bytes, int]]) -> list[tuple[bytes, int]]:

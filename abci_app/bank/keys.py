@@ -1,6 +1,6 @@
 import hashlib
 
-from abci_app.encoding import lp
+from abci_app.encoding import KeyReader, lp
 
 BALANCE_PREFIX = b"\x02"
 SUPPLY_KEY = b"\x03"
@@ -26,5 +26,9 @@ def balance_key(address: bytes) -> bytes:
     return BALANCE_PREFIX + lp(address)
 
 
-def address_from_balance_key(key: bytes) -> bytes:
-    return key[2 : 2 + key[1]]
+def parse_balance_key(key: bytes) -> bytes:
+    """Inverse of ``balance_key``: the address."""
+    r = KeyReader(key, BALANCE_PREFIX)
+    address = r.lp()
+    r.end()
+    return address

@@ -25,6 +25,8 @@ from abci_app.jobs.keys import (
     ROUND_PREFIX,
     job_key,
     open_due_key,
+    parse_open_due_key,
+    parse_round_due_key,
     round_key,
     round_prefix,
 )
@@ -106,8 +108,7 @@ def set_round(store: CacheKV, r: jobs_pb2.Round) -> None:
 
 
 def iterate_rounds(store: KVReader, job_id: int, start: int = 0) -> Iterator[jobs_pb2.Round]:
-    p = round_prefix(job_id)
-    for _, v in store.iterate(p + start.to_bytes(8, "big"), round_prefix(job_id + 1)):
+    for _, v in store.iterate(round_key(job_id, start), round_prefix(job_id + 1)):
         yield decode_msg(jobs_pb2.Round, v)
 
 
@@ -144,11 +145,12 @@ def check_invariants(store: KVReader) -> int:
         raise InvariantBroken(f"job_escrow account holds {held} != sum of job escrows {total}")
     # scheduling indexes point at live records
     for key, _ in store.iterate(ROUND_DUE_PREFIX, prefix_end(ROUND_DUE_PREFIX)):
-        r = get_round(store, int.from_bytes(key[9:17], "big"), int.from_bytes(key[17:25], "big"))
+        _, job_id, round_ = parse_round_due_key(key)
+        r = get_round(store, job_id, round_)
         if r is None or r.phase == jobs_pb2.PHASE_FINALIZED:
             raise InvariantBroken(f"round schedule entry {key.hex()} for a missing or finalized round")
     for key, _ in store.iterate(OPEN_DUE_PREFIX, prefix_end(OPEN_DUE_PREFIX)):
-        job2 = get_job(store, int.from_bytes(key[9:17], "big"))
+        job2 = get_job(store, parse_open_due_key(key)[1])
         if job2 is None or job2.status != jobs_pb2.JOB_STATUS_ACTIVE:
             raise InvariantBroken(f"open schedule entry {key.hex()} for a missing or inactive job")
     _ = ROUND_PREFIX

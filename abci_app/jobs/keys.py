@@ -10,7 +10,7 @@
 
 
 from abci_app.bank.keys import module_address
-from abci_app.encoding import u64_key
+from abci_app.encoding import KeyReader, u64_key
 
 PARAMS_KEY = b"\x50"
 NEXT_JOB_ID_KEY = b"\x51"
@@ -27,8 +27,24 @@ def job_key(job_id: int) -> bytes:
     return JOB_PREFIX + u64_key(job_id)
 
 
+def parse_job_key(key: bytes) -> int:
+    """Inverse of ``job_key``: the job id."""
+    r = KeyReader(key, JOB_PREFIX)
+    job_id = r.u64()
+    r.end()
+    return job_id
+
+
 def round_key(job_id: int, round_: int) -> bytes:
     return ROUND_PREFIX + u64_key(job_id) + u64_key(round_)
+
+
+def parse_round_key(key: bytes) -> tuple[int, int]:
+    """Inverse of ``round_key``: (job id, round)."""
+    r = KeyReader(key, ROUND_PREFIX)
+    job_id, round_ = r.u64(), r.u64()
+    r.end()
+    return job_id, round_
 
 
 def round_prefix(job_id: int) -> bytes:
@@ -39,6 +55,22 @@ def round_due_key(height: int, job_id: int, round_: int) -> bytes:
     return ROUND_DUE_PREFIX + u64_key(height) + u64_key(job_id) + u64_key(round_)
 
 
+def parse_round_due_key(key: bytes) -> tuple[int, int, int]:
+    """Inverse of ``round_due_key``: (height, job id, round)."""
+    r = KeyReader(key, ROUND_DUE_PREFIX)
+    height, job_id, round_ = r.u64(), r.u64(), r.u64()
+    r.end()
+    return height, job_id, round_
+
+
 def open_due_key(height: int, job_id: int) -> bytes:
     return OPEN_DUE_PREFIX + u64_key(height) + u64_key(job_id)
+
+
+def parse_open_due_key(key: bytes) -> tuple[int, int]:
+    """Inverse of ``open_due_key``: (height, job id)."""
+    r = KeyReader(key, OPEN_DUE_PREFIX)
+    height, job_id = r.u64(), r.u64()
+    r.end()
+    return height, job_id
 

@@ -27,7 +27,14 @@ from abci_app.encoding import u64_key
 from abci_app.errors import InvariantBroken
 from abci_app.jobs import events, keeper
 from abci_app.jobs.expected import ProviderKeeper
-from abci_app.jobs.keys import OPEN_DUE_PREFIX, ROUND_DUE_PREFIX, open_due_key, round_due_key
+from abci_app.jobs.keys import (
+    OPEN_DUE_PREFIX,
+    ROUND_DUE_PREFIX,
+    open_due_key,
+    parse_open_due_key,
+    parse_round_due_key,
+    round_due_key,
+)
 from abci_app.jobs.params import get_params
 from abci_app.jobs.sampler import Sampler, shuffle, weighted_sample
 from abci_app.pb import enum_name, jobs_pb2
@@ -402,8 +409,7 @@ def process_rounds(ctx: Ctx) -> None:
     h = ctx.block.height
     due = [k for k, _ in ctx.store.iterate(ROUND_DUE_PREFIX, ROUND_DUE_PREFIX + u64_key(h + 1))]
     for key in due:
-        at = int.from_bytes(key[1:9], "big")
-        job_id, rn = int.from_bytes(key[9:17], "big"), int.from_bytes(key[17:25], "big")
+        at, job_id, rn = parse_round_due_key(key)
         r = keeper.get_round(ctx.store, job_id, rn)
         job = keeper.get_job(ctx.store, job_id)
         if r is None or job is None or r.phase not in TRANSITIONS:
@@ -414,12 +420,12 @@ def process_rounds(ctx: Ctx) -> None:
         fn(ctx, job, r)
     opens = [k for k, _ in ctx.store.iterate(OPEN_DUE_PREFIX, OPEN_DUE_PREFIX + u64_key(h + 1))]
     for key in opens:
-        job_id = int.from_bytes(key[9:17], "big")
+        at, job_id = parse_open_due_key(key)
         ctx.store.delete(key)
         job = keeper.get_job(ctx.store, job_id)
         if job is None or job.status != jobs_pb2.JOB_STATUS_ACTIVE or job.rounds_opened >= job.rounds:
             raise InvariantBroken(f"open schedule points at job {job_id} that cannot open a round")
-        if int.from_bytes(key[1:9], "big") != h:
+        if at != h:
             raise InvariantBroken(f"job {job_id} open due at an earlier height ran at {h}")
         process_round_open(ctx, job)
 

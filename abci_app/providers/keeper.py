@@ -24,6 +24,8 @@ from abci_app.providers.keys import (
     TOMBSTONE_PREFIX,
     UNBONDING_PREFIX,
     last_reputation_key,
+    parse_last_reputation_key,
+    parse_unbonding_key,
     provider_key,
     tombstone_key,
     unbonding_key,
@@ -200,7 +202,7 @@ def process_unbonding_queue(ctx: Ctx) -> None:
     h = ctx.block.height
     due = list(ctx.store.iterate(UNBONDING_PREFIX, UNBONDING_PREFIX + u64_key(h + 1)))
     for key, _ in due:
-        addr = key[1 + 8 + 1 :]
+        _, addr = parse_unbonding_key(key)
         ctx.store.delete(key)
         p = get_provider(ctx.store, addr)
         if p is None or p.status != EXITING:
@@ -224,7 +226,8 @@ def check_invariants(store: KVReader) -> int:
     total = 0
     queued: dict[bytes, int] = {}
     for key, _ in store.iterate(UNBONDING_PREFIX, prefix_end(UNBONDING_PREFIX)):
-        queued[key[1 + 8 + 1 :]] = int.from_bytes(key[1:9], "big")
+        height, addr = parse_unbonding_key(key)
+        queued[addr] = height
     for p in iterate_providers(store):
         if not 0 <= p.reputation <= MAX_REPUTATION:
             raise InvariantBroken(f"provider {to_bech32(p.address)} reputation {p.reputation} out of range")
@@ -239,7 +242,7 @@ def check_invariants(store: KVReader) -> int:
     if queued:
         raise InvariantBroken(f"unbonding entries without providers: {sorted(queued)}")
     for key, v in store.iterate(LAST_REPUTATION_PREFIX, prefix_end(LAST_REPUTATION_PREFIX)):
-        addr = key[2:]
+        addr = parse_last_reputation_key(key)
         if get_provider(store, addr) is not None or int.from_bytes(v, "big") > MAX_REPUTATION:
             raise InvariantBroken(f"last reputation entry {key.hex()} for a registered provider or out of range")
     held = bank.get_balance(store, PROVIDER_BONDS)

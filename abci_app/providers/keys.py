@@ -9,7 +9,7 @@
 
 
 from abci_app.bank.keys import module_address
-from abci_app.encoding import lp, u64_key
+from abci_app.encoding import KeyReader, lp, u64_key
 
 PARAMS_KEY = b"\x40"
 PROVIDER_PREFIX = b"\x41"
@@ -25,14 +25,45 @@ def provider_key(address: bytes) -> bytes:
     return PROVIDER_PREFIX + lp(address)
 
 
+def parse_provider_key(key: bytes) -> bytes:
+    """Inverse of ``provider_key``: the address."""
+    r = KeyReader(key, PROVIDER_PREFIX)
+    address = r.lp()
+    r.end()
+    return address
+
+
 def unbonding_key(height: int, address: bytes) -> bytes:
     return UNBONDING_PREFIX + u64_key(height) + lp(address)
+
+
+def parse_unbonding_key(key: bytes) -> tuple[int, bytes]:
+    """Inverse of ``unbonding_key``: (unbonding height, address)."""
+    r = KeyReader(key, UNBONDING_PREFIX)
+    height, address = r.u64(), r.lp()
+    r.end()
+    return height, address
 
 
 def tombstone_key(address: bytes) -> bytes:
     return TOMBSTONE_PREFIX + lp(address)
 
 
+def parse_tombstone_key(key: bytes) -> bytes:
+    """Inverse of ``tombstone_key``: the address."""
+    r = KeyReader(key, TOMBSTONE_PREFIX)
+    address = r.lp()
+    r.end()
+    return address
+
 
 def last_reputation_key(address: bytes) -> bytes:
     return LAST_REPUTATION_PREFIX + lp(address)
+
+
+def parse_last_reputation_key(key: bytes) -> bytes:
+    """Inverse of ``last_reputation_key``: the address."""
+    r = KeyReader(key, LAST_REPUTATION_PREFIX)
+    address = r.lp()
+    r.end()
+    return address

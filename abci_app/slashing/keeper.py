@@ -22,7 +22,15 @@ from abci_app.context import Ctx, Vote
 from abci_app.encoding import decode_msg, encode_msg, prefix_end
 from abci_app.pb import abci
 from abci_app.slashing.expected_keepers import StakingKeeper
-from abci_app.slashing.keys import missed_key, missed_prefix, signing_info_key
+from abci_app.slashing.keys import (
+    MISSED_PREFIX,
+    SIGNING_INFO_PREFIX,
+    missed_key,
+    missed_prefix,
+    parse_missed_key,
+    parse_signing_info_key,
+    signing_info_key,
+)
 from abci_app.slashing.params import get_params, slashing_pb2
 from abci_app.store import CacheKV, KVReader
 
@@ -98,15 +106,13 @@ def process_liveness(ctx: Ctx, staking: StakingKeeper) -> None:
 
 def check_invariants(store: KVReader) -> None:
     from abci_app.errors import InvariantBroken
-    from abci_app.slashing.keys import MISSED_PREFIX, SIGNING_INFO_PREFIX
-
     p = get_params(store)
     counts: dict[bytes, int] = {}
-    for k, _ in store.iterate(MISSED_PREFIX, bytes([MISSED_PREFIX[0] + 1])):
-        cons = k[2 : 2 + k[1]]
+    for k, _ in store.iterate(MISSED_PREFIX, prefix_end(MISSED_PREFIX)):
+        cons, _ = parse_missed_key(k)
         counts[cons] = counts.get(cons, 0) + 1
-    for k, v in store.iterate(SIGNING_INFO_PREFIX, bytes([SIGNING_INFO_PREFIX[0] + 1])):
-        cons = k[2 : 2 + k[1]]
+    for k, v in store.iterate(SIGNING_INFO_PREFIX, prefix_end(SIGNING_INFO_PREFIX)):
+        cons = parse_signing_info_key(k)
         info = decode_msg(slashing_pb2.SigningInfo, v)
         if info.missed_blocks_counter != counts.pop(cons, 0):
             raise InvariantBroken(f"missed-blocks counter of {cons.hex()} disagrees with its bitmap")

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from abci_app.encoding import lp, u64_key
+from abci_app.encoding import KeyReader, lp, u64_key
 
 SLASHING_PARAMS_KEY = b"\x30"
 SIGNING_INFO_PREFIX = b"\x31"
@@ -19,9 +19,25 @@ def signing_info_key(cons: bytes) -> bytes:
     return SIGNING_INFO_PREFIX + lp(cons)
 
 
+def parse_signing_info_key(key: bytes) -> bytes:
+    """Inverse of ``signing_info_key``: the consensus address."""
+    r = KeyReader(key, SIGNING_INFO_PREFIX)
+    cons = r.lp()
+    r.end()
+    return cons
+
+
 def missed_prefix(cons: bytes) -> bytes:
     return MISSED_PREFIX + lp(cons)
 
 
 def missed_key(cons: bytes, slot: int) -> bytes:
     return MISSED_PREFIX + lp(cons) + u64_key(slot)
+
+
+def parse_missed_key(key: bytes) -> tuple[bytes, int]:
+    """Inverse of ``missed_key``: (consensus address, window slot)."""
+    r = KeyReader(key, MISSED_PREFIX)
+    cons, slot = r.lp(), r.u64()
+    r.end()
+    return cons, slot

@@ -24,6 +24,7 @@ from abci_app.bank import keeper as bank
 from abci_app.bank.keys import FEE_COLLECTOR
 from abci_app.encoding import (
     decode_amount,
+    decode_lp,
     decode_msg,
     encode_amount,
     encode_msg,
@@ -45,6 +46,9 @@ from abci_app.staking.keys import (
     VALIDATOR_PREFIX,
     bond_key,
     bonds_prefix,
+    parse_bond_key,
+    parse_queue_key,
+    parse_validator_key,
     queue_key,
     unbonding_key,
     unbondings_prefix,
@@ -86,7 +90,7 @@ def set_validator(store: CacheKV, cons: bytes, v: staking_pb2.Validator) -> None
 def iterate_validators(store: KVReader) -> Iterator[tuple[bytes, staking_pb2.Validator]]:
     """All validators (active, jailed, out of the set) in consensus-address order."""
     for k, v in list(store.iterate(VALIDATOR_PREFIX, prefix_end(VALIDATOR_PREFIX))):
-        yield k[2 : 2 + k[1]], decode_msg(staking_pb2.Validator, v)
+        yield parse_validator_key(k), decode_msg(staking_pb2.Validator, v)
 
 
 def is_active(v: staking_pb2.Validator) -> bool:
@@ -176,8 +180,8 @@ def process_matured_unbondings(ctx: Ctx) -> None:
     store = ctx.store
     end = UNBONDING_QUEUE_PREFIX + u64_key(ctx.block.height + 1)
     for k, v in list(store.iterate(UNBONDING_QUEUE_PREFIX, end)):
-        entry_id = int.from_bytes(k[9:17], "big")
-        cons = v[1 : 1 + v[0]]
+        _, entry_id = parse_queue_key(k)
+        cons = decode_lp(v)
         raw = store.get(unbonding_key(cons, entry_id))
         if raw is None:
             raise InvariantBroken(f"unbonding queue points to a missing entry {entry_id}")
@@ -342,7 +346,7 @@ def check_invariants(store: KVReader) -> None:
         amount = decode_amount(v)
         if amount <= 0:
             raise InvariantBroken(f"zero bond stored under {k.hex()}")
-        cons = k[2 : 2 + k[1]]
+        cons, _ = parse_bond_key(k)
         bonds_by_val[cons] = bonds_by_val.get(cons, 0) + amount
     seen = set()
     for cons, val in iterate_validators(store):
@@ -355,7 +359,7 @@ def check_invariants(store: KVReader) -> None:
     if bank.get_balance(store, BONDED_POOL) != total_tokens:
         raise InvariantBroken(f"bonded pool {bank.get_balance(store, BONDED_POOL)} != bonded tokens {total_tokens}")
     entries = iterate_unbondings(store)
-    queued = {int.from_bytes(k[9:17], "big") for k, _ in store.iterate(UNBONDING_QUEUE_PREFIX, prefix_end(UNBONDING_QUEUE_PREFIX))}
+    queued = {parse_queue_key(k)[1] for k, _ in store.iterate(UNBONDING_QUEUE_PREFIX, prefix_end(UNBONDING_QUEUE_PREFIX))}
     if queued != {e.id for e in entries}:
         raise InvariantBroken("unbonding queue and unbonding entries disagree")
     held = sum(e.amount for e in entries)

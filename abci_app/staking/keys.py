@@ -14,7 +14,7 @@ Module accounts (plain bank balances no key can sign for): ``BONDED_POOL`` holds
 from __future__ import annotations
 
 from abci_app.bank.keys import module_address
-from abci_app.encoding import lp, u64_key
+from abci_app.encoding import KeyReader, lp, u64_key
 
 VALIDATOR_PREFIX = b"\x10"
 BOND_PREFIX = b"\x11"
@@ -27,13 +27,28 @@ BONDED_POOL = module_address("bonded_pool")
 UNBONDING_POOL = module_address("unbonding_pool")
 
 
-
 def validator_key(cons_address: bytes) -> bytes:
     return VALIDATOR_PREFIX + lp(cons_address)
 
 
+def parse_validator_key(key: bytes) -> bytes:
+    """Inverse of ``validator_key``: the consensus address."""
+    r = KeyReader(key, VALIDATOR_PREFIX)
+    cons_address = r.lp()
+    r.end()
+    return cons_address
+
+
 def bond_key(cons_address: bytes, delegator: bytes) -> bytes:
     return BOND_PREFIX + lp(cons_address) + lp(delegator)
+
+
+def parse_bond_key(key: bytes) -> tuple[bytes, bytes]:
+    """Inverse of ``bond_key``: (consensus address, delegator)."""
+    r = KeyReader(key, BOND_PREFIX)
+    cons_address, delegator = r.lp(), r.lp()
+    r.end()
+    return cons_address, delegator
 
 
 def bonds_prefix(cons_address: bytes) -> bytes:
@@ -44,9 +59,25 @@ def unbonding_key(cons_address: bytes, entry_id: int) -> bytes:
     return UNBONDING_PREFIX + lp(cons_address) + u64_key(entry_id)
 
 
+def parse_unbonding_key(key: bytes) -> tuple[bytes, int]:
+    """Inverse of ``unbonding_key``: (consensus address, entry id)."""
+    r = KeyReader(key, UNBONDING_PREFIX)
+    cons_address, entry_id = r.lp(), r.u64()
+    r.end()
+    return cons_address, entry_id
+
+
 def unbondings_prefix(cons_address: bytes) -> bytes:
     return UNBONDING_PREFIX + lp(cons_address)
 
 
 def queue_key(completion_height: int, entry_id: int) -> bytes:
     return UNBONDING_QUEUE_PREFIX + u64_key(completion_height) + u64_key(entry_id)
+
+
+def parse_queue_key(key: bytes) -> tuple[int, int]:
+    """Inverse of ``queue_key``: (completion height, entry id)."""
+    r = KeyReader(key, UNBONDING_QUEUE_PREFIX)
+    completion_height, entry_id = r.u64(), r.u64()
+    r.end()
+    return completion_height, entry_id
