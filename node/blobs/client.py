@@ -1,0 +1,160 @@
+"""The blob client: fetch a blob by hash from the first location that delivers it intact.
+
+Each location is tried in order. The body is streamed into a temp file of the local store while
+being hashed; it is committed under its name only when it is complete and its sha256 is the
+requested hash. Anything else discards the temp file, records the reason, and moves on:
+
+    HashMismatch     the bytes hash to something else (a lying or corrupt peer)
+    Truncated        the body ended before Content-Length (or the connection broke mid-body)
+    Oversize         Content-Length or the streamed body exceeds the limit (the smaller of the
+                     caller's ``max_bytes`` for this fetch and the client's cap)
+    PeerTimeout      no byte for ``timeout_s`` (connect/read), or the whole body took longer than
+                     ``timeout_s + size / min_rate_bps`` (a peer dripping bytes)
+    PeerUnavailable  refused connection, 404, 5xx, a non-HTTP URL
+
+If no location works, ``FetchFailed`` lists each (url, error). A location is either a blob
+server's base URL (``http://10.0.0.1:26680``; ``/blob/HASH`` is appended) or a full blob URL
+ending in ``/blob/HASH`` for the same hash.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+from node.blobs.errors import (
+    FetchError,
+    FetchFailed,
+    HashMismatch,
+    Oversize,
+    PeerTimeout,
+    PeerUnavailable,
+    Truncated,
+)
+from node.blobs.store import BlobStore, check_hash, check_tier
+
+log = logging.getLogger("loconet.blobs.client")
+
+DEFAULT_MAX_BYTES = 4 << 30
+DEFAULT_MIN_RATE_BPS = 256 * 1024
+
+
+def blob_url(location: str, h: str) -> str:
+    """The URL of blob ``h`` at ``location`` (a base URL or a full ``.../blob/HASH`` URL)."""
+    check_hash(h)
+    loc = location.strip()
+    if not loc.lower().startswith(("http://", "https://")):
+        raise PeerUnavailable(f"not an http(s) URL: {location!r}", location)
+    tail = loc.rstrip("/").rsplit("/", 2)
+    if len(tail) == 3 and tail[1] == "blob":
+        if tail[2] != h:
+            raise PeerUnavailable(f"URL {location!r} names another blob than {h}", location)
+        return loc.rstrip("/")
+    return f"{loc.rstrip('/')}/blob/{h}"
+
+
+class BlobClient:
+    """``fetch(h, urls, store)`` -> the verified blob's path in ``store``. Thread-safe (one
+    httpx connection pool); ``bytes_received`` counts every body byte read, failures included."""
+
+    def __init__(
+        self,
+        timeout_s: float = 30.0,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        *,
+        min_rate_bps: int = DEFAULT_MIN_RATE_BPS,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if timeout_s <= 0 or max_bytes <= 0 or min_rate_bps <= 0:
+            raise ValueError("timeout_s, max_bytes and min_rate_bps must be positive")
+        self.timeout_s = float(timeout_s)
+        self.max_bytes = int(max_bytes)
+        self.min_rate_bps = int(min_rate_bps)
+        self._http = httpx.Client(timeout=httpx.Timeout(self.timeout_s), follow_redirects=False, transport=transport)
+        self.bytes_received = 0
+
+    def fetch(
+        self,
+        h: str,
+        urls: list[str],
+        store: BlobStore,
+        tier: str = "hot",
+        round_key: str | None = None,
+        max_bytes: int | None = None,
+    ) -> Path:
+        """Return the path of blob ``h`` in ``store``, fetching it from ``urls`` if it is not
+        there yet (tier and round hold are applied either way). Raises ``FetchFailed``."""
+        check_hash(h)
+        check_tier(tier)
+        limit = self.max_bytes if max_bytes is None else min(int(max_bytes), self.max_bytes)
+        if store.has(h):
+            store.retain(h, tier, round_key)
+            return store.path(h)
+        attempts: list[tuple[str, FetchError]] = []
+        for loc in urls:
+            try:
+                return self._fetch_one(h, loc, store, tier, round_key, limit)
+            except FetchError as e:
+                e.url = e.url or loc
+                attempts.append((loc, e))
+                log.warning("blob %s from %s failed: %s", h[:12], loc, e)
+        raise FetchFailed(h, attempts)
+
+    def _fetch_one(self, h: str, location: str, store: BlobStore, tier: str, round_key: str | None, limit: int) -> Path:
+        url = blob_url(location, h)
+        t0 = time.monotonic()
+        in_body = False
+        try:
+            with self._http.stream("GET", url, headers={"Accept-Encoding": "identity"}) as r:
+                if r.status_code != 200:
+                    raise PeerUnavailable(f"HTTP {r.status_code} from {url}", location)
+                cl_text = r.headers.get("content-length")
+                expected: int | None = None
+                if cl_text is not None:
+                    if not cl_text.strip().isdigit():
+                        raise PeerUnavailable(f"bad Content-Length {cl_text!r} from {url}", location)
+                    expected = int(cl_text)
+                    if expected > limit:
+                        raise Oversize(f"{url} announces {expected} B, over the limit of {limit} B", location)
+                budget_s = self.timeout_s + (expected if expected is not None else limit) / self.min_rate_bps
+                in_body = True
+                with store.writer() as w:
+                    for chunk in r.iter_raw():  # as received: the rate check sees every read
+                        self.bytes_received += len(chunk)
+                        if w.size + len(chunk) > limit:
+                            raise Oversize(f"{url} sent more than the limit of {limit} B", location)
+                        w.write(chunk)
+                        if time.monotonic() - t0 > budget_s:
+                            raise PeerTimeout(
+                                f"{url} too slow: {w.size} B in {time.monotonic() - t0:.1f}s "
+                                f"(needs {self.min_rate_bps} B/s after {self.timeout_s:g}s)",
+                                location,
+                            )
+                    if expected is not None and w.size != expected:
+                        raise Truncated(f"{url} sent {w.size} B of the {expected} B it announced", location)
+                    got = w.hexdigest()
+                    if got != h:
+                        raise HashMismatch(f"{url} sent bytes hashing to {got}, not {h}", location)
+                    w.commit(tier, round_key)
+        except httpx.TimeoutException as e:
+            raise PeerTimeout(f"{url}: no answer within {self.timeout_s:g}s ({type(e).__name__})", location) from None
+        except httpx.RemoteProtocolError as e:
+            if in_body:
+                raise Truncated(f"{url}: connection broke mid-body ({e})", location) from None
+            raise PeerUnavailable(f"{url}: {e}", location) from None
+        except httpx.HTTPError as e:
+            raise PeerUnavailable(f"{url}: {type(e).__name__}: {e}", location) from None
+        return store.path(h)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> BlobClient:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()

@@ -1,0 +1,245 @@
+"""The blob server: aiohttp, read-only over HTTP.
+
+    GET  /blob/{sha256}   the bytes; ``Range: bytes=a-b | a- | -n`` -> 206 with Content-Range,
+                          an unsatisfiable range -> 416 (``Content-Range: bytes */SIZE``); a
+                          malformed or multi-range header is ignored (200, the whole blob)
+    HEAD /blob/{sha256}   the same headers, no body
+    GET  /stats           JSON counters: bytes_sent (body bytes written), requests, hits, ...
+    GET  /health          "ok"
+
+A malformed hash is 400 (``{"error": "invalid_hash"}``), an unknown one 404; any other method is
+405: nothing can be uploaded over the network, only the local worker writes through BlobStore.
+Bodies are streamed from the file in ``chunk_size`` pieces; ``bytes_sent`` counts what was
+handed to the transport (the round-overhead benchmark reads it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from aiohttp import web
+
+from node.blobs.errors import BlobNotFound
+from node.blobs.store import HASH_RE, BlobStore
+
+log = logging.getLogger("loconet.blobs.server")
+
+DEFAULT_PORT = 26680  # node i of a local testnet serves blobs on 26680 + 100·i
+
+
+@dataclass(slots=True)
+class ServerStats:
+    requests: int = 0
+    hits: int = 0  # GET/HEAD answered 200 or 206
+    ranges: int = 0  # of which 206
+    not_found: int = 0
+    bad_requests: int = 0  # malformed hash
+    unsatisfiable: int = 0  # 416
+    bytes_sent: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def parse_range(header: str, size: int) -> tuple[int, int] | None | bool:
+    """RFC 9110 single byte range. Returns (first, last) inclusive; ``None`` when unsatisfiable
+    (-> 416); ``False`` when the header is to be ignored (malformed, multi-range, other unit)."""
+    unit, _, spec = header.strip().partition("=")
+    if unit.strip().lower() != "bytes" or not spec or "," in spec:
+        return False
+    first_s, dash, last_s = spec.strip().partition("-")
+    if not dash:
+        return False
+    first_s, last_s = first_s.strip(), last_s.strip()
+    if first_s == "":  # suffix range: the last N bytes
+        if not last_s.isdigit():
+            return False
+        n = int(last_s)
+        if n == 0 or size == 0:
+            return None
+        return max(0, size - n), size - 1
+    if not first_s.isdigit() or (last_s and not last_s.isdigit()):
+        return False
+    first = int(first_s)
+    if last_s and int(last_s) < first:
+        return False
+    if first >= size:
+        return None
+    last = int(last_s) if last_s else size - 1
+    return first, min(last, size - 1)
+
+
+class BlobServer:
+    """Serves ``store`` on http://host:port. ``await start()`` / ``await stop()`` inside an event
+    loop; ``start_thread()`` / ``stop_thread()`` (or ``with BlobServer(...):``) run it on its own
+    loop in a daemon thread for synchronous callers. Port 0 picks a free port (``.port``)."""
+
+    def __init__(self, store: BlobStore, host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, chunk_size: int = 256 * 1024) -> None:
+        self.store = store
+        self.host = host
+        self.port = port
+        self.chunk_size = chunk_size
+        self.stats = ServerStats()
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped: asyncio.Event | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def make_app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/blob/{h}", self._blob)  # also answers HEAD
+        app.router.add_get("/stats", self._stats)
+        app.router.add_get("/health", self._health)
+        return app
+
+    # ------------------------------------------------------------------ handlers
+
+    async def _blob(self, request: web.Request) -> web.StreamResponse:
+        self.stats.requests += 1
+        h = request.match_info["h"]
+        if HASH_RE.fullmatch(h) is None:
+            self.stats.bad_requests += 1
+            return web.json_response(
+                {"error": "invalid_hash", "detail": "the blob name must be a sha256: 64 lowercase hex characters"},
+                status=400,
+            )
+        head = request.method == "HEAD"
+        try:
+            f, size = self.store.open(h, touch=not head)
+        except BlobNotFound:
+            self.stats.not_found += 1
+            return web.json_response({"error": "not_found", "hash": h}, status=404)
+        with f:
+            headers = {
+                "Accept-Ranges": "bytes",
+                "Content-Type": "application/octet-stream",
+                "ETag": f'"{h}"',
+                "Cache-Control": "public, max-age=31536000, immutable",
+            }
+            first, last, status = 0, size - 1, 200
+            rng = request.headers.get("Range")
+            if rng is not None:
+                parsed = parse_range(rng, size)
+                if parsed is None:
+                    self.stats.unsatisfiable += 1
+                    return web.Response(status=416, headers={"Content-Range": f"bytes */{size}", "Accept-Ranges": "bytes"})
+                if parsed is not False:
+                    assert isinstance(parsed, tuple)
+                    first, last = parsed
+                    status = 206
+                    headers["Content-Range"] = f"bytes {first}-{last}/{size}"
+            length = max(0, last - first + 1)
+            resp = web.StreamResponse(status=status, headers=headers)
+            resp.content_length = length
+            self.stats.hits += 1
+            self.stats.ranges += status == 206
+            await resp.prepare(request)
+            if head:
+                return resp
+            f.seek(first)
+            remaining = length
+            while remaining > 0:
+                chunk = f.read(min(self.chunk_size, remaining))
+                if not chunk:
+                    break
+                await resp.write(chunk)
+                self.stats.bytes_sent += len(chunk)
+                remaining -= len(chunk)
+            await resp.write_eof()
+            return resp
+
+    async def _stats(self, request: web.Request) -> web.Response:
+        return web.json_response({**self.stats.to_dict(), "store": self.store.usage()})
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(self.make_app(), access_log=None, handle_signals=False, shutdown_timeout=2.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        await site.start()
+        if self.port == 0:
+            self.port = int(self._runner.addresses[0][1])
+        log.info("serving blobs from %s at %s", self.store.root, self.url)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def serve_forever(self) -> None:
+        """Start, then run until cancelled (or ``stop_thread``)."""
+        await self.start()
+        self._stopped = asyncio.Event()
+        try:
+            await self._stopped.wait()
+        finally:
+            await self.stop()
+
+    def start_thread(self) -> BlobServer:
+        """Run on a private event loop in a daemon thread; returns once listening (or raises
+        the start error, e.g. the port is taken)."""
+        if self._thread is not None:
+            raise RuntimeError("the blob server is already running in a thread")
+        ready = threading.Event()
+        error: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                loop.run_until_complete(self.start())
+                self._stopped = asyncio.Event()
+            except BaseException as e:  # noqa: BLE001 - handed to the caller
+                error.append(e)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            try:
+                loop.run_until_complete(self._stopped.wait())
+                loop.run_until_complete(self.stop())
+            finally:
+                loop.close()
+
+        self._thread = threading.Thread(target=run, name=f"blob-server:{self.port}", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if error:
+            self._thread.join()
+            self._thread = None
+            raise error[0]
+        return self
+
+    def stop_thread(self, timeout: float = 10.0) -> None:
+        if self._thread is None:
+            return
+        loop, stopped = self._loop, self._stopped
+        if loop is not None and stopped is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(stopped.set)
+        self._thread.join(timeout)
+        self._thread = None
+
+    def __enter__(self) -> BlobServer:
+        return self.start_thread()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop_thread()
+
+
+def serve_blobs(store: BlobStore, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> BlobServer:
+    """Start a blob server in a background thread and return it (``.url``, ``.stats``,
+    ``.stop_thread()``): the one-line way for a synchronous worker to serve its store."""
+    return BlobServer(store, host, port).start_thread()
