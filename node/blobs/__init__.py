@@ -31,6 +31,7 @@ node/blobs/store.py; the README next to this file explains the choices.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from node.blobs.client import BlobClient, blob_url
@@ -49,6 +50,8 @@ from node.blobs.errors import (
 )
 from node.blobs.server import DEFAULT_PORT, BlobServer, ServerStats, serve_blobs
 from node.blobs.store import TIERS, BlobInfo, BlobStore, BlobWriter, GcReport, check_hash
+
+logging.getLogger("loconet.blobs").addHandler(logging.NullHandler())  # a library: the app configures logging
 
 
 def default_root(home: Path | str) -> Path:

@@ -23,6 +23,7 @@ import logging
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 import httpx
 
@@ -111,49 +112,49 @@ class BlobClient:
         try:
             with self._http.stream("GET", url, headers={"Accept-Encoding": "identity"}) as r:
                 if r.status_code != 200:
-                    raise PeerUnavailable(f"HTTP {r.status_code} from {url}", location)
+                    raise PeerUnavailable(f"HTTP {r.status_code}", location)
                 cl_text = r.headers.get("content-length")
                 expected: int | None = None
                 if cl_text is not None:
                     if not cl_text.strip().isdigit():
-                        raise PeerUnavailable(f"bad Content-Length {cl_text!r} from {url}", location)
+                        raise PeerUnavailable(f"bad Content-Length {cl_text!r}", location)
                     expected = int(cl_text)
                     if expected > limit:
-                        raise Oversize(f"{url} announces {expected} B, over the limit of {limit} B", location)
+                        raise Oversize(f"announces {expected} B, over the limit of {limit} B", location)
                 budget_s = self.timeout_s + (expected if expected is not None else limit) / self.min_rate_bps
                 in_body = True
                 with store.writer() as w:
                     for chunk in r.iter_raw():  # as received: the rate check sees every read
                         self.bytes_received += len(chunk)
                         if w.size + len(chunk) > limit:
-                            raise Oversize(f"{url} sent more than the limit of {limit} B", location)
+                            raise Oversize(f"sent more than the limit of {limit} B", location)
                         w.write(chunk)
                         if time.monotonic() - t0 > budget_s:
                             raise PeerTimeout(
-                                f"{url} too slow: {w.size} B in {time.monotonic() - t0:.1f}s "
+                                f"too slow: {w.size} B in {time.monotonic() - t0:.1f}s "
                                 f"(needs {self.min_rate_bps} B/s after {self.timeout_s:g}s)",
                                 location,
                             )
                     if expected is not None and w.size != expected:
-                        raise Truncated(f"{url} sent {w.size} B of the {expected} B it announced", location)
+                        raise Truncated(f"sent {w.size} B of the {expected} B it announced", location)
                     got = w.hexdigest()
                     if got != h:
-                        raise HashMismatch(f"{url} sent bytes hashing to {got}, not {h}", location)
+                        raise HashMismatch(f"sent bytes hashing to {got}, not {h}", location)
                     w.commit(tier, round_key)
         except httpx.TimeoutException as e:
-            raise PeerTimeout(f"{url}: no answer within {self.timeout_s:g}s ({type(e).__name__})", location) from None
+            raise PeerTimeout(f"no answer within {self.timeout_s:g}s ({type(e).__name__})", location) from None
         except httpx.RemoteProtocolError as e:
             if in_body:
-                raise Truncated(f"{url}: connection broke mid-body ({e})", location) from None
-            raise PeerUnavailable(f"{url}: {e}", location) from None
+                raise Truncated(f"connection broke mid-body ({e})", location) from None
+            raise PeerUnavailable(str(e), location) from None
         except httpx.HTTPError as e:
-            raise PeerUnavailable(f"{url}: {type(e).__name__}: {e}", location) from None
+            raise PeerUnavailable(f"{type(e).__name__}: {e}", location) from None
         return store.path(h)
 
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> BlobClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:

@@ -85,4 +85,4 @@ class FetchFailed(BlobError):
             why = "; ".join(f"{u}: {e}" for u, e in attempts)
         else:
             why = "no location given"
-        super().__init__(f"blob {blob_hash} could not be fetched ({why})")
+        super().__init__(f"blob {blob_hash} could not be fetched ({why}); try other locations or check that a peer has it")

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import threading
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Self
 
 from aiohttp import web
 
@@ -232,10 +232,11 @@ class BlobServer:
         self._thread.join(timeout)
         self._thread = None
 
-    def __enter__(self) -> BlobServer:
-        return self.start_thread()
+    def __enter__(self) -> Self:
+        self.start_thread()
+        return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop_thread()
 
 

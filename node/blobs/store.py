@@ -48,7 +48,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, Self
 
 from node.blobs.errors import BlobNotFound, HashMismatch, InvalidHash, QuotaExceeded
 
@@ -153,7 +153,7 @@ class BlobWriter:
     def __init__(self, store: BlobStore) -> None:
         self._store = store
         self.tmp_path = store._new_tmp_path()
-        self._f: IO[bytes] = open(self.tmp_path, "xb")
+        self._f: IO[bytes] = open(self.tmp_path, "xb")  # noqa: SIM115 - closed by commit/abort
         self._h = hashlib.sha256()
         self.size = 0
         self._done = False
@@ -191,7 +191,7 @@ class BlobWriter:
         self.tmp_path.unlink(missing_ok=True)
         self._done = True
 
-    def __enter__(self) -> BlobWriter:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
@@ -481,7 +481,7 @@ class BlobStore:
         if not self._row_exists(h):
             raise BlobNotFound(f"blob {h} is not in the store {self.root}")
         try:
-            f = open(self._final_path(h), "rb")
+            f = open(self._final_path(h), "rb")  # noqa: SIM115 - returned to the caller
         except FileNotFoundError:
             raise BlobNotFound(f"blob {h} is not in the store {self.root}") from None
         if touch:
@@ -602,7 +602,7 @@ class BlobStore:
         with self._lock:
             self._db.close()
 
-    def __enter__(self) -> BlobStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
