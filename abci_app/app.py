@@ -32,14 +32,14 @@ from abci_app.errors import (
     InvariantBroken,
     LoconetError,
 )
-from abci_app.modules import MODULES, QUERIES, ROUTES
+from abci_app.modules import META_PREFIX, MODULES, QUERIES, ROUTES
 from abci_app.pb import abci
 from abci_app.querying import PROOF_TYPE, QueryError, parse_path
 from abci_app.store import CacheKV, KVReader, MerkleStore, StoreError
 
 APP_VERSION = 1
-META_CHAIN_ID = b"\x00chain_id"
-META_BLOCK_TIME = b"\x00block_time"
+META_CHAIN_ID = META_PREFIX + b"chain_id"
+META_BLOCK_TIME = META_PREFIX + b"block_time"
 
 
 # ---------------------------------------------------------------------------------------------

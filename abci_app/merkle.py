@@ -77,9 +77,9 @@ from concurrent.futures import ThreadPoolExecutor
 __all__ = [
     "BINDING_INDEX",
     "BINDING_KINDS",
-    "ENTRY_OFFSET",
     "CHUNK_SIZE",
     "EMPTY_ROOT",
+    "ENTRY_OFFSET",
     "HASH_SIZE",
     "MAX_PROOF_LENGTH",
     "PARALLEL_MIN_BYTES",

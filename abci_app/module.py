@@ -32,3 +32,6 @@ class ModuleSpec:
     begin_block: BlockHook | None = None
     end_block: EndBlockHook | None = None
     invariants: InvariantFn | None = None
+    # the first bytes of every key the module writes (its keys.py KEY_PREFIXES); modules.py
+    # refuses at import two modules whose prefixes overlap (one a prefix of the other)
+    key_prefixes: tuple[bytes, ...] = ()

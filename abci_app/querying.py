@@ -24,3 +24,14 @@ def parse_path(path: str) -> tuple[list[str], dict[str, str]]:
         k, _, v = part.partition("=")
         params[k] = v
     return [p for p in base.split("/") if p], params
+
+
+def int_param(params: dict[str, str], name: str, default: int, hi: int | None = None) -> int:
+    """Query parameter ``name`` as a non-negative integer (``default`` when absent), capped at ``hi``."""
+    v = params.get(name, "")
+    if v == "":
+        return default
+    if not v.isdigit():
+        raise QueryError(f"{name} must be a non-negative integer, got {v!r}")
+    n = int(v)
+    return min(n, hi) if hi is not None else n

@@ -1,6 +1,8 @@
 from abci_app.encoding import KeyReader, lp
 
 ACCOUNT_PREFIX = b"\x01"
+# every key this module writes starts with one of these (ModuleSpec.key_prefixes)
+KEY_PREFIXES: tuple[bytes, ...] = (ACCOUNT_PREFIX,)
 
 
 def account_key(address: bytes) -> bytes:

@@ -4,6 +4,8 @@ from abci_app.encoding import KeyReader, lp
 
 BALANCE_PREFIX = b"\x02"
 SUPPLY_KEY = b"\x03"
+# every key this module writes starts with one of these (ModuleSpec.key_prefixes)
+KEY_PREFIXES: tuple[bytes, ...] = (BALANCE_PREFIX, SUPPLY_KEY)
 
 
 def module_address(name: str) -> bytes:

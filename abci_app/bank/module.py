@@ -1,4 +1,5 @@
 from abci_app.bank import genesis, keeper
+from abci_app.bank.keys import KEY_PREFIXES
 from abci_app.bank.msgs import process_msg_send
 from abci_app.bank.queries import QUERIES
 from abci_app.module import ModuleSpec
@@ -16,6 +17,7 @@ def _invariants(reader) -> int:  # type: ignore[no-untyped-def]
 
 MODULE = ModuleSpec(
     name="bank",
+    key_prefixes=KEY_PREFIXES,
     routes={"send": process_msg_send},
     queries=QUERIES,
     init_genesis=_genesis,

@@ -20,6 +20,10 @@ class SlashOutcome(Protocol):
 
 
 class ProviderKeeper(Protocol):
+    """Satisfied by the module ``abci_app.providers.keeper`` (wired in ``abci_app/modules.py``)."""
+
+    def get_unbonding_blocks(self, store: KVReader) -> int: ...
+
     def get_provider(self, store: KVReader, address: bytes) -> providers_pb2.Provider | None: ...
 
     def get_eligible(self, store: KVReader, min_reputation: int, min_stake: int) -> list[providers_pb2.Provider]: ...

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from abci_app.jobs.expected import ProviderKeeper
 from abci_app.jobs.params import params_from_json, set_params
-from abci_app.providers.params import get_params as get_providers_params
 from abci_app.store import CacheKV
 
 
-def init_genesis(store: CacheKV, state: dict[str, Any]) -> None:
+def init_genesis(store: CacheKV, state: dict[str, Any], providers: ProviderKeeper) -> None:
     unknown = set(state) - {"params"}
     if unknown:
         raise ValueError(f"jobs genesis: unknown keys {sorted(unknown)}")
     p = params_from_json(state.get("params", {}))
-    unbonding = get_providers_params(store).unbonding_blocks  # providers genesis runs first
+    unbonding = providers.get_unbonding_blocks(store)  # providers genesis runs first
     if unbonding <= 4 * p.max_window_blocks:
         raise ValueError(
             f"providers.params.unbonding_blocks ({unbonding}) must exceed 4 x jobs.params.max_window_blocks "

@@ -18,6 +18,15 @@ JOB_PREFIX = b"\x52"
 ROUND_PREFIX = b"\x53"
 ROUND_DUE_PREFIX = b"\x54"
 OPEN_DUE_PREFIX = b"\x55"
+# every key this module writes starts with one of these (ModuleSpec.key_prefixes)
+KEY_PREFIXES: tuple[bytes, ...] = (
+    PARAMS_KEY,
+    NEXT_JOB_ID_KEY,
+    JOB_PREFIX,
+    ROUND_PREFIX,
+    ROUND_DUE_PREFIX,
+    OPEN_DUE_PREFIX,
+)
 
 # Module account holding every job's escrow (no key can sign for it).
 JOB_ESCROW = module_address("job_escrow")

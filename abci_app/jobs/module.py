@@ -1,5 +1,6 @@
 """jobs module: routes create_job=30, cancel_job=31, submit_update=32, reveal_segment=33,
-verdict=34, attest_model=35; end_block advances every round by height."""
+verdict=34, attest_model=35; end_block advances every round by height. Built by ``new_module``
+over the providers keeper the app wires in (jobs imports nothing from abci_app.providers)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Any
 
 from abci_app.context import Ctx
 from abci_app.jobs import genesis, keeper
+from abci_app.jobs.expected import ProviderKeeper
+from abci_app.jobs.keys import KEY_PREFIXES
 from abci_app.jobs.msgs import (
     process_msg_attest_model,
     process_msg_cancel_job,
@@ -19,34 +22,32 @@ from abci_app.jobs.queries import QUERIES
 from abci_app.jobs.rounds import process_rounds
 from abci_app.module import ModuleSpec
 from abci_app.pb import abci
-from abci_app.store import CacheKV, KVReader
+from abci_app.store import CacheKV
 
 
-def _genesis(store: CacheKV, state: dict[str, Any], req: abci.RequestInitChain) -> None:
-    genesis.init_genesis(store, state)
+def new_module(providers: ProviderKeeper) -> ModuleSpec:
+    """The jobs module over ``providers`` (the app passes ``abci_app.providers.keeper``)."""
 
+    def _genesis(store: CacheKV, state: dict[str, Any], req: abci.RequestInitChain) -> None:
+        genesis.init_genesis(store, state, providers)
 
-def _end_block(ctx: Ctx) -> list[abci.ValidatorUpdate]:
-    process_rounds(ctx)
-    return []
+    def _end_block(ctx: Ctx) -> list[abci.ValidatorUpdate]:
+        process_rounds(ctx, providers)
+        return []
 
-
-def _invariants(reader: KVReader) -> int:
-    return keeper.check_invariants(reader)
-
-
-MODULE = ModuleSpec(
-    name="jobs",
-    routes={
-        "create_job": process_msg_create_job,
-        "cancel_job": process_msg_cancel_job,
-        "submit_update": process_msg_submit_update,
-        "reveal_segment": process_msg_reveal_segment,
-        "verdict": process_msg_verdict,
-        "attest_model": process_msg_attest_model,
-    },
-    queries=QUERIES,
-    init_genesis=_genesis,
-    end_block=_end_block,
-    invariants=_invariants,
-)
+    return ModuleSpec(
+        name="jobs",
+        key_prefixes=KEY_PREFIXES,
+        routes={
+            "create_job": process_msg_create_job,
+            "cancel_job": process_msg_cancel_job,
+            "submit_update": process_msg_submit_update,
+            "reveal_segment": process_msg_reveal_segment,
+            "verdict": process_msg_verdict,
+            "attest_model": process_msg_attest_model,
+        },
+        queries=QUERIES,
+        init_genesis=_genesis,
+        end_block=_end_block,
+        invariants=keeper.check_invariants,
+    )

@@ -45,8 +45,8 @@ from abci_app.merkle import (
     verify_merkle_proof,
 )
 from abci_app.pb import enum_name, jobs_pb2
-from abci_app.providers.validation import is_http_url
 from abci_app.reputation.rules import MAX_REPUTATION
+from abci_app.validation import is_http_url
 
 _POLICY = re.compile(r"^[a-z0-9][a-z0-9+_.-]{0,31}$")
 _PARAM_KEY = re.compile(r"^[a-z0-9_]{1,32}$")

@@ -1,6 +1,6 @@
 """jobs queries: ``/job/{id}``, ``/jobs?owner=&from=&limit=``, ``/round/{job}/{round}``,
-``/rounds/{job}?from=&limit=``, ``/market_params``. All take ``height`` and ``prove=true``
-(the app adds the proofs of the returned keys). JSON: addresses bech32, hashes lower-case hex,
+``/rounds/{job}?from=&limit=`` (``/market_params`` spans two modules: abci_app/modules.py).
+All take ``height`` and ``prove=true`` (the app adds the proofs of the returned keys). JSON: addresses bech32, hashes lower-case hex,
 amounts integers (uloco). ``round_to_json`` is also what a client runs over a proven value."""
 
 from __future__ import annotations
@@ -9,15 +9,9 @@ from typing import Any
 
 from abci_app.codec.address import from_bech32, to_bech32
 from abci_app.jobs import keeper
-from abci_app.jobs.keys import PARAMS_KEY as JOBS_PARAMS_KEY
 from abci_app.jobs.keys import job_key, round_key
-from abci_app.jobs.params import get_params, params_to_json
 from abci_app.pb import enum_name, jobs_pb2
-from abci_app.providers.keys import PARAMS_KEY as PROVIDERS_PARAMS_KEY
-from abci_app.providers.params import get_params as get_providers_params
-from abci_app.providers.params import params_to_json as providers_params_to_json
-from abci_app.providers.queries import int_param
-from abci_app.querying import QueryError, to_json
+from abci_app.querying import QueryError, int_param, to_json
 from abci_app.store import KVReader
 
 MAX_LIMIT = 100
@@ -193,16 +187,9 @@ def query_rounds(reader: KVReader, args: list[str], params: dict[str, str]) -> t
     ]
 
 
-def query_market_params(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
-    """/market_params -> {"providers": {...}, "jobs": {...}}"""
-    data = {"providers": providers_params_to_json(get_providers_params(reader)), "jobs": params_to_json(get_params(reader))}
-    return to_json(data), [PROVIDERS_PARAMS_KEY, JOBS_PARAMS_KEY]
-
-
 QUERIES = {
     "job": query_job,
     "jobs": query_jobs,
     "round": query_round,
     "rounds": query_rounds,
-    "market_params": query_market_params,
 }

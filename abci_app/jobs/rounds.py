@@ -15,6 +15,9 @@ One function per transition; each runs in the end_block of the height stored in 
 
 OPEN and CHALLENGE are instants (they happen inside one end_block); a stored round is always in
 COMMIT, REVEAL, VERDICT, ATTEST or FINALIZED.
+
+Providers are reached only through ``providers: ProviderKeeper`` (jobs/expected.py), which
+``abci_app/modules.py`` wires in; jobs imports nothing from abci_app.providers.
 """
 
 from __future__ import annotations
@@ -38,11 +41,8 @@ from abci_app.jobs.keys import (
 from abci_app.jobs.params import get_params
 from abci_app.jobs.sampler import Sampler, shuffle, weighted_sample
 from abci_app.pb import enum_name, jobs_pb2
-from abci_app.providers import keeper as _providers_keeper
 from abci_app.reputation.rules import compute_gain, compute_loss
 from abci_app.rewards.rules import compute_participant_payouts, compute_shares
-
-PROVIDERS: ProviderKeeper = _providers_keeper  # type: ignore[assignment]
 
 BPS = 10_000
 # outcomes a verifier majority decided (its side earns the verifier share and reputation)
@@ -80,7 +80,7 @@ def _find(r: jobs_pb2.Round, address: bytes) -> jobs_pb2.Participant | None:
 # -- OPEN -> COMMIT -------------------------------------------------------------------------------
 
 
-def process_round_open(ctx: Ctx, job: jobs_pb2.Job) -> None:
+def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -> None:
     """Open round ``job.rounds_opened``: draw min(P, #eligible) distinct participants with
     probability proportional to bond x reputation (seed = hash(this block's hash, job, round)),
     give each a distinct data shard from a seeded permutation, fix the base model (the last
@@ -90,7 +90,7 @@ def process_round_open(ctx: Ctx, job: jobs_pb2.Job) -> None:
     spec = job.spec
     n = job.rounds_opened
     job.next_open_height = 0
-    eligible = PROVIDERS.get_eligible(ctx.store, spec.min_reputation, spec.min_stake)
+    eligible = providers.get_eligible(ctx.store, spec.min_reputation, spec.min_stake)
     if not eligible:
         keeper.schedule_open(ctx.store, job, h + 1)
         keeper.set_job(ctx.store, job)
@@ -122,7 +122,7 @@ def process_round_open(ctx: Ctx, job: jobs_pb2.Job) -> None:
 # -- COMMIT -> (CHALLENGE) -> REVEAL --------------------------------------------------------------
 
 
-def process_challenge(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+def process_challenge(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
     """At the commit deadline D: participants without a commitment have missed it; each
     commitment is challenged with probability challenge_bps / 10000 at a uniform trace segment,
     and each challenge gets up to verifiers_per_challenge verifiers drawn (bond x reputation) from
@@ -135,7 +135,7 @@ def process_challenge(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
     r.challenge_seed = seed
     s = Sampler(seed)
     n_seg = compute_n_segments(spec)
-    pool = PROVIDERS.get_eligible(ctx.store, spec.min_reputation, spec.min_stake)
+    pool = providers.get_eligible(ctx.store, spec.min_reputation, spec.min_stake)
     for p in r.participants:  # address order
         if not p.HasField("commitment"):
             p.outcome = jobs_pb2.OUTCOME_MISSED_COMMIT
@@ -162,7 +162,7 @@ def process_challenge(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
 # -- REVEAL -> VERDICT ----------------------------------------------------------------------------
 
 
-def process_reveal_end(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+def process_reveal_end(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
     """Challenged participants that did not reveal have missed the reveal."""
     for p in r.participants:
         if p.challenged and not p.HasField("reveal"):
@@ -211,7 +211,7 @@ def compute_outcome(p: jobs_pb2.Participant, unverified_quality: int, min_fraud_
     return jobs_pb2.OUTCOME_UNDECIDED, 0
 
 
-def process_verdict_end(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+def process_verdict_end(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
     params = get_params(ctx.store)
     for p in r.participants:
         if p.challenged and p.HasField("reveal"):
@@ -241,24 +241,18 @@ def compute_attested(r: jobs_pb2.Round) -> tuple[bytes, int, int]:
     return b"", 0, total
 
 
-def _set_rep(ctx: Ctx, addr: bytes, new: int, reason: str) -> int:
+def _set_rep(ctx: Ctx, providers: ProviderKeeper, addr: bytes, new: int, reason: str) -> int:
     """Set a reputation (event + delta). A jailed provider's reputation stays 0: duties it
     finishes after its fraud was proven never raise it again."""
-    prov = PROVIDERS.get_provider(ctx.store, addr)
+    prov = providers.get_provider(ctx.store, addr)
     if prov is None:
         return 0
     old = prov.reputation
     if new == old or (prov.jailed_height and new > old):
         return 0
-    PROVIDERS.set_reputation(ctx.store, addr, new)
+    providers.set_reputation(ctx.store, addr, new)
     ctx.emit(events.reputation_changed(addr, old, new, reason))
     return new - old
-
-
-def is_tombstoned(ctx: Ctx, addr: bytes) -> bool:
-    """The provider's fraud was proven (its status jailed, exiting after it, or gone: the
-    tombstone outlives the record): it is never paid again."""
-    return PROVIDERS.is_tombstoned(ctx.store, addr)
 
 
 def process_attestation(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
@@ -272,17 +266,17 @@ def process_attestation(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
         ctx.emit(events.model_attested(job.id, r.round, model, stake, total))
 
 
-def process_participant_rewards(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+def process_participant_rewards(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
     """Pay the participants' reward from the escrow, weighted over every accepted participant
     (abci_app.rewards). A tombstoned provider (fraud proven in an earlier round, or in an earlier
-    job's round finalized before this one) is paid nothing: its share stays in the escrow and the
+    job's round finalized before this one; the tombstone outlives an exit) is paid nothing: its share stays in the escrow and the
     others' shares are unchanged."""
     accepted = [
         (p.address, p.commitment.tokens_processed * p.quality * p.reputation)
         for p in r.participants if p.outcome == jobs_pb2.OUTCOME_ACCEPTED
     ]
     for addr, amount in compute_participant_payouts(job.reward_per_round, len(r.participants), accepted):
-        if is_tombstoned(ctx, addr):
+        if providers.is_tombstoned(ctx.store, addr):
             continue
         keeper.pay(ctx.store, job, addr, amount)
         _find(r, addr).reward = amount  # type: ignore[union-attr]
@@ -291,7 +285,7 @@ def process_participant_rewards(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) 
         ctx.emit(events.reward_paid(job.id, r.round, addr, amount, "participant"))
 
 
-def process_verifier_rewards(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+def process_verifier_rewards(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
     """Pay the verifier share: one unit per vote on the side of a decided outcome (a tombstoned
     verifier is not paid; its units stay in the escrow)."""
     majority_votes: list[tuple[bytes, int]] = []
@@ -300,7 +294,7 @@ def process_verifier_rewards(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> 
             want_valid = p.outcome == jobs_pb2.OUTCOME_ACCEPTED
             majority_votes.extend((v.address, 1) for v in p.verifiers if v.voted and v.valid == want_valid)
     for addr, amount in compute_shares(job.verifier_reward_per_round, majority_votes):
-        if is_tombstoned(ctx, addr):
+        if providers.is_tombstoned(ctx.store, addr):
             continue
         keeper.pay(ctx.store, job, addr, amount)
         r.verifier_paid += amount
@@ -308,26 +302,26 @@ def process_verifier_rewards(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> 
         ctx.emit(events.reward_paid(job.id, r.round, addr, amount, "verifier"))
 
 
-def process_participant_penalties(ctx: Ctx, r: jobs_pb2.Round) -> None:
+def process_participant_penalties(ctx: Ctx, providers: ProviderKeeper, r: jobs_pb2.Round) -> None:
     """In address order: a missed commit or reveal is slashed (liveness fraction) and loses
     reputation; fraud is slashed (fraud fraction, bounty to the verifiers who proved it),
     reputation 0, jailed; accepted work gains reputation (abci_app.reputation)."""
     params = get_params(ctx.store)
     jid, rn = r.job_id, r.round
     for p in r.participants:
-        rep = PROVIDERS.get_reputation(ctx.store, p.address)
+        rep = providers.get_reputation(ctx.store, p.address)
         if p.outcome in (jobs_pb2.OUTCOME_MISSED_COMMIT, jobs_pb2.OUTCOME_MISSED_REVEAL):
             reason = enum_name(jobs_pb2.Outcome, p.outcome)
-            res = PROVIDERS.slash(ctx, p.address, params.slash_fraction_liveness_bps, reason=reason, job_id=jid, round_=rn)
+            res = providers.slash(ctx, p.address, params.slash_fraction_liveness_bps, reason=reason, job_id=jid, round_=rn)
             loss = (params.reputation_loss_missed_commit_bps if p.outcome == jobs_pb2.OUTCOME_MISSED_COMMIT
                     else params.reputation_loss_missed_reveal_bps)
             p.slashed = res.amount
             if res.amount:
                 r.slashes.add(address=p.address, amount=res.amount, reason=reason, burned=res.burned)
-            p.reputation_delta = _set_rep(ctx, p.address, compute_loss(rep, loss), reason)
+            p.reputation_delta = _set_rep(ctx, providers, p.address, compute_loss(rep, loss), reason)
         elif p.outcome == jobs_pb2.OUTCOME_FRAUD:
-            provers = [(v.address, v.stake) for v in p.verifiers if v.voted and not v.valid and not is_tombstoned(ctx, v.address)]
-            res = PROVIDERS.slash(
+            provers = [(v.address, v.stake) for v in p.verifiers if v.voted and not v.valid and not providers.is_tombstoned(ctx.store, v.address)]
+            res = providers.slash(
                 ctx, p.address, params.slash_fraction_fraud_bps, reason="fraud", job_id=jid, round_=rn,
                 bounty_bps=params.fraud_bounty_bps, bounty_weights=provers,
             )
@@ -336,13 +330,13 @@ def process_participant_penalties(ctx: Ctx, r: jobs_pb2.Round) -> None:
             for addr, amount in res.bounties:
                 r.payouts.add(address=addr, amount=amount, kind="bounty")
                 ctx.emit(events.reward_paid(jid, rn, addr, amount, "bounty"))
-            p.reputation_delta = _set_rep(ctx, p.address, 0, "fraud")
-            PROVIDERS.jail(ctx, p.address, "fraud")
+            p.reputation_delta = _set_rep(ctx, providers, p.address, 0, "fraud")
+            providers.jail(ctx, p.address, "fraud")
         elif p.outcome == jobs_pb2.OUTCOME_ACCEPTED:
-            p.reputation_delta = _set_rep(ctx, p.address, compute_gain(rep, params.reputation_gain_bps), "accepted")
+            p.reputation_delta = _set_rep(ctx, providers, p.address, compute_gain(rep, params.reputation_gain_bps), "accepted")
 
 
-def process_verifier_reputation(ctx: Ctx, r: jobs_pb2.Round) -> None:
+def process_verifier_reputation(ctx: Ctx, providers: ProviderKeeper, r: jobs_pb2.Round) -> None:
     """In (target, verifier) address order, for every challenge that was revealed: a silent
     verifier loses reputation; on a decided outcome the majority side gains and the minority
     side loses (an undecided outcome moves only the silent)."""
@@ -352,13 +346,13 @@ def process_verifier_reputation(ctx: Ctx, r: jobs_pb2.Round) -> None:
             continue  # nothing to verify
         decided = p.outcome in DECIDED
         for v in p.verifiers:
-            rep = PROVIDERS.get_reputation(ctx.store, v.address)
+            rep = providers.get_reputation(ctx.store, v.address)
             if not v.voted:
-                _set_rep(ctx, v.address, compute_loss(rep, params.reputation_loss_verifier_bps), "verifier_silent")
+                _set_rep(ctx, providers, v.address, compute_loss(rep, params.reputation_loss_verifier_bps), "verifier_silent")
             elif decided and v.valid == (p.outcome == jobs_pb2.OUTCOME_ACCEPTED):
-                _set_rep(ctx, v.address, compute_gain(rep, params.reputation_gain_bps), "verifier_majority")
+                _set_rep(ctx, providers, v.address, compute_gain(rep, params.reputation_gain_bps), "verifier_majority")
             elif decided:
-                _set_rep(ctx, v.address, compute_loss(rep, params.reputation_loss_verifier_bps), "verifier_minority")
+                _set_rep(ctx, providers, v.address, compute_loss(rep, params.reputation_loss_verifier_bps), "verifier_minority")
 
 
 def process_round_close(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
@@ -382,20 +376,20 @@ def process_round_close(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
         keeper.set_job(ctx.store, job)
 
 
-def process_finalize(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+def process_finalize(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
     """ATTEST -> FINALIZED at ``attest_end``, in these steps (each a function below, in order;
     the order is consensus: it fixes the event order and who is tombstoned when paid)."""
     process_attestation(ctx, job, r)
-    process_participant_rewards(ctx, job, r)
-    process_verifier_rewards(ctx, job, r)
-    process_participant_penalties(ctx, r)
-    process_verifier_reputation(ctx, r)
+    process_participant_rewards(ctx, providers, job, r)
+    process_verifier_rewards(ctx, providers, job, r)
+    process_participant_penalties(ctx, providers, r)
+    process_verifier_reputation(ctx, providers, r)
     process_round_close(ctx, job, r)
 
 
 # -- end block ------------------------------------------------------------------------------------
 
-TRANSITIONS: dict[int, tuple[str, Callable[[Ctx, jobs_pb2.Job, jobs_pb2.Round], None]]] = {
+TRANSITIONS: dict[int, tuple[str, Callable[[Ctx, ProviderKeeper, jobs_pb2.Job, jobs_pb2.Round], None]]] = {
     jobs_pb2.PHASE_COMMIT: ("commit_deadline", process_challenge),
     jobs_pb2.PHASE_REVEAL: ("reveal_end", process_reveal_end),
     jobs_pb2.PHASE_VERDICT: ("verdict_end", process_verdict_end),
@@ -403,7 +397,7 @@ TRANSITIONS: dict[int, tuple[str, Callable[[Ctx, jobs_pb2.Job, jobs_pb2.Round], 
 }
 
 
-def process_rounds(ctx: Ctx) -> None:
+def process_rounds(ctx: Ctx, providers: ProviderKeeper) -> None:
     """end_block: run every round transition due at this height (in (job, round) order), then
     open the rounds due at this height (in job order)."""
     h = ctx.block.height
@@ -417,7 +411,7 @@ def process_rounds(ctx: Ctx) -> None:
         field, fn = TRANSITIONS[r.phase]
         if at != h or getattr(r, field) != h:
             raise InvariantBroken(f"round {job_id}/{rn} transition due at {at} ran at {h}")
-        fn(ctx, job, r)
+        fn(ctx, providers, job, r)
     opens = [k for k, _ in ctx.store.iterate(OPEN_DUE_PREFIX, OPEN_DUE_PREFIX + u64_key(h + 1))]
     for key in opens:
         at, job_id = parse_open_due_key(key)
@@ -427,7 +421,7 @@ def process_rounds(ctx: Ctx) -> None:
             raise InvariantBroken(f"open schedule points at job {job_id} that cannot open a round")
         if at != h:
             raise InvariantBroken(f"job {job_id} open due at an earlier height ran at {h}")
-        process_round_open(ctx, job)
+        process_round_open(ctx, providers, job)
 
 
 __all__ = ["open_due_key", "process_rounds"]

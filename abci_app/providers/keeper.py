@@ -130,6 +130,11 @@ def set_reputation(store: CacheKV, address: bytes, value: int) -> None:
     set_provider(store, p)
 
 
+def get_unbonding_blocks(store: KVReader) -> int:
+    """Blocks from an exit to its payout: how long an exiting provider stays slashable."""
+    return get_params(store).unbonding_blocks
+
+
 def get_reputation(store: KVReader, address: bytes) -> int:
     p = get_provider(store, address)
     return 0 if p is None else p.reputation
@@ -263,6 +268,7 @@ __all__ = [
     "get_last_reputation",
     "get_provider",
     "get_reputation",
+    "get_unbonding_blocks",
     "is_eligible",
     "is_tombstoned",
     "iterate_providers",

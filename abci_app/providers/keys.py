@@ -16,6 +16,14 @@ PROVIDER_PREFIX = b"\x41"
 UNBONDING_PREFIX = b"\x42"
 TOMBSTONE_PREFIX = b"\x43"
 LAST_REPUTATION_PREFIX = b"\x44"
+# every key this module writes starts with one of these (ModuleSpec.key_prefixes)
+KEY_PREFIXES: tuple[bytes, ...] = (
+    PARAMS_KEY,
+    PROVIDER_PREFIX,
+    UNBONDING_PREFIX,
+    TOMBSTONE_PREFIX,
+    LAST_REPUTATION_PREFIX,
+)
 
 # Module account holding every provider bond and unbonding amount (no key can sign for it).
 PROVIDER_BONDS = module_address("provider_bonds")

@@ -8,6 +8,7 @@ from abci_app.context import Ctx
 from abci_app.module import ModuleSpec
 from abci_app.pb import abci
 from abci_app.providers import genesis, keeper
+from abci_app.providers.keys import KEY_PREFIXES
 from abci_app.providers.msgs import (
     process_msg_exit_provider,
     process_msg_register_provider,
@@ -32,6 +33,7 @@ def _invariants(reader: KVReader) -> int:
 
 MODULE = ModuleSpec(
     name="providers",
+    key_prefixes=KEY_PREFIXES,
     routes={
         "register_provider": process_msg_register_provider,
         "update_provider": process_msg_update_provider,

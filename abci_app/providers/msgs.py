@@ -25,7 +25,7 @@ from abci_app.providers.errors import (
     ErrTombstoned,
 )
 from abci_app.providers.params import get_params
-from abci_app.providers.validation import is_http_url
+from abci_app.validation import is_http_url
 
 _GPU_MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._+-]{0,63}$")
 _REGION = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")

@@ -10,7 +10,7 @@ from abci_app.codec.address import from_bech32, to_bech32
 from abci_app.pb import enum_name, enum_names, providers_pb2
 from abci_app.providers import keeper
 from abci_app.providers.keys import provider_key
-from abci_app.querying import QueryError, to_json
+from abci_app.querying import QueryError, int_param, to_json
 from abci_app.store import KVReader
 
 STATUSES = enum_names(providers_pb2.ProviderStatus)[1:]  # every status but UNSPECIFIED (0)
@@ -33,16 +33,6 @@ def provider_to_json(p: providers_pb2.Provider) -> dict[str, Any]:
         "slashed_total": p.slashed_total,
         "jailed_height": p.jailed_height,
     }
-
-
-def int_param(params: dict[str, str], name: str, default: int, hi: int | None = None) -> int:
-    v = params.get(name, "")
-    if v == "":
-        return default
-    if not v.isdigit():
-        raise QueryError(f"{name} must be a non-negative integer, got {v!r}")
-    n = int(v)
-    return min(n, hi) if hi is not None else n
 
 
 def query_provider(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:

@@ -13,6 +13,8 @@ from abci_app.encoding import KeyReader, lp, u64_key
 SLASHING_PARAMS_KEY = b"\x30"
 SIGNING_INFO_PREFIX = b"\x31"
 MISSED_PREFIX = b"\x32"
+# every key this module writes starts with one of these (ModuleSpec.key_prefixes)
+KEY_PREFIXES: tuple[bytes, ...] = (SLASHING_PARAMS_KEY, SIGNING_INFO_PREFIX, MISSED_PREFIX)
 
 
 def signing_info_key(cons: bytes) -> bytes:

@@ -9,8 +9,9 @@ from abci_app.context import Ctx
 from abci_app.module import ModuleSpec
 from abci_app.pb import abci
 from abci_app.slashing import genesis, keeper
+from abci_app.slashing.expected_keepers import StakingKeeper
+from abci_app.slashing.keys import KEY_PREFIXES
 from abci_app.slashing.queries import QUERIES
-from abci_app.staking import keeper as staking_keeper
 from abci_app.store import CacheKV, KVReader
 
 
@@ -18,14 +19,18 @@ def _genesis(store: CacheKV, state: dict[str, Any], req: abci.RequestInitChain) 
     genesis.init_genesis(store, state)
 
 
-def _begin_block(ctx: Ctx) -> None:
-    keeper.process_evidence(ctx, staking_keeper)
-    keeper.process_liveness(ctx, staking_keeper)
-
-
 def _invariants(reader: KVReader) -> int:
     keeper.check_invariants(reader)
     return 0
 
 
-MODULE = ModuleSpec(name="slashing", queries=QUERIES, init_genesis=_genesis, begin_block=_begin_block, invariants=_invariants)
+def new_module(staking: StakingKeeper) -> ModuleSpec:
+    """The slashing module over ``staking`` (the app passes ``abci_app.staking.keeper``)."""
+
+    def _begin_block(ctx: Ctx) -> None:
+        keeper.process_evidence(ctx, staking)
+        keeper.process_liveness(ctx, staking)
+
+    return ModuleSpec(
+        name="slashing", key_prefixes=KEY_PREFIXES, queries=QUERIES, init_genesis=_genesis, begin_block=_begin_block, invariants=_invariants
+    )

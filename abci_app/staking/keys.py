@@ -22,6 +22,15 @@ UNBONDING_PREFIX = b"\x12"
 UNBONDING_QUEUE_PREFIX = b"\x13"
 PARAMS_KEY = b"\x14"
 NEXT_UNBONDING_ID_KEY = b"\x15"
+# every key this module writes starts with one of these (ModuleSpec.key_prefixes)
+KEY_PREFIXES: tuple[bytes, ...] = (
+    VALIDATOR_PREFIX,
+    BOND_PREFIX,
+    UNBONDING_PREFIX,
+    UNBONDING_QUEUE_PREFIX,
+    PARAMS_KEY,
+    NEXT_UNBONDING_ID_KEY,
+)
 
 BONDED_POOL = module_address("bonded_pool")
 UNBONDING_POOL = module_address("unbonding_pool")

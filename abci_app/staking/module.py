@@ -8,6 +8,7 @@ from abci_app.context import Ctx
 from abci_app.module import ModuleSpec
 from abci_app.pb import abci
 from abci_app.staking import genesis, keeper, msgs
+from abci_app.staking.keys import KEY_PREFIXES
 from abci_app.staking.queries import QUERIES
 from abci_app.store import CacheKV, KVReader
 
@@ -31,6 +32,7 @@ def _invariants(reader: KVReader) -> int:
 
 MODULE = ModuleSpec(
     name="staking",
+    key_prefixes=KEY_PREFIXES,
     routes={
         "create_validator": msgs.process_msg_create_validator,
         "bond": msgs.process_msg_bond,

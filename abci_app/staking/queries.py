@@ -1,4 +1,5 @@
-"""Staking queries: ``/validators``, ``/validator/{HEX consensus address}``, ``/params``."""
+"""Staking queries: ``/validators``, ``/validator/{HEX consensus address}`` (``/params`` spans
+staking and slashing: abci_app/modules.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ from abci_app.codec.address import to_bech32
 from abci_app.pb import staking_pb2
 from abci_app.querying import QueryError, to_json
 from abci_app.staking import keeper
-from abci_app.staking.keys import PARAMS_KEY, bond_key, validator_key
-from abci_app.staking.params import get_params, params_to_json
+from abci_app.staking.keys import bond_key, validator_key
 from abci_app.store import KVReader
 
 
@@ -56,22 +56,4 @@ def query_validator(reader: KVReader, args: list[str], params: dict[str, str]) -
     return to_json(data), [validator_key(cons), bond_key(cons, v.operator)]
 
 
-def query_params(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
-    """/params -> {"staking": {...}, "slashing": {...}}; /params/{module} -> that module's."""
-    from abci_app.slashing.params import SLASHING_PARAMS_KEY
-    from abci_app.slashing.params import get_params as slashing_params
-    from abci_app.slashing.params import params_to_json as slashing_json
-
-    every = {
-        "staking": (params_to_json(get_params(reader)), PARAMS_KEY),
-        "slashing": (slashing_json(slashing_params(reader)), SLASHING_PARAMS_KEY),
-    }
-    if not args:
-        return to_json({k: v for k, (v, _) in every.items()}), [key for _, key in every.values()]
-    if len(args) != 1 or args[0] not in every:
-        raise QueryError(f"usage: /params or /params/{{{'|'.join(sorted(every))}}}")
-    value, key = every[args[0]]
-    return to_json(value), [key]
-
-
-QUERIES = {"validators": query_validators, "validator": query_validator, "params": query_params}
+QUERIES = {"validators": query_validators, "validator": query_validator}

@@ -60,7 +60,7 @@ def test_invalid_endpoint():
 
 
 def test_valid_endpoints():
-    from abci_app.providers.validation import is_http_url
+    from abci_app.validation import is_http_url
 
     for url in ["http://10.0.0.1:26680", "https://blob.example.org/v1/", "http://[::1]:8080/x", "http://localhost"]:
         assert is_http_url(url), url

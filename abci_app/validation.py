@@ -1,4 +1,4 @@
-"""Stateless checks shared by provider and job messages (URLs, names)."""
+"""Stateless checks shared by the modules' messages (URLs)."""
 
 from __future__ import annotations
 
