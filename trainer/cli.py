@@ -123,7 +123,7 @@ def save_segment(folder: Path, corpus, sim, data_path: str | None, k: int = 10) 
     """Provider 0's first k steps of round 0, exactly as the simulation ran them."""
     from trainer.data import ShardSpec
     from trainer.determinism import set_determinism
-    from trainer.diloco import provider_id
+    from trainer.diloco import assign_shards, provider_id
     from trainer.model import init_model
     from trainer.verify import make_segment
 
@@ -131,7 +131,8 @@ def save_segment(folder: Path, corpus, sim, data_path: str | None, k: int = 10) 
     k = min(k, sim.inner_steps)
     spec = ShardSpec(dataset_id=corpus.id, seed=sim.seed, job=sim.job, round=0,
                      provider=provider_id(0), n_shards=sim.n_shards, batch_size=sim.batch_size,
-                     block_size=sim.model.block_size)
+                     block_size=sim.model.block_size,
+                     shard=assign_shards(sim.seed, sim.job, 0, sim.n_shards, sim.workers)[0])
     start, end = make_segment(init_model(sim.model, sim.seed), sim.inner, corpus, spec, 0, k)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "start.state").write_bytes(start)

@@ -5,7 +5,8 @@ Byte layout, version 1 (all integers big-endian; tensor data little-endian, C or
     header
       magic        4   b"LOCO"
       version      u16 1
-      kind         u8  1 = compressed update, 2 = trainer state, 3 = model parameters
+      kind         u8  1 = compressed update, 2 = trainer state, 3 = model parameters,
+                       4 = error-feedback carry (trainer/carry.py)
       reserved     u8  0
       codec        u8 length + ASCII          e.g. "topk+int4", "raw"
       meta         u32 length + ASCII JSON    canonical: sorted keys, no spaces, no NaN
@@ -66,8 +67,8 @@ from abci_app.merkle import (
 
 MAGIC = b"LOCO"
 VERSION = 1
-KIND_UPDATE, KIND_STATE, KIND_MODEL = 1, 2, 3
-KIND_NAMES = {KIND_UPDATE: "update", KIND_STATE: "state", KIND_MODEL: "model"}
+KIND_UPDATE, KIND_STATE, KIND_MODEL, KIND_CARRY = 1, 2, 3, 4
+KIND_NAMES = {KIND_UPDATE: "update", KIND_STATE: "state", KIND_MODEL: "model", KIND_CARRY: "carry"}
 
 DTYPE_CODES: dict[torch.dtype, int] = {
     torch.float32: 1,

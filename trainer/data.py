@@ -1,10 +1,12 @@
 """Datasets, shards and deterministic batch order.
 
 * A dataset is any byte string (a text file); its id is ``sha256(file bytes)``.
-* The last ``heldout_fraction`` (default 10 %) of the bytes is the held-out split;
+* The last ``heldout_fraction`` (default 10 %) of the bytes is the held-out split (its first
+  half scores updates, its second half is the only loss an adaptive policy may observe);
   the rest is the training split, cut into ``n_shards`` equal contiguous shards.
 * ``ShardSpec`` pins everything a verifier needs to recompute a provider's batches:
-  (dataset id, seed, job, round, provider, n_shards, batch size, context length).
+  (dataset id, seed, job, round, provider, n_shards, batch size, context length, and the
+  shard the chain assigned: ``Participant.shard``, distinct within a round).
   The shard index and every batch's offsets are drawn from ``DetRNG`` (sha256 counter
   mode) keyed by those fields and the inner step number, so the batch of step s does
   not depend on any other step: a segment can be re-run from its own start.
@@ -33,8 +35,17 @@ class ShardSpec:
     n_shards: int = 16
     batch_size: int = 8
     block_size: int = 32
+    # the shard the chain assigned (Participant.shard); -1: derived from DetRNG (local runs only)
+    shard: int = -1
+
+    def __post_init__(self) -> None:
+        if not -1 <= self.shard < self.n_shards:
+            raise ValueError(f"shard {self.shard} is outside 0..{self.n_shards - 1} (n_shards)")
 
     def shard_index(self) -> int:
+        """The assigned shard (``shard``) when set, else a DetRNG draw keyed by the spec."""
+        if self.shard >= 0:
+            return self.shard
         return DetRNG(
             "shard", self.dataset_id, self.seed, self.job, self.round, self.provider
         ).randbelow(self.n_shards)
@@ -104,17 +115,29 @@ class Corpus:
         y = torch.stack([self._train[o + 1 : o + 1 + T] for o in offs]).long()
         return x.to(device), y.to(device)
 
-    def heldout_batches(self, block_size: int, batch_size: int = 32, max_batches: int = 8):
-        """Fixed, non-overlapping evaluation windows from the held-out split."""
+    def heldout_part(self, part: str = "eval") -> torch.Tensor:
+        """The held-out split is cut in two halves: ``eval`` (the first: the public evaluation
+        set updates are scored on) and ``policy`` (the second: what an adaptive compression
+        policy may steer on). A policy that steered on the evaluation set could overfit its
+        own score; keeping them apart is a rule, not a tuning choice."""
+        half = len(self._heldout) // 2
+        if part == "eval":
+            return self._heldout[:half]
+        if part == "policy":
+            return self._heldout[half:]
+        raise ValueError(f"held-out part must be 'eval' or 'policy', got {part!r}")
+
+    def heldout_batches(self, block_size: int, batch_size: int = 32, max_batches: int = 8,
+                        part: str = "eval"):
+        """Fixed, non-overlapping windows from one half of the held-out split (``part``)."""
+        held = self.heldout_part(part)
         T = block_size
-        n_windows = (len(self._heldout) - 1) // T
+        n_windows = (len(held) - 1) // T
         n_windows = min(n_windows, batch_size * max_batches)
         if n_windows == 0:
             raise ValueError("held-out split is shorter than one context")
-        xs = torch.stack([self._heldout[i * T : i * T + T] for i in range(n_windows)]).long()
-        ys = torch.stack(
-            [self._heldout[i * T + 1 : i * T + T + 1] for i in range(n_windows)]
-        ).long()
+        xs = torch.stack([held[i * T : i * T + T] for i in range(n_windows)]).long()
+        ys = torch.stack([held[i * T + 1 : i * T + T + 1] for i in range(n_windows)]).long()
         return [(xs[i : i + batch_size], ys[i : i + batch_size]) for i in range(0, n_windows, batch_size)]
 
 

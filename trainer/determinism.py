@@ -111,3 +111,27 @@ def set_determinism(seed: int = 0, threads: int | None = 1) -> None:
 
 def is_deterministic() -> bool:
     return bool(torch.are_deterministic_algorithms_enabled())
+
+
+# ---------------------------------------------------------------- the "same stack"
+
+DETERMINISM_MODES = ("exact", "tolerance")
+
+
+def stack_id(device: str = "cpu", dtype: str = "float32") -> str:
+    """What "the same stack" means for exact re-execution, as the job spec pins it:
+    ``torch=<version>;device=<class>;dtype=<training dtype>;tf32=off``.
+
+    Exact mode compares state bytes, and float addition is not associative: the bytes depend
+    on the kernels torch picks (its version), the device class (CPU vs one GPU generation: a
+    different GEMM tiling sums in a different order), the training dtype and whether matmuls
+    may round through TF32. Two honest providers on different stacks produce different bytes,
+    so exact mode is only meaningful among verifiers on the job's stack; tolerance mode
+    compares whole states within a calibrated relative distance and works across stacks.
+    """
+    dev = str(device).split(":")[0]
+    if dev == "cuda" and torch.cuda.is_available():
+        name = torch.cuda.get_device_name(0).replace(";", " ").replace("=", " ")
+        dev = f"cuda/{name}"
+    tf32 = "on" if (torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32) else "off"
+    return f"torch={torch.__version__};device={dev};dtype={dtype};tf32={tf32}"

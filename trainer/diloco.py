@@ -27,10 +27,11 @@ from typing import Callable
 
 import torch
 
+from trainer.carry import carry_hash
 from trainer.commit import Binding, decode, encode, update_root
 from trainer.compression import AdaptivePolicy, CompressionState, Codec, make_codec
 from trainer.data import Corpus, ShardSpec
-from trainer.determinism import set_determinism
+from trainer.determinism import DetRNG, set_determinism
 from trainer.model import GPT, GPTConfig, init_model
 from trainer.state import InnerConfig, evaluate, make_inner_optimizer, model_hash, run_inner_steps
 
@@ -129,17 +130,60 @@ class Worker:
         self.cstate = CompressionState(ef_decay=ef_decay)
 
     def train_round(self, base: dict[str, torch.Tensor], corpus: Corpus, spec: ShardSpec,
-                    H: int, trace_every: int = 0):
+                    H: int, trace_every: int = 0, keep_states: list[bytes] | None = None):
+        """H inner steps from ``base`` on the spec's (assigned) shard; the trace's states name
+        the carry this round starts with (what ``compress`` will add to the update)."""
         with torch.no_grad():
             for n, p in self.model.named_parameters():
                 p.copy_(base[n])
         t0 = time.perf_counter()
         losses, trace = run_inner_steps(self.model, self.opt, self.icfg, corpus, spec, 0, H,
-                                        trace_every=trace_every, device=self.device)
+                                        trace_every=trace_every, device=self.device,
+                                        carry=carry_hash(self.cstate), keep_states=keep_states)
         dt = time.perf_counter() - t0
         with torch.no_grad():
             delta = {n: (base[n] - p.detach()).float().cpu() for n, p in self.model.named_parameters()}
         return delta, losses, trace, dt
+
+
+@dataclass(slots=True)
+class RoundArtifacts:
+    """Everything a provider commits and serves for one round (``Worker.commit_round``)."""
+
+    states: list[bytes]  # trace entries 0, k, ..., H (state bytes)
+    trace: list[bytes]  # their sha256 (the trace leaves after the binding leaf)
+    carry: bytes  # carry bytes the round started with (their hash is in every state)
+    payload: bytes  # canonical update bytes = compress(θ_base − θ_H + e_prev)
+    binding: Binding
+    trace_root: bytes
+    update_root: bytes
+    losses: list[float] = field(default_factory=list)
+
+
+def assign_shards(seed: int, job: int, round: int, n_shards: int, workers: int) -> list[int]:
+    """Distinct shards for a round's workers (as the chain's draw gives ``Participant.shard``:
+    a seeded permutation of the shards, worker i gets entry i)."""
+    if workers > n_shards:
+        raise ValueError(f"{workers} workers need at least as many shards (n_shards {n_shards})")
+    return DetRNG("shards", seed, job, round).shuffle(list(range(n_shards)))[:workers]
+
+
+def commit_round(worker: "Worker", base: dict[str, torch.Tensor], corpus: Corpus, spec: ShardSpec,
+                 H: int, k: int, codec: Codec, binding: Binding) -> RoundArtifacts:
+    """One provider round with its full trace kept: train H steps from ``base`` on the spec's
+    shard, compress the pseudo-gradient with the worker's carry, bind both roots."""
+    from trainer.carry import carry_bytes
+    from trainer.commit import trace_root
+
+    if H % k:
+        raise ValueError(f"H = {H} must be a multiple of k = {k}")
+    carry = carry_bytes(worker.cstate)
+    states: list[bytes] = []
+    delta, losses, trace, _ = worker.train_round(base, corpus, spec, H, k, keep_states=states)
+    payload = encode(codec.compress(delta, worker.cstate))
+    return RoundArtifacts(states=states, trace=trace, carry=carry, payload=payload, binding=binding,
+                          trace_root=trace_root(trace, binding), update_root=update_root(payload, binding),
+                          losses=losses)
 
 
 def allreduce_bytes_per_step(n_params: int, workers: int) -> int:
@@ -197,7 +241,8 @@ def simulate(corpus: Corpus, sim: SimConfig,
         roots, sizes, train_losses, traces = [], [], [], {}
         round_compute = []
         base_hash = model_hash(gmodel)  # the round's base model (roots are bound to it)
-        for w in workers:
+        shards = assign_shards(sim.seed, sim.job, r, sim.n_shards, len(workers))
+        for wi, w in enumerate(workers):
             # roots bound to the provider (leaf 0 = abci_app.merkle.binding_leaf), as on chain
             bind = Binding(hashlib.sha256(w.provider.encode()).digest()[:20], sim.job, r, base_hash)
             start = base
@@ -206,7 +251,8 @@ def simulate(corpus: Corpus, sim: SimConfig,
                 start = {n: base[n] - last_local[w.provider][n] for n in base}
             spec = ShardSpec(dataset_id=corpus.id, seed=sim.seed, job=sim.job, round=r,
                              provider=w.provider, n_shards=sim.n_shards,
-                             batch_size=sim.batch_size, block_size=cfg.block_size)
+                             batch_size=sim.batch_size, block_size=cfg.block_size,
+                             shard=shards[wi])
             delta, losses, trace, dt = w.train_round(start, corpus, spec, sim.inner_steps,
                                                      sim.trace_every)
             round_compute.append(dt)

@@ -2,9 +2,14 @@
 
 A trainer state is encoded with the canonical layout of trainer/commit.py, kind 2:
 one entry per parameter (float32, its shape) with the parts ``param``, ``exp_avg``,
-``exp_avg_sq``; meta = {"adam_step", "inner_step", "inner", "model", "round"}.
-Before the first step AdamW's moments are stored as zeros, which is exactly what
+``exp_avg_sq``; meta = {"adam_step", "carry", "inner_step", "inner", "model", "round",
+"shard"}. Before the first step AdamW's moments are stored as zeros, which is exactly what
 AdamW would create, so a fresh and a loaded optimizer behave the same.
+
+``shard`` is the data shard the chain assigned (``Participant.shard``) and ``carry`` the hex
+sha256 of the error-feedback carry the round started with (trainer/carry.py): both are fixed
+for a whole round, so every trace leaf commits to them. A step draws no randomness but its
+batch, a pure function of (ShardSpec, inner_step): ``inner_step`` is the RNG position.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from trainer.carry import EMPTY_CARRY_HASH
 from trainer.commit import KIND_MODEL, KIND_STATE, Entry, Payload, PayloadError, decode, encode
 from trainer.data import Corpus, ShardSpec
 from trainer.model import GPT, GPTConfig
@@ -62,7 +68,8 @@ def _adam_step(opt: torch.optim.Optimizer) -> int:
 
 
 def state_payload(
-    model: GPT, opt: torch.optim.Optimizer, icfg: InnerConfig, *, round: int, inner_step: int
+    model: GPT, opt: torch.optim.Optimizer, icfg: InnerConfig, *, round: int, inner_step: int,
+    shard: int, carry: bytes = EMPTY_CARRY_HASH,
 ) -> Payload:
     entries: dict[str, Entry] = {}
     for name, p in model.named_parameters():
@@ -77,18 +84,24 @@ def state_payload(
                 "exp_avg_sq": st.get("exp_avg_sq", z).detach().float().cpu(),
             },
         )
+    if len(carry) != 32:
+        raise ValueError("carry must be the 32-byte sha256 of the carry bytes")
     meta = {
         "adam_step": _adam_step(opt),
+        "carry": bytes(carry).hex(),
         "inner": icfg.to_dict(),
         "inner_step": int(inner_step),
         "model": model.cfg.to_dict(),
         "round": int(round),
+        "shard": int(shard),
     }
     return Payload(kind=KIND_STATE, codec="raw", meta=meta, entries=entries)
 
 
-def state_bytes(model, opt, icfg, *, round: int, inner_step: int) -> bytes:
-    return encode(state_payload(model, opt, icfg, round=round, inner_step=inner_step))
+def state_bytes(model, opt, icfg, *, round: int, inner_step: int, shard: int,
+                carry: bytes = EMPTY_CARRY_HASH) -> bytes:
+    return encode(state_payload(model, opt, icfg, round=round, inner_step=inner_step, shard=shard,
+                                carry=carry))
 
 
 def state_hash(b: bytes) -> bytes:
@@ -102,6 +115,15 @@ class LoadedState:
     icfg: InnerConfig
     round: int
     inner_step: int
+    shard: int = 0
+    carry: bytes = EMPTY_CARRY_HASH
+    adam_step: int = 0
+
+    def to_bytes(self, inner_step: int | None = None) -> bytes:
+        """State bytes of the loaded model/optimizer (same round, shard, carry)."""
+        return state_bytes(self.model, self.opt, self.icfg, round=self.round, shard=self.shard,
+                           carry=self.carry,
+                           inner_step=self.inner_step if inner_step is None else inner_step)
 
 
 def load_state(buf: bytes, device: str | torch.device = "cpu") -> LoadedState:
@@ -112,6 +134,10 @@ def load_state(buf: bytes, device: str | torch.device = "cpu") -> LoadedState:
         icfg = InnerConfig(**p.meta["inner"])
         adam_step = int(p.meta["adam_step"])
         rnd, istep = int(p.meta["round"]), int(p.meta["inner_step"])
+        shard = int(p.meta["shard"])
+        carry = bytes.fromhex(p.meta["carry"])
+        if len(carry) != 32:
+            raise ValueError("carry is not a 32-byte hash")
     except (KeyError, TypeError, ValueError) as exc:
         raise PayloadError(f"state meta is incomplete: {exc}") from None
     model = GPT(cfg).to(device)
@@ -134,7 +160,8 @@ def load_state(buf: bytes, device: str | torch.device = "cpu") -> LoadedState:
                     "exp_avg": e.parts["exp_avg"].clone().to(device),
                     "exp_avg_sq": e.parts["exp_avg_sq"].clone().to(device),
                 }
-    return LoadedState(model=model, opt=opt, icfg=icfg, round=rnd, inner_step=istep)
+    return LoadedState(model=model, opt=opt, icfg=icfg, round=rnd, inner_step=istep, shard=shard,
+                       carry=carry, adam_step=adam_step)
 
 
 def model_payload(model: GPT) -> Payload:
@@ -172,17 +199,24 @@ def run_inner_steps(
     *,
     trace_every: int = 0,
     device: str | torch.device = "cpu",
+    carry: bytes = EMPTY_CARRY_HASH,
+    keep_states: list[bytes] | None = None,
 ) -> tuple[list[float], list[bytes]]:
     """Run inner steps start_step..start_step+n_steps-1 on the spec's batches.
 
     If ``trace_every`` > 0, returns the state hashes at every step s (start included)
-    with (s - start_step) % trace_every == 0, and at the final step.
+    with (s - start_step) % trace_every == 0, and at the final step (states tagged with the
+    spec's shard and ``carry``); ``keep_states`` (a list) also receives the state bytes.
     """
     losses: list[float] = []
     trace: list[bytes] = []
+    shard = spec.shard_index()
 
     def snap(s: int) -> None:
-        trace.append(state_hash(state_bytes(model, opt, icfg, round=spec.round, inner_step=s)))
+        b = state_bytes(model, opt, icfg, round=spec.round, inner_step=s, shard=shard, carry=carry)
+        trace.append(state_hash(b))
+        if keep_states is not None:
+            keep_states.append(b)
 
     for i in range(n_steps):
         s = start_step + i

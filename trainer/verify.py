@@ -1,31 +1,59 @@
-"""Re-execution verification of a trace segment, and the quality score of an update.
+"""Verification of a provider's round: the pinned start, re-executed trace segments, and the
+payload as a function of the trace. The chain checks hashes and Merkle proofs; everything that
+needs torch is here. Entry points (all return a ``Verdict`` and never raise on bad input):
 
-``verify_segment(start_state, shard_spec, k, claimed_end_state, corpus=...)`` decodes
-the revealed start state, checks what the chain pinned (start hash from the trace proof,
-base model for a segment at step 0, hyperparameters, round), re-runs inner steps
-s..s+k-1 on the batches ``shard_spec`` fixes for those steps, and compares the result
-with the claimed end state:
+``verify_start(start_state, *, base_model_hash, round, shard, inner, model, carried=None)``
+    Trace entry 0 must be the state the provider had to start from: the round's base model
+    (params hash = the chain's base hash), inner step 0, this round, the assigned shard
+    (``Participant.shard``), and either a fresh optimizer (adam step 0, zero moments, empty
+    error-feedback carry) or exactly what the provider's previous round left (``Carried``:
+    its end state's moments and adam step, and the carry its committed payload left).
 
-* exact mode (``tolerance=None``, the default): valid iff the re-executed state bytes
-  equal the claimed bytes (needs ``set_determinism()`` and the same software stack);
-* tolerance mode: valid iff the metadata match and the relative distance
-      d = ||θ_claimed − θ_reexec||₂ / ||θ_reexec − θ_start||₂
-  (parameters only, over all tensors) is at most ``tolerance``. The denominator is the
-  honest segment's own movement, so the test is scale-free. ``calibrate_tolerance``
-  measures d for honest re-executions on a different numerical path; the README
-  records the numbers and the default.
+``verify_segment(start_state, shard_spec, k, claimed_end_state, *, corpus, tolerance=None, ...)``
+    Re-runs inner steps s..s+k-1 from a revealed trace entry and compares with the next
+    entry. Exact mode (``tolerance=None``): the state bytes must be identical (same stack
+    only: see ``trainer.determinism.stack_id``). Tolerance mode: the metadata must be
+    identical (steps, adam step, round, shard, carry, hyperparameters) and every part of the
+    state — parameters, exp_avg, exp_avg_sq — within ``tolerance`` in the relative distance
+        d_part = ||x_claimed − x_reexec||₂ / ||x_reexec − x_start||₂
+    (the denominator is the segment's own movement, so d is scale-free).
+
+``verify_payload(end_state, carry, base, *, update_root, binding, H, ...)``
+    The "payload segment": the committed update must equal
+    ``compress(θ_base − θ_H + e_prev)`` with θ_H the trace's last entry and e_prev the carry
+    named by the trace's states. Re-compresses and compares the bound Merkle root with the
+    committed update root (tolerance mode: or the decoded committed payload is within
+    ``tolerance`` of the re-compressed one, relative). Also returns the carry the round
+    leaves (``Verdict.carry_out``), which the provider's next start must name.
+
+``verify_challenge(ch, ...)`` runs all three for one challenge (``Challenge``: the drawn
+segments, the revealed states, the trace's hashes, the carry and, optionally, the payload).
+
+A challenge opens trace entries 0 and H/k (start and payload checks, no re-execution) and s
+drawn segments (re-executed: s·k of the H steps). See abci_app/jobs/README.md for s.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import torch
 
-from trainer.commit import KIND_MODEL, KIND_STATE, KIND_UPDATE, PayloadError, decode
-from trainer.compression import codec_from_payload
+from trainer.carry import EMPTY_CARRY_HASH, carry_after, carry_hash, load_carry
+from trainer.commit import (
+    KIND_MODEL,
+    KIND_STATE,
+    KIND_UPDATE,
+    Binding,
+    PayloadError,
+    decode,
+    encode,
+    trace_root,
+)
+from trainer.commit import update_root as _root
+from trainer.compression import codec_from_payload, make_codec
 from trainer.data import Corpus, ShardSpec
 from trainer.determinism import set_determinism
 from trainer.model import GPT, GPTConfig
@@ -39,37 +67,54 @@ from trainer.state import (
 )
 
 DEFAULT_TOLERANCE = 1e-3  # see README "Calibration"
+STATE_PARTS = ("param", "exp_avg", "exp_avg_sq")
 
 
 @dataclass(slots=True)
-class SegmentVerdict:
+class Verdict:
     valid: bool
-    distance: float  # relative parameter distance (0.0 when bytes are identical)
+    distance: float  # largest relative distance over the state parts (0.0 when bytes are identical)
     reason: str
     reexecuted_hash: str = ""
     claimed_hash: str = ""
+    distances: dict = field(default_factory=dict)  # per part (tolerance mode)
+    carry_out: bytes = b""  # verify_payload: hash of the carry the round leaves
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d["carry_out"] = self.carry_out.hex()
+        return d
 
 
-def _invalid(reason: str, distance: float = math.inf, **kw) -> SegmentVerdict:
-    return SegmentVerdict(valid=False, distance=distance, reason=reason, **kw)
+SegmentVerdict = Verdict  # the name of the first API
+
+
+def _invalid(reason: str, distance: float = math.inf, **kw) -> Verdict:
+    return Verdict(valid=False, distance=distance, reason=reason, **kw)
+
+
+def state_distance(start: bytes, reexec: bytes, claimed: bytes) -> dict[str, float]:
+    """Per state part: ||x_claimed − x_reexec|| / ||x_reexec − x_start|| over all tensors
+    (inf when the tensor names or shapes differ)."""
+    ps, pr, pc = (decode(b, expected_kind=KIND_STATE) for b in (start, reexec, claimed))
+    out: dict[str, float] = {}
+    for part in STATE_PARTS:
+        num = den = 0.0
+        for name, e in pr.entries.items():
+            r = e.parts[part].double()
+            c = pc.entries.get(name)
+            if c is None or part not in c.parts or tuple(c.parts[part].shape) != tuple(r.shape):
+                num = math.inf
+                break
+            num += float((c.parts[part].double() - r).pow(2).sum())
+            den += float((r - ps.entries[name].parts[part].double()).pow(2).sum())
+        out[part] = 0.0 if num == 0.0 else math.sqrt(num) / max(math.sqrt(den), 1e-30)
+    return out
 
 
 def param_distance(start: bytes, reexec: bytes, claimed: bytes) -> float:
-    """||θ_claimed − θ_reexec|| / ||θ_reexec − θ_start|| over all parameters."""
-    ps, pr, pc = (decode(b, expected_kind=KIND_STATE) for b in (start, reexec, claimed))
-    num = den = 0.0
-    for name, e in pr.entries.items():
-        r = e.parts["param"].double()
-        if name not in pc.entries or tuple(pc.entries[name].parts["param"].shape) != tuple(r.shape):
-            return math.inf
-        num += float((pc.entries[name].parts["param"].double() - r).pow(2).sum())
-        den += float((r - ps.entries[name].parts["param"].double()).pow(2).sum())
-    if num == 0.0:
-        return 0.0
-    return math.sqrt(num) / max(math.sqrt(den), 1e-30)
+    """The parameters' relative distance (see ``state_distance``)."""
+    return state_distance(start, reexec, claimed)["param"]
 
 
 def verify_segment(
@@ -81,23 +126,27 @@ def verify_segment(
     corpus: Corpus,
     tolerance: float | None = None,
     expected_start_hash: bytes | None = None,
+    expected_end_hash: bytes | None = None,
     base_model_hash: bytes | None = None,
     inner: InnerConfig | None = None,
     model: GPTConfig | None = None,
     device: str = "cpu",
     deterministic: bool = True,
-) -> SegmentVerdict:
+) -> Verdict:
     """Re-run the k steps that follow ``start_state`` and judge ``claimed_end_state``.
 
-    Preconditions the caller (verifier) gets from the chain: ``expected_start_hash``
-    (the trace entry proven against the trace root), ``base_model_hash`` (the round's
-    base model; enforced when the segment starts at inner step 0), ``inner``/``model``
-    (the job's pinned hyperparameters). Never raises on bad input: returns invalid.
+    ``shard_spec`` must carry the assigned shard (``ShardSpec.shard`` = Participant.shard).
+    Preconditions the verifier gets from the chain: ``expected_start_hash`` /
+    ``expected_end_hash`` (trace entries proven against the trace root), ``base_model_hash``
+    (enforced when the segment starts at inner step 0), ``inner``/``model`` (the job's pinned
+    hyperparameters). Never raises on bad input: returns invalid.
     """
     if not isinstance(k, int) or k <= 0:
         return _invalid(f"segment length k must be a positive int, got {k!r}")
     if expected_start_hash is not None and hashlib.sha256(start_state).digest() != expected_start_hash:
         return _invalid("start state does not match the committed trace entry")
+    if expected_end_hash is not None and hashlib.sha256(claimed_end_state).digest() != expected_end_hash:
+        return _invalid("end state does not match the committed trace entry")
     try:
         ps = decode(start_state, expected_kind=KIND_STATE)
     except PayloadError as exc:
@@ -113,17 +162,23 @@ def verify_segment(
         return _invalid("start state's model config differs from the job's")
     if sm.get("round") != shard_spec.round:
         return _invalid(f"start state is from round {sm.get('round')}, segment is round {shard_spec.round}")
+    if sm.get("shard") != shard_spec.shard_index():
+        return _invalid(f"start state is for shard {sm.get('shard')}, the assigned shard is "
+                        f"{shard_spec.shard_index()}")
     s0 = sm.get("inner_step")
     if not isinstance(s0, int) or s0 < 0:
         return _invalid("start state has no inner step")
     if base_model_hash is not None and s0 == 0 and params_hash_of_state(start_state) != base_model_hash:
         return _invalid("start state is not the round's base model")
     want = {"inner_step": s0 + k, "adam_step": sm.get("adam_step", 0) + k, "round": sm["round"],
-            "inner": sm.get("inner"), "model": sm.get("model")}
+            "inner": sm.get("inner"), "model": sm.get("model"), "shard": sm.get("shard"),
+            "carry": sm.get("carry")}
     for key, v in want.items():
         if cm.get(key) != v:
             return _invalid(f"claimed end state has {key}={cm.get(key)!r}, expected {v!r}"
                             + (" (fewer or more steps than k)" if key.endswith("step") else ""))
+    if set(cm) != set(want):
+        return _invalid(f"claimed end state has unexpected meta keys {sorted(set(cm) - set(want))}")
     if deterministic:
         set_determinism(0, threads=1)
     try:
@@ -134,50 +189,321 @@ def verify_segment(
         run_inner_steps(ls.model, ls.opt, ls.icfg, corpus, shard_spec, s0, k, device=device)
     except ValueError as exc:
         return _invalid(f"cannot re-run segment: {exc}")
-    reexec = state_bytes(ls.model, ls.opt, ls.icfg, round=ls.round, inner_step=s0 + k)
+    reexec = ls.to_bytes(inner_step=s0 + k)
     rh = hashlib.sha256(reexec).hexdigest()
     ch = hashlib.sha256(claimed_end_state).hexdigest()
     if reexec == bytes(claimed_end_state):
-        return SegmentVerdict(True, 0.0, "identical state hash", rh, ch)
-    dist = param_distance(start_state, reexec, claimed_end_state)
+        return Verdict(True, 0.0, "identical state hash", rh, ch)
+    try:
+        dist = state_distance(start_state, reexec, claimed_end_state)
+    except (PayloadError, KeyError) as exc:
+        return _invalid(f"claimed end state does not match the model's tensors: {exc}")
+    worst = max(dist.values())
     if tolerance is None:
-        return _invalid(f"end state differs from re-execution (distance {dist:.3e}, exact mode)",
-                        dist, reexecuted_hash=rh, claimed_hash=ch)
-    ok = dist <= tolerance
-    return SegmentVerdict(ok, dist, f"distance {dist:.3e} {'<=' if ok else '>'} tolerance {tolerance:.1e}", rh, ch)
+        return _invalid(f"end state differs from re-execution (distance {worst:.3e}, exact mode)",
+                        worst, reexecuted_hash=rh, claimed_hash=ch, distances=dist)
+    ok = worst <= tolerance
+    which = max(dist, key=lambda p: dist[p])
+    return Verdict(ok, worst, f"distance {worst:.3e} ({which}) {'<=' if ok else '>'} tolerance "
+                   f"{tolerance:.1e}", rh, ch, distances=dist)
+
+
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """What a provider's previous round (in this job) left: its trace's last state (proven
+    against that round's trace root on chain) and the hash of the carry its committed payload
+    left (``verify_payload(...).carry_out`` of that round)."""
+
+    end_state: bytes
+    carry_out: bytes
+
+
+def verify_start(
+    start_state: bytes,
+    *,
+    base_model_hash: bytes,
+    round: int,
+    shard: int,
+    inner: InnerConfig | None = None,
+    model: GPTConfig | None = None,
+    carried: Carried | None = None,
+    expected_hash: bytes | None = None,
+) -> Verdict:
+    """Trace entry 0 is the pinned start (see the module docstring). Exact in both modes:
+    nothing is re-computed, so any difference is a wrong start (fraud)."""
+    if expected_hash is not None and hashlib.sha256(start_state).digest() != expected_hash:
+        return _invalid("start state does not match trace entry 0")
+    try:
+        p = decode(start_state, expected_kind=KIND_STATE)
+    except PayloadError as exc:
+        return _invalid(f"malformed start state: {exc}")
+    m = p.meta
+    if m.get("inner_step") != 0:
+        return _invalid(f"trace entry 0 is at inner step {m.get('inner_step')!r}, not 0")
+    if m.get("round") != round:
+        return _invalid(f"start state is from round {m.get('round')!r}, not {round}")
+    if m.get("shard") != shard:
+        return _invalid(f"start state is for shard {m.get('shard')!r}, the chain assigned {shard}")
+    if inner is not None and m.get("inner") != inner.to_dict():
+        return _invalid("start state's inner hyperparameters differ from the job's")
+    if model is not None and m.get("model") != model.to_dict():
+        return _invalid("start state's model config differs from the job's")
+    try:
+        if params_hash_of_state(start_state) != base_model_hash:
+            return _invalid("start state's parameters are not the round's base model")
+    except (PayloadError, KeyError) as exc:
+        return _invalid(f"start state has no parameters: {exc}")
+    if carried is None:
+        if m.get("adam_step") != 0:
+            return _invalid(f"fresh start with adam step {m.get('adam_step')!r}, expected 0")
+        for name, e in p.entries.items():
+            for part in ("exp_avg", "exp_avg_sq"):
+                if bool(e.parts[part].any()):
+                    return _invalid(f"fresh start with non-zero {part} in {name} (made-up moments)")
+        if m.get("carry") != EMPTY_CARRY_HASH.hex():
+            return _invalid("fresh start names a non-empty error-feedback carry")
+        return Verdict(True, 0.0, "fresh start: base model, step 0, zero moments, empty carry")
+    try:
+        prev = decode(carried.end_state, expected_kind=KIND_STATE)
+    except PayloadError as exc:
+        return _invalid(f"malformed previous end state: {exc}")
+    if m.get("adam_step") != prev.meta.get("adam_step"):
+        return _invalid(f"carried start has adam step {m.get('adam_step')!r}, the previous round "
+                        f"ended at {prev.meta.get('adam_step')!r}")
+    if set(p.entries) != set(prev.entries):
+        return _invalid("carried start's tensors differ from the previous round's")
+    for name, e in p.entries.items():
+        for part in ("exp_avg", "exp_avg_sq"):
+            if not torch.equal(e.parts[part], prev.entries[name].parts[part]):
+                return _invalid(f"carried start's {part} in {name} differs from the previous round's "
+                                "end state (made-up moments)")
+    if m.get("carry") != carried.carry_out.hex():
+        return _invalid("carried start names another error-feedback carry than the previous "
+                        "round's payload left")
+    return Verdict(True, 0.0, "carried start: base model, step 0, previous round's moments and carry")
+
+
+def _base_params(base: bytes) -> dict[str, torch.Tensor]:
+    """Parameters of canonical model bytes (kind 3) or of a state (kind 2: trace entry 0)."""
+    try:
+        p = decode(base, expected_kind=KIND_MODEL)
+    except PayloadError:
+        p = decode(base, expected_kind=KIND_STATE)
+    return {n: e.parts["param"] for n, e in p.entries.items()}
+
+
+def _model_hash_of(base: bytes) -> bytes:
+    try:
+        decode(base, expected_kind=KIND_MODEL)
+        return hashlib.sha256(base).digest()
+    except PayloadError:
+        return params_hash_of_state(base)
+
+
+def verify_payload(
+    end_state: bytes,
+    carry: bytes,
+    base: bytes,
+    *,
+    update_root: bytes,
+    binding: Binding,
+    H: int,
+    codec: str | None = None,
+    payload: bytes | None = None,
+    tolerance: float | None = None,
+    ef_decay: float = 1.0,
+    expected_end_hash: bytes | None = None,
+) -> Verdict:
+    """The payload segment: the committed update (bound root ``update_root``) must be
+    ``compress(θ_base − θ_H + e_prev)``. ``end_state`` = trace entry H/k, ``carry`` = the carry
+    bytes its meta names, ``base`` = the round's base model (model bytes, or trace entry 0).
+    The codec is the job's (``codec``) or, under an adaptive policy, the one the committed
+    ``payload`` declares (its bytes are then checked against ``update_root`` first)."""
+    if expected_end_hash is not None and hashlib.sha256(end_state).digest() != expected_end_hash:
+        return _invalid("end state does not match the trace's last entry")
+    try:
+        pe = decode(end_state, expected_kind=KIND_STATE)
+    except PayloadError as exc:
+        return _invalid(f"malformed end state: {exc}")
+    if pe.meta.get("inner_step") != H:
+        return _invalid(f"the trace's last state is at inner step {pe.meta.get('inner_step')!r}, not H = {H}")
+    if pe.meta.get("round") != binding.round:
+        return _invalid(f"end state is from round {pe.meta.get('round')!r}, not {binding.round}")
+    if carry_hash(carry).hex() != pe.meta.get("carry"):
+        return _invalid("carry bytes do not match the carry hash the trace commits to")
+    try:
+        if _model_hash_of(base) != binding.base_model_hash:
+            return _invalid("base is not the round's base model")
+        theta0 = _base_params(base)
+    except (PayloadError, KeyError) as exc:
+        return _invalid(f"malformed base: {exc}")
+    if payload is not None:
+        if _root(payload, binding) != update_root:
+            return _invalid("payload bytes do not match the committed update root")
+        try:
+            pp = decode(payload, expected_kind=KIND_UPDATE)
+        except PayloadError as exc:
+            return _invalid(f"malformed committed payload: {exc}")
+        if codec is not None and pp.codec != make_codec(codec).name:
+            return _invalid(f"payload codec {pp.codec!r} is not the job's {codec!r}")
+        codec = pp.codec
+    if codec is None:
+        return _invalid("no codec: pass the job's codec or the committed payload")
+    try:
+        c = make_codec(codec)
+        cin = load_carry(carry, ef_decay=ef_decay)
+    except (ValueError, PayloadError) as exc:
+        return _invalid(f"cannot rebuild the compression: {exc}")
+    if set(theta0) != set(pe.entries):
+        return _invalid("end state's tensors differ from the base model's")
+    delta = {n: theta0[n] - pe.entries[n].parts["param"] for n in sorted(theta0)}
+    shapes = {n: tuple(t.shape) for n, t in delta.items()}
+    work = load_carry(carry, ef_decay=ef_decay)
+    try:
+        again = encode(c.compress(delta, work))
+    except (ValueError, RuntimeError) as exc:
+        return _invalid(f"cannot re-compress: {exc}")
+    rh = _root(again, binding)
+    if rh == update_root:
+        return Verdict(True, 0.0, "payload = compress(θ_base − θ_H + e_prev): bound roots equal",
+                       rh.hex(), update_root.hex(), carry_out=carry_hash(work))
+    if tolerance is None or payload is None:
+        return _invalid("committed update is not compress(θ_base − θ_H + e_prev) of the trace "
+                        "(update roots differ)", reexecuted_hash=rh.hex(), claimed_hash=update_root.hex())
+    try:
+        a = c.decompress(decode(again), shapes)
+        b = c.decompress(decode(payload), shapes)
+    except PayloadError as exc:
+        return _invalid(f"committed payload does not decode for this model: {exc}")
+    num = sum(float((b[n].double() - a[n].double()).pow(2).sum()) for n in a)
+    den = sum(float(a[n].double().pow(2).sum()) for n in a)
+    d = 0.0 if num == 0 else math.sqrt(num) / max(math.sqrt(den), 1e-30)
+    ok = d <= tolerance
+    out = carry_hash(carry_after(delta, cin, payload, shapes)) if ok else b""
+    return Verdict(ok, d, f"payload distance {d:.3e} {'<=' if ok else '>'} tolerance {tolerance:.1e}",
+                   rh.hex(), update_root.hex(), carry_out=out)
+
+
+@dataclass(slots=True)
+class Challenge:
+    """What a verifier holds for one challenged commitment: the drawn segments (Participant
+    .segments), the trace's state hashes (served by the provider; their bound root must be the
+    committed trace root), the revealed states by trace index (0, H/k and i, i+1 for each drawn
+    i), the carry bytes, and optionally the committed payload bytes."""
+
+    segments: list[int]
+    trace: list[bytes]
+    states: dict[int, bytes]
+    carry: bytes
+    trace_root: bytes
+    update_root: bytes
+    binding: Binding
+    payload: bytes | None = None
+
+
+@dataclass(slots=True)
+class ChallengeVerdict:
+    valid: bool
+    reason: str
+    start: Verdict | None = None
+    payload: Verdict | None = None
+    segments: dict[int, Verdict] = field(default_factory=dict)
+
+
+def verify_challenge(
+    ch: Challenge,
+    spec: ShardSpec,
+    *,
+    corpus: Corpus,
+    k: int,
+    H: int,
+    inner: InnerConfig | None = None,
+    model: GPTConfig | None = None,
+    codec: str | None = None,
+    tolerance: float | None = None,
+    carried: Carried | None = None,
+    ef_decay: float = 1.0,
+    stop_at_first: bool = True,
+) -> ChallengeVerdict:
+    """Start check, payload check, then the drawn segments (cheap checks first; by default
+    stop at the first failure, as one failure is enough for an invalid vote)."""
+    n = H // k
+    if H % k or len(ch.trace) != n + 1:
+        return ChallengeVerdict(False, f"trace has {len(ch.trace)} entries, expected H/k + 1 = {n + 1}")
+    if trace_root(ch.trace, ch.binding) != ch.trace_root:
+        return ChallengeVerdict(False, "served trace hashes do not give the committed trace root")
+    need = sorted({0, n} | {i for s in ch.segments for i in (s, s + 1)})
+    for i in need:
+        if i not in ch.states:
+            return ChallengeVerdict(False, f"trace entry {i} was not served")
+        if hashlib.sha256(ch.states[i]).digest() != ch.trace[i]:
+            return ChallengeVerdict(False, f"served state {i} is not trace entry {i}")
+    if any(not 0 <= s < n for s in ch.segments):
+        return ChallengeVerdict(False, "a drawn segment is outside the trace")
+    out = ChallengeVerdict(True, "")
+    out.start = verify_start(ch.states[0], base_model_hash=ch.binding.base_model_hash, round=spec.round,
+                             shard=spec.shard_index(), inner=inner, model=model, carried=carried)
+    if not out.start.valid:
+        out.valid, out.reason = False, f"start: {out.start.reason}"
+        if stop_at_first:
+            return out
+    out.payload = verify_payload(ch.states[n], ch.carry, ch.states[0], update_root=ch.update_root,
+                                 binding=ch.binding, H=H, codec=codec, payload=ch.payload,
+                                 tolerance=tolerance, ef_decay=ef_decay)
+    if not out.payload.valid and out.valid:
+        out.valid, out.reason = False, f"payload: {out.payload.reason}"
+        if stop_at_first:
+            return out
+    for s in sorted(set(ch.segments)):
+        v = verify_segment(ch.states[s], spec, k, ch.states[s + 1], corpus=corpus, tolerance=tolerance,
+                           base_model_hash=ch.binding.base_model_hash, inner=inner, model=model)
+        out.segments[s] = v
+        if not v.valid and out.valid:
+            out.valid, out.reason = False, f"segment {s}: {v.reason}"
+            if stop_at_first:
+                return out
+    if out.valid:
+        out.reason = f"start, payload and {len(out.segments)} segment(s) check out"
+    return out
 
 
 def make_segment(model: GPT, icfg: InnerConfig, corpus: Corpus, spec: ShardSpec, start_step: int,
-                 k: int, opt=None, device: str = "cpu") -> tuple[bytes, bytes]:
+                 k: int, opt=None, device: str = "cpu", carry: bytes = EMPTY_CARRY_HASH) -> tuple[bytes, bytes]:
     """(start, end) state bytes of an honest k-step segment from the given model/opt."""
     from trainer.state import make_inner_optimizer
 
     opt = opt or make_inner_optimizer(model, icfg)
-    start = state_bytes(model, opt, icfg, round=spec.round, inner_step=start_step)
-    run_inner_steps(model, opt, icfg, corpus, spec, start_step, k, device=device)
-    end = state_bytes(model, opt, icfg, round=spec.round, inner_step=start_step + k)
+    shard = spec.shard_index()
+    start = state_bytes(model, opt, icfg, round=spec.round, inner_step=start_step, shard=shard, carry=carry)
+    run_inner_steps(model, opt, icfg, corpus, spec, start_step, k, device=device, carry=carry)
+    end = state_bytes(model, opt, icfg, round=spec.round, inner_step=start_step + k, shard=shard, carry=carry)
     return start, end
 
 
 def calibrate_tolerance(start_state: bytes, spec: ShardSpec, k: int, corpus: Corpus) -> dict:
     """Honest cross-stack distances: re-run the segment (a) with 1 thread in deterministic
     mode (reference), (b) with 2 threads, non-deterministic mode, (c) in float64 (a
-    different numerical path, standing in for different hardware) and report the
-    distances of (b) and (c) to (a)."""
+    different numerical path, standing in for different hardware) and report the largest
+    part distance (``state_distance``) of (b) and (c) to (a); (d) in bfloat16 is the cheat
+    "bf16 instead of fp32", reported for contrast."""
     out = {}
     set_determinism(0, threads=1)
-    ref = _rerun(start_state, spec, k, corpus, torch.float32)
+    ref = rerun_segment(start_state, spec, k, corpus, torch.float32)
     torch.use_deterministic_algorithms(False)
     torch.set_num_threads(2)
-    b = _rerun(start_state, spec, k, corpus, torch.float32)
-    out["threads2_vs_ref"] = param_distance(start_state, ref, b)
-    c = _rerun(start_state, spec, k, corpus, torch.float64)
-    out["float64_vs_ref"] = param_distance(start_state, ref, c)
+    b = rerun_segment(start_state, spec, k, corpus, torch.float32)
+    out["threads2_vs_ref"] = max(state_distance(start_state, ref, b).values())
+    c = rerun_segment(start_state, spec, k, corpus, torch.float64)
+    out["float64_vs_ref"] = max(state_distance(start_state, ref, c).values())
     set_determinism(0, threads=1)
+    d = rerun_segment(start_state, spec, k, corpus, torch.bfloat16)
+    out["bf16_vs_ref"] = max(state_distance(start_state, ref, d).values())
     return out
 
 
-def _rerun(start_state: bytes, spec: ShardSpec, k: int, corpus: Corpus, dtype) -> bytes:
+def rerun_segment(start_state: bytes, spec: ShardSpec, k: int, corpus: Corpus, dtype=torch.float32) -> bytes:
+    """Re-run k steps from a state with the model and moments in ``dtype`` (cast back to float32
+    for the state bytes): another numerical path (float64) or a cheaper one (bfloat16)."""
     ls = load_state(start_state)
     if dtype != torch.float32:
         ls.model.to(dtype)
@@ -190,7 +516,7 @@ def _rerun(start_state: bytes, spec: ShardSpec, k: int, corpus: Corpus, dtype) -
     for st in ls.opt.state.values():
         for key in ("exp_avg", "exp_avg_sq"):
             st[key] = st[key].float()
-    return state_bytes(ls.model, ls.opt, ls.icfg, round=ls.round, inner_step=s0 + k)
+    return ls.to_bytes(inner_step=s0 + k)
 
 
 def quality_score(base: GPT | bytes, update: bytes | dict, heldout) -> int:

@@ -70,7 +70,7 @@ def test_honest_segment_passes_tolerance_mode_on_another_numerical_path(setup, c
     try:
         ls = load_state(s)
         run_inner_steps(ls.model, ls.opt, ls.icfg, corpus, setup["spec"], K, K)
-        e2 = state_bytes(ls.model, ls.opt, ls.icfg, round=0, inner_step=2 * K)
+        e2 = ls.to_bytes(inner_step=2 * K)
     finally:
         set_determinism(0)
     v = verify_segment(s, setup["spec"], K, e2, corpus=corpus, tolerance=DEFAULT_TOLERANCE)
@@ -83,7 +83,7 @@ def test_invalid_fewer_steps_than_k(setup, corpus):
 
     ls = load_state(s)
     run_inner_steps(ls.model, ls.opt, ls.icfg, corpus, setup["spec"], K, K - 1)
-    short = state_bytes(ls.model, ls.opt, ls.icfg, round=0, inner_step=2 * K - 1)
+    short = ls.to_bytes(inner_step=2 * K - 1)
     v = verify_segment(s, setup["spec"], K, short, corpus=corpus)
     assert not v.valid and "fewer or more steps" in v.reason
     # relabelled to look like k steps: caught by re-execution, in both modes
@@ -105,7 +105,7 @@ def test_invalid_different_shard(setup, corpus):
     assert not torch.equal(x_other, x_mine)
     ls = load_state(s)
     run_inner_steps(ls.model, ls.opt, ls.icfg, corpus, other, K, K)
-    e_other = state_bytes(ls.model, ls.opt, ls.icfg, round=0, inner_step=2 * K)
+    e_other = ls.to_bytes(inner_step=2 * K)
     for tol in (None, DEFAULT_TOLERANCE):
         v = verify_segment(s, setup["spec"], K, e_other, corpus=corpus, tolerance=tol)
         assert not v.valid and v.distance > DEFAULT_TOLERANCE
