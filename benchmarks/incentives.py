@@ -1,0 +1,409 @@
+"""Incentive simulation (issue 11): drive the real app in process, one row per strategy.
+
+Every row runs the real ``abci_app`` state machine (tests/chainkit.py: every block is finalized,
+committed and every invariant checked) with a population of honest providers and one
+strategist. Actors act through signed transactions only. Verification is modelled by an oracle
+that stands in for re-execution: each commitment has a ground truth (which trace segments are
+faked, whether the payload is poisoned) and an honest verifier votes ``invalid`` exactly when
+the challenged segment is faked. Costs (not on chain) are a model:
+
+    train cost   = TRAIN_BPS of the average slot value R/P per round trained (60 %)
+    verify cost  = VERIFY_BPS of the train cost per verification re-executed (5 %, issue 10 target)
+
+Profit of an actor = change of (balance + bond + unbonding) - its compute cost. A row reports
+the strategist's expected profit per round of the job it plays in (``uloco``; negative = the
+strategy loses money), the same for an honest provider in the same world, and how many honest
+providers were slashed. Expected values at the job's challenge rate are computed from the two
+branches measured on the chain (every commitment challenged / none challenged, via the genesis
+param ``min_challenge_bps`` = 0 for the second), which is exact for strategies that act per
+round, instead of waiting for a 5 % event.
+
+    .venv/bin/python benchmarks/incentives.py [--rounds N] [--seeds S] [--results benchmarks/RESULTS.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import platform
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "market")]
+
+import chainkit  # noqa: E402
+import marketkit as mk  # noqa: E402
+
+from abci_app.app import Application  # noqa: E402
+from abci_app.bank import keeper as bank  # noqa: E402
+from abci_app.jobs import keeper as jobs_keeper  # noqa: E402
+from abci_app.pb import abci, jobs_pb2  # noqa: E402
+from abci_app.store import MerkleStore  # noqa: E402
+
+LOCO = 1_000_000
+R = 10 * LOCO  # reward per round
+V = 1 * LOCO  # verifier reward per round
+P = 4  # participants per round
+H, K = 100, 1  # 100 trace segments: "fake f % of the steps" fakes f % of them
+TRAIN_BPS = 6_000
+VERIFY_BPS = 500
+TRAIN_COST = R // P * TRAIN_BPS // 10_000
+VERIFY_COST = TRAIN_COST * VERIFY_BPS // 10_000
+WINDOWS = {"commit_blocks": 10, "reveal_blocks": 2, "verdict_blocks": 2, "attest_blocks": 2}
+
+
+def job_kw(**kw: Any) -> dict[str, Any]:
+    d: dict[str, Any] = dict(WINDOWS, participants_per_round=P, num_shards=P, inner_steps=H, trace_interval=K,
+                             verifiers_per_challenge=3, challenge_bps=500)
+    d.update(kw)
+    return d
+
+
+# -- the world ------------------------------------------------------------------------------------
+
+
+def new_world(seed: int, n_keys: int, jobs_params: dict[str, Any] | None = None) -> mk.Market:
+    """chainkit.new_chain with genesis params overrides; ``seed`` empty blocks shift every block
+    hash (draws and challenges) so seeds give independent runs."""
+    keys = [chainkit.signer(i) for i in range(n_keys)]
+    vals = [chainkit.signer(1000)]
+    app = Application(MerkleStore(None, keep_recent=50), check_invariants=True)
+    app.info(abci.RequestInfo())
+    req = chainkit.genesis_request({k.address: 10**13 for k in keys}, [(vals[0], 10)])
+    state = json.loads(req.app_state_bytes)
+    if jobs_params:
+        state["jobs"] = {"params": jobs_params}
+    req.app_state_bytes = json.dumps(state).encode()
+    app.init_chain(req)
+    c = chainkit.Chain(app, keys, vals)
+    c.block([])
+    m = mk.Market(c, keys[0], list(keys[1:]))
+    for _ in range(seed):
+        c.block([])
+    return m
+
+
+@dataclass
+class Truth:
+    """Ground truth of one commitment: faked segments, poisoned payload."""
+
+    faked: frozenset[int] = frozenset()
+    poisoned: bool = False
+
+    def segment_ok(self, seg: int) -> bool:
+        return seg not in self.faked and not self.poisoned
+
+
+HONEST = Truth()
+
+
+@dataclass
+class Actor:
+    """Default: an honest provider. Strategies override the hooks."""
+
+    addr: bytes
+    cost: int = 0
+
+    def commit(self, w: World, job: int, r: jobs_pb2.Round) -> Truth | None:  # None: do not commit
+        self.cost += TRAIN_COST
+        return HONEST
+
+    def reveal(self, w: World, job: int, r: jobs_pb2.Round, p: jobs_pb2.Participant) -> bool:
+        return True
+
+    def vote(self, w: World, job: int, r: jobs_pb2.Round, target: jobs_pb2.Participant) -> tuple[bool, int] | None:
+        self.cost += VERIFY_COST
+        ok = w.truth.get((job, r.round, target.address), HONEST).segment_ok(target.segment)
+        return (True, 8_000) if ok else (False, 0)
+
+    def attest(self, w: World, job: int, r: jobs_pb2.Round) -> bytes | None:
+        return mk.agg_hash(job, r.round)
+
+    def extra(self, w: World) -> list[tuple[Any, Any]]:
+        return []
+
+
+@dataclass
+class World:
+    m: mk.Market
+    actors: dict[bytes, Actor]
+    jobs: list[int] = field(default_factory=list)
+    truth: dict[tuple[int, int, bytes], Truth] = field(default_factory=dict)
+
+    def wealth(self, addr: bytes) -> int:
+        p = self.m.provider(addr)
+        return bank.get_balance(self.m.store, addr) + (p.bond + p.unbonding if p else 0)
+
+    def step(self) -> None:
+        m = self.m
+        txs: list[tuple[Any, Any]] = []
+        for jid in self.jobs:
+            for r in jobs_keeper.iterate_rounds(m.store, jid):
+                txs.extend(self._round_txs(jid, r))
+        for a in self.actors.values():
+            txs.extend(a.extra(self))
+        m.block(txs)
+
+    def _round_txs(self, jid: int, r: jobs_pb2.Round) -> list[tuple[Any, Any]]:
+        m, out = self.m, []
+        if r.phase == 1:
+            for p in r.participants:
+                a = self.actors.get(p.address)
+                if a and not p.HasField("commitment") and (jid, r.round, p.address) not in self.truth:
+                    t = a.commit(self, jid, r)
+                    self.truth[(jid, r.round, p.address)] = t if t is not None else Truth(frozenset(range(H)))
+                    if t is not None:
+                        out.append((m.key(p.address), mk.submit_msg(p.address, jid, r.round, r.base_model_hash, n_entries=H // K + 1)))
+        elif r.phase == 3:
+            for p in r.participants:
+                a = self.actors.get(p.address)
+                if a and p.challenged and not p.HasField("reveal") and a.reveal(self, jid, r, p):
+                    out.append((m.key(p.address), mk.reveal_msg(p.address, jid, r.round, p.segment, n_entries=H // K + 1,
+                                                                base=r.base_model_hash)))
+        elif r.phase == 4:
+            for p in r.participants:
+                if p.challenged and p.HasField("reveal"):
+                    for v in p.verifiers:
+                        a = self.actors.get(v.address)
+                        if a and not v.voted:
+                            choice = a.vote(self, jid, r, p)
+                            if choice is not None:
+                                out.append((m.key(v.address), mk.verdict_msg(jid, r.round, p.address, *choice)))
+        elif r.phase == 5:
+            for p in r.participants:
+                a = self.actors.get(p.address)
+                if a and p.outcome == jobs_pb2.OUTCOME_ACCEPTED and not p.attested_hash:
+                    hsh = a.attest(self, jid, r)
+                    if hsh is not None:
+                        out.append((m.key(p.address), mk.attest_msg(jid, r.round, hsh)))
+        return out
+
+    def run(self, max_blocks: int = 100_000) -> None:
+        for _ in range(max_blocks):
+            if all(self.m.job(j).status in (jobs_pb2.JOB_STATUS_COMPLETED, jobs_pb2.JOB_STATUS_CANCELLED) for j in self.jobs):
+                return
+            self.step()
+        raise RuntimeError("jobs did not finish")
+
+
+# -- strategies -----------------------------------------------------------------------------------
+
+
+class Withholder(Actor):
+    """Commits a random root (no training) and never reveals when challenged."""
+
+    def commit(self, w, job, r):  # type: ignore[no-untyped-def]
+        return Truth(frozenset(range(H)))
+
+    def reveal(self, w, job, r, p):  # type: ignore[no-untyped-def]
+        return False
+
+
+@dataclass
+class Faker(Actor):
+    """Trains (1 - f) of the steps; the faked segments are drawn per round."""
+
+    f_bps: int = 1_000
+
+    def commit(self, w, job, r):  # type: ignore[no-untyped-def]
+        n = H * self.f_bps // 10_000
+        s = mk.h(f"fake/{self.addr.hex()}/{job}/{r.round}")
+        segs = sorted(range(H), key=lambda i: hashlib.sha256(s + bytes([i])).digest())[:n]
+        self.cost += TRAIN_COST * (10_000 - self.f_bps) // 10_000
+        return Truth(frozenset(segs))
+
+
+class Copier(Actor):
+    """Re-wraps a peer's payload and trace under its own binding leaf: no training. Caught when
+    challenged only with a pinned start (issue 10): modelled as every segment wrong."""
+
+    def commit(self, w, job, r):  # type: ignore[no-untyped-def]
+        return Truth(frozenset(range(H)))
+
+
+class Poisoner(Actor):
+    """Honest trace, poisoned payload: caught when challenged only with the payload segment
+    check of issue 10 (modelled as caught on every challenge)."""
+
+    def commit(self, w, job, r):  # type: ignore[no-untyped-def]
+        self.cost += TRAIN_COST
+        return Truth(poisoned=True)
+
+
+class FalseAccuser(Actor):
+    """A coalition member (Sybil or whale): trains honestly, votes invalid on every honest
+    target (to slash it and take the bounty) and never re-executes."""
+
+    def vote(self, w, job, r, target):  # type: ignore[no-untyped-def]
+        return None if target.address in w.actors and isinstance(w.actors[target.address], FalseAccuser) else (False, 0)
+
+
+class Lazy(Actor):
+    """Votes valid without re-executing."""
+
+    def vote(self, w, job, r, target):  # type: ignore[no-untyped-def]
+        return (True, 8_000)
+
+
+class VoteCopier(Actor):
+    """Waits for the last block of the verdict window and copies the votes it can see (valid if
+    none is visible); never re-executes."""
+
+    def vote(self, w, job, r, target):  # type: ignore[no-untyped-def]
+        if w.m.height + 1 < r.verdict_end:
+            return None
+        seen = [(v.valid, v.quality) for v in target.verifiers if v.voted and v.address != self.addr]
+        if not seen:
+            return (True, 8_000)
+        valid = sum(1 for s in seen if s[0]) * 2 >= len(seen)
+        return (True, max(q for ok, q in seen if ok)) if valid else (False, 0)
+
+
+class RivalGriefer(Actor):
+    """As a verifier of a co-participant of the same round, scores it valid with quality 0."""
+
+    def vote(self, w, job, r, target):  # type: ignore[no-untyped-def]
+        if any(p.address == self.addr for p in r.participants):
+            return (True, 0)
+        return super().vote(w, job, r, target)
+
+
+class Staller(Actor):
+    """Trains honestly but never attests the aggregate."""
+
+    def attest(self, w, job, r):  # type: ignore[no-untyped-def]
+        return None
+
+
+# -- running a row --------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    name: str
+    profit: int  # strategist, uloco per round, expected at the job's challenge rate
+    honest_profit: int  # one honest provider of the same world, uloco per round
+    honest_slashed: int  # honest providers slashed (count of slash events)
+    note: str = ""
+
+
+def play(seed: int, strategist: Callable[[bytes], Actor] | None, *, rounds: int, challenge_bps: int,
+         n_honest: int = 7, strategist_bond: int = mk.BOND, extra_job: dict[str, Any] | None = None,
+         n_strategist: int = 1, zero_min_challenge: bool = False) -> tuple[float, float, int, World]:
+    """One job of ``rounds`` rounds; returns (strategist profit/round, mean honest profit/round,
+    honest slash events, world)."""
+    params = {"min_challenge_bps": 0} if zero_min_challenge else None
+    w = World(new_world(seed, 1 + n_honest + n_strategist, params), {})
+    m = w.m
+    honest = m.providers[:n_honest]
+    strat = m.providers[n_honest:n_honest + n_strategist]
+    regs = [(k, mk.register_msg(mk.BOND)) for k in honest] + [(k, mk.register_msg(strategist_bond)) for k in strat]
+    m.block(regs)
+    for k in honest:
+        w.actors[k.address] = Actor(k.address)
+    for k in strat:
+        w.actors[k.address] = strategist(k.address) if strategist else Actor(k.address)
+    before = {a: w.wealth(a) for a in w.actors}
+    kw = job_kw(challenge_bps=challenge_bps) | (extra_job or {})
+    res = m.send(m.owner, mk.create_job_msg(rounds=rounds, reward=R, vreward=V, **kw))
+    assert res.code == 0, res.log
+    w.jobs.append(1)
+    w.run()
+    gain = {a: w.wealth(a) - before[a] - w.actors[a].cost for a in w.actors}
+    s_profit = sum(gain[k.address] for k in strat) / rounds
+    h_profit = sum(gain[k.address] for k in honest) / len(honest) / rounds
+    slashed = sum(1 for r in jobs_keeper.iterate_rounds(m.store, 1) for s in r.slashes
+                  if s.address in {k.address for k in honest})
+    return s_profit, h_profit, slashed, w
+
+
+def expected_row(name: str, strategist: Callable[[bytes], Actor], seeds: int, rounds: int, note: str = "",
+                 **kw: Any) -> Row:
+    """E[profit] = p x (profit when every commitment is challenged) + (1 - p) x (profit when none
+    is), p = the job's challenge rate (500 bps): both branches measured on the chain."""
+    p = job_kw()["challenge_bps"]
+    sc = hc = sn = hn = 0.0
+    sl = 0
+    for s in range(seeds):
+        a, b, c, _ = play(s, strategist, rounds=rounds, challenge_bps=10_000, **kw)
+        d, e, f, _ = play(s, strategist, rounds=rounds, challenge_bps=0, zero_min_challenge=True, **kw)
+        sc, hc, sn, hn, sl = sc + a, hc + b, sn + d, hn + e, sl + c + f
+    prof = (p * sc + (10_000 - p) * sn) / 10_000 / seeds
+    hon = (p * hc + (10_000 - p) * hn) / 10_000 / seeds
+    return Row(name, round(prof), round(hon), sl, note)
+
+
+def measured_row(name: str, strategist: Callable[[bytes], Actor], seeds: int, rounds: int, note: str = "",
+                 **kw: Any) -> Row:
+    """Average over seeds at challenge_bps = 10000 (strategies that act as verifiers need
+    challenges to act at all; their per-round profit is per challenged round)."""
+    s_tot = h_tot = 0.0
+    sl = 0
+    for s in range(seeds):
+        a, b, c, _ = play(s, strategist, rounds=rounds, challenge_bps=10_000, **kw)
+        s_tot, h_tot, sl = s_tot + a, h_tot + b, sl + c
+    return Row(name, round(s_tot / seeds), round(h_tot / seeds), sl, note)
+
+
+def rows(seeds: int, rounds: int) -> list[Row]:
+    out = [
+        expected_row("honest", Actor, seeds, rounds),
+        expected_row("random root + withhold", Withholder, seeds, rounds),
+    ]
+    for f in (100, 1_000, 5_000):
+        out.append(expected_row(f"fake {f // 100} % of steps", lambda a, f=f: Faker(a, f_bps=f), seeds, rounds))
+    out.append(expected_row("re-wrapped copy", Copier, seeds, rounds, "caught when challenged needs issue 10's pinned start"))
+    out.append(expected_row("poison", Poisoner, seeds, rounds, "caught when challenged needs issue 10's payload check"))
+    for share, n in ((10, 1), (33, 4), (50, 7)):
+        bond = mk.BOND * 7 * share // (100 - share) // n
+        out.append(measured_row(f"Sybil verifier coalition s={share} %", FalseAccuser, seeds, rounds,
+                                f"{n} keys, false fraud claims on honest targets, per challenged round",
+                                strategist_bond=max(bond, 1_000_000_000), n_strategist=n))
+    out.append(measured_row("whale verifier (50 % stake, 1 key)", FalseAccuser, seeds, rounds,
+                            "false fraud claims on honest targets", strategist_bond=mk.BOND * 7))
+    out.append(measured_row("lazy verifier", Lazy, seeds, rounds, "always valid, never re-executes"))
+    out.append(measured_row("vote copier", VoteCopier, seeds, rounds, "copies visible votes at the window's end"))
+    out.append(measured_row("rival griefer", RivalGriefer, seeds, rounds, "quality 0 for co-participants it verifies"))
+    out.append(expected_row("attest staller (> 1/3 of attesting stake)", Staller, seeds, rounds,
+                            "never attests", strategist_bond=mk.BOND * 3, extra_job={"participants_per_round": 2, "num_shards": 2}))
+    return out
+
+
+def table(rs: list[Row]) -> str:
+    lines = ["| strategy | strategist profit / round (uloco) | honest provider profit / round (uloco) | honest slashes | note |",
+             "|---|---:|---:|---:|---|"]
+    for r in rs:
+        lines.append(f"| {r.name} | {r.profit:,} | {r.honest_profit:,} | {r.honest_slashed} | {r.note} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=20, help="rounds per job (default 20)")
+    ap.add_argument("--seeds", type=int, default=3, help="independent runs per row (default 3)")
+    ap.add_argument("--results", type=Path, help="append the table to this RESULTS.md")
+    ap.add_argument("--label", default="", help="heading suffix in RESULTS.md")
+    a = ap.parse_args()
+    t0 = time.time()
+    rs = rows(a.seeds, a.rounds)
+    md = table(rs)
+    dt = time.time() - t0
+    print(md)
+    print(f"\n{dt:.0f} s")
+    if a.results:
+        head = (f"\n### incentives {a.label} ({time.strftime('%Y-%m-%d')}, {platform.machine()}, Python "
+                f"{platform.python_version()})\n\nCommand: `.venv/bin/python benchmarks/incentives.py --rounds {a.rounds} "
+                f"--seeds {a.seeds}` ({dt:.0f} s). R = {R:,} uloco/round, V = {V:,}, P = {P}, 3 verifiers, "
+                f"challenge 500 bps, bonds {mk.BOND:,}; train cost {TRAIN_COST:,}/slot, verify cost {VERIFY_COST:,}.\n\n")
+        with a.results.open("a") as f:
+            f.write(head + md + "\n")
+
+
+if __name__ == "__main__":
+    main()
