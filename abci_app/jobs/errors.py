@@ -107,3 +107,26 @@ class ErrUnboundCommitment(JobsError):
     A root copied from another provider always fails here."""
 
     code = 523
+
+
+# -- incentives (README "Why cheating does not pay"): 530..539 ---------------------------------------
+
+
+class ErrVoteMismatch(JobsError):
+    """MsgRevealVote does not open the vote committed with MsgVerdict (hash differs), or the
+    verifier committed nothing."""
+
+    code = 530
+
+
+class ErrBadEvidence(JobsError):
+    """A vote's evidence contradicts it: a valid vote must carry the end state its re-execution
+    reached, equal to the revealed end state; an invalid vote one that differs."""
+
+    code = 531
+
+
+class ErrCannotDecline(JobsError):
+    """MsgDeclineRound after the participant committed (or outside the commit window)."""
+
+    code = 532

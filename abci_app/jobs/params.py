@@ -22,15 +22,24 @@ DEFAULTS: dict[str, int] = {
     "unverified_quality": 5_000,
     "reputation_gain_bps": 1_000,
     "reputation_loss_missed_commit_bps": 1_000,
-    "reputation_loss_missed_reveal_bps": 2_000,
     "reputation_loss_verifier_bps": 500,
     "max_trace_entries": 4_097,
     "min_fraud_verifiers": 3,  # invalid voters (holding 2/3 of the stake) needed to slash for fraud
+    # incentives (README "Why cheating does not pay")
+    "appeal_verifiers": 7,  # a disputed verdict goes to a fresh panel of this many; its verdict is final
+    "slash_fraction_wrong_vote_bps": 1_000,  # 10 % for a revealed vote against the final verdict
+    "job_creation_fee": 1_000_000,  # 1 LOCO burned per job: junk jobs are not free
+    "min_slot_reward": 100_000,  # 0.1 LOCO per round slot at least
+    "max_shards": 4_096,  # bounds the shard shuffle at a round's open
+    "max_wait_blocks": 1_000,  # a job nobody takes is cancelled (refunded, fee kept) after this many blocks
+    "wait_retry_blocks": 10,  # a waiting job retries its draw every 10 blocks, not every block
+    "collateral_margin_bps": 20_000,  # bond >= 2 x slot / (challenge rate x fraud slash): cheating loses on average
+    "reputation_value_unit": 100_000,  # a round paying >= 0.1 LOCO earns a full reputation gain, less earns less
 }
 BPS_FIELDS = (
     "min_challenge_bps", "slash_fraction_liveness_bps", "slash_fraction_fraud_bps", "fraud_bounty_bps",
     "unverified_quality", "reputation_gain_bps", "reputation_loss_missed_commit_bps",
-    "reputation_loss_missed_reveal_bps", "reputation_loss_verifier_bps",
+    "reputation_loss_verifier_bps", "slash_fraction_wrong_vote_bps",
 )
 
 
@@ -47,13 +56,18 @@ def params_from_json(d: dict[str, Any]) -> jobs_pb2.JobsParams:
     for k in BPS_FIELDS:
         if vals[k] > 10_000:
             raise ValueError(f"jobs.params.{k}: basis points must be <= 10000")
-    for k in ("max_participants", "max_rounds", "max_window_blocks", "max_verifiers", "max_payload_bytes"):
+    for k in ("max_participants", "max_rounds", "max_window_blocks", "max_verifiers", "max_payload_bytes", "max_shards",
+              "wait_retry_blocks", "reputation_value_unit"):
         if vals[k] == 0:
             raise ValueError(f"jobs.params.{k}: must be > 0")
     if vals["max_trace_entries"] < 2:
         raise ValueError("jobs.params.max_trace_entries: must be >= 2")
     if not 1 <= vals["min_fraud_verifiers"] <= vals["max_verifiers"]:
         raise ValueError("jobs.params.min_fraud_verifiers: must be 1..max_verifiers (else fraud could never be proven)")
+    if not 1 <= vals["appeal_verifiers"] <= vals["max_verifiers"]:
+        raise ValueError("jobs.params.appeal_verifiers: must be 1..max_verifiers")
+    if vals["max_shards"] < vals["max_participants"]:
+        raise ValueError("jobs.params.max_shards: must be >= max_participants (shards are distinct within a round)")
     return jobs_pb2.JobsParams(**vals)
 
 

@@ -82,6 +82,7 @@ def process_msg_register_provider(ctx: Ctx, signer: bytes, msg: providers_pb2.Ms
         region=msg.region,
         endpoint=msg.endpoint,
         registered_height=ctx.block.height,
+        policy=msg.policy,
     )
     keeper.process_register(ctx.store, p)
     ctx.emit(events.registered(signer, msg.bond, msg.region))
@@ -111,6 +112,9 @@ def process_msg_update_provider(ctx: Ctx, signer: bytes, msg: providers_pb2.MsgU
         validate_endpoint(msg.endpoint)
         p.endpoint = msg.endpoint
         changed = True
+    if msg.HasField("policy"):
+        p.policy.CopyFrom(msg.policy)
+        changed = True
     if msg.add_bond:
         validate_amount(msg.add_bond, "add_bond")
         if p.bond + msg.add_bond > MAX_U64:
@@ -118,7 +122,7 @@ def process_msg_update_provider(ctx: Ctx, signer: bytes, msg: providers_pb2.MsgU
         keeper.increase_bond(ctx.store, p, msg.add_bond)
         changed = True
     if not changed:
-        raise ErrNothingToUpdate("nothing to update: set add_bond, hardware, throughput, region or endpoint")
+        raise ErrNothingToUpdate("nothing to update: set add_bond, hardware, throughput, region, endpoint or policy")
     keeper.set_provider(ctx.store, p)
     ctx.emit(events.updated(signer, p.bond))
 
