@@ -207,16 +207,16 @@ class Withholder(Actor):
 
 @dataclass
 class Faker(Actor):
-    """Trains (1 - f) of the steps; the faked segments are drawn per round."""
+    """Trains (1 - f) of the steps. ``hit``: the branch where the challenged segment is one of
+    the faked ones (True) or not (False); the challenged segment is uniform, so a challenge hits
+    with probability f."""
 
     f_bps: int = 1_000
+    hit: bool = True
 
     def commit(self, w, job, r):  # type: ignore[no-untyped-def]
-        n = H * self.f_bps // 10_000
-        s = mk.h(f"fake/{self.addr.hex()}/{job}/{r.round}")
-        segs = sorted(range(H), key=lambda i: hashlib.sha256(s + bytes([i])).digest())[:n]
         self.cost += TRAIN_COST * (10_000 - self.f_bps) // 10_000
-        return Truth(frozenset(segs))
+        return Truth(frozenset(range(H))) if self.hit else HONEST
 
 
 class Copier(Actor):
@@ -288,6 +288,7 @@ class Staller(Actor):
 class Row:
     name: str
     profit: int  # strategist, uloco per round, expected at the job's challenge rate
+    excess: int  # profit - the same actor's profit had it played honestly in the same worlds
     honest_profit: int  # one honest provider of the same world, uloco per round
     honest_slashed: int  # honest providers slashed (count of slash events)
     note: str = ""
@@ -295,9 +296,10 @@ class Row:
 
 def play(seed: int, strategist: Callable[[bytes], Actor] | None, *, rounds: int, challenge_bps: int,
          n_honest: int = 7, strategist_bond: int = mk.BOND, extra_job: dict[str, Any] | None = None,
-         n_strategist: int = 1, zero_min_challenge: bool = False) -> tuple[float, float, int, World]:
-    """One job of ``rounds`` rounds; returns (strategist profit/round, mean honest profit/round,
-    honest slash events, world)."""
+         n_strategist: int = 1, zero_min_challenge: bool = False, per_drawn: bool = False) -> tuple[float, float, int, World]:
+    """One job of ``rounds`` rounds; returns (strategist profit per round, mean honest profit per
+    round, honest slash events, world). ``per_drawn``: the strategist's profit per round it was
+    drawn in (a participant strategy), else per round of the job."""
     params = {"min_challenge_bps": 0} if zero_min_challenge else None
     w = World(new_world(seed, 1 + n_honest + n_strategist, params), {})
     m = w.m
@@ -316,27 +318,53 @@ def play(seed: int, strategist: Callable[[bytes], Actor] | None, *, rounds: int,
     w.jobs.append(1)
     w.run()
     gain = {a: w.wealth(a) - before[a] - w.actors[a].cost for a in w.actors}
-    s_profit = sum(gain[k.address] for k in strat) / rounds
+    drawn = sum(1 for r in jobs_keeper.iterate_rounds(m.store, 1) for p in r.participants
+                if p.address in {k.address for k in strat})
+    s_profit = sum(gain[k.address] for k in strat) / (max(drawn, 1) if per_drawn else rounds)
     h_profit = sum(gain[k.address] for k in honest) / len(honest) / rounds
     slashed = sum(1 for r in jobs_keeper.iterate_rounds(m.store, 1) for s in r.slashes
                   if s.address in {k.address for k in honest})
     return s_profit, h_profit, slashed, w
 
 
-def expected_row(name: str, strategist: Callable[[bytes], Actor], seeds: int, rounds: int, note: str = "",
-                 **kw: Any) -> Row:
-    """E[profit] = p x (profit when every commitment is challenged) + (1 - p) x (profit when none
-    is), p = the job's challenge rate (500 bps): both branches measured on the chain."""
+def expected_row(name: str, caught: Callable[[bytes], Actor], seeds: int, rounds: int, note: str = "",
+                 passing: Callable[[bytes], Actor] | None = None, q_bps: int = 10_000, **kw: Any) -> Row:
+    """Expected profit per round the strategist is drawn in:
+    E = p x (q x A + (1 - q) x B) + (1 - p) x C, p = the job's challenge rate (500 bps), q = the
+    probability that a challenge catches the strategy, A = profit when every commitment is
+    challenged and caught (``caught``), B = challenged but not caught (``passing``), C = never
+    challenged (genesis ``min_challenge_bps`` 0). A, B and C are measured on the chain."""
     p = job_kw()["challenge_bps"]
-    sc = hc = sn = hn = 0.0
+    passing = passing or caught
+    acc = [0.0] * 6
     sl = 0
     for s in range(seeds):
-        a, b, c, _ = play(s, strategist, rounds=rounds, challenge_bps=10_000, **kw)
-        d, e, f, _ = play(s, strategist, rounds=rounds, challenge_bps=0, zero_min_challenge=True, **kw)
-        sc, hc, sn, hn, sl = sc + a, hc + b, sn + d, hn + e, sl + c + f
-    prof = (p * sc + (10_000 - p) * sn) / 10_000 / seeds
-    hon = (p * hc + (10_000 - p) * hn) / 10_000 / seeds
-    return Row(name, round(prof), round(hon), sl, note)
+        branches = [(caught, 10_000, False)] + ([(passing, 10_000, False)] if q_bps < 10_000 else []) + [(passing, 0, True)]
+        out = []
+        for who, ch, zero in branches:
+            a, b, c, _ = play(s, who, rounds=rounds, challenge_bps=ch, zero_min_challenge=zero, per_drawn=True, **kw)
+            out.append((a, b))
+            sl += c
+        if q_bps == 10_000:
+            out.insert(1, out[0])
+        for i, (a, b) in enumerate(out):
+            acc[2 * i] += a / seeds
+            acc[2 * i + 1] += b / seeds
+    A, hA, B, hB, C, hC = acc
+    prof = (p * (q_bps * A + (10_000 - q_bps) * B) / 10_000 + (10_000 - p) * C) / 10_000
+    hon = (p * (q_bps * hA + (10_000 - q_bps) * hB) / 10_000 + (10_000 - p) * hC) / 10_000
+    base = _baseline(("expected", seeds, rounds, repr(sorted(kw.items()))),
+                     lambda: expected_row("", Actor, seeds, rounds, **kw).profit) if caught is not Actor else round(prof)
+    return Row(name, round(prof), round(prof) - base, round(hon), sl, note)
+
+
+_BASE: dict[Any, int] = {}
+
+
+def _baseline(key: Any, fn: Callable[[], int]) -> int:
+    if key not in _BASE:
+        _BASE[key] = fn()
+    return _BASE[key]
 
 
 def measured_row(name: str, strategist: Callable[[bytes], Actor], seeds: int, rounds: int, note: str = "",
@@ -348,7 +376,10 @@ def measured_row(name: str, strategist: Callable[[bytes], Actor], seeds: int, ro
     for s in range(seeds):
         a, b, c, _ = play(s, strategist, rounds=rounds, challenge_bps=10_000, **kw)
         s_tot, h_tot, sl = s_tot + a, h_tot + b, sl + c
-    return Row(name, round(s_tot / seeds), round(h_tot / seeds), sl, note)
+    prof = round(s_tot / seeds)
+    base = _baseline(("measured", seeds, rounds, repr(sorted(kw.items()))),
+                     lambda: measured_row("", Actor, seeds, rounds, **kw).profit) if strategist is not Actor else prof
+    return Row(name, prof, prof - base, round(h_tot / seeds), sl, note)
 
 
 def rows(seeds: int, rounds: int) -> list[Row]:
@@ -357,7 +388,9 @@ def rows(seeds: int, rounds: int) -> list[Row]:
         expected_row("random root + withhold", Withholder, seeds, rounds),
     ]
     for f in (100, 1_000, 5_000):
-        out.append(expected_row(f"fake {f // 100} % of steps", lambda a, f=f: Faker(a, f_bps=f), seeds, rounds))
+        out.append(expected_row(f"fake {f // 100} % of steps", lambda a, f=f: Faker(a, f_bps=f, hit=True), seeds, rounds,
+                                passing=lambda a, f=f: Faker(a, f_bps=f, hit=False), q_bps=f,
+                                note="a challenge (one uniform segment) catches it with probability f"))
     out.append(expected_row("re-wrapped copy", Copier, seeds, rounds, "caught when challenged needs issue 10's pinned start"))
     out.append(expected_row("poison", Poisoner, seeds, rounds, "caught when challenged needs issue 10's payload check"))
     for share, n in ((10, 1), (33, 4), (50, 7)):
@@ -376,10 +409,10 @@ def rows(seeds: int, rounds: int) -> list[Row]:
 
 
 def table(rs: list[Row]) -> str:
-    lines = ["| strategy | strategist profit / round (uloco) | honest provider profit / round (uloco) | honest slashes | note |",
-             "|---|---:|---:|---:|---|"]
+    lines = ["| strategy | strategist profit / round | vs playing honest | honest provider profit / round | honest slashes | note |",
+             "|---|---:|---:|---:|---:|---|"]
     for r in rs:
-        lines.append(f"| {r.name} | {r.profit:,} | {r.honest_profit:,} | {r.honest_slashed} | {r.note} |")
+        lines.append(f"| {r.name} | {r.profit:,} | **{r.excess:,}** | {r.honest_profit:,} | {r.honest_slashed} | {r.note} |")
     return "\n".join(lines)
 
 

@@ -90,7 +90,7 @@ def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -
     spec = job.spec
     n = job.rounds_opened
     job.next_open_height = 0
-    eligible = providers.get_eligible(ctx.store, spec.min_reputation, spec.min_stake)
+    eligible = [p for p in providers.get_eligible(ctx.store, spec.min_reputation, spec.min_stake) if p.address != job.owner]
     if not eligible:
         keeper.schedule_open(ctx.store, job, h + 1)
         keeper.set_job(ctx.store, job)
@@ -126,7 +126,10 @@ def process_challenge(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r:
     """At the commit deadline D: participants without a commitment have missed it; each
     commitment is challenged with probability challenge_bps / 10000 at a uniform trace segment,
     and each challenge gets up to verifiers_per_challenge verifiers drawn (bond x reputation) from
-    the job's eligible providers other than the target. Seed = hash(hash of block D, job, round):
+    every active provider (bond >= min_provider_stake, reputation >= 1; the job's own filters do
+    not apply: an owner cannot pick who judges its providers) that is neither a participant of
+    this round (a rival never judges a rival: its score would move pay between them) nor the job's
+    owner. Seed = hash(hash of block D, job, round):
     randomness that did not exist when the provider committed. Unchallenged commitments are
     accepted at ``unverified_quality``. Then the job's next round opens in this same block."""
     params = get_params(ctx.store)
@@ -135,7 +138,8 @@ def process_challenge(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r:
     r.challenge_seed = seed
     s = Sampler(seed)
     n_seg = compute_n_segments(spec)
-    pool = providers.get_eligible(ctx.store, spec.min_reputation, spec.min_stake)
+    conflicted = {q.address for q in r.participants} | {job.owner}
+    pool = [v for v in providers.get_eligible(ctx.store, 0, 0) if v.address not in conflicted]
     for p in r.participants:  # address order
         if not p.HasField("commitment"):
             p.outcome = jobs_pb2.OUTCOME_MISSED_COMMIT
@@ -146,7 +150,7 @@ def process_challenge(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r:
             continue
         p.challenged = True
         p.segment = s.below(n_seg)
-        cands = [(v, v.bond * v.reputation) for v in pool if v.address != p.address]
+        cands = [(v, v.bond * v.reputation) for v in pool]
         vs = weighted_sample(hashlib.sha256(seed + b"verifiers" + p.address).digest(), cands, spec.verifiers_per_challenge)
         vs.sort(key=lambda v: v.address)
         p.verifiers.extend(jobs_pb2.VerifierAssignment(address=v.address, stake=v.bond) for v in vs)
@@ -266,14 +270,22 @@ def process_attestation(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
         ctx.emit(events.model_attested(job.id, r.round, model, stake, total))
 
 
+def is_paid_attester(r: jobs_pb2.Round, p: jobs_pb2.Participant) -> bool:
+    """Accepted and attested the round's quorum hash. An accepted participant that attested
+    another hash, or nothing, is not paid for the round (its slot stays in the escrow): stalling
+    the quorum never pays, and without a quorum nobody is paid."""
+    return p.outcome == jobs_pb2.OUTCOME_ACCEPTED and bool(r.attested_model_hash) and p.attested_hash == r.attested_model_hash
+
+
 def process_participant_rewards(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
-    """Pay the participants' reward from the escrow, weighted over every accepted participant
-    (abci_app.rewards). A tombstoned provider (fraud proven in an earlier round, or in an earlier
-    job's round finalized before this one; the tombstone outlives an exit) is paid nothing: its share stays in the escrow and the
-    others' shares are unchanged."""
+    """Pay the participants' reward from the escrow to the accepted participants that attested the
+    quorum hash (``is_paid_attester``), each its slot weighted as abci_app.rewards says. A
+    tombstoned provider (fraud proven in an earlier round, or in an earlier job's round finalized
+    before this one; the tombstone outlives an exit) is paid nothing: its share stays in the
+    escrow and the others' shares are unchanged."""
     accepted = [
         (p.address, p.commitment.tokens_processed * p.quality * p.reputation)
-        for p in r.participants if p.outcome == jobs_pb2.OUTCOME_ACCEPTED
+        for p in r.participants if is_paid_attester(r, p)
     ]
     for addr, amount in compute_participant_payouts(job.reward_per_round, len(r.participants), accepted):
         if providers.is_tombstoned(ctx.store, addr):
@@ -303,22 +315,29 @@ def process_verifier_rewards(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.
 
 
 def process_participant_penalties(ctx: Ctx, providers: ProviderKeeper, r: jobs_pb2.Round) -> None:
-    """In address order: a missed commit or reveal is slashed (liveness fraction) and loses
-    reputation; fraud is slashed (fraud fraction, bounty to the verifiers who proved it),
-    reputation 0, jailed; accepted work gains reputation (abci_app.reputation)."""
+    """In address order: a missed commit is slashed (liveness fraction) and loses reputation; a
+    missed reveal is punished exactly as fraud (fraud fraction, all of it burned: nobody proved
+    anything, reputation 0, jailed): withholding a challenged segment is never cheaper than
+    revealing a fake one. Fraud is slashed (fraud fraction, bounty to the verifiers who proved
+    it), reputation 0, jailed. Accepted work that attested the quorum gains reputation
+    (abci_app.reputation); accepted work that did not attest it loses as a missed commit."""
     params = get_params(ctx.store)
     jid, rn = r.job_id, r.round
     for p in r.participants:
         rep = providers.get_reputation(ctx.store, p.address)
-        if p.outcome in (jobs_pb2.OUTCOME_MISSED_COMMIT, jobs_pb2.OUTCOME_MISSED_REVEAL):
+        if p.outcome == jobs_pb2.OUTCOME_MISSED_COMMIT:
             reason = enum_name(jobs_pb2.Outcome, p.outcome)
             res = providers.slash(ctx, p.address, params.slash_fraction_liveness_bps, reason=reason, job_id=jid, round_=rn)
-            loss = (params.reputation_loss_missed_commit_bps if p.outcome == jobs_pb2.OUTCOME_MISSED_COMMIT
-                    else params.reputation_loss_missed_reveal_bps)
             p.slashed = res.amount
             if res.amount:
                 r.slashes.add(address=p.address, amount=res.amount, reason=reason, burned=res.burned)
-            p.reputation_delta = _set_rep(ctx, providers, p.address, compute_loss(rep, loss), reason)
+            p.reputation_delta = _set_rep(ctx, providers, p.address, compute_loss(rep, params.reputation_loss_missed_commit_bps), reason)
+        elif p.outcome == jobs_pb2.OUTCOME_MISSED_REVEAL:
+            res = providers.slash(ctx, p.address, params.slash_fraction_fraud_bps, reason="missed_reveal", job_id=jid, round_=rn)
+            p.slashed = res.amount
+            r.slashes.add(address=p.address, amount=res.amount, reason="missed_reveal", burned=res.burned)
+            p.reputation_delta = _set_rep(ctx, providers, p.address, 0, "missed_reveal")
+            providers.jail(ctx, p.address, "missed_reveal")
         elif p.outcome == jobs_pb2.OUTCOME_FRAUD:
             provers = [(v.address, v.stake) for v in p.verifiers if v.voted and not v.valid and not providers.is_tombstoned(ctx.store, v.address)]
             res = providers.slash(
@@ -332,8 +351,11 @@ def process_participant_penalties(ctx: Ctx, providers: ProviderKeeper, r: jobs_p
                 ctx.emit(events.reward_paid(jid, rn, addr, amount, "bounty"))
             p.reputation_delta = _set_rep(ctx, providers, p.address, 0, "fraud")
             providers.jail(ctx, p.address, "fraud")
-        elif p.outcome == jobs_pb2.OUTCOME_ACCEPTED:
+        elif is_paid_attester(r, p):
             p.reputation_delta = _set_rep(ctx, providers, p.address, compute_gain(rep, params.reputation_gain_bps), "accepted")
+        elif p.outcome == jobs_pb2.OUTCOME_ACCEPTED:
+            p.reputation_delta = _set_rep(ctx, providers, p.address, compute_loss(rep, params.reputation_loss_missed_commit_bps),
+                                          "missed_attest")
 
 
 def process_verifier_reputation(ctx: Ctx, providers: ProviderKeeper, r: jobs_pb2.Round) -> None:

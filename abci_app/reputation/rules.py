@@ -7,7 +7,7 @@ never leaves a positive reputation unchanged (ceil of a positive product is >= 1
     accepted work (participant)        rep += floor((MAX - rep) * gain_bps / 10000)
     verifier voted with the majority   rep += floor((MAX - rep) * gain_bps / 10000)
     missed commit                      rep -= ceil(rep * loss_missed_commit_bps / 10000)
-    missed reveal                      rep -= ceil(rep * loss_missed_reveal_bps / 10000)
+    missed reveal (withholding)        rep  = 0   (and jailed: punished as fraud)
     verifier silent or in the minority rep -= ceil(rep * loss_verifier_bps / 10000)
     proven fraud                       rep  = 0   (needs >= min_fraud_verifiers invalid voters)
     rejected (2/3 invalid, fewer)      unchanged

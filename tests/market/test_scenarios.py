@@ -62,7 +62,7 @@ def test_missed_commit_slashed_small_reputation_down():
     assert p.slashed == BOND // 100  # 1 % liveness slash
     prov = m.provider(lazy)
     assert prov.bond == BOND - BOND // 100 and prov.status == providers_pb2.PROVIDER_STATUS_ACTIVE
-    assert p.reputation_delta == -500  # 5000 - ceil(5000 * 10 %); it then gains as an honest verifier
+    assert p.reputation_delta == -500  # 5000 - ceil(5000 * 10 %)
     sl = events_of(resps, "provider.slashed")
     assert len(sl) == 1 and sl[0]["reason"] == "missed_commit" and sl[0]["burned"] == str(BOND // 100)
     # the other participant is paid its slot (half the reward); the other half returns to escrow
@@ -70,14 +70,20 @@ def test_missed_commit_slashed_small_reputation_down():
     assert other.reward == 500_000 and r.returned_to_escrow == 1_000_000 + 100_000 - 500_000 - r.verifier_paid
 
 
-def test_missed_reveal_slashed():
+def test_missed_reveal_slashed_as_fraud():
+    """Withholding a challenged segment costs what proven fraud costs: the fraud fraction (all
+    burned: nobody proved anything), reputation 0, jailed."""
     m = new_market(n_providers=2)
+    supply = bank.get_supply(m.store)
     assert m.send(m.owner, create_job_msg(rounds=1)).code == 0
     lazy = m.providers[1].address
-    run_job(m, 1, skip_reveal=frozenset({lazy}))
+    resps = run_job(m, 1, skip_reveal=frozenset({lazy}))
     p = next(p for p in m.round(1, 0).participants if p.address == lazy)
-    assert p.outcome == jobs_pb2.OUTCOME_MISSED_REVEAL and p.slashed == BOND // 100
-    assert p.reputation_delta == -1000  # 5000 - ceil(5000 * 20 %)
+    assert p.outcome == jobs_pb2.OUTCOME_MISSED_REVEAL and p.slashed == BOND // 2 and p.reward == 0
+    prov = m.provider(lazy)
+    assert prov.reputation == 0 and prov.status == providers_pb2.PROVIDER_STATUS_JAILED and prov.bond == BOND // 2
+    assert events_of(resps, "provider.jailed")[0]["reason"] == "missed_reveal"
+    assert bank.get_supply(m.store) == supply - BOND // 2  # the whole slash burned
 
 
 def test_fraud_slashed_jailed_bounty_paid():
@@ -223,8 +229,9 @@ def test_jailed_provider_reputation_never_rises_again():
     """A provider proven fraudulent in round 0 that is also accepted in round 1 (drawn before
     the fraud was proven) keeps reputation 0 and is not paid for round 1: its slot stays in
     the escrow, the others' shares are unchanged."""
-    m = new_market(n_providers=4)
-    assert m.send(m.owner, create_job_msg(rounds=2, participants_per_round=4, verifiers_per_challenge=3)).code == 0
+    m = new_market(n_providers=7, bonds=[BOND] * 4 + [10**9] * 3)  # the job's min_stake keeps the last 3 out of
+    assert m.send(m.owner, create_job_msg(rounds=2, participants_per_round=4, verifiers_per_challenge=3,  # rounds:
+                                          min_stake=BOND)).code == 0  # they verify (a round's rivals never do)
     m.until(m.height + 1)
     cheat = m.round(1, 0).participants[0].address
 
@@ -243,10 +250,10 @@ def test_jailed_provider_reputation_never_rises_again():
 
 def test_jailed_provider_not_paid_for_rounds_in_flight():
     """Regression: a provider jailed for fraud in round 0 was still paid its round-1 slot."""
-    m = new_market(n_providers=4)
+    m = new_market(n_providers=7, bonds=[BOND] * 4 + [10**9] * 3)
     budget, vbudget = 1_000_000, 100_000
     assert m.send(m.owner, create_job_msg(rounds=2, reward=budget, vreward=vbudget, participants_per_round=4,
-                                          verifiers_per_challenge=3)).code == 0
+                                          verifiers_per_challenge=3, min_stake=BOND)).code == 0
     m.until(m.height + 1)
     cheat = m.round(1, 0).participants[0].address
 
@@ -267,7 +274,7 @@ def test_jailed_provider_not_paid_for_rounds_in_flight():
     assert {p.address: p.reward for p in others} == want
     assert r1.reward_paid == sum(want.values()) <= budget * 3 // 4
     assert r1.returned_to_escrow == budget + vbudget - r1.reward_paid - r1.verifier_paid
-    # no verifier share to the jailed cheat either (it verified others in round 1)
+    # nor a verifier share (it never verifies its co-participants)
     assert all(x.address != cheat for x in r1.payouts if x.kind == "verifier")
 
 
@@ -295,7 +302,7 @@ def test_single_verifier_invalid_is_rejected_not_fraud():
 
 
 def test_two_invalid_verifiers_below_min_fraud_verifiers_rejected():
-    m = new_market(n_providers=4)
+    m = new_market(n_providers=7)
     assert m.send(m.owner, create_job_msg(rounds=1, participants_per_round=1, verifiers_per_challenge=2)).code == 0
     run_job(m, 1, vote=lambda v, t: (False, 0))
     (p,) = m.round(1, 0).participants
