@@ -118,7 +118,9 @@ def main(argv=None) -> int:
                     help="codec rows for (c); SPEC[@sparseloco|@lr=X;m=Y;ef=Z] sets the outer "
                          "optimizer and error-feedback decay of that row (default lr 0.7, "
                          "Nesterov momentum 0.9, ef 1.0; sparseloco = lr 1.0, no momentum, ef 0.95)")
-    ap.add_argument("--adaptive-family", default="stride>chunk", choices=["topk", "chunk", "stride>chunk"])
+    ap.add_argument("--adaptive-family", default="stride-chunk",
+                    choices=["topk", "chunk", "stride-chunk"],
+                    help="the adaptive ladder of (d) and (e) (topk: int4 values)")
     ap.add_argument("--adaptive-budget", type=int, default=0,
                     help="bytes per round for (d) (0: the chunk:64/4096+int2 payload size)")
     ap.add_argument("--adaptive-min-tighten", type=float, default=1.0,
@@ -202,12 +204,12 @@ def main(argv=None) -> int:
         shapes = {n: tuple(p.shape) for n, p in GPT(cfg).named_parameters()}
         budget = make_codec("chunk:64/4096+int2").estimate_bytes(shapes)
     okw, olabel = outer_settings(args.adaptive_outer)
+    ladder = "" if args.adaptive_family == "topk" else f"/{args.adaptive_family}"
     dl("d", f"DiLoCo H={Hc} + adaptive {args.adaptive_family} (<= {budget} B/round){olabel}", Hc,
-       compression=f"adaptive:{budget}", adaptive_family=args.adaptive_family,
-       adaptive_min_tighten=args.adaptive_min_tighten, **okw)
+       compression=f"adaptive:{budget}{ladder}", adaptive_min_tighten=args.adaptive_min_tighten, **okw)
     for mode in [m for m in args.overlap_modes.split(",") if m]:
         dl("e", f"DiLoCo H={Hc} + adaptive + overlap ({mode}){olabel}", Hc,
-           compression=f"adaptive:{budget}", adaptive_family=args.adaptive_family, overlap=True,
+           compression=f"adaptive:{budget}{ladder}", overlap=True,
            adaptive_min_tighten=args.adaptive_min_tighten,
            overlap_mode=mode, **okw)
 

@@ -83,7 +83,7 @@ def cmd_job_create(a: argparse.Namespace) -> int:
             raise UsageError(f"bad --compression-param {kv!r}: write KEY=INTEGER")
         d.setdefault("compression_params", {})[k] = int(v)
     d.setdefault("windows", {"commit": 10, "reveal": 5, "verdict": 5, "attest": 5})
-    d.setdefault("compression_policy", "raw")
+    d.setdefault("compression_policy", "dense")
     d.setdefault("challenge_bps", 1_000)
     d.setdefault("verifiers_per_challenge", 1)
     d.setdefault("model", {"n_layers": 2, "n_heads": 2, "d_model": 64, "context_len": 64, "vocab_size": 256})
@@ -345,16 +345,18 @@ COMMANDS: tuple[Command, ...] = (
     # ---- tx job
     Command("tx job", "create", "create a training job, escrowing rounds x (reward + verifier reward)",
             "loconet tx job create --from owner --rounds 3 --reward-per-round 10loco --verifier-reward 1loco "
-            "--initial-model HEX --dataset-id HEX --inner-steps 8 --trace-interval 2 --participants 2 --shards 4 "
-            "--tokens-per-step 1024 --windows 4,2,2,2 --challenge-bps 10000 --verifiers 1 --home ~/.loconet",
+            "--initial-model HEX --dataset-id HEX --inner-steps 8 --trace-interval 2 --compression topk:0.01+int4 "
+            "--participants 2 --shards 4 --tokens-per-step 1024 --windows 4,2,2,2 --challenge-bps 10000 --verifiers 1 --home ~/.loconet",
             cmd_job_create, (
                 A("--spec", help="JSON file with the job (fields as in `query job -o json` spec, plus rounds and "
                                  "rewards); flags override it"),
                 A("--rounds", type=int), A("--reward-per-round"), A("--verifier-reward"),
                 A("--initial-model", help="64-hex model hash"), A("--dataset-id", help="64-hex sha256 of the data"),
                 A("--inner-steps", type=int), A("--trace-interval", type=int),
-                A("--compression", default=None, help="compression policy id, e.g. topk+int4"),
-                A("--compression-param", action="append", help="KEY=INTEGER (repeatable)"),
+                A("--compression", default=None, help="compression policy the trainer runs, canonical form, e.g. "
+                  "topk:0.01+int4 or chunk:64/4096+int2 (default dense; grammar in abci_app/jobs/policy.py)"),
+                A("--compression-param", action="append",
+                  help="reserved: no policy takes parameters yet, the chain refuses any (write them in --compression)"),
                 A("--participants", type=int), A("--shards", type=int), A("--tokens-per-step", type=int),
                 A("--windows", help="COMMIT,REVEAL,VERDICT,ATTEST in blocks (default 10,5,5,5)"),
                 A("--model", help="LAYERS,HEADS,D_MODEL,CONTEXT,VOCAB (default 2,2,64,64,256)"),

@@ -14,9 +14,12 @@ from pathlib import Path
 SIMULATE_EXAMPLE = """example:
   loconet train simulate --data ../shared/data/tinyshakespeare.txt --workers 4 \\
       --rounds 10 --inner-steps 50 --compression topk:0.01+int4 --overlap --out runs/demo
-compression: none | fp16 | int8 | int4 | topk:D[+q] | lowrank:R[+q] | adaptive[:BYTES]
-  (q = fp32|fp16|int8|int4). Without --data a built-in corpus (Python stdlib sources)
-  is used; its sha256 is printed as the dataset id."""
+compression (the job policy grammar, abci_app/jobs/policy.py): dense[+q] (none, fp16, int8,
+  int4 for short) | topk:D[+q] | lowrank:R[+q] | chunk:K/C[+q] | stride:F[+q] |
+  adaptive[:BYTES][/topk[+q]|/chunk|/stride-chunk]   (q = fp16|int8|int4, int2 for chunk and
+  stride, int1 for stride; no q = fp32; D an exact decimal such as 0.01).
+Without --data a built-in corpus (Python stdlib sources) is used; its sha256 is printed as the
+dataset id."""
 
 VERIFY_EXAMPLE = """example:
   loconet train simulate --rounds 2 --inner-steps 20 --out runs/demo   # writes runs/demo/segment
@@ -51,7 +54,8 @@ def register(subparsers) -> None:
     s.add_argument("--workers", type=int, default=4)
     s.add_argument("--rounds", type=int, default=10)
     s.add_argument("--inner-steps", type=int, default=50, help="H, inner AdamW steps per round")
-    s.add_argument("--compression", default="none", help="codec or adaptive[:BYTES] (see below)")
+    s.add_argument("--compression", default="dense",
+                   help="compression policy, e.g. topk:0.01+int4 (default dense; see below)")
     s.add_argument("--overlap", action="store_true", help="one-step-delay overlap of sync and compute")
     s.add_argument("--out", help="folder for log.json, plots and a verifiable segment")
     s.add_argument("--model-size", default="small", choices=["tiny", "small", "medium", "large"])
@@ -77,13 +81,16 @@ def register(subparsers) -> None:
 
 
 def cmd_simulate(a: argparse.Namespace) -> int:
-    from trainer.compression import make_codec
+    from abci_app.jobs.policy import PolicyError, canonical_policy
     from trainer.diloco import OuterConfig, SimConfig, simulate
     from trainer.model import GPTConfig
     from trainer.state import InnerConfig
 
-    if not a.compression.startswith("adaptive"):
-        make_codec(a.compression)  # fail early with the accepted forms
+    try:  # fail early, with the accepted forms; run (and log) the canonical spelling
+        a.compression = canonical_policy(a.compression)
+    except PolicyError as exc:
+        print(f"error: --compression: {exc}", file=sys.stderr)
+        return 2
     corpus = _corpus(a.data)
     sim = SimConfig(workers=a.workers, rounds=a.rounds, inner_steps=a.inner_steps,
                     compression=a.compression, overlap=a.overlap, seed=a.seed,

@@ -8,7 +8,7 @@ Byte layout, version 1 (all integers big-endian; tensor data little-endian, C or
       kind         u8  1 = compressed update, 2 = trainer state, 3 = model parameters,
                        4 = error-feedback carry (trainer/carry.py)
       reserved     u8  0
-      codec        u8 length + ASCII          e.g. "topk+int4", "raw"
+      codec        u8 length + ASCII          e.g. "topk:0.01+int4"; "raw" (state, model)
       meta         u32 length + ASCII JSON    canonical: sorted keys, no spaces, no NaN
       n_entries    u32
     tensor table   n_entries entries, sorted by name (byte order of UTF-8), unique

@@ -29,7 +29,7 @@ import torch
 
 from trainer.carry import carry_hash
 from trainer.commit import Binding, decode, encode, update_root
-from trainer.compression import AdaptivePolicy, CompressionState, Codec, make_codec
+from trainer.compression import CompressionState, load_policy
 from trainer.data import Corpus, ShardSpec
 from trainer.determinism import DetRNG, set_determinism
 from trainer.model import GPT, GPTConfig, init_model
@@ -52,10 +52,9 @@ class SimConfig:
     workers: int = 4
     rounds: int = 10
     inner_steps: int = 50  # H
-    compression: str = "none"  # a codec spec (see compression.make_codec) or "adaptive"
-    adaptive_budget: int = 0  # bytes per round per worker for "adaptive" (0: 1/500 of fp32)
-    adaptive_quant: str = "int4"
-    adaptive_family: str = "topk"  # topk | chunk | stride>chunk (see AdaptivePolicy)
+    # a compression policy (abci_app/jobs/policy.py; CLI spellings such as "int8" accepted):
+    # one codec, or adaptive[:BYTES][/ladder] (no BYTES: 1/500 of the fp32 model bytes)
+    compression: str = "none"
     adaptive_min_tighten: float = 0.125  # lowest budget fraction the policy may tighten to
     ef_decay: float = 1.0  # error-feedback decay (SparseLoCo: 0.95)
     overlap: bool = False
@@ -208,15 +207,8 @@ def simulate(corpus: Corpus, sim: SimConfig,
     shapes = {n: tuple(p.shape) for n, p in gmodel.named_parameters()}
     n_params = gmodel.num_params()
 
-    policy: AdaptivePolicy | None = None
-    fixed: Codec | None = None
-    if sim.compression.startswith("adaptive"):
-        _, _, arg = sim.compression.partition(":")
-        budget = int(arg) if arg else (sim.adaptive_budget or max(1, 4 * n_params // 500))
-        policy = AdaptivePolicy(budget_bytes=budget, quant=sim.adaptive_quant,
-                                family=sim.adaptive_family, min_tighten=sim.adaptive_min_tighten)
-    else:
-        fixed = make_codec(sim.compression)
+    policy = load_policy(sim.compression, strict=False, min_tighten=sim.adaptive_min_tighten,
+                         default_budget_bytes=max(1, 4 * n_params // 500))
 
     tokens_per_step = sim.batch_size * cfg.block_size
     val0 = evaluate(gmodel, heldout)
@@ -233,8 +225,7 @@ def simulate(corpus: Corpus, sim: SimConfig,
     compute_s = 0.0
     prev_val = val0
     for r in range(sim.rounds):
-        codec = policy.choose(r, shapes) if policy else fixed
-        assert codec is not None
+        codec = policy.choose(r, shapes)
         base = known_base if sim.overlap else params_of(gmodel)
         own_prev: dict[str, dict[str, torch.Tensor]] = {}
         decoded: dict[str, dict[str, torch.Tensor]] = {}
@@ -280,8 +271,7 @@ def simulate(corpus: Corpus, sim: SimConfig,
         total_bytes += max(sizes)
         compute_s += sum(round_compute)
         val = evaluate(gmodel, heldout)
-        if policy:
-            policy.observe(r, prev_val, val, max(sizes))
+        policy.observe(r, prev_val, val, max(sizes))
         rec = {
             "round": r, "codec": codec.name, "val_loss": val, "train_loss": sum(train_losses) / len(train_losses),
             "tokens": tokens, "bytes_per_worker": max(sizes), "payload_sizes": sizes,
@@ -307,7 +297,7 @@ def simulate(corpus: Corpus, sim: SimConfig,
         "tokens": tokens,
         "bytes_per_worker": total_bytes,
         "compute_s_per_step": compute_s / max(1, steps * sim.workers),
-        "adaptive_log": policy.log if policy else [],
+        "adaptive_log": policy.log,
     })
     return log
 

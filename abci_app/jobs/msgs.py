@@ -3,8 +3,6 @@ providers/bank error or a tx error; a raise changes nothing (the tx's cache is d
 
 from __future__ import annotations
 
-import re
-
 from abci_app.codec.address import check_address
 from abci_app.context import Ctx
 from abci_app.encoding import MAX_U64
@@ -35,6 +33,7 @@ from abci_app.jobs.errors import (
     ErrWrongSegment,
 )
 from abci_app.jobs.params import get_params
+from abci_app.jobs.policy import PolicyError, parse_policy
 from abci_app.jobs.rounds import compute_n_segments
 from abci_app.merkle import (
     BINDING_INDEX,
@@ -48,9 +47,6 @@ from abci_app.pb import enum_name, jobs_pb2
 from abci_app.reputation.rules import MAX_REPUTATION
 from abci_app.validation import is_http_url
 
-_POLICY = re.compile(r"^[a-z0-9][a-z0-9+_.-]{0,31}$")
-_PARAM_KEY = re.compile(r"^[a-z0-9_]{1,32}$")
-MAX_COMPRESSION_PARAMS = 16
 MAX_MODEL_DIM = 1 << 20
 MAX_SHARDS = 1 << 20
 MAX_LOSS_MNATS = 10**9
@@ -81,11 +77,13 @@ def validate_spec(spec: jobs_pb2.JobSpec, params: jobs_pb2.JobsParams) -> None:
         raise bad("inner_steps H and trace_interval k must be > 0 with H % k == 0")
     if compute_n_segments(spec) + 1 > params.max_trace_entries:
         raise bad(f"H/k + 1 trace entries exceed max_trace_entries {params.max_trace_entries}")
-    if not _POLICY.match(spec.compression_policy):
-        raise bad("compression_policy must be 1..32 chars [a-z0-9+_.-]")
-    keys = [p.key for p in spec.compression_params]
-    if len(keys) > MAX_COMPRESSION_PARAMS or any(not _PARAM_KEY.match(k) for k in keys) or keys != sorted(set(keys)):
-        raise bad(f"compression_params: at most {MAX_COMPRESSION_PARAMS}, keys [a-z0-9_], sorted and unique")
+    try:  # the one grammar the trainer runs (abci_app/jobs/policy.py): canonical spellings only
+        parse_policy(spec.compression_policy)
+    except PolicyError as err:
+        raise bad(f"compression_policy: {err}") from None
+    if spec.compression_params:
+        raise bad("compression_params must be empty: every parameter of a policy is written in "
+                  "compression_policy (e.g. topk:0.016+int4)")
     if not 1 <= spec.participants_per_round <= params.max_participants:
         raise bad(f"participants_per_round must be 1..{params.max_participants}")
     if not spec.participants_per_round <= spec.num_shards <= MAX_SHARDS:

@@ -17,9 +17,10 @@ for spec in sys.argv[1:]:
     d = dict(kv.split('=') for kv in spec.split(','))
     H = int(d.get('H', 50)); lr = float(d.get('lr', 0.7)); m = float(d.get('m', 0.9))
     sim = SimConfig(workers=4, model=GPTConfig.preset('small'), batch_size=8, rounds=steps // H, inner_steps=H,
-                    compression=d.get('c', 'none'), ef_decay=float(d.get('ef', 1.0)),
+                    compression=d.get('c', 'none') + ('/' + d['fam'] if d.get('fam', 'topk') != 'topk' else ''),
+                    ef_decay=float(d.get('ef', 1.0)),
                     overlap=d.get('ov', '') != '', overlap_mode=d.get('ov', 'eager') or 'eager',
-                    adaptive_family=d.get('fam', 'topk'), adaptive_min_tighten=float(d.get('mt', 0.125)),
+                    adaptive_min_tighten=float(d.get('mt', 0.125)),
                     outer=OuterConfig(lr=lr, momentum=m, nesterov=m > 0))
     t0 = time.time()
     r = simulate(corpus, sim)

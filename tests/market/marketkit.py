@@ -52,7 +52,7 @@ def job_spec(**kw: Any) -> jobs_pb2.JobSpec:
     d: dict[str, Any] = dict(
         model=jobs_pb2.ModelConfig(n_layers=2, n_heads=2, d_model=64, context_len=64, vocab_size=256),
         initial_model_hash=MODEL0, dataset_id=DATASET, inner_steps=8, trace_interval=2,
-        compression_policy="topk+int4", compression_params=[jobs_pb2.CompressionParam(key="density_bps", value=160)],
+        compression_policy="topk:0.016+int4",
         participants_per_round=2, num_shards=4, tokens_per_step=1024,
         commit_blocks=3, reveal_blocks=2, verdict_blocks=2, attest_blocks=2,
         min_reputation=0, min_stake=0, challenge_bps=10_000, verifiers_per_challenge=1,

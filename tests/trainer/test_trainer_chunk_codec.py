@@ -140,7 +140,7 @@ def test_adaptive_chunk_family_fits_budget_and_adapts():
     shapes = {"w": (256, 512), "b": (512,)}
     pol = AdaptivePolicy(budget_bytes=20000, family="chunk")
     c = pol.choose(0, shapes)
-    assert c.sparsifier == "chunk" and c.estimate_bytes(shapes) <= 20000
+    assert c.family == "chunk" and c.estimate_bytes(shapes) <= 20000
     pol.observe(0, 4.0, 3.999, 1)  # stable: tighten
     c2 = pol.choose(1, shapes)
     assert c2.estimate_bytes(shapes) <= 10000 and c2.chunk_k < c.chunk_k
@@ -160,7 +160,7 @@ def test_stride_round_trip_fragments_and_residual(spec):
     t = tensors()
     sh = shapes_of(t)
     st = CompressionState()
-    F = c.chunk_size
+    F = c.stride
     n_total = sum(v.numel() for v in t.values())
     sent_total = {n: torch.zeros_like(v) for n, v in t.items()}
     for r in range(F):
