@@ -114,13 +114,21 @@ def iterate_rounds(store: KVReader, job_id: int, start: int = 0) -> Iterator[job
 
 # -- invariants -----------------------------------------------------------------------------------
 
+# the field holding the height a live round's phase ends (= rounds.TRANSITIONS; rounds imports this module)
+_DUE_FIELD = {jobs_pb2.PHASE_COMMIT: "commit_deadline", jobs_pb2.PHASE_REVEAL: "reveal_end",
+              jobs_pb2.PHASE_VERDICT: "verdict_end", jobs_pb2.PHASE_ATTEST: "attest_end"}
+
 
 def check_invariants(store: KVReader) -> int:
     """Per job: escrow == funded - paid - refunded; closed jobs hold nothing; rounds_opened <=
     rounds; every round paid <= its budgets and only from its job. The JOB_ESCROW account holds
-    exactly the sum of the escrows (bank refuses sends to module accounts). Returns 0 (module
-    account)."""
+    exactly the sum of the escrows (bank refuses sends to module accounts). Liveness: every live
+    round has exactly one schedule entry, at the end of its current phase, and an active job
+    with rounds left has an open entry or a round in commit (whose challenge opens the next), so
+    every job reaches its close and its escrow cannot stay locked. Returns 0 (module account)."""
     total = 0
+    live: dict[tuple[int, int], int] = {}  # (job, round) -> height its next transition is due
+    must_open: set[int] = set()
     for job in iterate_jobs(store):
         if job.escrow != job.escrow_funded - job.paid_total - job.refunded:
             raise InvariantBroken(f"job {job.id}: escrow {job.escrow} != funded - paid - refunded")
@@ -131,7 +139,13 @@ def check_invariants(store: KVReader) -> int:
         if job.escrow_funded != job.rounds * (job.reward_per_round + job.verifier_reward_per_round):
             raise InvariantBroken(f"job {job.id}: funded {job.escrow_funded} != rounds x budgets")
         paid = 0
+        in_commit = False
         for r in iterate_rounds(store, job.id):
+            if r.phase != jobs_pb2.PHASE_FINALIZED:
+                if r.phase not in _DUE_FIELD:
+                    raise InvariantBroken(f"job {job.id} round {r.round} is stored in phase {r.phase}")
+                live[(job.id, r.round)] = getattr(r, _DUE_FIELD[r.phase])
+                in_commit = in_commit or r.phase == jobs_pb2.PHASE_COMMIT
             if r.reward_paid > job.reward_per_round or r.verifier_paid > job.verifier_reward_per_round:
                 raise InvariantBroken(f"job {job.id} round {r.round} paid more than its budget")
             if r.reward_paid + r.verifier_paid != sum(p.amount for p in r.payouts if p.kind != "bounty"):
@@ -139,19 +153,29 @@ def check_invariants(store: KVReader) -> int:
             paid += r.reward_paid + r.verifier_paid
         if paid != job.paid_total:
             raise InvariantBroken(f"job {job.id}: rounds paid {paid} != job paid_total {job.paid_total}")
+        open_ = job.status in (jobs_pb2.JOB_STATUS_ACTIVE, jobs_pb2.JOB_STATUS_CANCELLING)
+        if open_ and job.rounds_finalized == (job.rounds if job.status == jobs_pb2.JOB_STATUS_ACTIVE else job.rounds_opened):
+            raise InvariantBroken(f"job {job.id} has no round left to run but is still {STATUS_NAMES[job.status]}")
+        if job.status == jobs_pb2.JOB_STATUS_ACTIVE and job.rounds_opened < job.rounds and not in_commit:
+            must_open.add(job.id)
         total += job.escrow
     held = bank.get_balance(store, JOB_ESCROW)
     if held != total:
         raise InvariantBroken(f"job_escrow account holds {held} != sum of job escrows {total}")
     # scheduling indexes point at live records
     for key, _ in store.iterate(ROUND_DUE_PREFIX, prefix_end(ROUND_DUE_PREFIX)):
-        _, job_id, round_ = parse_round_due_key(key)
-        r = get_round(store, job_id, round_)
-        if r is None or r.phase == jobs_pb2.PHASE_FINALIZED:
-            raise InvariantBroken(f"round schedule entry {key.hex()} for a missing or finalized round")
+        at, job_id, round_ = parse_round_due_key(key)
+        if live.pop((job_id, round_), None) != at:
+            raise InvariantBroken(f"round schedule entry {key.hex()} for a missing, finalized or twice-scheduled"
+                                  " round, or not at the end of its phase")
+    if live:
+        raise InvariantBroken(f"live rounds without a schedule entry (they would never advance): {sorted(live)}")
     for key, _ in store.iterate(OPEN_DUE_PREFIX, prefix_end(OPEN_DUE_PREFIX)):
         job2 = get_job(store, parse_open_due_key(key)[1])
         if job2 is None or job2.status != jobs_pb2.JOB_STATUS_ACTIVE:
             raise InvariantBroken(f"open schedule entry {key.hex()} for a missing or inactive job")
+        must_open.discard(job2.id)
+    if must_open:
+        raise InvariantBroken(f"active jobs with rounds left but no round in commit and no open scheduled: {sorted(must_open)}")
     _ = ROUND_PREFIX
     return 0

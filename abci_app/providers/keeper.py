@@ -224,9 +224,9 @@ def process_unbonding_queue(ctx: Ctx) -> None:
 
 
 def check_invariants(store: KVReader) -> int:
-    """Books: reputation in 0..10000; status valid; exiting <=> unbonding entry; no bond while
-    exiting; the PROVIDER_BONDS account holds exactly sum(bond + unbonding) (bank refuses sends
-    to module accounts, so nothing else can reach it).
+    """Books: reputation in 0..10000, and 0 with a tombstone once jailed; status valid; exiting
+    <=> unbonding entry; no bond while exiting; the PROVIDER_BONDS account holds exactly
+    sum(bond + unbonding) (bank refuses sends to module accounts, so nothing else can reach it).
     Returns 0: the tokens are plain balances of a module account."""
     total = 0
     queued: dict[bytes, int] = {}
@@ -238,6 +238,8 @@ def check_invariants(store: KVReader) -> int:
             raise InvariantBroken(f"provider {to_bech32(p.address)} reputation {p.reputation} out of range")
         if p.status not in (ACTIVE, JAILED, EXITING):
             raise InvariantBroken(f"provider {to_bech32(p.address)} has status {p.status}")
+        if (p.status == JAILED or p.jailed_height) and (p.reputation or not is_tombstoned(store, p.address)):
+            raise InvariantBroken(f"jailed provider {to_bech32(p.address)} has reputation {p.reputation} or no tombstone")
         if p.status == EXITING:
             if p.bond != 0 or queued.pop(p.address, None) != p.unbonding_height:
                 raise InvariantBroken(f"exiting provider {to_bech32(p.address)} books inconsistent")

@@ -351,6 +351,8 @@ def check_invariants(store: KVReader) -> None:
     seen = set()
     for cons, val in iterate_validators(store):
         seen.add(cons)
+        if val.tombstoned and not val.jailed:
+            raise InvariantBroken(f"validator {cons.hex()} is tombstoned but not jailed")
         if val.tokens != bonds_by_val.get(cons, 0):
             raise InvariantBroken(f"validator {cons.hex()} tokens {val.tokens} != sum of bonds {bonds_by_val.get(cons, 0)}")
         total_tokens += val.tokens

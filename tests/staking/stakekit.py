@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +48,7 @@ class StakeChain:
     sets: dict[int, dict[bytes, int]] = field(default_factory=dict)  # height -> CometBFT's set
     seqs: dict[bytes, int] = field(default_factory=dict)
     last: abci.ResponseFinalizeBlock | None = None
+    salt: bytes = b""  # mixed into the block hashes (the seed of the job draws); b"" = the pinned hashes
 
     @property
     def store(self) -> MerkleStore:
@@ -61,8 +63,9 @@ class StakeChain:
             h -= 1
         return self.sets[h]
 
-    def tx(self, k: Ed25519Signer, msgs: list[tx_pb2.Msg], fee: int = 0) -> bytes:
-        return build_tx(k, chain_id=CHAIN_ID, msgs=msgs, sequence=self.seqs.get(k.address, 0), fee=fee)
+    def tx(self, k: Ed25519Signer, msgs: list[tx_pb2.Msg], fee: int = 0, *, seq: int | None = None) -> bytes:
+        s = self.seqs.get(k.address, 0) if seq is None else seq
+        return build_tx(k, chain_id=CHAIN_ID, msgs=msgs, sequence=s, fee=fee)
 
     def app_hash_if(self, txs: list[bytes]) -> bytes:
         """The app hash the next block would have with these txs (staged, not committed)."""
@@ -71,7 +74,7 @@ class StakeChain:
     def request(self, txs: list[bytes] = (), *, absent: set[bytes] = frozenset(), evidence: list[tuple[bytes, int]] = ()) -> abci.RequestFinalizeBlock:  # type: ignore[assignment]
         h = self.height + 1
         req = abci.RequestFinalizeBlock(txs=list(txs), height=h, proposer_address=self.vals[0].address,
-                                        hash=hashlib.sha256(b"block%d" % h).digest())
+                                        hash=hashlib.sha256(self.salt + b"block%d" % h).digest())
         req.time.seconds = 1_700_000_000 + h
         if h >= 2:
             for cons, power in sorted(self.comet_set(h - 1).items()):
@@ -130,8 +133,11 @@ class StakeChain:
 def new_staking_chain(
     self_bonds: list[int] = (100 * LOCO,) * 1,  # type: ignore[assignment]
     *, n_keys: int = 3, funds: int = 10**12, staking: dict[str, Any] | None = None,
-    slashing: dict[str, Any] | None = None,
+    slashing: dict[str, Any] | None = None, genesis: dict[str, Any] | None = None,
+    make_app: Callable[[], Any] | None = None,
 ) -> StakeChain:
+    """``genesis``: more app_state sections (e.g. providers and jobs params); ``make_app``: the
+    application to drive (default: one Application on an in-memory store, invariants on)."""
     keys = [signer(i) for i in range(n_keys)]
     vals = [signer(2000 + i) for i in range(len(self_bonds))]
     slashing = dict(slashing or {})
@@ -147,10 +153,10 @@ def new_staking_chain(
                             "moniker": f"val{i}", "self_bond": str(b)} for i, (v, b) in enumerate(zip(vals, self_bonds))],
         },
         "slashing": {"params": slashing or {}},
-    }
+    } | dict(genesis or {})
     req = abci.RequestInitChain(chain_id=CHAIN_ID, initial_height=1, app_state_bytes=json.dumps(app_state).encode())
     req.time.seconds = 1_700_000_000
-    app = Application(MerkleStore(None, keep_recent=50), check_invariants=True)
+    app = make_app() if make_app else Application(MerkleStore(None, keep_recent=50), check_invariants=True)
     app.info(abci.RequestInfo())
     resp = app.init_chain(req)
     c = StakeChain(app, keys, vals)
