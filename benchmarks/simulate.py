@@ -43,6 +43,8 @@ def main() -> int:
     ap.add_argument("--accounts", type=int, default=12, help="funded accounts (default 12)")
     ap.add_argument("--ops-per-block", type=int, default=6, help="random txs per block: 0..N, plus market duties")
     ap.add_argument("--restart-every", type=int, default=500, help="reopen the second app from its file every N blocks (0: never)")
+    ap.add_argument("--staged-invariants", action="store_true",
+                    help="also check the invariants inside FinalizeBlock (the committed state is checked every block anyway)")
     ap.add_argument("--max-seconds", type=float, default=0, help="stop after this long and report the blocks done (0: no limit)")
     ap.add_argument("--progress-every", type=int, default=500, help="print a progress line every N blocks (0: quiet)")
     ap.add_argument("--record", action="store_true", help="append the figures to benchmarks/RESULTS.md")
@@ -54,7 +56,7 @@ def main() -> int:
     tmp = tempfile.TemporaryDirectory(prefix="loconet-sim-")
     cfg = SimConfig(seed=args.seed, blocks=args.blocks, validators=args.validators, accounts=args.accounts,
                     ops_per_block=args.ops_per_block, disk=Path(tmp.name) / "second.db",
-                    restart_every=args.restart_every)
+                    restart_every=args.restart_every, staged_invariants=args.staged_invariants)
     t0 = time.perf_counter()
 
     def progress(st: SimStats, done: int) -> None:

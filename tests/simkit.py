@@ -151,6 +151,9 @@ class SimConfig:
     disk: Path | None = None  # the second app's SQLite file (else in memory)
     restart_every: int = 0  # reopen the second app from its file every N blocks
     check_rejected: bool = True  # rerun each block without its failed txs: same writes
+    # also check the invariants inside FinalizeBlock on the staged view (as a node with
+    # check_invariants does); the committed state is checked after every block either way
+    staged_invariants: bool = True
 
 
 @dataclass
@@ -201,9 +204,8 @@ class Simulation:
 
     # -- apps ----------------------------------------------------------------------------------
     def _new_app(self, *, first: bool) -> Application:
-        if first or self.cfg.disk is None:
-            return Application(MerkleStore(None, keep_recent=50), check_invariants=True)
-        return Application(MerkleStore(self.cfg.disk, keep_recent=50), check_invariants=True)
+        path = None if first or self.cfg.disk is None else self.cfg.disk
+        return Application(MerkleStore(path, keep_recent=50), check_invariants=self.cfg.staged_invariants)
 
     def restart_second(self) -> None:
         """The second app stops after Commit and a new process reopens its file: Info must give
