@@ -59,7 +59,7 @@ from abci_app.bank.keys import MODULE_ACCOUNTS
 from abci_app.codec.tx import Ed25519Signer, SignatureCache, build_tx
 from abci_app.encoding import prefix_end
 from abci_app.jobs import keeper as jobs_keeper
-from abci_app.jobs.keys import ROUND_DUE_PREFIX
+from abci_app.jobs.keys import ROUND_DUE_PREFIX, parse_round_due_key
 from abci_app.pb import abci, jobs_pb2, tx_pb2
 from abci_app.providers import keeper as providers_keeper
 from abci_app.staking import keeper as staking_keeper
@@ -381,7 +381,8 @@ class Simulation:
     def live_rounds(self) -> list[jobs_pb2.Round]:
         out = []
         for key, _ in self.store.iterate(ROUND_DUE_PREFIX, prefix_end(ROUND_DUE_PREFIX)):
-            r = jobs_keeper.get_round(self.store, int.from_bytes(key[9:17], "big"), int.from_bytes(key[17:25], "big"))
+            _, job_id, round_ = parse_round_due_key(key)
+            r = jobs_keeper.get_round(self.store, job_id, round_)
             if r is not None:
                 out.append(r)
         return sorted(out, key=lambda r: (r.job_id, r.round))
