@@ -1,16 +1,20 @@
 """Test kit for the state machine: an Application on an in-memory store, funded keys,
-tx builders, and a block driver that finalizes + commits and checks invariants each block."""
+tx builders, a block driver that finalizes + commits and checks invariants each block, and
+``assert_rejected``: the one check every ``test_invalid_*`` that sends a tx uses."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from abci_app.app import Application
+from abci_app.app import Application, block_context, execute_block
 from abci_app.codec.address import to_bech32
-from abci_app.codec.tx import Ed25519Signer, build_tx
+from abci_app.codec.tx import Ed25519Signer, SignatureCache, build_tx
+from abci_app.errors import LoconetError
 from abci_app.pb import abci, bank_pb2, keys_pb2, tx_pb2
 from abci_app.store import MerkleStore
 
@@ -53,11 +57,15 @@ class Chain:
         s = self.seqs.get(k.address, 0) if seq is None else seq
         return build_tx(k, chain_id=chain_id, msgs=msgs, sequence=s, fee=fee, memo=memo, timeout_height=timeout_height)
 
-    def finalize(self, txs: list[bytes]) -> abci.ResponseFinalizeBlock:
+    def request(self, txs: list[bytes]) -> abci.RequestFinalizeBlock:
+        """The next block's FinalizeBlock request (height, proposer, hash and time fixed by height)."""
         h = self.store.height + 1
         req = abci.RequestFinalizeBlock(txs=txs, height=h, proposer_address=self.validators[0].address, hash=hashlib.sha256(b"block%d" % h).digest())
         req.time.seconds = 1_700_000_000 + h
-        return self.app.finalize_block(req)
+        return req
+
+    def finalize(self, txs: list[bytes]) -> abci.ResponseFinalizeBlock:
+        return self.app.finalize_block(self.request(txs))
 
     def block(self, txs: list[bytes]) -> abci.ResponseFinalizeBlock:
         resp = self.finalize(txs)
@@ -90,3 +98,46 @@ def new_chain(n_keys: int = 4, funds: int = 10**12, n_validators: int = 1, power
 def snapshot(c: Chain) -> dict[bytes, bytes]:
     """The whole committed state, for 'a rejected tx changes nothing' checks."""
     return dict(c.store.iterate(b""))
+
+
+class BlockDriver(Protocol):
+    """What ``assert_rejected`` needs of a chain kit (``Chain``, stakekit's ``StakeChain``)."""
+
+    app: Application
+
+    @property
+    def store(self) -> MerkleStore: ...
+
+    def request(self, txs: list[bytes]) -> abci.RequestFinalizeBlock: ...
+
+    def block(self, txs: list[bytes]) -> abci.ResponseFinalizeBlock: ...
+
+
+def assert_rejected(
+    chain: BlockDriver, raw: bytes, err: type[LoconetError], *,
+    before: Sequence[bytes] = (), after: Sequence[bytes] = (),
+) -> abci.ExecTxResult:
+    """The one check for a tx that must fail (every ``test_invalid_*`` that sends one):
+
+    - CheckTx and FinalizeBlock both answer ``err``'s code *and* codespace, with a log;
+    - executing the next block with the tx gives exactly the writes, the same event types and the
+      same results for the other txs as the same block without it (nothing changed: no fee, no
+      sequence, no partial message);
+
+    then commits that block, with the tx, and returns the tx's result (for checks on its log).
+    ``before`` / ``after``: other txs of the same block, around the rejected one."""
+    txs, others = [*before, raw, *after], [*before, *after]
+    blk = block_context(chain.request(txs), chain.app.chain_id)
+    with_tx = execute_block(chain.store, blk, txs, SignatureCache())
+    without = execute_block(chain.store, blk, others, SignatureCache())
+    assert with_tx.writes == without.writes, "a rejected tx changed state"
+    assert [e.type for e in with_tx.events] == [e.type for e in without.events]
+    results = list(with_tx.tx_results)
+    del results[len(before)]
+    assert [(r.code, r.codespace) for r in results] == [(r.code, r.codespace) for r in without.tx_results]
+    check = chain.app.check_tx(abci.RequestCheckTx(tx=raw))
+    assert (check.code, check.codespace) == (err.code, err.codespace), check.log
+    res = chain.block(txs).tx_results[len(before)]
+    assert (res.code, res.codespace) == (err.code, err.codespace), res.log
+    assert check.log and res.log
+    return res

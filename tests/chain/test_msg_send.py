@@ -5,13 +5,13 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from chainkit import Chain, assert_rejected, new_chain, send_msg, snapshot
 
 from abci_app.bank import keeper
 from abci_app.bank.errors import ErrInsufficientFunds, ErrInvalidAmount, ErrSendToModule
 from abci_app.bank.keys import FEE_COLLECTOR
 from abci_app.errors import ErrInvalidAddress, ErrTxDecode
 from abci_app.pb import bank_pb2, tx_pb2
-from chainkit import Chain, new_chain, send_msg, snapshot
 
 
 def test_send_moves_amount_and_fee(chain: Chain) -> None:
@@ -54,26 +54,16 @@ def test_multiple_messages_are_atomic(chain: Chain) -> None:
     assert {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)} <= {b"\x00block_time"}
 
 
-def _rejected(chain: Chain, raw: bytes, err: type) -> None:
-    before = snapshot(chain)
-    r = chain.check(raw)
-    assert (r.code, r.codespace) == (err.code, err.codespace), r.log
-    res = chain.block([raw]).tx_results[0]
-    assert (res.code, res.codespace) == (err.code, err.codespace), res.log
-    after = snapshot(chain)
-    assert {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)} <= {b"\x00block_time"}
-
-
 def test_invalid_insufficient_funds_amount_plus_fee(chain: Chain) -> None:
     k0, k1 = chain.keys[0], chain.keys[1]
     bal = keeper.get_balance(chain.store, k0.address)
-    _rejected(chain, chain.tx(k0, [send_msg(k1.address, bal)], fee=1), ErrInsufficientFunds)
+    assert_rejected(chain, chain.tx(k0, [send_msg(k1.address, bal)], fee=1), ErrInsufficientFunds)
 
 
 def test_invalid_insufficient_funds_for_fee_alone(chain: Chain) -> None:
     k0, k1 = chain.keys[0], chain.keys[1]
     bal = keeper.get_balance(chain.store, k0.address)
-    _rejected(chain, chain.tx(k0, [send_msg(k1.address, 1)], fee=bal + 1), ErrInsufficientFunds)
+    assert_rejected(chain, chain.tx(k0, [send_msg(k1.address, 1)], fee=bal + 1), ErrInsufficientFunds)
 
 
 def test_invalid_unfunded_sender() -> None:
@@ -81,11 +71,11 @@ def test_invalid_unfunded_sender() -> None:
     from chainkit import signer
 
     poor = signer(99)
-    _rejected(c, c.tx(poor, [send_msg(c.keys[0].address, 1)]), ErrInsufficientFunds)
+    assert_rejected(c, c.tx(poor, [send_msg(c.keys[0].address, 1)]), ErrInsufficientFunds)
 
 
 def test_invalid_zero_amount(chain: Chain) -> None:
-    _rejected(chain, chain.tx(chain.keys[0], [send_msg(chain.keys[1].address, 0)]), ErrInvalidAmount)
+    assert_rejected(chain, chain.tx(chain.keys[0], [send_msg(chain.keys[1].address, 0)]), ErrInvalidAmount)
 
 
 def test_invalid_amount_over_u64(chain: Chain) -> None:
@@ -101,19 +91,19 @@ def test_invalid_amount_over_u64(chain: Chain) -> None:
     tx_body = b"\x0a" + bytes([len(raw_msg)]) + raw_msg
     auth = tx_pb2.AuthInfo(public_key=k0.public_bytes(), sequence=0, fee=0, chain_id="loconet-test").SerializeToString()
     raw = tx_pb2.TxRaw(body_bytes=tx_body, auth_info_bytes=auth, signature=k0.sign(sign_bytes("loconet-test", tx_body, auth))).SerializeToString()
-    _rejected(chain, raw, ErrTxDecode)
+    assert_rejected(chain, raw, ErrTxDecode)
 
 
 def test_amount_at_u64_max_is_insufficient_not_invalid(chain: Chain) -> None:
-    _rejected(chain, chain.tx(chain.keys[0], [send_msg(chain.keys[1].address, 2**64 - 1)]), ErrInsufficientFunds)
+    assert_rejected(chain, chain.tx(chain.keys[0], [send_msg(chain.keys[1].address, 2**64 - 1)]), ErrInsufficientFunds)
 
 
 def test_invalid_recipient_address(chain: Chain) -> None:
-    _rejected(chain, chain.tx(chain.keys[0], [send_msg(b"\x01" * 19, 5)]), ErrInvalidAddress)
+    assert_rejected(chain, chain.tx(chain.keys[0], [send_msg(b"\x01" * 19, 5)]), ErrInvalidAddress)
 
 
 def test_invalid_send_to_module_account(chain: Chain) -> None:
-    _rejected(chain, chain.tx(chain.keys[0], [send_msg(FEE_COLLECTOR, 5)]), ErrSendToModule)
+    assert_rejected(chain, chain.tx(chain.keys[0], [send_msg(FEE_COLLECTOR, 5)]), ErrSendToModule)
 
 
 def test_invalid_send_to_any_module_account(chain: Chain) -> None:
@@ -122,5 +112,5 @@ def test_invalid_send_to_any_module_account(chain: Chain) -> None:
     from abci_app.staking.keys import BONDED_POOL, UNBONDING_POOL
 
     for addr in (JOB_ESCROW, PROVIDER_BONDS, BONDED_POOL, UNBONDING_POOL):
-        _rejected(chain, chain.tx(chain.keys[0], [send_msg(addr, 5)]), ErrSendToModule)
+        assert_rejected(chain, chain.tx(chain.keys[0], [send_msg(addr, 5)]), ErrSendToModule)
         chain.seqs.clear()

@@ -9,8 +9,7 @@ from typing import Any
 
 from chainkit import Chain, new_chain
 
-from abci_app.app import block_context, execute_block
-from abci_app.codec.tx import Ed25519Signer, SignatureCache
+from abci_app.codec.tx import Ed25519Signer
 from abci_app.jobs import keeper as jobs_keeper
 from abci_app.merkle import (  # noqa: F401 (re-exported for tests)
     BINDING_INDEX,
@@ -175,25 +174,9 @@ class Market:
     def provider(self, addr: bytes) -> providers_pb2.Provider | None:
         return providers_keeper.get_provider(self.store, addr)
 
-    def rejected(self, k: Ed25519Signer, msg: tx_pb2.Msg, code: int | None = None) -> abci.ExecTxResult:
-        """Send a tx that must fail. Proves it changed nothing: executing the next block with it
-        gives exactly the writes of the same block without it. Then commits the block."""
-        raw = self.chain.tx(k, [msg])
-        hh = self.height + 1
-        req = abci.RequestFinalizeBlock(txs=[raw], height=hh, proposer_address=self.chain.validators[0].address,
-                                        hash=hashlib.sha256(b"block%d" % hh).digest())
-        req.time.seconds = 1_700_000_000 + hh
-        blk = block_context(req, self.chain.app.chain_id)
-        with_tx = execute_block(self.store, blk, [raw], SignatureCache())
-        without = execute_block(self.store, blk, [], SignatureCache())
-        assert with_tx.tx_results[0].code != 0, "tx was expected to fail"
-        assert with_tx.writes == without.writes, "a rejected tx changed state"
-        assert [e.type for e in with_tx.events] == [e.type for e in without.events]
-        res = self.send(k, msg)
-        assert res.code == with_tx.tx_results[0].code
-        if code is not None:
-            assert res.code == code, f"expected code {code}, got {res.code}: {res.log}"
-        return res
+    def tx(self, k: Ed25519Signer, *msgs: tx_pb2.Msg) -> bytes:
+        """A signed tx with k's next sequence (for ``chainkit.assert_rejected(m.chain, m.tx(...), Err)``)."""
+        return self.chain.tx(k, list(msgs))
 
 
 def new_market(n_providers: int = 3, n_keys: int = 8, register: bool = True, bonds: list[int] | None = None) -> Market:

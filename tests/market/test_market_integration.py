@@ -16,6 +16,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from nodekit import LOCONET, ROOT, Node, cli  # noqa: E402
 
+from abci_app.jobs.errors import ErrUnboundCommitment  # noqa: E402
+
 WINDOWS = (12, 8, 8, 8)  # commit, reveal, verdict, attest (blocks of ~0.5-1 s)
 
 
@@ -97,7 +99,7 @@ def test_one_round_through_the_cli_on_cometbft(tmp_path: Path) -> None:
             "bob": ["--update-root", merkle_root(bob_leaves).hex(), "--update-proof",
                     ",".join(x.hex() for x in merkle_proof(bob_leaves, 0)), "--payload-size", "123456"],
         }
-        # a copy of alice's roots signed by bob is refused (523) before either has committed
+        # a copy of alice's roots signed by bob is refused (ErrUnboundCommitment) before either has committed
         alice_root = merkle_root([binding_leaf(b"update", from_bech32(addrs["alice"]), 1, 0, bytes.fromhex(model0))]
                                  + chunk_bytes(payloads["alice"].read_bytes()))
         bad = cli("tx", "round", "submit-update", "1", "0", "--from", "bob", "--base-model", model0,
@@ -105,7 +107,8 @@ def test_one_round_through_the_cli_on_cometbft(tmp_path: Path) -> None:
                   "--payload-size", "123456", "--trace-file", str(traces["bob"]), "--tokens", "8192",
                   "--loss-before", "5500", "--loss-after", "5200", "--blob", "http://127.0.0.1:26680/blob/x", *common,
                   check=False)
-        assert bad.returncode != 0 and "523" in bad.stderr + bad.stdout, bad.stderr + bad.stdout
+        unbound = f"{ErrUnboundCommitment.codespace}/{ErrUnboundCommitment.code}"
+        assert bad.returncode != 0 and unbound in bad.stderr + bad.stdout, bad.stderr + bad.stdout
         parallel(*[["tx", "round", "submit-update", "1", "0", "--from", n, "--base-model", model0, *update_args[n],
                     "--trace-file", str(traces[n]),
                     "--tokens", "8192", "--loss-before", "5500", "--loss-after", "5200",

@@ -1,5 +1,7 @@
-from marketkit import agg_hash, job_in_phase, attest_msg
+from chainkit import assert_rejected
+from marketkit import agg_hash, attest_msg, job_in_phase
 
+from abci_app.jobs.errors import ErrDuplicate, ErrInvalidHash, ErrNotAttester, ErrWrongPhase
 from abci_app.pb import jobs_pb2
 
 
@@ -14,14 +16,14 @@ def test_attest_recorded_and_quorum_fixes_model():
 
 def test_invalid_not_attester():
     m, r = job_in_phase(jobs_pb2.PHASE_ATTEST)
-    m.rejected(m.owner, attest_msg(1, 0, agg_hash(1, 0)), code=516)
+    assert_rejected(m.chain, m.tx(m.owner, attest_msg(1, 0, agg_hash(1, 0))), ErrNotAttester)
 
 
 def test_invalid_duplicate_hash_phase():
     m, r = job_in_phase(jobs_pb2.PHASE_ATTEST)
     k = m.key(r.participants[0].address)
-    m.rejected(k, attest_msg(1, 0, b"\x00" * 31), code=507)
+    assert_rejected(m.chain, m.tx(k, attest_msg(1, 0, b"\x00" * 31)), ErrInvalidHash)
     assert m.send(k, attest_msg(1, 0, agg_hash(1, 0))).code == 0
-    m.rejected(k, attest_msg(1, 0, agg_hash(1, 0)), code=505)
+    assert_rejected(m.chain, m.tx(k, attest_msg(1, 0, agg_hash(1, 0))), ErrDuplicate)
     m.until(r.attest_end)
-    m.rejected(m.key(r.participants[1].address), attest_msg(1, 0, agg_hash(1, 0)), code=503)
+    assert_rejected(m.chain, m.tx(m.key(r.participants[1].address), attest_msg(1, 0, agg_hash(1, 0))), ErrWrongPhase)

@@ -1,6 +1,8 @@
+from chainkit import assert_rejected
 from marketkit import cancel_msg, create_job_msg, jobs_pb2, new_market
 
 from abci_app.bank import keeper as bank
+from abci_app.jobs.errors import ErrJobNotActive, ErrJobNotFound, ErrUnauthorized
 
 
 def test_cancel_before_first_round_refunds_everything():
@@ -19,17 +21,17 @@ def test_cancel_before_first_round_refunds_everything():
 
 def test_invalid_unknown_job():
     m = new_market()
-    m.rejected(m.owner, cancel_msg(7), code=501)
+    assert_rejected(m.chain, m.tx(m.owner, cancel_msg(7)), ErrJobNotFound)
 
 
 def test_invalid_not_owner():
     m = new_market()
     assert m.send(m.owner, create_job_msg()).code == 0
-    m.rejected(m.providers[0], cancel_msg(1), code=520)
+    assert_rejected(m.chain, m.tx(m.providers[0], cancel_msg(1)), ErrUnauthorized)
 
 
 def test_invalid_already_cancelled():
     m = new_market()
     assert m.send(m.owner, create_job_msg()).code == 0
     assert m.send(m.owner, cancel_msg(1)).code == 0
-    m.rejected(m.owner, cancel_msg(1), code=521)
+    assert_rejected(m.chain, m.tx(m.owner, cancel_msg(1)), ErrJobNotActive)

@@ -1,7 +1,10 @@
 import pytest
+from chainkit import assert_rejected
 from marketkit import create_job_msg, jobs_pb2, new_market
 
 from abci_app.bank import keeper as bank
+from abci_app.bank.errors import ErrInsufficientFunds
+from abci_app.jobs.errors import ErrInvalidJobSpec, ErrInvalidReward, ErrInvalidRounds
 from abci_app.jobs.keys import JOB_ESCROW
 
 
@@ -26,7 +29,7 @@ def test_create_job_escrows_budget_and_opens_round_next_block():
 
 def test_invalid_insufficient_escrow():
     m = new_market()
-    m.rejected(m.owner, create_job_msg(rounds=1000, reward=10**9), code=101)
+    assert_rejected(m.chain, m.tx(m.owner, create_job_msg(rounds=1000, reward=10**9)), ErrInsufficientFunds)
 
 
 @pytest.mark.parametrize("bad", [
@@ -51,16 +54,16 @@ def test_invalid_insufficient_escrow():
 ])
 def test_invalid_spec(bad):
     m = new_market()
-    m.rejected(m.owner, create_job_msg(**bad), code=517)
+    assert_rejected(m.chain, m.tx(m.owner, create_job_msg(**bad)), ErrInvalidJobSpec)
 
 
 def test_invalid_missing_spec():
     m = new_market()
-    m.rejected(m.owner, jobs_pb2 and __import__("marketkit").tx_pb2.Msg(create_job=jobs_pb2.MsgCreateJob(rounds=1, reward_per_round=1)), code=517)
+    assert_rejected(m.chain, m.tx(m.owner, jobs_pb2 and __import__("marketkit").tx_pb2.Msg(create_job=jobs_pb2.MsgCreateJob(rounds=1, reward_per_round=1))), ErrInvalidJobSpec)
 
 
 def test_invalid_rounds_and_reward():
     m = new_market()
-    m.rejected(m.owner, create_job_msg(rounds=0), code=519)
-    m.rejected(m.owner, create_job_msg(reward=0), code=518)
-    m.rejected(m.owner, create_job_msg(rounds=100_000, reward=2**63), code=518)
+    assert_rejected(m.chain, m.tx(m.owner, create_job_msg(rounds=0)), ErrInvalidRounds)
+    assert_rejected(m.chain, m.tx(m.owner, create_job_msg(reward=0)), ErrInvalidReward)
+    assert_rejected(m.chain, m.tx(m.owner, create_job_msg(rounds=100_000, reward=2**63)), ErrInvalidReward)

@@ -1,7 +1,9 @@
+from chainkit import assert_rejected
 from marketkit import BOND, exit_msg, new_market, register_msg
 
 from abci_app.bank import keeper as bank
 from abci_app.pb import providers_pb2
+from abci_app.providers.errors import ErrProviderExists, ErrProviderExiting, ErrProviderNotFound
 from abci_app.providers.keys import PROVIDER_BONDS
 from abci_app.providers.params import get_params
 
@@ -27,15 +29,15 @@ def test_exit_unbonds_after_unbonding_blocks():
 
 def test_invalid_not_registered():
     m = new_market(register=False)
-    m.rejected(m.providers[0], exit_msg(), code=402)
+    assert_rejected(m.chain, m.tx(m.providers[0], exit_msg()), ErrProviderNotFound)
 
 
 def test_invalid_already_exiting():
     m = new_market()
     k = m.providers[0]
     assert m.send(k, exit_msg()).code == 0
-    m.rejected(k, exit_msg(), code=409)
-    m.rejected(k, register_msg(), code=401)
+    assert_rejected(m.chain, m.tx(k, exit_msg()), ErrProviderExiting)
+    assert_rejected(m.chain, m.tx(k, register_msg()), ErrProviderExists)
 
 
 def _exit_and_wait(m, k):  # type: ignore[no-untyped-def]

@@ -1,9 +1,20 @@
 """MsgRegisterProvider: pre / operation / post, and every rejection with its stable code."""
 
+from chainkit import assert_rejected
 from marketkit import BOND, new_market, register_msg
 
 from abci_app.bank import keeper as bank
+from abci_app.bank.errors import ErrInsufficientFunds
 from abci_app.pb import providers_pb2
+from abci_app.providers.errors import (
+    ErrBondTooSmall,
+    ErrInvalidBond,
+    ErrInvalidEndpoint,
+    ErrInvalidHardware,
+    ErrInvalidRegion,
+    ErrInvalidThroughput,
+    ErrProviderExists,
+)
 from abci_app.providers.keys import PROVIDER_BONDS
 
 
@@ -23,32 +34,32 @@ def test_register_bonds_into_module_account():
 
 def test_invalid_already_registered():
     m = new_market()
-    m.rejected(m.providers[0], register_msg(), code=401)
+    assert_rejected(m.chain, m.tx(m.providers[0], register_msg()), ErrProviderExists)
 
 
 def test_invalid_bond_below_min_stake():
     m = new_market(register=False)
-    m.rejected(m.providers[0], register_msg(999_999_999), code=403)
+    assert_rejected(m.chain, m.tx(m.providers[0], register_msg(999_999_999)), ErrBondTooSmall)
 
 
 def test_invalid_bond_zero():
     m = new_market(register=False)
-    m.rejected(m.providers[0], register_msg(0), code=412)
+    assert_rejected(m.chain, m.tx(m.providers[0], register_msg(0)), ErrInvalidBond)
 
 
 def test_invalid_insufficient_funds():
     m = new_market(register=False)
-    m.rejected(m.providers[0], register_msg(10**12 + 1), code=101)
+    assert_rejected(m.chain, m.tx(m.providers[0], register_msg(10**12 + 1)), ErrInsufficientFunds)
 
 
 def test_invalid_hardware():
     m = new_market(register=False)
     k = m.providers[0]
-    m.rejected(k, register_msg(hardware=[]), code=404)
-    m.rejected(k, register_msg(hardware=[("H100", 0, 80)]), code=404)
-    m.rejected(k, register_msg(hardware=[("H100", 1, 0)]), code=404)
-    m.rejected(k, register_msg(hardware=[("", 1, 10)]), code=404)
-    m.rejected(k, register_msg(hardware=[("H100", 1, 10)] * 9), code=404)
+    assert_rejected(m.chain, m.tx(k, register_msg(hardware=[])), ErrInvalidHardware)
+    assert_rejected(m.chain, m.tx(k, register_msg(hardware=[("H100", 0, 80)])), ErrInvalidHardware)
+    assert_rejected(m.chain, m.tx(k, register_msg(hardware=[("H100", 1, 0)])), ErrInvalidHardware)
+    assert_rejected(m.chain, m.tx(k, register_msg(hardware=[("", 1, 10)])), ErrInvalidHardware)
+    assert_rejected(m.chain, m.tx(k, register_msg(hardware=[("H100", 1, 10)] * 9)), ErrInvalidHardware)
 
 
 def test_invalid_endpoint():
@@ -56,7 +67,7 @@ def test_invalid_endpoint():
     k = m.providers[0]
     for url in ["ftp://x.org", "http://", "http://a b", "10.0.0.1:80", "http://x.org:0", "http://x.org:70000",
                 "javascript:alert(1)", "http://x.org/" + "a" * 300, "https://exämple.org"]:
-        m.rejected(k, register_msg(endpoint=url), code=405)
+        assert_rejected(m.chain, m.tx(k, register_msg(endpoint=url)), ErrInvalidEndpoint)
 
 
 def test_valid_endpoints():
@@ -69,6 +80,6 @@ def test_valid_endpoints():
 def test_invalid_region_and_throughput():
     m = new_market(register=False)
     k = m.providers[0]
-    m.rejected(k, register_msg(region="EU West"), code=406)
-    m.rejected(k, register_msg(region=""), code=406)
-    m.rejected(k, register_msg(throughput=0), code=407)
+    assert_rejected(m.chain, m.tx(k, register_msg(region="EU West")), ErrInvalidRegion)
+    assert_rejected(m.chain, m.tx(k, register_msg(region="")), ErrInvalidRegion)
+    assert_rejected(m.chain, m.tx(k, register_msg(throughput=0)), ErrInvalidThroughput)

@@ -1,6 +1,30 @@
-from marketkit import MODEL0, binding_leaf, h, job_in_commit, merkle_proof, merkle_root, non_participant, submit_msg, trace_leaves, update_leaves
+from chainkit import assert_rejected
+from marketkit import (
+    MODEL0,
+    binding_leaf,
+    h,
+    job_in_commit,
+    merkle_proof,
+    merkle_root,
+    non_participant,
+    submit_msg,
+    trace_leaves,
+    update_leaves,
+)
 
 from abci_app.jobs import keeper
+from abci_app.jobs.errors import (
+    ErrDuplicate,
+    ErrInvalidCommitment,
+    ErrInvalidHash,
+    ErrInvalidLocation,
+    ErrJobNotFound,
+    ErrNotSelected,
+    ErrRoundNotFound,
+    ErrUnboundCommitment,
+    ErrWrongBaseModel,
+    ErrWrongPhase,
+)
 
 
 def test_submit_records_commitment():
@@ -16,29 +40,29 @@ def test_submit_records_commitment():
 def test_invalid_unknown_job_and_round():
     m, r = job_in_commit()
     a = r.participants[0].address
-    m.rejected(m.key(a), submit_msg(a, 9, 0), code=501)
-    m.rejected(m.key(a), submit_msg(a, 1, 5), code=502)
+    assert_rejected(m.chain, m.tx(m.key(a), submit_msg(a, 9, 0)), ErrJobNotFound)
+    assert_rejected(m.chain, m.tx(m.key(a), submit_msg(a, 1, 5)), ErrRoundNotFound)
 
 
 def test_invalid_not_selected():
     m, r = job_in_commit()
     k = non_participant(m, r)
-    m.rejected(k, submit_msg(k.address, 1, 0), code=504)
-    m.rejected(m.owner, submit_msg(m.owner.address, 1, 0), code=504)
+    assert_rejected(m.chain, m.tx(k, submit_msg(k.address, 1, 0)), ErrNotSelected)
+    assert_rejected(m.chain, m.tx(m.owner, submit_msg(m.owner.address, 1, 0)), ErrNotSelected)
 
 
 def test_invalid_duplicate():
     m, r = job_in_commit()
     a = r.participants[0].address
     assert m.send(m.key(a), submit_msg(a, 1, 0)).code == 0
-    m.rejected(m.key(a), submit_msg(a, 1, 0), code=505)
+    assert_rejected(m.chain, m.tx(m.key(a), submit_msg(a, 1, 0)), ErrDuplicate)
 
 
 def test_invalid_late():
     m, r = job_in_commit()
     a = r.participants[0].address
     m.until(r.commit_deadline)
-    res = m.rejected(m.key(a), submit_msg(a, 1, 0), code=503)
+    res = assert_rejected(m.chain, m.tx(m.key(a), submit_msg(a, 1, 0)), ErrWrongPhase)
     assert "reveal" in res.log
 
 
@@ -55,14 +79,14 @@ def test_invalid_fields():
     m, r = job_in_commit()
     a = r.participants[0].address
     k = m.key(a)
-    m.rejected(k, submit_msg(a, 1, 0, base=b"\x01" * 32), code=506)
-    m.rejected(k, submit_msg(a, 1, 0, update_root=b"\x01" * 31), code=507)
-    m.rejected(k, submit_msg(a, 1, 0, trace_root=b""), code=507)
-    m.rejected(k, submit_msg(a, 1, 0, payload_size=0), code=508)
-    m.rejected(k, submit_msg(a, 1, 0, tokens=8 * 1024 + 1), code=508)
-    m.rejected(k, submit_msg(a, 1, 0, tokens=0), code=508)
-    m.rejected(k, submit_msg(a, 1, 0, loss_after_mnats=10**9 + 1), code=508)
-    m.rejected(k, submit_msg(a, 1, 0, blob_location="s3://bucket/x"), code=509)
+    assert_rejected(m.chain, m.tx(k, submit_msg(a, 1, 0, base=b"\x01" * 32)), ErrWrongBaseModel)
+    assert_rejected(m.chain, m.tx(k, submit_msg(a, 1, 0, update_root=b"\x01" * 31)), ErrInvalidHash)
+    assert_rejected(m.chain, m.tx(k, submit_msg(a, 1, 0, trace_root=b"")), ErrInvalidHash)
+    assert_rejected(m.chain, m.tx(k, submit_msg(a, 1, 0, payload_size=0)), ErrInvalidCommitment)
+    assert_rejected(m.chain, m.tx(k, submit_msg(a, 1, 0, tokens=8 * 1024 + 1)), ErrInvalidCommitment)
+    assert_rejected(m.chain, m.tx(k, submit_msg(a, 1, 0, tokens=0)), ErrInvalidCommitment)
+    assert_rejected(m.chain, m.tx(k, submit_msg(a, 1, 0, loss_after_mnats=10**9 + 1)), ErrInvalidCommitment)
+    assert_rejected(m.chain, m.tx(k, submit_msg(a, 1, 0, blob_location="s3://bucket/x")), ErrInvalidLocation)
 
 
 def test_invalid_copied_roots_are_unbound():
@@ -76,19 +100,19 @@ def test_invalid_copied_roots_are_unbound():
     orig = submit_msg(victim, 1, 0).submit_update
     kc = m.key(copier)
     # the whole commitment copied, proofs included: the copier lands first and is refused
-    res = m.rejected(kc, submit_msg(copier, 1, 0, update_root=orig.update_root, trace_root=orig.trace_root,
+    res = assert_rejected(m.chain, m.tx(kc, submit_msg(copier, 1, 0, update_root=orig.update_root, trace_root=orig.trace_root,
                                     update_binding_proof=orig.update_binding_proof,
                                     trace_binding_proof=orig.trace_binding_proof,
-                                    blob_location=orig.blob_location), code=523)
+                                    blob_location=orig.blob_location)), ErrUnboundCommitment)
     assert "not bound to the signer" in res.log
     # either root alone, with the copier's own proofs or the victim's
-    m.rejected(kc, submit_msg(copier, 1, 0, update_root=orig.update_root), code=523)
-    m.rejected(kc, submit_msg(copier, 1, 0, trace_root=orig.trace_root), code=523)
-    m.rejected(kc, submit_msg(copier, 1, 0, trace_root=orig.trace_root,
-                              trace_binding_proof=orig.trace_binding_proof), code=523)
+    assert_rejected(m.chain, m.tx(kc, submit_msg(copier, 1, 0, update_root=orig.update_root)), ErrUnboundCommitment)
+    assert_rejected(m.chain, m.tx(kc, submit_msg(copier, 1, 0, trace_root=orig.trace_root)), ErrUnboundCommitment)
+    assert_rejected(m.chain, m.tx(kc, submit_msg(copier, 1, 0, trace_root=orig.trace_root,
+                              trace_binding_proof=orig.trace_binding_proof)), ErrUnboundCommitment)
     # another's update_root as my trace_root, another's trace_root as my update_root
-    m.rejected(kc, submit_msg(copier, 1, 0, trace_root=orig.update_root), code=523)
-    m.rejected(kc, submit_msg(copier, 1, 0, update_root=orig.trace_root), code=523)
+    assert_rejected(m.chain, m.tx(kc, submit_msg(copier, 1, 0, trace_root=orig.update_root)), ErrUnboundCommitment)
+    assert_rejected(m.chain, m.tx(kc, submit_msg(copier, 1, 0, update_root=orig.trace_root)), ErrUnboundCommitment)
     # the victim, second in time, still commits its own roots
     assert m.send(m.key(victim), submit_msg(victim, 1, 0)).code == 0
     # and the copier's own work is accepted
@@ -104,18 +128,18 @@ def test_invalid_wrong_binding_proof():
     k = m.key(a)
     good = submit_msg(a, 1, 0).submit_update
     # missing, truncated, padded and forged proofs
-    m.rejected(k, submit_msg(a, 1, 0, update_binding_proof=[]), code=523)
-    m.rejected(k, submit_msg(a, 1, 0, trace_binding_proof=list(good.trace_binding_proof)[:-1]), code=523)
-    m.rejected(k, submit_msg(a, 1, 0, trace_binding_proof=list(good.trace_binding_proof) + [b"\x00" * 32]), code=523)
-    m.rejected(k, submit_msg(a, 1, 0, update_binding_proof=[b"\x00" * 32]), code=523)
-    m.rejected(k, submit_msg(a, 1, 0, trace_binding_proof=[b"\x00" * 5] * 3), code=523)
+    assert_rejected(m.chain, m.tx(k, submit_msg(a, 1, 0, update_binding_proof=[])), ErrUnboundCommitment)
+    assert_rejected(m.chain, m.tx(k, submit_msg(a, 1, 0, trace_binding_proof=list(good.trace_binding_proof)[:-1])), ErrUnboundCommitment)
+    assert_rejected(m.chain, m.tx(k, submit_msg(a, 1, 0, trace_binding_proof=list(good.trace_binding_proof) + [b"\x00" * 32])), ErrUnboundCommitment)
+    assert_rejected(m.chain, m.tx(k, submit_msg(a, 1, 0, update_binding_proof=[b"\x00" * 32])), ErrUnboundCommitment)
+    assert_rejected(m.chain, m.tx(k, submit_msg(a, 1, 0, trace_binding_proof=[b"\x00" * 5] * 3)), ErrUnboundCommitment)
     # a root built for another job, round or base model, or with another kind's binding leaf
     for tl in (trace_leaves(a, 2, 0), trace_leaves(a, 1, 1), trace_leaves(a, 1, 0, h("other base"))):
-        m.rejected(k, submit_msg(a, 1, 0, trace_root=merkle_root(tl), trace_binding_proof=merkle_proof(tl, 0)), code=523)
+        assert_rejected(m.chain, m.tx(k, submit_msg(a, 1, 0, trace_root=merkle_root(tl), trace_binding_proof=merkle_proof(tl, 0))), ErrUnboundCommitment)
     ul = [binding_leaf(b"trace", a, 1, 0, MODEL0), b"chunk"]
-    m.rejected(k, submit_msg(a, 1, 0, update_root=merkle_root(ul), update_binding_proof=merkle_proof(ul, 0)), code=523)
+    assert_rejected(m.chain, m.tx(k, submit_msg(a, 1, 0, update_root=merkle_root(ul), update_binding_proof=merkle_proof(ul, 0))), ErrUnboundCommitment)
     # a payload_size whose chunk count does not match the tree (2 leaves = 1 chunk)
-    m.rejected(k, submit_msg(a, 1, 0, payload_size=(1 << 20) + 1), code=523)
+    assert_rejected(m.chain, m.tx(k, submit_msg(a, 1, 0, payload_size=(1 << 20) + 1)), ErrUnboundCommitment)
     # (the proof of leaf 0 binds the root to the signer, not the tree's exact size: a proof of
     # leaf 0 has the same shape in some trees of different sizes, so a trace of the wrong length
     # can pass here and is caught at reveal, where entries segment+1.. must verify)
@@ -134,11 +158,11 @@ def test_invalid_copy_in_same_block_refused_either_order():
         u = msg_a.submit_update
         copy = submit_msg(b, 1, 0, update_root=u.update_root, trace_root=u.trace_root,
                           update_binding_proof=u.update_binding_proof, trace_binding_proof=u.trace_binding_proof)
-        txs = [(m.key(a), msg_a), (m.key(b), copy)]
+        own, copied = m.tx(m.key(a), msg_a), m.tx(m.key(b), copy)
         if copier_first:
-            txs.reverse()
-        resp = m.block(txs)
-        assert [t.code for t in resp.tx_results] == ([523, 0] if copier_first else [0, 523])
+            assert_rejected(m.chain, copied, ErrUnboundCommitment, after=[own])
+        else:
+            assert_rejected(m.chain, copied, ErrUnboundCommitment, before=[own])
         rr = m.round(1, 0)
         assert next(p for p in rr.participants if p.address == a).HasField("commitment")
         assert not next(p for p in rr.participants if p.address == b).HasField("commitment")

@@ -1,6 +1,16 @@
+from chainkit import assert_rejected
 from marketkit import BOND, new_market, providers_pb2, update_msg
 
 from abci_app.bank import keeper as bank
+from abci_app.bank.errors import ErrInsufficientFunds
+from abci_app.providers.errors import (
+    ErrInvalidEndpoint,
+    ErrInvalidHardware,
+    ErrInvalidRegion,
+    ErrNothingToUpdate,
+    ErrProviderExiting,
+    ErrProviderNotFound,
+)
 from abci_app.providers.keys import PROVIDER_BONDS
 
 
@@ -18,21 +28,21 @@ def test_update_fields_and_top_up():
 
 def test_invalid_not_registered():
     m = new_market(register=False)
-    m.rejected(m.providers[0], update_msg(region="eu"), code=402)
+    assert_rejected(m.chain, m.tx(m.providers[0], update_msg(region="eu")), ErrProviderNotFound)
 
 
 def test_invalid_nothing_to_update():
     m = new_market()
-    m.rejected(m.providers[0], update_msg(), code=410)
+    assert_rejected(m.chain, m.tx(m.providers[0], update_msg()), ErrNothingToUpdate)
 
 
 def test_invalid_fields():
     m = new_market()
     k = m.providers[0]
-    m.rejected(k, update_msg(region="EU"), code=406)
-    m.rejected(k, update_msg(endpoint="gopher://x"), code=405)
-    m.rejected(k, update_msg(hardware=[providers_pb2.GpuSpec(model="x", count=0, memory_mib=1)]), code=404)
-    m.rejected(k, update_msg(add_bond=10**13), code=101)
+    assert_rejected(m.chain, m.tx(k, update_msg(region="EU")), ErrInvalidRegion)
+    assert_rejected(m.chain, m.tx(k, update_msg(endpoint="gopher://x")), ErrInvalidEndpoint)
+    assert_rejected(m.chain, m.tx(k, update_msg(hardware=[providers_pb2.GpuSpec(model="x", count=0, memory_mib=1)])), ErrInvalidHardware)
+    assert_rejected(m.chain, m.tx(k, update_msg(add_bond=10**13)), ErrInsufficientFunds)
 
 
 def test_invalid_while_exiting():
@@ -41,4 +51,4 @@ def test_invalid_while_exiting():
     m = new_market()
     k = m.providers[0]
     assert m.send(k, exit_msg()).code == 0
-    m.rejected(k, update_msg(add_bond=1), code=409)
+    assert_rejected(m.chain, m.tx(k, update_msg(add_bond=1)), ErrProviderExiting)

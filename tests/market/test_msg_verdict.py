@@ -1,5 +1,15 @@
+from chainkit import assert_rejected
 from marketkit import job_in_phase, verdict_msg
 
+from abci_app.errors import ErrInvalidAddress
+from abci_app.jobs.errors import (
+    ErrDuplicate,
+    ErrInvalidQuality,
+    ErrNotChallenged,
+    ErrNotRevealed,
+    ErrNotVerifier,
+    ErrWrongPhase,
+)
 from abci_app.pb import jobs_pb2
 
 
@@ -19,21 +29,21 @@ def test_invalid_not_verifier():
     p = r.participants[0]
     assigned = {v.address for v in p.verifiers}
     other = next(k for k in m.providers if k.address not in assigned)
-    m.rejected(other, verdict_msg(1, 0, p.address), code=514)
+    assert_rejected(m.chain, m.tx(other, verdict_msg(1, 0, p.address)), ErrNotVerifier)
 
 
 def test_invalid_duplicate_quality_target_phase():
     m, r = job_in_phase(jobs_pb2.PHASE_VERDICT)
     p = r.participants[0]
     v = m.key(p.verifiers[0].address)
-    m.rejected(v, verdict_msg(1, 0, p.address, True, 10_001), code=515)
-    m.rejected(v, verdict_msg(1, 0, m.owner.address), code=510)
-    m.rejected(v, verdict_msg(1, 0, b"\x01" * 5), code=14)
+    assert_rejected(m.chain, m.tx(v, verdict_msg(1, 0, p.address, True, 10_001)), ErrInvalidQuality)
+    assert_rejected(m.chain, m.tx(v, verdict_msg(1, 0, m.owner.address)), ErrNotChallenged)
+    assert_rejected(m.chain, m.tx(v, verdict_msg(1, 0, b"\x01" * 5)), ErrInvalidAddress)
     assert m.send(v, verdict_msg(1, 0, p.address)).code == 0
-    m.rejected(v, verdict_msg(1, 0, p.address, False), code=505)
+    assert_rejected(m.chain, m.tx(v, verdict_msg(1, 0, p.address, False)), ErrDuplicate)
     m.until(r.verdict_end)
     q = r.participants[1]
-    m.rejected(m.key(q.verifiers[0].address), verdict_msg(1, 0, q.address), code=503)
+    assert_rejected(m.chain, m.tx(m.key(q.verifiers[0].address), verdict_msg(1, 0, q.address)), ErrWrongPhase)
 
 
 def test_invalid_target_did_not_reveal():
@@ -46,4 +56,4 @@ def test_invalid_target_did_not_reveal():
     actors_block(m, 1, skip_reveal=frozenset({lazy}))
     m.until(r.reveal_end)
     p = m.round(1, 0).participants[0]
-    m.rejected(m.key(p.verifiers[0].address), verdict_msg(1, 0, lazy), code=513)
+    assert_rejected(m.chain, m.tx(m.key(p.verifiers[0].address), verdict_msg(1, 0, lazy)), ErrNotRevealed)

@@ -1,11 +1,24 @@
 """Whole-job scenarios at the state-machine level (every block checks every invariant)."""
 
-from marketkit import BOND, agg_hash, create_job_msg, events_of, new_market, run_job, jobs_pb2, MODEL0, cancel_msg, actors_block
+from chainkit import assert_rejected
+from marketkit import (
+    BOND,
+    MODEL0,
+    actors_block,
+    agg_hash,
+    cancel_msg,
+    create_job_msg,
+    events_of,
+    jobs_pb2,
+    new_market,
+    run_job,
+)
 
 from abci_app.bank import keeper as bank
-from abci_app.jobs.keys import JOB_ESCROW
 from abci_app.jobs import keeper as jobs_keeper
+from abci_app.jobs.keys import JOB_ESCROW
 from abci_app.pb import providers_pb2
+from abci_app.providers.errors import ErrTombstoned
 from abci_app.providers.keys import PROVIDER_BONDS
 
 
@@ -120,7 +133,7 @@ def test_fraud_slashed_jailed_bounty_paid():
     assert m.send(m.key(cheat), exit_msg()).code == 0
     m.until(m.provider(cheat).unbonding_height)
     assert m.provider(cheat) is None
-    m.rejected(m.key(cheat), register_msg(), code=411)
+    assert_rejected(m.chain, m.tx(m.key(cheat), register_msg()), ErrTombstoned)
 
 
 def test_silent_verifier_loses_reputation_target_undecided():
@@ -212,14 +225,15 @@ def test_round_waits_for_eligible_providers():
 def test_invalid_gift_to_module_account():
     """bank refuses sends to module accounts (escrow, bonds), so their balances move only
     through their modules and the books stay exact."""
-    from abci_app.bank.errors import ErrSendToModule
     from chainkit import send_msg
+
+    from abci_app.bank.errors import ErrSendToModule
 
     m = new_market(n_providers=2)
     assert m.send(m.owner, create_job_msg(rounds=1)).code == 0
     for acct in (JOB_ESCROW, PROVIDER_BONDS):
         before = bank.get_balance(m.store, acct)
-        assert m.send(m.owner, send_msg(acct, 5)).code == ErrSendToModule.code
+        assert_rejected(m.chain, m.tx(m.owner, send_msg(acct, 5)), ErrSendToModule)
         assert bank.get_balance(m.store, acct) == before
     run_job(m, 1)
     assert bank.get_balance(m.store, JOB_ESCROW) == 0

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from chainkit import CHAIN_ID, signer
+
 from abci_app.app import Application
 from abci_app.bank import keeper as bank
 from abci_app.codec.address import to_bech32
@@ -19,7 +21,6 @@ from abci_app.codec.tx import Ed25519Signer, build_tx, decode_tx
 from abci_app.pb import abci, staking_pb2, tx_pb2
 from abci_app.staking import keeper as sk
 from abci_app.store import MerkleStore
-from chainkit import CHAIN_ID, signer
 
 LOCO = 1_000_000
 
@@ -164,24 +165,3 @@ def new_staking_chain(
     c.init_response = resp  # type: ignore[attr-defined]
     c.block([])
     return c
-
-
-STAKING_PREFIXES = (b"\x10", b"\x11", b"\x12", b"\x13", b"\x14", b"\x15")
-
-
-def assert_rejected(c: StakeChain, k: Ed25519Signer, msgs: list[tx_pb2.Msg], err: type, fee: int = 100) -> None:
-    """Rejected the same way in CheckTx and in a block, and the tx changed nothing at all: the
-    block with it has exactly the app hash of the same block without it (fee and sequence
-    included), and no staking key changed."""
-    from chainkit import snapshot
-
-    before = snapshot(c)  # type: ignore[arg-type]
-    raw = c.tx(k, msgs, fee=fee)
-    assert c.app_hash_if([raw]) == c.app_hash_if([])
-    assert c.app.check_tx(abci.RequestCheckTx(tx=raw)).code == err.code
-    resp = c.block([raw])
-    r = resp.tx_results[0]
-    assert (r.code, r.codespace) == (err.code, err.codespace), r.log
-    after = snapshot(c)  # type: ignore[arg-type]
-    changed = {key for key in set(before) | set(after) if before.get(key) != after.get(key)}
-    assert not any(key.startswith(STAKING_PREFIXES) for key in changed), changed

@@ -1,11 +1,17 @@
 from __future__ import annotations
 
+from chainkit import assert_rejected
+from stakekit import LOCO, bond_msg, new_staking_chain
+
 from abci_app.bank.errors import ErrInsufficientFunds
 from abci_app.errors import ErrInvalidAddress
 from abci_app.staking import keeper as sk
-from abci_app.staking.errors import ErrInvalidStakeAmount, ErrValidatorNotFound, ErrValidatorTombstoned
+from abci_app.staking.errors import (
+    ErrInvalidStakeAmount,
+    ErrValidatorNotFound,
+    ErrValidatorTombstoned,
+)
 from abci_app.staking.keys import BONDED_POOL
-from stakekit import LOCO, assert_rejected, bond_msg, new_staking_chain
 
 
 def test_bond_adds_tokens_and_power() -> None:
@@ -26,26 +32,26 @@ def test_bond_below_a_power_unit_emits_no_update() -> None:
 
 def test_invalid_bond_unknown_validator() -> None:
     c = new_staking_chain([10 * LOCO])
-    assert_rejected(c, c.keys[1], [bond_msg(b"\x07" * 20, LOCO)], ErrValidatorNotFound)
+    assert_rejected(c, c.tx(c.keys[1], [bond_msg(b"\x07" * 20, LOCO)], fee=100), ErrValidatorNotFound)
 
 
 def test_invalid_bond_bad_address() -> None:
     c = new_staking_chain([10 * LOCO])
-    assert_rejected(c, c.keys[1], [bond_msg(b"\x07" * 19, LOCO)], ErrInvalidAddress)
+    assert_rejected(c, c.tx(c.keys[1], [bond_msg(b"\x07" * 19, LOCO)], fee=100), ErrInvalidAddress)
 
 
 def test_invalid_bond_zero() -> None:
     c = new_staking_chain([10 * LOCO])
-    assert_rejected(c, c.keys[1], [bond_msg(c.vals[0].address, 0)], ErrInvalidStakeAmount)
+    assert_rejected(c, c.tx(c.keys[1], [bond_msg(c.vals[0].address, 0)], fee=100), ErrInvalidStakeAmount)
 
 
 def test_invalid_bond_insufficient_funds() -> None:
     c = new_staking_chain([10 * LOCO])
-    assert_rejected(c, c.keys[1], [bond_msg(c.vals[0].address, 10**12 + 1)], ErrInsufficientFunds)
+    assert_rejected(c, c.tx(c.keys[1], [bond_msg(c.vals[0].address, 10**12 + 1)], fee=100), ErrInsufficientFunds)
 
 
 def test_invalid_bond_to_tombstoned() -> None:
     c = new_staking_chain([10 * LOCO, 10 * LOCO])
     c.block([], evidence=[(c.vals[1].address, c.height)])
     assert c.validator(c.vals[1].address).tombstoned
-    assert_rejected(c, c.keys[1], [bond_msg(c.vals[1].address, LOCO)], ErrValidatorTombstoned)
+    assert_rejected(c, c.tx(c.keys[1], [bond_msg(c.vals[1].address, LOCO)], fee=100), ErrValidatorTombstoned)

@@ -1,13 +1,18 @@
 from __future__ import annotations
 
 import pytest
+from chainkit import assert_rejected, signer
+from stakekit import LOCO, StakeChain, create_validator_msg, new_staking_chain
 
 from abci_app.bank.errors import ErrInsufficientFunds
 from abci_app.pb import staking_pb2, tx_pb2
-from abci_app.staking.errors import ErrInvalidConsensusKey, ErrInvalidMoniker, ErrSelfBondTooLow, ErrValidatorExists
+from abci_app.staking.errors import (
+    ErrInvalidConsensusKey,
+    ErrInvalidMoniker,
+    ErrSelfBondTooLow,
+    ErrValidatorExists,
+)
 from abci_app.staking.keys import BONDED_POOL
-from chainkit import signer
-from stakekit import LOCO, StakeChain, assert_rejected, create_validator_msg, new_staking_chain
 
 
 @pytest.fixture
@@ -29,22 +34,22 @@ def test_create_validator_bonds_and_updates_the_set(c: StakeChain) -> None:
 
 
 def test_invalid_existing_key(c: StakeChain) -> None:
-    assert_rejected(c, c.keys[0], [create_validator_msg(c.vals[0], 5 * LOCO)], ErrValidatorExists)
+    assert_rejected(c, c.tx(c.keys[0], [create_validator_msg(c.vals[0], 5 * LOCO)], fee=100), ErrValidatorExists)
 
 
 def test_invalid_self_bond_below_min(c: StakeChain) -> None:
-    assert_rejected(c, c.keys[0], [create_validator_msg(signer(5001), LOCO - 1)], ErrSelfBondTooLow)
+    assert_rejected(c, c.tx(c.keys[0], [create_validator_msg(signer(5001), LOCO - 1)], fee=100), ErrSelfBondTooLow)
 
 
 def test_invalid_consensus_key_length(c: StakeChain) -> None:
     msg = tx_pb2.Msg(create_validator=staking_pb2.MsgCreateValidator(pub_key=b"\x01" * 31, self_bond=5 * LOCO, moniker="x"))
-    assert_rejected(c, c.keys[0], [msg], ErrInvalidConsensusKey)
+    assert_rejected(c, c.tx(c.keys[0], [msg], fee=100), ErrInvalidConsensusKey)
 
 
 def test_invalid_moniker(c: StakeChain) -> None:
-    assert_rejected(c, c.keys[0], [create_validator_msg(signer(5002), 5 * LOCO, "")], ErrInvalidMoniker)
-    assert_rejected(c, c.keys[0], [create_validator_msg(signer(5002), 5 * LOCO, "x" * 65)], ErrInvalidMoniker)
+    assert_rejected(c, c.tx(c.keys[0], [create_validator_msg(signer(5002), 5 * LOCO, "")], fee=100), ErrInvalidMoniker)
+    assert_rejected(c, c.tx(c.keys[0], [create_validator_msg(signer(5002), 5 * LOCO, "x" * 65)], fee=100), ErrInvalidMoniker)
 
 
 def test_invalid_insufficient_funds(c: StakeChain) -> None:
-    assert_rejected(c, c.keys[0], [create_validator_msg(signer(5003), 10**12 + 1)], ErrInsufficientFunds)
+    assert_rejected(c, c.tx(c.keys[0], [create_validator_msg(signer(5003), 10**12 + 1)], fee=100), ErrInsufficientFunds)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from chainkit import assert_rejected
+from stakekit import LOCO, bond_msg, new_staking_chain, unbond_msg
+
 from abci_app.bank import keeper as bank
 from abci_app.staking import keeper as sk
 from abci_app.staking.errors import ErrInsufficientBond, ErrTooManyUnbondingEntries
 from abci_app.staking.keys import BONDED_POOL, UNBONDING_POOL
-from stakekit import LOCO, assert_rejected, bond_msg, new_staking_chain, unbond_msg
 
 
 def test_unbond_pays_out_exactly_after_unbonding_blocks() -> None:
@@ -73,8 +75,8 @@ def test_operator_below_min_self_bond_is_jailed() -> None:
 
 def test_invalid_unbond_more_than_bonded() -> None:
     c = new_staking_chain([10 * LOCO])
-    assert_rejected(c, c.keys[1], [unbond_msg(c.vals[0].address, 1)], ErrInsufficientBond)
-    assert_rejected(c, c.vals[0], [unbond_msg(c.vals[0].address, 10 * LOCO + 1)], ErrInsufficientBond)
+    assert_rejected(c, c.tx(c.keys[1], [unbond_msg(c.vals[0].address, 1)], fee=100), ErrInsufficientBond)
+    assert_rejected(c, c.tx(c.vals[0], [unbond_msg(c.vals[0].address, 10 * LOCO + 1)], fee=100), ErrInsufficientBond)
 
 
 def test_invalid_too_many_unbonding_entries() -> None:
@@ -83,12 +85,12 @@ def test_invalid_too_many_unbonding_entries() -> None:
     c.ok(d, [bond_msg(cons, 5 * LOCO)])
     c.ok(d, [unbond_msg(cons, 1)])
     c.ok(d, [unbond_msg(cons, 1)])
-    assert_rejected(c, d, [unbond_msg(cons, 1)], ErrTooManyUnbondingEntries)
+    assert_rejected(c, c.tx(d, [unbond_msg(cons, 1)], fee=100), ErrTooManyUnbondingEntries)
 
 
 def test_invalid_unbond_of_the_last_validator() -> None:
     from abci_app.staking.errors import ErrLastValidator
 
     c = new_staking_chain([10 * LOCO])
-    assert_rejected(c, c.vals[0], [unbond_msg(c.vals[0].address, 10 * LOCO)], ErrLastValidator)
+    assert_rejected(c, c.tx(c.vals[0], [unbond_msg(c.vals[0].address, 10 * LOCO)], fee=100), ErrLastValidator)
     c.ok(c.vals[0], [unbond_msg(c.vals[0].address, 9 * LOCO)])  # power 1 is still a validator

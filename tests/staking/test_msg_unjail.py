@@ -1,7 +1,15 @@
 from __future__ import annotations
 
-from abci_app.staking.errors import ErrNotJailed, ErrNotOperator, ErrSelfBondTooLow, ErrStillJailed, ErrValidatorTombstoned
-from stakekit import LOCO, StakeChain, assert_rejected, bond_msg, new_staking_chain, unbond_msg, unjail_msg
+from chainkit import assert_rejected
+from stakekit import LOCO, StakeChain, bond_msg, new_staking_chain, unbond_msg, unjail_msg
+
+from abci_app.staking.errors import (
+    ErrNotJailed,
+    ErrNotOperator,
+    ErrSelfBondTooLow,
+    ErrStillJailed,
+    ErrValidatorTombstoned,
+)
 
 SLASHING = {"signed_blocks_window": 4, "min_signed_per_window_bps": 5000, "downtime_jail_blocks": 6,
             "slash_fraction_downtime_bps": 100}
@@ -28,25 +36,25 @@ def test_unjail_after_jail_period_restores_power() -> None:
 def test_invalid_unjail_during_jail_period() -> None:
     c, until = _jailed_chain()
     assert c.height + 1 < until
-    assert_rejected(c, c.vals[2], [unjail_msg(c.vals[2].address)], ErrStillJailed)
+    assert_rejected(c, c.tx(c.vals[2], [unjail_msg(c.vals[2].address)], fee=100), ErrStillJailed)
 
 
 def test_invalid_unjail_by_someone_else() -> None:
     c, until = _jailed_chain()
     c.blocks(until)
-    assert_rejected(c, c.keys[0], [unjail_msg(c.vals[2].address)], ErrNotOperator)
+    assert_rejected(c, c.tx(c.keys[0], [unjail_msg(c.vals[2].address)], fee=100), ErrNotOperator)
 
 
 def test_invalid_unjail_not_jailed() -> None:
     c = new_staking_chain([10 * LOCO])
-    assert_rejected(c, c.vals[0], [unjail_msg(c.vals[0].address)], ErrNotJailed)
+    assert_rejected(c, c.tx(c.vals[0], [unjail_msg(c.vals[0].address)], fee=100), ErrNotJailed)
 
 
 def test_invalid_unjail_tombstoned() -> None:
     c = new_staking_chain([10 * LOCO, 10 * LOCO])
     c.block([], evidence=[(c.vals[1].address, c.height)])
     c.blocks(3)
-    assert_rejected(c, c.vals[1], [unjail_msg(c.vals[1].address)], ErrValidatorTombstoned)
+    assert_rejected(c, c.tx(c.vals[1], [unjail_msg(c.vals[1].address)], fee=100), ErrValidatorTombstoned)
 
 
 def test_invalid_unjail_self_bond_below_min_then_bond_and_unjail() -> None:
@@ -54,7 +62,7 @@ def test_invalid_unjail_self_bond_below_min_then_bond_and_unjail() -> None:
     op = c.vals[1]
     c.ok(op, [unbond_msg(op.address, LOCO)])  # below the minimum: jailed
     assert c.validator(op.address).jailed
-    assert_rejected(c, op, [unjail_msg(op.address)], ErrSelfBondTooLow)
+    assert_rejected(c, c.tx(op, [unjail_msg(op.address)], fee=100), ErrSelfBondTooLow)
     c.ok(op, [bond_msg(op.address, LOCO)])
     resp = c.ok(op, [unjail_msg(op.address)])
     assert [u.power for u in resp.validator_updates] == [3]

@@ -6,6 +6,8 @@ import base64
 import json
 
 import pytest
+from chainkit import new_chain, signer
+from stakekit import LOCO, new_staking_chain
 
 from abci_app.app import Application
 from abci_app.bank import keeper as bank
@@ -13,8 +15,6 @@ from abci_app.codec.address import to_bech32
 from abci_app.pb import abci
 from abci_app.staking.keys import BONDED_POOL
 from abci_app.store import MerkleStore
-from chainkit import new_chain, signer
-from stakekit import LOCO, new_staking_chain
 
 
 def test_genesis_bonds_self_stake_and_returns_the_set() -> None:
@@ -67,11 +67,11 @@ def test_invalid_genesis_unknown_param() -> None:
 
 def test_pools_are_blocked_module_accounts() -> None:
     """bank refuses MsgSend to the pools, so their balances equal the staking books exactly."""
+    from chainkit import assert_rejected, send_msg
+
     from abci_app.bank.errors import ErrSendToModule
     from abci_app.staking.keys import UNBONDING_POOL
-    from chainkit import send_msg
-    from stakekit import assert_rejected
 
     c = new_staking_chain([10 * LOCO])
     for pool in (BONDED_POOL, UNBONDING_POOL):
-        assert_rejected(c, c.keys[0], [send_msg(pool, 1)], ErrSendToModule)
+        assert_rejected(c, c.tx(c.keys[0], [send_msg(pool, 1)], fee=100), ErrSendToModule)
