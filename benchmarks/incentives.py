@@ -152,7 +152,7 @@ class World:
 
     def _round_txs(self, jid: int, r: jobs_pb2.Round) -> list[tuple[Any, Any]]:
         m, out = self.m, []
-        if r.phase == 1:
+        if r.phase == jobs_pb2.PHASE_COMMIT:
             for p in r.participants:
                 a = self.actors.get(p.address)
                 if a and not p.HasField("commitment") and (jid, r.round, p.address) not in self.truth:
@@ -160,13 +160,13 @@ class World:
                     self.truth[(jid, r.round, p.address)] = t if t is not None else Truth(frozenset(range(H)))
                     if t is not None:
                         out.append((m.key(p.address), mk.submit_msg(p.address, jid, r.round, r.base_model_hash, n_entries=H // K + 1)))
-        elif r.phase == 3:
+        elif r.phase == jobs_pb2.PHASE_REVEAL:
             for p in r.participants:
                 a = self.actors.get(p.address)
                 if a and p.challenged and not p.HasField("reveal") and a.reveal(self, jid, r, p):
                     out.append((m.key(p.address), mk.reveal_msg(p.address, jid, r.round, p.segment, n_entries=H // K + 1,
                                                                 base=r.base_model_hash)))
-        elif r.phase == 4:
+        elif r.phase == jobs_pb2.PHASE_VERDICT:
             for p in r.participants:
                 if p.challenged and p.HasField("reveal"):
                     for v in p.verifiers:
@@ -175,7 +175,7 @@ class World:
                             choice = a.vote(self, jid, r, p)
                             if choice is not None:
                                 out.append((m.key(v.address), mk.verdict_msg(jid, r.round, p.address, *choice)))
-        elif r.phase == 5:
+        elif r.phase == jobs_pb2.PHASE_ATTEST:
             for p in r.participants:
                 a = self.actors.get(p.address)
                 if a and p.outcome == jobs_pb2.OUTCOME_ACCEPTED and not p.attested_hash:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from chainkit import assert_rejected
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from marketkit import create_job_msg, job_spec, jobs_pb2, new_market
@@ -150,15 +151,15 @@ def test_invalid_compression_policy(policy, reason, says):
     with pytest.raises(PolicyError):  # the trainer's registry refuses it for a job too
         load_policy(policy, default_budget_bytes=1000)
     m = new_market()
-    res = m.rejected(m.owner, create_job_msg(compression_policy=policy), code=517)
+    res = assert_rejected(m.chain, m.tx(m.owner, create_job_msg(compression_policy=policy)), ErrInvalidJobSpec)
     assert res.codespace == "jobs" and says in res.log and "compression_policy" in res.log
 
 
 def test_invalid_compression_params():
     """Every parameter is in the policy string: a spec with compression_params is refused."""
     m = new_market()
-    res = m.rejected(m.owner, create_job_msg(compression_params=[
-        jobs_pb2.CompressionParam(key="density_bps", value=160)]), code=517)
+    res = assert_rejected(m.chain, m.tx(m.owner, create_job_msg(compression_params=[
+        jobs_pb2.CompressionParam(key="density_bps", value=160)])), ErrInvalidJobSpec)
     assert res.codespace == "jobs" and "compression_params must be empty" in res.log
 
 
