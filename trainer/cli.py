@@ -81,13 +81,14 @@ def register(subparsers) -> None:
 
 
 def cmd_simulate(a: argparse.Namespace) -> int:
-    from abci_app.jobs.policy import PolicyError, canonical_policy
+    from abci_app.jobs.policy import PolicyError
+    from trainer.compression.registry import canonical_spelling
     from trainer.diloco import OuterConfig, SimConfig, simulate
     from trainer.model import GPTConfig
     from trainer.state import InnerConfig
 
     try:  # fail early, with the accepted forms; run (and log) the canonical spelling
-        a.compression = canonical_policy(a.compression)
+        a.compression = canonical_spelling(a.compression)
     except PolicyError as exc:
         print(f"error: --compression: {exc}", file=sys.stderr)
         return 2

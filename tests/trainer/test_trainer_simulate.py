@@ -2,6 +2,8 @@
 adaptive runs work; two runs give the same model hash; `train verify` accepts the segment."""
 
 import json
+import subprocess
+import sys
 
 from trainer.cli import main
 from trainer.diloco import SimConfig, simulate
@@ -39,6 +41,20 @@ def test_invalid_cli_inputs_give_clear_errors(tmp_path, capsys):
     assert "not found" in capsys.readouterr().err
     assert main(["train", "verify", "--segment", str(tmp_path)]) == 2
     assert "cannot read segment" in capsys.readouterr().err
+
+
+def test_invalid_compression_names_the_accepted_forms(capsys):
+    """The job --help's old example and the chain's old default are refused before training,
+    with the grammar the chain also checks (exit 2, no traceback)."""
+    for bad, says in (("topk+int4", "topk needs an argument"), ("raw", "unknown compression"),
+                      ("topk:0.1+int2", "does not go with topk")):
+        assert main(["train", "simulate", "--compression", bad]) == 2
+        err = capsys.readouterr().err
+        assert says in err and "topk:D[+q]" in err and "Traceback" not in err
+    r = subprocess.run([sys.executable, "-m", "node.cli", "train", "simulate", "--compression",
+                        "topk+int4"], capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 2 and "topk needs an argument" in r.stderr
+    assert "Traceback" not in r.stderr
 
 
 def test_simulation_is_reproducible_and_variants_run(corpus, tiny_cfg):

@@ -53,6 +53,12 @@ def _parse(text: str, strict: bool) -> Policy:
         raise PolicyError(err.reason, msg) from None
 
 
+def canonical_spelling(text: str) -> str:
+    """The canonical policy of a CLI spelling (``int8`` -> ``dense+int8``); ``PolicyError``
+    names the accepted forms."""
+    return _parse(text, strict=False).canonical
+
+
 def make_codec(spec: str) -> Codec:
     """One codec from any spelling ``canonical_policy`` takes; ``PolicyError`` (a ValueError)
     names the accepted forms."""
