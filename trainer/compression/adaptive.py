@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from abci_app.jobs.policy import DEFAULT_CHUNK, Density, canonical_decimal, parse_policy
+from abci_app.jobs.policy import (
+    DEFAULT_CHUNK,
+    CodecPolicy,
+    Density,
+    canonical_decimal,
+    parse_policy,
+)
 from trainer.compression.base import Codec, Shapes
 from trainer.compression.chunked import ChunkedTopK
 from trainer.compression.stride import Stride
@@ -18,8 +24,9 @@ LADDERS = ("topk", "chunk", "stride-chunk")
 def _exact(x: float | str) -> Density:
     """A density given as a float or a decimal string, as the exact decimal it spells."""
     p = parse_policy(f"topk:{canonical_decimal(x if isinstance(x, str) else repr(x))}")
-    assert p.density is not None  # type: ignore[union-attr]
-    return p.density  # type: ignore[union-attr]
+    if not isinstance(p, CodecPolicy) or p.density is None:
+        raise ValueError(f"not a density: {x!r}")
+    return p.density
 
 
 @dataclass(kw_only=True, slots=True)

@@ -99,9 +99,15 @@ class CodecBase(ABC):
     family: ClassVar[str]
     quant: str
 
+    @classmethod
+    @abstractmethod
+    def from_policy(cls, p: CodecPolicy) -> CodecBase:
+        """The codec of a parsed policy of this family."""
+
     @property
     @abstractmethod
-    def policy(self) -> CodecPolicy: ...
+    def policy(self) -> CodecPolicy:
+        """The policy this codec runs (its ``canonical`` string is the codec's name)."""
 
     @property
     def name(self) -> str:

@@ -44,6 +44,10 @@ class ChunkedTopK(FlatCodec):
     chunk_size: int = CHUNK
     quant: str = "fp32"
 
+    @classmethod
+    def from_policy(cls, p: CodecPolicy) -> ChunkedTopK:
+        return cls(chunk_k=p.chunk_k, chunk_size=p.chunk_size, quant=p.quant)
+
     @property
     def policy(self) -> CodecPolicy:
         return CodecPolicy("chunk", self.quant, chunk_k=self.chunk_k, chunk_size=self.chunk_size)

@@ -24,6 +24,10 @@ class LowRank(PerTensorCodec):
     rank: int
     quant: str = "fp32"
 
+    @classmethod
+    def from_policy(cls, p: CodecPolicy) -> LowRank:
+        return cls(rank=p.rank, quant=p.quant)
+
     @property
     def policy(self) -> CodecPolicy:
         return CodecPolicy("lowrank", self.quant, rank=self.rank)

@@ -102,6 +102,10 @@ class Quantization(PerTensorCodec):
     family: ClassVar[str] = "dense"
     quant: str = "fp32"
 
+    @classmethod
+    def from_policy(cls, p: CodecPolicy) -> Quantization:
+        return cls(quant=p.quant)
+
     @property
     def policy(self) -> CodecPolicy:
         return CodecPolicy("dense", self.quant)

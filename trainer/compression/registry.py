@@ -21,28 +21,20 @@ from abci_app.jobs.policy import (
 )
 from trainer.commit import Payload, PayloadError
 from trainer.compression.adaptive import AdaptivePolicy, FixedPolicy
-from trainer.compression.base import Codec
+from trainer.compression.base import Codec, CodecBase
 from trainer.compression.chunked import ChunkedTopK
 from trainer.compression.lowrank import LowRank
 from trainer.compression.quantization import Quantization
 from trainer.compression.stride import Stride
 from trainer.compression.topk import TopK
 
-CODECS: dict[str, type] = {"dense": Quantization, "topk": TopK, "lowrank": LowRank,
-                           "chunk": ChunkedTopK, "stride": Stride}
+CODECS: dict[str, type[CodecBase]] = {
+    c.family: c for c in (Quantization, TopK, LowRank, ChunkedTopK, Stride)}
 
 
 def codec_from_policy(p: CodecPolicy) -> Codec:
-    if p.family == "topk":
-        assert p.density is not None
-        return TopK(fraction=p.density, quant=p.quant)
-    if p.family == "lowrank":
-        return LowRank(rank=p.rank, quant=p.quant)
-    if p.family == "chunk":
-        return ChunkedTopK(chunk_k=p.chunk_k, chunk_size=p.chunk_size, quant=p.quant)
-    if p.family == "stride":
-        return Stride(stride=p.stride, quant=p.quant)
-    return Quantization(quant=p.quant)
+    """The family's class, built from the parsed policy (one class per family)."""
+    return CODECS[p.family].from_policy(p)
 
 
 def _parse(text: str, strict: bool) -> Policy:

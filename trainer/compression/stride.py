@@ -95,6 +95,10 @@ class Stride(FlatCodec):
     stride: int
     quant: str = "fp32"
 
+    @classmethod
+    def from_policy(cls, p: CodecPolicy) -> Stride:
+        return cls(stride=p.stride, quant=p.quant)
+
     @property
     def policy(self) -> CodecPolicy:
         return CodecPolicy("stride", self.quant, stride=self.stride)

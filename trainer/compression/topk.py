@@ -25,6 +25,12 @@ class TopK(PerTensorCodec):
     fraction: Density
     quant: str = "fp32"
 
+    @classmethod
+    def from_policy(cls, p: CodecPolicy) -> TopK:
+        if p.density is None:
+            raise ValueError("a topk policy has a density")
+        return cls(fraction=p.density, quant=p.quant)
+
     @property
     def policy(self) -> CodecPolicy:
         return CodecPolicy("topk", self.quant, density=self.fraction)
