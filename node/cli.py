@@ -130,9 +130,10 @@ def cmd_keys_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def broadcast(args: argparse.Namespace, key_name: str, msgs: list[Any]) -> int:
+def broadcast(args: argparse.Namespace, key_name: str, msgs: list[Any], extra: dict[str, Any] | None = None) -> int:
     """Sign msgs with a keyring key, broadcast_tx_sync, wait for the block, print hash and height
-    (node.market_msgs.send_tx with the account's current sequence, no retry)."""
+    (node.market_msgs.send_tx with the account's current sequence, no retry); ``extra`` fields
+    are printed with them."""
     from node.keys import Keyring
     from node.market_msgs import send_tx
     from node.rpc import Client
@@ -144,8 +145,9 @@ def broadcast(args: argparse.Namespace, key_name: str, msgs: list[Any]) -> int:
 
     with Client(args.node) as c:
         res = send_tx(c, key.signer, msgs, fee=args.fee, sequence_retries=0, on_broadcast=said)
-    out(args, {"txhash": res["txhash"], "height": res["height"], "code": 0},
-        f"txhash: {res['txhash']}\nheight: {res['height']}")
+    extra = extra or {}
+    out(args, {**extra, "txhash": res["txhash"], "height": res["height"], "code": 0},
+        "".join(f"{k}: {v}\n" for k, v in extra.items()) + f"txhash: {res['txhash']}\nheight: {res['height']}")
     return 0
 
 

@@ -87,7 +87,40 @@ def cmd_job_create(a: argparse.Namespace) -> int:
     d.setdefault("challenge_bps", 1_000)
     d.setdefault("verifiers_per_challenge", 1)
     d.setdefault("model", {"n_layers": 2, "n_heads": 2, "d_model": 64, "context_len": 64, "vocab_size": 256})
-    return broadcast(a, a.from_key, [build_create_job(d)])
+    extra = _job_inputs(a, d)
+    return broadcast(a, a.from_key, [build_create_job(d)], extra)
+
+
+def _job_inputs(a: argparse.Namespace, d: dict[str, Any]) -> dict[str, Any]:
+    """--data / --init-seed / --init-model: hash them, store them pinned in HOME/blobs, and fill
+    dataset_id, initial_model_hash, their sizes and blob_sources into the spec."""
+    from node.blobs import BlobStore, default_root
+    from node.job_inputs import prepare_job_inputs
+
+    if a.blob_source:
+        d["blob_sources"] = list(a.blob_source)
+    if a.data is None and a.init_seed is None and a.init_model is None:
+        return {}
+    if a.init_seed is not None and a.init_model is not None:
+        raise UsageError("give one of --init-seed N and --init-model FILE, not both")
+    if a.data is not None and a.dataset_id:
+        raise UsageError("give --data FILE or --dataset-id HEX, not both (--data computes the id)")
+    if (a.init_seed is not None or a.init_model is not None) and a.initial_model:
+        raise UsageError("give --init-seed/--init-model or --initial-model HEX, not both")
+    if not d.get("blob_sources"):
+        raise UsageError("providers must be able to fetch the data and the model: add --blob-source URL, where "
+                         "HOME/blobs is served (e.g. `loconet blob serve --home HOME --listen 0.0.0.0:26680`)")
+    with BlobStore(default_root(a.home)) as store:
+        inputs = prepare_job_inputs(store, d["model"], data=Path(a.data) if a.data else None,
+                                    init_seed=a.init_seed, init_model=Path(a.init_model) if a.init_model else None)
+    fields = inputs.spec_fields()
+    d.update(fields)
+    if a.output != "json":
+        import sys
+
+        print(f"stored in {default_root(a.home)} (pinned): "
+              + ", ".join(f"{k} {v}" for k, v in fields.items()), file=sys.stderr)
+    return {k: v for k, v in fields.items() if k in ("dataset_id", "initial_model_hash")}
 
 
 def _ints(text: str, n: int, what: str) -> list[int]:
@@ -345,13 +378,23 @@ COMMANDS: tuple[Command, ...] = (
     # ---- tx job
     Command("tx job", "create", "create a training job, escrowing rounds x (reward + verifier reward)",
             "loconet tx job create --from owner --rounds 3 --reward-per-round 10loco --verifier-reward 1loco "
-            "--initial-model HEX --dataset-id HEX --inner-steps 8 --trace-interval 2 --compression topk:0.01+int4 "
-            "--participants 2 --shards 4 --tokens-per-step 1024 --windows 4,2,2,2 --challenge-bps 10000 --verifiers 1 --home ~/.loconet",
+            "--data corpus.txt --init-seed 0 --blob-source http://10.0.0.1:26680 --inner-steps 8 --trace-interval 2 "
+            "--compression topk:0.01+int4 --participants 2 --shards 4 --tokens-per-step 1024 --windows 4,2,2,2 "
+            "--challenge-bps 10000 --verifiers 1 --home ~/.loconet",
             cmd_job_create, (
                 A("--spec", help="JSON file with the job (fields as in `query job -o json` spec, plus rounds and "
                                  "rewards); flags override it"),
                 A("--rounds", type=int), A("--reward-per-round"), A("--verifier-reward"),
-                A("--initial-model", help="64-hex model hash"), A("--dataset-id", help="64-hex sha256 of the data"),
+                A("--initial-model", help="64-hex model hash (or --init-seed / --init-model)"),
+                A("--dataset-id", help="64-hex sha256 of the data (or --data)"),
+                A("--data", metavar="FILE", help="the training data: its sha256 is the dataset id; stored pinned in "
+                                                 "HOME/blobs for providers to fetch"),
+                A("--init-seed", type=int, metavar="N", help="initial model from seed N (trainer.portable_init: the "
+                                                             "same bytes on every machine), stored in HOME/blobs"),
+                A("--init-model", metavar="FILE", help="initial model file (trainer canonical model bytes, the job's "
+                                                       "--model shape), stored in HOME/blobs"),
+                A("--blob-source", action="append", metavar="URL",
+                  help="blob server URL where providers fetch the data and model (repeatable, at most 8)"),
                 A("--inner-steps", type=int), A("--trace-interval", type=int),
                 A("--compression", default=None, help="compression policy the trainer runs, canonical form, e.g. "
                   "topk:0.01+int4 or chunk:64/4096+int2 (default dense; grammar in abci_app/jobs/policy.py)"),

@@ -96,7 +96,8 @@ def build_exit_provider() -> Any:
 
 def build_create_job(d: dict[str, Any]) -> Any:
     """From a dict shaped like ``/job`` JSON's ``spec`` plus ``rounds``, ``reward_per_round`` and
-    ``verifier_reward_per_round`` (hashes hex, windows as {commit, reveal, verdict, attest})."""
+    ``verifier_reward_per_round`` (hashes hex, windows as {commit, reveal, verdict, attest};
+    ``blob_sources``, ``initial_model_bytes`` and ``dataset_bytes`` optional: node/job_inputs.py)."""
     from abci_app.pb import jobs_pb2, tx_pb2
 
     try:
@@ -115,6 +116,8 @@ def build_create_job(d: dict[str, Any]) -> Any:
             attest_blocks=int(w["attest"]), min_reputation=int(d.get("min_reputation", 0)),
             min_stake=int(d.get("min_stake", 0)), challenge_bps=int(d["challenge_bps"]),
             verifiers_per_challenge=int(d["verifiers_per_challenge"]),
+            blob_sources=[str(u) for u in d.get("blob_sources", ())],
+            initial_model_bytes=int(d.get("initial_model_bytes", 0)), dataset_bytes=int(d.get("dataset_bytes", 0)),
         )
         return tx_pb2.Msg(create_job=jobs_pb2.MsgCreateJob(
             spec=spec, rounds=int(d["rounds"]), reward_per_round=int(d["reward_per_round"]),

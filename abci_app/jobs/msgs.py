@@ -3,6 +3,8 @@ providers/bank error or a tx error; a raise changes nothing (the tx's cache is d
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from abci_app.codec.address import check_address
 from abci_app.context import Ctx
 from abci_app.encoding import MAX_U64
@@ -51,6 +53,7 @@ MAX_MODEL_DIM = 1 << 20
 MAX_SHARDS = 1 << 20
 MAX_LOSS_MNATS = 10**9
 MAX_QUALITY = 10_000
+MAX_BLOB_SOURCES = 8
 
 
 def _hash32(b: bytes, what: str) -> bytes:
@@ -99,6 +102,18 @@ def validate_spec(spec: jobs_pb2.JobSpec, params: jobs_pb2.JobsParams) -> None:
         raise bad(f"challenge_bps must be {params.min_challenge_bps}..10000")
     if not 1 <= spec.verifiers_per_challenge <= params.max_verifiers:
         raise bad(f"verifiers_per_challenge must be 1..{params.max_verifiers}")
+    validate_blob_sources(spec.blob_sources)
+
+
+def validate_blob_sources(sources: Sequence[str]) -> None:
+    """At most MAX_BLOB_SOURCES unique http(s) URLs (where the initial model and data are served)."""
+    if len(sources) > MAX_BLOB_SOURCES:
+        raise ErrInvalidLocation(f"blob_sources: at most {MAX_BLOB_SOURCES} URLs, got {len(sources)}")
+    if len(set(sources)) != len(sources):
+        raise ErrInvalidLocation("blob_sources: each URL at most once")
+    for url in sources:
+        if not is_http_url(url):
+            raise ErrInvalidLocation(f"blob_sources: {url[:80]!r} is not an http(s) URL of at most 256 bytes")
 
 
 def process_msg_create_job(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgCreateJob) -> None:

@@ -58,6 +58,9 @@ def job_to_json(j: jobs_pb2.Job) -> dict[str, Any]:
             "min_stake": s.min_stake,
             "challenge_bps": s.challenge_bps,
             "verifiers_per_challenge": s.verifiers_per_challenge,
+            "blob_sources": list(s.blob_sources),
+            "initial_model_bytes": s.initial_model_bytes,
+            "dataset_bytes": s.dataset_bytes,
         },
     }
 

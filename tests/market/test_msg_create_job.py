@@ -4,7 +4,7 @@ from marketkit import create_job_msg, jobs_pb2, new_market
 
 from abci_app.bank import keeper as bank
 from abci_app.bank.errors import ErrInsufficientFunds
-from abci_app.jobs.errors import ErrInvalidJobSpec, ErrInvalidReward, ErrInvalidRounds
+from abci_app.jobs.errors import ErrInvalidJobSpec, ErrInvalidLocation, ErrInvalidReward, ErrInvalidRounds
 from abci_app.jobs.keys import JOB_ESCROW
 
 
@@ -67,3 +67,25 @@ def test_invalid_rounds_and_reward():
     assert_rejected(m.chain, m.tx(m.owner, create_job_msg(rounds=0)), ErrInvalidRounds)
     assert_rejected(m.chain, m.tx(m.owner, create_job_msg(reward=0)), ErrInvalidReward)
     assert_rejected(m.chain, m.tx(m.owner, create_job_msg(rounds=100_000, reward=2**63)), ErrInvalidReward)
+
+
+def test_create_job_records_where_to_fetch_the_model_and_data():
+    m = new_market()
+    sources = ["http://10.0.0.1:26680", "https://mirror.example.org/loconet"]
+    res = m.send(m.owner, create_job_msg(blob_sources=sources, initial_model_bytes=549_456, dataset_bytes=1_115_394))
+    assert res.code == 0, res.log
+    s = m.job(1).spec
+    assert list(s.blob_sources) == sources and (s.initial_model_bytes, s.dataset_bytes) == (549_456, 1_115_394)
+
+
+@pytest.mark.parametrize("sources", [
+    ["ftp://10.0.0.1/x"],
+    ["http://10.0.0.1:26680", "http://10.0.0.1:26680"],  # twice
+    [f"http://10.0.0.{i}:26680" for i in range(9)],  # more than 8
+    ["http://host:26680/" + "a" * 260],  # longer than 256 bytes
+    ["http://h\u00e9:1"],  # not ASCII
+    ["http://10.0.0.1:26680/#frag"],
+])
+def test_invalid_blob_sources(sources):
+    m = new_market()
+    assert_rejected(m.chain, m.tx(m.owner, create_job_msg(blob_sources=sources)), ErrInvalidLocation)
