@@ -74,7 +74,9 @@ def initial_model_bytes(cfg: GPTConfig, seed: int) -> bytes:
 def config_from_job(model: Any) -> GPTConfig:
     """The trainer's GPTConfig for a job's ModelConfig (a ``jobs_pb2.ModelConfig`` or the dict
     ``query job -o json`` prints: n_layers, n_heads, d_model, context_len, vocab_size)."""
-    get = model.get if isinstance(model, dict) else (lambda k: getattr(model, k))
+    def get(k: str) -> Any:
+        return model[k] if isinstance(model, dict) else getattr(model, k)
+
     return GPTConfig(block_size=int(get("context_len")), vocab_size=int(get("vocab_size")),
                      n_layer=int(get("n_layers")), n_head=int(get("n_heads")), n_embd=int(get("d_model")))
 

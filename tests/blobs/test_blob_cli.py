@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import sha
+from blobkit import sha
 
 from node.blobs import BlobServer, BlobStore
 from node.cli import main

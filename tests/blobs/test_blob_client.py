@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 from aiohttp import web
-from conftest import Peers, sha
+from blobkit import Peers, sha
 
 from node.blobs import (
     BlobClient,

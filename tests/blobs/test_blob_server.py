@@ -7,7 +7,7 @@ import os
 
 import httpx
 import pytest
-from conftest import sha
+from blobkit import sha
 
 from node.blobs import BlobServer, BlobStore
 from node.blobs.server import parse_range

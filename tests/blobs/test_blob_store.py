@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import sha
+from blobkit import sha
 
 from node.blobs import BlobNotFound, BlobStore, InvalidHash, QuotaExceeded
 from node.paths import PROJECT_ROOT

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-from conftest import Peers
+from blobkit import Peers
 
 from node.blobs import BlobClient, BlobServer, BlobStore, FetchFailed, HashMismatch, Oversize
 from node.errors import UsageError

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from nodekit import Node, cli  # noqa: E402
+from nodekit import Node, cli
 
-from node.blobs import BlobClient, BlobStore, default_root, serve_blobs  # noqa: E402
-from node.job_inputs import fetch_job_inputs  # noqa: E402
-from trainer.model import GPTConfig  # noqa: E402
-from trainer.portable_init import initial_model_bytes  # noqa: E402
+from node.blobs import BlobClient, BlobStore, default_root, serve_blobs
+from node.job_inputs import fetch_job_inputs
+from trainer.model import GPTConfig
+from trainer.portable_init import initial_model_bytes
 
 
 @pytest.mark.integration

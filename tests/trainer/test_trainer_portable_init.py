@@ -13,7 +13,12 @@ import torch
 from node.paths import PROJECT_ROOT
 from trainer.commit import KIND_MODEL, decode
 from trainer.model import GPTConfig
-from trainer.portable_init import check_model_bytes, config_from_job, initial_model_bytes, portable_init_model
+from trainer.portable_init import (
+    check_model_bytes,
+    config_from_job,
+    initial_model_bytes,
+    portable_init_model,
+)
 from trainer.state import model_hash
 
 TINY = GPTConfig.preset("tiny")
