@@ -398,7 +398,7 @@ class Simulation:
             jid, rn, base = r.job_id, r.round, r.base_model_hash
             for p in r.participants:
                 k = self.by_address[p.address]
-                if r.phase == 1 and not p.HasField("commitment"):
+                if r.phase == jobs_pb2.PHASE_COMMIT and not p.HasField("commitment"):
                     x = self.rng.random()
                     if x < 0.78:
                         cap = job.spec.inner_steps * job.spec.tokens_per_step
@@ -416,9 +416,9 @@ class Simulation:
                             # size is not pinned at submit); its honest-length reveal then fails
                             ("commit_wrong_length", k, submit_msg(p.address, jid, rn, base, n_entries=n_entries + 1)),
                         ]))
-                elif r.phase == 1 and self.chance(0.05):
+                elif r.phase == jobs_pb2.PHASE_COMMIT and self.chance(0.05):
                     out.append(("commit_bad", k, submit_msg(p.address, jid, rn, base, n_entries=n_entries)))  # duplicate
-                elif r.phase == 3 and p.challenged and not p.HasField("reveal"):
+                elif r.phase == jobs_pb2.PHASE_REVEAL and p.challenged and not p.HasField("reveal"):
                     x = self.rng.random()
                     if x < 0.8:
                         out.append(("reveal", k, reveal_msg(p.address, jid, rn, p.segment, n_entries=n_entries, base=base)))
@@ -429,7 +429,7 @@ class Simulation:
                             bad.append(reveal_msg(p.address, jid, rn, (p.segment + 1) % (n_entries - 1),
                                                   n_entries=n_entries, base=base))
                         out.append(("reveal_bad", k, self.pick(bad)))
-                elif r.phase == 4 and p.challenged and p.HasField("reveal"):
+                elif r.phase == jobs_pb2.PHASE_VERDICT and p.challenged and p.HasField("reveal"):
                     cheat = self.cheaters.setdefault((jid, rn, p.address), self.chance(0.2))
                     for v in p.verifiers:
                         if v.voted:
@@ -443,7 +443,7 @@ class Simulation:
                             continue
                         valid = (not cheat) if self.chance(0.9) else cheat
                         out.append(("verdict", vk, verdict_msg(jid, rn, p.address, valid, self.rng.randint(0, 10_000))))
-                elif r.phase == 5:
+                elif r.phase == jobs_pb2.PHASE_ATTEST:
                     if p.outcome == jobs_pb2.OUTCOME_ACCEPTED and not p.attested_hash:
                         x = self.rng.random()
                         if x < 0.8:
