@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 from abci_app.bank.errors import ErrInsufficientFunds
 from abci_app.bank.keys import BALANCE_PREFIX, SUPPLY_KEY, balance_key, parse_balance_key
 from abci_app.codec.address import to_bech32
-from abci_app.encoding import decode_amount, encode_amount
+from abci_app.encoding import decode_amount, encode_amount, prefix_end
 from abci_app.errors import InvariantBroken
 from abci_app.store import CacheKV, KVReader
 
@@ -56,8 +56,7 @@ def burn(store: CacheKV, address: bytes, amount: int) -> None:
 
 
 def iterate_balances(store: KVReader) -> Iterator[tuple[bytes, int]]:
-    end = bytes([BALANCE_PREFIX[0] + 1])
-    for k, v in store.iterate(BALANCE_PREFIX, end):
+    for k, v in store.iterate(BALANCE_PREFIX, prefix_end(BALANCE_PREFIX)):
         yield parse_balance_key(k), decode_amount(v)
 
 

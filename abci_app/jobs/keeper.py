@@ -155,7 +155,7 @@ def check_invariants(store: KVReader) -> int:
             raise InvariantBroken(f"job {job.id}: rounds paid {paid} != job paid_total {job.paid_total}")
         open_ = job.status in (jobs_pb2.JOB_STATUS_ACTIVE, jobs_pb2.JOB_STATUS_CANCELLING)
         if open_ and job.rounds_finalized == (job.rounds if job.status == jobs_pb2.JOB_STATUS_ACTIVE else job.rounds_opened):
-            raise InvariantBroken(f"job {job.id} has no round left to run but is still {STATUS_NAMES[job.status]}")
+            raise InvariantBroken(f"job {job.id} has no round left to run but is still {enum_name(jobs_pb2.JobStatus, job.status)}")
         if job.status == jobs_pb2.JOB_STATUS_ACTIVE and job.rounds_opened < job.rounds and not in_commit:
             must_open.add(job.id)
         total += job.escrow
