@@ -40,7 +40,7 @@ def main() -> int:
     ap.add_argument("--blocks", type=int, default=10_000, help="blocks to simulate (default 10000)")
     ap.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     ap.add_argument("--validators", type=int, default=4, help="genesis validators (default 4)")
-    ap.add_argument("--accounts", type=int, default=12, help="funded accounts (default 12)")
+    ap.add_argument("--accounts", type=int, default=16, help="funded accounts (default 16)")
     ap.add_argument("--ops-per-block", type=int, default=6, help="random txs per block: 0..N, plus market duties")
     ap.add_argument("--restart-every", type=int, default=500, help="reopen the second app from its file every N blocks (0: never)")
     ap.add_argument("--staged-invariants", action="store_true",

@@ -54,7 +54,8 @@ def test_simulation_exercises_every_module_and_phase(runs: dict[int, SimStats]) 
     for op in ("send", "create_validator", "bond", "unbond", "unjail", "register", "update", "exit", "create_job",
                "cancel", "commit", "reveal", "verdict", "attest"):
         assert ops[op + " ok"] > 0, op
-        assert ops[op + " rejected"] > 0, op
+        if op not in ("commit", "reveal", "verdict", "attest"):  # duties fail in the *_bad ops below
+            assert ops[op + " rejected"] > 0, op
     for op in ("commit_bad", "reveal_bad", "verdict_bad", "attest_bad", "stale"):
         assert ops[op + " rejected"] > 0 and ops[op + " ok"] == 0, op
     for fault in ("badsig", "chain", "gap", "replay", "timeout", "garbage", "fee"):
