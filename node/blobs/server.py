@@ -7,7 +7,8 @@
     GET  /stats           JSON counters: bytes_sent (body bytes written), requests, hits, ...
     GET  /health          "ok"
 
-A malformed hash is 400 (``{"error": "invalid_hash"}``), an unknown one 404; any other method is
+File reads and the metadata update run in the loop's default executor, so a slow disk or a
+store locked by another process never stalls other requests. A malformed hash is 400 (``{"error": "invalid_hash"}``), an unknown one 404; any other method is
 405: nothing can be uploaded over the network, only the local worker writes through BlobStore.
 Bodies are streamed from the file in ``chunk_size`` pieces; ``bytes_sent`` counts what was
 handed to the transport (the round-overhead benchmark reads it).
@@ -113,8 +114,10 @@ class BlobServer:
                 status=400,
             )
         head = request.method == "HEAD"
+        loop = asyncio.get_running_loop()
         try:
-            f, size = self.store.open(h, touch=not head)
+            # the metadata touch may wait on SQLite's lock held by another process: not on the loop
+            f, size = await loop.run_in_executor(None, self.store.open, h, not head)
         except BlobNotFound:
             self.stats.not_found += 1
             return web.json_response({"error": "not_found", "hash": h}, status=404)
@@ -148,7 +151,7 @@ class BlobServer:
             f.seek(first)
             remaining = length
             while remaining > 0:
-                chunk = f.read(min(self.chunk_size, remaining))
+                chunk = await loop.run_in_executor(None, f.read, min(self.chunk_size, remaining))
                 if not chunk:
                     break
                 await resp.write(chunk)

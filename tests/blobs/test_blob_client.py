@@ -23,6 +23,7 @@ from node.blobs import (
     Oversize,
     PeerTimeout,
     PeerUnavailable,
+    QuotaExceeded,
     Truncated,
     blob_url,
 )
@@ -197,3 +198,13 @@ def test_404_refused_connection_and_all_fail(served: tuple[BlobStore, BlobServer
     assert_clean(dst)
     with BlobClient(timeout_s=2, max_bytes=1 << 20) as c, pytest.raises(FetchFailed, match="no location"):
         c.fetch(H, [], dst)
+
+
+def test_a_full_local_store_is_a_local_error_not_a_peer_failure(served: tuple[BlobStore, BlobServer], make_store: MakeStore) -> None:
+    src, server = served
+    src.put_bytes(DATA)
+    dst = make_store("dst", quota=len(DATA) - 1)
+    with BlobClient(timeout_s=5, max_bytes=1 << 20) as c, pytest.raises(QuotaExceeded):
+        c.fetch(H, [server.url, server.url], dst)  # no point trying the next location
+    assert_clean(dst)
+    assert server.stats.hits == 1
