@@ -109,8 +109,9 @@ def _job_inputs(a: argparse.Namespace, d: dict[str, Any]) -> dict[str, Any]:
         raise UsageError("give --init-seed/--init-model or --initial-model HEX, not both")
     if not d.get("blob_sources"):
         raise UsageError("providers must be able to fetch the data and the model: add --blob-source URL, where "
-                         "HOME/blobs is served (e.g. `loconet blob serve --home HOME --listen 0.0.0.0:26680`)")
-    with BlobStore(default_root(a.home)) as store:
+                         "the store is served (e.g. `loconet blob serve --home HOME --listen 0.0.0.0:26680`)")
+    root = Path(a.blob_dir) if a.blob_dir else default_root(a.home)
+    with BlobStore(root) as store:
         inputs = prepare_job_inputs(store, d["model"], data=Path(a.data) if a.data else None,
                                     init_seed=a.init_seed, init_model=Path(a.init_model) if a.init_model else None)
     fields = inputs.spec_fields()
@@ -118,7 +119,7 @@ def _job_inputs(a: argparse.Namespace, d: dict[str, Any]) -> dict[str, Any]:
     if a.output != "json":
         import sys
 
-        print(f"stored in {default_root(a.home)} (pinned): "
+        print(f"stored in {root} (pinned): "
               + ", ".join(f"{k} {v}" for k, v in fields.items()), file=sys.stderr)
     return {k: v for k, v in fields.items() if k in ("dataset_id", "initial_model_hash")}
 
@@ -395,6 +396,8 @@ COMMANDS: tuple[Command, ...] = (
                                                        "--model shape), stored in HOME/blobs"),
                 A("--blob-source", action="append", metavar="URL",
                   help="blob server URL where providers fetch the data and model (repeatable, at most 8)"),
+                A("--blob-dir", metavar="DIR", help="the blob store to put them in, the one --blob-source serves "
+                                                    "(default HOME/blobs; a provider worker's is DATA_DIR/blobs)"),
                 A("--inner-steps", type=int), A("--trace-interval", type=int),
                 A("--compression", default=None, help="compression policy the trainer runs, canonical form, e.g. "
                   "topk:0.01+int4 or chunk:64/4096+int2 (default dense; grammar in abci_app/jobs/policy.py)"),

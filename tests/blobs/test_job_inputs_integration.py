@@ -17,7 +17,7 @@ from nodekit import Node, cli
 from node.blobs import BlobClient, BlobStore, default_root, serve_blobs
 from node.job_inputs import fetch_job_inputs
 from trainer.model import GPTConfig
-from trainer.portable_init import initial_model_bytes
+from trainer.portable_init import config_from_job, initial_model_bytes
 
 
 @pytest.mark.integration
@@ -55,12 +55,26 @@ def test_job_create_with_data_and_seed_then_a_provider_fetches_by_hash(tmp_path:
         assert model_path.read_bytes() == want_model and data_path.read_bytes() == corpus.read_bytes()
         assert server.stats.bytes_sent == len(want_model) + corpus.stat().st_size
 
-        # without a source the CLI refuses before sending anything, naming the fix
-        r = cli("tx", "job", "create", "--from", "validator", "--rounds", "1", "--reward-per-round", "10loco",
+        # without a source the CLI refuses before sending anything, naming the fix...
+        job2 = ["tx", "job", "create", "--from", "validator", "--rounds", "1", "--reward-per-round", "10loco",
                 "--data", str(corpus), "--init-seed", "1", "--inner-steps", "8", "--trace-interval", "2",
                 "--participants", "1", "--shards", "2", "--tokens-per-step", "1024", "--home", home,
-                "--node", node.url, check=False)
+                "--node", node.url]
+        r = cli(*job2, check=False)
         assert r.returncode == 1 and "--blob-source" in r.stderr
+        # --blob-dir: the inputs go to another store (e.g. a provider worker's), served elsewhere
+        other = BlobStore(tmp_path / "worker-blobs", 1 << 30)
+        server2 = serve_blobs(other, "127.0.0.1", 0)
+        try:
+            cli(*job2, "--blob-dir", str(tmp_path / "worker-blobs"), "--blob-source", server2.url)
+            spec2 = json.loads(cli("query", "job", "2", "--node", node.url, "-o", "json").stdout)["result"]["spec"]
+            assert spec2["blob_sources"] == [server2.url] and spec2["dataset_id"] == spec["dataset_id"]
+            with BlobClient(timeout_s=10, max_bytes=1 << 30) as c:
+                m2, _ = fetch_job_inputs(spec2, BlobStore(tmp_path / "provider2", 1 << 30), c)
+            assert m2.read_bytes() == initial_model_bytes(config_from_job(spec2["model"]), 1)  # the default model
+        finally:
+            server2.stop_thread()
+            other.close()
     finally:
         server.stop_thread()
         assert node.stop() == 0, node.tail()
