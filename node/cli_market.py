@@ -68,7 +68,8 @@ def cmd_job_create(a: argparse.Namespace) -> int:
         "trace_interval": a.trace_interval, "compression_policy": a.compression, "participants_per_round": a.participants,
         "num_shards": a.shards, "tokens_per_step": a.tokens_per_step, "min_reputation": a.min_reputation,
         "min_stake": parse_amount(a.min_stake) if a.min_stake else None, "challenge_bps": a.challenge_bps,
-        "verifiers_per_challenge": a.verifiers,
+        "verifiers_per_challenge": a.verifiers, "segments_per_challenge": a.segments,
+        "determinism_mode": a.determinism, "tolerance_ppm": a.tolerance_ppm, "stack": a.stack,
     }
     d.update({k: v for k, v in flags.items() if v is not None})
     if a.windows:
@@ -84,7 +85,13 @@ def cmd_job_create(a: argparse.Namespace) -> int:
         d.setdefault("compression_params", {})[k] = int(v)
     d.setdefault("windows", {"commit": 10, "reveal": 5, "verdict": 5, "attest": 5})
     d.setdefault("compression_policy", "dense")
-    d.setdefault("challenge_bps", 1_000)
+    # audit defaults (abci_app/jobs/README.md "Enough segments"): every commitment challenged,
+    # 15 segments re-executed; with H/k >= 320 that catches a 10 % faker with >= 99 % in 3 rounds
+    # at <= 4.7 % verifier compute
+    d.setdefault("challenge_bps", 10_000)
+    d.setdefault("segments_per_challenge", 15)
+    d.setdefault("determinism_mode", "tolerance")
+    d.setdefault("tolerance_ppm", 1_000 if d["determinism_mode"] == "tolerance" else 0)
     d.setdefault("verifiers_per_challenge", 1)
     d.setdefault("model", {"n_layers": 2, "n_heads": 2, "d_model": 64, "context_len": 64, "vocab_size": 256})
     extra = _job_inputs(a, d)
@@ -197,9 +204,13 @@ def cmd_round_reveal(a: argparse.Namespace) -> int:
             if qr.code != 0:
                 raise UsageError(f"query round {a.job_id}/{a.round} failed (code {qr.code}): {qr.log}")
             base = bytes.fromhex(json.loads(qr.value)["base_model_hash"])
-    msg = build_reveal_from_trace(a.job_id, a.round, a.segment, trace, a.start_location, a.end_location,
-                                  provider=_signer_address(a), base_model=base)
-    return broadcast(a, a.from_key, [msg])
+    segs = [p.strip() for p in str(a.segment).split(",")]
+    if not all(p.isdigit() for p in segs) or len(set(segs)) != len(segs):
+        raise UsageError(f"bad --segment {a.segment!r}: write the challenged segments, e.g. 2 or 1,5,9 "
+                         "(`loconet query round JOB ROUND` shows them under challenge.segments)")
+    msgs = [build_reveal_from_trace(a.job_id, a.round, int(sg), trace, a.start_location, a.end_location,
+                                    provider=_signer_address(a), base_model=base) for sg in segs]
+    return broadcast(a, a.from_key, msgs)
 
 
 def cmd_round_verdict(a: argparse.Namespace) -> int:
@@ -381,7 +392,7 @@ COMMANDS: tuple[Command, ...] = (
             "loconet tx job create --from owner --rounds 3 --reward-per-round 10loco --verifier-reward 1loco "
             "--data corpus.txt --init-seed 0 --blob-source http://10.0.0.1:26680 --inner-steps 8 --trace-interval 2 "
             "--compression topk:0.01+int4 --participants 2 --shards 4 --tokens-per-step 1024 --windows 4,2,2,2 "
-            "--challenge-bps 10000 --verifiers 1 --home ~/.loconet",
+            "--challenge-bps 10000 --verifiers 1 --segments 4 --home ~/.loconet",
             cmd_job_create, (
                 A("--spec", help="JSON file with the job (fields as in `query job -o json` spec, plus rounds and "
                                  "rewards); flags override it"),
@@ -408,7 +419,15 @@ COMMANDS: tuple[Command, ...] = (
                 A("--model", help="LAYERS,HEADS,D_MODEL,CONTEXT,VOCAB (default 2,2,64,64,256)"),
                 A("--min-reputation", type=int), A("--min-stake"), A("--challenge-bps", type=int),
                 A("--verifiers", type=int,
-                  help="verifiers per challenge (default 1); proving fraud needs >= min_fraud_verifiers (3)"))),
+                  help="verifiers per challenge (default 1); proving fraud needs >= min_fraud_verifiers (3)"),
+                A("--segments", type=int, help="trace segments re-executed per challenge (default 15; see "
+                                               "`query job` audit for the catch rate it buys)"),
+                A("--determinism", choices=("exact", "tolerance"),
+                  help="exact: identical state bytes, verifiers on --stack only; tolerance (default): "
+                       "every state part within --tolerance-ppm"),
+                A("--tolerance-ppm", type=int, help="tolerance mode: relative distance x 10^6 (default 1000)"),
+                A("--stack", help="exact mode: the stack it holds on (python -c 'from trainer.determinism "
+                                  "import stack_id; print(stack_id())')"))),
     Command("tx job", "cancel", "cancel a job: no new rounds; unspent escrow refunded when the rounds in flight are final",
             "loconet tx job cancel 1 --from owner --home ~/.loconet", cmd_job_cancel, (JOB_ID,)),
     # ---- tx round
@@ -432,10 +451,10 @@ COMMANDS: tuple[Command, ...] = (
                 A("--loss-after", type=int, required=True, help="milli-nats"),
                 A("--blob", required=True, help="http(s) URL of the payload"))),
     Command("tx round", "reveal",
-            "reveal the challenged trace segment with Merkle proofs in the signer's bound trace (reveal window)",
-            "loconet tx round reveal 1 0 --from alice --segment 2 --trace-file trace.json --start-location URL "
+            "reveal the challenged trace segments (one message each, one tx) with Merkle proofs in the signer's bound trace (reveal window)",
+            "loconet tx round reveal 1 0 --from alice --segment 2,5 --trace-file trace.json --start-location URL "
             "--end-location URL --home ~/.loconet", cmd_round_reveal, (
-                JOB_ID, ROUND, A("--segment", type=int, required=True), A("--trace-file", required=True),
+                JOB_ID, ROUND, A("--segment", required=True, help="the challenged segments, comma-separated"), A("--trace-file", required=True),
                 A("--base-model", help="the round's base model (default: asked from --node)"),
                 A("--start-location", required=True), A("--end-location", required=True))),
     Command("tx round", "verdict", "post a verdict on a challenged segment (verdict window)",

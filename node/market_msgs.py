@@ -118,6 +118,9 @@ def build_create_job(d: dict[str, Any]) -> Any:
             verifiers_per_challenge=int(d["verifiers_per_challenge"]),
             blob_sources=[str(u) for u in d.get("blob_sources", ())],
             initial_model_bytes=int(d.get("initial_model_bytes", 0)), dataset_bytes=int(d.get("dataset_bytes", 0)),
+            segments_per_challenge=int(d.get("segments_per_challenge", 1)),
+            determinism_mode=_determinism_mode(str(d.get("determinism_mode", "tolerance"))),
+            tolerance_ppm=int(d.get("tolerance_ppm", 0)), stack=str(d.get("stack", "")),
         )
         return tx_pb2.Msg(create_job=jobs_pb2.MsgCreateJob(
             spec=spec, rounds=int(d["rounds"]), reward_per_round=int(d["reward_per_round"]),
@@ -126,6 +129,15 @@ def build_create_job(d: dict[str, Any]) -> Any:
         raise UsageError(f"job spec is missing {e.args[0]!r}") from None
     except (TypeError, ValueError) as e:
         raise UsageError(f"bad job spec: {e}") from None
+
+
+def _determinism_mode(name: str) -> int:
+    from abci_app.pb import enum_names, jobs_pb2
+
+    names = enum_names(jobs_pb2.DeterminismMode)
+    if name not in names or name == "unspecified":
+        raise UsageError(f"determinism_mode must be exact or tolerance, got {name!r}")
+    return names.index(name)
 
 
 def build_cancel_job(job_id: int) -> Any:

@@ -6,8 +6,10 @@ Per round r (W workers, H inner steps):
    runs H AdamW steps on its ShardSpec(seed, job, r, provider) batches;
 2. pseudo-gradient Δ_i = θ_base − θ_local,i; compressed with error feedback into a
    canonical payload (trainer/commit.py), whose bytes are what is "sent";
-3. the aggregator decodes every payload, sorts providers by id and sums the float32
-   tensors in that fixed order, divides by W (``aggregate``);
+3. the aggregator decodes every payload and screens it (``screen_updates``: norm above
+   3x the round's median, or held-out loss worse when applied alone: rejected), then averages
+   the rest with each update clipped to 1.5x the median norm (``robust_aggregate``; providers
+   sorted by id, float32 sums in that fixed order, divided by the count);
 4. outer SGD with Nesterov momentum (lr 0.7, momentum 0.9) treats the average Δ as a
    gradient: θ ← θ − lr·(nesterov momentum of Δ).
 
@@ -29,7 +31,7 @@ import torch
 
 from trainer.carry import carry_hash
 from trainer.commit import Binding, decode, encode, update_root
-from trainer.compression import CompressionState, load_policy
+from trainer.compression import AdaptivePolicy, CompressionState, load_policy
 from trainer.data import Corpus, ShardSpec
 from trainer.determinism import DetRNG, set_determinism
 from trainer.model import GPT, GPTConfig, init_model
@@ -65,6 +67,10 @@ class SimConfig:
     n_shards: int = 16
     trace_every: int = 0  # k; 0 = no trace (faster)
     eval_batches: int = 8
+    aggregation: str = "clip"  # clip (screen + norm-clipped mean) | mean (plain mean, no screening)
+    norm_bound: float = 3.0  # screen: reject an update above this x the round's median norm
+    clip: float = 1.5  # robust aggregation: clip each update to this x the median norm
+    min_quality_mnats: int = -20  # screen: reject an update that alone worsens held-out loss more
     model: GPTConfig = field(default_factory=GPTConfig)
     inner: InnerConfig = field(default_factory=InnerConfig)
     outer: OuterConfig = field(default_factory=OuterConfig)
@@ -82,6 +88,74 @@ def provider_id(i: int) -> str:
 
 def params_of(model: GPT) -> dict[str, torch.Tensor]:
     return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def update_norm(delta: dict[str, torch.Tensor]) -> float:
+    """L2 norm over all tensors (float64 sums in name order: the same on every node)."""
+    return math.sqrt(sum(float(delta[n].double().pow(2).sum()) for n in sorted(delta)))
+
+
+def lower_median(xs: list[float]) -> float:
+    """The lower median: with two updates, the smaller one, so one outlier cannot raise it."""
+    return sorted(xs)[(len(xs) - 1) // 2]
+
+
+@dataclass(slots=True)
+class Screening:
+    """Cheap checks run on every decoded update, challenged or not (``screen_updates``)."""
+
+    norms: dict[str, float]
+    qualities: dict[str, int]  # held-out loss improvement when applied alone (milli-nats)
+    median_norm: float
+    rejected: dict[str, str]  # provider -> reason
+
+    def to_dict(self) -> dict:
+        return {"norms": self.norms, "qualities": self.qualities, "median_norm": self.median_norm,
+                "rejected": self.rejected}
+
+
+def screen_updates(updates: dict[str, dict[str, torch.Tensor]], base: GPT, heldout, *,
+                   norm_bound: float = 3.0, min_quality_mnats: int = -20) -> Screening:
+    """Per update: its norm against the round's lower-median norm (> ``norm_bound`` × median is
+    rejected: a scaled or huge update), and the loss on the public held-out *eval* batches after
+    applying it alone to the base (``verify.quality_score``, deterministic: evaluation, not a
+    verifier's opinion; below ``min_quality_mnats`` is rejected: an update that makes the model
+    worse on its own, e.g. a reversed or poisoned one)."""
+    from trainer.verify import quality_score
+
+    provs = sorted(updates)
+    norms = {p: update_norm(updates[p]) for p in provs}
+    med = lower_median(list(norms.values())) if norms else 0.0
+    quals = {p: quality_score(base, updates[p], heldout) for p in provs}
+    rejected: dict[str, str] = {}
+    for p in provs:
+        if not math.isfinite(norms[p]):
+            rejected[p] = "non-finite update"
+        elif med > 0 and norms[p] > norm_bound * med:
+            rejected[p] = f"norm {norms[p]:.4g} > {norm_bound:g} x round median {med:.4g}"
+        elif quals[p] < min_quality_mnats:
+            rejected[p] = f"held-out loss worse by {-quals[p]} milli-nats when applied (limit {-min_quality_mnats})"
+    return Screening(norms, quals, med, rejected)
+
+
+def robust_aggregate(updates: dict[str, dict[str, torch.Tensor]], *, clip: float = 1.5,
+                     median_norm: float | None = None) -> dict[str, torch.Tensor]:
+    """Norm-clipped mean: each update is scaled down to at most ``clip`` × the lower-median norm,
+    then averaged (``aggregate``). One update can move the average by at most clip × median / W,
+    whatever it holds; honest updates of similar norm pass unchanged."""
+    if not updates:
+        raise ValueError("aggregate: no updates")
+    med = median_norm if median_norm is not None else lower_median([update_norm(u) for u in updates.values()])
+    out: dict[str, dict[str, torch.Tensor]] = {}
+    for p in sorted(updates):
+        nrm = update_norm(updates[p])
+        cap = clip * med
+        if med > 0 and nrm > cap:
+            f = cap / nrm
+            out[p] = {n: t * f for n, t in updates[p].items()}
+        else:
+            out[p] = updates[p]
+    return aggregate(out)
 
 
 def aggregate(updates: dict[str, dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -204,6 +278,9 @@ def simulate(corpus: Corpus, sim: SimConfig,
                for i in range(sim.workers)]
     heldout = [(x.to(sim.device), y.to(sim.device))
                for x, y in corpus.heldout_batches(cfg.block_size, 32, sim.eval_batches)]
+    # the adaptive policy steers on the other half of the held-out split, never on the eval set
+    policy_set = [(x.to(sim.device), y.to(sim.device))
+                  for x, y in corpus.heldout_batches(cfg.block_size, 32, sim.eval_batches, part="policy")]
     shapes = {n: tuple(p.shape) for n, p in gmodel.named_parameters()}
     n_params = gmodel.num_params()
 
@@ -223,7 +300,9 @@ def simulate(corpus: Corpus, sim: SimConfig,
     tokens = 0
     total_bytes = 0
     compute_s = 0.0
-    prev_val = val0
+    prev_policy_loss = evaluate(gmodel, policy_set) if isinstance(policy, AdaptivePolicy) else 0.0
+    if sim.aggregation not in ("clip", "mean"):
+        raise ValueError(f"aggregation must be clip or mean, got {sim.aggregation!r}")
     for r in range(sim.rounds):
         codec = policy.choose(r, shapes)
         base = known_base if sim.overlap else params_of(gmodel)
@@ -257,7 +336,14 @@ def simulate(corpus: Corpus, sim: SimConfig,
             if trace:
                 from trainer.commit import trace_root
                 traces[w.provider] = trace_root(trace, bind).hex()
-        avg = aggregate(decoded)
+        screening = None
+        if sim.aggregation == "clip":
+            screening = screen_updates(decoded, gmodel, heldout, norm_bound=sim.norm_bound,
+                                       min_quality_mnats=sim.min_quality_mnats)
+            kept = {p: u for p, u in decoded.items() if p not in screening.rejected}
+            avg = robust_aggregate(kept or decoded, clip=sim.clip, median_norm=screening.median_norm)
+        else:
+            avg = aggregate(decoded)
         last_local = own_prev
         if sim.overlap:
             # round r's aggregate is in flight during round r+1: apply round r-1's now
@@ -271,7 +357,10 @@ def simulate(corpus: Corpus, sim: SimConfig,
         total_bytes += max(sizes)
         compute_s += sum(round_compute)
         val = evaluate(gmodel, heldout)
-        policy.observe(r, prev_val, val, max(sizes))
+        if isinstance(policy, AdaptivePolicy):
+            policy_loss = evaluate(gmodel, policy_set)
+            policy.observe(r, prev_policy_loss, policy_loss, max(sizes))
+            prev_policy_loss = policy_loss
         rec = {
             "round": r, "codec": codec.name, "val_loss": val, "train_loss": sum(train_losses) / len(train_losses),
             "tokens": tokens, "bytes_per_worker": max(sizes), "payload_sizes": sizes,
@@ -281,9 +370,10 @@ def simulate(corpus: Corpus, sim: SimConfig,
         }
         if traces:
             rec["trace_roots"] = traces
+        if screening is not None:
+            rec["screening"] = screening.to_dict()
         log["rounds"].append(rec)
         log["val_curve"].append({"tokens": tokens, "val_loss": val})
-        prev_val = val
         if progress:
             progress(rec)
     if sim.overlap and pending is not None:

@@ -36,10 +36,10 @@ def update_submitted(job_id: int, round_: int, provider: bytes, update_root: byt
     )
 
 
-def challenge_issued(job_id: int, round_: int, provider: bytes, segment: int, verifiers: list[bytes]) -> abci.Event:
+def challenge_issued(job_id: int, round_: int, provider: bytes, segments: list[int], verifiers: list[bytes]) -> abci.Event:
     return event(
-        "challenge.issued", job_id=job_id, round=round_, provider=to_bech32(provider), segment=segment,
-        verifiers=",".join(to_bech32(v) for v in verifiers),
+        "challenge.issued", job_id=job_id, round=round_, provider=to_bech32(provider), segment=segments[0],
+        segments=",".join(str(i) for i in segments), verifiers=",".join(to_bech32(v) for v in verifiers),
     )
 
 

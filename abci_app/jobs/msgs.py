@@ -3,6 +3,7 @@ providers/bank error or a tx error; a raise changes nothing (the tx's cache is d
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from abci_app.codec.address import check_address
@@ -49,6 +50,9 @@ from abci_app.pb import enum_name, jobs_pb2
 from abci_app.reputation.rules import MAX_REPUTATION
 from abci_app.validation import is_http_url
 
+_STACK = re.compile(r"^[ -~]*$")
+MAX_STACK_LEN = 128
+MAX_TOLERANCE_PPM = 1_000_000
 MAX_MODEL_DIM = 1 << 20
 MAX_SHARDS = 1 << 20
 MAX_LOSS_MNATS = 10**9
@@ -102,6 +106,21 @@ def validate_spec(spec: jobs_pb2.JobSpec, params: jobs_pb2.JobsParams) -> None:
         raise bad(f"challenge_bps must be {params.min_challenge_bps}..10000")
     if not 1 <= spec.verifiers_per_challenge <= params.max_verifiers:
         raise bad(f"verifiers_per_challenge must be 1..{params.max_verifiers}")
+    if not max(params.min_segments_per_challenge, 1) <= spec.segments_per_challenge <= params.max_trace_entries:
+        raise bad(f"segments_per_challenge must be {max(params.min_segments_per_challenge, 1)}.."
+                  f"{params.max_trace_entries} (min(s, H/k) segments are re-executed per challenge)")
+    if spec.determinism_mode == jobs_pb2.DETERMINISM_MODE_EXACT:
+        if spec.tolerance_ppm != 0:
+            raise bad("tolerance_ppm must be 0 in exact mode")
+        if not spec.stack:
+            raise bad("exact mode needs the stack it holds on (stack = trainer.determinism.stack_id())")
+    elif spec.determinism_mode == jobs_pb2.DETERMINISM_MODE_TOLERANCE:
+        if not 1 <= spec.tolerance_ppm <= MAX_TOLERANCE_PPM:
+            raise bad(f"tolerance mode needs tolerance_ppm 1..{MAX_TOLERANCE_PPM}")
+    else:
+        raise bad("determinism_mode must be exact or tolerance")
+    if len(spec.stack) > MAX_STACK_LEN or not _STACK.match(spec.stack):
+        raise bad(f"stack must be at most {MAX_STACK_LEN} printable ASCII characters")
     validate_blob_sources(spec.blob_sources)
 
 
@@ -246,7 +265,9 @@ def check_not_copied(r: jobs_pb2.Round, signer: bytes, update_root: bytes, trace
 
 
 def process_msg_reveal_segment(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealSegment) -> None:
-    """The start and end states of the challenged segment must be trace entries ``segment`` and
+    """Opens one of the participant's challenged segments (``Participant.segments``; one message
+    per segment, any order, several may share a tx); the reveal is complete (``reveal`` set) when
+    all are open. The start and end states of the segment must be trace entries ``segment`` and
     ``segment + 1`` of the committed trace root, i.e. leaves ``entry_leaf(segment)`` and
     ``entry_leaf(segment + 1)`` of the bound layout (abci_app.merkle): two Merkle proofs checked
     here with abci_app.merkle.verify_merkle_proof (leaf data = the 32-byte state hash)."""
@@ -255,27 +276,32 @@ def process_msg_reveal_segment(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealS
         raise ErrNotSelected(f"signer is not a participant of round {msg.job_id}/{msg.round}")
     if not me.challenged:
         raise ErrNotChallenged("this participant's update was not challenged")
-    if me.HasField("reveal"):
-        raise ErrDuplicate("segment already revealed")
-    if msg.segment != me.segment:
-        raise ErrWrongSegment(f"the challenged segment is {me.segment}, not {msg.segment}")
+    segments = list(me.segments) or [me.segment]
+    if msg.segment not in segments:
+        raise ErrWrongSegment(f"the challenged segments are {segments}, not {msg.segment}")
+    if msg.segment in [o.segment for o in me.reveals] or me.HasField("reveal"):
+        raise ErrDuplicate(f"segment {msg.segment} already revealed")
     _hash32(msg.start_state_hash, "start_state_hash")
     _hash32(msg.end_state_hash, "end_state_hash")
     n = compute_trace_leaves(job.spec)
     root = me.commitment.trace_root
-    for what, entry, state, proof in (("start", me.segment, msg.start_state_hash, msg.start_proof),
-                                      ("end", me.segment + 1, msg.end_state_hash, msg.end_proof)):
+    for what, entry, state, proof in (("start", msg.segment, msg.start_state_hash, msg.start_proof),
+                                      ("end", msg.segment + 1, msg.end_state_hash, msg.end_proof)):
         if not verify_merkle_proof(root, state, entry_leaf(entry), n, list(proof)):
             raise ErrBadProof(f"{what} state is not trace entry {entry} (leaf {entry_leaf(entry)} of {n})"
                               " under the committed trace root")
     if not is_http_url(msg.start_location) or not is_http_url(msg.end_location):
         raise ErrInvalidLocation("start_location and end_location must be http(s) URLs of <= 256 bytes")
-    me.reveal.CopyFrom(jobs_pb2.Reveal(
+    opening = jobs_pb2.Reveal(
         start_state_hash=msg.start_state_hash, end_state_hash=msg.end_state_hash,
         start_location=msg.start_location, end_location=msg.end_location, height=ctx.block.height,
-    ))
+        segment=msg.segment,
+    )
+    me.reveals.append(opening)
+    if len(me.reveals) == len(segments):  # every challenged segment is open: the reveal is complete
+        me.reveal.CopyFrom(opening)
     keeper.set_round(ctx.store, r)
-    ctx.emit(events.segment_revealed(job.id, r.round, signer, me.segment))
+    ctx.emit(events.segment_revealed(job.id, r.round, signer, msg.segment))
 
 
 def process_msg_verdict(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgVerdict) -> None:

@@ -35,6 +35,7 @@ DEFAULTS: dict[str, int] = {
     "wait_retry_blocks": 10,  # a waiting job retries its draw every 10 blocks, not every block
     "collateral_margin_bps": 20_000,  # bond >= 2 x slot / (challenge rate x fraud slash): cheating loses on average
     "reputation_value_unit": 100_000,  # a round paying >= 0.1 LOCO earns a full reputation gain, less earns less
+    "min_segments_per_challenge": 1,  # floor of JobSpec.segments_per_challenge (jobs README "Enough segments")
 }
 BPS_FIELDS = (
     "min_challenge_bps", "slash_fraction_liveness_bps", "slash_fraction_fraud_bps", "fraud_bounty_bps",
@@ -62,6 +63,8 @@ def params_from_json(d: dict[str, Any]) -> jobs_pb2.JobsParams:
             raise ValueError(f"jobs.params.{k}: must be > 0")
     if vals["max_trace_entries"] < 2:
         raise ValueError("jobs.params.max_trace_entries: must be >= 2")
+    if not 1 <= vals["min_segments_per_challenge"] <= vals["max_trace_entries"]:
+        raise ValueError("jobs.params.min_segments_per_challenge: must be 1..max_trace_entries")
     if not 1 <= vals["min_fraud_verifiers"] <= vals["max_verifiers"]:
         raise ValueError("jobs.params.min_fraud_verifiers: must be 1..max_verifiers (else fraud could never be proven)")
     if not 1 <= vals["appeal_verifiers"] <= vals["max_verifiers"]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from abci_app.codec.address import from_bech32, to_bech32
 from abci_app.jobs import keeper
+from abci_app.jobs.audit import compute_catch_bps, compute_verifier_compute_bps
 from abci_app.jobs.keys import job_key, round_key
 from abci_app.pb import enum_name, jobs_pb2
 from abci_app.querying import QueryError, int_param, to_json
@@ -61,8 +62,30 @@ def job_to_json(j: jobs_pb2.Job) -> dict[str, Any]:
             "blob_sources": list(s.blob_sources),
             "initial_model_bytes": s.initial_model_bytes,
             "dataset_bytes": s.dataset_bytes,
+            "segments_per_challenge": s.segments_per_challenge,
+            "determinism_mode": enum_name(jobs_pb2.DeterminismMode, s.determinism_mode),
+            "tolerance_ppm": s.tolerance_ppm,
+            "stack": s.stack,
         },
+        "audit": audit_json(s),
     }
+
+
+def audit_json(s: jobs_pb2.JobSpec) -> dict[str, Any]:
+    """What the job's challenge settings buy (abci_app/jobs/audit.py): the probability of
+    catching a provider that fakes 1 / 10 / 50 % of its steps, in one round and within three,
+    and one verifier's re-executed steps per provider step (all in basis points)."""
+    n = s.inner_steps // s.trace_interval if s.trace_interval and s.inner_steps % s.trace_interval == 0 else 0
+    if n == 0:
+        return {}
+    out: dict[str, Any] = {"segments": n, "verifier_compute_bps": compute_verifier_compute_bps(
+        n, s.segments_per_challenge, s.challenge_bps)}
+    for f in (100, 1_000, 5_000):
+        out[f"catch_bps_fake_{f}_bps"] = {
+            "1_round": compute_catch_bps(n, s.segments_per_challenge, s.challenge_bps, f, 1),
+            "3_rounds": compute_catch_bps(n, s.segments_per_challenge, s.challenge_bps, f, 3),
+        }
+    return out
 
 
 def _participant_json(p: jobs_pb2.Participant) -> dict[str, Any]:
@@ -91,6 +114,8 @@ def _participant_json(p: jobs_pb2.Participant) -> dict[str, Any]:
     if p.challenged:
         out["challenge"] = {
             "segment": p.segment,
+            "segments": list(p.segments),
+            "opened": [o.segment for o in p.reveals],
             "verifiers": [
                 {"address": to_bech32(v.address), "stake": v.stake, "voted": v.voted, "valid": v.valid,
                  "quality": v.quality, "height": v.height}

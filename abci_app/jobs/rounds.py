@@ -38,6 +38,7 @@ from abci_app.jobs.keys import (
     parse_round_due_key,
     round_due_key,
 )
+from abci_app.jobs.audit import draw_segments
 from abci_app.jobs.params import get_params
 from abci_app.jobs.sampler import Sampler, shuffle, weighted_sample
 from abci_app.pb import enum_name, jobs_pb2
@@ -124,7 +125,8 @@ def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -
 
 def process_challenge(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
     """At the commit deadline D: participants without a commitment have missed it; each
-    commitment is challenged with probability challenge_bps / 10000 at a uniform trace segment,
+    commitment is challenged with probability challenge_bps / 10000 at min(segments_per_challenge,
+    H/k) distinct uniform trace segments (``audit.draw_segments``),
     and each challenge gets up to verifiers_per_challenge verifiers drawn (bond x reputation) from
     every active provider (bond >= min_provider_stake, reputation >= 1; the job's own filters do
     not apply: an owner cannot pick who judges its providers) that is neither a participant of
@@ -149,12 +151,13 @@ def process_challenge(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r:
             p.quality = params.unverified_quality
             continue
         p.challenged = True
-        p.segment = s.below(n_seg)
+        p.segments.extend(draw_segments(s, n_seg, max(1, spec.segments_per_challenge)))
+        p.segment = p.segments[0]
         cands = [(v, v.bond * v.reputation) for v in pool]
         vs = weighted_sample(hashlib.sha256(seed + b"verifiers" + p.address).digest(), cands, spec.verifiers_per_challenge)
         vs.sort(key=lambda v: v.address)
         p.verifiers.extend(jobs_pb2.VerifierAssignment(address=v.address, stake=v.bond) for v in vs)
-        ctx.emit(events.challenge_issued(job.id, r.round, p.address, p.segment, [v.address for v in vs]))
+        ctx.emit(events.challenge_issued(job.id, r.round, p.address, list(p.segments), [v.address for v in vs]))
     r.phase = jobs_pb2.PHASE_REVEAL
     _move_due(ctx, r, r.commit_deadline, r.reveal_end)
     keeper.set_round(ctx.store, r)

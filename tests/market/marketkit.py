@@ -55,6 +55,7 @@ def job_spec(**kw: Any) -> jobs_pb2.JobSpec:
         participants_per_round=2, num_shards=4, tokens_per_step=1024,
         commit_blocks=3, reveal_blocks=2, verdict_blocks=2, attest_blocks=2,
         min_reputation=0, min_stake=0, challenge_bps=10_000, verifiers_per_challenge=1,
+        segments_per_challenge=1, determinism_mode=jobs_pb2.DETERMINISM_MODE_TOLERANCE, tolerance_ppm=1_000,
     )
     d.update(kw)
     return jobs_pb2.JobSpec(**d)
@@ -218,8 +219,9 @@ def actors_block(
         elif r.phase == jobs_pb2.PHASE_REVEAL:
             for p in r.participants:
                 if p.challenged and not p.HasField("reveal") and p.address not in skip_reveal:
-                    txs.append((m.key(p.address), reveal_msg(p.address, job_id, r.round, p.segment,
-                                                             base=r.base_model_hash)))
+                    opened = {o.segment for o in p.reveals}
+                    txs.extend((m.key(p.address), reveal_msg(p.address, job_id, r.round, sg, base=r.base_model_hash))
+                               for sg in p.segments if sg not in opened)
         elif r.phase == jobs_pb2.PHASE_VERDICT:
             for p in r.participants:
                 if p.challenged and p.HasField("reveal"):

@@ -76,7 +76,8 @@ def test_one_round_through_the_cli_on_cometbft(tmp_path: Path) -> None:
         cli("tx", "job", "create", "--from", "validator", "--rounds", "1", "--reward-per-round", "10loco",
             "--verifier-reward", "1loco", "--initial-model", model0, "--dataset-id", data, "--inner-steps", "8",
             "--trace-interval", "2", "--participants", "2", "--shards", "4", "--tokens-per-step", "1024",
-            "--windows", ",".join(map(str, WINDOWS)), "--challenge-bps", "10000", "--verifiers", "1", *common)
+            "--windows", ",".join(map(str, WINDOWS)), "--challenge-bps", "10000", "--verifiers", "1", "--segments", "2",
+            *common)
         r = wait_phase("commit")
         assert sorted(p["address"] for p in r["participants"]) == sorted(addrs.values())
 
@@ -115,8 +116,8 @@ def test_one_round_through_the_cli_on_cometbft(tmp_path: Path) -> None:
                     "--blob", f"http://127.0.0.1:26680/blob/{h(n)}", *common] for n in addrs])
 
         r = wait_phase("reveal")
-        seg = {p["address"]: p["challenge"]["segment"] for p in r["participants"]}
-        parallel(*[["tx", "round", "reveal", "1", "0", "--from", n, "--segment", str(seg[a]), "--trace-file",
+        seg = {p["address"]: ",".join(map(str, p["challenge"]["segments"])) for p in r["participants"]}
+        parallel(*[["tx", "round", "reveal", "1", "0", "--from", n, "--segment", seg[a], "--trace-file",
                     str(traces[n]), "--start-location", "http://127.0.0.1:26680/s", "--end-location",
                     "http://127.0.0.1:26680/e", *common] for n, a in addrs.items()])
 
