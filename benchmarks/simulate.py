@@ -45,6 +45,9 @@ def main() -> int:
     ap.add_argument("--restart-every", type=int, default=500, help="reopen the second app from its file every N blocks (0: never)")
     ap.add_argument("--staged-invariants", action="store_true",
                     help="also check the invariants inside FinalizeBlock (the committed state is checked every block anyway)")
+    ap.add_argument("--second-invariants-every", type=int, default=100, metavar="N",
+                    help="the second app's invariants every N blocks (default 100; the first app's run every block, "
+                         "and both apps' app hashes, which commit to the whole state, are compared every block)")
     ap.add_argument("--max-seconds", type=float, default=0, help="stop after this long and report the blocks done (0: no limit)")
     ap.add_argument("--progress-every", type=int, default=500, help="print a progress line every N blocks (0: quiet)")
     ap.add_argument("--record", action="store_true", help="append the figures to benchmarks/RESULTS.md")
@@ -56,7 +59,8 @@ def main() -> int:
     tmp = tempfile.TemporaryDirectory(prefix="loconet-sim-")
     cfg = SimConfig(seed=args.seed, blocks=args.blocks, validators=args.validators, accounts=args.accounts,
                     ops_per_block=args.ops_per_block, disk=Path(tmp.name) / "second.db",
-                    restart_every=args.restart_every, staged_invariants=args.staged_invariants)
+                    restart_every=args.restart_every, staged_invariants=args.staged_invariants,
+                    second_invariants_every=max(1, args.second_invariants_every))
     t0 = time.perf_counter()
 
     def progress(st: SimStats, done: int) -> None:

@@ -99,6 +99,7 @@ class Lockstep:
     def __init__(self, a: Application, b: Application) -> None:
         self.a, self.b = a, b
         self.compared = 0
+        self.check_second = True  # the same state as the first's once the app hashes agree
 
     @property
     def store(self) -> MerkleStore:
@@ -134,7 +135,8 @@ class Lockstep:
 
     def invariants(self) -> None:
         self.a.invariants()
-        self.b.invariants()
+        if self.check_second:
+            self.b.invariants()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -154,6 +156,10 @@ class SimConfig:
     # also check the invariants inside FinalizeBlock on the staged view (as a node with
     # check_invariants does); the committed state is checked after every block either way
     staged_invariants: bool = True
+    # the second app's invariants every N blocks (1: every block). Its app hash equals the
+    # first's after every block, and the app hash commits to the whole state, so this only
+    # re-reads the same state through the other store (long runs save half their time)
+    second_invariants_every: int = 1
 
 
 @dataclass
@@ -593,6 +599,7 @@ class Simulation:
         for raw in raws:
             self.app.check_tx(abci.RequestCheckTx(tx=raw))
         supply = bank.get_supply(self.store)
+        self.app.check_second = height % self.cfg.second_invariants_every == 0
         resp = self.chain.block(raws, absent=absent, evidence=evidence)  # lockstep; invariants on both
         self.check_supply(supply, resp)
         self.check_validator_set(height)
