@@ -10,7 +10,10 @@ move bytes between CometBFT and the store:
   exactly the blocks the store does not have;
 - ``check_tx`` runs the same ante checks and messages on its own state copy (``_check``),
   reset to the committed state after every Commit (CometBFT then re-checks its mempool);
-- genesis (``init_chain``) is staged together with block ``initial_height`` and committed with it.
+- genesis (``init_chain``) is staged together with block ``initial_height`` and committed with it;
+- state sync (``list/offer_snapshot``, ``load/apply_snapshot_chunk``): snapshots of committed
+  heights are written in the background after Commit and restored onto an empty store only when
+  the rebuilt root is the light-client-verified app hash (``abci_app/snapshots.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from abci_app.errors import (
 from abci_app.modules import META_PREFIX, MODULES, QUERIES, ROUTES
 from abci_app.pb import abci
 from abci_app.querying import PROOF_TYPE, QueryError, parse_path
+from abci_app.snapshots import Restore, Snapshotter
 from abci_app.store import CacheKV, KVReader, MerkleStore, StoreError
 
 APP_VERSION = 1
@@ -173,8 +177,10 @@ class HistoricalReader:
 
 
 class Application:
-    def __init__(self, store: MerkleStore, *, check_invariants: bool = False) -> None:
+    def __init__(self, store: MerkleStore, *, check_invariants: bool = False, snapshots: Snapshotter | None = None) -> None:
         self.store = store
+        self.snapshots = snapshots  # takes and serves state-sync snapshots (None: serves none)
+        self._restore: Restore | None = None  # the snapshot being applied (state sync)
         self.sigs = SignatureCache()
         self.check_invariants = check_invariants
         self._genesis: CacheKV | None = None  # genesis writes, staged with the first block
@@ -318,6 +324,8 @@ class Application:
         self._genesis = None
         self._check = CacheKV(self.store)
         self._check_block = None
+        if self.snapshots is not None:
+            self.snapshots.on_commit(self.store.height)  # written by a background thread
         return abci.ResponseCommit(retain_height=0)
 
     # -- queries --------------------------------------------------------------------------------
@@ -341,18 +349,37 @@ class Application:
             log = e.log if isinstance(e, LoconetError) else str(e)
             return abci.ResponseQuery(code=2, codespace="query", log=log, height=height)
 
-    # -- state sync: not offered yet ------------------------------------------------------------
+    # -- state sync (abci_app/snapshots.py) ----------------------------------------------------
     def list_snapshots(self, req: abci.RequestListSnapshots) -> abci.ResponseListSnapshots:
-        return abci.ResponseListSnapshots()
-
-    def offer_snapshot(self, req: abci.RequestOfferSnapshot) -> abci.ResponseOfferSnapshot:
-        return abci.ResponseOfferSnapshot(result=abci.ResponseOfferSnapshot.REJECT)
+        return abci.ResponseListSnapshots(snapshots=self.snapshots.list() if self.snapshots else [])
 
     def load_snapshot_chunk(self, req: abci.RequestLoadSnapshotChunk) -> abci.ResponseLoadSnapshotChunk:
-        return abci.ResponseLoadSnapshotChunk()
+        chunk = self.snapshots.load_chunk(req.height, req.format, req.chunk) if self.snapshots else b""
+        return abci.ResponseLoadSnapshotChunk(chunk=chunk)
+
+    def offer_snapshot(self, req: abci.RequestOfferSnapshot) -> abci.ResponseOfferSnapshot:
+        """Accepted only by an empty store; ``req.app_hash`` is the light-client-verified app hash
+        of the snapshot's height, which the restored root must equal."""
+        if self.store.height != 0 or self._genesis is not None:
+            return abci.ResponseOfferSnapshot(result=abci.ResponseOfferSnapshot.ABORT)
+        result = Restore.check_offer(req.snapshot, req.app_hash)
+        self._restore = Restore(req.snapshot, req.app_hash) if result == abci.ResponseOfferSnapshot.ACCEPT else None
+        return abci.ResponseOfferSnapshot(result=result)
 
     def apply_snapshot_chunk(self, req: abci.RequestApplySnapshotChunk) -> abci.ResponseApplySnapshotChunk:
-        return abci.ResponseApplySnapshotChunk(result=abci.ResponseApplySnapshotChunk.ABORT)
+        r = self._restore
+        if r is None or self.store.height != 0:
+            return abci.ResponseApplySnapshotChunk(result=abci.ResponseApplySnapshotChunk.ABORT)
+        resp, last = r.apply(req.index, req.chunk, req.sender)
+        if resp.result == abci.ResponseApplySnapshotChunk.REJECT_SNAPSHOT:
+            self._restore = None
+        if not last:
+            return resp
+        self._restore = None
+        resp = r.finish(self.store)
+        self._check = CacheKV(self.store)
+        self._check_block = None
+        return resp
 
     def invariants(self) -> None:
         """Check every module invariant on the committed state (tests)."""

@@ -85,7 +85,6 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 
 def cmd_abci(args: argparse.Namespace) -> int:
-    from abci_app.app import Application
     from abci_app.server import ABCIServer
     from abci_app.store import MerkleStore
     from node.config import AppConfig, resolve_abci_address
@@ -95,7 +94,7 @@ def cmd_abci(args: argparse.Namespace) -> int:
     cfg = AppConfig.load(home)
     store = MerkleStore(home / "data" / "app.db", keep_recent=cfg.keep_recent)
     address = resolve_abci_address(home, args.address) if args.address else cfg.abci_address
-    server = ABCIServer(Application(store, check_invariants=cfg.check_invariants), address)
+    server = ABCIServer(cfg.application(home, store), address)
     try:
         asyncio.run(server.serve_forever())
     except KeyboardInterrupt:

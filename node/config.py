@@ -24,6 +24,11 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from abci_app.app import Application
+    from abci_app.store import MerkleStore
 
 DEFAULT_ABCI_ADDRESS = "unix://data/abci.sock"
 _MAX_UNIX_PATH = 100  # sun_path holds 108 bytes on Linux, 104 on macOS
@@ -114,6 +119,9 @@ class AppConfig:
     abci_address: str = DEFAULT_ABCI_ADDRESS
     keep_recent: int = 1000  # committed versions kept for queries at past heights
     check_invariants: bool = False
+    snapshot_interval: int = 0  # state-sync snapshot every N committed heights (0: none)
+    snapshot_keep: int = 2  # snapshots kept on disk
+    snapshot_chunk_bytes: int = 1 << 20  # nodes with the same value serve the same snapshot
 
     def to_toml(self) -> str:
         return (
@@ -124,6 +132,12 @@ class AppConfig:
             f"keep_recent = {self.keep_recent}\n"
             "# check every module invariant after each block (slow; for debugging)\n"
             f"check_invariants = {'true' if self.check_invariants else 'false'}\n"
+            "# state-sync snapshots of the committed state every N heights (0: none), written in\n"
+            "# the background to data/snapshots/; new nodes join from them (`[statesync]` in config.toml)\n"
+            f"snapshot_interval = {self.snapshot_interval}\n"
+            f"snapshot_keep = {self.snapshot_keep}\n"
+            "# chunk size; peers with the same value serve the same snapshot\n"
+            f"snapshot_chunk_bytes = {self.snapshot_chunk_bytes}\n"
         )
 
     @classmethod
@@ -134,7 +148,22 @@ class AppConfig:
             abci_address=resolve_abci_address(home, str(data.get("abci_address", DEFAULT_ABCI_ADDRESS))),
             keep_recent=int(data.get("keep_recent", 1000)),
             check_invariants=bool(data.get("check_invariants", False)),
+            snapshot_interval=int(data.get("snapshot_interval", 0)),
+            snapshot_keep=int(data.get("snapshot_keep", 2)),
+            snapshot_chunk_bytes=int(data.get("snapshot_chunk_bytes", 1 << 20)),
         )
+
+    def application(self, home: Path, store: MerkleStore) -> Application:
+        """The node's Application over ``store``, with its snapshots in HOME/data/snapshots."""
+        from abci_app.app import Application
+        from abci_app.snapshots import Snapshotter
+
+        if self.snapshot_interval < 0 or self.snapshot_keep < 1 or self.snapshot_chunk_bytes < 1:
+            raise ValueError(f"{home / 'config' / 'app.toml'}: snapshot_interval must be >= 0, snapshot_keep >= 1 and "
+                             "snapshot_chunk_bytes >= 1")
+        snaps = Snapshotter(store, home / "data" / "snapshots", interval=self.snapshot_interval,
+                            keep=self.snapshot_keep, chunk_bytes=self.snapshot_chunk_bytes)
+        return Application(store, check_invariants=self.check_invariants, snapshots=snaps)
 
 
 def cometbft_rpc_url(home: Path) -> str:

@@ -17,7 +17,6 @@ import sys
 import tomllib
 from pathlib import Path
 
-from abci_app.app import Application
 from abci_app.server import ABCIServer
 from abci_app.store import MerkleStore
 from node.config import AppConfig
@@ -54,7 +53,11 @@ async def run_node(home: Path) -> int:
         check_port_free(_port_of(addr), what)
 
     store = MerkleStore(home / "data" / "app.db", keep_recent=cfg.keep_recent)
-    app = Application(store, check_invariants=cfg.check_invariants)
+    try:
+        app = cfg.application(home, store)
+    except ValueError as e:
+        store.close()
+        raise StartError(str(e)) from None
     server = ABCIServer(app, cfg.abci_address)
     try:
         await server.start()
@@ -96,6 +99,8 @@ async def run_node(home: Path) -> int:
     serve.cancel()
     stopper.cancel()
     await server.stop()
+    if app.snapshots is not None:
+        app.snapshots.close()  # lets a snapshot being written finish (else its tmp folder is dropped at the next start)
     store.close()
     logf.close()
     print("node stopped", flush=True)

@@ -56,6 +56,11 @@ TESTNET_TUNING: dict[str, dict[str, str]] = {
 }
 
 
+# app.toml of every node: a state-sync snapshot every 20 blocks (~10 s); small chunks, so a local
+# net's few-KiB state is served and verified in several chunks
+TESTNET_APP: dict[str, int] = {"snapshot_interval": 20, "snapshot_chunk_bytes": 1024}
+
+
 class TestnetError(Exception):
     pass
 
@@ -141,7 +146,8 @@ def _configure(home: Path, name: str, ports: Ports, peers: str, overrides: dict[
         values.setdefault(s, {}).update(kv)
     cfg = home / "config" / "config.toml"
     cfg.write_text(set_toml_values(cfg.read_text(), values))
-    (home / "config" / "app.toml").write_text(AppConfig().to_toml())  # ABCI on a Unix socket in the home
+    # ABCI on a Unix socket in the home; snapshots for `add-node --state-sync`
+    (home / "config" / "app.toml").write_text(AppConfig(**TESTNET_APP).to_toml())
 
 
 def _peers(nodes: list[NodeInfo], exclude: str) -> str:
@@ -476,11 +482,47 @@ def cmd_start(args: argparse.Namespace) -> int:
     return 0
 
 
+def state_sync_config(d: Path) -> dict[str, dict[str, str]]:
+    """``[statesync]`` for a node joining from a snapshot: two running nodes' RPC for the light
+    client, and a trusted height and block hash read from a running node (the light client
+    verifies every header it uses, the snapshot's app hash included, from this one)."""
+    from node.rpc import Client, RpcError
+
+    nodes = nodes_of(load(d))
+    running = [n for n in nodes if is_running(n)]
+    if not running:
+        raise TestnetError("no node is running: `loconet testnet up` first (state sync needs peers that serve snapshots)")
+    snaps = [int(p.name) for n in nodes for p in (n.path / "data" / "snapshots").glob("*") if p.name.isdigit()]
+    if not snaps:
+        raise TestnetError("no node has a state-sync snapshot yet: wait for a multiple of snapshot_interval (app.toml; "
+                           f"{TESTNET_APP['snapshot_interval']} for new testnets), or add the node without --state-sync")
+    try:
+        with Client(running[0].rpc_url, timeout=5.0) as c:
+            trust_height = c.latest_height() - 1
+            trust_hash = c.call("commit", height=str(trust_height))["signed_header"]["commit"]["block_id"]["hash"]
+    except (RpcError, KeyError) as e:
+        raise TestnetError(f"cannot read a trusted block from {running[0].name}: {e}") from None
+    servers = [f"http://127.0.0.1:{n.rpc}" for n in (running * 2)[:2]]  # cometbft wants two (the same twice is allowed)
+    return {"statesync": {
+        "enable": "true", "rpc_servers": f'"{",".join(servers)}"', "trust_height": str(trust_height),
+        "trust_hash": f'"{trust_hash}"', "trust_period": '"168h0m0s"', "discovery_time": '"5s"',
+    }}
+
+
 def cmd_add_node(args: argparse.Namespace) -> int:
+    from node.rpc import Client, RpcError
+
     d = _dir(args)
-    n = add_node(d)
+    n = add_node(d, overrides=state_sync_config(d) if args.state_sync else None)
     start_node(n)
     wait_producing([n], min_height=1, timeout=args.timeout)
+    if args.state_sync:
+        try:
+            with Client(n.rpc_url, timeout=5.0) as c:
+                earliest = c.status()["sync_info"]["earliest_block_height"]
+        except RpcError:
+            earliest = "?"
+        print(f"{n.name} joined from a state-sync snapshot: its block store starts at height {earliest}")
     print(f"{n.name} (full node) is in sync: RPC {n.rpc_url}, home {n.home}\n"
           f"make it a validator: loconet tx staking create-validator account0 --validator-home {n.home} "
           f"--self-bond 100000loco --moniker {n.name} --home {d} --node {n.rpc_url}")
@@ -564,7 +606,9 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
     p.add_argument("node", metavar="NODE"); p.add_argument("--no-wait", action="store_true"); p.add_argument("--timeout", type=float, default=120.0)
     dir_flag(p)
     p = add_command(tn, "add-node", "add and start a full node (then make it a validator with tx staking create-validator)",
-                    "loconet testnet add-node", _main_wrap(cmd_add_node))
+                    "loconet testnet add-node --state-sync", _main_wrap(cmd_add_node))
+    p.add_argument("--state-sync", action="store_true",
+                   help="join from a running node's snapshot (light-client verified) instead of replaying every block")
     p.add_argument("--timeout", type=float, default=120.0); dir_flag(p)
     p = add_command(tn, "down", "stop every node (--purge also deletes the folder)", "loconet testnet down --purge", _main_wrap(cmd_down))
     p.add_argument("--purge", action="store_true"); dir_flag(p)

@@ -23,7 +23,7 @@ import os
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Self
 
@@ -426,6 +426,29 @@ class MerkleStore:
                 s.nodes_staled, nodes_pruned, history_pruned,
             )  # fmt: skip
             return root.hash
+
+    def restore(self, height: int, pairs: Iterable[tuple[bytes, bytes]], app_hash: bytes) -> None:
+        """Bulk import (state sync): on an empty store, commits the whole state ``pairs`` as
+        version ``height``, which becomes the only readable height, if its root equals
+        ``app_hash`` (the trusted one). Otherwise raises StoreError and writes nothing.
+        Goes through ``stage``/``commit``, so it is one atomic transaction like a block."""
+        with self._lock:
+            if self._height != 0 or self._staged is not None:
+                raise StoreError(f"restore needs an empty store; this one is at height {self._height}")
+            if not isinstance(height, int) or height < 1:
+                raise StoreError(f"restore: height must be an integer >= 1, got {height!r}")
+            changes = {_check_bytes("key", k): _check_bytes("value", v) for k, v in pairs}
+            self._height, self._earliest = height - 1, height  # nothing below `height` exists
+            try:
+                root = self.stage(height, changes)
+                if root != app_hash:
+                    raise StoreError(f"restored state of height {height} has root {root.hex()}, "
+                                     f"not the trusted app hash {app_hash.hex()}")
+                self.commit()
+            except BaseException:
+                self._staged = None
+                self._height, self._earliest = 0, 0
+                raise
 
     def _prune(self, earliest: int) -> tuple[int, int]:
         """Deletes what no height >= earliest needs (inside commit's transaction)."""
