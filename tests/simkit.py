@@ -258,6 +258,15 @@ class Simulation:
               if r < 0.2 else self.pick(self.signers).address)
         return k, send_msg(to, self.amount(bank.get_balance(self.store, k.address)))
 
+    def op_onboard(self) -> tuple[Ed25519Signer, tx_pb2.Msg]:
+        """A new account, funded by an existing one: providers tombstoned for fraud never come
+        back, so without newcomers a long run's market would run out of providers."""
+        k = signer(10_000 + len(self.accounts))
+        self.accounts.append(k)
+        self.signers.append(k)
+        self.by_address[k.address] = k
+        return self.pick(self.accounts[:-1]), send_msg(k.address, 20_000 * LOCO)
+
     def op_create_validator(self) -> tuple[Ed25519Signer, tx_pb2.Msg]:
         k = self.pick(self.accounts)
         bond = self.pick([LOCO // 2, 20 * LOCO, 60 * LOCO, 150 * LOCO])
@@ -375,6 +384,7 @@ class Simulation:
     OPS: tuple[tuple[str, float], ...] = (
         ("send", 20), ("create_validator", 1.5), ("bond", 5), ("unbond", 5), ("unjail", 3),
         ("register", 5), ("update", 3), ("exit", 1.2), ("create_job", 4), ("cancel", 0.8), ("stale", 2),
+        ("onboard", 0.7),
     )
 
     def random_op(self) -> tuple[str, Ed25519Signer, tx_pb2.Msg]:
