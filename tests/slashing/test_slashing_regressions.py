@@ -50,3 +50,24 @@ def test_invalid_genesis_evidence_age_longer_than_unbonding() -> None:
     state["slashing"]["params"]["max_evidence_age_blocks"] = "100"
     req.app_state_bytes = json.dumps(state).encode()
     assert len(Application(MerkleStore(None)).init_chain(req).app_hash) == 32
+
+
+def test_evidence_against_the_only_validator_with_power_empties_the_set() -> None:
+    """Found by the invariant simulation (tests/simkit.py): a double sign from a height when
+    others were bonded, judged once the accused is the only validator with power. It is punished
+    like any other (slashed, jailed, tombstoned) and the set it returns is empty, so CometBFT
+    halts, as a Cosmos SDK chain would (abci_app/slashing/README.md). Pinned so that a change to
+    this choice is deliberate."""
+    from stakekit import LOCO, new_staking_chain, unbond_msg
+
+    c = new_staking_chain([100 * LOCO, 100 * LOCO])
+    v0, v1 = c.vals
+    c.blocks(3)
+    at = c.height  # both validators sign here
+    c.ok(v1, [unbond_msg(v1.address, 100 * LOCO)])  # v1 leaves: v0 is the only one with power
+    c.blocks(2)
+    assert {cons for cons, p in c.comet_set(c.height + 2).items() if p} == {v0.address}
+    resp = c.block([], evidence=[(v0.address, at)])
+    assert [u.power for u in resp.validator_updates] == [0]
+    assert c.validator(v0.address).tombstoned and c.validator(v0.address).jailed
+    assert not c.comet_set(c.height + 2)
