@@ -10,16 +10,20 @@ from typing import TypeVar
 
 from abci_app.auth.module import MODULE as AUTH
 from abci_app.bank.module import MODULE as BANK
+from abci_app.codec.address import from_bech32
 from abci_app.jobs.keys import PARAMS_KEY as JOBS_PARAMS_KEY
+from abci_app.jobs.keys import sla_key
 from abci_app.jobs.module import new_module as new_jobs_module
 from abci_app.jobs.params import get_params as get_jobs_params
 from abci_app.jobs.params import params_to_json as jobs_params_to_json
+from abci_app.jobs.queries import query_provider_sla
 from abci_app.module import Handler, ModuleSpec, QueryFn
 from abci_app.providers import keeper as providers_keeper
 from abci_app.providers.keys import PARAMS_KEY as PROVIDERS_PARAMS_KEY
 from abci_app.providers.module import MODULE as PROVIDERS
 from abci_app.providers.params import get_params as get_providers_params
 from abci_app.providers.params import params_to_json as providers_params_to_json
+from abci_app.providers.queries import query_provider as query_provider_record
 from abci_app.querying import QueryError, to_json
 from abci_app.slashing.module import new_module as new_slashing_module
 from abci_app.slashing.params import SLASHING_PARAMS_KEY
@@ -78,7 +82,20 @@ def query_params(reader: KVReader, args: list[str], params: dict[str, str]) -> t
     return to_json(value), [key]
 
 
-# queries that span modules (served by the app, not by one module)
+def query_provider(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
+    """/provider/{loco1...} -> the provider record (providers module); /provider/{loco1...}/sla ->
+    its SLA figures (jobs module: the round steps record them). An address that is neither a
+    provider nor has a record is an error, so a typo never reads as a clean record of zeros."""
+    if len(args) == 2 and args[1] == "sla":
+        addr = from_bech32(args[0])
+        if providers_keeper.get_provider(reader, addr) is None and reader.get(sla_key(addr)) is None:
+            raise QueryError(f"provider {args[0]} not found (never registered, and no SLA record)")
+        return query_provider_sla(reader, args[:1], params)
+    return query_provider_record(reader, args, params)
+
+
+# queries that span modules (served by the app, not by one module); "provider" replaces the
+# providers module's own entry (it adds the /sla sub-path), see QUERIES below
 APP_QUERIES: dict[str, QueryFn] = {"market_params": query_market_params, "params": query_params}
 
 # the app's own keys (chain id, last block time: abci_app/app.py), owned like a module's
@@ -99,4 +116,4 @@ def check_key_prefixes(modules: tuple[ModuleSpec, ...]) -> None:
 
 check_key_prefixes(MODULES)
 ROUTES: dict[str, Handler] = _merge("message route", [m.routes for m in MODULES])
-QUERIES: dict[str, QueryFn] = _merge("query path", [*(m.queries for m in MODULES), APP_QUERIES])
+QUERIES: dict[str, QueryFn] = _merge("query path", [*(m.queries for m in MODULES), APP_QUERIES]) | {"provider": query_provider}

@@ -271,12 +271,27 @@ def _emit(a: argparse.Namespace, res: dict[str, Any], text: str) -> int:
     return 0
 
 
+def _proven_sla(address: str) -> Callable[[dict[bytes, bytes | None]], Any]:
+    """Re-derive ``/provider/{addr}/sla`` from its proven value (absent = no duty yet: zeros)."""
+    from abci_app.codec.address import from_bech32
+    from abci_app.jobs import sla
+    from abci_app.jobs.queries import sla_to_json
+
+    def f(proven: dict[bytes, bytes | None]) -> Any:
+        if len(proven) != 1:
+            raise UsageError("proof covers an unexpected set of keys")
+        (raw,) = proven.values()
+        return sla_to_json(from_bech32(address), sla.Sla() if raw is None else sla.decode_sla(raw))
+    return f
+
+
 def cmd_query_provider(a: argparse.Namespace) -> int:
     from abci_app.encoding import decode_msg
     from abci_app.pb import providers_pb2
     from abci_app.providers.queries import provider_to_json
 
     res = _query(a, f"/provider/{a.address}", _proven_one(lambda b: decode_msg(providers_pb2.Provider, b), provider_to_json))
+    res["result"]["sla"] = _query(a, f"/provider/{a.address}/sla", _proven_sla(a.address))["result"]
     text = market_render.provider_text(res["result"], res["height"])
     return _emit(a, res, text)
 
@@ -350,7 +365,7 @@ def cmd_query_market_params(a: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------- parser table
 
 
-def A(*names: str, **kw: Any) -> tuple[tuple[str, ...], dict[str, Any]]:  # noqa: N802 (a table cell)
+def A(*names: str, **kw: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
     """One argument: the names and keywords of ``ArgumentParser.add_argument``."""
     return names, kw
 

@@ -13,7 +13,26 @@ def provider_text(p: dict[str, Any], height: int) -> str:
     return (f"provider:   {p['address']}\nstatus:     {p['status']}\nbond:       {p['bond']} uloco ({fmt_loco(p['bond'])})\n"
             f"unbonding:  {p['unbonding']} uloco (at height {p['unbonding_height']})\nreputation: {p['reputation']} / 10000\n"
             f"hardware:   {hw}\nthroughput: {p['throughput_tokens_per_sec']} tokens/s\nregion:     {p['region']}\n"
-            f"endpoint:   {p['endpoint']}\nslashed:    {p['slashed_total']} uloco\nheight:     {height}")
+            f"endpoint:   {p['endpoint']}\nslashed:    {p['slashed_total']} uloco\n"
+            + (sla_text(p["sla"]) + "\n" if p.get("sla") else "") + f"height:     {height}")
+
+
+def _pct(bps: int | None) -> str:
+    return "-" if bps is None else f"{bps / 100:.2f} %"
+
+
+def sla_text(s: dict[str, Any]) -> str:
+    """SLA figures (``/provider/{addr}/sla``): each duty as kept/due with its rate."""
+    return (f"sla:        uptime {_pct(s['uptime_bps'])} over its last {s['window_len']} duties "
+            f"(window {s['window_size']}; last duty at height {s['last_duty_height']})\n"
+            f"  rounds drawn      {s['rounds_drawn']}\n"
+            f"  committed on time {s['committed_on_time']}/{s['commits_due']} ({_pct(s['commit_rate_bps'])})\n"
+            f"  revealed          {s['revealed']}/{s['reveals_due']} challenged ({_pct(s['reveal_rate_bps'])})\n"
+            f"  verdicts          {s['verdicts_accepted']} accepted, {s['verdicts_against']} rejected or fraud\n"
+            f"  attested          {s['attested']}/{s['attests_due']}\n"
+            f"  verifier votes    {s['verifier_voted']}/{s['verifier_assigned']} ({_pct(s['verifier_duty_bps'])})\n"
+            f"earned:     {s['earned_total']} uloco ({fmt_loco(s['earned_total'])}): {s['earned_participant']} training, "
+            f"{s['earned_verifier']} verifying, {s['earned_bounty']} bounties; slashed in rounds {s['slashed']} uloco")
 
 
 def providers_table(res: dict[str, Any]) -> str:
@@ -55,8 +74,8 @@ def round_table(r: dict[str, Any]) -> str:
         + (f" | finalized at {r['finalized_height']}" if r["finalized_height"] else ""),
         f"base model: {short(r['base_model_hash'])}   attested: {short(r['attested_model_hash'])}",
         "",
-        f"{'participant':44s} {'shard':>5s} {'rep':>5s} {'commit':6s} {'seg':>3s} {'reveal':6s} {'votes':9s} "
-        f"{'outcome':13s} {'quality':>7s} {'reward':>10s} {'slashed':>10s}",
+        (f"{'participant':44s} {'shard':>5s} {'rep':>5s} {'commit':6s} {'seg':>3s} {'reveal':6s} {'votes':9s} "
+        f"{'outcome':13s} {'quality':>7s} {'reward':>10s} {'slashed':>10s}"),
     ]
     for p in r["participants"]:
         ch = p["challenge"]

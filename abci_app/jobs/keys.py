@@ -6,11 +6,12 @@
     0x53 | u64 job | u64 round                     -> Round
     0x54 | u64 height | u64 job | u64 round        -> b""  (round transition due at height)
     0x55 | u64 height | u64 job                    -> b""  (job's next round opens at height)
+    0x56 | len(addr) | addr                        -> SLA figures of a provider (sla.py: u64 counters)
 """
 
 
 from abci_app.bank.keys import module_address
-from abci_app.encoding import KeyReader, u64_key
+from abci_app.encoding import KeyReader, lp, u64_key
 
 PARAMS_KEY = b"\x50"
 NEXT_JOB_ID_KEY = b"\x51"
@@ -18,6 +19,7 @@ JOB_PREFIX = b"\x52"
 ROUND_PREFIX = b"\x53"
 ROUND_DUE_PREFIX = b"\x54"
 OPEN_DUE_PREFIX = b"\x55"
+SLA_PREFIX = b"\x56"
 # every key this module writes starts with one of these (ModuleSpec.key_prefixes)
 KEY_PREFIXES: tuple[bytes, ...] = (
     PARAMS_KEY,
@@ -26,6 +28,7 @@ KEY_PREFIXES: tuple[bytes, ...] = (
     ROUND_PREFIX,
     ROUND_DUE_PREFIX,
     OPEN_DUE_PREFIX,
+    SLA_PREFIX,
 )
 
 # Module account holding every job's escrow (no key can sign for it).
@@ -83,3 +86,15 @@ def parse_open_due_key(key: bytes) -> tuple[int, int]:
     r.end()
     return height, job_id
 
+
+
+def sla_key(address: bytes) -> bytes:
+    return SLA_PREFIX + lp(address)
+
+
+def parse_sla_key(key: bytes) -> bytes:
+    """Inverse of ``sla_key``: the provider address."""
+    r = KeyReader(key, SLA_PREFIX)
+    address = r.lp()
+    r.end()
+    return address

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from abci_app.context import Ctx
-from abci_app.jobs import genesis, keeper
+from abci_app.jobs import genesis, keeper, sla
 from abci_app.jobs.expected import ProviderKeeper
 from abci_app.jobs.keys import KEY_PREFIXES
 from abci_app.jobs.msgs import (
@@ -22,7 +22,7 @@ from abci_app.jobs.queries import QUERIES
 from abci_app.jobs.rounds import process_rounds
 from abci_app.module import ModuleSpec
 from abci_app.pb import abci
-from abci_app.store import CacheKV
+from abci_app.store import CacheKV, KVReader
 
 
 def new_module(providers: ProviderKeeper) -> ModuleSpec:
@@ -34,6 +34,11 @@ def new_module(providers: ProviderKeeper) -> ModuleSpec:
     def _end_block(ctx: Ctx) -> list[abci.ValidatorUpdate]:
         process_rounds(ctx, providers)
         return []
+
+    def _invariants(store: KVReader) -> int:
+        held = keeper.check_invariants(store)
+        sla.check_invariants(store)
+        return held
 
     return ModuleSpec(
         name="jobs",
@@ -49,5 +54,5 @@ def new_module(providers: ProviderKeeper) -> ModuleSpec:
         queries=QUERIES,
         init_genesis=_genesis,
         end_block=_end_block,
-        invariants=keeper.check_invariants,
+        invariants=_invariants,
     )

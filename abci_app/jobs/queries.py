@@ -1,16 +1,19 @@
 """jobs queries: ``/job/{id}``, ``/jobs?owner=&from=&limit=``, ``/round/{job}/{round}``,
 ``/rounds/{job}?from=&limit=`` (``/market_params`` spans two modules: abci_app/modules.py).
 All take ``height`` and ``prove=true`` (the app adds the proofs of the returned keys). JSON: addresses bech32, hashes lower-case hex,
-amounts integers (uloco). ``round_to_json`` is also what a client runs over a proven value."""
+amounts integers (uloco). ``round_to_json`` is also what a client runs over a proven value.
+``/provider/{addr}/sla`` (``query_provider_sla``) is wired in abci_app/modules.py: the path is the
+providers module's, the figures are recorded here (sla.py)."""
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 from abci_app.codec.address import from_bech32, to_bech32
-from abci_app.jobs import keeper
+from abci_app.jobs import keeper, sla
 from abci_app.jobs.audit import compute_catch_bps, compute_verifier_compute_bps
-from abci_app.jobs.keys import job_key, round_key
+from abci_app.jobs.keys import job_key, round_key, sla_key
 from abci_app.pb import enum_name, jobs_pb2
 from abci_app.querying import QueryError, int_param, to_json
 from abci_app.store import KVReader
@@ -213,6 +216,32 @@ def query_rounds(reader: KVReader, args: list[str], params: dict[str, str]) -> t
     return to_json({"rounds": [round_to_json(r) for r in page], "total": j.rounds_opened}), [
         round_key(jid, r.round) for r in page
     ]
+
+
+def sla_to_json(address: bytes, s: sla.Sla) -> dict[str, Any]:
+    """The SLA record with its derived figures (integers: rates in basis points of what was due)."""
+    def rate(kept: int, due: int) -> int | None:
+        return None if due == 0 else kept * sla.BPS // due
+
+    out: dict[str, Any] = {"address": to_bech32(address)}
+    out.update({f.name: getattr(s, f.name) for f in fields(s) if f.name != "window_bits"})
+    out["window_bits"] = format(s.window_bits & ((1 << s.window_len) - 1), f"0{s.window_len}b") if s.window_len else ""
+    out["window_size"] = sla.WINDOW
+    out["uptime_bps"] = sla.compute_uptime_bps(s)
+    out["commit_rate_bps"] = rate(s.committed_on_time, s.commits_due)
+    out["reveal_rate_bps"] = rate(s.revealed, s.reveals_due)
+    out["verifier_duty_bps"] = rate(s.verifier_voted, s.verifier_assigned)
+    out["earned_total"] = s.earned_participant + s.earned_verifier + s.earned_bounty
+    return out
+
+
+def query_provider_sla(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
+    """/provider/{loco1...}/sla -> SLA figures (all zero for an address that never had a duty;
+    the proof then shows the record's absence)."""
+    if len(args) != 1:
+        raise QueryError("usage: /provider/{loco1...}/sla")
+    addr = from_bech32(args[0])
+    return to_json(sla_to_json(addr, sla.get_sla(reader, addr))), [sla_key(addr)]
 
 
 QUERIES = {

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from abci_app.context import Ctx
 from abci_app.encoding import u64_key
 from abci_app.errors import InvariantBroken
-from abci_app.jobs import events, keeper
+from abci_app.jobs import events, keeper, sla
 from abci_app.jobs.expected import ProviderKeeper
 from abci_app.jobs.keys import (
     OPEN_DUE_PREFIX,
@@ -115,6 +115,7 @@ def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -
     )
     ctx.store.set(round_due_key(d, job.id, n), b"")
     keeper.set_round(ctx.store, r)
+    sla.record_drawn(ctx.store, r, h)
     job.rounds_opened += 1
     keeper.set_job(ctx.store, job)
     ctx.emit(events.round_opened(job.id, n, len(parts), r.base_model_hash, d))
@@ -158,6 +159,7 @@ def process_challenge(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r:
         vs.sort(key=lambda v: v.address)
         p.verifiers.extend(jobs_pb2.VerifierAssignment(address=v.address, stake=v.bond) for v in vs)
         ctx.emit(events.challenge_issued(job.id, r.round, p.address, list(p.segments), [v.address for v in vs]))
+    sla.record_commit_deadline(ctx.store, r, ctx.block.height)
     r.phase = jobs_pb2.PHASE_REVEAL
     _move_due(ctx, r, r.commit_deadline, r.reveal_end)
     keeper.set_round(ctx.store, r)
@@ -174,6 +176,7 @@ def process_reveal_end(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r
     for p in r.participants:
         if p.challenged and not p.HasField("reveal"):
             p.outcome = jobs_pb2.OUTCOME_MISSED_REVEAL
+    sla.record_reveal_deadline(ctx.store, r, ctx.block.height)
     r.phase = jobs_pb2.PHASE_VERDICT
     _move_due(ctx, r, r.reveal_end, r.verdict_end)
     keeper.set_round(ctx.store, r)
@@ -409,6 +412,7 @@ def process_finalize(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: 
     process_verifier_rewards(ctx, providers, job, r)
     process_participant_penalties(ctx, providers, r)
     process_verifier_reputation(ctx, providers, r)
+    sla.record_finalized(ctx.store, r, ctx.block.height)
     process_round_close(ctx, job, r)
 
 

@@ -144,6 +144,13 @@ def test_one_round_through_the_cli_on_cometbft(tmp_path: Path) -> None:
         job = q("job", "1", "--prove")
         assert job["proof_verified"] and job["result"]["status"] == "completed"
         assert job["result"]["current_model_hash"] == agg
+        # SLA figures recorded by the round steps, proven, in `query provider`
+        prov = q("provider", addrs["alice"], "--prove")
+        sla = prov["result"]["sla"]
+        assert prov["proof_verified"] and (sla["rounds_drawn"], sla["committed_on_time"], sla["revealed"]) == (1, 1, 1)
+        assert sla["attested"] == 1 and sla["uptime_bps"] == 10_000
+        assert sla["earned_participant"] == next(p["reward"] for p in fin["participants"] if p["address"] == addrs["alice"])
+        assert "committed on time 1/1 (100.00 %)" in cli("query", "provider", addrs["alice"], "--node", node.url).stdout
         table = cli("query", "round", "1", "0", "--node", node.url).stdout
         assert "phase finalized" in table and "accepted" in table
         # the events are indexed: find the round's finalization by block_search
