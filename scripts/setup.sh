@@ -4,6 +4,8 @@
 #   2. cometbft built with `go install` into .bin/ (found by the CLI, PATH untouched)
 #   3. Python protobuf stubs generated from the pinned cometbft module's proto/ folder,
 #      gogoproto, and our own proto/ files, into abci_app/codec/gen/ (build output).
+#   4. the EVM side (contracts/): solc, OpenZeppelin and anvil from npm at the versions pinned
+#      in contracts/package-lock.json (`npm ci`), and the contracts compiled into contracts/build/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -56,4 +58,19 @@ if [ ! -f "$gen_stamp" ] || [ -n "$newest_proto" ]; then
     gogoproto/gogo.proto $(cat "$gen/.comet-protos") $(cat "$gen/.own-protos")
   touch "$gen_stamp"
 fi
-echo "setup: ok (cometbft $(.bin/cometbft version), venv .venv, stubs in $gen)"
+# 4. contracts: npm packages (solc, OpenZeppelin, anvil) and the compiled artifacts
+npm_stamp=contracts/node_modules/.loconet-installed
+if [ ! -f "$npm_stamp" ] || [ contracts/package-lock.json -nt "$npm_stamp" ]; then
+  echo "setup: installing solc, OpenZeppelin contracts and anvil from npm (contracts/package-lock.json)"
+  (cd contracts && npm ci --no-audit --no-fund --loglevel=error)
+  touch "$npm_stamp"
+fi
+build_stamp=contracts/build/.stamp
+newest_sol=$(find contracts/src contracts/build.js "$npm_stamp" -newer "$build_stamp" 2>/dev/null | head -1 || true)
+if [ ! -f "$build_stamp" ] || [ -n "$newest_sol" ]; then
+  echo "setup: compiling contracts/src with solc"
+  rm -rf contracts/build
+  node contracts/build.js
+  touch "$build_stamp"
+fi
+echo "setup: ok (cometbft $(.bin/cometbft version), venv .venv, stubs in $gen, contracts in contracts/build)"

@@ -1,0 +1,1 @@
+"""EVM side of settlement: deployment, checkpoint submission, claims (web3.py)."""

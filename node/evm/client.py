@@ -1,0 +1,130 @@
+"""web3.py glue between loconet's settlement queries and the contracts in contracts/.
+
+A *deployment file* (JSON) records where the contracts live::
+
+    {"evm_chain_id": 31337, "loconet_chain_id": "...", "checkpoints": "0x..",
+     "distributor": "0x..", "token": "0x..", "start_number": 3, "block": 1}
+
+``submit_args`` turns a ``/checkpoint/{n}`` answer into the arguments of
+``Checkpoints.submit``; ``claim_args`` turns a ``/claim/{address}`` answer into ``claim``'s.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from web3 import Web3
+from web3.contract import Contract
+
+from contracts import artifact
+
+
+@dataclass
+class Deployment:
+    evm_chain_id: int
+    loconet_chain_id: str
+    checkpoints: str
+    distributor: str
+    token: str
+    start_number: int
+    block: int
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(asdict(self), indent=1, sort_keys=True) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> Deployment:
+        try:
+            d = json.loads(Path(path).read_text())
+            return cls(**{k: d[k] for k in cls.__dataclass_fields__})
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"deployment file {path}: {e}; write one with `loconet evm deploy`") from e
+
+
+def contract(w3: Web3, name: str, address: str) -> Contract:
+    return w3.eth.contract(address=Web3.to_checksum_address(address), abi=artifact(name)["abi"])
+
+
+def checkpoints(w3: Web3, d: Deployment) -> Contract:
+    return contract(w3, "Checkpoints", d.checkpoints)
+
+
+def distributor(w3: Web3, d: Deployment) -> Contract:
+    return contract(w3, "RewardsDistributor", d.distributor)
+
+
+def token(w3: Web3, d: Deployment) -> Contract:
+    return contract(w3, "LocoToken", d.token)
+
+
+def _b32(h: str) -> bytes:
+    b = bytes.fromhex(h.removeprefix("0x"))
+    if len(b) != 32:
+        raise ValueError(f"expected 32 bytes of hex, got {h!r}")
+    return b
+
+
+def set_of(entries: list[dict[str, Any]]) -> tuple[list[str], list[int]]:
+    """A signer set from a checkpoint's ``signers``/``next_set`` (already ascending by address)."""
+    return [Web3.to_checksum_address(e["evm_address"]) for e in entries], [int(e["power"]) for e in entries]
+
+
+def submit_args(cp: dict[str, Any]) -> tuple[Any, ...]:
+    """(checkpoint, current set, signer indices, signatures, next set) for Checkpoints.submit."""
+    signers, powers = set_of(cp["signers"])
+    index = {a.lower(): i for i, a in enumerate(signers)}
+    sigs = sorted(cp["signatures"], key=lambda s: index[s["evm_address"].lower()])
+    idx = [index[s["evm_address"].lower()] for s in sigs]
+    raw = [bytes.fromhex(s["signature"].removeprefix("0x")) for s in sigs]
+    rotates = cp["next_set_hash"] != cp["set_hash"]
+    nxt = set_of(cp["next_set"]) if rotates else ([], [])
+    head = (int(cp["number"]), int(cp["height"]), _b32(cp["app_hash"]), _b32(cp["rewards_root"]),
+            _b32(cp["next_set_hash"]))
+    return head, (signers, powers), idx, raw, nxt
+
+
+def claim_args(claim: dict[str, Any]) -> tuple[str, int, list[bytes]]:
+    return (Web3.to_checksum_address(claim["evm_address"]), int(claim["cumulative"]),
+            [_b32(p) for p in claim["proof"]])
+
+
+def send(w3: Web3, fn: Any, sender: Any, *, gas: int | None = None, nonce: int | None = None) -> Any:
+    """Sign ``fn`` (a bound contract call or constructor) with ``sender`` (an eth_account
+    LocalAccount), send it, wait for the receipt; raise if it reverted."""
+    tx: dict[str, Any] = {"from": sender.address, "chainId": w3.eth.chain_id,
+                          "nonce": w3.eth.get_transaction_count(sender.address, "pending") if nonce is None else nonce}
+    if gas is not None:
+        tx["gas"] = gas
+    built = fn.build_transaction(tx)
+    signed = sender.sign_transaction(built)
+    h = w3.eth.send_raw_transaction(signed.raw_transaction)
+    receipt = w3.eth.wait_for_transaction_receipt(h, timeout=60)
+    if receipt["status"] != 1:
+        raise RuntimeError(f"EVM transaction {h.hex()} reverted")
+    return receipt
+
+
+def deploy(w3: Web3, sender: Any, loconet_chain_id: str, signers: list[str], powers: list[int],
+           start_number: int) -> Deployment:
+    """Deploy Checkpoints (with the signer set that signs checkpoint start_number+1) and the
+    RewardsDistributor (which deploys its LocoToken)."""
+    a = artifact("Checkpoints")
+    cp = w3.eth.contract(abi=a["abi"], bytecode=a["bytecode"])
+    r1 = send(w3, cp.constructor(loconet_chain_id, signers, powers, start_number), sender)
+    b = artifact("RewardsDistributor")
+    dist = w3.eth.contract(abi=b["abi"], bytecode=b["bytecode"])
+    r2 = send(w3, dist.constructor(r1["contractAddress"]), sender)
+    dist_c = contract(w3, "RewardsDistributor", r2["contractAddress"])
+    return Deployment(
+        evm_chain_id=w3.eth.chain_id,
+        loconet_chain_id=loconet_chain_id,
+        checkpoints=r1["contractAddress"],
+        distributor=r2["contractAddress"],
+        token=dist_c.functions.token().call(),
+        start_number=start_number,
+        block=r1["blockNumber"],
+    )
