@@ -1,0 +1,1 @@
+"""settlement: validator-signed checkpoints and withdrawals to an EVM chain (README.md)."""
