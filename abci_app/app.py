@@ -37,7 +37,7 @@ from abci_app.errors import (
 )
 from abci_app.modules import META_PREFIX, MODULES, QUERIES, ROUTES
 from abci_app.pb import abci
-from abci_app.querying import PROOF_TYPE, QueryError, parse_path
+from abci_app.querying import PROOF_TYPE, QueryError, parse_path, to_json
 from abci_app.snapshots import Restore, Snapshotter
 from abci_app.store import CacheKV, KVReader, MerkleStore, StoreError
 
@@ -329,8 +329,19 @@ class Application:
         return abci.ResponseCommit(retain_height=0)
 
     # -- queries --------------------------------------------------------------------------------
+    def simulate(self, raw: bytes) -> abci.ResponseQuery:
+        """``/simulate`` (data = a signed tx): run it as CheckTx would, on a throwaway copy of the
+        mempool state, and return {code, codespace, log, events}; nothing is kept (a dry run)."""
+        check = self._check_ctx()
+        r = process_tx(Ctx(check.block, CacheKV(check.store)), raw, self.sigs)
+        events = [{"type": e.type, "attributes": {a.key: a.value for a in e.attributes}} for e in r.events]
+        value = to_json({"code": r.code, "codespace": r.codespace, "log": r.log, "events": events})
+        return abci.ResponseQuery(code=0, value=value, height=self.store.height)
+
     def query(self, req: abci.RequestQuery) -> abci.ResponseQuery:
         height = req.height or self.store.height
+        if req.path == "/simulate":
+            return self.simulate(req.data)
         try:
             reader: KVReader = self.store if height == self.store.height else HistoricalReader(self.store, height)
             parts, params = parse_path(req.path)

@@ -18,33 +18,50 @@ from typing import Any
 DEFAULT_NODE = "http://127.0.0.1:26657"
 ULOCO = 1_000_000
 # modules with `register(root_subparsers, tx_subparsers, query_subparsers)` adding their commands
-PLUGINS = ("node.cli_staking", "node.cli_market", "node.testnet", "node.cli_blob")
+PLUGINS = ("node.cli_staking", "node.cli_market", "node.testnet", "node.cli_blob", "node.cli_tx")
 
 
 from node.errors import UsageError  # re-exported for the plugins
 
 
-def parse_amount(text: str) -> int:
-    """``1000uloco`` -> 1000; ``2.5loco`` -> 2500000; a bare integer is uloco."""
+def parse_amount(text: str, what: str = "amount") -> int:
+    """``1000uloco`` -> 1000; ``2.5loco`` -> 2500000. A bare number is refused (5 what? write
+    5uloco or 5loco): on chain every amount is an integer of uloco, 1 LOCO = 10^6 uloco."""
     t = text.strip().lower()
+    if t.endswith("uloco"):
+        num, scale = t[:-5], 1
+    elif t.endswith("loco"):
+        num, scale = t[:-4], ULOCO
+    else:
+        num, scale = t, 0
     try:
-        if t.endswith("uloco"):
-            v = Decimal(t[:-5])
-            scale = 1
-        elif t.endswith("loco"):
-            v = Decimal(t[:-4])
-            scale = ULOCO
-        else:
-            v = Decimal(t)
-            scale = 1
+        v = Decimal(num)
     except InvalidOperation:
-        raise UsageError(f"bad amount {text!r}: write e.g. 1000uloco or 2.5loco") from None
+        v = None
+    if v is None or not v.is_finite() or not num or not num.lstrip("+-").replace(".", "", 1).isdigit():
+        raise UsageError(f"bad {what} {text!r}: write e.g. 1000uloco or 2.5loco")
+    if scale == 0:
+        raise UsageError(f"bad {what} {text!r}: give a unit, {num}uloco or {num}loco (1 LOCO = 10^6 uloco)")
     n = v * scale
     if n != n.to_integral_value():
-        raise UsageError(f"bad amount {text!r}: the smallest unit is 1uloco (0.000001loco)")
+        raise UsageError(f"bad {what} {text!r}: the smallest unit is 1uloco (0.000001loco)")
     if n <= 0 or n > 2**64 - 1:
-        raise UsageError(f"bad amount {text!r}: must be between 1uloco and 2^64-1 uloco")
+        raise UsageError(f"bad {what} {text!r}: must be between 1uloco and 2^64-1 uloco")
     return int(n)
+
+
+def parse_fee(text: str) -> int:
+    """``--fee``: 100uloco or 0.001loco; a bare integer is uloco (the fee is always in uloco);
+    0 is allowed."""
+    t = str(text).strip()
+    if t.isdigit():
+        n = int(t)
+        if n > 2**64 - 1:
+            raise UsageError(f"bad --fee {text!r}: at most 2^64-1 uloco")
+        return n
+    if t.lower() in ("0uloco", "0loco"):
+        return 0
+    return parse_amount(t, "--fee")
 
 
 def fmt_loco(uloco: int) -> str:
@@ -57,6 +74,10 @@ def out(args: argparse.Namespace, data: Any, text: str) -> None:
         print(json.dumps(data, indent=2, sort_keys=True))
     else:
         print(text)
+
+
+def is_json(args: argparse.Namespace) -> bool:
+    return getattr(args, "output", "text") == "json"
 
 
 # ----------------------------------------------------------------------------- commands
@@ -89,8 +110,10 @@ def cmd_abci(args: argparse.Namespace) -> int:
     from abci_app.store import MerkleStore
     from node.config import AppConfig, resolve_abci_address
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     home = Path(args.home)
+    if not (home / "config" / "app.toml").is_file():
+        raise UsageError(f"{home} is not a loconet home (no config/app.toml): create it with `loconet init --home {home}`")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg = AppConfig.load(home)
     store = MerkleStore(home / "data" / "app.db", keep_recent=cfg.keep_recent)
     address = resolve_abci_address(home, args.address) if args.address else cfg.abci_address
@@ -105,10 +128,44 @@ def cmd_abci(args: argparse.Namespace) -> int:
 
 
 def cmd_keys_add(args: argparse.Namespace) -> int:
+    """A new key from a fresh 24-word BIP-39 mnemonic (printed once), or ``--recover`` the key of
+    a mnemonic read from stdin (node/keys.py documents the derivation)."""
+    from node.keys import Keyring, new_mnemonic, seed_from_mnemonic
+
+    ring = Keyring(Path(args.home))
+    ring._path(args.name)  # a bad name fails before asking for words
+    if args.recover:
+        if sys.stdin.isatty():
+            import getpass
+
+            words = getpass.getpass("enter your BIP-39 mnemonic (input hidden): ")
+        else:
+            words = sys.stdin.readline()
+        k = ring.add(args.name, seed=seed_from_mnemonic(words))
+        out(args, {"name": k.name, "address": k.address, "recovered": True},
+            f"recovered key {k.name!r}\naddress: {k.address}")
+        return 0
+    words = new_mnemonic()
+    k = ring.add(args.name, seed=seed_from_mnemonic(words))
+    out(args, {"name": k.name, "address": k.address, "mnemonic": words},
+        f"added key {k.name!r}\naddress: {k.address}\n\n"
+        "**Write this mnemonic down and keep it safe: it is the only way to recover the key** "
+        f"(`loconet keys add NAME --recover`)\n\n{words}")
+    return 0
+
+
+def cmd_keys_delete(args: argparse.Namespace) -> int:
     from node.keys import Keyring
 
-    k = Keyring(Path(args.home)).add(args.name)
-    out(args, {"name": k.name, "address": k.address}, f"added key {k.name!r}\naddress: {k.address}")
+    ring = Keyring(Path(args.home))
+    k = ring.get(args.name)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise UsageError(f"deleting key {args.name!r} cannot be undone: pass --yes to confirm")
+        if input(f"delete key {k.name!r} ({k.address})? it cannot be undone without its mnemonic [y/N]: ").strip().lower() not in ("y", "yes"):
+            raise UsageError("cancelled")
+    address = ring.delete(args.name)
+    out(args, {"name": args.name, "address": address, "deleted": True}, f"deleted key {args.name!r} ({address})")
     return 0
 
 
@@ -129,34 +186,41 @@ def cmd_keys_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def broadcast(args: argparse.Namespace, key_name: str, msgs: list[Any], extra: dict[str, Any] | None = None) -> int:
-    """Sign msgs with a keyring key, broadcast_tx_sync, wait for the block, print hash and height
-    (node.market_msgs.send_tx with the account's current sequence, no retry); ``extra`` fields
-    are printed with them."""
-    from node.keys import Keyring
-    from node.market_msgs import send_tx
-    from node.rpc import Client
+def broadcast(args: argparse.Namespace, key_name: str, msgs: list[Any], extra: dict[str, Any] | None = None,
+              from_events: dict[str, tuple[str, str]] | None = None) -> int:
+    """Sign msgs with a keyring key and send them (node.cli_tx.run_tx: --generate-only, --dry-run,
+    --chain-id, --sequence, --yes; else broadcast_tx_sync, wait for the block, print hash, height
+    and, with -o json, the tx's events). ``extra`` fields are printed with them; ``from_events``
+    adds values read from the tx's events, e.g. {"job_id": ("job.created", "job_id")}."""
+    from node.cli_tx import run_tx
 
-    key = Keyring(Path(args.home)).get(key_name)
-    def said(tx_hash: str) -> None:
-        if args.output != "json":
-            print(f"broadcast {tx_hash}, waiting for a block...", file=sys.stderr)
+    return run_tx(args, key_name, msgs, extra, from_events)
 
-    with Client(args.node) as c:
-        res = send_tx(c, key.signer, msgs, fee=args.fee, sequence_retries=0, on_broadcast=said)
-    extra = extra or {}
-    out(args, {**extra, "txhash": res["txhash"], "height": res["height"], "code": 0},
-        "".join(f"{k}: {v}\n" for k, v in extra.items()) + f"txhash: {res['txhash']}\nheight: {res['height']}")
-    return 0
+
+def signing_key(args: argparse.Namespace, positional: str | None) -> str:
+    """``--from KEY``; the old positional FROM_KEY is still read (deprecated: a warning)."""
+    flag = getattr(args, "from_key", None)
+    if positional and flag and positional != flag:
+        raise UsageError(f"two signers: positional {positional!r} and --from {flag!r}; give only --from")
+    if positional and not flag:
+        print(f"warning: the positional signer is deprecated: write --from {positional}", file=sys.stderr)
+        return positional
+    if not flag:
+        raise UsageError("give the signing key with --from KEY (see `loconet keys list --home HOME`)")
+    return str(flag)
 
 
 def cmd_tx_bank_send(args: argparse.Namespace) -> int:
     from abci_app.codec.address import from_bech32
     from abci_app.pb import bank_pb2, tx_pb2
 
+    legacy = None
+    if args.legacy_amount is not None:  # the deprecated form: FROM_KEY TO_ADDR AMOUNT
+        legacy, args.to_addr, args.amount = args.to_addr, args.amount, args.legacy_amount
+    key = signing_key(args, legacy)
     to = from_bech32(args.to_addr)
     amount = parse_amount(args.amount)
-    return broadcast(args, args.from_key, [tx_pb2.Msg(send=bank_pb2.MsgSend(to_address=to, amount=amount))])
+    return broadcast(args, key, [tx_pb2.Msg(send=bank_pb2.MsgSend(to_address=to, amount=amount))])
 
 
 def cmd_query_account(args: argparse.Namespace) -> int:
@@ -220,12 +284,62 @@ def add_command(sub: Any, name: str, help: str, example: str, fn: Callable[[argp
     return p
 
 
+def _has(p: argparse.ArgumentParser, flag: str) -> bool:
+    return any(flag in a.option_strings for a in p._actions)
+
+
 def add_node_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--node", default=DEFAULT_NODE, help=f"CometBFT RPC URL (default {DEFAULT_NODE})")
+    """--node (http://, tcp:// or HOST:PORT) and, if the command has none, an optional --home
+    whose client config or config.toml gives the node when --node is absent (node/client_config.py)."""
+    p.add_argument("--node", default=None, help=f"CometBFT RPC address: http://H:P, tcp://H:P or H:P (default: the "
+                   f"home's client config or config.toml, else {DEFAULT_NODE})")
+    if not _has(p, "--home"):
+        p.add_argument("--home", default=None, help="node home to read the RPC address from (optional)")
 
 
 def add_output_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-o", "--output", choices=["text", "json"], default="text", help="output format")
+    p.add_argument("-o", "--output", choices=["text", "json"], default=None,
+                   help="output format (default: the client config's, else text); errors are JSON too")
+
+
+def _fee_arg(text: str) -> int:
+    try:
+        return parse_fee(text)
+    except UsageError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_tx_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of every tx command: --home (keyring), --fee, --chain-id, --sequence,
+    --generate-only, --dry-run, --yes, --memo, --node, -o."""
+    if not _has(p, "--home"):
+        p.add_argument("--home", required=True, help="home whose keyring holds the --from key")
+    p.add_argument("--fee", type=_fee_arg, default=100, help="fee: 100uloco, 0.001loco, or an integer of uloco (default 100uloco)")
+    p.add_argument("--chain-id", default=None, help="expected chain id (default: client config; checked against the node; "
+                   "needed offline)")
+    p.add_argument("--sequence", type=int, default=None, help="the signer's account sequence (default: asked from the node)")
+    p.add_argument("--memo", default="", help="a note stored with the tx (at most 256 bytes)")
+    p.add_argument("--generate-only", action="store_true", help="print the unsigned tx as JSON (for `tx sign`), send nothing")
+    p.add_argument("--dry-run", action="store_true", help="simulate on the node (as CheckTx, nothing kept), broadcast nothing")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation (asked only on a terminal)")
+    add_node_flag(p)
+    add_output_flag(p)
+
+
+def resolve_defaults(args: argparse.Namespace) -> None:
+    """Fill --node, -o and --chain-id left out on the command line from the client config of
+    --home (node/client_config.py), the home's config.toml, or the built-in defaults."""
+    from node import client_config
+
+    home = getattr(args, "home", None)
+    cfg = client_config.load(home) if home and getattr(args, "command", "") not in ("init", "testnet") else {}
+    if hasattr(args, "output") and args.output is None:
+        args.output = cfg.get("output", "text")
+    if hasattr(args, "node") and args.node is None:
+        args.node = client_config.node_from_home(home) if home else None
+        args.node = args.node or DEFAULT_NODE
+    if hasattr(args, "chain_id") and args.chain_id is None and cfg.get("chain-id"):
+        args.chain_id = cfg["chain-id"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -256,8 +370,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--address", help="listen address (unix://PATH or tcp://HOST:PORT), default from config/app.toml (a Unix socket in the home)")
 
     keys = sub.add_parser("keys", help="manage account keys in HOME/keyring").add_subparsers(dest="keys_cmd", required=True, metavar="KEYS_COMMAND")
-    p = add_command(keys, "add", "create a new ed25519 account key", "loconet keys add alice --home ~/.loconet", cmd_keys_add)
-    p.add_argument("name"); p.add_argument("--home", required=True); add_output_flag(p)
+    p = add_command(keys, "add", "create an ed25519 account key from a new 24-word BIP-39 mnemonic (printed once), "
+                    "or --recover one from its mnemonic (read from stdin)",
+                    "loconet keys add alice --home ~/.loconet\n  echo 'word1 ... word24' | loconet keys add alice2 --recover --home ~/.loconet", cmd_keys_add)
+    p.add_argument("name"); p.add_argument("--home", required=True)
+    p.add_argument("--recover", action="store_true", help="derive the key from a BIP-39 mnemonic (m/44'/118'/0'/0'/0', SLIP-0010)")
+    add_output_flag(p)
+    p = add_command(keys, "delete", "delete a key from the keyring (ask first on a terminal; --yes otherwise)",
+                    "loconet keys delete alice --yes --home ~/.loconet", cmd_keys_delete)
+    p.add_argument("name"); p.add_argument("--home", required=True); p.add_argument("-y", "--yes", action="store_true")
+    add_output_flag(p)
     p = add_command(keys, "show", "print a key's address", "loconet keys show alice --home ~/.loconet", cmd_keys_show)
     p.add_argument("name"); p.add_argument("--home", required=True); add_output_flag(p)
     p = add_command(keys, "list", "list keys and addresses", "loconet keys list --home ~/.loconet", cmd_keys_list)
@@ -266,10 +388,11 @@ def build_parser() -> argparse.ArgumentParser:
     tx = sub.add_parser("tx", help="sign and broadcast transactions").add_subparsers(dest="tx_module", required=True, metavar="MODULE")
     tx_sub = tx
     bank = tx.add_parser("bank", help="bank transactions").add_subparsers(dest="bank_cmd", required=True, metavar="BANK_COMMAND")
-    p = add_command(bank, "send", "send tokens from a keyring key to an address", "loconet tx bank send validator loco1... 2.5loco --home ~/.loconet --fee 100", cmd_tx_bank_send)
-    p.add_argument("from_key", metavar="FROM_KEY"); p.add_argument("to_addr", metavar="TO_ADDR"); p.add_argument("amount", metavar="AMOUNT", help="e.g. 1000uloco or 2.5loco")
-    p.add_argument("--home", required=True); p.add_argument("--fee", type=int, default=100, help="fee in uloco (default 100)")
-    add_node_flag(p); add_output_flag(p)
+    p = add_command(bank, "send", "send tokens from a keyring key to an address", "loconet tx bank send loco1... 2.5loco --from validator --home ~/.loconet --fee 100uloco", cmd_tx_bank_send)
+    p.add_argument("to_addr", metavar="TO_ADDR"); p.add_argument("amount", metavar="AMOUNT", help="with a unit: 1000uloco or 2.5loco")
+    p.add_argument("legacy_amount", nargs="?", help=argparse.SUPPRESS)  # deprecated: FROM_KEY TO_ADDR AMOUNT
+    p.add_argument("--from", dest="from_key", metavar="KEY", help="keyring key that signs and pays")
+    add_tx_flags(p)
 
     q = sub.add_parser("query", help="query chain state").add_subparsers(dest="query_cmd", required=True, metavar="WHAT")
     query_sub = q
@@ -309,17 +432,21 @@ def main(argv: list[str] | None = None) -> int:
     from node.keys import KeyError_
     from node.paths import ToolMissing
     from node.proofs import ProofInvalid
-    from node.rpc import RpcError
+    from node.rpc import RpcError, TxRejected
     from node.supervisor import StartError
 
     known = (UsageError, LoconetError, InitError, KeyError_, ToolMissing, RpcError, StartError, ProofInvalid)
     try:
+        resolve_defaults(args)
         return int(args.func(args) or 0)
     except known as e:
         msg = e.log if isinstance(e, LoconetError) else str(e)
-        code = f" (code {e.codespace}/{e.code})" if isinstance(e, LoconetError) else ""
-        print(f"error{code}: {msg}", file=sys.stderr)
-        return 1
+        code = getattr(e, "code", None) if isinstance(e, (LoconetError, TxRejected)) else None
+        space = getattr(e, "codespace", None) if code is not None else None
+        return report_error(args, msg, code, space, reason=getattr(e, "reason", None))
+    except OSError as e:  # a file the command needed: one line, never a traceback
+        what = f"{e.strerror}: {e.filename}" if e.filename else str(e)
+        return report_error(args, what, None, None)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # output piped into `head` and the like
@@ -327,6 +454,22 @@ def main(argv: list[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def report_error(args: argparse.Namespace, msg: str, code: int | None, codespace: str | None,
+                 reason: str | None = None) -> int:
+    """``error (code space/n): msg`` on stderr; with -o json, {"error", "code", "codespace"} on stdout."""
+    if is_json(args):
+        body: dict[str, Any] = {"error": msg}
+        if code is not None:
+            body.update(code=code, codespace=codespace)
+        if reason:
+            body["reason"] = reason
+        print(json.dumps(body, sort_keys=True))
+    else:
+        tag = f" (code {codespace}/{code})" if code is not None else ""
+        print(f"error{tag}: {msg}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

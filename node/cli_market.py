@@ -20,6 +20,7 @@ from node.cli import (
     add_command,
     add_node_flag,
     add_output_flag,
+    add_tx_flags,
     broadcast,
     out,
     parse_amount,
@@ -85,6 +86,15 @@ def cmd_job_create(a: argparse.Namespace) -> int:
         d.setdefault("compression_params", {})[k] = int(v)
     d.setdefault("windows", {"commit": 10, "reveal": 5, "verdict": 5, "attest": 5})
     d.setdefault("compression_policy", "dense")
+    d["compression_policy"] = _canonical_compression(a, str(d["compression_policy"]))
+    missing = [flag for flag, key in JOB_REQUIRED if key not in d]
+    if a.initial_model is None and a.init_seed is None and a.init_model is None and "initial_model_hash" not in d:
+        missing.append("--init-seed N, --init-model FILE or --initial-model HEX")
+    if a.dataset_id is None and a.data is None and "dataset_id" not in d:
+        missing.append("--data FILE or --dataset-id HEX")
+    if missing:
+        raise UsageError(f"missing {', '.join(missing)}: required (or give them in --spec FILE); "
+                         "see `loconet tx job create --help`")
     # audit defaults (abci_app/jobs/README.md "Enough segments"): every commitment challenged,
     # 15 segments re-executed; with H/k >= 320 that catches a 10 % faker with >= 99 % in 3 rounds
     # at <= 4.7 % verifier compute
@@ -95,7 +105,28 @@ def cmd_job_create(a: argparse.Namespace) -> int:
     d.setdefault("verifiers_per_challenge", 1)
     d.setdefault("model", {"n_layers": 2, "n_heads": 2, "d_model": 64, "context_len": 64, "vocab_size": 256})
     extra = _job_inputs(a, d)
-    return broadcast(a, a.from_key, [build_create_job(d)], extra)
+    return broadcast(a, a.from_key, [build_create_job(d)], extra, from_events={"job_id": ("job.created", "job_id")})
+
+
+JOB_REQUIRED = (("--rounds", "rounds"), ("--reward-per-round", "reward_per_round"), ("--inner-steps", "inner_steps"),
+                ("--trace-interval", "trace_interval"), ("--participants", "participants_per_round"),
+                ("--shards", "num_shards"), ("--tokens-per-step", "tokens_per_step"))
+
+
+def _canonical_compression(a: argparse.Namespace, text: str) -> str:
+    """The trainer's spellings (``int8``, ``topk:.01+int4``) -> the canonical policy the chain
+    takes (``dense+int8``, ``topk:0.01+int4``), before signing; a note says so."""
+    import sys
+
+    from abci_app.jobs.policy import PolicyError, canonical_policy
+
+    try:
+        canon = canonical_policy(text)
+    except PolicyError as e:
+        raise UsageError(f"--compression: {e}") from None
+    if canon != text and a.output != "json":
+        print(f"--compression {text} is written {canon} on chain", file=sys.stderr)
+    return canon
 
 
 def _job_inputs(a: argparse.Namespace, d: dict[str, Any]) -> dict[str, Any]:
@@ -234,6 +265,9 @@ def _query(a: argparse.Namespace, path: str, rederive: Callable[[dict[bytes, byt
     from node.proofs import ProofInvalid, verify_query
     from node.rpc import Client
 
+    if getattr(a, "legacy_page_from", None) is not None:
+        raise UsageError(f"--from is the signing key of tx commands; the page offset is --offset: "
+                         f"write --offset {a.legacy_page_from}")
     prove = bool(getattr(a, "prove", False))
     with Client(a.node) as c:
         qr = c.abci_query(path, height=getattr(a, "height", 0) or 0, prove=prove)
@@ -372,7 +406,9 @@ def A(*names: str, **kw: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
 
 JOB_ID = A("job_id", type=int, metavar="JOB_ID")
 ROUND = A("round", type=int, metavar="ROUND")
-LIST_FLAGS = (A("--from", dest="start", type=int, default=0), A("--limit", type=int, default=100))
+LIST_FLAGS = (A("--offset", dest="start", type=int, default=0, help="skip this many entries (paging)"),
+              A("--limit", type=int, default=100),
+              A("--from", dest="legacy_page_from", default=None, help=argparse.SUPPRESS))  # now --offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -411,7 +447,7 @@ COMMANDS: tuple[Command, ...] = (
             cmd_job_create, (
                 A("--spec", help="JSON file with the job (fields as in `query job -o json` spec, plus rounds and "
                                  "rewards); flags override it"),
-                A("--rounds", type=int), A("--reward-per-round"), A("--verifier-reward"),
+                A("--rounds", type=int, help="required"), A("--reward-per-round", help="required: e.g. 10loco"), A("--verifier-reward"),
                 A("--initial-model", help="64-hex model hash (or --init-seed / --init-model)"),
                 A("--dataset-id", help="64-hex sha256 of the data (or --data)"),
                 A("--data", metavar="FILE", help="the training data: its sha256 is the dataset id; stored pinned in "
@@ -424,12 +460,13 @@ COMMANDS: tuple[Command, ...] = (
                   help="blob server URL where providers fetch the data and model (repeatable, at most 8)"),
                 A("--blob-dir", metavar="DIR", help="the blob store to put them in, the one --blob-source serves "
                                                     "(default HOME/blobs; a provider worker's is DATA_DIR/blobs)"),
-                A("--inner-steps", type=int), A("--trace-interval", type=int),
-                A("--compression", default=None, help="compression policy the trainer runs, canonical form, e.g. "
-                  "topk:0.01+int4 or chunk:64/4096+int2 (default dense; grammar in abci_app/jobs/policy.py)"),
+                A("--inner-steps", type=int, help="required: H"), A("--trace-interval", type=int, help="required: k"),
+                A("--compression", default=None, help="compression policy the trainer runs, e.g. topk:0.01+int4 or "
+                  "chunk:64/4096+int2 (default dense; grammar in abci_app/jobs/policy.py); trainer spellings "
+                  "such as int8 are written canonically (dense+int8) before signing"),
                 A("--compression-param", action="append",
                   help="reserved: no policy takes parameters yet, the chain refuses any (write them in --compression)"),
-                A("--participants", type=int), A("--shards", type=int), A("--tokens-per-step", type=int),
+                A("--participants", type=int, help="required: providers drawn per round"), A("--shards", type=int, help="required: data shards"), A("--tokens-per-step", type=int, help="required: tokens per inner step"),
                 A("--windows", help="COMMIT,REVEAL,VERDICT,ATTEST in blocks (default 10,5,5,5)"),
                 A("--model", help="LAYERS,HEADS,D_MODEL,CONTEXT,VOCAB (default 2,2,64,64,256)"),
                 A("--min-reputation", type=int), A("--min-stake"), A("--challenge-bps", type=int),
@@ -494,7 +531,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("query", "round", "one round: phase, participants and shards, commitments, challenges, verdicts, "
             "attested model, payouts, slashes", "loconet query round 1 0 --prove", cmd_query_round,
             (JOB_ID, ROUND), flags="query"),
-    Command("query", "rounds", "a job's rounds", "loconet query rounds 1 --from 0 --limit 20", cmd_query_rounds,
+    Command("query", "rounds", "a job's rounds", "loconet query rounds 1 --offset 0 --limit 20", cmd_query_rounds,
             (JOB_ID, *LIST_FLAGS), flags="query"),
     Command("query", "market-params", "providers and jobs params (abci path /market_params)",
             "loconet query market-params -o json", cmd_query_market_params, flags="query"),
@@ -510,13 +547,12 @@ GROUP_HELP = {
 def _common_flags(p: argparse.ArgumentParser, kind: str) -> None:
     if kind == "tx":
         p.add_argument("--from", dest="from_key", required=True, metavar="KEY", help="keyring key that signs")
-        p.add_argument("--home", required=True)
-        p.add_argument("--fee", type=int, default=100, help="fee in uloco (default 100)")
-    else:
-        p.add_argument("--height", type=int, default=0, help="state after this block (default latest)")
-        if kind == "query":
-            p.add_argument("--prove", action="store_true",
-                           help="verify a Merkle proof against the next block header's app hash")
+        add_tx_flags(p)
+        return
+    p.add_argument("--height", type=int, default=0, help="state after this block (default latest)")
+    if kind == "query":
+        p.add_argument("--prove", action="store_true",
+                       help="verify a Merkle proof against the next block header's app hash")
     add_node_flag(p)
     add_output_flag(p)
 

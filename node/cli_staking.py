@@ -14,10 +14,12 @@ from node.cli import (
     add_command,
     add_node_flag,
     add_output_flag,
+    add_tx_flags,
     broadcast,
     fmt_loco,
     out,
     parse_amount,
+    signing_key,
 )
 
 
@@ -51,27 +53,42 @@ def cmd_create_validator(args: argparse.Namespace) -> int:
     from abci_app.pb import staking_pb2, tx_pb2
 
     msg = staking_pb2.MsgCreateValidator(pub_key=_consensus_pubkey(args), self_bond=parse_amount(args.self_bond), moniker=args.moniker)
-    return broadcast(args, args.from_key, [tx_pb2.Msg(create_validator=msg)])
+    return broadcast(args, signing_key(args, args.legacy_from), [tx_pb2.Msg(create_validator=msg)])
+
+
+def _legacy(args: argparse.Namespace, n: int) -> str | None:
+    """The deprecated form put the signer first (FROM_KEY VALIDATOR [AMOUNT]): shift it out."""
+    if args.legacy is None:
+        return None
+    key = args.validator
+    if n == 2:
+        args.validator, args.amount = args.amount, args.legacy
+    else:
+        args.validator = args.legacy
+    return str(key)
 
 
 def cmd_bond(args: argparse.Namespace) -> int:
     from abci_app.pb import staking_pb2, tx_pb2
 
+    key = signing_key(args, _legacy(args, 2))
     msg = staking_pb2.MsgBond(validator=_cons_address(args.validator), amount=parse_amount(args.amount))
-    return broadcast(args, args.from_key, [tx_pb2.Msg(bond=msg)])
+    return broadcast(args, key, [tx_pb2.Msg(bond=msg)])
 
 
 def cmd_unbond(args: argparse.Namespace) -> int:
     from abci_app.pb import staking_pb2, tx_pb2
 
+    key = signing_key(args, _legacy(args, 2))
     msg = staking_pb2.MsgUnbond(validator=_cons_address(args.validator), amount=parse_amount(args.amount))
-    return broadcast(args, args.from_key, [tx_pb2.Msg(unbond=msg)])
+    return broadcast(args, key, [tx_pb2.Msg(unbond=msg)])
 
 
 def cmd_unjail(args: argparse.Namespace) -> int:
     from abci_app.pb import staking_pb2, tx_pb2
 
-    return broadcast(args, args.from_key, [tx_pb2.Msg(unjail=staking_pb2.MsgUnjail(validator=_cons_address(args.validator)))])
+    key = signing_key(args, _legacy(args, 1))
+    return broadcast(args, key, [tx_pb2.Msg(unjail=staking_pb2.MsgUnjail(validator=_cons_address(args.validator)))])
 
 
 def _query(args: argparse.Namespace, path: str) -> Any:
@@ -124,17 +141,15 @@ def cmd_query_signing_info(args: argparse.Namespace) -> int:
 
 
 def _tx_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--home", required=True, help="home whose keyring holds FROM_KEY")
-    p.add_argument("--fee", type=int, default=100, help="fee in uloco (default 100)")
-    add_node_flag(p)
-    add_output_flag(p)
+    p.add_argument("--from", dest="from_key", metavar="KEY", help="keyring key that signs (the operator or delegator)")
+    add_tx_flags(p)
 
 
 def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
     st = tx_sub.add_parser("staking", help="validator and stake transactions").add_subparsers(dest="staking_cmd", required=True, metavar="STAKING_COMMAND")
     p = add_command(st, "create-validator", "register a consensus key as a validator and self-bond stake",
-                    "loconet tx staking create-validator alice --validator-home ~/.loconet-node4 --self-bond 100loco --moniker node4 --home ~/.loconet", cmd_create_validator)
-    p.add_argument("from_key", metavar="FROM_KEY", help="keyring key of the operator (pays the self bond)")
+                    "loconet tx staking create-validator --from alice --validator-home ~/.loconet-node4 --self-bond 100loco --moniker node4 --home ~/.loconet", cmd_create_validator)
+    p.add_argument("legacy_from", nargs="?", help=argparse.SUPPRESS)  # deprecated: the signer as FROM_KEY
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--validator-home", help="node home whose config/priv_validator_key.json holds the consensus key")
     g.add_argument("--pubkey", help="the consensus public key, base64")
@@ -142,13 +157,15 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
     p.add_argument("--moniker", required=True)
     _tx_flags(p)
     for name, fn, what in (("bond", cmd_bond, "bond stake to a validator"), ("unbond", cmd_unbond, "start unbonding stake (paid after params.unbonding_blocks)")):
-        p = add_command(st, name, what, f"loconet tx staking {name} alice 61D6804A65EEC83E7F1D3A01649AF505CDB969CA 10loco --home ~/.loconet", fn)
-        p.add_argument("from_key", metavar="FROM_KEY"); p.add_argument("validator", metavar="VALIDATOR", help="consensus address (hex)")
-        p.add_argument("amount", metavar="AMOUNT", help="e.g. 1000uloco or 2.5loco")
+        p = add_command(st, name, what, f"loconet tx staking {name} 61D6804A65EEC83E7F1D3A01649AF505CDB969CA 10loco --from alice --home ~/.loconet", fn)
+        p.add_argument("validator", metavar="VALIDATOR", help="consensus address (hex)")
+        p.add_argument("amount", metavar="AMOUNT", help="with a unit: 1000uloco or 2.5loco")
+        p.add_argument("legacy", nargs="?", help=argparse.SUPPRESS)  # deprecated: FROM_KEY VALIDATOR AMOUNT
         _tx_flags(p)
     p = add_command(st, "unjail", "bring a jailed validator back after its jail period (operator only)",
-                    "loconet tx staking unjail validator 61D6804A65EEC83E7F1D3A01649AF505CDB969CA --home ~/.loconet", cmd_unjail)
-    p.add_argument("from_key", metavar="FROM_KEY"); p.add_argument("validator", metavar="VALIDATOR")
+                    "loconet tx staking unjail 61D6804A65EEC83E7F1D3A01649AF505CDB969CA --from validator --home ~/.loconet", cmd_unjail)
+    p.add_argument("validator", metavar="VALIDATOR")
+    p.add_argument("legacy", nargs="?", help=argparse.SUPPRESS)  # deprecated: FROM_KEY VALIDATOR
     _tx_flags(p)
 
     p = add_command(query_sub, "validators", "every validator: power, stake, slashed, status", "loconet query validators -o json", cmd_query_validators)

@@ -1,10 +1,20 @@
 """A file keyring: ``HOME/keyring/NAME.json`` holds an ed25519 seed, written with mode 0600.
 
 Keys are stored unencrypted (like ``--keyring-backend test`` in the Cosmos SDK): this is a
-development keyring for local nodes and testnets, and the README says so."""
+development keyring for local nodes and testnets, and the README says so.
+
+Mnemonics (``loconet keys add`` prints one; ``keys add --recover`` takes one): a BIP-39 English
+mnemonic of 24 words (256 bits of entropy; 12..24 words accepted on recovery) is turned into a
+64-byte seed by BIP-39 (PBKDF2-HMAC-SHA512, 2048 rounds, salt "mnemonic" + passphrase; the
+``mnemonic`` package), and the ed25519 key is derived from that seed by SLIP-0010 along the
+all-hardened path ``m/44'/118'/0'/0'/0'`` (``HD_PATH``; ed25519 has no public derivation, so
+every level is hardened). The 32-byte SLIP-0010 private key is the ed25519 seed.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -15,6 +25,49 @@ from abci_app.codec.address import to_bech32
 from abci_app.codec.tx import Ed25519Signer
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+HD_PATH = "m/44'/118'/0'/0'/0'"
+_HARDENED = 0x8000_0000
+
+
+def slip10_ed25519(seed: bytes, path: str = HD_PATH) -> bytes:
+    """SLIP-0010 ed25519 private key (32 bytes) of ``seed`` at an all-hardened ``path``."""
+    digest = hmac.new(b"ed25519 seed", seed, hashlib.sha512).digest()
+    key, chain = digest[:32], digest[32:]
+    parts = path.split("/")
+    if parts[0] != "m":
+        raise KeyError_(f"bad derivation path {path!r}: it starts with m/")
+    for part in parts[1:]:
+        if not part.endswith("'") or not part[:-1].isdigit():
+            raise KeyError_(f"bad derivation path {path!r}: ed25519 needs hardened levels (44')")
+        index = int(part[:-1]) + _HARDENED
+        digest = hmac.new(chain, b"\x00" + key + index.to_bytes(4, "big"), hashlib.sha512).digest()
+        key, chain = digest[:32], digest[32:]
+    return key
+
+
+def new_mnemonic() -> str:
+    """24 BIP-39 English words (256 bits from the OS's CSPRNG)."""
+    from mnemonic import Mnemonic
+
+    return str(Mnemonic("english").generate(strength=256))
+
+
+def seed_from_mnemonic(words: str, passphrase: str = "") -> bytes:
+    """The ed25519 seed of a BIP-39 mnemonic (module docstring); KeyError_ if the words or their
+    checksum are wrong."""
+    from mnemonic import Mnemonic
+
+    m = Mnemonic("english")
+    norm = " ".join(words.strip().lower().split())
+    n = len(norm.split())
+    if n not in (12, 15, 18, 21, 24):
+        raise KeyError_(f"a BIP-39 mnemonic has 12, 15, 18, 21 or 24 words; got {n}")
+    unknown = [w for w in norm.split() if w not in m.wordlist]
+    if unknown:
+        raise KeyError_(f"not BIP-39 English words: {', '.join(unknown[:3])}: check the spelling")
+    if not m.check(norm):
+        raise KeyError_("the mnemonic's checksum is wrong: a word is missing, extra or swapped")
+    return slip10_ed25519(Mnemonic.to_seed(norm, passphrase))
 
 
 class KeyError_(Exception):
@@ -60,6 +113,12 @@ class Keyring:
         with os.fdopen(fd, "w") as f:
             f.write(body + "\n")
         return Key(name, signer)
+
+    def delete(self, name: str) -> str:
+        """Remove a key file; returns the address it held."""
+        key = self.get(name)
+        self._path(name).unlink()
+        return key.address
 
     def get(self, name: str) -> Key:
         path = self._path(name)

@@ -44,13 +44,26 @@ def providers_table(res: dict[str, Any]) -> str:
 
 def job_text(j: dict[str, Any], height: int) -> str:
     s = j["spec"]
-    return (f"job {j['id']} ({j['status']}) owner {j['owner']}\n"
-            f"rounds: {j['rounds_finalized']} finalized / {j['rounds_opened']} opened / {j['rounds']}\n"
-            f"reward per round: {j['reward_per_round']} uloco + {j['verifier_reward_per_round']} uloco to verifiers\n"
-            f"escrow: {j['escrow']} uloco (funded {j['escrow_funded']}, paid {j['paid_total']}, refunded {j['refunded']})\n"
-            f"model: {j['current_model_hash']}\ndataset: {s['dataset_id']}\n"
-            f"H={s['inner_steps']} k={s['trace_interval']} {s['compression_policy']} "
-            f"participants={s['participants_per_round']} windows={s['windows']}\nheight: {height}")
+    w, m = s["windows"], s["model"]
+    return "\n".join([
+        f"job:         {j['id']} ({j['status']})",
+        f"owner:       {j['owner']}",
+        f"rounds:      {j['rounds_finalized']} finalized / {j['rounds_opened']} opened / {j['rounds']}",
+        f"reward:      {fmt_loco(j['reward_per_round'])} per round to participants + "
+        f"{fmt_loco(j['verifier_reward_per_round'])} to verifiers",
+        f"escrow:      {fmt_loco(j['escrow'])} (funded {fmt_loco(j['escrow_funded'])}, paid {fmt_loco(j['paid_total'])}, "
+        f"refunded {fmt_loco(j['refunded'])})",
+        f"model:       {j['current_model_hash']}",
+        f"dataset:     {s['dataset_id']}",
+        f"training:    H={s['inner_steps']} inner steps, trace every k={s['trace_interval']}, "
+        f"{s['tokens_per_step']} tokens/step, compression {s['compression_policy']}",
+        f"network:     {m['n_layers']} layers, {m['n_heads']} heads, d_model {m['d_model']}, "
+        f"context {m['context_len']}, vocab {m['vocab_size']}",
+        f"draw:        {s['participants_per_round']} participants over {s['num_shards']} shards; "
+        f"challenge {s['challenge_bps'] / 100:g} %, {s['verifiers_per_challenge']} verifier(s) each",
+        f"windows:     commit {w['commit']}, reveal {w['reveal']}, verdict {w['verdict']}, attest {w['attest']} blocks",
+        f"height:      {height}",
+    ])
 
 
 def jobs_table(res: dict[str, Any]) -> str:

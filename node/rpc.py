@@ -1,13 +1,20 @@
 """A small client for CometBFT's JSON-RPC (httpx).
 
     RpcError
-    ├── NodeUnreachable   the node does not answer (not started, wrong --node)
+    ├── NodeUnreachable   the node does not answer; ``reason`` says how: "refused" (nothing
+    │                     listens there), "timeout", "dns" (the host name does not resolve),
+    │                     "network" (no route) or "protocol" (not an http(s)/tcp URL)
     └── TxRejected        CheckTx or FinalizeBlock rejected a tx (code, codespace, log)
+
+``normalize_url`` accepts what CometBFT and ``loconet start`` print (``tcp://127.0.0.1:26657``)
+and a bare ``HOST:PORT`` as well as ``http(s)://``.
 """
 
 from __future__ import annotations
 
 import base64
+import errno
+import socket
 import time
 from dataclasses import dataclass
 from typing import Any, Self
@@ -22,7 +29,47 @@ class RpcError(Exception):
 
 
 class NodeUnreachable(RpcError):
-    pass
+    def __init__(self, message: str, reason: str = "refused") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def normalize_url(url: str) -> str:
+    """``tcp://H:P`` -> ``http://H:P``; ``H:P`` -> ``http://H:P``; http(s) kept. Anything else
+    raises NodeUnreachable(reason="protocol") naming the accepted forms."""
+    u = url.strip().rstrip("/")
+    if u.startswith("tcp://"):
+        u = "http://" + u.removeprefix("tcp://")
+    elif "://" not in u:
+        u = "http://" + u
+    scheme = u.split("://", 1)[0]
+    if scheme not in ("http", "https") or not u.split("://", 1)[1]:
+        raise NodeUnreachable(f"--node {url!r}: write http://HOST:PORT, tcp://HOST:PORT or HOST:PORT "
+                              "(e.g. http://127.0.0.1:26657)", "protocol")
+    return u
+
+
+def explain_transport_error(url: str, e: BaseException) -> NodeUnreachable:
+    """One sentence on what failed when connecting to ``url`` (refused, timeout, DNS, no route)."""
+    chain: list[BaseException] = []
+    cur: BaseException | None = e
+    while cur is not None and cur not in chain:
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    host = url.split("://", 1)[-1].split("/", 1)[0]
+    if any(isinstance(c, socket.gaierror) for c in chain) or "Name or service not known" in str(e):
+        return NodeUnreachable(f"cannot resolve the host of {url}: {host.rsplit(':', 1)[0]!r} is not a known "
+                               "name; check --node (or `node` in the client config)", "dns")
+    if isinstance(e, httpx.TimeoutException):
+        what = "connecting" if isinstance(e, httpx.ConnectTimeout) else "waiting for an answer"
+        return NodeUnreachable(f"timed out {what} to {url}: the node is overloaded, still starting, or a "
+                               "firewall drops the packets; retry, or check the address", "timeout")
+    if any(isinstance(c, ConnectionRefusedError) for c in chain) or "Connection refused" in str(e):
+        return NodeUnreachable(f"connection refused by {host}: nothing listens on {url}; start the node "
+                               "(`loconet start --home HOME`) or pass the right --node", "refused")
+    if any(isinstance(c, OSError) and c.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH) for c in chain):
+        return NodeUnreachable(f"no route to {host} ({url}): check the address and the network", "network")
+    return NodeUnreachable(f"cannot reach the node at {url} ({e.__class__.__name__}: {e}); check --node", "network")
 
 
 class TxRejected(RpcError):
@@ -42,7 +89,7 @@ class QueryResult:
 
 class Client:
     def __init__(self, url: str = DEFAULT_NODE, timeout: float = 10.0, transport: httpx.BaseTransport | None = None) -> None:
-        self.url = url.rstrip("/")
+        self.url = normalize_url(url)
         self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
 
     def close(self) -> None:
@@ -58,7 +105,7 @@ class Client:
         try:
             r = self._http.post("/", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
         except httpx.TransportError as e:
-            raise NodeUnreachable(f"cannot reach node at {self.url} ({e.__class__.__name__}): is `loconet start` running? (or pass --node URL)") from None
+            raise explain_transport_error(self.url, e) from None
         try:
             body = r.json()
         except ValueError:

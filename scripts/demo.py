@@ -2,7 +2,7 @@
 
 1. `loconet init` a fresh home in .loconet-demo/ (ports chosen free, so a running node is untouched)
 2. `loconet start` it in the background and wait for blocks
-3. `loconet keys add alice`, `loconet tx bank send validator <alice> 2.5loco`
+3. `loconet keys add alice`, `loconet tx bank send <alice> 2.5loco --from validator`
 4. the balances (with Merkle proofs verified against the next header's app hash) and the block
    the transfer landed in
 5. stop the node cleanly (SIGTERM) and check both processes exited
@@ -89,7 +89,7 @@ def main() -> int:
         alice = json.loads(run("keys", "add", "alice", "--home", str(HOME), "-o", "json", show=False))["address"]
         print(f"$ loconet keys add alice --home {HOME}\nadded key 'alice'\naddress: {alice}")
         validator = run("keys", "show", "validator", "--home", str(HOME), show=False).strip()
-        sent = run("tx", "bank", "send", "validator", alice, "2.5loco", "--home", str(HOME), "--node", node, "--fee", "100")
+        sent = run("tx", "bank", "send", alice, "2.5loco", "--from", "validator", "--home", str(HOME), "--node", node, "--fee", "100uloco")
         height = int(sent.split("height:")[1].split()[0])
 
         step("4. balances, proven against the app hash, and the block the transfer landed in")

@@ -1,0 +1,485 @@
+"""Signing and sending, and the Cosmos-style commands around it (a CLI plugin):
+
+    loconet tx ... --generate-only        an unsigned tx (JSON) for offline signing
+    loconet tx sign FILE --from KEY       sign it (offline with --chain-id and --sequence)
+    loconet tx broadcast FILE             broadcast a signed tx, wait for its block
+    loconet tx ... --dry-run              run it through /simulate (CheckTx on a throwaway copy)
+    loconet query tx HASH | txs --events "k='v'" | block [H] | balance ADDR | rewards ADDR
+    loconet config set|get KEY [VALUE] --home HOME      the client config (node/client_config.py)
+
+``run_tx`` (behind ``node.cli.broadcast``) is the one path every ``tx`` command takes: resolve
+the chain id and sequence, then generate, simulate, or sign + broadcast_tx_sync + wait for the
+block, and print the hash, the height and the tx's events (``-o json``: all of them)."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from node.cli import UsageError, add_command, add_node_flag, add_output_flag, fmt_loco, is_json, out
+
+UNSIGNED = "loconet/unsigned-tx/v1"
+SIGNED = "loconet/signed-tx/v1"
+
+
+# ----------------------------------------------------------------------------- building
+
+
+def events_of(raw_events: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """CometBFT's event list -> [{"type", "attributes": {key: value}}] (attributes in order)."""
+    res = []
+    for e in raw_events or []:
+        attrs = {str(a.get("key", "")): str(a.get("value", "")) for a in e.get("attributes") or []}
+        res.append({"type": e.get("type", ""), "attributes": attrs})
+    return res
+
+
+def _auth_bytes(public_key: bytes, sequence: int, fee: int, chain_id: str) -> bytes:
+    from abci_app.pb import tx_pb2
+
+    return tx_pb2.AuthInfo(public_key=public_key, sequence=sequence, fee=fee,
+                           chain_id=chain_id).SerializeToString(deterministic=True)
+
+
+def sign_body(signer: Any, body_bytes: bytes, *, sequence: int, fee: int, chain_id: str) -> bytes:
+    """TxRaw bytes of ``body_bytes`` signed by ``signer`` (abci_app.codec.tx.sign_bytes)."""
+    from abci_app.codec.tx import sign_bytes
+    from abci_app.pb import tx_pb2
+
+    auth = _auth_bytes(signer.public_bytes(), sequence, fee, chain_id)
+    sig = signer.sign(sign_bytes(chain_id, body_bytes, auth))
+    return tx_pb2.TxRaw(body_bytes=body_bytes, auth_info_bytes=auth, signature=sig).SerializeToString(deterministic=True)
+
+
+def body_of(msgs: list[Any], memo: str = "") -> bytes:
+    from abci_app.pb import tx_pb2
+
+    return tx_pb2.TxBody(messages=msgs, memo=memo).SerializeToString(deterministic=True)
+
+
+def tx_hash(raw: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(raw).hexdigest().upper()
+
+
+def _messages_json(body_bytes: bytes) -> list[Any]:
+    from google.protobuf.json_format import MessageToDict
+
+    from abci_app.pb import tx_pb2
+
+    body = tx_pb2.TxBody.FromString(body_bytes)
+    return [MessageToDict(m, preserving_proto_field_name=True) for m in body.messages]
+
+
+def _chain_and_sequence(args: argparse.Namespace, client: Any, address: str) -> tuple[str, int]:
+    """--chain-id / --sequence, else the node's; a --chain-id that is not the node's is refused."""
+    from node.market_msgs import account_sequence
+
+    chain_id, sequence = getattr(args, "chain_id", None), getattr(args, "sequence", None)
+    if client is not None:
+        node_chain = client.status()["node_info"]["network"]
+        if chain_id and chain_id != node_chain:
+            raise UsageError(f"--chain-id {chain_id} but the node at {client.url} runs {node_chain}: "
+                             "fix --chain-id (or `loconet config set chain-id ...`) or --node")
+        chain_id = node_chain
+        if sequence is None:
+            sequence = account_sequence(client, address)
+    if not chain_id or sequence is None:
+        raise UsageError("offline: give both --chain-id and --sequence (or let the CLI ask a node with --node)")
+    return chain_id, int(sequence)
+
+
+def _confirm(args: argparse.Namespace, summary: str) -> None:
+    """Ask before broadcasting when a person is at the terminal (skip with --yes)."""
+    if getattr(args, "yes", False) or is_json(args) or not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return
+    print(summary, file=sys.stderr)
+    answer = input("confirm transaction before signing and broadcasting [y/N]: ").strip().lower()
+    if answer not in ("y", "yes"):
+        raise UsageError("cancelled (pass --yes to skip this question)")
+
+
+def _client_if_needed(args: argparse.Namespace) -> Any:
+    from node.rpc import Client
+
+    offline = getattr(args, "generate_only", False) and getattr(args, "chain_id", None) and \
+        getattr(args, "sequence", None) is not None
+    return None if offline else Client(args.node)
+
+
+def run_tx(args: argparse.Namespace, key_name: str, msgs: list[Any], extra: dict[str, Any] | None = None,
+           from_events: dict[str, tuple[str, str]] | None = None) -> int:
+    """The path of every ``tx`` command (module docstring). ``from_events`` names values to pick
+    from the tx's events and print (e.g. {"job_id": ("job.created", "job_id")})."""
+    from node.keys import Keyring
+
+    key = Keyring(Path(args.home)).get(key_name)
+    fee = int(args.fee)
+    body = body_of(msgs, getattr(args, "memo", "") or "")
+    extra = dict(extra or {})
+    client = _client_if_needed(args)
+    try:
+        chain_id, sequence = _chain_and_sequence(args, client, key.address)
+        if getattr(args, "generate_only", False):
+            doc = {"type": UNSIGNED, "chain_id": chain_id, "sequence": sequence, "fee": fee, "signer": key.address,
+                   "public_key": key.signer.public_bytes().hex(), "body_bytes": base64.b64encode(body).decode(),
+                   "messages": _messages_json(body)}
+            print(json.dumps(doc, indent=2, sort_keys=True))
+            return 0
+        raw = sign_body(key.signer, body, sequence=sequence, fee=fee, chain_id=chain_id)
+        if getattr(args, "dry_run", False):
+            return _simulate(args, client, raw)
+        _confirm(args, f"{key.name} ({key.address}) signs {len(msgs)} message(s) on {chain_id}, sequence "
+                       f"{sequence}, fee {fee} uloco:\n" + json.dumps(_messages_json(body), indent=2))
+        return _send(args, client, raw, extra, from_events)
+    finally:
+        if client is not None:
+            client.close()
+
+
+def _simulate(args: argparse.Namespace, client: Any, raw: bytes) -> int:
+    qr = client.abci_query("/simulate", data=raw)
+    if qr.code != 0:
+        raise UsageError(f"the node cannot simulate (code {qr.code}): {qr.log}; is it an older loconet?")
+    r = json.loads(qr.value)
+    data = {"dry_run": True, "would_succeed": r["code"] == 0, "code": r["code"], "codespace": r["codespace"],
+            "log": r["log"], "events": r["events"], "txhash": tx_hash(raw), "height": qr.height}
+    if r["code"] == 0:
+        text = (f"dry run: the tx would be accepted (state at height {qr.height}); nothing was broadcast\n"
+                + _events_text(r["events"]))
+    else:
+        text = f"dry run: the tx would be rejected with code {r['codespace']}/{r['code']}: {r['log']}"
+    out(args, data, text)
+    return 0 if r["code"] == 0 else 1
+
+
+def _events_text(evs: list[dict[str, Any]]) -> str:
+    return "\n".join(f"  {e['type']}: " + " ".join(f"{k}={v}" for k, v in e["attributes"].items()) for e in evs)
+
+
+def _send(args: argparse.Namespace, client: Any, raw: bytes, extra: dict[str, Any],
+          from_events: dict[str, tuple[str, str]] | None) -> int:
+    h = client.broadcast_tx_sync(raw)
+    if not is_json(args):
+        print(f"broadcast {h}, waiting for a block...", file=sys.stderr)
+    res = client.wait_for_tx(h)
+    evs = events_of(res["tx_result"].get("events"))
+    for name, (etype, attr) in (from_events or {}).items():
+        for e in evs:
+            if e["type"] == etype and attr in e["attributes"]:
+                v = e["attributes"][attr]
+                extra[name] = int(v) if v.isdigit() else v
+                break
+    data = {**extra, "txhash": h, "height": int(res["height"]), "code": 0, "events": evs,
+            "gas_used": int(res["tx_result"].get("gas_used") or 0)}
+    text = "".join(f"{k}: {v}\n" for k, v in extra.items()) + f"txhash: {h}\nheight: {res['height']}"
+    out(args, data, text)
+    return 0
+
+
+# ----------------------------------------------------------------------------- tx sign / broadcast
+
+
+def _read_doc(path: str) -> dict[str, Any]:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}") from None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        raise UsageError(f"{path} is not JSON: give the output of `--generate-only` or `tx sign`") from None
+    if not isinstance(doc, dict) or doc.get("type") not in (UNSIGNED, SIGNED):
+        raise UsageError(f"{path} is not a loconet tx document ({UNSIGNED} or {SIGNED})")
+    return doc
+
+
+def cmd_tx_sign(args: argparse.Namespace) -> int:
+    from node.keys import Keyring
+
+    doc = _read_doc(args.file)
+    if doc["type"] != UNSIGNED:
+        raise UsageError(f"{args.file} is already signed: broadcast it with `loconet tx broadcast {args.file}`")
+    key = Keyring(Path(args.home)).get(args.from_key)
+    if doc.get("public_key") and doc["public_key"] != key.signer.public_bytes().hex():
+        raise UsageError(f"the tx was generated for {doc.get('signer')}, not for key {key.name!r} ({key.address})")
+    if args.chain_id is None and doc.get("chain_id"):
+        args.chain_id = doc["chain_id"]
+    if args.sequence is None and doc.get("sequence") is not None:
+        args.sequence = int(doc["sequence"])
+    client = None
+    if args.chain_id is None or args.sequence is None:
+        from node.rpc import Client
+
+        client = Client(args.node)
+    try:
+        chain_id, sequence = _chain_and_sequence(args, client, key.address)
+    finally:
+        if client is not None:
+            client.close()
+    body = base64.b64decode(doc["body_bytes"])
+    raw = sign_body(key.signer, body, sequence=sequence, fee=int(doc.get("fee", 0)), chain_id=chain_id)
+    signed = {"type": SIGNED, "chain_id": chain_id, "sequence": sequence, "fee": int(doc.get("fee", 0)),
+              "signer": key.address, "txhash": tx_hash(raw), "tx": base64.b64encode(raw).decode(),
+              "messages": doc.get("messages", [])}
+    text = json.dumps(signed, indent=2, sort_keys=True)
+    if args.output_document:
+        Path(args.output_document).write_text(text + "\n")
+        print(f"signed tx {signed['txhash']} written to {args.output_document}", file=sys.stderr)
+    else:
+        print(text)
+    return 0
+
+
+def cmd_tx_broadcast(args: argparse.Namespace) -> int:
+    from node.rpc import Client
+
+    doc = _read_doc(args.file)
+    if doc["type"] != SIGNED:
+        raise UsageError(f"{args.file} is not signed: sign it first with `loconet tx sign {args.file} --from KEY --home HOME`")
+    raw = base64.b64decode(doc["tx"])
+    with Client(args.node) as c:
+        return _send(args, c, raw, {}, None)
+
+
+# ----------------------------------------------------------------------------- queries
+
+
+def _client(args: argparse.Namespace) -> Any:
+    from node.rpc import Client
+
+    return Client(args.node)
+
+
+def tx_json(res: dict[str, Any]) -> dict[str, Any]:
+    """A CometBFT ``tx`` answer -> hash, height, code, log, events, messages, signer, fee."""
+    from abci_app.codec.address import to_bech32
+    from abci_app.codec.tx import decode_tx
+    from abci_app.errors import LoconetError
+
+    r = res["tx_result"]
+    raw = base64.b64decode(res.get("tx", ""))
+    data: dict[str, Any] = {"txhash": res["hash"], "height": int(res["height"]), "code": int(r.get("code") or 0),
+                            "codespace": r.get("codespace", ""), "log": r.get("log", ""),
+                            "events": events_of(r.get("events"))}
+    try:
+        t = decode_tx(raw)
+        data.update({"signer": to_bech32(t.signer), "sequence": t.sequence, "fee": t.fee, "memo": t.memo,
+                     "chain_id": t.chain_id, "messages": _messages_json(t.body_bytes)})
+    except LoconetError:
+        pass
+    return data
+
+
+def _tx_text(d: dict[str, Any]) -> str:
+    status = "ok" if d["code"] == 0 else f"REJECTED {d['codespace']}/{d['code']}: {d['log']}"
+    lines = [f"txhash:  {d['txhash']}", f"height:  {d['height']}", f"result:  {status}"]
+    if "signer" in d:
+        lines += [f"signer:  {d['signer']} (sequence {d['sequence']}, fee {d['fee']} uloco)",
+                  "messages:", *[f"  {json.dumps(m, sort_keys=True)}" for m in d["messages"]]]
+    if d["events"]:
+        lines += ["events:", _events_text(d["events"])]
+    return "\n".join(lines)
+
+
+def cmd_query_tx(args: argparse.Namespace) -> int:
+    h = args.hash.strip().removeprefix("0x").upper()
+    try:
+        ok = len(bytes.fromhex(h)) == 32
+    except ValueError:
+        ok = False
+    if not ok:
+        raise UsageError(f"bad tx hash {args.hash!r}: 64 hex characters (as `tx` commands print)")
+    with _client(args) as c:
+        res = c.tx(h)
+    if res is None:
+        raise UsageError(f"tx {h} not found: not in a block yet, wrong --node, or the node does not index txs")
+    d = tx_json(res)
+    out(args, d, _tx_text(d))
+    return 0
+
+
+def _event_query(items: list[str]) -> str:
+    """``--events "job.created.owner='loco1...'"`` (repeatable, ANDed; also TYPE.KEY=VALUE)."""
+    parts = []
+    for it in items:
+        for clause in it.split("&"):
+            clause = clause.strip()
+            if not clause:
+                continue
+            key, op, val = clause.partition("=")
+            if not op or "." not in key or not val:
+                raise UsageError(f"bad --events {clause!r}: write TYPE.KEY=VALUE, e.g. job.created.job_id=1")
+            val = val.strip().strip("'\"")
+            if not val.isdigit():
+                val = f"'{val}'"
+            parts.append(f"{key.strip()}={val}")
+    if not parts:
+        raise UsageError("give --events TYPE.KEY=VALUE")
+    return " AND ".join(parts)
+
+
+def cmd_query_txs(args: argparse.Namespace) -> int:
+    q = _event_query(args.events)
+    with _client(args) as c:
+        res = c.call("tx_search", query=q, page=str(args.page), per_page=str(args.limit), order_by="desc")
+    txs = [tx_json(t) for t in res.get("txs", [])]
+    data = {"query": q, "total": int(res.get("total_count", 0)), "page": args.page, "txs": txs}
+    rows = [f"{'HEIGHT':>7s}  {'TXHASH':64s}  {'CODE':>4s}  MESSAGES"]
+    rows += [f"{t['height']:>7d}  {t['txhash']:64s}  {t['code']:>4d}  "
+             + ",".join(next(iter(m), "?") for m in t.get("messages", [])) for t in txs]
+    out(args, data, "\n".join(rows) + f"\n{data['total']} tx(s) match {q}")
+    return 0
+
+
+def cmd_query_block(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        b = c.block(args.height or None)
+        h = int(b["block"]["header"]["height"])
+        results = c.call("block_results", height=str(h))
+    hdr = b["block"]["header"]
+    raw_txs = b["block"]["data"].get("txs") or []
+    txs = []
+    for raw, r in zip(raw_txs, results.get("txs_results") or []):
+        txs.append({"txhash": tx_hash(base64.b64decode(raw)), "code": int(r.get("code") or 0),
+                    "log": r.get("log", ""), "events": events_of(r.get("events"))})
+    data = {"height": h, "hash": b["block_id"]["hash"], "time": hdr["time"], "chain_id": hdr["chain_id"],
+            "proposer": hdr["proposer_address"], "app_hash": hdr["app_hash"], "txs": txs,
+            "finalize_block_events": events_of(results.get("finalize_block_events")),
+            "validator_updates": results.get("validator_updates") or []}
+    text = (f"block {h} ({data['time']})\nhash:     {data['hash']}\nproposer: {data['proposer']}\n"
+            f"app hash: {data['app_hash']} (state after block {h - 1})\ntxs:      {len(txs)}\n"
+            + "\n".join(f"  {t['txhash']}  {'ok' if t['code'] == 0 else 'code ' + str(t['code'])}" for t in txs))
+    if data["finalize_block_events"]:
+        text += f"\nblock events: {len(data['finalize_block_events'])} (" + ", ".join(
+            sorted({e['type'] for e in data['finalize_block_events']})) + ")"
+    out(args, data, text)
+    return 0
+
+
+def cmd_query_balance(args: argparse.Namespace) -> int:
+    from abci_app.codec.address import from_bech32
+
+    from_bech32(args.address)
+    with _client(args) as c:
+        qr = c.abci_query(f"/account/{args.address}", height=args.height or 0)
+    if qr.code != 0:
+        raise UsageError(f"query failed (code {qr.code}): {qr.log}")
+    acc = json.loads(qr.value)
+    data = {"address": args.address, "balance": acc["balance"], "denom": "uloco", "height": qr.height}
+    out(args, data, f"{acc['balance']} uloco ({fmt_loco(acc['balance'])}) at height {qr.height}")
+    return 0
+
+
+def cmd_query_rewards(args: argparse.Namespace) -> int:
+    """Rewards paid to ADDR, from the block events CometBFT indexes: market payouts
+    (``reward.paid``: participant, verifier, bounty) and validator rewards (``fee.distributed``:
+    fees + block reward, one event per block; the most recent --limit blocks)."""
+    from abci_app.codec.address import from_bech32
+
+    from_bech32(args.address)
+    rows: list[dict[str, Any]] = []
+    with _client(args) as c:
+        for etype in ("reward.paid", "fee.distributed"):
+            q = f"{etype}.recipient='{args.address}'"
+            res = c.call("block_search", query=q, page="1", per_page=str(min(args.limit, 100)), order_by="desc")
+            for blk in res.get("blocks", []):
+                h = int(blk["block"]["header"]["height"])
+                br = c.call("block_results", height=str(h))
+                for e in events_of(br.get("finalize_block_events")):
+                    a = e["attributes"]
+                    if e["type"] == etype and a.get("recipient") == args.address:
+                        kind = a.get("payout", "validator")
+                        where = f"job {a['job_id']} round {a['round']}" if "job_id" in a else "block reward + fees"
+                        rows.append({"height": h, "kind": kind, "amount": int(a["amount"]), "source": where})
+    rows.sort(key=lambda r: (-r["height"], r["kind"]))
+    totals: dict[str, int] = {}
+    for r in rows:
+        totals[r["kind"]] = totals.get(r["kind"], 0) + r["amount"]
+    data = {"address": args.address, "total": sum(totals.values()), "by_kind": totals, "payouts": rows}
+    text = "\n".join([f"{'HEIGHT':>7s}  {'KIND':11s} {'AMOUNT (uloco)':>16s}  SOURCE"]
+                     + [f"{r['height']:>7d}  {r['kind']:11s} {r['amount']:>16d}  {r['source']}" for r in rows])
+    text += f"\ntotal {data['total']} uloco ({fmt_loco(data['total'])}): " + (
+        ", ".join(f"{k} {v}" for k, v in sorted(totals.items())) or "nothing paid yet")
+    out(args, data, text)
+    return 0
+
+
+# ----------------------------------------------------------------------------- client config
+
+
+def cmd_config_set(args: argparse.Namespace) -> int:
+    from node import client_config
+
+    cfg = client_config.set_value(Path(args.home), args.key, args.value)
+    out(args, cfg, f"{args.key} = {cfg[args.key]} (in {client_config.path_of(Path(args.home))})")
+    return 0
+
+
+def cmd_config_get(args: argparse.Namespace) -> int:
+    from node import client_config
+
+    cfg = client_config.load(Path(args.home))
+    if args.key:
+        if args.key not in cfg:
+            raise UsageError(f"{args.key} is not set in {client_config.path_of(Path(args.home))}: "
+                             f"`loconet config set {args.key} VALUE --home {args.home}`")
+        out(args, {args.key: cfg[args.key]}, cfg[args.key])
+        return 0
+    out(args, cfg, "\n".join(f"{k} = {v}" for k, v in cfg.items()) or "no client config (defaults apply)")
+    return 0
+
+
+# ----------------------------------------------------------------------------- parsers
+
+
+def register(root: Any, tx: Any, query: Any) -> None:
+    p = add_command(tx, "sign", "sign a tx made with --generate-only (offline with --chain-id and --sequence)",
+                    "loconet tx sign unsigned.json --from alice --home ~/.loconet > signed.json", cmd_tx_sign)
+    p.add_argument("file", metavar="FILE", help="the --generate-only JSON (- for stdin)")
+    p.add_argument("--from", dest="from_key", required=True, metavar="KEY", help="keyring key that signs")
+    p.add_argument("--home", required=True)
+    p.add_argument("--chain-id", help="default: the file's, else the node's")
+    p.add_argument("--sequence", type=int, help="the signer's account sequence (default: the file's, else the node's)")
+    p.add_argument("--output-document", metavar="PATH", help="write the signed tx here instead of stdout")
+    add_node_flag(p)
+    p = add_command(tx, "broadcast", "broadcast a signed tx (from `tx sign`) and wait for its block",
+                    "loconet tx broadcast signed.json --node http://127.0.0.1:26657", cmd_tx_broadcast)
+    p.add_argument("file", metavar="FILE", help="the `tx sign` JSON (- for stdin)")
+    add_node_flag(p); add_output_flag(p)
+
+    p = add_command(query, "tx", "a tx by hash: result, events, messages", "loconet query tx 9DC78738...037B -o json", cmd_query_tx)
+    p.add_argument("hash", metavar="HASH"); add_node_flag(p); add_output_flag(p)
+    p = add_command(query, "txs", "search txs by their events (ANDed)",
+                    "loconet query txs --events \"job.created.owner=loco1...\" --events tx.signer=loco1...", cmd_query_txs)
+    p.add_argument("--events", action="append", required=True, metavar="TYPE.KEY=VALUE",
+                   help="event condition (repeatable, or joined with &)")
+    p.add_argument("--page", type=int, default=1); p.add_argument("--limit", type=int, default=30)
+    add_node_flag(p); add_output_flag(p)
+    p = add_command(query, "block", "a block: hash, time, proposer, app hash, its txs with results and events",
+                    "loconet query block 6", cmd_query_block)
+    p.add_argument("height", metavar="HEIGHT", type=int, nargs="?", default=0, help="default: the latest")
+    add_node_flag(p); add_output_flag(p)
+    p = add_command(query, "balance", "the balance of an address in uloco", "loconet query balance loco1...", cmd_query_balance)
+    p.add_argument("address", metavar="ADDR"); p.add_argument("--height", type=int, default=0)
+    add_node_flag(p); add_output_flag(p)
+    p = add_command(query, "rewards", "rewards paid to an address: job payouts (participant, verifier, bounty) and "
+                    "validator rewards, from indexed block events", "loconet query rewards loco1... -o json", cmd_query_rewards)
+    p.add_argument("address", metavar="ADDR")
+    p.add_argument("--limit", type=int, default=100, help="most recent blocks searched per kind (default 100, max 100)")
+    add_node_flag(p); add_output_flag(p)
+
+    cfg = root.add_parser("config", help="client config in HOME/config/client.toml: node, chain-id, output").add_subparsers(
+        dest="config_cmd", required=True, metavar="CONFIG_COMMAND")
+    p = add_command(cfg, "set", "set a client default (node, chain-id or output)",
+                    "loconet config set node tcp://127.0.0.1:26657 --home ~/.loconet", cmd_config_set)
+    p.add_argument("key", metavar="KEY", choices=["node", "chain-id", "output"]); p.add_argument("value", metavar="VALUE")
+    p.add_argument("--home", required=True); add_output_flag(p)
+    p = add_command(cfg, "get", "print the client config, or one key", "loconet config get node --home ~/.loconet", cmd_config_get)
+    p.add_argument("key", metavar="KEY", nargs="?", choices=["node", "chain-id", "output"])
+    p.add_argument("--home", required=True); add_output_flag(p)
