@@ -24,7 +24,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from abci_app.app import Application
@@ -110,7 +110,9 @@ def tune_cometbft_config(
     values["rpc"]["laddr"] = f'"tcp://127.0.0.1:{ports.rpc}"'
     values["p2p"]["laddr"] = f'"tcp://127.0.0.1:{ports.p2p}"'
     values["p2p"]["persistent_peers"] = f'"{persistent_peers}"'
-    values["instrumentation"] = {"prometheus_listen_addr": f'":{ports.metrics}"'}
+    # CometBFT's own Prometheus metrics (consensus, p2p, mempool) at :metrics/metrics; the app's
+    # are one port up (AppConfig.metrics_listen, node/metrics.py)
+    values["instrumentation"] = {"prometheus": "true", "prometheus_listen_addr": f'":{ports.metrics}"'}
     path.write_text(set_toml_values(path.read_text(), values))
 
 
@@ -122,6 +124,19 @@ class AppConfig:
     snapshot_interval: int = 0  # state-sync snapshot every N committed heights (0: none)
     snapshot_keep: int = 2  # snapshots kept on disk
     snapshot_chunk_bytes: int = 1 << 20  # nodes with the same value serve the same snapshot
+    metrics_address: str | None = None  # app /metrics; None: CometBFT's metrics port + 1; "": off
+
+    def metrics_listen(self, home: Path) -> str:
+        """HOST:PORT of the app's /metrics ("" = off): ``metrics_address`` in app.toml, else one port
+        above CometBFT's ``prometheus_listen_addr`` on 127.0.0.1 (26661 + 100·i in a testnet)."""
+        if self.metrics_address is not None:
+            return self.metrics_address
+        try:
+            ctoml = tomllib.loads((home / "config" / "config.toml").read_text())
+            port = int(str(ctoml["instrumentation"]["prometheus_listen_addr"]).rsplit(":", 1)[1])
+        except (OSError, KeyError, ValueError, IndexError):
+            port = Ports().metrics
+        return f"127.0.0.1:{port + 1}"
 
     def to_toml(self) -> str:
         return (
@@ -138,6 +153,10 @@ class AppConfig:
             f"snapshot_keep = {self.snapshot_keep}\n"
             "# chunk size; peers with the same value serve the same snapshot\n"
             f"snapshot_chunk_bytes = {self.snapshot_chunk_bytes}\n"
+            "# the app's Prometheus /metrics (node/metrics.py): HOST:PORT, \"\" for none; default one port\n"
+            "# above CometBFT's prometheus_listen_addr in config.toml, on 127.0.0.1\n"
+            + (f'metrics_address = "{self.metrics_address}"\n' if self.metrics_address is not None
+               else '# metrics_address = "127.0.0.1:26661"\n')
         )
 
     @classmethod
@@ -151,10 +170,12 @@ class AppConfig:
             snapshot_interval=int(data.get("snapshot_interval", 0)),
             snapshot_keep=int(data.get("snapshot_keep", 2)),
             snapshot_chunk_bytes=int(data.get("snapshot_chunk_bytes", 1 << 20)),
+            metrics_address=str(data["metrics_address"]) if "metrics_address" in data else None,
         )
 
-    def application(self, home: Path, store: MerkleStore) -> Application:
-        """The node's Application over ``store``, with its snapshots in HOME/data/snapshots."""
+    def application(self, home: Path, store: MerkleStore, metrics: Any = None) -> Application:
+        """The node's Application over ``store``, with its snapshots in HOME/data/snapshots
+        (measured by node.metrics.MeteredApplication when ``metrics`` is a NodeMetrics)."""
         from abci_app.app import Application
         from abci_app.snapshots import Snapshotter
 
@@ -163,6 +184,10 @@ class AppConfig:
                              "snapshot_chunk_bytes >= 1")
         snaps = Snapshotter(store, home / "data" / "snapshots", interval=self.snapshot_interval,
                             keep=self.snapshot_keep, chunk_bytes=self.snapshot_chunk_bytes)
+        if metrics is not None:
+            from node.metrics import MeteredApplication
+
+            return MeteredApplication(store, check_invariants=self.check_invariants, snapshots=snaps, metrics=metrics)
         return Application(store, check_invariants=self.check_invariants, snapshots=snaps)
 
 

@@ -52,9 +52,18 @@ async def run_node(home: Path) -> int:
     for addr, what in ((ctoml["rpc"]["laddr"], "cometbft RPC"), (ctoml["p2p"]["laddr"], "cometbft P2P")):
         check_port_free(_port_of(addr), what)
 
+    metrics_addr = cfg.metrics_listen(home)
+    metrics = None
+    if metrics_addr:
+        from prometheus_client import CollectorRegistry
+
+        from node.metrics import NodeMetrics, parse_listen
+
+        check_port_free(parse_listen(metrics_addr)[1], "app metrics")
+        metrics = NodeMetrics(CollectorRegistry())
     store = MerkleStore(home / "data" / "app.db", keep_recent=cfg.keep_recent)
     try:
-        app = cfg.application(home, store)
+        app = cfg.application(home, store, metrics=metrics)
     except ValueError as e:
         store.close()
         raise StartError(str(e)) from None
@@ -65,13 +74,20 @@ async def run_node(home: Path) -> int:
         store.close()
         raise StartError(f"cannot listen on {cfg.abci_address} (ABCI): {e.strerror}; is another node running?") from None
     log.info("ABCI server on %s (height %d)", cfg.abci_address, store.height)
+    metrics_server = None
+    if metrics is not None:
+        from node.metrics import serve as serve_metrics
+
+        metrics_server, _ = serve_metrics(metrics.registry, metrics_addr)
+        log.info("app metrics on http://%s/metrics", metrics_addr)
 
     # the log file lives as long as the child; both calls return at once (no need for a thread)
     logf = open(home / "cometbft.log", "ab")  # noqa: ASYNC230, SIM115
     proc = subprocess.Popen(  # noqa: ASYNC220
         [binary, "start", "--home", str(home), "--proxy_app", cfg.abci_address], stdout=logf, stderr=subprocess.STDOUT, start_new_session=False
     )
-    print(f"node started: cometbft pid {proc.pid}, log {home / 'cometbft.log'}, RPC {ctoml['rpc']['laddr']}", flush=True)
+    print(f"node started: cometbft pid {proc.pid}, log {home / 'cometbft.log'}, RPC {ctoml['rpc']['laddr']}"
+          + (f", metrics http://{metrics_addr}/metrics" if metrics_server is not None else ""), flush=True)
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -103,5 +119,7 @@ async def run_node(home: Path) -> int:
         app.snapshots.close()  # lets a snapshot being written finish (else its tmp folder is dropped at the next start)
     store.close()
     logf.close()
+    if metrics_server is not None:
+        metrics_server.shutdown()
     print("node stopped", flush=True)
     return rc

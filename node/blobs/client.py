@@ -126,6 +126,7 @@ class BlobClient:
                 with store.writer() as w:
                     for chunk in r.iter_raw():  # as received: the rate check sees every read
                         self.bytes_received += len(chunk)
+                        _metrics().blob_in(len(chunk))  # node/metrics.py
                         if w.size + len(chunk) > limit:
                             raise Oversize(f"sent more than the limit of {limit} B", location)
                         w.write(chunk)
@@ -159,3 +160,9 @@ class BlobClient:
 
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
+
+
+def _metrics():  # type: ignore[no-untyped-def]
+    from node.metrics import worker_metrics
+
+    return worker_metrics()

@@ -26,6 +26,7 @@ from aiohttp import web
 
 from node.blobs.errors import BlobNotFound
 from node.blobs.store import HASH_RE, BlobStore
+from node.metrics import worker_metrics
 
 log = logging.getLogger("loconet.blobs.server")
 
@@ -156,6 +157,7 @@ class BlobServer:
                     break
                 await resp.write(chunk)
                 self.stats.bytes_sent += len(chunk)
+                worker_metrics().blob_out(len(chunk))  # node/metrics.py
                 remaining -= len(chunk)
             await resp.write_eof()
             return resp

@@ -1,0 +1,189 @@
+"""Prometheus metrics of the node and of the provider worker (prometheus_client).
+
+The node (``loconet start``) serves its own ``/metrics`` beside CometBFT's (which
+``node/config.py`` turns on at ``prometheus_listen_addr``, port 26660 + 100·i in a local
+testnet): ``metrics_address`` in ``app.toml``, default the CometBFT metrics port + 1 (26661 +
+100·i), ``""`` to turn it off. The state machine stays free of clocks and I/O: the node wraps
+the Application (``MeteredApplication``) and measures around the ABCI calls.
+
+    loconet_block_execution_seconds       histogram  FinalizeBlock wall time
+    loconet_blocks_total                  counter    blocks finalized
+    loconet_commits_total                 counter    blocks committed
+    loconet_height                        gauge      last committed height
+    loconet_txs_total{stage,codespace,code}  counter txs by result: stage check (CheckTx) or
+                                                     block (FinalizeBlock); code 0 = accepted
+    loconet_events_total{type}            counter    every event the blocks and txs emitted
+    loconet_rounds{phase}                 gauge      open rounds by phase (committed state)
+    loconet_verdicts_total{outcome}       counter    decided verdicts (verdict.decided)
+    loconet_slashes_total{kind}           counter    slashes: validator.slashed, provider
+                                                     slashes and jailings (event type)
+    loconet_slashed_uloco_total{kind}     counter    uloco slashed, by kind
+
+The worker's (``WorkerMetrics``, for ``loconet provider run`` and node/blobs):
+
+    loconet_blob_bytes_total{direction}   counter    blob bytes in (fetched) / out (served)
+    loconet_training_loss                 gauge      last inner-step loss (nats)
+    loconet_training_step_seconds         histogram  time of one inner step
+    loconet_training_steps_total          counter    inner steps done
+    loconet_rounds_done_total{result}     counter    provider rounds: committed / failed
+
+Every metric lives in a ``CollectorRegistry`` passed in (tests make their own); ``serve``
+starts the HTTP endpoint on a daemon thread. A Grafana dashboard over both is in
+``networks/grafana/loconet.json``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from abci_app.app import Application
+
+BLOCK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+SLASH_EVENTS = ("validator.slashed", "provider.slashed", "provider.jailed", "validator.jailed", "validator.tombstoned")
+
+
+def parse_listen(address: str) -> tuple[str, int]:
+    """``127.0.0.1:26661`` / ``:26661`` / ``tcp://0.0.0.0:26661`` -> (host, port)."""
+    hostport = address.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    if not port.isdigit():
+        raise ValueError(f"metrics address {address!r}: write HOST:PORT, e.g. 127.0.0.1:26661")
+    return host or "127.0.0.1", int(port)
+
+
+def serve(registry: CollectorRegistry, address: str) -> tuple[Any, Any]:
+    """Serve ``registry`` at http://address/metrics on a daemon thread; returns (server, thread)."""
+    host, port = parse_listen(address)
+    return start_http_server(port, addr=host, registry=registry)
+
+
+class NodeMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.block_seconds = Histogram("loconet_block_execution_seconds", "FinalizeBlock wall time",
+                                       buckets=BLOCK_BUCKETS, registry=registry)
+        self.blocks = Counter("loconet_blocks", "blocks finalized", registry=registry)
+        self.commits = Counter("loconet_commits", "blocks committed", registry=registry)
+        self.height = Gauge("loconet_height", "last committed height", registry=registry)
+        self.txs = Counter("loconet_txs", "txs by result (code 0 = accepted)", ["stage", "codespace", "code"],
+                           registry=registry)
+        self.events = Counter("loconet_events", "events emitted by blocks and txs", ["type"], registry=registry)
+        self.rounds = Gauge("loconet_rounds", "open rounds by phase", ["phase"], registry=registry)
+        self.verdicts = Counter("loconet_verdicts", "decided verdicts by outcome", ["outcome"], registry=registry)
+        self.slashes = Counter("loconet_slashes", "slashes and jailings by kind", ["kind"], registry=registry)
+        self.slashed = Counter("loconet_slashed_uloco", "uloco slashed by kind", ["kind"], registry=registry)
+
+    def observe_events(self, events: Any) -> None:
+        for e in events:
+            self.events.labels(e.type).inc()
+            attrs = {a.key: a.value for a in e.attributes}
+            if e.type == "verdict.decided":
+                self.verdicts.labels(attrs.get("outcome", "?")).inc()
+            if e.type in SLASH_EVENTS or "slash" in e.type:
+                self.slashes.labels(e.type).inc()
+                amount = attrs.get("amount") or attrs.get("slashed") or ""
+                if amount.isdigit():
+                    self.slashed.labels(e.type).inc(int(amount))
+
+
+class MeteredApplication(Application):
+    """The Application with ``NodeMetrics`` measured around FinalizeBlock, CheckTx and Commit
+    (results unchanged: the wrapped calls return exactly what the app returns)."""
+
+    def __init__(self, *args: Any, metrics: NodeMetrics, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.metrics = metrics
+
+    def check_tx(self, req: Any) -> Any:
+        res = super().check_tx(req)
+        self.metrics.txs.labels("check", res.codespace, str(res.code)).inc()
+        return res
+
+    def finalize_block(self, req: Any) -> Any:
+        t0 = time.perf_counter()
+        res = super().finalize_block(req)
+        m = self.metrics
+        m.block_seconds.observe(time.perf_counter() - t0)
+        m.blocks.inc()
+        for r in res.tx_results:
+            m.txs.labels("block", r.codespace, str(r.code)).inc()
+            m.observe_events(r.events)
+        m.observe_events(res.events)
+        return res
+
+    def commit(self, req: Any) -> Any:
+        res = super().commit(req)
+        self.metrics.commits.inc()
+        self.metrics.height.set(self.store.height)
+        self._count_rounds()
+        return res
+
+    def _count_rounds(self) -> None:
+        """Open rounds by phase, from the round schedule index (only rounds not finalized)."""
+        from abci_app.encoding import prefix_end
+        from abci_app.jobs.keeper import get_round
+        from abci_app.jobs.keys import ROUND_DUE_PREFIX, parse_round_due_key
+        from abci_app.pb import jobs_pb2
+
+        counts: dict[str, int] = {name.removeprefix("PHASE_").lower(): 0 for name in jobs_pb2.Phase.keys()}
+        seen: set[tuple[int, int]] = set()
+        for key, _ in self.store.iterate(ROUND_DUE_PREFIX, prefix_end(ROUND_DUE_PREFIX)):
+            _, job_id, rnd = parse_round_due_key(key)
+            if (job_id, rnd) in seen:
+                continue
+            seen.add((job_id, rnd))
+            r = get_round(self.store, job_id, rnd)
+            if r is not None:
+                name = jobs_pb2.Phase.Name(r.phase).removeprefix("PHASE_").lower()
+                counts[name] = counts.get(name, 0) + 1
+        for phase, n in counts.items():
+            self.metrics.rounds.labels(phase).set(n)
+
+
+class WorkerMetrics:
+    """What a provider worker and a blob server count (module docstring). Call ``blob_in`` /
+    ``blob_out`` with byte counts, ``step(loss, seconds)`` per inner step, ``round_done(ok)``."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.blob_bytes = Counter("loconet_blob_bytes", "blob bytes fetched (in) and served (out)", ["direction"], registry=r)
+        self.loss = Gauge("loconet_training_loss", "last inner-step training loss (nats)", registry=r)
+        self.step_seconds = Histogram("loconet_training_step_seconds", "time of one inner step", buckets=STEP_BUCKETS, registry=r)
+        self.steps = Counter("loconet_training_steps", "inner steps done", registry=r)
+        self.rounds = Counter("loconet_rounds_done", "provider rounds by result", ["result"], registry=r)
+        self.blob_bytes.labels("in")
+        self.blob_bytes.labels("out")
+
+    def blob_in(self, n: int) -> None:
+        self.blob_bytes.labels("in").inc(n)
+
+    def blob_out(self, n: int) -> None:
+        self.blob_bytes.labels("out").inc(n)
+
+    def step(self, loss: float, seconds: float) -> None:
+        self.loss.set(loss)
+        self.step_seconds.observe(seconds)
+        self.steps.inc()
+
+    def round_done(self, ok: bool) -> None:
+        self.rounds.labels("committed" if ok else "failed").inc()
+
+    def serve(self, address: str) -> tuple[Any, Any]:
+        return serve(self.registry, address)
+
+
+_default_worker: WorkerMetrics | None = None
+
+
+def worker_metrics() -> WorkerMetrics:
+    """The process-wide WorkerMetrics (one registry per process, shared by the worker and the
+    blob server it runs)."""
+    global _default_worker
+    if _default_worker is None:
+        _default_worker = WorkerMetrics()
+    return _default_worker
