@@ -1,0 +1,403 @@
+"""Crash storm on a real 4-validator testnet under steady signed load (issue 12, item 2).
+
+    python benchmarks/chaos.py --perturbations 100 --record      # the full storm, ~20 min
+    python benchmarks/chaos.py --perturbations 6 --seed 3         # a quick look
+
+What it does: ``loconet testnet``'s own code writes and starts a 4-validator network; sender
+threads (one account each) submit 1-transfer txs of distinct amounts with ``broadcast_tx_sync``
+to a random node that is up, never waiting for blocks (steady load). Then, one node at a time,
+``N`` random perturbations:
+
+    kill9-group   SIGKILL to the node's whole process group (cometbft + the ABCI app), restart
+    kill9-app     SIGKILL to the ABCI app only (cometbft loses its app and exits), restart
+    kill9-comet   SIGKILL to cometbft only (``loconet start`` stops the app too), restart
+    sigstop       SIGSTOP of the group for 2-6 s, then SIGCONT (a frozen machine)
+    restart       SIGTERM and start again (an operator's restart)
+
+After each: the other nodes kept making blocks, and the victim catches up with them (the time
+it takes is the catch-up figure). During the storm a validator joins (a new node, then
+``create-validator``) and one unbonds part of its stake. At the end, with the load stopped:
+
+- every node has the same app hash at the same height (divergence = 0);
+- every tx that got a hash back from CheckTx is in every node's block store (lost tx = 0);
+- the recipient's balance equals the sum of the committed transfers (read from the blocks).
+
+``run_storm`` is also what tests/testnet/test_chaos.py runs with a handful of perturbations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import os
+import platform
+import random
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from abci_app.codec.tx import build_tx  # noqa: E402
+from abci_app.pb import bank_pb2, tx_pb2  # noqa: E402
+from node.keys import Keyring  # noqa: E402
+from node.rpc import Client, RpcError, TxRejected  # noqa: E402
+from node.testnet import (  # noqa: E402
+    CHAIN_ID,
+    NodeInfo,
+    _pid,
+    add_node,
+    create,
+    is_running,
+    load,
+    nodes_of,
+    start_node,
+    stop_node,
+    wait_producing,
+)
+
+KINDS = ("kill9-group", "kill9-app", "kill9-comet", "sigstop", "restart")
+WRONG_SEQUENCE = re.compile(r"expected (\d+), got (\d+)")
+
+
+@dataclass
+class StormConfig:
+    perturbations: int = 100
+    seed: int = 0
+    senders: int = 3
+    validators: int = 4
+    join: bool = True  # a validator joins a third of the way in
+    unbond: bool = True  # one unbonds part of its stake two thirds of the way in
+    base_port: int = 0  # 0: a free range
+    catch_up_timeout: float = 90.0
+
+
+@dataclass
+class StormResult:
+    perturbations: dict[str, int] = field(default_factory=dict)
+    catch_up_s: list[float] = field(default_factory=list)
+    accepted: int = 0
+    committed: int = 0
+    lost: list[str] = field(default_factory=list)
+    divergent: dict[str, str] = field(default_factory=dict)
+    balance_ok: bool = False
+    final_height: int = 0
+    seconds: float = 0.0
+    joined: str = ""
+    unbonded: bool = False
+    sender_errors: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        cu = sorted(self.catch_up_s)
+        return {
+            "perturbations": sum(self.perturbations.values()),
+            "by_kind": dict(sorted(self.perturbations.items())),
+            "catch_up_p50_s": round(statistics.median(cu), 2) if cu else None,
+            "catch_up_max_s": round(max(cu), 2) if cu else None,
+            "accepted_tx": self.accepted,
+            "committed_tx": self.committed,
+            "lost_tx": len(self.lost),
+            "divergence": len(self.divergent),
+            "balance_ok": self.balance_ok,
+            "final_height": self.final_height,
+            "validator_joined": self.joined,
+            "unbonded": self.unbonded,
+            "seconds": round(self.seconds, 1),
+        }
+
+
+def _send(to: bytes, amount: int) -> Any:
+    return tx_pb2.Msg(send=bank_pb2.MsgSend(to_address=to, amount=amount))
+
+
+class Sender(threading.Thread):
+    """Steady load from one account: distinct amounts, own sequence, any node that is up."""
+
+    def __init__(self, idx: int, key: Any, to: bytes, nodes: list[NodeInfo], down: set[str], rng: random.Random) -> None:
+        super().__init__(daemon=True, name=f"sender{idx}")
+        self.idx, self.key, self.to, self.nodes, self.down, self.rng = idx, key, to, nodes, down, rng
+        self.halt = threading.Event()
+        self.sent: dict[str, int] = {}  # tx hash -> amount, every tx we signed and sent
+        self.accepted: list[str] = []  # hashes CheckTx accepted (the RPC gave the hash back)
+        self.errors: list[str] = []
+        self.seq: int | None = None
+        self.n = 0
+
+    def _gateway(self) -> NodeInfo | None:
+        up = [n for n in self.nodes if n.name not in self.down]
+        return self.rng.choice(up) if up else None
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            gw = self._gateway()
+            if gw is None:
+                time.sleep(0.2)
+                continue
+            try:
+                with Client(gw.rpc_url, timeout=5) as c:
+                    if self.seq is None:
+                        self.seq = json.loads(c.abci_query(f"/account/{self.key.address}").value)["sequence"]
+                    self.n += 1
+                    amount = 1_000_000 * (self.idx + 1) + self.n  # distinct per tx
+                    raw = build_tx(self.key.signer, chain_id=CHAIN_ID, msgs=[_send(self.to, amount)], sequence=self.seq, fee=10)
+                    h = hashlib.sha256(raw).hexdigest().upper()
+                    self.sent[h] = amount
+                    c.broadcast_tx_sync(raw)
+                    self.accepted.append(h)
+                    self.seq += 1
+            except TxRejected as e:
+                m = WRONG_SEQUENCE.search(e.log)
+                if e.code == 6 and m:
+                    expected = int(m.group(1))
+                    if expected > (self.seq or 0):
+                        self.seq = expected  # an earlier tx whose answer was lost did land
+                    # expected < ours: this node restarted and lost its mempool, or lags: try another
+                else:
+                    self.errors.append(f"{gw.name}: {e}")
+                time.sleep(0.05)
+            except (RpcError, OSError):
+                time.sleep(0.2)  # node down; the tx may or may not have landed: the sequence tells
+            time.sleep(0.02)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False).stdout
+    except FileNotFoundError:
+        return []
+    return [int(p) for p in out.split()]
+
+
+def _height(n: NodeInfo) -> int:
+    with Client(n.rpc_url, timeout=3) as c:
+        return c.latest_height()
+
+
+def _wait(what: str, fn: Any, timeout: float, every: float = 0.3) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            v = fn()
+        except (RpcError, OSError):
+            v = None
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(every)
+
+
+def _max_height(nodes: list[NodeInfo], skip: str = "") -> int:
+    hs = []
+    for n in nodes:
+        if n.name == skip:
+            continue
+        try:
+            hs.append(_height(n))
+        except (RpcError, OSError):
+            pass
+    return max(hs) if hs else 0
+
+
+def _caught_up(n: NodeInfo, target: int) -> bool:
+    with Client(n.rpc_url, timeout=3) as c:
+        si = c.status()["sync_info"]
+    return int(si["latest_block_height"]) >= target and not si["catching_up"]
+
+
+def perturb(n: NodeInfo, kind: str, rng: random.Random) -> None:
+    pid = _pid(n)
+    if kind == "kill9-group":
+        stop_node(n, kill=True)
+        time.sleep(rng.uniform(0.0, 1.0))
+        start_node(n)
+    elif kind == "kill9-app":
+        if pid:
+            comet = _children(pid)
+            os.kill(pid, signal.SIGKILL)
+            try:  # cometbft loses its ABCI connections and exits by itself
+                _wait("cometbft to exit after its app died", lambda: not any(os.path.exists(f"/proc/{c}") for c in comet), 15)
+            except TimeoutError:
+                pass
+            stop_node(n, kill=True)  # whatever is left of the group
+        start_node(n)
+    elif kind == "kill9-comet":
+        if pid:
+            for c in _children(pid):
+                os.kill(c, signal.SIGKILL)
+            _wait("loconet start to stop after cometbft died", lambda: not is_running(n), timeout=20)
+        stop_node(n, kill=True)
+        start_node(n)
+    elif kind == "sigstop":
+        if pid:
+            os.killpg(pid, signal.SIGSTOP)
+            time.sleep(rng.uniform(2.0, 6.0))
+            os.killpg(pid, signal.SIGCONT)
+    elif kind == "restart":
+        stop_node(n)
+        start_node(n)
+    else:
+        raise ValueError(kind)
+
+
+def _block_txs(n: NodeInfo, top: int) -> dict[str, int]:
+    """tx hash -> result code, for every tx in n's block store up to ``top``."""
+    out: dict[str, int] = {}
+    with Client(n.rpc_url, timeout=10) as c:
+        for h in range(1, top + 1):
+            txs = c.block(h)["block"]["data"]["txs"] or []
+            if not txs:
+                continue
+            results = c.call("block_results", height=str(h))["txs_results"] or []
+            for t, r in zip(txs, results, strict=True):
+                out[hashlib.sha256(base64.b64decode(t)).hexdigest().upper()] = int(r.get("code", 0))
+    return out
+
+
+def _cli(*args: str) -> str:
+    r = subprocess.run([sys.executable, "-m", "node.cli", *args], capture_output=True, text=True, timeout=120, cwd=str(ROOT))
+    if r.returncode != 0:
+        raise RuntimeError(f"loconet {' '.join(args)}: {r.stderr.strip() or r.stdout.strip()}")
+    return r.stdout
+
+
+def run_storm(cfg: StormConfig, d: Path, log: Any = print) -> StormResult:
+    from node.ports import find_free_base, random_bases
+
+    rng = random.Random(cfg.seed)
+    base = cfg.base_port or find_free_base(
+        [b + 56 for b in random_bases(20_000, 45_000 - 700, 100)], [100 * i + k for i in range(7) for k in (0, 1, 2, 4)]
+    )
+    create(d, cfg.validators, cfg.senders + 2, base, {})
+    nodes = nodes_of(load(d))
+    for n in nodes:
+        start_node(n)
+    wait_producing(nodes, progress=False)
+    res = StormResult()
+    t_start = time.monotonic()
+    kr = Keyring(d)
+    recipient = kr.get(f"account{cfg.senders + 1}")
+    with Client(nodes[0].rpc_url) as c:
+        bal0 = json.loads(c.abci_query(f"/account/{recipient.address}").value)["balance"]
+    down: set[str] = set()
+    senders = [Sender(i, kr.get(f"account{i}"), recipient.address_bytes, nodes, down, random.Random(cfg.seed * 100 + i))
+               for i in range(cfg.senders)]
+    for s in senders:
+        s.start()
+    kinds = [KINDS[i % len(KINDS)] for i in range(cfg.perturbations)]
+    rng.shuffle(kinds)
+    join_at = cfg.perturbations // 3 if cfg.join else -1
+    unbond_at = 2 * cfg.perturbations // 3 if cfg.unbond else -1
+    pool = list(nodes)
+    try:
+        for i, kind in enumerate(kinds):
+            if i == join_at:
+                new = add_node(d)
+                start_node(new)
+                _wait("the new node in sync", lambda new=new: _height(new) >= _max_height(pool) - 1, 90)
+                _cli("tx", "staking", "create-validator", f"account{cfg.senders}", "--validator-home", new.home,
+                     "--self-bond", "100000loco", "--moniker", new.name, "--home", str(d), "--node", nodes[0].rpc_url)
+                _wait(f"{new.name} in the validator set",
+                      lambda new=new: any(v["address"] == new.validator_address for v in Client(nodes[0].rpc_url).validators()), 60)
+                res.joined = new.name
+                pool.append(new)
+                log(f"[{i}] {new.name} joined as a validator")
+            if i == unbond_at:
+                target = nodes[1].validator_address
+                _cli("tx", "staking", "unbond", nodes[1].operator_key, target, "1000loco", "--home", str(d), "--node", nodes[0].rpc_url)
+                res.unbonded = True
+                log(f"[{i}] {nodes[1].name}'s operator unbonded 1000 LOCO")
+            victim = rng.choice(pool)
+            others = [n for n in pool if n is not victim]
+            h_before = _max_height(others)
+            down.add(victim.name)
+            t0 = time.monotonic()
+            perturb(victim, kind, rng)
+            # the others went on without it (more than 2/3 of the power is still up)
+            _wait("blocks while a node was down", lambda: _max_height(others) > h_before, cfg.catch_up_timeout)
+            target = _max_height(others)
+            _wait(f"{victim.name} to catch up to {target}", lambda: _caught_up(victim, target), cfg.catch_up_timeout)
+            res.catch_up_s.append(time.monotonic() - t0)
+            down.discard(victim.name)
+            res.perturbations[kind] = res.perturbations.get(kind, 0) + 1
+            log(f"[{i}] {kind:12s} {victim.name}: caught up in {res.catch_up_s[-1]:.1f}s (height {target})")
+    finally:
+        for s in senders:
+            s.halt.set()
+        for s in senders:
+            s.join(30)
+    res.sender_errors = [e for s in senders for e in s.errors]
+    # let the mempools drain into blocks, then compare everything at one height
+    time.sleep(3.0)
+    top = _max_height(pool)
+    for n in pool:
+        _wait(f"{n.name} at {top}", lambda n=n: _height(n) >= top, 90)
+    hashes = {}
+    for n in pool:
+        with Client(n.rpc_url) as c:
+            hashes[n.name] = c.app_hash_at(top).hex()
+    ref = hashes[pool[0].name]
+    res.divergent = {k: v for k, v in hashes.items() if v != ref}
+    accepted = [h for s in senders for h in s.accepted]
+    sent = {h: a for s in senders for h, a in s.sent.items()}
+    res.accepted = len(accepted)
+    stores = {n.name: _block_txs(n, top) for n in pool}
+    for h in accepted:
+        if any(h not in st for st in stores.values()):
+            res.lost.append(h)
+    committed = {h: a for h, a in sent.items() if stores[pool[0].name].get(h) == 0}
+    res.committed = len(committed)
+    with Client(pool[0].rpc_url) as c:
+        bal = json.loads(c.abci_query(f"/account/{recipient.address}", height=top).value)["balance"]
+    res.balance_ok = bal == bal0 + sum(committed.values())
+    res.final_height = top
+    res.seconds = time.monotonic() - t_start
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--perturbations", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--senders", type=int, default=3)
+    ap.add_argument("--no-join", action="store_true")
+    ap.add_argument("--no-unbond", action="store_true")
+    ap.add_argument("--record", action="store_true", help="append the figures to benchmarks/RESULTS.md")
+    args = ap.parse_args()
+    cfg = StormConfig(perturbations=args.perturbations, seed=args.seed, senders=args.senders,
+                      join=not args.no_join, unbond=not args.no_unbond)
+    with tempfile.TemporaryDirectory(prefix="loconet-chaos-") as tmp:
+        d = Path(tmp) / "net"
+        try:
+            res = run_storm(cfg, d)
+        finally:
+            if (d / "testnet.json").exists():
+                for n in nodes_of(load(d)):
+                    stop_node(n)
+    s = res.summary()
+    print(json.dumps(s, indent=2))
+    ok = not res.lost and not res.divergent and res.balance_ok
+    if args.record:
+        cmd = "python benchmarks/chaos.py " + " ".join(sys.argv[1:])
+        machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+        with open(ROOT / "benchmarks" / "RESULTS.md", "a") as f:
+            f.write(f"\n### Crash storm ({time.strftime('%Y-%m-%d')})\n\n`{cmd}` on {machine}\n\n")
+            f.write("| figure | value |\n|---|---|\n")
+            for k, v in s.items():
+                f.write(f"| {k} | {v} |\n")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
