@@ -38,6 +38,15 @@ def verify_query(client: Client, qr: QueryResult, wait: float = 30.0) -> tuple[b
         root = verified_app_hash(client, qr.height + 1)
     except HeaderInvalid as e:
         raise ProofInvalid(f"header check failed: {e}") from None
+    return root, verify_ops(qr, root)
+
+
+def verify_ops(qr: QueryResult, root: bytes) -> dict[bytes, bytes | None]:
+    """Every ProofOp of ``qr`` against an app hash the caller already checked (``verify_query``
+    does the header check first; the explorer checks one header per height and many queries).
+    Returns {store key: proven value or None}. Raises ProofInvalid."""
+    if not qr.proof_ops:
+        raise ProofInvalid("the node returned no proof")
     proven: dict[bytes, bytes | None] = {}
     for op in qr.proof_ops:
         if op["type"] != PROOF_TYPE:
@@ -49,7 +58,7 @@ def verify_query(client: Client, qr: QueryResult, wait: float = 30.0) -> tuple[b
         if proof.key != op["key"] or not verify_proof(proof, root, op["key"], proof.value):
             raise ProofInvalid(f"proof for key {op['key'].hex()} does not verify against app hash {root.hex()}")
         proven[op["key"]] = proof.value
-    return root, proven
+    return proven
 
 
 def verified_account(client: Client, qr: QueryResult, address: bytes) -> dict[str, Any]:

@@ -73,4 +73,16 @@ if [ ! -f "$build_stamp" ] || [ -n "$newest_sol" ]; then
   node contracts/build.js
   touch "$build_stamp"
 fi
+
+# 5. headless Chromium from Debian's packages, for the explorer's browser test (only when missing;
+#    setup goes on without it: that one test then fails naming this fix)
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  echo "setup: installing Debian's chromium (apt-get; the explorer's browser test)"
+  sudo_=""
+  if [ "$(id -u)" -ne 0 ]; then sudo_="sudo -n"; fi
+  apt_() { DEBIAN_FRONTEND=noninteractive $sudo_ apt-get "$@" >/dev/null 2>&1; }
+  if ! { apt_ install -y -q --no-install-recommends chromium || { apt_ update -q && apt_ install -y -q --no-install-recommends chromium; }; }; then
+    echo "error: could not install chromium with apt-get (needs root or sudo and Debian's repositories): run 'sudo apt-get install chromium' for the explorer's browser test" >&2
+  fi
+fi
 echo "setup: ok (cometbft $(.bin/cometbft version), venv .venv, stubs in $gen, contracts in contracts/build)"

@@ -1,0 +1,43 @@
+"""``loconet explorer``: the network in a browser (node/explorer/)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from node.cli import DEFAULT_NODE, UsageError, add_command
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"bad --listen {text!r}: write HOST:PORT, e.g. 127.0.0.1:8080")
+    return host, int(port)
+
+
+def cmd_explorer(a: argparse.Namespace) -> int:
+    from node.explorer.server import serve
+
+    host, port = parse_listen(a.listen)
+    if not a.node.startswith(("http://", "https://")):
+        raise UsageError(f"bad --node {a.node!r}: give the RPC URL, e.g. {DEFAULT_NODE}")
+    if a.poll <= 0:
+        raise UsageError("--poll must be a positive number of seconds")
+    try:
+        serve(a.node, host, port, a.poll)
+    except OSError as e:
+        raise UsageError(f"cannot listen on {a.listen}: {e.strerror or e}; pick another --listen port") from None
+    return 0
+
+
+def register(root: Any, tx_sub: Any, query_sub: Any) -> None:
+    p = add_command(
+        root, "explorer",
+        "serve a web page of the network: validators, providers with their SLA figures and earnings, "
+        "jobs and rounds, model lineage, charts (state proven against signed headers; live)",
+        "loconet explorer --node http://127.0.0.1:26657 --listen 127.0.0.1:8080   # then open http://127.0.0.1:8080/",
+        cmd_explorer,
+    )
+    p.add_argument("--node", default=DEFAULT_NODE, help=f"CometBFT RPC URL (default {DEFAULT_NODE})")
+    p.add_argument("--listen", default="127.0.0.1:8080", help="HOST:PORT to serve on (default 127.0.0.1:8080)")
+    p.add_argument("--poll", type=float, default=2.0, help="seconds between reads of the node (default 2)")

@@ -1,0 +1,166 @@
+"""``loconet explorer``: an aiohttp server rendering the network from a node's RPC.
+
+Pages are rendered on the server from Jinja2 templates shipped in this package (``templates/``)
+with charts as inline SVG (``svg.py``); ``static/live.js`` polls the current page's main part
+every ``poll`` seconds (``?fragment=1``) and swaps it in, so the page follows the chain without
+a reload and still reads fully without JavaScript. Nothing is fetched from outside the node.
+
+Routes: ``/`` (network, providers, jobs, charts), ``/provider/{loco1…}``, ``/job/{id}`` (rounds
+with phase timeline, participants, commitments, challenges, verdicts, payouts, slashes, each
+linked to its tx or block; lineage; loss curve), ``/tx/{hash}``, ``/block/{height}``,
+``/api/snapshot`` (the JSON the pages are drawn from), ``/static/*``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from aiohttp import web
+
+from node.explorer import svg, views
+from node.explorer.data import Collector, Snapshot, Untrusted
+from node.rpc import RpcError
+
+HERE = Path(__file__).parent
+log = logging.getLogger("loconet.explorer")
+
+
+def fmt_loco(uloco: int | None) -> str:
+    from node.cli import fmt_loco as f
+
+    return "-" if uloco is None else f(int(uloco))
+
+
+def pct(bps: int | None) -> str:
+    return "-" if bps is None else f"{bps / 100:.2f} %"
+
+
+def make_env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True, undefined=jinja2.StrictUndefined,
+        trim_blocks=True, lstrip_blocks=True,
+    )
+    env.filters.update(loco=fmt_loco, pct=pct, short=views.short)
+    env.globals.update(svg=svg, views=views)
+    return env
+
+
+class Explorer:
+    def __init__(self, node: str, poll: float = 2.0) -> None:
+        self.node = node
+        self.poll = poll
+        self.collector = Collector(node)
+        self.lookup = Collector(node)  # tx and block pages, beside the poller's snapshot
+        self.snap: Snapshot | None = None
+        self.error = ""
+        self.updated = 0.0
+        self.env = make_env()
+        self._task: asyncio.Task[None] | None = None
+
+    async def refresh(self) -> None:
+        try:
+            self.snap = await asyncio.to_thread(self.collector.snapshot)
+            self.error = ""
+            self.updated = time.time()
+        except (RpcError, Untrusted) as e:
+            self.error = str(e)
+        except Exception as e:
+            log.exception("snapshot failed")
+            self.error = f"{e.__class__.__name__}: {e}"
+
+    async def _loop(self) -> None:
+        while True:
+            await self.refresh()
+            await asyncio.sleep(self.poll)
+
+    async def on_startup(self, app: web.Application) -> None:
+        self._task = asyncio.create_task(self._loop())
+
+    async def on_cleanup(self, app: web.Application) -> None:
+        if self._task:
+            self._task.cancel()
+        self.collector.close()
+        self.lookup.close()
+
+    # -- rendering ------------------------------------------------------------------------------
+    def render(self, request: web.Request, name: str, status: int = 200, live: bool = True, **ctx: Any) -> web.Response:
+        tmpl = self.env.get_template(name)
+        full = {"snap": self.snap, "error": self.error, "node": self.node, "live": live, "poll_ms": int(self.poll * 1000),
+                "updated": time.strftime("%H:%M:%S", time.localtime(self.updated)) if self.updated else "", **ctx}
+        if request.query.get("fragment"):
+            body = "".join(tmpl.blocks["main"](tmpl.new_context(full)))
+        else:
+            body = tmpl.render(full)
+        headers = {"X-Height": str(self.snap.height if self.snap else 0), "Cache-Control": "no-store"}
+        return web.Response(text=body, content_type="text/html", status=status, headers=headers)
+
+    async def index(self, request: web.Request) -> web.Response:
+        charts: dict[str, Any] = {"rewards_chart": "", "reputation_chart": ""}
+        if self.snap:
+            charts = {"rewards_chart": views.rewards_chart(self.snap.jobs, self.snap.height),
+                      "reputation_chart": views.reputation_chart(self.snap.reputation_history)}
+        return self.render(request, "index.html", **charts)
+
+    async def provider(self, request: web.Request) -> web.Response:
+        addr = request.match_info["addr"]
+        p = self.snap.provider(addr) if self.snap else None
+        if self.snap and p is None:
+            return self.render(request, "missing.html", status=404, what=f"provider {addr}")
+        return self.render(request, "provider.html", address=addr, p=p)
+
+    async def job(self, request: web.Request) -> web.Response:
+        jid = request.match_info["job_id"]
+        j = self.snap.job(int(jid)) if self.snap and jid.isdigit() else None
+        if self.snap and j is None:
+            return self.render(request, "missing.html", status=404, what=f"job {jid}")
+        return self.render(request, "job.html", j=j)
+
+    async def tx(self, request: web.Request) -> web.Response:
+        h = request.match_info["hash"].upper()
+        try:
+            t = await asyncio.to_thread(self.lookup.tx, h)
+        except (RpcError, ValueError) as e:
+            return self.render(request, "missing.html", status=404, live=False, what=f"tx {h} ({e})")
+        if t is None:
+            return self.render(request, "missing.html", status=404, live=False, what=f"tx {h}")
+        return self.render(request, "tx.html", live=False, t=t)
+
+    async def block(self, request: web.Request) -> web.Response:
+        hs = request.match_info["height"]
+        try:
+            b = await asyncio.to_thread(self.lookup.block, int(hs)) if hs.isdigit() else None
+        except RpcError as e:
+            return self.render(request, "missing.html", status=404, live=False, what=f"block {hs} ({e})")
+        if b is None:
+            return self.render(request, "missing.html", status=404, live=False, what=f"block {hs}")
+        return self.render(request, "block.html", live=False, b=b)
+
+    async def api_snapshot(self, request: web.Request) -> web.Response:
+        if self.snap is None:
+            return web.json_response({"error": self.error or "no snapshot yet"}, status=503)
+        return web.json_response({**dataclasses.asdict(self.snap), "error": self.error})
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/", self.index)
+        app.router.add_get("/provider/{addr}", self.provider)
+        app.router.add_get("/job/{job_id}", self.job)
+        app.router.add_get("/tx/{hash}", self.tx)
+        app.router.add_get("/block/{height}", self.block)
+        app.router.add_get("/api/snapshot", self.api_snapshot)
+        app.router.add_static("/static/", HERE / "static")
+        app.on_startup.append(self.on_startup)
+        app.on_cleanup.append(self.on_cleanup)
+        return app
+
+
+def serve(node: str, host: str, port: int, poll: float = 2.0) -> None:
+    ex = Explorer(node, poll)
+    print(f"loconet explorer: http://{host}:{port}/  (node {node}; Ctrl-C stops)", flush=True)
+    web.run_app(ex.app(), host=host, port=port, print=None, handle_signals=True)
