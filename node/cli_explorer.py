@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from node.cli import DEFAULT_NODE, UsageError, add_command
+from node.cli import UsageError, add_command, add_node_flag
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -17,14 +17,14 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 def cmd_explorer(a: argparse.Namespace) -> int:
     from node.explorer.server import serve
+    from node.rpc import normalize_url
 
     host, port = parse_listen(a.listen)
-    if not a.node.startswith(("http://", "https://")):
-        raise UsageError(f"bad --node {a.node!r}: give the RPC URL, e.g. {DEFAULT_NODE}")
+    node = normalize_url(a.node)  # http://, tcp:// or HOST:PORT; anything else names the forms
     if a.poll <= 0:
         raise UsageError("--poll must be a positive number of seconds")
     try:
-        serve(a.node, host, port, a.poll)
+        serve(node, host, port, a.poll)
     except OSError as e:
         raise UsageError(f"cannot listen on {a.listen}: {e.strerror or e}; pick another --listen port") from None
     return 0
@@ -38,6 +38,6 @@ def register(root: Any, tx_sub: Any, query_sub: Any) -> None:
         "loconet explorer --node http://127.0.0.1:26657 --listen 127.0.0.1:8080   # then open http://127.0.0.1:8080/",
         cmd_explorer,
     )
-    p.add_argument("--node", default=DEFAULT_NODE, help=f"CometBFT RPC URL (default {DEFAULT_NODE})")
+    add_node_flag(p)
     p.add_argument("--listen", default="127.0.0.1:8080", help="HOST:PORT to serve on (default 127.0.0.1:8080)")
     p.add_argument("--poll", type=float, default=2.0, help="seconds between reads of the node (default 2)")
