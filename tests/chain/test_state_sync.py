@@ -2,7 +2,7 @@
 the background from a committed version, deterministic, applied chunk by chunk with each chunk
 checked against the metadata and the rebuilt root against the trusted app hash; a node restored
 from a snapshot then runs in lockstep with one that executed every block. The real network
-(cometbft's state sync, light client and p2p) is in tests/testnet/test_state_sync.py."""
+(cometbft's state sync, light client and p2p) is in tests/testnet/test_testnet_state_sync.py."""
 
 from __future__ import annotations
 
