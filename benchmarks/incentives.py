@@ -55,7 +55,7 @@ TRAIN_BPS = 6_000
 VERIFY_BPS = 500
 TRAIN_COST = R // P * TRAIN_BPS // 10_000
 VERIFY_COST = TRAIN_COST * VERIFY_BPS // 10_000
-WINDOWS = {"commit_blocks": 10, "reveal_blocks": 2, "verdict_blocks": 2, "attest_blocks": 2}
+WINDOWS = {"commit_blocks": 12, "reveal_blocks": 2, "verdict_blocks": 2, "attest_blocks": 2}
 
 
 def job_kw(**kw: Any) -> dict[str, Any]:
@@ -166,15 +166,24 @@ class World:
                 if a and p.challenged and not p.HasField("reveal") and a.reveal(self, jid, r, p):
                     out.append((m.key(p.address), mk.reveal_msg(p.address, jid, r.round, p.segment, n_entries=H // K + 1,
                                                                 base=r.base_model_hash)))
-        elif r.phase == jobs_pb2.PHASE_VERDICT:
+        elif r.phase in (jobs_pb2.PHASE_VERDICT, jobs_pb2.PHASE_APPEAL):
+            panel = 0 if r.phase == jobs_pb2.PHASE_VERDICT else 1
             for p in r.participants:
                 if p.challenged and p.HasField("reveal"):
                     for v in p.verifiers:
                         a = self.actors.get(v.address)
-                        if a and not v.voted:
+                        if a and v.panel == panel and not v.vote_hash:
                             choice = a.vote(self, jid, r, p)
                             if choice is not None:
-                                out.append((m.key(v.address), mk.verdict_msg(jid, r.round, p.address, *choice)))
+                                commit, open_ = mk.vote_msgs(r, p.address, v.address, *choice)
+                                m.pending_votes[(jid, r.round, p.address, v.address)] = open_
+                                out.append((m.key(v.address), commit))
+        elif r.phase in (jobs_pb2.PHASE_VOTE_REVEAL, jobs_pb2.PHASE_APPEAL_REVEAL):
+            for p in r.participants:
+                for v in p.verifiers:
+                    key = (jid, r.round, p.address, v.address)
+                    if v.vote_hash and not v.voted and key in m.pending_votes:
+                        out.append((m.key(v.address), m.pending_votes.pop(key)))
         elif r.phase == jobs_pb2.PHASE_ATTEST:
             for p in r.participants:
                 a = self.actors.get(p.address)
@@ -252,11 +261,12 @@ class Lazy(Actor):
 
 
 class VoteCopier(Actor):
-    """Waits for the last block of the verdict window and copies the votes it can see (valid if
-    none is visible); never re-executes."""
+    """Waits for the last block of the voting window and copies the votes it can see (valid if
+    none is visible: with secret votes it sees only hashes); never re-executes."""
 
     def vote(self, w, job, r, target):  # type: ignore[no-untyped-def]
-        if w.m.height + 1 < r.verdict_end:
+        end = r.verdict_end if r.phase == jobs_pb2.PHASE_VERDICT else r.appeal_end
+        if w.m.height + 1 < end:
             return None
         seen = [(v.valid, v.quality) for v in target.verifiers if v.voted and v.address != self.addr]
         if not seen:

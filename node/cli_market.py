@@ -34,6 +34,7 @@ from node.market_msgs import (
     build_reveal_from_trace,
     build_submit_update,
     build_update_provider,
+    build_reveal_vote,
     build_verdict,
     hex32,
     read_trace,
@@ -244,12 +245,29 @@ def cmd_round_reveal(a: argparse.Namespace) -> int:
     return broadcast(a, a.from_key, msgs)
 
 
-def cmd_round_verdict(a: argparse.Namespace) -> int:
+def _vote_args(a: argparse.Namespace) -> tuple[Any, bytes, bytes]:
     from abci_app.codec.address import from_bech32
+    from node.keys import Keyring
 
     if a.valid == a.invalid:
         raise UsageError("give exactly one of --valid or --invalid")
-    return broadcast(a, a.from_key, [build_verdict(a.job_id, a.round, from_bech32(a.target), a.valid, a.quality)])
+    from abci_app.jobs.incentives import compute_evidence
+
+    signer = Keyring(Path(a.home)).get(a.from_key).signer
+    ends = [hex32(x, "--evidence") for x in a.evidence.split(",") if x]
+    if not ends:
+        raise UsageError("--evidence: give the end state hash your re-execution reached for each challenged segment")
+    return signer, from_bech32(a.target), compute_evidence(ends)
+
+
+def cmd_round_verdict(a: argparse.Namespace) -> int:
+    signer, target, evidence = _vote_args(a)
+    return broadcast(a, a.from_key, [build_verdict(signer, a.job_id, a.round, target, a.valid, a.quality, evidence)])
+
+
+def cmd_round_reveal_vote(a: argparse.Namespace) -> int:
+    signer, target, evidence = _vote_args(a)
+    return broadcast(a, a.from_key, [build_reveal_vote(signer, a.job_id, a.round, target, a.valid, a.quality, evidence)])
 
 
 def cmd_round_attest(a: argparse.Namespace) -> int:
@@ -409,6 +427,10 @@ ROUND = A("round", type=int, metavar="ROUND")
 LIST_FLAGS = (A("--offset", dest="start", type=int, default=0, help="skip this many entries (paging)"),
               A("--limit", type=int, default=100),
               A("--from", dest="legacy_page_from", default=None, help=argparse.SUPPRESS))  # now --offset
+VOTE_ARGS = (JOB_ID, ROUND, A("target", metavar="TARGET"), A("--valid", action="store_true"),
+             A("--invalid", action="store_true"), A("--quality", type=int, default=0, help="0..10000"),
+             A("--evidence", required=True, help="HEX,HEX,...: the end state hash your re-execution of each challenged"
+               " segment reached, in segment order (hashed on chain with incentives.compute_evidence)"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -509,11 +531,14 @@ COMMANDS: tuple[Command, ...] = (
                 JOB_ID, ROUND, A("--segment", required=True, help="the challenged segments, comma-separated"), A("--trace-file", required=True),
                 A("--base-model", help="the round's base model (default: asked from --node)"),
                 A("--start-location", required=True), A("--end-location", required=True))),
-    Command("tx round", "verdict", "post a verdict on a challenged segment (verdict window)",
-            "loconet tx round verdict 1 0 loco1target... --valid --quality 8000 --from bob --home ~/.loconet",
-            cmd_round_verdict, (
-                JOB_ID, ROUND, A("target", metavar="TARGET"), A("--valid", action="store_true"),
-                A("--invalid", action="store_true"), A("--quality", type=int, default=0, help="0..10000"))),
+    Command("tx round", "verdict",
+            "commit a secret vote on a challenged segment (verdict window, or appeal window for the appeal panel);"
+            " open it with reveal-vote and the same arguments in the next window",
+            "loconet tx round verdict 1 0 loco1target... --valid --quality 8000 --evidence HEX --from bob --home ~/.loconet",
+            cmd_round_verdict, VOTE_ARGS),
+    Command("tx round", "reveal-vote", "open the vote committed with verdict (vote-reveal or appeal-reveal window)",
+            "loconet tx round reveal-vote 1 0 loco1target... --valid --quality 8000 --evidence HEX --from bob --home ~/.loconet",
+            cmd_round_reveal_vote, VOTE_ARGS),
     Command("tx round", "attest", "attest the aggregated model hash (attest window)",
             "loconet tx round attest 1 0 HEX --from alice --home ~/.loconet", cmd_round_attest,
             (JOB_ID, ROUND, A("model_hash", metavar="MODEL_HASH"))),

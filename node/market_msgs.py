@@ -36,7 +36,9 @@ __all__ = [
     "build_reveal_from_trace",
     "build_submit_update",
     "build_update_provider",
+    "build_reveal_vote",
     "build_verdict",
+    "vote_salt",
     "hex32",
     "parse_gpu",
     "read_trace",
@@ -192,11 +194,35 @@ def build_reveal_from_trace(job_id: int, round_: int, segment: int, trace: Seque
         start_location=start_location, end_location=end_location))
 
 
-def build_verdict(job_id: int, round_: int, target: bytes, valid: bool, quality: int) -> Any:
+def vote_salt(signer: Any, job_id: int, round_: int, target: bytes) -> bytes:
+    """The salt of a secret vote, derived from the voter's key (an ed25519 signature is
+    deterministic): ``verdict`` and ``reveal-vote`` compute the same one, nobody else can."""
+    import hashlib
+
+    sig = signer.sign(b"loconet/vote-salt/v1" + job_id.to_bytes(8, "big") + round_.to_bytes(8, "big") + target)
+    return hashlib.sha256(sig).digest()
+
+
+def build_verdict(signer: Any, job_id: int, round_: int, target: bytes, valid: bool, quality: int,
+                  evidence: bytes) -> Any:
+    """MsgVerdict: the hash of the vote (abci_app.jobs.incentives.compute_vote_hash)."""
+    from abci_app.jobs.incentives import compute_vote_hash
     from abci_app.pb import jobs_pb2, tx_pb2
 
-    return tx_pb2.Msg(verdict=jobs_pb2.MsgVerdict(job_id=job_id, round=round_, target=target, valid=valid,
-                                                  quality=quality))
+    q = quality if valid else 0
+    h = compute_vote_hash(job_id, round_, target, signer.address, valid, q, evidence,
+                          vote_salt(signer, job_id, round_, target))
+    return tx_pb2.Msg(verdict=jobs_pb2.MsgVerdict(job_id=job_id, round=round_, target=target, vote_hash=h))
+
+
+def build_reveal_vote(signer: Any, job_id: int, round_: int, target: bytes, valid: bool, quality: int,
+                      evidence: bytes) -> Any:
+    """MsgRevealVote opening what ``build_verdict`` committed with the same arguments."""
+    from abci_app.pb import jobs_pb2, tx_pb2
+
+    return tx_pb2.Msg(reveal_vote=jobs_pb2.MsgRevealVote(
+        job_id=job_id, round=round_, target=target, valid=valid, quality=quality if valid else 0, evidence=evidence,
+        salt=vote_salt(signer, job_id, round_, target)))
 
 
 def build_attest(job_id: int, round_: int, model_hash: bytes) -> Any:

@@ -83,7 +83,9 @@ def round_table(r: dict[str, Any]) -> str:
     lines = [
         f"round {r['job_id']}/{r['round']}  phase {r['phase']}",
         f"windows: opened {w['open_height']} | commit ≤{w['commit_deadline']} | reveal ≤{w['reveal_end']} | "
-        f"verdict ≤{w['verdict_end']} | attest ≤{w['attest_end']}"
+        f"votes ≤{w['verdict_end']} | opened ≤{w['vote_reveal_end']} | "
+        + (f"appeal ≤{w['appeal_end']} | opened ≤{w['appeal_reveal_end']} | " if w.get("appeal_end") else "")
+        + f"attest ≤{w['attest_end']}"
         + (f" | finalized at {r['finalized_height']}" if r["finalized_height"] else ""),
         f"base model: {short(r['base_model_hash'])}   attested: {short(r['attested_model_hash'])}",
         "",
@@ -96,7 +98,7 @@ def round_table(r: dict[str, Any]) -> str:
         if ch:
             vs = ch["verifiers"]
             votes = (f"{sum(v['voted'] and v['valid'] for v in vs)}✓"
-                     f"{sum(v['voted'] and not v['valid'] for v in vs)}✗/{len(vs)}")
+                     f"{sum(v['voted'] and not v['valid'] for v in vs)}✗/{len(vs)}" + ("↑" if p.get("escalated") else ""))
         seg = str(ch["segment"]) if ch else "-"
         reveal = ("yes" if ch["reveal"] else "no") if ch else "-"
         lines.append(

@@ -54,6 +54,16 @@ def verdict_posted(job_id: int, round_: int, verifier: bytes, target: bytes, val
     )
 
 
+def vote_committed(job_id: int, round_: int, verifier: bytes, target: bytes, panel: int) -> abci.Event:
+    return event("vote.committed", job_id=job_id, round=round_, verifier=to_bech32(verifier), provider=to_bech32(target),
+                 panel=panel)
+
+
+def verdict_escalated(job_id: int, round_: int, target: bytes, appeal: list[bytes]) -> abci.Event:
+    return event("verdict.escalated", job_id=job_id, round=round_, provider=to_bech32(target),
+                 verifiers=",".join(to_bech32(a) for a in appeal))
+
+
 def verdict_decided(job_id: int, round_: int, target: bytes, outcome: str, quality: int) -> abci.Event:
     return event("verdict.decided", job_id=job_id, round=round_, provider=to_bech32(target), outcome=outcome, quality=quality)
 

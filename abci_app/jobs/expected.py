@@ -38,5 +38,5 @@ class ProviderKeeper(Protocol):
 
     def slash(
         self, ctx: Ctx, address: bytes, fraction_bps: int, *, reason: str, job_id: int, round_: int,
-        bounty_bps: int = 0, bounty_weights: Sequence[tuple[bytes, int]] = (),
+        bounty_bps: int = 0, bounty_weights: Sequence[tuple[bytes, int]] = (), min_amount: int = 0,
     ) -> SlashOutcome: ...

@@ -2,6 +2,7 @@
 functions over integers and records; ``rounds.py`` and ``msgs.py`` apply them.
 
     compute_vote_hash          secret votes: MsgVerdict commits to this, MsgRevealVote opens it
+    compute_evidence           what a vote's evidence must be for a valid vote
     compute_required_bond      collateral: a cheater loses more on average than a slot pays
     compute_model_params       the model size a provider's policy compares with
     is_job_acceptable          opt-in: a provider's policy, never the job's owner
@@ -18,6 +19,7 @@ from abci_app.pb import jobs_pb2, providers_pb2
 
 BPS = 10_000
 VOTE_DOMAIN = b"loconet/vote/v1"
+EVIDENCE_DOMAIN = b"loconet/evidence/v1"
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -33,6 +35,19 @@ def compute_vote_hash(job_id: int, round_: int, target: bytes, verifier: bytes, 
         VOTE_DOMAIN + u64_key(job_id) + u64_key(round_) + target + verifier + (b"\x01" if valid else b"\x00")
         + quality.to_bytes(4, "big") + evidence + salt
     ).digest()
+
+
+def compute_evidence(end_state_hashes: list[bytes]) -> bytes:
+    """sha256(EVIDENCE_DOMAIN | end state of each challenged segment, in segment order): what a
+    verifier's re-execution of every challenged segment yields when the work is right. A valid
+    vote must carry exactly this for the target's opened segments; an invalid vote anything else
+    (the states its re-execution reached)."""
+    return hashlib.sha256(EVIDENCE_DOMAIN + b"".join(end_state_hashes)).digest()
+
+
+def compute_expected_evidence(p: jobs_pb2.Participant) -> bytes:
+    """compute_evidence over ``p``'s opened segments (``Participant.reveals``), by segment."""
+    return compute_evidence([o.end_state_hash for o in sorted(p.reveals, key=lambda o: o.segment)])
 
 
 def compute_required_bond(reward_per_round: int, participants: int, challenge_bps: int, fraud_bps: int,

@@ -116,7 +116,9 @@ def iterate_rounds(store: KVReader, job_id: int, start: int = 0) -> Iterator[job
 
 # the field holding the height a live round's phase ends (= rounds.TRANSITIONS; rounds imports this module)
 _DUE_FIELD = {jobs_pb2.PHASE_COMMIT: "commit_deadline", jobs_pb2.PHASE_REVEAL: "reveal_end",
-              jobs_pb2.PHASE_VERDICT: "verdict_end", jobs_pb2.PHASE_ATTEST: "attest_end"}
+              jobs_pb2.PHASE_VERDICT: "verdict_end", jobs_pb2.PHASE_VOTE_REVEAL: "vote_reveal_end",
+              jobs_pb2.PHASE_APPEAL: "appeal_end", jobs_pb2.PHASE_APPEAL_REVEAL: "appeal_reveal_end",
+              jobs_pb2.PHASE_ATTEST: "attest_end"}
 
 
 def check_invariants(store: KVReader) -> int:

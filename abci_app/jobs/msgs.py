@@ -11,6 +11,7 @@ from abci_app.context import Ctx
 from abci_app.encoding import MAX_U64
 from abci_app.jobs import events, keeper
 from abci_app.jobs.errors import (
+    ErrBadEvidence,
     ErrBadProof,
     ErrCopiedCommitment,
     ErrDuplicate,
@@ -31,10 +32,12 @@ from abci_app.jobs.errors import (
     ErrRoundNotFound,
     ErrUnauthorized,
     ErrUnboundCommitment,
+    ErrVoteMismatch,
     ErrWrongBaseModel,
     ErrWrongPhase,
     ErrWrongSegment,
 )
+from abci_app.jobs.incentives import compute_expected_evidence, compute_vote_hash
 from abci_app.jobs.params import get_params
 from abci_app.jobs.policy import PolicyError, parse_policy
 from abci_app.jobs.rounds import compute_n_segments
@@ -304,25 +307,75 @@ def process_msg_reveal_segment(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealS
     ctx.emit(events.segment_revealed(job.id, r.round, signer, msg.segment))
 
 
-def process_msg_verdict(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgVerdict) -> None:
-    job, r, _ = _load(ctx, msg.job_id, msg.round, jobs_pb2.PHASE_VERDICT, signer)
-    target = check_address(msg.target, "target")
+# the phase each panel commits in, and opens its votes in
+VOTE_PHASES = {0: jobs_pb2.PHASE_VERDICT, 1: jobs_pb2.PHASE_APPEAL}
+REVEAL_VOTE_PHASES = {0: jobs_pb2.PHASE_VOTE_REVEAL, 1: jobs_pb2.PHASE_APPEAL_REVEAL}
+
+
+def _load_assignment(ctx: Ctx, signer: bytes, job_id: int, round_: int, target_addr: bytes,
+                     phases: dict[int, int]) -> tuple[jobs_pb2.Round, jobs_pb2.VerifierAssignment]:
+    """The signer's assignment on ``target``'s challenge, in the phase its panel acts in."""
+    job = keeper.get_job(ctx.store, job_id)
+    if job is None:
+        raise ErrJobNotFound(f"job {job_id} does not exist")
+    r = keeper.get_round(ctx.store, job_id, round_)
+    if r is None:
+        raise ErrRoundNotFound(f"job {job_id} has no round {round_} (yet)")
+    target = check_address(target_addr, "target")
+    if r.phase not in phases.values():
+        want = " or ".join(enum_name(jobs_pb2.Phase, ph) for ph in phases.values())
+        raise ErrWrongPhase(
+            f"round {job_id}/{round_} is in phase {enum_name(jobs_pb2.Phase, r.phase)}, this message needs {want}"
+            f" (verdicts until {r.verdict_end}, votes opened until {r.vote_reveal_end}"
+            + (f", appeal until {r.appeal_end}, appeal votes opened until {r.appeal_reveal_end}" if r.appeal_end else "") + ")"
+        )
     t = next((p for p in r.participants if p.address == target), None)
     if t is None or not t.challenged:
         raise ErrNotChallenged("target has no challenge in this round")
     if not t.HasField("reveal"):
         raise ErrNotRevealed("target did not reveal its segment: there is nothing to judge")
-    v = next((v for v in t.verifiers if v.address == signer), None)
+    v = next((v for v in t.verifiers if v.address == signer and phases[v.panel] == r.phase), None)
     if v is None:
-        raise ErrNotVerifier("signer is not an assigned verifier of this challenge")
+        raise ErrNotVerifier("signer is not an assigned verifier of this challenge in this window"
+                             " (the first panel votes in the verdict window, the appeal panel in the appeal window)")
+    return r, v
+
+
+def process_msg_verdict(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgVerdict) -> None:
+    """A secret vote: only ``vote_hash`` (incentives.compute_vote_hash), in the window of the
+    signer's panel. Nobody can copy a vote it cannot see, and the hash includes the signer."""
+    r, v = _load_assignment(ctx, signer, msg.job_id, msg.round, msg.target, VOTE_PHASES)
+    if v.vote_hash:
+        raise ErrDuplicate("vote already committed")
+    v.vote_hash = _hash32(msg.vote_hash, "vote_hash")
+    keeper.set_round(ctx.store, r)
+    ctx.emit(events.vote_committed(msg.job_id, r.round, signer, msg.target, v.panel))
+
+
+def process_msg_reveal_vote(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealVote) -> None:
+    """Opens the signer's committed vote: the hash must match, and the evidence must agree with
+    the vote (valid <=> it is incentives.compute_evidence of the opened segments' end states)."""
+    r, v = _load_assignment(ctx, signer, msg.job_id, msg.round, msg.target, REVEAL_VOTE_PHASES)
+    if not v.vote_hash:
+        raise ErrVoteMismatch("no vote was committed: MsgVerdict in the voting window comes first")
     if v.voted:
-        raise ErrDuplicate("verdict already posted")
+        raise ErrDuplicate("vote already revealed")
     if msg.quality > MAX_QUALITY:
         raise ErrInvalidQuality(f"quality must be 0..{MAX_QUALITY}")
-    v.voted, v.valid, v.height = True, msg.valid, ctx.block.height
+    _hash32(msg.evidence, "evidence")
+    _hash32(msg.salt, "salt")
+    want = compute_vote_hash(msg.job_id, msg.round, msg.target, signer, msg.valid, msg.quality, msg.evidence, msg.salt)
+    if want != v.vote_hash:
+        raise ErrVoteMismatch("this vote does not open the committed vote_hash: reveal exactly the valid, quality,"
+                              " evidence and salt that were hashed")
+    t = next(p for p in r.participants if p.address == msg.target)
+    if msg.valid != (msg.evidence == compute_expected_evidence(t)):
+        raise ErrBadEvidence("a valid vote's evidence must be compute_evidence(end states of the opened segments), an"
+                             " invalid vote's must differ (evidence = what your re-execution of each segment reached)")
+    v.voted, v.valid, v.height, v.evidence = True, msg.valid, ctx.block.height, msg.evidence
     v.quality = msg.quality if msg.valid else 0
     keeper.set_round(ctx.store, r)
-    ctx.emit(events.verdict_posted(job.id, r.round, signer, target, msg.valid, v.quality))
+    ctx.emit(events.verdict_posted(msg.job_id, r.round, signer, msg.target, msg.valid, v.quality))
 
 
 def process_msg_attest_model(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgAttestModel) -> None:

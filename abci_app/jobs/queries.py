@@ -103,6 +103,7 @@ def _participant_json(p: jobs_pb2.Participant) -> dict[str, Any]:
         "slashed": p.slashed,
         "reputation_delta": p.reputation_delta,
         "attested_hash": p.attested_hash.hex(),
+        "escalated": p.escalated,
         "commitment": None,
         "challenge": None,
     }
@@ -120,8 +121,9 @@ def _participant_json(p: jobs_pb2.Participant) -> dict[str, Any]:
             "segments": list(p.segments),
             "opened": [o.segment for o in p.reveals],
             "verifiers": [
-                {"address": to_bech32(v.address), "stake": v.stake, "voted": v.voted, "valid": v.valid,
-                 "quality": v.quality, "height": v.height}
+                {"address": to_bech32(v.address), "stake": v.stake, "panel": v.panel, "committed": bool(v.vote_hash),
+                 "voted": v.voted, "valid": v.valid, "quality": v.quality, "evidence": v.evidence.hex(),
+                 "height": v.height, "slashed": v.slashed}
                 for v in p.verifiers
             ],
             "reveal": None if not p.HasField("reveal") else {
@@ -140,7 +142,8 @@ def round_to_json(r: jobs_pb2.Round) -> dict[str, Any]:
         "phase": enum_name(jobs_pb2.Phase, r.phase),
         "windows": {
             "open_height": r.open_height, "commit_deadline": r.commit_deadline, "reveal_end": r.reveal_end,
-            "verdict_end": r.verdict_end, "attest_end": r.attest_end,
+            "verdict_end": r.verdict_end, "vote_reveal_end": r.vote_reveal_end, "appeal_end": r.appeal_end,
+            "appeal_reveal_end": r.appeal_reveal_end, "attest_end": r.attest_end,
         },
         "draw_seed": r.draw_seed.hex(),
         "challenge_seed": r.challenge_seed.hex(),

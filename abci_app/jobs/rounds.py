@@ -8,13 +8,20 @@ One function per transition; each runs in the end_block of the height stored in 
     end_block(D)           COMMIT -> REVEAL    process_challenge      seeded by hash(block D); next round opens here
     heights D+1 .. Rv      REVEAL              MsgRevealSegment       (Rv = D + reveal_blocks)
     end_block(Rv)          REVEAL -> VERDICT   process_reveal_end     unrevealed challenges: missed reveal
-    heights Rv+1 .. Vd     VERDICT             MsgVerdict             (Vd = Rv + verdict_blocks)
-    end_block(Vd)          VERDICT -> ATTEST   process_verdict_end    2/3 stake-weighted outcome per challenge
-    heights Vd+1 .. At     ATTEST              MsgAttestModel         (At = Vd + attest_blocks)
+    heights Rv+1 .. Vd     VERDICT             MsgVerdict (hash)      (Vd = Rv + verdict_blocks)
+    end_block(Vd)          VERDICT -> VOTE_REVEAL process_verdict_end
+    heights Vd+1 .. Vr     VOTE_REVEAL         MsgRevealVote          (Vr = Vd + verdict_blocks)
+    end_block(Vr)          VOTE_REVEAL -> APPEAL | ATTEST             process_vote_reveal_end: a unanimous valid
+                                                                      first panel accepts; anything else escalates
+    heights Vr+1 .. Ap     APPEAL              MsgVerdict (hash)      (Ap = Vr + verdict_blocks; only if escalated)
+    end_block(Ap)          APPEAL -> APPEAL_REVEAL process_appeal_end
+    heights Ap+1 .. Ar     APPEAL_REVEAL       MsgRevealVote          (Ar = Ap + verdict_blocks)
+    end_block(Ar)          APPEAL_REVEAL -> ATTEST process_appeal_reveal_end  the appeal panel's verdict is final
+    heights .. At          ATTEST              MsgAttestModel         (At = Vr, or Ar, + attest_blocks)
     end_block(At)          ATTEST -> FINALIZED process_finalize       attest quorum, rewards, reputation, slashes
 
 OPEN and CHALLENGE are instants (they happen inside one end_block); a stored round is always in
-COMMIT, REVEAL, VERDICT, ATTEST or FINALIZED.
+COMMIT, REVEAL, VERDICT, VOTE_REVEAL, APPEAL, APPEAL_REVEAL, ATTEST or FINALIZED.
 
 Providers are reached only through ``providers: ProviderKeeper`` (jobs/expected.py), which
 ``abci_app/modules.py`` wires in; jobs imports nothing from abci_app.providers.
@@ -39,9 +46,10 @@ from abci_app.jobs.keys import (
     round_due_key,
 )
 from abci_app.jobs.audit import draw_segments
+from abci_app.jobs.incentives import ceil_div, is_escalated
 from abci_app.jobs.params import get_params
 from abci_app.jobs.sampler import Sampler, shuffle, weighted_sample
-from abci_app.pb import enum_name, jobs_pb2
+from abci_app.pb import enum_name, jobs_pb2, providers_pb2
 from abci_app.reputation.rules import compute_gain, compute_loss
 from abci_app.rewards.rules import compute_participant_payouts, compute_shares
 
@@ -110,7 +118,8 @@ def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -
     r = jobs_pb2.Round(
         job_id=job.id, round=n, phase=jobs_pb2.PHASE_COMMIT, open_height=h, commit_deadline=d,
         reveal_end=d + spec.reveal_blocks, verdict_end=d + spec.reveal_blocks + spec.verdict_blocks,
-        attest_end=d + spec.reveal_blocks + spec.verdict_blocks + spec.attest_blocks,
+        vote_reveal_end=d + spec.reveal_blocks + 2 * spec.verdict_blocks,
+        attest_end=d + spec.reveal_blocks + 2 * spec.verdict_blocks + spec.attest_blocks,
         draw_seed=seed, base_model_hash=job.current_model_hash, participants=parts,
     )
     ctx.store.set(round_due_key(d, job.id, n), b"")
@@ -197,39 +206,118 @@ def compute_weighted_median(votes: list[tuple[int, bytes, int]]) -> int:
     return 0
 
 
-def compute_outcome(p: jobs_pb2.Participant, unverified_quality: int, min_fraud_verifiers: int) -> tuple[int, int]:
-    """(outcome, quality) of a revealed challenge. S = stake of all assigned verifiers:
+def compute_outcome(verifiers: list[jobs_pb2.VerifierAssignment], unverified_quality: int,
+                    min_fraud_verifiers: int, supporting_invalid: int = 0) -> tuple[int, int]:
+    """(outcome, quality) of a revealed challenge by one panel. S = stake of the panel:
     valid stake >= 2/3 S -> accepted at the weighted median quality of the valid votes;
     invalid stake >= 2/3 S -> fraud when at least ``min_fraud_verifiers`` verifiers voted
-    invalid, else rejected (not paid, not slashed: one or two drawn verifiers cannot prove
-    fraud); anything else (ties, silence) -> undecided.
+    invalid (plus ``supporting_invalid``: the first panel's invalid voters, when the appeal panel
+    decides), else rejected (not paid, nobody slashed: too few verifiers cannot prove fraud);
+    anything else (ties, silence) -> undecided.
     No verifier could be assigned (S = 0) -> accepted at unverified_quality (the reveal itself
     was checked on chain)."""
-    total = sum(v.stake for v in p.verifiers)
+    total = sum(v.stake for v in verifiers)
     if total == 0:
         return jobs_pb2.OUTCOME_ACCEPTED, unverified_quality
-    valid = sum(v.stake for v in p.verifiers if v.voted and v.valid)
-    invalid = sum(v.stake for v in p.verifiers if v.voted and not v.valid)
+    valid = sum(v.stake for v in verifiers if v.voted and v.valid)
+    invalid = sum(v.stake for v in verifiers if v.voted and not v.valid)
     if 3 * valid >= 2 * total:
-        q = compute_weighted_median([(v.quality, v.address, v.stake) for v in p.verifiers if v.voted and v.valid])
+        q = compute_weighted_median([(v.quality, v.address, v.stake) for v in verifiers if v.voted and v.valid])
         return jobs_pb2.OUTCOME_ACCEPTED, q
     if 3 * invalid >= 2 * total:
-        n_invalid = sum(1 for v in p.verifiers if v.voted and not v.valid)
+        n_invalid = sum(1 for v in verifiers if v.voted and not v.valid) + supporting_invalid
         if n_invalid >= max(min_fraud_verifiers, 1):
             return jobs_pb2.OUTCOME_FRAUD, 0
         return jobs_pb2.OUTCOME_REJECTED, 0
     return jobs_pb2.OUTCOME_UNDECIDED, 0
 
 
-def process_verdict_end(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+def _decide(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round, p: jobs_pb2.Participant) -> None:
+    """Outcome of a revealed challenge: by the first panel, or, once escalated, by the appeal
+    panel (its ⅔ decides; the first panel's invalid voters count towards min_fraud_verifiers)."""
     params = get_params(ctx.store)
+    panel = 1 if p.escalated else 0
+    vs = [v for v in p.verifiers if v.panel == panel]
+    support = sum(1 for v in p.verifiers if v.panel == 0 and v.voted and not v.valid) if p.escalated else 0
+    p.outcome, p.quality = compute_outcome(vs, params.unverified_quality, params.min_fraud_verifiers,  # type: ignore[assignment]
+                                           support)
+    ctx.emit(events.verdict_decided(job.id, r.round, p.address, enum_name(jobs_pb2.Outcome, p.outcome), p.quality))
+
+
+def process_verdict_end(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+    """The first panel's secret votes are in; they are opened in the next window."""
+    r.phase = jobs_pb2.PHASE_VOTE_REVEAL
+    _move_due(ctx, r, r.verdict_end, r.vote_reveal_end)
+    keeper.set_round(ctx.store, r)
+
+
+def compute_appeal_seed(block_hash: bytes, job_id: int, round_: int) -> bytes:
+    return hashlib.sha256(b"loconet/appeal/v1" + block_hash + u64_key(job_id) + u64_key(round_)).digest()
+
+
+def process_vote_reveal_end(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+    """Per revealed challenge, in address order: no verifier assigned -> accepted at
+    unverified_quality; every first-panel verifier revealed *valid* -> accepted
+    (``incentives.is_escalated``); otherwise escalated: an appeal panel of ``appeal_verifiers``
+    is drawn (bond x reputation, seed = hash of this block: unknown while the first panel voted)
+    from active providers that are not in the first panel, not participants of the round and not
+    the owner. With nobody to draw, the first panel decides by ``compute_outcome``. Escalated
+    rounds get an appeal window and an appeal-reveal window before attesting."""
+    params = get_params(ctx.store)
+    h = ctx.block.height
+    seed = compute_appeal_seed(ctx.block.block_hash, job.id, r.round)
+    conflicted = {q.address for q in r.participants} | {job.owner}
+    pool: list[providers_pb2.Provider] | None = None
+    escalated = False
     for p in r.participants:
-        if p.challenged and p.HasField("reveal"):
-            p.outcome, p.quality = compute_outcome(  # type: ignore[assignment]
-                p, params.unverified_quality, params.min_fraud_verifiers)
-            ctx.emit(events.verdict_decided(job.id, r.round, p.address, enum_name(jobs_pb2.Outcome, p.outcome), p.quality))
+        if not (p.challenged and p.HasField("reveal")):
+            continue
+        if not is_escalated(list(p.verifiers)):
+            _decide(ctx, job, r, p)
+            continue
+        if pool is None:
+            pool = [v for v in providers.get_eligible(ctx.store, 0, 0) if v.address not in conflicted]
+        first = {v.address for v in p.verifiers}
+        cands = [(v, v.bond * v.reputation) for v in pool if v.address not in first]
+        vs = weighted_sample(hashlib.sha256(seed + p.address).digest(), cands, params.appeal_verifiers)
+        if not vs:
+            _decide(ctx, job, r, p)
+            continue
+        vs.sort(key=lambda v: v.address)
+        p.escalated = True
+        escalated = True
+        p.verifiers.extend(jobs_pb2.VerifierAssignment(address=v.address, stake=v.bond, panel=1) for v in vs)
+        ctx.emit(events.verdict_escalated(job.id, r.round, p.address, [v.address for v in vs]))
+    spec = job.spec
+    if escalated:
+        r.phase = jobs_pb2.PHASE_APPEAL
+        r.appeal_end = h + spec.verdict_blocks
+        r.appeal_reveal_end = r.appeal_end + spec.verdict_blocks
+        r.attest_end = r.appeal_reveal_end + spec.attest_blocks
+        _move_due(ctx, r, r.vote_reveal_end, r.appeal_end)
+    else:
+        r.phase = jobs_pb2.PHASE_ATTEST
+        _move_due(ctx, r, r.vote_reveal_end, r.attest_end)
+    keeper.set_round(ctx.store, r)
+
+
+def process_appeal_end(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+    """The appeal panel's secret votes are in; they are opened in the next window."""
+    r.phase = jobs_pb2.PHASE_APPEAL_REVEAL
+    _move_due(ctx, r, r.appeal_end, r.appeal_reveal_end)
+    keeper.set_round(ctx.store, r)
+
+
+def process_appeal_reveal_end(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+    """Every escalated challenge is decided by its appeal panel (``compute_outcome``: ⅔ of the
+    appeal panel's stake; fraud also needs ``min_fraud_verifiers`` invalid voters, counting the
+    first panel's). That verdict is final, and every revealed vote of either panel is judged
+    against it at the finalize."""
+    for p in r.participants:
+        if p.escalated:
+            _decide(ctx, job, r, p)
     r.phase = jobs_pb2.PHASE_ATTEST
-    _move_due(ctx, r, r.verdict_end, r.attest_end)
+    _move_due(ctx, r, r.appeal_reveal_end, r.attest_end)
     keeper.set_round(ctx.store, r)
 
 
@@ -304,8 +392,8 @@ def process_participant_rewards(ctx: Ctx, providers: ProviderKeeper, job: jobs_p
 
 
 def process_verifier_rewards(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
-    """Pay the verifier share: one unit per vote on the side of a decided outcome (a tombstoned
-    verifier is not paid; its units stay in the escrow)."""
+    """Pay the verifier share: one unit per revealed vote (either panel) on the side of the final,
+    decided outcome (a tombstoned verifier is not paid; its units stay in the escrow)."""
     majority_votes: list[tuple[bytes, int]] = []
     for p in r.participants:
         if p.challenged and p.outcome in DECIDED and p.verifiers:
@@ -364,23 +452,68 @@ def process_participant_penalties(ctx: Ctx, providers: ProviderKeeper, r: jobs_p
                                           "missed_attest")
 
 
-def process_verifier_reputation(ctx: Ctx, providers: ProviderKeeper, r: jobs_pb2.Round) -> None:
-    """In (target, verifier) address order, for every challenge that was revealed: a silent
-    verifier loses reputation; on a decided outcome the majority side gains and the minority
-    side loses (an undecided outcome moves only the silent)."""
+def compute_claimed_bounty(providers: ProviderKeeper, ctx: Ctx, p: jobs_pb2.Participant) -> dict[bytes, int]:
+    """What each invalid voter on ``p`` would have been paid as fraud bounty had its claim won:
+    floor(fraud slash x bounty_bps) split by stake (rewards.compute_shares)."""
     params = get_params(ctx.store)
+    prov = providers.get_provider(ctx.store, p.address)
+    total = prov.bond + prov.unbonding if prov else 0
+    fraud = min(total, ceil_div(total * params.slash_fraction_fraud_bps, BPS))
+    bounty = fraud * params.fraud_bounty_bps // BPS
+    return dict(compute_shares(bounty, [(v.address, v.stake) for v in p.verifiers if v.voted and not v.valid]))
+
+
+def process_verifier_accountability(ctx: Ctx, providers: ProviderKeeper, r: jobs_pb2.Round) -> None:
+    """In (target, panel, verifier) order, for every challenge that was revealed, each assigned
+    verifier of either panel is judged against the final outcome:
+
+    - silent (no commit, or a commit never opened): slashed ``slash_fraction_liveness_bps``
+      (burned) and loses reputation; silence is never free;
+    - on the side of a decided outcome (accepted, fraud, rejected): gains reputation (and was paid
+      its verifier unit);
+    - against a final accepted or fraud verdict: slashed ``slash_fraction_wrong_vote_bps``, and an
+      invalid voter on accepted work at least the bounty it claimed + 1 uloco (a false fraud claim
+      always costs more than it could have won); ``fraud_bounty_bps`` of the slash goes to the
+      winning voters by stake, the rest is burned; loses reputation;
+    - against a rejected verdict (too few voters to prove anything): loses reputation only;
+    - an undecided outcome moves only the silent."""
+    params = get_params(ctx.store)
+    jid, rn = r.job_id, r.round
     for p in r.participants:
-        if not p.challenged or p.outcome == jobs_pb2.OUTCOME_MISSED_REVEAL:
+        if not p.challenged or p.outcome == jobs_pb2.OUTCOME_MISSED_REVEAL or not p.verifiers:
             continue  # nothing to verify
         decided = p.outcome in DECIDED
+        want_valid = p.outcome == jobs_pb2.OUTCOME_ACCEPTED
+        slashing = p.outcome in (jobs_pb2.OUTCOME_ACCEPTED, jobs_pb2.OUTCOME_FRAUD)
+        winners = [(v.address, v.stake) for v in p.verifiers
+                   if v.voted and v.valid == want_valid and not providers.is_tombstoned(ctx.store, v.address)]
+        claimed = compute_claimed_bounty(providers, ctx, p) if p.outcome == jobs_pb2.OUTCOME_ACCEPTED else {}
         for v in p.verifiers:
             rep = providers.get_reputation(ctx.store, v.address)
+            reason = ""
             if not v.voted:
-                _set_rep(ctx, providers, v.address, compute_loss(rep, params.reputation_loss_verifier_bps), "verifier_silent")
-            elif decided and v.valid == (p.outcome == jobs_pb2.OUTCOME_ACCEPTED):
+                reason = "verifier_silent"
+                res = providers.slash(ctx, v.address, params.slash_fraction_liveness_bps, reason=reason, job_id=jid, round_=rn)
+            elif decided and v.valid == want_valid:
                 _set_rep(ctx, providers, v.address, compute_gain(rep, params.reputation_gain_bps), "verifier_majority")
+                continue
+            elif decided and slashing:
+                reason = "wrong_vote"
+                floor = claimed[v.address] + 1 if v.address in claimed else 0
+                res = providers.slash(ctx, v.address, params.slash_fraction_wrong_vote_bps, reason=reason, job_id=jid,
+                                      round_=rn, bounty_bps=params.fraud_bounty_bps, bounty_weights=winners, min_amount=floor)
             elif decided:
                 _set_rep(ctx, providers, v.address, compute_loss(rep, params.reputation_loss_verifier_bps), "verifier_minority")
+                continue
+            else:
+                continue
+            v.slashed = res.amount
+            if res.amount:
+                r.slashes.add(address=v.address, amount=res.amount, reason=reason, burned=res.burned)
+            for addr, amount in res.bounties:
+                r.payouts.add(address=addr, amount=amount, kind="bounty")
+                ctx.emit(events.reward_paid(jid, rn, addr, amount, "bounty"))
+            _set_rep(ctx, providers, v.address, compute_loss(rep, params.reputation_loss_verifier_bps), reason)
 
 
 def process_round_close(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
@@ -411,7 +544,7 @@ def process_finalize(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: 
     process_participant_rewards(ctx, providers, job, r)
     process_verifier_rewards(ctx, providers, job, r)
     process_participant_penalties(ctx, providers, r)
-    process_verifier_reputation(ctx, providers, r)
+    process_verifier_accountability(ctx, providers, r)
     sla.record_finalized(ctx.store, r, ctx.block.height)
     process_round_close(ctx, job, r)
 
@@ -422,6 +555,9 @@ TRANSITIONS: dict[int, tuple[str, Callable[[Ctx, ProviderKeeper, jobs_pb2.Job, j
     jobs_pb2.PHASE_COMMIT: ("commit_deadline", process_challenge),
     jobs_pb2.PHASE_REVEAL: ("reveal_end", process_reveal_end),
     jobs_pb2.PHASE_VERDICT: ("verdict_end", process_verdict_end),
+    jobs_pb2.PHASE_VOTE_REVEAL: ("vote_reveal_end", process_vote_reveal_end),
+    jobs_pb2.PHASE_APPEAL: ("appeal_end", process_appeal_end),
+    jobs_pb2.PHASE_APPEAL_REVEAL: ("appeal_reveal_end", process_appeal_reveal_end),
     jobs_pb2.PHASE_ATTEST: ("attest_end", process_finalize),
 }
 

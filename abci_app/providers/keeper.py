@@ -171,8 +171,10 @@ def slash(
     round_: int,
     bounty_bps: int = 0,
     bounty_weights: Sequence[tuple[bytes, int]] = (),
+    min_amount: int = 0,
 ) -> SlashResult:
-    """Slash ceil((bond + unbonding) * fraction_bps / 10000) (penalties round up), bond first.
+    """Slash max(ceil((bond + unbonding) * fraction_bps / 10000), min_amount) (penalties round
+    up), at most bond + unbonding, bond first.
     floor(amount * bounty_bps / 10000) is split among ``bounty_weights`` (address, weight) by
     ``rewards.compute_shares`` (truncating); the rest is burned. A provider that no longer exists
     is slashed 0."""
@@ -180,7 +182,7 @@ def slash(
     if p is None:
         return SlashResult(0, (), 0)
     total = p.bond + p.unbonding
-    amount = min(total, ceil_div(total * fraction_bps, BPS))
+    amount = min(total, max(ceil_div(total * fraction_bps, BPS), min_amount))
     from_bond = min(p.bond, amount)
     p.bond -= from_bond
     p.unbonding -= amount - from_bond

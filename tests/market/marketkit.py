@@ -11,6 +11,7 @@ from chainkit import Chain, new_chain
 
 from abci_app.codec.tx import Ed25519Signer
 from abci_app.jobs import keeper as jobs_keeper
+from abci_app.jobs.incentives import compute_expected_evidence, compute_vote_hash
 from abci_app.merkle import (  # noqa: F401 (re-exported for tests)
     BINDING_INDEX,
     binding_leaf,
@@ -119,8 +120,36 @@ def reveal_msg(addr: bytes, job_id: int, round_: int, segment: int, *, n_entries
     return tx_pb2.Msg(reveal_segment=jobs_pb2.MsgRevealSegment(**d))
 
 
-def verdict_msg(job_id: int, round_: int, target: bytes, valid: bool = True, quality: int = 8_000) -> tx_pb2.Msg:
-    return tx_pb2.Msg(verdict=jobs_pb2.MsgVerdict(job_id=job_id, round=round_, target=target, valid=valid, quality=quality))
+def vote_salt(verifier: bytes, job_id: int, round_: int, target: bytes) -> bytes:
+    return h(f"salt/{verifier.hex()}/{job_id}/{round_}/{target.hex()}")
+
+
+def vote_evidence(target: jobs_pb2.Participant, valid: bool) -> bytes:
+    """What a verifier's re-execution yields: the evidence of the opened end states when the
+    segments are right, of other states when they are not."""
+    ev = compute_expected_evidence(target)
+    return ev if valid else hashlib.sha256(b"recomputed" + ev).digest()
+
+
+def verdict_msg(job_id: int, round_: int, target: bytes, vote_hash: bytes) -> tx_pb2.Msg:
+    return tx_pb2.Msg(verdict=jobs_pb2.MsgVerdict(job_id=job_id, round=round_, target=target, vote_hash=vote_hash))
+
+
+def reveal_vote_msg(job_id: int, round_: int, target: bytes, valid: bool, quality: int, evidence: bytes,
+                    salt: bytes) -> tx_pb2.Msg:
+    return tx_pb2.Msg(reveal_vote=jobs_pb2.MsgRevealVote(job_id=job_id, round=round_, target=target, valid=valid,
+                                                         quality=quality, evidence=evidence, salt=salt))
+
+
+def vote_msgs(r: jobs_pb2.Round, target: bytes, verifier: bytes, valid: bool = True,
+              quality: int = 8_000) -> tuple[tx_pb2.Msg, tx_pb2.Msg]:
+    """(MsgVerdict, MsgRevealVote) of one secret vote on ``target``'s revealed segment."""
+    t = next(p for p in r.participants if p.address == target)
+    ev = vote_evidence(t, valid)
+    salt = vote_salt(verifier, r.job_id, r.round, target)
+    q = quality if valid else 0
+    hsh = compute_vote_hash(r.job_id, r.round, target, verifier, valid, q, ev, salt)
+    return verdict_msg(r.job_id, r.round, target, hsh), reveal_vote_msg(r.job_id, r.round, target, valid, q, ev, salt)
 
 
 def attest_msg(job_id: int, round_: int, model_hash: bytes) -> tx_pb2.Msg:
@@ -132,6 +161,8 @@ class Market:
     chain: Chain
     owner: Ed25519Signer
     providers: list[Ed25519Signer] = field(default_factory=list)
+    # committed votes the actors will open: (job, round, target, verifier) -> MsgRevealVote
+    pending_votes: dict[tuple[int, int, bytes, bytes], tx_pb2.Msg] = field(default_factory=dict)
 
     @property
     def height(self) -> int:
@@ -207,8 +238,9 @@ def actors_block(
     attest: Any = None,
 ) -> abci.ResponseFinalizeBlock:
     """One block in which every drawn provider does its duty for every live round of the job,
-    except as told: ``vote(verifier, target) -> (valid, quality) | None`` (None = silent),
-    ``attest(addr, job, round) -> hash | None``."""
+    except as told: ``vote(verifier, target) -> (valid, quality) | None`` (None = silent; asked
+    once per assignment, first panel in the verdict window, appeal panel in the appeal window; the
+    vote is committed then and opened in the next window), ``attest(addr, job, round) -> hash | None``."""
     attest = attest or (lambda a, j, r: agg_hash(j, r))
     txs: list[tuple[Ed25519Signer, tx_pb2.Msg]] = []
     for r in jobs_keeper.iterate_rounds(m.store, job_id):
@@ -222,14 +254,24 @@ def actors_block(
                     opened = {o.segment for o in p.reveals}
                     txs.extend((m.key(p.address), reveal_msg(p.address, job_id, r.round, sg, base=r.base_model_hash))
                                for sg in p.segments if sg not in opened)
-        elif r.phase == jobs_pb2.PHASE_VERDICT:
+        elif r.phase in (jobs_pb2.PHASE_VERDICT, jobs_pb2.PHASE_APPEAL):
+            panel = 0 if r.phase == jobs_pb2.PHASE_VERDICT else 1
             for p in r.participants:
                 if p.challenged and p.HasField("reveal"):
                     for v in p.verifiers:
-                        if not v.voted:
+                        if v.panel == panel and not v.vote_hash:
                             choice = vote(v.address, p.address)
                             if choice is not None:
-                                txs.append((m.key(v.address), verdict_msg(job_id, r.round, p.address, *choice)))
+                                commit, open_ = vote_msgs(r, p.address, v.address, *choice)
+                                m.pending_votes[(job_id, r.round, p.address, v.address)] = open_
+                                txs.append((m.key(v.address), commit))
+        elif r.phase in (jobs_pb2.PHASE_VOTE_REVEAL, jobs_pb2.PHASE_APPEAL_REVEAL):
+            panel = 0 if r.phase == jobs_pb2.PHASE_VOTE_REVEAL else 1
+            for p in r.participants:
+                for v in p.verifiers:
+                    key = (job_id, r.round, p.address, v.address)
+                    if v.panel == panel and v.vote_hash and not v.voted and key in m.pending_votes:
+                        txs.append((m.key(v.address), m.pending_votes.pop(key)))
         elif r.phase == jobs_pb2.PHASE_ATTEST:
             for p in r.participants:
                 if p.outcome == jobs_pb2.OUTCOME_ACCEPTED and not p.attested_hash:
@@ -272,22 +314,22 @@ def job_in_commit(n_providers: int = 3, **job_kw: Any) -> tuple[Market, jobs_pb2
     return m, m.round(1, 0)
 
 
+# the order a round goes through its phases (the enum values are not in time order)
+PHASE_ORDER = [jobs_pb2.PHASE_OPEN, jobs_pb2.PHASE_COMMIT, jobs_pb2.PHASE_CHALLENGE, jobs_pb2.PHASE_REVEAL,
+               jobs_pb2.PHASE_VERDICT, jobs_pb2.PHASE_VOTE_REVEAL, jobs_pb2.PHASE_APPEAL, jobs_pb2.PHASE_APPEAL_REVEAL,
+               jobs_pb2.PHASE_ATTEST, jobs_pb2.PHASE_FINALIZED]
+PHASE_END = {jobs_pb2.PHASE_COMMIT: "commit_deadline", jobs_pb2.PHASE_REVEAL: "reveal_end",
+             jobs_pb2.PHASE_VERDICT: "verdict_end", jobs_pb2.PHASE_VOTE_REVEAL: "vote_reveal_end",
+             jobs_pb2.PHASE_APPEAL: "appeal_end", jobs_pb2.PHASE_APPEAL_REVEAL: "appeal_reveal_end"}
+
+
 def job_in_phase(phase: int, n_providers: int = 3, **job_kw: Any) -> tuple[Market, jobs_pb2.Round]:
     """Drive job 1 round 0 with honest actors until it reaches ``phase`` (jobs_pb2.PHASE_REVEAL,
-    PHASE_VERDICT or PHASE_ATTEST); the actors act for the phases before it only."""
+    PHASE_VERDICT, PHASE_VOTE_REVEAL or PHASE_ATTEST); the actors act for the phases before it only."""
     m, r = job_in_commit(n_providers, **job_kw)
-    kw: dict[str, Any] = {}
-    while m.round(1, 0).phase < phase:
-        cur = m.round(1, 0).phase
-        if cur == jobs_pb2.PHASE_COMMIT:
-            actors_block(m, 1, **kw)
-            m.until(m.round(1, 0).commit_deadline)
-        elif cur == jobs_pb2.PHASE_REVEAL:
-            actors_block(m, 1)
-            m.until(m.round(1, 0).reveal_end)
-        elif cur == jobs_pb2.PHASE_VERDICT:
-            actors_block(m, 1)
-            m.until(m.round(1, 0).verdict_end)
+    while PHASE_ORDER.index(m.round(1, 0).phase) < PHASE_ORDER.index(phase):
+        actors_block(m, 1)
+        m.until(getattr(m.round(1, 0), PHASE_END[m.round(1, 0).phase]))
     return m, m.round(1, 0)
 
 

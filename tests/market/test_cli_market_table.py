@@ -9,7 +9,7 @@ from node.cli import build_parser
 
 def test_every_table_command_parses_and_shows_an_example(capsys):
     parser = build_parser()
-    assert len(cli_market.COMMANDS) == 16
+    assert len(cli_market.COMMANDS) == 17
     for c in cli_market.COMMANDS:
         argv = c.group.split() + [c.name, "--help"]
         with pytest.raises(SystemExit) as e:

@@ -2,10 +2,12 @@
 invariant), asserting that the strategy does not pay: balances and reputations before and after.
 benchmarks/incentives.py measures the same strategies' expected profit per round."""
 
-from marketkit import BOND, MODEL0, agg_hash, create_job_msg, new_market, run_job
+from chainkit import assert_rejected
+from marketkit import BOND, MODEL0, actors_block, agg_hash, create_job_msg, new_market, register_msg, run_job
 
 from abci_app.bank import keeper as bank
 from abci_app.jobs import keeper as jobs_keeper
+from abci_app.jobs.errors import ErrVoteMismatch
 from abci_app.pb import jobs_pb2, providers_pb2
 
 
@@ -92,3 +94,156 @@ def test_attest_staller_below_a_third_is_unpaid():
     assert all(v == 333_333 for a, v in paid.items() if a != stall)
     assert r.returned_to_escrow == 1_100_000 - 2 * 333_333
     assert m.provider(stall).reputation == 4500
+
+
+# -- verdicts: secret votes, escalation, slashing of the losing side ---------------------------------
+
+
+def to_verdict(m) -> None:
+    """Honest commit and reveal of job 1 round 0; returns in its verdict window."""
+    actors_block(m, 1)
+    m.until(m.round(1, 0).commit_deadline)
+    actors_block(m, 1)
+    m.until(m.round(1, 0).reveal_end)
+
+
+def _one_challenge(n_providers: int = 8, verifiers: int = 3, bonds: list[int] | None = None, **kw):
+    """Job 1 with one participant, always challenged, ``verifiers`` in the first panel; the rest
+    of the providers can form the appeal panel."""
+    m = new_market(n_providers=n_providers, bonds=bonds)
+    assert m.send(m.owner, create_job_msg(rounds=1, participants_per_round=1, verifiers_per_challenge=verifiers,
+                                          challenge_bps=10_000, **kw)).code == 0
+    m.until(m.height + 1)
+    return m, m.round(1, 0).participants[0].address
+
+
+def test_sybil_verifier_coalition():
+    """A coalition holding the whole first panel claims fraud against honest work: the claim
+    escalates, the appeal panel accepts the work, the honest provider is paid and not slashed,
+    and every claimant loses more than the bounty it hoped for."""
+    m, target = _one_challenge()
+    coalition: set[bytes] = set()
+
+    def vote(v, t):
+        first = {x.address for x in m.round(1, 0).participants[0].verifiers if x.panel == 0}
+        if v in first:
+            coalition.add(v)
+            return (False, 0)
+        return (True, 8_000)
+
+    before = {k.address: wealth(m, k.address) for k in m.providers}
+    run_job(m, 1, vote=vote)
+    (p,) = m.round(1, 0).participants
+    assert len(coalition) == 3 and p.escalated and p.outcome == jobs_pb2.OUTCOME_ACCEPTED
+    assert p.slashed == 0 and wealth(m, target) - before[target] == 1_000_000 and m.provider(target).reputation > 5000
+    claimed_each = BOND // 2 * 2_000 // 10_000 // 3
+    for a in coalition:
+        lost = before[a] - wealth(m, a)
+        assert lost > claimed_each and lost == BOND // 10  # 10 % of its bond > a third of the bounty
+        assert m.provider(a).reputation == 4750
+
+
+def test_whale_verifier():
+    """One verifier with most of the stake cannot decide alone: its invalid vote escalates, the
+    appeal panel (drawn without it) overturns it, and it is slashed 10 % of its large bond."""
+    m = new_market(n_providers=8, n_keys=10)
+    assert m.send(m.owner, create_job_msg(rounds=1, participants_per_round=1, verifiers_per_challenge=1,
+                                          challenge_bps=10_000)).code == 0
+    m.until(m.height + 1)  # the participant is drawn; now the whale bonds 100 x and is drawn to verify
+    whale = m.chain.keys[9]
+    assert m.send(whale, register_msg(BOND * 100)).code == 0
+    to_verdict(m)
+    (p,) = m.round(1, 0).participants
+    assert [v.address for v in p.verifiers] == [whale.address]
+    before = wealth(m, whale.address)
+    run_job(m, 1, vote=lambda v, t: (False, 0) if v == whale.address else (True, 8_000))
+    (p,) = m.round(1, 0).participants
+    assert p.escalated and p.outcome == jobs_pb2.OUTCOME_ACCEPTED and p.reward == 1_000_000 and p.slashed == 0
+    assert before - wealth(m, whale.address) == BOND * 10  # 10 % of 100 x BOND
+
+
+def test_lazy_verifier():
+    """A verifier that votes valid without re-executing, next to honest ones, loses when the
+    work is fake: the split escalates, the appeal panel proves fraud, the lazy vote is slashed
+    10 % and the honest voters share the fraud bounty."""
+    m, cheat = _one_challenge()
+    lazy: list[bytes] = []
+
+    def vote(v, t):
+        if not lazy:
+            lazy.append(v)
+        return (True, 8_000) if v == lazy[0] else (False, 0)
+
+    run_job(m, 1, vote=vote)
+    (p,) = m.round(1, 0).participants
+    assert p.escalated and p.outcome == jobs_pb2.OUTCOME_FRAUD and p.slashed == BOND // 2
+    (lv,) = [v for v in p.verifiers if v.address == lazy[0]]
+    assert lv.panel == 0 and lv.slashed == BOND // 10
+    assert m.provider(lazy[0]).bond == BOND - BOND // 10
+    honest = [v for v in p.verifiers if v.address != lazy[0]]
+    r = m.round(1, 0)
+    paid = {x.address for x in r.payouts if x.kind in ("verifier", "bounty")}
+    assert lazy[0] not in paid and {v.address for v in honest} <= paid
+
+
+def test_vote_copier():
+    """Votes are secret while voting is open: the round shows only hashes, and a copied hash
+    cannot be opened by the copier (the voter's address is inside), so the copier is silent:
+    slashed and the challenge escalates."""
+    from marketkit import reveal_vote_msg, verdict_msg, vote_msgs
+
+    m, target = _one_challenge(verifiers=2)
+    to_verdict(m)
+    r = m.round(1, 0)
+    honest, copier = [v.address for v in r.participants[0].verifiers]
+    commit, open_ = vote_msgs(r, target, honest, True, 8_000)
+    assert m.send(m.key(honest), commit).code == 0
+    seen = m.round(1, 0).participants[0].verifiers[0]
+    assert seen.vote_hash and not seen.voted and seen.quality == 0 and not seen.evidence  # nothing to copy
+    assert m.send(m.key(copier), verdict_msg(1, 0, target, seen.vote_hash)).code == 0  # copies the hash
+    m.until(r.verdict_end)
+    assert m.send(m.key(honest), open_).code == 0
+    o = open_.reveal_vote
+    assert_rejected(m.chain, m.tx(m.key(copier), reveal_vote_msg(1, 0, target, True, 8_000, o.evidence, o.salt)), ErrVoteMismatch)
+    run_job(m, 1)
+    (p,) = m.round(1, 0).participants
+    assert p.escalated and p.outcome == jobs_pb2.OUTCOME_ACCEPTED
+    (cv,) = [v for v in p.verifiers if v.address == copier]
+    assert not cv.voted and cv.slashed == BOND // 100 and m.provider(copier).reputation < 5000
+
+
+def test_garbage_reveal_with_colluding_verifier():
+    """Revealing garbage with one colluding verifier among three no longer ends 'rejected' for
+    free: the split escalates, the appeal panel proves fraud (50 %, jailed) and the colluder's
+    valid vote is slashed."""
+    m, cheat = _one_challenge()
+    colluder: list[bytes] = []
+
+    def vote(v, t):
+        if not colluder:
+            colluder.append(v)
+        return (True, 10_000) if v == colluder[0] else (False, 0)
+
+    run_job(m, 1, vote=vote)
+    (p,) = m.round(1, 0).participants
+    assert p.outcome == jobs_pb2.OUTCOME_FRAUD and p.slashed == BOND // 2 and p.reward == 0
+    assert m.provider(cheat).status == providers_pb2.PROVIDER_STATUS_JAILED
+    assert m.provider(colluder[0]).bond == BOND - BOND // 10
+
+
+def test_owner_sybil():
+    """A job owner's Sybil as the lone verifier votes honest work invalid to get the escrow back:
+    the vote escalates, the appeal panel accepts, the provider is paid from the escrow (the owner
+    gets back only what was not paid) and the Sybil is slashed more than any bounty."""
+    m, target = _one_challenge(verifiers=1)
+    to_verdict(m)
+    sybil = m.round(1, 0).participants[0].verifiers[0].address
+    owner_before, sybil_before = wealth(m, m.owner.address), wealth(m, sybil)
+    run_job(m, 1, vote=lambda v, t: (False, 0) if v == sybil else (True, 8_000))
+    (p,) = m.round(1, 0).participants
+    assert p.outcome == jobs_pb2.OUTCOME_ACCEPTED and p.reward == 1_000_000
+    r = m.round(1, 0)
+    assert m.job(1).refunded == 1_100_000 - r.reward_paid - r.verifier_paid
+    coalition_gain = (wealth(m, m.owner.address) - owner_before) + (wealth(m, sybil) - sybil_before)
+    # the owner got back only the unpaid remainder; the Sybil lost more than the bounty it claimed
+    assert coalition_gain == m.job(1).refunded - (BOND // 2 * 2_000 // 10_000 + 1) < 0

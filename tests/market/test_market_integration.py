@@ -69,6 +69,12 @@ def test_one_round_through_the_cli_on_cometbft(tmp_path: Path) -> None:
         parallel(*[["tx", "provider", "register", "--from", n, "--bond", "2000loco", "--gpu", "H100:8:81920",
                     "--throughput", "50000", "--region", "eu-west", "--endpoint", f"http://127.0.0.1:2668{i}", *common]
                    for i, n in enumerate(("alice", "bob"))])
+        # carol bonds less than the job's min_stake: never a participant, she is the verifier (a
+        # round's participants never judge each other)
+        carol = json.loads(cli("keys", "add", "carol", "--home", home, "-o", "json").stdout)["address"]
+        cli("tx", "bank", "send", "validator", carol, "5000loco", *common)
+        cli("tx", "provider", "register", "--from", "carol", "--bond", "1000loco", "--gpu", "H100:8:81920",
+            "--throughput", "50000", "--region", "eu-west", "--endpoint", "http://127.0.0.1:26689", *common)
         prov = q("provider", addrs["alice"], "--prove")
         assert prov["proof_verified"] and prov["result"]["bond"] == 2_000_000_000
 
@@ -77,7 +83,7 @@ def test_one_round_through_the_cli_on_cometbft(tmp_path: Path) -> None:
             "--verifier-reward", "1loco", "--initial-model", model0, "--dataset-id", data, "--inner-steps", "8",
             "--trace-interval", "2", "--participants", "2", "--shards", "4", "--tokens-per-step", "1024",
             "--windows", ",".join(map(str, WINDOWS)), "--challenge-bps", "10000", "--verifiers", "1", "--segments", "2",
-            *common)
+            "--min-stake", "2000loco", *common)
         r = wait_phase("commit")
         assert sorted(p["address"] for p in r["participants"]) == sorted(addrs.values())
 
@@ -121,14 +127,21 @@ def test_one_round_through_the_cli_on_cometbft(tmp_path: Path) -> None:
                     str(traces[n]), "--start-location", "http://127.0.0.1:26680/s", "--end-location",
                     "http://127.0.0.1:26680/e", *common] for n, a in addrs.items()])
 
+        # secret votes: carol re-executes each segment (here: reads the end states from the trace),
+        # commits the hash of her vote in the verdict window and opens it in the next one
         r = wait_phase("verdict")
         by_addr = {a: n for n, a in addrs.items()}
-        cmds = []
+        votes = []
         for p in r["participants"]:
-            for v in p["challenge"]["verifiers"]:
-                cmds.append(["tx", "round", "verdict", "1", "0", p["address"], "--valid", "--quality", "8000",
-                             "--from", by_addr[v["address"]], *common])
-        parallel(*cmds)
+            assert [v["address"] for v in p["challenge"]["verifiers"]] == [carol]
+            trace = json.loads(traces[by_addr[p["address"]]].read_text())
+            ends = ",".join(trace[sg + 1] for sg in p["challenge"]["segments"])  # what re-executing each yields
+            votes.append([p["address"], "--valid", "--quality", "8000", "--evidence", ends, "--from", "carol", *common])
+        for v in votes:  # one signer: one tx at a time
+            cli("tx", "round", "verdict", "1", "0", *v)
+        wait_phase("vote_reveal")
+        for v in votes:
+            cli("tx", "round", "reveal-vote", "1", "0", *v)
 
         wait_phase("attest")
         agg = h("aggregate/1/0")

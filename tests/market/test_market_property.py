@@ -31,6 +31,7 @@ from marketkit import (
     submit_msg,
     update_msg,
     verdict_msg,
+    vote_msgs,
 )
 
 from abci_app.bank import keeper as bank
@@ -41,6 +42,8 @@ from abci_app.providers import keeper as providers_keeper
 from abci_app.providers.keys import PROVIDER_BONDS
 
 BLOCKS = 1_000
+# voting windows: which panel commits (VERDICT, APPEAL) or opens its votes (VOTE_REVEAL, APPEAL_REVEAL)
+VOTING = {jobs_pb2.PHASE_VERDICT: 0, jobs_pb2.PHASE_VOTE_REVEAL: 0, jobs_pb2.PHASE_APPEAL: 1, jobs_pb2.PHASE_APPEAL_REVEAL: 1}
 MIN = 1_000_000_000
 
 
@@ -92,7 +95,7 @@ def gen_block(rng: random.Random, keys, store, p_duty: float, p_bad: float, p_li
                         submit_msg(p.address, job.id, r.round + 1, r.base_model_hash),
                         reveal_msg(p.address, job.id, r.round, p.segment, start_state_hash=h("x"), base=r.base_model_hash),
                         reveal_msg(p.address, job.id, r.round, (p.segment + 1) % 4, base=r.base_model_hash),
-                        verdict_msg(job.id, r.round, p.address),
+                        verdict_msg(job.id, r.round, p.address, h("vote")),
                         attest_msg(job.id, r.round, b"short"),
                     ])
                     txs.append((rng.choice([who, rng.choice(keys)]), bad))
@@ -102,11 +105,18 @@ def gen_block(rng: random.Random, keys, store, p_duty: float, p_bad: float, p_li
                     txs.append((who, submit_msg(p.address, job.id, r.round, r.base_model_hash)))
                 elif r.phase == jobs_pb2.PHASE_REVEAL and p.challenged and not p.HasField("reveal"):
                     txs.append((who, reveal_msg(p.address, job.id, r.round, p.segment, base=r.base_model_hash)))
-                elif r.phase == jobs_pb2.PHASE_VERDICT and p.challenged and p.HasField("reveal"):
+                elif p.challenged and p.HasField("reveal") and r.phase in VOTING:
+                    commit = r.phase in (jobs_pb2.PHASE_VERDICT, jobs_pb2.PHASE_APPEAL)
                     for v in p.verifiers:
-                        if not v.voted and rng.random() < 0.8:
-                            valid = rng.random() >= p_lie
-                            txs.append((by_addr[v.address], verdict_msg(job.id, r.round, p.address, valid, rng.randint(0, 10_000))))
+                        if v.panel != VOTING[r.phase] or rng.random() >= 0.8:
+                            continue
+                        # a verifier's vote is a function of the assignment, so it can be opened later
+                        x = int.from_bytes(h(f"{job.id}/{r.round}/{p.address.hex()}/{v.address.hex()}")[:8], "big")
+                        c, o = vote_msgs(r, p.address, v.address, x % 1000 >= p_lie * 1000, x % 10_001)
+                        if commit and not v.vote_hash:
+                            txs.append((by_addr[v.address], c))
+                        elif not commit and v.vote_hash and not v.voted:
+                            txs.append((by_addr[v.address], o))
                 elif r.phase == jobs_pb2.PHASE_ATTEST and p.outcome == jobs_pb2.OUTCOME_ACCEPTED and not p.attested_hash:
                     hh = agg_hash(job.id, r.round) if rng.random() < 0.85 else h(str(rng.random()))
                     txs.append((who, attest_msg(job.id, r.round, hh)))

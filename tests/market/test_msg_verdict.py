@@ -1,27 +1,21 @@
 from chainkit import assert_rejected
-from marketkit import job_in_phase, verdict_msg
+from marketkit import job_in_phase, verdict_msg, vote_msgs
 
 from abci_app.errors import ErrInvalidAddress
-from abci_app.jobs.errors import (
-    ErrDuplicate,
-    ErrInvalidQuality,
-    ErrNotChallenged,
-    ErrNotRevealed,
-    ErrNotVerifier,
-    ErrWrongPhase,
-)
+from abci_app.jobs.errors import ErrDuplicate, ErrInvalidHash, ErrNotChallenged, ErrNotRevealed, ErrNotVerifier, ErrWrongPhase
 from abci_app.pb import jobs_pb2
 
 
-def test_verdict_recorded():
+def test_verdict_commits_a_secret_vote():
     m, r = job_in_phase(jobs_pb2.PHASE_VERDICT)
     p = r.participants[0]
     v = p.verifiers[0].address
     assert v != p.address  # never the target itself
-    res = m.send(m.key(v), verdict_msg(1, 0, p.address, True, 9_000))
+    commit, _ = vote_msgs(r, p.address, v, True, 9_000)
+    res = m.send(m.key(v), commit)
     assert res.code == 0, res.log
     vv = m.round(1, 0).participants[0].verifiers[0]
-    assert vv.voted and vv.valid and vv.quality == 9_000
+    assert vv.vote_hash == commit.verdict.vote_hash and not vv.voted and vv.quality == 0  # nothing public yet
 
 
 def test_invalid_not_verifier():
@@ -29,21 +23,21 @@ def test_invalid_not_verifier():
     p = r.participants[0]
     assigned = {v.address for v in p.verifiers}
     other = next(k for k in m.providers if k.address not in assigned)
-    assert_rejected(m.chain, m.tx(other, verdict_msg(1, 0, p.address)), ErrNotVerifier)
+    assert_rejected(m.chain, m.tx(other, vote_msgs(r, p.address, other.address)[0]), ErrNotVerifier)
 
 
-def test_invalid_duplicate_quality_target_phase():
+def test_invalid_duplicate_hash_target_phase():
     m, r = job_in_phase(jobs_pb2.PHASE_VERDICT)
     p = r.participants[0]
     v = m.key(p.verifiers[0].address)
-    assert_rejected(m.chain, m.tx(v, verdict_msg(1, 0, p.address, True, 10_001)), ErrInvalidQuality)
-    assert_rejected(m.chain, m.tx(v, verdict_msg(1, 0, m.owner.address)), ErrNotChallenged)
-    assert_rejected(m.chain, m.tx(v, verdict_msg(1, 0, b"\x01" * 5)), ErrInvalidAddress)
-    assert m.send(v, verdict_msg(1, 0, p.address)).code == 0
-    assert_rejected(m.chain, m.tx(v, verdict_msg(1, 0, p.address, False)), ErrDuplicate)
+    assert_rejected(m.chain, m.tx(v, verdict_msg(1, 0, p.address, b"\x01" * 31)), ErrInvalidHash)
+    assert_rejected(m.chain, m.tx(v, verdict_msg(1, 0, m.owner.address, b"\x01" * 32)), ErrNotChallenged)
+    assert_rejected(m.chain, m.tx(v, verdict_msg(1, 0, b"\x01" * 5, b"\x01" * 32)), ErrInvalidAddress)
+    assert m.send(v, vote_msgs(r, p.address, v.address)[0]).code == 0
+    assert_rejected(m.chain, m.tx(v, vote_msgs(r, p.address, v.address, False)[0]), ErrDuplicate)
     m.until(r.verdict_end)
     q = r.participants[1]
-    assert_rejected(m.chain, m.tx(m.key(q.verifiers[0].address), verdict_msg(1, 0, q.address)), ErrWrongPhase)
+    assert_rejected(m.chain, m.tx(m.key(q.verifiers[0].address), vote_msgs(r, q.address, q.verifiers[0].address)[0]), ErrWrongPhase)
 
 
 def test_invalid_target_did_not_reveal():
@@ -56,4 +50,4 @@ def test_invalid_target_did_not_reveal():
     actors_block(m, 1, skip_reveal=frozenset({lazy}))
     m.until(r.reveal_end)
     p = m.round(1, 0).participants[0]
-    assert_rejected(m.chain, m.tx(m.key(p.verifiers[0].address), verdict_msg(1, 0, lazy)), ErrNotRevealed)
+    assert_rejected(m.chain, m.tx(m.key(p.verifiers[0].address), verdict_msg(1, 0, lazy, b"\x01" * 32)), ErrNotRevealed)

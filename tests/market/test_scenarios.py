@@ -26,7 +26,7 @@ def test_honest_job_all_paid_reputation_rises():
     m = new_market(n_providers=3)
     owner_bal = bank.get_balance(m.store, m.owner.address)
     bals = {k.address: bank.get_balance(m.store, k.address) for k in m.providers}
-    assert m.send(m.owner, create_job_msg(rounds=3, reward=1_000_000, vreward=90_000, commit_blocks=6)).code == 0
+    assert m.send(m.owner, create_job_msg(rounds=3, reward=1_000_000, vreward=90_000, commit_blocks=8)).code == 0
     resps = run_job(m, 1)
     job = m.job(1)
     assert job.status == jobs_pb2.JOB_STATUS_COMPLETED and job.rounds_finalized == 3
@@ -41,7 +41,7 @@ def test_honest_job_all_paid_reputation_rises():
         assert 90_000 - 2 <= r.verifier_paid <= 90_000
         assert r.attested_model_hash == agg_hash(1, r.round)
         paid += r.reward_paid + r.verifier_paid
-    # one-step-delay overlap (commit window 6 = reveal + verdict + attest): round 1 opens at round
+    # one-step-delay overlap (commit window 8 = reveal + 2 x verdict (commit, open) + attest): round 1 opens at round
     # 0's commit deadline, before round 0 is attested, so it trains on the initial model; round 2
     # opens in the block that finalizes round 0 (finalize runs first) and trains on its aggregate
     assert rounds[0].base_model_hash == MODEL0 and rounds[1].base_model_hash == MODEL0
@@ -136,15 +136,20 @@ def test_fraud_slashed_jailed_bounty_paid():
     assert_rejected(m.chain, m.tx(m.key(cheat), register_msg()), ErrTombstoned)
 
 
-def test_silent_verifier_loses_reputation_target_undecided():
+def test_silent_verifier_slashed_target_undecided():
+    """Silence is never free: a silent first-panel verifier escalates the challenge, and every
+    silent verifier of either panel is slashed (liveness) and loses reputation; with no vote at
+    all the work is undecided: not paid, not slashed."""
     m = new_market(n_providers=3)
     assert m.send(m.owner, create_job_msg(rounds=1, participants_per_round=1, verifiers_per_challenge=1)).code == 0
     run_job(m, 1, vote=lambda v, t: None)
     r = m.round(1, 0)
     (p,) = r.participants
-    assert p.outcome == jobs_pb2.OUTCOME_UNDECIDED and p.reward == 0 and p.slashed == 0
-    (v,) = p.verifiers
-    assert not v.voted and m.provider(v.address).reputation == 4750
+    assert p.escalated and p.outcome == jobs_pb2.OUTCOME_UNDECIDED and p.reward == 0 and p.slashed == 0
+    assert [v.panel for v in p.verifiers] == [0, 1]
+    for v in p.verifiers:
+        assert not v.voted and v.slashed == BOND // 100
+        assert m.provider(v.address).reputation == 4750 and m.provider(v.address).bond == BOND - BOND // 100
     assert m.provider(p.address).reputation == 5000
     assert r.reward_paid == 0 and r.verifier_paid == 0 and r.returned_to_escrow == 1_100_000
 
@@ -292,33 +297,72 @@ def test_jailed_provider_not_paid_for_rounds_in_flight():
     assert all(x.address != cheat for x in r1.payouts if x.kind == "verifier")
 
 
-def test_single_verifier_invalid_is_rejected_not_fraud():
-    """Regression: one drawn verifier voting invalid slashed an honest provider 50 %, jailed it
-    and took a bounty. Below min_fraud_verifiers (3) an invalid majority only rejects the update:
-    not paid, not slashed, not jailed; the verifier is paid as the majority."""
-    m = new_market(n_providers=3)
+def test_single_invalid_verifier_is_overturned_and_slashed():
+    """Regression: one drawn verifier voting invalid rejected honest work (or, before, slashed it
+    50 % and took a bounty). Now a lone invalid vote escalates to the appeal panel, whose valid
+    verdict is final: the work is paid, the false claimant is slashed more than the bounty it
+    claimed (200 LOCO + 1 uloco > 10 % of its bond), part of it to the appeal panel."""
+    m = new_market(n_providers=5)
     supply = bank.get_supply(m.store)
     assert m.send(m.owner, create_job_msg(rounds=1, participants_per_round=1, verifiers_per_challenge=1)).code == 0
-    resps = run_job(m, 1, vote=lambda v, t: (False, 0))
+    m.until(m.height + 1)
+    accuser: list[bytes] = []
+
+    def vote(v, t):
+        if not accuser:
+            accuser.append(v)
+        return (False, 0) if v == accuser[0] else (True, 8_000)
+
+    resps = run_job(m, 1, vote=vote)
     r = m.round(1, 0)
     (p,) = r.participants
-    assert p.outcome == jobs_pb2.OUTCOME_REJECTED and p.reward == 0 and p.slashed == 0
-    prov = m.provider(p.address)
-    assert prov.status == providers_pb2.PROVIDER_STATUS_ACTIVE and prov.bond == BOND and prov.reputation == 5000 and prov.jailed_height == 0
-    assert not r.slashes and not [x for x in r.payouts if x.kind == "bounty"]
-    assert events_of(resps, "provider.slashed") == [] and events_of(resps, "provider.jailed") == []
-    assert bank.get_supply(m.store) == supply
-    (v,) = p.verifiers
-    assert [(x.address, x.amount, x.kind) for x in r.payouts] == [(v.address, 100_000, "verifier")]
-    assert m.provider(v.address).reputation == 5500
-    assert r.reward_paid == 0 and r.returned_to_escrow == 1_000_000
-    assert events_of(resps, "verdict.decided")[0]["outcome"] == "rejected"
+    assert p.escalated and p.outcome == jobs_pb2.OUTCOME_ACCEPTED and p.quality == 8_000 and p.reward == 1_000_000
+    assert m.provider(p.address).bond == BOND and m.provider(p.address).status == providers_pb2.PROVIDER_STATUS_ACTIVE
+    claimed = BOND // 2 * 2_000 // 10_000  # the bounty it hoped for
+    (wrong,) = [v for v in p.verifiers if v.address == accuser[0]]
+    assert wrong.panel == 0 and wrong.slashed == claimed + 1 > BOND // 10
+    assert m.provider(accuser[0]).bond == BOND - claimed - 1 and m.provider(accuser[0]).reputation == 4750
+    appeal = [v for v in p.verifiers if v.panel == 1]
+    assert len(appeal) == 3 and all(v.voted and v.valid and v.slashed == 0 for v in appeal)
+    bounty = sum(x.amount for x in r.payouts if x.kind == "bounty")
+    assert bounty == 3 * ((claimed + 1) * 2_000 // 10_000 // 3)
+    assert bank.get_supply(m.store) == supply - (claimed + 1 - bounty)
+    assert {x.address for x in r.payouts if x.kind == "verifier"} == {v.address for v in appeal}
+    assert [e["outcome"] for e in events_of(resps, "verdict.decided")] == ["accepted"]
+    assert len(events_of(resps, "verdict.escalated")) == 1
 
 
-def test_two_invalid_verifiers_below_min_fraud_verifiers_rejected():
-    m = new_market(n_providers=7)
-    assert m.send(m.owner, create_job_msg(rounds=1, participants_per_round=1, verifiers_per_challenge=2)).code == 0
+def test_too_few_verifiers_reject_without_slashing():
+    """With fewer invalid voters than min_fraud_verifiers in both panels together (here one
+    first-panel and one appeal verifier), an invalid verdict only rejects the work (not paid)
+    and slashes nobody."""
+    m = new_market(n_providers=3)
+    assert m.send(m.owner, create_job_msg(rounds=1, participants_per_round=1, verifiers_per_challenge=1)).code == 0
     run_job(m, 1, vote=lambda v, t: (False, 0))
     (p,) = m.round(1, 0).participants
-    assert len(p.verifiers) == 2 and p.outcome == jobs_pb2.OUTCOME_REJECTED and p.slashed == 0
+    assert [v.panel for v in p.verifiers] == [0, 1]
+    assert p.outcome == jobs_pb2.OUTCOME_REJECTED and p.slashed == 0 and p.reward == 0
     assert m.provider(p.address).status == providers_pb2.PROVIDER_STATUS_ACTIVE
+    assert all(v.slashed == 0 for v in p.verifiers) and not m.round(1, 0).slashes
+
+
+def test_small_appeal_panel_with_the_first_panel_proves_fraud():
+    """A split first panel (2 invalid, 1 lazy valid) and an appeal panel of one that says
+    invalid: the appeal decides, and the first panel's invalid voters count towards
+    min_fraud_verifiers: fraud."""
+    m = new_market(n_providers=5)
+    assert m.send(m.owner, create_job_msg(rounds=1, participants_per_round=1, verifiers_per_challenge=3)).code == 0
+    m.until(m.height + 1)
+    lazy: list[bytes] = []
+
+    def vote(v, t):
+        if not lazy:
+            lazy.append(v)
+        return (True, 8_000) if v == lazy[0] else (False, 0)
+
+    run_job(m, 1, vote=vote)
+    (p,) = m.round(1, 0).participants
+    assert [v.panel for v in p.verifiers] == [0, 0, 0, 1] and p.outcome == jobs_pb2.OUTCOME_FRAUD
+    assert [v.slashed for v in p.verifiers if v.address == lazy[0]] == [BOND // 10]
+
+
