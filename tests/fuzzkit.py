@@ -226,7 +226,9 @@ def seed_msgs() -> list[tx_pb2.Msg]:
     k = world().keys
     msgs = [mk.register_msg(), mk.update_msg(region="us-east"), mk.exit_msg(), mk.create_job_msg(),
             mk.cancel_msg(1), mk.submit_msg(k[1].address, 1, 0), mk.reveal_msg(k[1].address, 1, 0, 0),
-            mk.verdict_msg(1, 0, k[2].address), mk.attest_msg(1, 0, mk.h("model")),
+            mk.verdict_msg(1, 0, k[2].address, mk.h("vote")),
+            mk.reveal_vote_msg(1, 0, k[2].address, True, 8_000, mk.h("evidence"), mk.h("salt")),
+            mk.attest_msg(1, 0, mk.h("model")),
             tx_pb2.Msg(send=bank_pb2.MsgSend(to_address=k[2].address, amount=5))]
     from abci_app.pb import staking_pb2
 

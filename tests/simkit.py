@@ -50,6 +50,7 @@ from marketkit import (
     submit_msg,
     update_msg,
     verdict_msg,
+    vote_msgs,
 )
 from stakekit import LOCO, StakeChain, bond_msg, create_validator_msg, new_staking_chain, unbond_msg, unjail_msg
 
@@ -205,6 +206,7 @@ class Simulation:
         self.by_address = {k.address: k for k in self.signers}
         self.cons_pool = [signer(3000 + i) for i in range(6)]  # consensus keys for new validators
         self.cheaters: dict[tuple[int, int, bytes], bool] = {}  # (job, round, target) -> votes invalid
+        self.votes: dict[tuple[int, int, bytes, bytes], tx_pb2.Msg] = {}  # committed votes to open later
         self.down = b""  # the validator missing most blocks in the current burst
         self.stats.events.clear()
 
@@ -378,7 +380,7 @@ class Simulation:
         job, rnd = self.rng.randint(1, 6), self.rng.randint(0, 3)
         return k, self.pick([
             submit_msg(k.address, job, rnd), reveal_msg(k.address, job, rnd, 0),
-            verdict_msg(job, rnd, self.pick(self.accounts).address), attest_msg(job, rnd, agg_hash(job, rnd)),
+            verdict_msg(job, rnd, self.pick(self.accounts).address, h("vote")), attest_msg(job, rnd, agg_hash(job, rnd)),
         ])
 
     OPS: tuple[tuple[str, float], ...] = (
@@ -445,20 +447,28 @@ class Simulation:
                             bad.append(reveal_msg(p.address, jid, rn, (p.segment + 1) % (n_entries - 1),
                                                   n_entries=n_entries, base=base))
                         out.append(("reveal_bad", k, self.pick(bad)))
-                elif r.phase == jobs_pb2.PHASE_VERDICT and p.challenged and p.HasField("reveal"):
+                elif r.phase in (jobs_pb2.PHASE_VERDICT, jobs_pb2.PHASE_APPEAL) and p.challenged and p.HasField("reveal"):
                     cheat = self.cheaters.setdefault((jid, rn, p.address), self.chance(0.2))
+                    panel = 0 if r.phase == jobs_pb2.PHASE_VERDICT else 1
                     for v in p.verifiers:
-                        if v.voted:
+                        if v.vote_hash or v.panel != panel:
                             continue
                         x = self.rng.random()
                         vk = self.by_address[v.address]
                         if x < 0.08:
                             continue  # silent
                         if x < 0.14:
-                            out.append(("verdict_bad", vk, verdict_msg(jid, rn, p.address, True, 10_001)))
+                            out.append(("verdict_bad", vk, verdict_msg(jid, rn, p.address, b"short")))
                             continue
                         valid = (not cheat) if self.chance(0.9) else cheat
-                        out.append(("verdict", vk, verdict_msg(jid, rn, p.address, valid, self.rng.randint(0, 10_000))))
+                        commit, open_ = vote_msgs(r, p.address, v.address, valid, self.rng.randint(0, 10_000))
+                        self.votes[(jid, rn, p.address, v.address)] = open_
+                        out.append(("verdict", vk, commit))
+                elif r.phase in (jobs_pb2.PHASE_VOTE_REVEAL, jobs_pb2.PHASE_APPEAL_REVEAL):
+                    for v in p.verifiers:
+                        key = (jid, rn, p.address, v.address)
+                        if v.vote_hash and not v.voted and key in self.votes and self.chance(0.95):
+                            out.append(("verdict", self.by_address[v.address], self.votes.pop(key)))
                 elif r.phase == jobs_pb2.PHASE_ATTEST:
                     if p.outcome == jobs_pb2.OUTCOME_ACCEPTED and not p.attested_hash:
                         x = self.rng.random()

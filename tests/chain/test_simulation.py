@@ -61,7 +61,7 @@ def test_simulation_exercises_every_module_and_phase(runs: dict[int, SimStats]) 
     for fault in ("badsig", "chain", "gap", "replay", "timeout", "garbage", "fee"):
         assert sum(n for k, n in ops.items() if f"/{fault} " in k) > 0, fault
         assert sum(n for k, n in ops.items() if f"/{fault} ok" in k) == 0, fault
-    assert all(phases[p] > 0 for p in (1, 3, 4, 5)), phases
+    assert all(phases[p] > 0 for p in (1, 3, 4, 5, 7, 8, 9)), phases
     for e in ("round.finalized", "job.closed:completed", "job.closed:cancelled", "verdict.decided:accepted",
               "verdict.decided:fraud", "verdict.decided:rejected", "verdict.decided:undecided",
               "provider.slashed:missed_commit", "provider.slashed:missed_reveal", "provider.slashed:fraud",
