@@ -14,6 +14,7 @@ from pathlib import Path
 SIMULATE_EXAMPLE = """example:
   loconet train simulate --data ../shared/data/tinyshakespeare.txt --workers 4 \\
       --rounds 10 --inner-steps 50 --compression topk:0.01+int4 --overlap --out runs/demo
+  loconet train simulate ... --out runs/demo --rounds 20 --resume   # go on from the checkpoint
 compression (the job policy grammar, abci_app/jobs/policy.py): dense[+q] (none, fp16, int8,
   int4 for short) | topk:D[+q] | lowrank:R[+q] | chunk:K/C[+q] | stride:F[+q] |
   adaptive[:BYTES][/topk[+q]|/chunk|/stride-chunk]   (q = fp16|int8|int4, int2 for chunk and
@@ -65,7 +66,16 @@ def register(subparsers) -> None:
     s.add_argument("--inner-lr", type=float, default=3e-3)
     s.add_argument("--outer-lr", type=float, default=0.7)
     s.add_argument("--outer-momentum", type=float, default=0.9)
-    s.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    s.add_argument("--threads", type=int, default=1,
+                   help="torch intra-op CPU threads (default 1: bitwise reproducible reductions)")
+    s.add_argument("--device", default="cpu",
+                   help="cpu (default), cuda, cuda:N, mps or auto (cuda when available, else cpu)")
+    s.add_argument("--checkpoint", metavar="PATH",
+                   help="safetensors checkpoint written after every round (default with --out: "
+                        "OUT/checkpoint.safetensors)")
+    s.add_argument("--resume", action="store_true",
+                   help="continue from --checkpoint (same flags; --rounds may grow): ends where an "
+                        "uninterrupted run ends, same model hash")
     _add_output(s)
     s.set_defaults(func=cmd_simulate)
 
@@ -80,8 +90,93 @@ def register(subparsers) -> None:
     v.set_defaults(func=cmd_verify)
 
 
+def resolve_device(name: str) -> str:
+    """``auto`` -> cuda if available else cpu; a device this machine lacks is refused."""
+    import torch
+
+    name = name.strip().lower()
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cpu":
+        return name
+    if name == "cuda" or name.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"--device {name}: no CUDA device here (torch {torch.__version__}, "
+                             f"built for CUDA {torch.version.cuda or 'none'}); use --device cpu or auto")
+        idx = int(name.split(":", 1)[1]) if ":" in name and name.split(":", 1)[1].isdigit() else 0
+        if idx >= torch.cuda.device_count():
+            raise ValueError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+        return name
+    if name == "mps":
+        if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise ValueError("--device mps: no Apple GPU here; use --device cpu or auto")
+        return name
+    raise ValueError(f"--device {name!r}: write cpu, cuda, cuda:N, mps or auto")
+
+
+class StepProgress:
+    """Per-step progress with ETA on stderr: a rich bar on a terminal, else a line every 5 s."""
+
+    def __init__(self, total: int, first_round: int, rounds: int, enabled: bool) -> None:
+        import time
+
+        self.total, self.done, self.rounds = total, 0, rounds
+        self.enabled = enabled
+        self.t0 = time.monotonic()
+        self.next_line = self.t0 + 5
+        self.bar = None
+        if enabled and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                       TimeElapsedColumn, TimeRemainingColumn)
+
+            self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("steps"), TimeElapsedColumn(), TextColumn("ETA"),
+                                TimeRemainingColumn(), TextColumn("{task.fields[loss]}"),
+                                console=Console(stderr=True), transient=True)
+            self.task = self.bar.add_task(f"round {first_round + 1}/{rounds}", total=total, loss="")
+            self.bar.start()
+
+    def step(self, r: int, wi: int, s: int, loss: float) -> None:
+        import time
+
+        self.done += 1
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.update(self.task, advance=1, description=f"round {r + 1}/{self.rounds} worker {wi}",
+                            loss=f"loss {loss:.4f}")
+            return
+        now = time.monotonic()
+        if now >= self.next_line or self.done == self.total:
+            self.next_line = now + 5
+            rate = self.done / max(now - self.t0, 1e-9)
+            eta = (self.total - self.done) / rate if rate > 0 else 0.0
+            print(f"step {self.done}/{self.total} ({100 * self.done // max(1, self.total)}%)  round {r + 1}/"
+                  f"{self.rounds} worker {wi} step {s + 1}  loss {loss:.4f}  {rate:.1f} steps/s  "
+                  f"ETA {_hms(eta)}", file=sys.stderr, flush=True)
+
+    def say(self, line: str) -> None:
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.console.print(line, highlight=False)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _hms(seconds: float) -> str:
+    s = int(seconds + 0.5)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
 def cmd_simulate(a: argparse.Namespace) -> int:
     from abci_app.jobs.policy import PolicyError
+    from trainer.checkpoint import CheckpointError
     from trainer.compression.registry import canonical_spelling
     from trainer.diloco import OuterConfig, SimConfig, simulate
     from trainer.model import GPTConfig
@@ -92,25 +187,64 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     except PolicyError as exc:
         print(f"error: --compression: {exc}", file=sys.stderr)
         return 2
-    corpus = _corpus(a.data)
+    for flag, v in (("--workers", a.workers), ("--rounds", a.rounds), ("--inner-steps", a.inner_steps),
+                    ("--batch-size", a.batch_size), ("--threads", a.threads)):
+        if v < 1:
+            print(f"error: {flag} must be at least 1, got {v}", file=sys.stderr)
+            return 2
+    try:
+        device = resolve_device(a.device)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        corpus = _corpus(a.data)
+    except OSError as exc:
+        print(f"error: --data {a.data}: {exc.strerror or exc}; give a readable text file (or no --data for the "
+              "built-in corpus)", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"error: --data {a.data}: {exc}", file=sys.stderr)
+        return 2
+    checkpoint = a.checkpoint or (str(Path(a.out) / "checkpoint.safetensors") if a.out else None)
+    if a.resume and checkpoint is None:
+        print("error: --resume needs --checkpoint PATH or --out DIR", file=sys.stderr)
+        return 2
     sim = SimConfig(workers=a.workers, rounds=a.rounds, inner_steps=a.inner_steps,
                     compression=a.compression, overlap=a.overlap, seed=a.seed,
                     batch_size=a.batch_size, trace_every=a.trace_every,
                     model=GPTConfig.preset(a.model_size), inner=InnerConfig(lr=a.inner_lr),
-                    outer=OuterConfig(lr=a.outer_lr, momentum=a.outer_momentum), threads=a.threads)
+                    outer=OuterConfig(lr=a.outer_lr, momentum=a.outer_momentum), threads=a.threads,
+                    device=device)
     text = a.output == "text"
     if text:
         print(f"dataset {corpus.id} ({len(corpus.data)} bytes), model {a.model_size}, "
               f"{a.workers} workers x {a.rounds} rounds x H={a.inner_steps}, "
-              f"compression {a.compression}{', overlap' if a.overlap else ''}", file=sys.stderr)
+              f"compression {a.compression}{', overlap' if a.overlap else ''}, device {device}, "
+              f"{a.threads} thread(s)" + (f", resuming from {checkpoint}" if a.resume else ""), file=sys.stderr)
+    first = 0
+    if a.resume:
+        from trainer.checkpoint import load
+
+        try:
+            first = int(load(checkpoint)[1]["next_round"])
+        except CheckpointError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    bar = StepProgress(max(0, a.rounds - first) * a.workers * a.inner_steps, first, a.rounds, text)
 
     def progress(rec: dict) -> None:
-        if text:
-            print(f"round {rec['round'] + 1:4d}/{a.rounds}  val {rec['val_loss']:.4f}  "
-                  f"train {rec['train_loss']:.4f}  sent {rec['bytes_per_worker']:>10,d} B/worker  "
-                  f"[{rec['codec']}]  model {rec['model_hash'][:12]}", file=sys.stderr, flush=True)
+        bar.say(f"round {rec['round'] + 1:4d}/{a.rounds}  val {rec['val_loss']:.4f}  "
+                f"train {rec['train_loss']:.4f}  sent {rec['bytes_per_worker']:>10,d} B/worker  "
+                f"[{rec['codec']}]  model {rec['model_hash'][:12]}")
 
-    log = simulate(corpus, sim, progress)
+    try:
+        log = simulate(corpus, sim, progress, on_step=bar.step, checkpoint=checkpoint, resume=a.resume)
+    except CheckpointError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        bar.close()
     if a.out:
         out = Path(a.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -121,7 +255,8 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     if text:
         print(f"final val loss {log['final_val_loss']:.4f}; {log['bytes_per_worker']:,d} bytes sent "
               f"per worker; final model {log['final_model_hash'][:16]}"
-              + (f"; wrote {a.out}/log.json, plots, segment/" if a.out else ""), file=sys.stderr)
+              + (f"; wrote {a.out}/log.json, plots, segment/, checkpoint.safetensors" if a.out else "")
+              + (f"; checkpoint {checkpoint}" if checkpoint and not a.out else ""), file=sys.stderr)
     else:
         print(json.dumps(log))
     return 0
@@ -176,30 +311,71 @@ def cmd_verify(a: argparse.Namespace) -> int:
     return 0 if v.valid else 1
 
 
+def _settings(log: dict) -> str:
+    c = log["config"]
+    m = c.get("model", {})
+    size = f"{log.get('n_params', 0) / 1e6:.2f}M params" if log.get("n_params") else f"d_model {m.get('d_model')}"
+    return (f"{c['workers']} workers, H={c['inner_steps']}, {c['compression']}"
+            f"{', overlap' if c.get('overlap') else ''}, {size}, batch {c['batch_size']}, seed {c['seed']}")
+
+
 def plot_run(log: dict, out: Path) -> None:
+    """``val_loss.png``: validation (after each round; round 0 = the initial model) and train
+    loss (mean over the round's inner steps) by round; ``bytes_per_round.png``: bytes each
+    worker sent per round on a log axis with 1-2-5 ticks. Rounds are numbered from 1, as the
+    console counts them; the run's settings are in the titles."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
-    curve = log["val_curve"]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot([c["tokens"] for c in curve], [c["val_loss"] for c in curve], marker="o")
-    ax.set_xlabel("tokens (all workers)")
-    ax.set_ylabel("validation loss (nats/byte)")
-    ax.set_title("validation loss vs tokens")
+    rounds = log["rounds"]
+    xs = [r["round"] + 1 for r in rounds]
+    settings = _settings(log)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.plot([0] + xs, [log["val_curve"][0]["val_loss"]] + [r["val_loss"] for r in rounds], marker="o",
+            label="validation (held-out, after the round)")
+    ax.plot(xs, [r["train_loss"] for r in rounds], marker="s", linestyle="--",
+            label="train (mean over the round's inner steps)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlim(-0.3, max(xs + [1]) + 0.3)
+    tokens = log.get("tokens") or (rounds[-1]["tokens"] if rounds else 0)
+    ax.set_xlabel(f"round (0 = initial model; {tokens:,d} tokens in all)")
+    ax.set_ylabel("loss (nats per byte)")
+    ax.set_title(f"DiLoCo loss by round\n{settings}", fontsize=10)
     ax.grid(alpha=0.3)
+    ax.legend()
     fig.tight_layout()
-    fig.savefig(out / "val_loss.png", dpi=100)
+    fig.savefig(out / "val_loss.png", dpi=110)
     plt.close(fig)
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.bar([r["round"] for r in log["rounds"]], [r["bytes_per_worker"] for r in log["rounds"]])
-    ax.set_xlabel("round")
-    ax.set_ylabel("bytes sent per worker")
+
+    def human(v: float, _pos: object = None) -> str:
+        for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+            if v >= scale:
+                return f"{v / scale:.3g} {unit}"
+        return f"{v:.3g} B"
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    sizes = [r["bytes_per_worker"] for r in rounds]
+    bars = ax.bar(xs, sizes, width=0.6)
+    if len(xs) <= 20:
+        ax.bar_label(bars, labels=[human(v) for v in sizes], fontsize=8, padding=2)
     ax.set_yscale("log")
-    ax.set_title("bytes per round")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(human))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    if sizes:
+        lo, hi = min(sizes), max(sizes)
+        ax.set_ylim(lo / 2, hi * 3)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlim(0.4, max(xs + [1]) + 0.6)
+    ax.set_xlabel("round")
+    ax.set_ylabel("bytes sent per worker (log scale)")
+    ax.set_title(f"Bytes per round per worker (total {human(sum(sizes))})\n{settings}", fontsize=10)
+    ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
-    fig.savefig(out / "bytes_per_round.png", dpi=100)
+    fig.savefig(out / "bytes_per_round.png", dpi=110)
     plt.close(fig)
 
 

@@ -25,6 +25,7 @@ import hashlib
 import math
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -203,7 +204,8 @@ class Worker:
         self.cstate = CompressionState(ef_decay=ef_decay)
 
     def train_round(self, base: dict[str, torch.Tensor], corpus: Corpus, spec: ShardSpec,
-                    H: int, trace_every: int = 0, keep_states: list[bytes] | None = None):
+                    H: int, trace_every: int = 0, keep_states: list[bytes] | None = None,
+                    on_step: Callable[[int, float], None] | None = None):
         """H inner steps from ``base`` on the spec's (assigned) shard; the trace's states name
         the carry this round starts with (what ``compress`` will add to the update)."""
         with torch.no_grad():
@@ -212,7 +214,8 @@ class Worker:
         t0 = time.perf_counter()
         losses, trace = run_inner_steps(self.model, self.opt, self.icfg, corpus, spec, 0, H,
                                         trace_every=trace_every, device=self.device,
-                                        carry=carry_hash(self.cstate), keep_states=keep_states)
+                                        carry=carry_hash(self.cstate), keep_states=keep_states,
+                                        on_step=on_step)
         dt = time.perf_counter() - t0
         with torch.no_grad():
             delta = {n: (base[n] - p.detach()).float().cpu() for n, p in self.model.named_parameters()}
@@ -265,8 +268,16 @@ def allreduce_bytes_per_step(n_params: int, workers: int) -> int:
 
 
 def simulate(corpus: Corpus, sim: SimConfig,
-             progress: Callable[[dict], None] | None = None) -> dict:
-    """Run W providers in one process; return the JSON-serialisable log."""
+             progress: Callable[[dict], None] | None = None, *,
+             on_step: Callable[[int, int, int, float], None] | None = None,
+             checkpoint: str | Path | None = None, resume: bool = False) -> dict:
+    """Run W providers in one process; return the JSON-serialisable log.
+
+    ``on_step(round, worker, step, loss)`` after every inner step (progress). ``checkpoint``: a
+    safetensors file written (atomically) after every round with everything the next round
+    needs (trainer/checkpoint.py); with ``resume`` the run continues from it, and ends where an
+    uninterrupted run would (same model hash): ``rounds`` may grow, the rest of the config
+    must be the same."""
     if sim.deterministic:
         set_determinism(sim.seed, threads=sim.threads)
     elif sim.threads:
@@ -303,7 +314,17 @@ def simulate(corpus: Corpus, sim: SimConfig,
     prev_policy_loss = evaluate(gmodel, policy_set) if isinstance(policy, AdaptivePolicy) else 0.0
     if sim.aggregation not in ("clip", "mean"):
         raise ValueError(f"aggregation must be clip or mean, got {sim.aggregation!r}")
-    for r in range(sim.rounds):
+    first_round = 0
+    if resume:
+        from trainer.checkpoint import restore_simulation
+
+        st = restore_simulation(checkpoint, sim, gmodel, outer, workers, policy)
+        first_round, log = st["next_round"], st["log"]
+        pending, last_local, known_base = st["pending"], st["last_local"], st["known_base"] or known_base
+        tokens, total_bytes, compute_s = st["tokens"], st["total_bytes"], st["compute_s"]
+        prev_policy_loss = st["prev_policy_loss"]
+        log["config"] = sim.to_dict()
+    for r in range(first_round, sim.rounds):
         codec = policy.choose(r, shapes)
         base = known_base if sim.overlap else params_of(gmodel)
         own_prev: dict[str, dict[str, torch.Tensor]] = {}
@@ -323,8 +344,9 @@ def simulate(corpus: Corpus, sim: SimConfig,
                              provider=w.provider, n_shards=sim.n_shards,
                              batch_size=sim.batch_size, block_size=cfg.block_size,
                              shard=shards[wi])
+            step_cb = None if on_step is None else (lambda s_, l_, r=r, wi=wi: on_step(r, wi, s_, l_))
             delta, losses, trace, dt = w.train_round(start, corpus, spec, sim.inner_steps,
-                                                     sim.trace_every)
+                                                     sim.trace_every, on_step=step_cb)
             round_compute.append(dt)
             payload_bytes = encode(codec.compress(delta, w.cstate))
             roots.append(update_root(payload_bytes, bind).hex())
@@ -374,6 +396,13 @@ def simulate(corpus: Corpus, sim: SimConfig,
             rec["screening"] = screening.to_dict()
         log["rounds"].append(rec)
         log["val_curve"].append({"tokens": tokens, "val_loss": val})
+        if checkpoint is not None:
+            from trainer.checkpoint import save_simulation
+
+            save_simulation(checkpoint, sim, r + 1, gmodel, outer, workers, policy, log=log, pending=pending,
+                            last_local=last_local, known_base=known_base if sim.overlap else None,
+                            tokens=tokens, total_bytes=total_bytes, compute_s=compute_s,
+                            prev_policy_loss=prev_policy_loss)
         if progress:
             progress(rec)
     if sim.overlap and pending is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass
+from typing import Callable
 
 import torch
 
@@ -201,8 +202,10 @@ def run_inner_steps(
     device: str | torch.device = "cpu",
     carry: bytes = EMPTY_CARRY_HASH,
     keep_states: list[bytes] | None = None,
+    on_step: Callable[[int, float], None] | None = None,
 ) -> tuple[list[float], list[bytes]]:
-    """Run inner steps start_step..start_step+n_steps-1 on the spec's batches.
+    """Run inner steps start_step..start_step+n_steps-1 on the spec's batches
+    (``on_step(step, loss)`` after each, for progress; it must not touch the model).
 
     If ``trace_every`` > 0, returns the state hashes at every step s (start included)
     with (s - start_step) % trace_every == 0, and at the final step (states tagged with the
@@ -224,6 +227,8 @@ def run_inner_steps(
             snap(s)
         x, y = corpus.batch(spec, s, device)
         losses.append(inner_step(model, opt, x, y, icfg))
+        if on_step is not None:
+            on_step(s, losses[-1])
     if trace_every:
         snap(start_step + n_steps)
     return losses, trace
