@@ -58,3 +58,10 @@ class ErrStillJailed(StakingError):
 
 class ErrLastValidator(StakingError):
     code = 213
+
+
+class ErrStakeTooLarge(StakingError):
+    """The bond would push a validator's tokens past 2^64-1 uloco or the total voting power past
+    CometBFT's MaxTotalVotingPower (FinalizeBlock could not encode the update; CometBFT halts)."""
+
+    code = 214

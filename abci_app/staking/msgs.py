@@ -16,6 +16,7 @@ from abci_app.staking.errors import (
     ErrNotJailed,
     ErrNotOperator,
     ErrSelfBondTooLow,
+    ErrStakeTooLarge,
     ErrStillJailed,
     ErrValidatorExists,
     ErrValidatorNotFound,
@@ -24,6 +25,9 @@ from abci_app.staking.errors import (
 from abci_app.staking.params import get_params
 
 MAX_MONIKER = 64
+# CometBFT's types.MaxTotalVotingPower (MaxInt64 / 8): a validator set whose powers sum past it is
+# refused by CometBFT (the node halts), and a power past int64 cannot even be put in a ValidatorUpdate
+MAX_TOTAL_POWER = (2**63 - 1) // 8
 
 
 def validate_moniker(m: str) -> None:
@@ -34,6 +38,19 @@ def validate_moniker(m: str) -> None:
 def validate_stake_amount(amount: int, what: str = "amount") -> None:
     if amount <= 0 or amount > MAX_U64:
         raise ErrInvalidStakeAmount(f"{what} must be between 1 and 2^64-1 uloco, got {amount}")
+
+
+def check_stake_fits(ctx: Ctx, cons: bytes, tokens: int, amount: int) -> None:
+    """Bonding ``amount`` more to validator ``cons`` (holding ``tokens``) keeps its tokens a u64 and
+    the power of every validator (jailed and out of the set too: they can come back) summed at
+    most MAX_TOTAL_POWER, so no later block can produce a set CometBFT refuses."""
+    if tokens + amount > MAX_U64:
+        raise ErrStakeTooLarge(f"validator {cons.hex().upper()} would hold {tokens + amount}uloco; the limit is 2^64-1")
+    pr = get_params(ctx.store).power_reduction
+    total = keeper.compute_power(tokens + amount, pr) + sum(
+        keeper.compute_power(v.tokens, pr) for c, v in keeper.iterate_validators(ctx.store) if c != cons)
+    if total > MAX_TOTAL_POWER:
+        raise ErrStakeTooLarge(f"total voting power would be {total}; CometBFT's limit is {MAX_TOTAL_POWER}")
 
 
 def _validator(ctx: Ctx, raw: bytes) -> tuple[bytes, staking_pb2.Validator]:
@@ -56,6 +73,7 @@ def process_msg_create_validator(ctx: Ctx, signer: bytes, msg: staking_pb2.MsgCr
     cons = address_from_pubkey(msg.pub_key)
     if keeper.get_validator(ctx.store, cons) is not None:
         raise ErrValidatorExists(f"a validator with consensus address {cons.hex().upper()} already exists")
+    check_stake_fits(ctx, cons, 0, msg.self_bond)
     keeper.set_validator(ctx.store, cons, staking_pb2.Validator(
         pub_key=msg.pub_key, operator=signer, moniker=msg.moniker, created_height=ctx.block.height))
     keeper.increase_bond(ctx.store, cons, signer, msg.self_bond)
@@ -68,6 +86,7 @@ def process_msg_bond(ctx: Ctx, signer: bytes, msg: staking_pb2.MsgBond) -> None:
     cons, v = _validator(ctx, msg.validator)
     if v.tombstoned:
         raise ErrValidatorTombstoned(f"validator {cons.hex().upper()} is tombstoned (double sign): it cannot take new stake")
+    check_stake_fits(ctx, cons, v.tokens, msg.amount)
     keeper.increase_bond(ctx.store, cons, signer, msg.amount)
     ctx.emit(events.bonded_event(cons, signer, msg.amount))
 
