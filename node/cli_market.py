@@ -44,7 +44,14 @@ from node.market_msgs import (
 
 
 def cmd_provider_register(a: argparse.Namespace) -> int:
-    return broadcast(a, a.from_key, [build_register_provider(parse_amount(a.bond), a.gpu, a.throughput, a.region, a.endpoint)])
+    gpus = a.gpu
+    if not gpus:  # what torch sees: the CUDA GPUs, or the CPU when there is none
+        try:
+            from node.worker.ml import detect_hardware
+        except ImportError:
+            raise UsageError("torch is not installed here: give the hardware with --gpu MODEL:COUNT:MEMORY_MIB") from None
+        gpus = detect_hardware()
+    return broadcast(a, a.from_key, [build_register_provider(parse_amount(a.bond), gpus, a.throughput, a.region, a.endpoint)])
 
 
 def cmd_provider_update(a: argparse.Namespace) -> int:
@@ -450,7 +457,8 @@ COMMANDS: tuple[Command, ...] = (
             "loconet tx provider register --from alice --bond 2000loco --gpu H100:8:81920 --throughput 50000 "
             "--region eu-west --endpoint http://10.0.0.1:26680 --home ~/.loconet", cmd_provider_register, (
                 A("--bond", required=True, help="e.g. 2000loco (>= min_provider_stake)"),
-                A("--gpu", action="append", required=True, help="MODEL:COUNT:MEMORY_MIB (repeatable)"),
+                A("--gpu", action="append", help="MODEL:COUNT:MEMORY_MIB (repeatable; default: what torch sees, "
+                                                  "e.g. H100:8:81920 or cpu:16:131072)"),
                 A("--throughput", type=int, required=True, help="claimed tokens/s"),
                 A("--region", required=True),
                 A("--endpoint", required=True, help="blob endpoint http(s) URL"))),

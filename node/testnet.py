@@ -165,8 +165,9 @@ def parse_params(items: list[str]) -> dict[str, dict[str, int]]:
     return out
 
 
-def create(d: Path, validators: int, accounts: int, base_port: int, params: dict[str, dict[str, int]]) -> dict[str, Any]:
-    """Write a new network: keys, one genesis, N node homes. Starts nothing."""
+def create(d: Path, validators: int, accounts: int, base_port: int, params: dict[str, dict[str, int]],
+           providers: int = 0) -> dict[str, Any]:
+    """Write a new network: keys (``provider{i}`` too, funded), one genesis, N node homes. Starts nothing."""
     from node.keys import Keyring
 
     if validators < 1:
@@ -189,6 +190,8 @@ def create(d: Path, validators: int, accounts: int, base_port: int, params: dict
         staking_vals.append({"pub_key": pv["pub_key"]["value"], "operator": op.address, "moniker": f"node{i}", "self_bond": str(SELF_BOND)})
     for j in range(accounts):
         balances.append({"address": keyring.add(f"account{j}").address, "amount": str(ACCOUNT_FUNDS)})
+    for j in range(providers):
+        balances.append({"address": keyring.add(f"provider{j}").address, "amount": str(ACCOUNT_FUNDS)})
     genesis = json.loads((Path(nodes[0].home) / "config" / "genesis.json").read_text())
     genesis["chain_id"] = CHAIN_ID
     genesis["initial_height"] = "1"
@@ -409,28 +412,70 @@ def _dir(args: argparse.Namespace) -> Path:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    from node import testnet_market as tm
     from node.cli import out
 
     d = _dir(args)
     t0 = time.monotonic()
-    if manifest_path(d).exists():
+    fresh = not manifest_path(d).exists()
+    if not fresh:
         m = load(d)
         print(f"restarting the existing {m['validators']}-validator network in {d}", file=sys.stderr)
     else:
         params = parse_params(args.param or [])
+        behaviours = tm.parse_cheaters(args.cheaters or [], args.providers)
         print(f"creating a {args.validators}-validator network in {d} (base port {args.base_port})", file=sys.stderr)
-        m = create(d, args.validators, args.accounts, args.base_port, params)
+        m = create(d, args.validators, args.accounts, args.base_port, params, providers=args.providers)
     nodes = nodes_of(m)
     for n in nodes:
         start_node(n)
     wait_producing(nodes, timeout=args.timeout)
+    data: dict[str, Any] = {}
+    if fresh and args.providers:
+        data = _up_market(d, m, behaviours, args)
+    for w in tm.workers_of(m):
+        tm.start_worker(d, w)
     rows = validator_table(nodes)
     elapsed = time.monotonic() - t0
     text = f"{'MONIKER':8s} {'RPC':24s} {'VALIDATOR ADDRESS':40s} {'POWER':>7s}\n" + "\n".join(
         f"{r['moniker']:8s} {r['rpc']:24s} {r['validator_address']:40s} {r['power']:>7d}" for r in rows)
+    workers = tm.workers_of(m)
+    if workers:
+        text += f"\n\n{'WORKER':10s} {'BLOB ENDPOINT':24s} {'BEHAVIOUR':14s} ADDRESS\n" + "\n".join(
+            f"{w.name:10s} {w.endpoint:24s} {w.behaviour:14s} {w.address}" for w in workers)
+    if data.get("job_id"):
+        text += f"\njob {data['job_id']} created: follow it with `loconet query rounds {data['job_id']} --node {nodes[0].rpc_url}`"
     text += f"\nnetwork {m['chain_id']} is producing blocks ({elapsed:.1f}s); keys in {d / 'keyring'}; stop it with `loconet testnet down --dir {args.dir}`"
-    out(args, {"dir": str(d), "chain_id": m["chain_id"], "seconds": round(elapsed, 1), "nodes": rows}, text)
+    out(args, {"dir": str(d), "chain_id": m["chain_id"], "seconds": round(elapsed, 1), "nodes": rows,
+               "workers": [asdict(w) for w in workers], **data}, text)
     return 0
+
+
+def _up_market(d: Path, m: dict[str, Any], behaviours: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """Register the providers, hand them the job's blobs, start their workers, and once every
+    worker serves its blobs create the built-in job (so round 0 finds them all listening)."""
+    from node import testnet_market as tm
+
+    workers = tm.plan_workers(d, m, behaviours)
+    rpc = nodes_of(m)[0].rpc_url
+    print(f"registering {len(workers)} provider(s)...", file=sys.stderr)
+    tm.register_providers(d, rpc, workers)
+    m["workers"] = [asdict(w) for w in workers]
+    save(d, m)
+    job = None
+    if not args.no_job:
+        job, dataset, model = tm.builtin_job(args.rounds, len(workers))
+        tm.seed_stores(workers, [dataset, model])
+    for w in workers:
+        tm.start_worker(d, w)
+    print("waiting for the workers to serve their blobs...", file=sys.stderr)
+    tm.wait_serving(workers, timeout=args.timeout)
+    if job is None:
+        return {}
+    job_id = tm.create_job(d, rpc, "validator0", job)
+    m["job_id"] = job_id
+    save(d, m)
+    return {"job_id": job_id}
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -457,19 +502,41 @@ def cmd_status(args: argparse.Namespace) -> int:
     text = f"{'NODE':8s} {'HEIGHT':>7s} {'PEERS':>5s}  {'APP HASH':64s}  FLAGS\n" + "\n".join(
         f"{s['name']:8s} {s['height'] if s['height'] is not None else '-':>7} {s['peers'] if s['peers'] is not None else '-':>5}  "
         f"{s['app_hash'] or '-':64s}  {' '.join(s['flags']) or 'ok'}" for s in sts)
-    out(args, {"agreement_height": h, "nodes": sts}, text)
-    return 0 if all(not s["flags"] for s in sts) else 1
+    from node import testnet_market as tm
+
+    ws = [tm.worker_status(w) for w in tm.workers_of(m)]
+    if ws:
+        text += f"\n\n{'WORKER':10s} {'STATE':8s} {'BLOBS':6s} {'BEHAVIOUR':14s} LAST LOG LINE\n" + "\n".join(
+            f"{w['name']:10s} {'running' if w['running'] else 'STOPPED':8s} {'up' if w['serving'] else 'down':6s} "
+            f"{w['behaviour']:14s} {w['last'][-90:]}" for w in ws)
+    out(args, {"agreement_height": h, "nodes": sts, "workers": ws}, text)
+    ok = all(not s["flags"] for s in sts) and all(w["running"] for w in ws)
+    return 0 if ok else 1
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    n = find_node(load(_dir(args)), args.node)
+    from node import testnet_market as tm
+
+    m = load(_dir(args))
+    w = tm.find_worker(m, args.node)
+    if w is not None:
+        ran = tm.stop_worker(w, kill=args.kill)
+        print(f"{w.name} {'killed' if args.kill else 'stopped'}" if ran else f"{w.name} was not running")
+        return 0
+    n = find_node(m, args.node)
     ran = stop_node(n, kill=args.kill)
     print(f"{n.name} {'killed' if args.kill else 'stopped'}" if ran else f"{n.name} was not running")
     return 0
 
 
 def cmd_start(args: argparse.Namespace) -> int:
+    from node import testnet_market as tm
+
     m = load(_dir(args))
+    w = tm.find_worker(m, args.node)
+    if w is not None:
+        print(f"{w.name} started (pid {tm.start_worker(_dir(args), w)}); log in {w.path / 'worker.log'}")
+        return 0
     n = find_node(m, args.node)
     others = [node_status(o) for o in nodes_of(m) if o.name != n.name]
     target = max([s["height"] or 0 for s in others] + [1])
@@ -541,7 +608,13 @@ def cmd_down(args: argparse.Namespace) -> int:
         if not args.purge:
             raise
         nodes = []
-    stopped = [n.name for n in nodes if stop_node(n)]
+    from node import testnet_market as tm
+
+    try:
+        workers = tm.workers_of(load(d))
+    except TestnetError:
+        workers = []
+    stopped = [w.name for w in workers if tm.stop_worker(w)] + [n.name for n in nodes if stop_node(n)]
     print(f"stopped {', '.join(stopped) or 'nothing (no node was running)'}")
     if args.purge:
         shutil.rmtree(d)
@@ -550,10 +623,17 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    n = find_node(load(_dir(args)), args.node)
-    path = n.path / ("node.log" if args.app else "cometbft.log")
+    from node import testnet_market as tm
+
+    m = load(_dir(args))
+    w = tm.find_worker(m, args.node)
+    if w is not None:
+        path, name = w.path / "worker.log", w.name
+    else:
+        n = find_node(m, args.node)
+        path, name = n.path / ("node.log" if args.app else "cometbft.log"), n.name
     if not path.exists():
-        raise TestnetError(f"{path} does not exist yet: has {n.name} been started?")
+        raise TestnetError(f"{path} does not exist yet: has {name} been started?")
     lines = path.read_text(errors="replace").splitlines()
     print("\n".join(lines[-args.lines:]))
     if args.follow:
@@ -589,20 +669,26 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
     def dir_flag(p: argparse.ArgumentParser) -> None:
         p.add_argument("--dir", default=DEFAULT_DIR, help=f"testnet folder (default {DEFAULT_DIR})")
 
-    p = add_command(tn, "up", "create (or restart) and start a local network; returns once it produces blocks",
-                    "loconet testnet up --validators 4 --accounts 2", _main_wrap(cmd_up))
+    p = add_command(tn, "up", "create (or restart) and start a local network; returns once it produces blocks "
+                    "(with --providers: workers registered and started, and a training job created)",
+                    "loconet testnet up --validators 4 --providers 4 --cheaters random-root:1", _main_wrap(cmd_up))
     p.add_argument("--validators", type=int, default=4); p.add_argument("--accounts", type=int, default=2, help="funded account keys (default 2)")
     p.add_argument("--base-port", type=int, default=26656, help="p2p port of node0; node i adds 100*i (default 26656)")
     p.add_argument("--param", action="append", metavar="MODULE.KEY=N", help="genesis param, e.g. slashing.signed_blocks_window=10 (repeatable)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for blocks (default 120)")
+    p.add_argument("--providers", type=int, default=0, help="provider workers to run beside the validators (default 0)")
+    p.add_argument("--cheaters", action="append", metavar="KIND:COUNT",
+                   help="the last COUNT providers cheat: random-root, withhold, lazy-verifier or poison (tests/demos)")
+    p.add_argument("--no-job", action="store_true", help="with --providers: do not create the built-in job")
+    p.add_argument("--rounds", type=int, default=5, help="rounds of the built-in job (default 5)")
     dir_flag(p); add_output_flag(p)
     p = add_command(tn, "status", "height, app hash and peers of every node; flags nodes behind or disagreeing",
                     "loconet testnet status", _main_wrap(cmd_status))
     dir_flag(p); add_output_flag(p)
-    p = add_command(tn, "stop", "stop one node (cometbft and its ABCI app)", "loconet testnet stop node2", _main_wrap(cmd_stop))
-    p.add_argument("node", metavar="NODE", help="node name (node2) or index (2)"); p.add_argument("--kill", action="store_true", help="SIGKILL instead of a clean stop")
+    p = add_command(tn, "stop", "stop one node (cometbft and its ABCI app) or one worker (provider1)", "loconet testnet stop node2", _main_wrap(cmd_stop))
+    p.add_argument("node", metavar="NODE", help="node name (node2), index (2) or worker (provider1)"); p.add_argument("--kill", action="store_true", help="SIGKILL instead of a clean stop")
     dir_flag(p)
-    p = add_command(tn, "start", "start one stopped node and wait until it has caught up", "loconet testnet start node2", _main_wrap(cmd_start))
+    p = add_command(tn, "start", "start one stopped node (and wait until it has caught up) or worker", "loconet testnet start node2", _main_wrap(cmd_start))
     p.add_argument("node", metavar="NODE"); p.add_argument("--no-wait", action="store_true"); p.add_argument("--timeout", type=float, default=120.0)
     dir_flag(p)
     p = add_command(tn, "add-node", "add and start a full node (then make it a validator with tx staking create-validator)",
@@ -612,6 +698,6 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
     p.add_argument("--timeout", type=float, default=120.0); dir_flag(p)
     p = add_command(tn, "down", "stop every node (--purge also deletes the folder)", "loconet testnet down --purge", _main_wrap(cmd_down))
     p.add_argument("--purge", action="store_true"); dir_flag(p)
-    p = add_command(tn, "logs", "print a node's cometbft log (or its ABCI app log with --app)", "loconet testnet logs node1 -n 50", _main_wrap(cmd_logs))
+    p = add_command(tn, "logs", "print a node's cometbft log (or its ABCI app log with --app), or a worker's log", "loconet testnet logs provider1 -n 50", _main_wrap(cmd_logs))
     p.add_argument("node", metavar="NODE"); p.add_argument("-n", "--lines", type=int, default=40); p.add_argument("-f", "--follow", action="store_true")
     p.add_argument("--app", action="store_true", help="the loconet process log instead of cometbft's"); dir_flag(p)

@@ -1,0 +1,275 @@
+"""The worker's torch side: a job spec from the chain -> trainer configs; one round's training
+(payload, trace, the trace's states); re-execution of a revealed segment; the deterministic
+aggregate of a round's accepted updates; the hardware torch sees.
+
+Everything here is the trainer library (trainer/): ``run_inner_steps`` and ``state_bytes`` for
+training and the trace, ``verify_segment`` and ``quality_score`` for verification,
+``aggregate`` + ``OuterOptimizer`` for the next model. This module adds only the mapping from
+the chain's JSON to those calls, so a verifier and the provider it checks derive the same
+``ShardSpec`` and configs from the same chain record.
+
+Outer optimizer on the network: SGD at ``OUTER_LR`` without momentum. A Nesterov momentum
+buffer is outer state that every attester would have to hold identically, and the chain
+attests only the parameters; stateless, any worker that has the parent model and the accepted
+updates computes the same next model, byte for byte (tests pin this).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from trainer.commit import KIND_MODEL, decode, encode
+from trainer.compression import CompressionState, make_codec
+from trainer.data import Corpus, ShardSpec
+from trainer.diloco import OuterConfig, OuterOptimizer, aggregate
+from trainer.model import GPT, GPTConfig, init_model
+from trainer.state import (
+    InnerConfig,
+    evaluate,
+    make_inner_optimizer,
+    model_payload,
+    run_inner_steps,
+    state_bytes,
+)
+from trainer.verify import SegmentVerdict, quality_score, verify_segment
+
+OUTER_LR = 1.0  # stateless outer SGD (see the module docstring)
+MAX_QUALITY = 10_000
+MAX_LOSS_MNATS = 10**9
+
+
+class JobError(ValueError):
+    """A job's spec this worker cannot train (e.g. a vocabulary other than bytes)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobPlan:
+    """What the chain's job spec fixes for the trainer."""
+
+    job_id: int
+    model: GPTConfig
+    inner: InnerConfig
+    H: int
+    k: int
+    batch_size: int
+    n_shards: int
+    dataset_id: str
+    codec_spec: str
+    tokens_per_step: int
+
+    @classmethod
+    def from_job(cls, job: dict[str, Any]) -> JobPlan:
+        s = job["spec"]
+        m = s["model"]
+        if m["vocab_size"] != 256:
+            raise JobError(f"job {job['id']}: vocab_size {m['vocab_size']}: this trainer models bytes (256)")
+        ctx = int(m["context_len"])
+        if s["tokens_per_step"] % ctx:
+            raise JobError(f"job {job['id']}: tokens_per_step must be a multiple of context_len")
+        cfg = GPTConfig(block_size=ctx, vocab_size=256, n_layer=int(m["n_layers"]), n_head=int(m["n_heads"]),
+                        n_embd=int(m["d_model"]))
+        return cls(job_id=int(job["id"]), model=cfg, inner=InnerConfig(), H=int(s["inner_steps"]),
+                   k=int(s["trace_interval"]), batch_size=int(s["tokens_per_step"]) // ctx,
+                   n_shards=int(s["num_shards"]), dataset_id=str(s["dataset_id"]),
+                   codec_spec=codec_spec(s["compression_policy"], s.get("compression_params", {})),
+                   tokens_per_step=int(s["tokens_per_step"]))
+
+    def shard_spec(self, round_: int, provider: str, shard: int) -> ShardSpec:
+        """The batches of ``provider`` (bech32) in ``round_``: its assigned shard, nothing else."""
+        return ShardSpec(dataset_id=self.dataset_id, seed=0, job=self.job_id, round=round_, provider=provider,
+                         n_shards=self.n_shards, batch_size=self.batch_size, block_size=self.model.block_size,
+                         shard=shard)
+
+
+def codec_spec(policy: str, params: dict[str, int]) -> str:
+    """The chain's compression policy id + integer params -> a trainer codec spec.
+
+    ``raw``/``none`` -> dense float32; ``int8``, ``fp16``... as they are; ``topk+int4`` with
+    ``density_bps`` -> ``topk:0.0160+int4``; ``lowrank+int8`` with ``rank``; ``chunk+int4`` with
+    ``chunk_k``/``chunk_size``. Raises JobError for a policy the trainer has no codec for."""
+    base, plus, quant = policy.partition("+")
+    q = plus + quant
+    if base in ("raw", "none", "dense"):
+        spec = "none" if not quant else quant
+    elif base == "topk":
+        spec = f"topk:{params.get('density_bps', 100) / 10_000:.4f}{q}"
+    elif base == "lowrank":
+        spec = f"lowrank:{params.get('rank', 4)}{q}"
+    elif base == "chunk":
+        spec = f"chunk:{params.get('chunk_k', 8)}/{params.get('chunk_size', 256)}{q}"
+    else:
+        spec = policy
+    try:
+        make_codec(spec)
+    except ValueError as e:
+        raise JobError(f"compression policy {policy!r} has no trainer codec: {e}") from None
+    return spec
+
+
+# ----------------------------------------------------------------------------- models as blobs
+
+
+def model_bytes(model: GPT) -> bytes:
+    """Canonical parameter bytes (kind 3): sha256 of them is the chain's model hash."""
+    return encode(model_payload(model))
+
+
+def initial_model_bytes(cfg: GPTConfig, seed: int) -> bytes:
+    return model_bytes(init_model(cfg, seed))
+
+
+def load_model(buf: bytes, cfg: GPTConfig) -> GPT:
+    """A GPT with the parameters of model bytes; PayloadError/JobError if they do not fit."""
+    p = decode(buf, expected_kind=KIND_MODEL)
+    if p.meta.get("model") != cfg.to_dict():
+        raise JobError("model blob's config differs from the job's model")
+    model = GPT(cfg)
+    named = dict(model.named_parameters())
+    if set(named) != set(p.entries):
+        raise JobError("model blob's tensors do not match the job's model")
+    with torch.no_grad():
+        for n, t in named.items():
+            part = p.entries[n].parts.get("param")
+            if part is None or tuple(part.shape) != tuple(t.shape):
+                raise JobError(f"model blob: {n} has the wrong shape")
+            t.copy_(part)
+    return model
+
+
+# ----------------------------------------------------------------------------- training
+
+
+@dataclass(slots=True)
+class RoundWork:
+    payload: bytes
+    states: list[bytes]  # state bytes at steps 0, k, ..., H
+    trace: list[bytes]  # sha256 of each state (the trace entries)
+    loss_before: int  # milli-nats
+    loss_after: int
+    tokens: int
+
+
+def _mnats(x: float) -> int:
+    return max(0, min(MAX_LOSS_MNATS, int(round(x * 1000))))
+
+
+def train_round(plan: JobPlan, base_bytes: bytes, corpus: Corpus, spec: ShardSpec, cstate: CompressionState,
+                device: str = "cpu", poison: float = 1.0) -> RoundWork:
+    """H AdamW steps from the base model on the spec's batches, a state every k steps, and the
+    compressed pseudo-gradient Δ = θ_base − θ_H (``poison`` scales Δ: the poison behaviour)."""
+    model = load_model(base_bytes, plan.model).to(device)
+    base = {n: p.detach().clone() for n, p in model.named_parameters()}
+    opt = make_inner_optimizer(model, plan.inner)
+    states = [state_bytes(model, opt, plan.inner, round=spec.round, inner_step=0)]
+    losses: list[float] = []
+    for s in range(0, plan.H, plan.k):
+        ls, _ = run_inner_steps(model, opt, plan.inner, corpus, spec, s, plan.k, device=device)
+        losses += ls
+        states.append(state_bytes(model, opt, plan.inner, round=spec.round, inner_step=s + plan.k))
+    with torch.no_grad():
+        delta = {n: ((base[n] - p.detach()) * poison).float().cpu() for n, p in model.named_parameters()}
+    payload = encode(make_codec(plan.codec_spec).compress(delta, cstate))
+    return RoundWork(payload=payload, states=states, trace=[hashlib.sha256(b).digest() for b in states],
+                     loss_before=_mnats(losses[0]), loss_after=_mnats(losses[-1]),
+                     tokens=plan.H * plan.tokens_per_step)
+
+
+def random_round(plan: JobPlan) -> RoundWork:
+    """The random-root cheater: no training; random bytes for the payload and every 'state'."""
+    states = [os.urandom(256) for _ in range(plan.H // plan.k + 1)]
+    return RoundWork(payload=os.urandom(4096), states=states, trace=[hashlib.sha256(b).digest() for b in states],
+                     loss_before=5000, loss_after=4000, tokens=plan.H * plan.tokens_per_step)
+
+
+# ----------------------------------------------------------------------------- verification
+
+
+def verify(plan: JobPlan, start: bytes, end: bytes, spec: ShardSpec, *, start_hash: bytes, base_model_hash: bytes,
+           corpus: Corpus, device: str = "cpu") -> SegmentVerdict:
+    """Re-execute the k steps after ``start`` (trainer.verify.verify_segment, exact mode)."""
+    return verify_segment(start, spec, plan.k, end, corpus=corpus, expected_start_hash=start_hash,
+                          base_model_hash=base_model_hash, inner=plan.inner, model=plan.model, device=device)
+
+
+def quality(plan: JobPlan, base_bytes: bytes, payload: bytes, corpus: Corpus) -> int:
+    """0..10000: the update's held-out loss improvement in milli-nats (trainer.verify), clamped;
+    a valid segment earns at least 1."""
+    heldout = corpus.heldout_batches(plan.model.block_size, 32, 4)
+    try:
+        q = quality_score(load_model(base_bytes, plan.model), payload, heldout)
+    except (ValueError, KeyError):
+        return 1
+    return max(1, min(MAX_QUALITY, q))
+
+
+# ----------------------------------------------------------------------------- aggregation
+
+
+def decode_update(plan: JobPlan, payload: bytes) -> dict[str, torch.Tensor]:
+    """Decompressed Δ of one payload; ValueError (PayloadError) if it is not a valid update."""
+    from trainer.commit import KIND_UPDATE
+    from trainer.compression import codec_from_payload
+
+    shapes = {n: tuple(p.shape) for n, p in GPT(plan.model).named_parameters()}
+    p = decode(payload, expected_kind=KIND_UPDATE)
+    delta = codec_from_payload(p).decompress(p, shapes)
+    if set(delta) != set(shapes) or any(tuple(delta[n].shape) != shapes[n] for n in shapes):
+        raise ValueError("update tensors do not match the model")
+    if not all(bool(torch.isfinite(t).all()) for t in delta.values()):
+        raise ValueError("update has NaN or inf")
+    return delta
+
+
+def next_model(plan: JobPlan, parent_bytes: bytes, deltas: dict[str, dict[str, torch.Tensor]]) -> bytes:
+    """Parent − OUTER_LR · mean(Δ) with the trainer's fixed-order ``aggregate`` (providers
+    sorted) and ``OuterOptimizer``; returns the new model's canonical bytes."""
+    model = load_model(parent_bytes, plan.model)
+    OuterOptimizer(model, OuterConfig(lr=OUTER_LR, momentum=0.0, nesterov=False)).step(aggregate(deltas))
+    return model_bytes(model)
+
+
+def val_loss(plan: JobPlan, model_bytes_: bytes, corpus: Corpus) -> float:
+    return evaluate(load_model(model_bytes_, plan.model), corpus.heldout_batches(plan.model.block_size, 32, 4))
+
+
+# ----------------------------------------------------------------------------- hardware
+
+_MODEL_CHARS = re.compile(r"[^A-Za-z0-9 ._+-]")
+
+
+def detect_hardware() -> list[str]:
+    """What torch sees, as ``MODEL:COUNT:MEMORY_MIB`` entries: the CUDA GPUs by model, or one
+    ``cpu:CORES:RAM_MIB`` entry when there is none."""
+    if torch.cuda.is_available():
+        by_model: dict[str, list[int]] = {}
+        for i in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(i)
+            name = _MODEL_CHARS.sub("", props.name).strip()[:64] or "gpu"
+            by_model.setdefault(name, []).append(props.total_memory >> 20)
+        return [f"{m}:{len(mem)}:{min(mem)}" for m, mem in sorted(by_model.items())]
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20
+    return [f"cpu:{os.cpu_count() or 1}:{max(1, ram)}"]
+
+
+def check_hardware(registered: list[dict[str, Any]]) -> str | None:
+    """None when every registered entry is present here; else why not (the worker refuses)."""
+    have: dict[str, tuple[int, int]] = {}
+    for e in detect_hardware():
+        m, c, mem = e.rsplit(":", 2)
+        have[m.lower()] = (int(c), int(mem))
+    for g in registered:
+        name = str(g["model"]).lower()
+        if name not in have:
+            return (f"registered hardware {g['count']}x {g['model']} is not present (torch sees "
+                    f"{', '.join(detect_hardware())}): run on that machine or `loconet tx provider update --gpu ...`")
+        count, mem = have[name]
+        if int(g["count"]) > count or int(g["memory_mib"]) > mem:
+            return (f"registered {g['count']}x {g['model']} ({g['memory_mib']} MiB) but torch sees {count} "
+                    f"with {mem} MiB: update the registration with `loconet tx provider update --gpu ...`")
+    return None

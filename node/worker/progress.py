@@ -1,0 +1,60 @@
+"""The worker's own progress, one JSON file written atomically (temp file, fsync, rename, fsync
+of the folder): after ``kill -9`` it holds either the previous or the new record, never half.
+
+Per round (key ``"JOB/ROUND"``): the blobs this worker made (payload hash, trace state hashes),
+the txs it got into a block (submit, reveal, votes, attest) and the model it aggregated. The chain
+is the authority on what landed; the file only spares a restart from redoing work and from
+sending a tx whose effect it already saw."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+class Progress:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.data: dict[str, Any] = {"version": 1, "rounds": {}}
+        if self.path.exists():
+            try:
+                loaded = json.loads(self.path.read_text())
+                if isinstance(loaded, dict) and isinstance(loaded.get("rounds"), dict):
+                    self.data = loaded
+            except (OSError, ValueError):
+                # unreadable: keep it aside for a human, start from the chain's view
+                self.path.replace(self.path.with_suffix(".corrupt"))
+
+    def round(self, job: int, round_: int) -> dict[str, Any]:
+        return self.data["rounds"].setdefault(f"{job}/{round_}", {})
+
+    def update(self, job: int, round_: int, **fields: Any) -> None:
+        self.round(job, round_).update(fields)
+        self.save()
+
+    def forget_before(self, job: int, round_: int) -> None:
+        """Drop the records of this job's rounds below ``round_`` (finalized long ago)."""
+        for key in [k for k in self.data["rounds"] if k.split("/")[0] == str(job) and int(k.split("/")[1]) < round_]:
+            del self.data["rounds"][key]
+        self.save()
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".progress-", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(self.data, f, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        dfd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)

@@ -1,0 +1,573 @@
+"""The provider/verifier worker behind ``loconet provider run``.
+
+One loop, woken by every new block (node/worker/follow.py), reads the active jobs' open rounds
+from the chain and does what the round's phase asks of this provider::
+
+    commit   drawn, no commitment yet  -> fetch base model + dataset by hash, train H steps on the
+                                          assigned shard (background thread), store payload and
+                                          trace states as blobs, MsgSubmitUpdate (roots bound to us)
+    reveal   challenged, not revealed  -> MsgRevealSegment (states served from our blob store)
+    verdict  assigned verifier         -> fetch the revealed states, re-execute k steps, MsgVerdict
+    attest   our update accepted       -> fetch every accepted update, aggregate, store the model,
+                                          MsgAttestModel
+    final    -                         -> temp blobs of the round released, attested model pinned
+
+Failures are local: a duty that fails (peer blob bad or missing, node down, tx refused) is
+logged and retried with backoff on a later block; nothing a peer or the chain sends can stop the
+loop. Progress (node/worker/progress.py) makes ``kill -9`` + restart resume without redoing or
+double-sending; the chain itself refuses a second commitment (ErrDuplicate).
+
+Behaviours (``--behaviour``, for tests and demos only): ``random-root`` commits to random
+bytes without training, ``withhold`` never reveals, ``lazy-verifier`` votes VALID without
+re-executing, ``poison`` trains honestly but scales its update by POISON_SCALE.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from abci_app.codec.address import from_bech32
+from abci_app.jobs.errors import ErrDuplicate, ErrWrongPhase
+from abci_app.merkle import bound_update_leaves, merkle_root
+from node.market_msgs import (
+    build_attest,
+    build_bound_submit,
+    build_reveal_from_trace,
+    build_verdict,
+    send_tx,
+)
+from node.rpc import RpcError, TxRejected
+from node.worker.follow import ChainFollower, Nodes
+from node.worker.progress import Progress
+
+log = logging.getLogger("loconet.worker")
+
+BEHAVIOURS = ("honest", "random-root", "withhold", "lazy-verifier", "poison")
+POISON_SCALE = 10.0
+FETCH_ATTEMPTS_BEFORE_INVALID = 4  # a verifier votes invalid when the revealed states stay unavailable
+DUPLICATE = (ErrDuplicate.codespace, ErrDuplicate.code)  # the chain already has this duty done
+WRONG_PHASE = (ErrWrongPhase.codespace, ErrWrongPhase.code)  # too late (or too early) for it
+
+
+class WorkerError(Exception):
+    """The worker cannot start (not registered, hardware absent, bad options); names the fix."""
+
+
+@dataclass(kw_only=True)
+class WorkerConfig:
+    home: Path
+    key: str
+    nodes: list[str]
+    data_dir: Path
+    listen: str | None = None  # HOST:PORT of the blob server (default: the registered endpoint's port)
+    device: str = "auto"
+    behaviour: str = "honest"
+    quota_bytes: int = 20 << 30
+    jobs: frozenset[int] = frozenset()  # only these jobs (empty: all)
+    fee: int = 100
+    poll_s: float = 2.0
+    max_blob_bytes: int = 1 << 31
+    check_hardware: bool = True
+
+
+@dataclass
+class _Backoff:
+    failures: int = 0
+    next_try: float = 0.0
+
+
+@dataclass
+class Stats:
+    submitted: int = 0
+    revealed: int = 0
+    votes: int = 0
+    attested: int = 0
+    failures: int = 0
+    trained_s: float = 0.0
+    events: dict[str, int] = field(default_factory=dict)
+
+
+def _code(e: TxRejected) -> tuple[str, int]:
+    return e.codespace, e.code
+
+
+class ProviderWorker:
+    def __init__(self, cfg: WorkerConfig) -> None:
+        from node.blobs import BlobStore
+        from node.keys import Keyring
+
+        if cfg.behaviour not in BEHAVIOURS:
+            raise WorkerError(f"unknown --behaviour {cfg.behaviour!r}: choose one of {', '.join(BEHAVIOURS)}")
+        self.cfg = cfg
+        self.key = Keyring(cfg.home).get(cfg.key)
+        self.me = self.key.address
+        self.me_bytes = self.key.address_bytes
+        self.nodes = Nodes(cfg.nodes)
+        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        self.store = BlobStore(cfg.data_dir / "blobs", quota_bytes=cfg.quota_bytes)
+        self.progress = Progress(cfg.data_dir / "progress.json")
+        self.device = self._pick_device(cfg.device)
+        self.endpoint = ""
+        self.server: Any = None
+        self.follower: ChainFollower | None = None
+        self.stop_event = threading.Event()
+        self.stats = Stats()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="train")
+        self._training: tuple[tuple[int, int], Future[Any]] | None = None
+        self._backoff: dict[str, _Backoff] = {}
+        self._fetch_failures: dict[str, int] = {}
+        self._plans: dict[int, Any] = {}
+        self._bad_jobs: set[int] = set()
+        self._corpora: dict[str, Any] = {}
+        self._cstate: dict[int, Any] = {}
+        self._cursor: dict[int, int] = {}
+        self._peers: tuple[float, list[str]] = (0.0, [])
+
+    # ------------------------------------------------------------------------- start / stop
+
+    @staticmethod
+    def _pick_device(device: str) -> str:
+        import torch
+
+        if device == "auto":
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        if device == "cuda" and not torch.cuda.is_available():
+            raise WorkerError("--device cuda: torch sees no CUDA device (use --device cpu or auto)")
+        if device not in ("cpu", "cuda"):
+            raise WorkerError(f"--device must be auto, cpu or cuda, not {device!r}")
+        return device
+
+    def preflight(self) -> dict[str, Any]:
+        """The provider must be registered and active, its hardware present; returns its record."""
+        from node.worker import ml
+
+        try:
+            p = self.nodes.query_json(f"/provider/{self.me}")
+        except RpcError as e:
+            raise WorkerError(f"{self.me} ({self.cfg.key}) is not a registered provider ({e}): run "
+                              f"`loconet tx provider register --from {self.cfg.key} ...` first") from None
+        if p["status"] != "active":
+            raise WorkerError(f"provider {self.me} is {p['status']}, not active: it would never be drawn")
+        if self.cfg.check_hardware:
+            why = ml.check_hardware(p["hardware"])
+            if why is not None:
+                raise WorkerError(why)
+        self.endpoint = str(p["endpoint"]).rstrip("/")
+        return dict(p)
+
+    def _listen(self) -> tuple[str, int]:
+        from urllib.parse import urlsplit
+
+        if self.cfg.listen:
+            host, _, port = self.cfg.listen.rpartition(":")
+            if not port.isdigit():
+                raise WorkerError(f"--listen {self.cfg.listen!r}: write HOST:PORT, e.g. 0.0.0.0:26680")
+            return host or "0.0.0.0", int(port)
+        u = urlsplit(self.endpoint)
+        host = "127.0.0.1" if u.hostname in ("127.0.0.1", "localhost") else "0.0.0.0"
+        return host, u.port or 26680
+
+    def start(self) -> None:
+        from node.blobs import serve_blobs
+        from trainer.determinism import set_determinism
+
+        set_determinism(0, threads=1)  # training and re-execution: bitwise reproducible (trainer/README)
+        self.preflight()
+        host, port = self._listen()
+        self.server = serve_blobs(self.store, host, port)
+        self.follower = ChainFollower(self.cfg.nodes, self._on_events).start()
+        log.info("worker %s (%s, %s) serving blobs on %s:%d, endpoint %s, device %s", self.cfg.key, self.me,
+                 self.cfg.behaviour, host, port, self.endpoint, self.device)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        if self.follower is not None:
+            self.follower.stop()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self.server is not None:
+            self.server.stop_thread()
+        self.nodes.close()
+
+    def run(self) -> int:
+        """Until ``stop_event``: on every block (or every poll_s), do the duties due."""
+        self.start()
+        try:
+            seen = 0
+            while not self.stop_event.is_set():
+                assert self.follower is not None
+                self.follower.wait_block(seen, self.cfg.poll_s)
+                try:
+                    seen = self.tick()
+                except Exception as e:  # never die on the chain's or a peer's answer
+                    self.stats.failures += 1
+                    log.warning("tick failed: %s: %s", e.__class__.__name__, e)
+                    time.sleep(0.5)
+        finally:
+            self.stop()
+        return 0
+
+    def _on_events(self, height: int, events: list[dict[str, Any]]) -> None:
+        for ev in events:  # the app's events of the block (round.opened, challenge.issued, ...)
+            t = str(ev.get("type", ""))
+            self.stats.events[t] = self.stats.events.get(t, 0) + 1
+            log.debug("block %d: %s", height, t)
+
+    # ------------------------------------------------------------------------- one pass
+
+    def tick(self) -> int:
+        height = self.nodes.call(lambda c: c.latest_height())
+        jobs: list[dict[str, Any]] = []
+        for status in ("active", "cancelling"):
+            jobs += self.nodes.query_json(f"/jobs?status={status}&limit=100")["jobs"]
+        for job in sorted(jobs, key=lambda j: j["id"]):
+            if self.cfg.jobs and job["id"] not in self.cfg.jobs or job["id"] in self._bad_jobs:
+                continue
+            self._job(job, height)
+        return height
+
+    def _job(self, job: dict[str, Any], height: int) -> None:
+        from node.worker import ml
+
+        jid = int(job["id"])
+        if jid not in self._plans:
+            try:
+                self._plans[jid] = ml.JobPlan.from_job(job)
+            except ml.JobError as e:
+                log.warning("skipping job %d: %s", jid, e)
+                self._bad_jobs.add(jid)
+                return
+        start = self._cursor.get(jid, 0)
+        res = self.nodes.query_json(f"/rounds/{jid}?from={start}&limit=16")
+        for r in res["rounds"]:
+            self._round(job, r, height)
+            if r["phase"] == "finalized" and r["round"] == self._cursor.get(jid, 0):
+                self._cursor[jid] = r["round"] + 1
+                self.progress.forget_before(jid, r["round"] - 4)
+
+    def _round(self, job: dict[str, Any], r: dict[str, Any], height: int) -> None:
+        me = next((p for p in r["participants"] if p["address"] == self.me), None)
+        phase = r["phase"]
+        jid, rn = int(r["job_id"]), int(r["round"])
+        if phase == "commit" and me is not None and me["commitment"] is None:
+            self._duty(f"commit/{jid}/{rn}", lambda: self.do_commit(job, r, me, height))
+        elif phase == "reveal" and me is not None and me["challenge"] and me["challenge"]["reveal"] is None:
+            if self.cfg.behaviour != "withhold":
+                self._duty(f"reveal/{jid}/{rn}", lambda: self.do_reveal(job, r, me))
+        elif phase == "verdict":
+            for t in r["participants"]:
+                ch = t["challenge"]
+                if not ch or ch["reveal"] is None:
+                    continue
+                if any(v["address"] == self.me and not v["voted"] for v in ch["verifiers"]):
+                    self._duty(f"verify/{jid}/{rn}/{t['address']}", lambda t=t: self.do_verify(job, r, t, height))
+        elif phase == "attest" and me is not None and me["outcome"] == "accepted" and not me["attested_hash"]:
+            self._duty(f"attest/{jid}/{rn}", lambda: self.do_attest(job, r, height))
+        elif phase == "finalized":
+            self.on_finalized(r)
+
+    def _duty(self, name: str, fn: Callable[[], None]) -> None:
+        b = self._backoff.setdefault(name, _Backoff())
+        if time.monotonic() < b.next_try:
+            return
+        try:
+            fn()
+            b.failures = 0
+        except TxRejected as e:
+            if _code(e) in (DUPLICATE, WRONG_PHASE):
+                log.info("%s: chain says %s; nothing more to do", name, e.log)
+                b.next_try = float("inf")
+                return
+            self._failed(name, b, e)
+        except Exception as e:  # a peer's bad blob, a node down, a bug in one duty: log, retry later
+            self._failed(name, b, e)
+
+    def _failed(self, name: str, b: _Backoff, e: Exception) -> None:
+        self.stats.failures += 1
+        b.failures += 1
+        b.next_try = time.monotonic() + min(0.5 * 2 ** b.failures, 10.0)
+        log.warning("%s failed (%d): %s: %s", name, b.failures, e.__class__.__name__, e)
+
+    def _send(self, msg: Any) -> dict[str, Any]:
+        return self.nodes.call(lambda c: send_tx(c, self.key.signer, [msg], fee=self.cfg.fee))
+
+    # ------------------------------------------------------------------------- blobs
+
+    def _peer_urls(self) -> list[str]:
+        """Every registered provider's blob endpoint (refreshed every 30 s), ours excluded."""
+        t, urls = self._peers
+        if time.monotonic() - t > 30 or not urls:
+            try:
+                res = self.nodes.query_json("/providers?limit=1000")
+                urls = sorted({str(p["endpoint"]).rstrip("/") for p in res["providers"]} - {self.endpoint})
+                self._peers = (time.monotonic(), urls)
+            except Exception as e:
+                log.warning("cannot list providers: %s", e)
+        return urls
+
+    def fetch(self, h: str, first: Sequence[str] = (), *, tier: str = "hot", round_key: str | None = None) -> bytes:
+        """Blob ``h`` from the store, or fetched (hash-checked) from ``first`` then every peer."""
+        from node.blobs import BlobClient, BlobError
+
+        if self.store.has(h):
+            return bytes(self.store.read(h))
+        urls = [u for u in dict.fromkeys(list(first) + self._peer_urls()) if u]
+        if not urls:
+            raise BlobError(f"blob {h[:12]} is not here and no peer is known")
+        with BlobClient(timeout_s=30.0, max_bytes=self.cfg.max_blob_bytes) as client:
+            path = client.fetch(h, urls, self.store, tier=tier, round_key=round_key)
+        return Path(path).read_bytes()
+
+    def _corpus(self, dataset_id: str) -> Any:
+        from trainer.data import Corpus
+
+        if dataset_id not in self._corpora:
+            data = self.fetch(dataset_id, tier="cold")
+            self.store.pin(dataset_id)
+            self._corpora[dataset_id] = Corpus(data)
+        return self._corpora[dataset_id]
+
+    def _loc(self, h: str) -> str:
+        return f"{self.endpoint}/blob/{h}"
+
+    # ------------------------------------------------------------------------- commit
+
+    def do_commit(self, job: dict[str, Any], r: dict[str, Any], me: dict[str, Any], height: int) -> None:
+        from node.worker import ml
+
+        jid, rn = int(r["job_id"]), int(r["round"])
+        prog = self.progress.round(jid, rn)
+        if prog.get("submitted"):
+            return  # landed; the chain shows it on a later block
+        if height >= int(r["windows"]["commit_deadline"]):
+            log.warning("round %d/%d: commit deadline %d passed (height %d)", jid, rn,
+                        r["windows"]["commit_deadline"], height)
+            return
+        if prog.get("payload") and prog.get("trace") and all(self.store.has(h) for h in prog["trace"]):
+            return self._submit(r, prog)  # made before a restart: send the same work
+        if self._training is not None:
+            key, fut = self._training
+            if key != (jid, rn):
+                if not fut.done():
+                    return  # busy with an older round; this one waits for the next block
+                self._training = None
+                return
+            if not fut.done():
+                return
+            self._training = None
+            work = fut.result()  # raises the training error into _duty's retry
+            self._store_work(jid, rn, work)
+            return self._submit(r, self.progress.round(jid, rn))
+        plan = self._plans[jid]
+        behaviour = self.cfg.behaviour
+        if behaviour == "random-root":
+            self._store_work(jid, rn, ml.random_round(plan))
+            return self._submit(r, self.progress.round(jid, rn))
+        spec = plan.shard_spec(rn, self.me, int(me["shard"]))
+        base_hash = str(r["base_model_hash"])
+        cstate = self._cstate.setdefault(jid, _new_cstate())
+        poison = POISON_SCALE if behaviour == "poison" else 1.0
+
+        def task() -> Any:
+            t0 = time.perf_counter()
+            base = self.fetch(base_hash, tier="hot")
+            corpus = self._corpus(plan.dataset_id)
+            work = ml.train_round(plan, base, corpus, spec, cstate, device=self.device, poison=poison)
+            self.stats.trained_s += time.perf_counter() - t0
+            log.info("round %d/%d: trained %d steps on shard %d in %.1fs, loss %.3f -> %.3f, payload %d B",
+                     jid, rn, plan.H, spec.shard, time.perf_counter() - t0, work.loss_before / 1000,
+                     work.loss_after / 1000, len(work.payload))
+            return work
+
+        self._training = ((jid, rn), self._pool.submit(task))
+
+    def _store_work(self, jid: int, rn: int, work: Any) -> None:
+        rk = f"{jid}/{rn}"
+        payload_hash = self.store.put_bytes(work.payload, tier="hot", round_key=rk)
+        trace = [self.store.put_bytes(s, tier="temp", round_key=rk) for s in work.states]
+        assert trace == [t.hex() for t in work.trace]
+        self.progress.update(jid, rn, payload=payload_hash, trace=trace, tokens=work.tokens,
+                             loss_before=work.loss_before, loss_after=work.loss_after)
+
+    def _submit(self, r: dict[str, Any], prog: dict[str, Any]) -> None:
+        jid, rn = int(r["job_id"]), int(r["round"])
+        payload = self.store.read(prog["payload"])
+        msg = build_bound_submit(
+            jid, rn, provider=self.me_bytes, base_model=bytes.fromhex(r["base_model_hash"]), payload=bytes(payload),
+            trace=[bytes.fromhex(h) for h in prog["trace"]], tokens=int(prog["tokens"]),
+            loss_before=int(prog["loss_before"]), loss_after=int(prog["loss_after"]), blob=self._loc(prog["payload"]))
+        try:
+            res = self._send(msg)
+        except TxRejected as e:
+            if _code(e) == DUPLICATE:
+                self.progress.update(jid, rn, submitted="duplicate")
+            raise
+        self.progress.update(jid, rn, submitted=res["txhash"])
+        self.stats.submitted += 1
+        log.info("round %d/%d: update submitted at height %d (%s)", jid, rn, res["height"], self.cfg.behaviour)
+
+    # ------------------------------------------------------------------------- reveal
+
+    def do_reveal(self, job: dict[str, Any], r: dict[str, Any], me: dict[str, Any]) -> None:
+        jid, rn = int(r["job_id"]), int(r["round"])
+        prog = self.progress.round(jid, rn)
+        trace = prog.get("trace")
+        if not trace:
+            raise RuntimeError("no trace recorded for this round (lost before the restart?): cannot reveal")
+        seg = int(me["challenge"]["segment"])
+        msg = build_reveal_from_trace(jid, rn, seg, [bytes.fromhex(h) for h in trace], self._loc(trace[seg]),
+                                      self._loc(trace[seg + 1]), provider=self.me_bytes,
+                                      base_model=bytes.fromhex(r["base_model_hash"]))
+        res = self._send(msg)
+        self.progress.update(jid, rn, revealed=res["txhash"])
+        self.stats.revealed += 1
+        log.info("round %d/%d: revealed segment %d at height %d", jid, rn, seg, res["height"])
+
+    # ------------------------------------------------------------------------- verify
+
+    def do_verify(self, job: dict[str, Any], r: dict[str, Any], t: dict[str, Any], height: int) -> None:
+        from node.blobs import BlobError
+        from node.worker import ml
+
+        jid, rn = int(r["job_id"]), int(r["round"])
+        target = t["address"]
+        ch = t["challenge"]
+        rv = ch["reveal"]
+        plan = self._plans[jid]
+        if self.cfg.behaviour == "lazy-verifier":
+            return self._vote(jid, rn, target, True, ml.MAX_QUALITY, "lazy: not re-executed")
+        endpoint = self._endpoint_of(target)
+        rk = f"{jid}/{rn}"
+        try:
+            start = self.fetch(rv["start_state_hash"], [rv["start_location"], endpoint], tier="temp", round_key=rk)
+            end = self.fetch(rv["end_state_hash"], [rv["end_location"], endpoint], tier="temp", round_key=rk)
+        except BlobError as e:
+            key = f"{jid}/{rn}/{target}"
+            n = self._fetch_failures[key] = self._fetch_failures.get(key, 0) + 1
+            last_chance = height >= int(r["windows"]["verdict_end"]) - 1
+            if n < FETCH_ATTEMPTS_BEFORE_INVALID and not last_chance:
+                raise
+            return self._vote(jid, rn, target, False, 0, f"revealed states unavailable: {e}")
+        corpus = self._corpus(plan.dataset_id)
+        spec = plan.shard_spec(rn, target, int(t["shard"]))
+        v = ml.verify(plan, start, end, spec, start_hash=bytes.fromhex(rv["start_state_hash"]),
+                      base_model_hash=bytes.fromhex(r["base_model_hash"]), corpus=corpus, device=self.device)
+        q = 0
+        if v.valid:
+            q = 1
+            try:
+                payload = self._payload(r, t, rk)
+                if payload is not None:
+                    q = ml.quality(plan, self.fetch(r["base_model_hash"]), payload, corpus)
+            except Exception as e:
+                log.info("quality of %s: payload not scored (%s); valid at quality 1", target, e)
+        self._vote(jid, rn, target, v.valid, q, v.reason)
+
+    def _vote(self, jid: int, rn: int, target: str, valid: bool, q: int, why: str) -> None:
+        res = self._send(build_verdict(jid, rn, from_bech32(target), valid, q))
+        self.stats.votes += 1
+        log.info("round %d/%d: verdict on %s: %s quality %d (%s) at height %d", jid, rn, target,
+                 "VALID" if valid else "INVALID", q, why, res["height"])
+
+    def _endpoint_of(self, address: str) -> str:
+        try:
+            return str(self.nodes.query_json(f"/provider/{address}")["endpoint"]).rstrip("/")
+        except Exception:
+            return ""
+
+    def _payload(self, r: dict[str, Any], p: dict[str, Any], rk: str | None) -> bytes | None:
+        """The participant's committed payload, checked against its bound update root; None if
+        the commitment names no fetchable blob or the bytes are not what it committed to (a
+        content fault, the same for every honest worker); BlobError if it is unavailable."""
+        c = p["commitment"]
+        h = c["blob_location"].rstrip("/").rsplit("/", 1)[-1].lower()
+        if len(h) != 64 or any(ch not in "0123456789abcdef" for ch in h):
+            return None
+        data = self.fetch(h, [c["blob_location"], self._endpoint_of(p["address"])], tier="hot", round_key=rk)
+        leaves = bound_update_leaves(from_bech32(p["address"]), int(r["job_id"]), int(r["round"]),
+                                     bytes.fromhex(r["base_model_hash"]), data)
+        if len(data) != int(c["payload_size"]) or merkle_root(leaves).hex() != c["update_root"]:
+            return None
+        return data
+
+    # ------------------------------------------------------------------------- attest
+
+    def parent_model_hash(self, r: dict[str, Any]) -> str:
+        """The model the round's aggregate is applied to: the job's model as of the round's
+        verdict end (the latest attested one every attester sees the same)."""
+        j = self.nodes.query_json(f"/job/{r['job_id']}", height=int(r["windows"]["verdict_end"]))
+        return str(j["current_model_hash"])
+
+    def aggregate_round(self, r: dict[str, Any]) -> tuple[bytes, list[str], list[str]]:
+        """(new model bytes, included, excluded) for a round in attest phase: every accepted
+        update whose bytes match its commitment, averaged in address order, applied to the
+        parent model. BlobError when an accepted update or the parent is unavailable."""
+        from node.worker import ml
+
+        jid, rn = int(r["job_id"]), int(r["round"])
+        plan = self._plans[jid]
+        rk = f"{jid}/{rn}"
+        deltas: dict[str, Any] = {}
+        excluded: list[str] = []
+        for p in sorted((p for p in r["participants"] if p["outcome"] == "accepted"),
+                        key=lambda p: from_bech32(p["address"])):
+            payload = self._payload(r, p, rk)
+            try:
+                if payload is None:
+                    raise ValueError("payload does not match the commitment")
+                deltas[from_bech32(p["address"]).hex()] = ml.decode_update(plan, payload)
+            except ValueError as e:
+                log.info("round %d/%d: update of %s left out of the aggregate: %s", jid, rn, p["address"], e)
+                excluded.append(p["address"])
+        parent_hash = self.parent_model_hash(r)
+        parent = self.fetch(parent_hash, tier="hot")
+        new = ml.next_model(plan, parent, deltas) if deltas else parent
+        return new, sorted(deltas), excluded
+
+    def do_attest(self, job: dict[str, Any], r: dict[str, Any], height: int) -> None:
+        jid, rn = int(r["job_id"]), int(r["round"])
+        prog = self.progress.round(jid, rn)
+        model_hash = prog.get("aggregated")
+        if not (model_hash and self.store.has(model_hash)):
+            new, included, excluded = self.aggregate_round(r)
+            model_hash = self.store.put_bytes(new, tier="cold")
+            self.store.pin(model_hash)
+            self.progress.update(jid, rn, aggregated=model_hash)
+            log.info("round %d/%d: aggregated %d update(s) (%d left out) -> model %s", jid, rn, len(included),
+                     len(excluded), model_hash[:12])
+        res = self._send(build_attest(jid, rn, bytes.fromhex(model_hash)))
+        self.progress.update(jid, rn, attested=res["txhash"])
+        self.stats.attested += 1
+        log.info("round %d/%d: attested %s at height %d", jid, rn, model_hash[:12], res["height"])
+
+    # ------------------------------------------------------------------------- finalized
+
+    def on_finalized(self, r: dict[str, Any]) -> None:
+        jid, rn = int(r["job_id"]), int(r["round"])
+        prog = self.progress.round(jid, rn)
+        if prog.get("final"):
+            return
+        try:
+            self.store.release_round(f"{jid}/{rn}")
+            h = r["attested_model_hash"]
+            if h and self.store.has(h):
+                self.store.pin(h)
+        except Exception as e:
+            log.warning("round %d/%d: releasing blobs failed: %s", jid, rn, e)
+        me = next((p for p in r["participants"] if p["address"] == self.me), None)
+        if me is not None:
+            log.info("round %d/%d finalized: %s, reward %d, slashed %d", jid, rn, me["outcome"], me["reward"],
+                     me["slashed"])
+        self.progress.update(jid, rn, final=True)
+
+
+def _new_cstate() -> Any:
+    from trainer.compression import CompressionState
+
+    return CompressionState()
