@@ -498,16 +498,10 @@ class ProviderWorker:
 
     # ------------------------------------------------------------------------- attest
 
-    def parent_model_hash(self, r: dict[str, Any]) -> str:
-        """The model the round's aggregate is applied to: the job's model as of the round's
-        verdict end (the latest attested one every attester sees the same)."""
-        j = self.nodes.query_json(f"/job/{r['job_id']}", height=int(r["windows"]["verdict_end"]))
-        return str(j["current_model_hash"])
-
     def aggregate_round(self, r: dict[str, Any]) -> tuple[bytes, list[str], list[str]]:
         """(new model bytes, included, excluded) for a round in attest phase: every accepted
         update whose bytes match its commitment, averaged in address order, applied to the
-        parent model. BlobError when an accepted update or the parent is unavailable."""
+        round's base model (ml.next_model). BlobError when an update or the base is unavailable."""
         from node.worker import ml
 
         jid, rn = int(r["job_id"]), int(r["round"])
@@ -525,9 +519,8 @@ class ProviderWorker:
             except ValueError as e:
                 log.info("round %d/%d: update of %s left out of the aggregate: %s", jid, rn, p["address"], e)
                 excluded.append(p["address"])
-        parent_hash = self.parent_model_hash(r)
-        parent = self.fetch(parent_hash, tier="hot")
-        new = ml.next_model(plan, parent, deltas) if deltas else parent
+        base = self.fetch(r["base_model_hash"], tier="hot")
+        new = ml.next_model(plan, base, deltas) if deltas else base
         return new, sorted(deltas), excluded
 
     def do_attest(self, job: dict[str, Any], r: dict[str, Any], height: int) -> None:

@@ -77,10 +77,10 @@ def query(n: NodeInfo, path: str) -> Any:
 
 
 @contextmanager
-def network(tmp: Path, *params: str, validators: int = 4) -> Iterator[tuple[Path, list[NodeInfo]]]:
+def network(tmp: Path, *params: str, validators: int = 4, extra: tuple[str, ...] = ()) -> Iterator[tuple[Path, list[NodeInfo]]]:
     d = tmp / "net"
     base = free_base_port()
-    args = ["testnet", "up", "--dir", str(d), "--validators", str(validators), "--base-port", str(base), "--timeout", "150"]
+    args = ["testnet", "up", "--dir", str(d), "--validators", str(validators), "--base-port", str(base), "--timeout", "150", *extra]
     for p in params:
         args += ["--param", p]
     try:
