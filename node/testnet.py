@@ -464,7 +464,7 @@ def _up_market(d: Path, m: dict[str, Any], behaviours: list[str], args: argparse
     save(d, m)
     job = None
     if not args.no_job:
-        job, dataset, model = tm.builtin_job(args.rounds, len(workers))
+        job, dataset, model = tm.builtin_job(args.rounds, workers)
         tm.seed_stores(workers, [dataset, model])
     for w in workers:
         tm.start_worker(d, w)

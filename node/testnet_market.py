@@ -35,7 +35,7 @@ CHEAT_KINDS = ("random-root", "withhold", "lazy-verifier", "poison")
 # the built-in job: ~25k parameters, H = 40 steps of 8 x 32 bytes, a state every 10 steps
 BUILTIN_JOB: dict[str, Any] = {
     "model": {"n_layers": 2, "n_heads": 2, "d_model": 32, "context_len": 32, "vocab_size": 256},
-    "inner_steps": 40, "trace_interval": 10, "tokens_per_step": 256, "compression_policy": "int8",
+    "inner_steps": 40, "trace_interval": 10, "tokens_per_step": 256, "compression_policy": "dense+int8",
     # commit >= reveal + verdict + attest: round r+1 (opened at r's commit deadline) trains on the
     # model of round r-1, never older
     "windows": {"commit": 18, "reveal": 4, "verdict": 8, "attest": 5},
@@ -128,23 +128,22 @@ def register_providers(d: Path, rpc: str, workers: list[WorkerInfo]) -> None:
                        for w in workers])
 
 
-def builtin_job(rounds: int, providers: int) -> tuple[dict[str, Any], bytes, bytes]:
-    """(job dict for market_msgs.build_create_job, dataset bytes, initial model bytes)."""
+def builtin_job(rounds: int, workers: list[WorkerInfo]) -> tuple[dict[str, Any], bytes, bytes]:
+    """(job dict for market_msgs.build_create_job, dataset bytes, initial model bytes); the
+    blob sources are the workers' endpoints (each holds both blobs: seed_stores)."""
     import hashlib
 
-    from node.worker import ml
     from trainer.data import default_corpus_bytes
-    from trainer.model import GPTConfig
+    from trainer.portable_init import config_from_job, initial_model_bytes
 
     data = default_corpus_bytes(400_000)
-    m = BUILTIN_JOB["model"]
-    cfg = GPTConfig(block_size=m["context_len"], vocab_size=256, n_layer=m["n_layers"], n_head=m["n_heads"],
-                    n_embd=m["d_model"])
-    model = ml.initial_model_bytes(cfg, seed=0)
+    model = initial_model_bytes(config_from_job(BUILTIN_JOB["model"]), 0)
     job = {k: v for k, v in BUILTIN_JOB.items()}
-    job.update(rounds=rounds, initial_model_hash=hashlib.sha256(model).hexdigest(),
-               dataset_id=hashlib.sha256(data).hexdigest(), participants_per_round=providers,
-               num_shards=max(2 * providers, 4), verifiers_per_challenge=max(1, min(3, providers - 1)))
+    p = len(workers)
+    job.update(rounds=rounds, initial_model_hash=hashlib.sha256(model).hexdigest(), initial_model_bytes=len(model),
+               dataset_id=hashlib.sha256(data).hexdigest(), dataset_bytes=len(data), participants_per_round=p,
+               num_shards=max(2 * p, 4), verifiers_per_challenge=max(1, min(3, p - 1)),
+               blob_sources=[w.endpoint for w in workers[:8]])
     return job, data, model
 
 

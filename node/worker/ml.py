@@ -2,8 +2,8 @@
 (payload, trace, the trace's states); re-execution of a revealed segment; the deterministic
 aggregate of a round's accepted updates; the hardware torch sees.
 
-Everything here is the trainer library (trainer/): ``run_inner_steps`` and ``state_bytes`` for
-training and the trace, ``verify_segment`` and ``quality_score`` for verification,
+Everything here is the trainer library (trainer/): ``diloco.commit_round`` for training, the
+trace and the payload, ``verify_segment`` and ``quality_score`` for verification,
 ``aggregate`` + ``OuterOptimizer`` for the next model. This module adds only the mapping from
 the chain's JSON to those calls, so a verifier and the provider it checks derive the same
 ``ShardSpec`` and configs from the same chain record.
@@ -28,20 +28,14 @@ from typing import Any
 
 import torch
 
-from trainer.commit import KIND_MODEL, decode, encode
-from trainer.compression import CompressionState, make_codec
+from trainer.commit import KIND_MODEL, Binding, decode, encode
+from trainer.compression import Codec, load_policy
 from trainer.data import Corpus, ShardSpec
 from trainer.diloco import OuterConfig, OuterOptimizer, aggregate
-from trainer.model import GPT, GPTConfig, init_model
-from trainer.state import (
-    InnerConfig,
-    evaluate,
-    make_inner_optimizer,
-    model_payload,
-    run_inner_steps,
-    state_bytes,
-)
-from trainer.verify import SegmentVerdict, quality_score, verify_segment
+from trainer.model import GPT, GPTConfig
+from trainer.portable_init import config_from_job
+from trainer.state import InnerConfig, evaluate, model_payload
+from trainer.verify import Verdict, quality_score, verify_segment
 
 OUTER_LR = 1.0  # stateless outer SGD (see the module docstring)
 MAX_QUALITY = 10_000
@@ -64,7 +58,7 @@ class JobPlan:
     batch_size: int
     n_shards: int
     dataset_id: str
-    codec_spec: str
+    policy: str  # the job's compression policy (abci_app/jobs/policy.py grammar)
     tokens_per_step: int
 
     @classmethod
@@ -74,46 +68,30 @@ class JobPlan:
         if m["vocab_size"] != 256:
             raise JobError(f"job {job['id']}: vocab_size {m['vocab_size']}: this trainer models bytes (256)")
         ctx = int(m["context_len"])
-        if s["tokens_per_step"] % ctx:
+        if int(s["tokens_per_step"]) % ctx:
             raise JobError(f"job {job['id']}: tokens_per_step must be a multiple of context_len")
-        cfg = GPTConfig(block_size=ctx, vocab_size=256, n_layer=int(m["n_layers"]), n_head=int(m["n_heads"]),
-                        n_embd=int(m["d_model"]))
-        return cls(job_id=int(job["id"]), model=cfg, inner=InnerConfig(), H=int(s["inner_steps"]),
+        cfg = config_from_job(m)
+        plan = cls(job_id=int(job["id"]), model=cfg, inner=InnerConfig(), H=int(s["inner_steps"]),
                    k=int(s["trace_interval"]), batch_size=int(s["tokens_per_step"]) // ctx,
                    n_shards=int(s["num_shards"]), dataset_id=str(s["dataset_id"]),
-                   codec_spec=codec_spec(s["compression_policy"], s.get("compression_params", {})),
-                   tokens_per_step=int(s["tokens_per_step"]))
+                   policy=str(s["compression_policy"]), tokens_per_step=int(s["tokens_per_step"]))
+        plan.compression()  # refuse a policy the trainer cannot run now, not at the first round
+        return plan
+
+    def compression(self) -> Any:
+        """The job's per-round codec chooser (trainer.compression.load_policy: ``choose(round,
+        shapes)``); ``adaptive`` without a budget gets the trainer's 1/500 of float32 bytes."""
+        n_params = GPT(self.model).num_params()
+        try:
+            return load_policy(self.policy, default_budget_bytes=max(1, 4 * n_params // 500))
+        except ValueError as e:
+            raise JobError(f"job {self.job_id}: compression policy {self.policy!r}: {e}") from None
 
     def shard_spec(self, round_: int, provider: str, shard: int) -> ShardSpec:
         """The batches of ``provider`` (bech32) in ``round_``: its assigned shard, nothing else."""
         return ShardSpec(dataset_id=self.dataset_id, seed=0, job=self.job_id, round=round_, provider=provider,
                          n_shards=self.n_shards, batch_size=self.batch_size, block_size=self.model.block_size,
                          shard=shard)
-
-
-def codec_spec(policy: str, params: dict[str, int]) -> str:
-    """The chain's compression policy id + integer params -> a trainer codec spec.
-
-    ``raw``/``none`` -> dense float32; ``int8``, ``fp16``... as they are; ``topk+int4`` with
-    ``density_bps`` -> ``topk:0.0160+int4``; ``lowrank+int8`` with ``rank``; ``chunk+int4`` with
-    ``chunk_k``/``chunk_size``. Raises JobError for a policy the trainer has no codec for."""
-    base, plus, quant = policy.partition("+")
-    q = plus + quant
-    if base in ("raw", "none", "dense"):
-        spec = "none" if not quant else quant
-    elif base == "topk":
-        spec = f"topk:{params.get('density_bps', 100) / 10_000:.4f}{q}"
-    elif base == "lowrank":
-        spec = f"lowrank:{params.get('rank', 4)}{q}"
-    elif base == "chunk":
-        spec = f"chunk:{params.get('chunk_k', 8)}/{params.get('chunk_size', 256)}{q}"
-    else:
-        spec = policy
-    try:
-        make_codec(spec)
-    except ValueError as e:
-        raise JobError(f"compression policy {policy!r} has no trainer codec: {e}") from None
-    return spec
 
 
 # ----------------------------------------------------------------------------- models as blobs
@@ -125,7 +103,10 @@ def model_bytes(model: GPT) -> bytes:
 
 
 def initial_model_bytes(cfg: GPTConfig, seed: int) -> bytes:
-    return model_bytes(init_model(cfg, seed))
+    """A job's initial model from a seed, the same bytes on every machine (trainer.portable_init)."""
+    from trainer.portable_init import initial_model_bytes as portable
+
+    return portable(cfg, seed)
 
 
 def load_model(buf: bytes, cfg: GPTConfig) -> GPT:
@@ -163,25 +144,26 @@ def _mnats(x: float) -> int:
     return max(0, min(MAX_LOSS_MNATS, int(round(x * 1000))))
 
 
-def train_round(plan: JobPlan, base_bytes: bytes, corpus: Corpus, spec: ShardSpec, cstate: CompressionState,
-                device: str = "cpu", poison: float = 1.0) -> RoundWork:
-    """H AdamW steps from the base model on the spec's batches, a state every k steps, and the
-    compressed pseudo-gradient Δ = θ_base − θ_H (``poison`` scales Δ: the poison behaviour)."""
+def train_round(plan: JobPlan, base_bytes: bytes, corpus: Corpus, spec: ShardSpec, binding: Binding,
+                codec: Codec, device: str = "cpu", poison: float = 1.0) -> RoundWork:
+    """One provider round (trainer.diloco.commit_round): H AdamW steps from the base model on the
+    spec's assigned shard, the state every k steps, the payload compress(θ_base − θ_H + e_prev).
+    Every round starts fresh (zero moments, empty carry): the start trainer.verify.verify_start
+    accepts without any of this provider's history. ``poison`` scales Δ (the poison behaviour)."""
+    from trainer.diloco import Worker, commit_round
+
     model = load_model(base_bytes, plan.model).to(device)
     base = {n: p.detach().clone() for n, p in model.named_parameters()}
-    opt = make_inner_optimizer(model, plan.inner)
-    states = [state_bytes(model, opt, plan.inner, round=spec.round, inner_step=0)]
-    losses: list[float] = []
-    for s in range(0, plan.H, plan.k):
-        ls, _ = run_inner_steps(model, opt, plan.inner, corpus, spec, s, plan.k, device=device)
-        losses += ls
-        states.append(state_bytes(model, opt, plan.inner, round=spec.round, inner_step=s + plan.k))
-    with torch.no_grad():
-        delta = {n: ((base[n] - p.detach()) * poison).float().cpu() for n, p in model.named_parameters()}
-    payload = encode(make_codec(plan.codec_spec).compress(delta, cstate))
-    return RoundWork(payload=payload, states=states, trace=[hashlib.sha256(b).digest() for b in states],
-                     loss_before=_mnats(losses[0]), loss_after=_mnats(losses[-1]),
-                     tokens=plan.H * plan.tokens_per_step)
+    w = Worker(spec.provider, plan.model, plan.inner, device)
+    if poison == 1.0:
+        art = commit_round(w, base, corpus, spec, plan.H, plan.k, codec, binding)
+        states, trace, payload, losses = art.states, art.trace, art.payload, art.losses
+    else:  # an honest trace, a scaled update
+        states = []
+        delta, losses, trace, _ = w.train_round(base, corpus, spec, plan.H, plan.k, keep_states=states)
+        payload = encode(codec.compress({n: d * poison for n, d in delta.items()}, w.cstate))
+    return RoundWork(payload=payload, states=states, trace=list(trace), loss_before=_mnats(losses[0]),
+                     loss_after=_mnats(losses[-1]), tokens=plan.H * plan.tokens_per_step)
 
 
 def random_round(plan: JobPlan) -> RoundWork:
@@ -194,11 +176,13 @@ def random_round(plan: JobPlan) -> RoundWork:
 # ----------------------------------------------------------------------------- verification
 
 
-def verify(plan: JobPlan, start: bytes, end: bytes, spec: ShardSpec, *, start_hash: bytes, base_model_hash: bytes,
-           corpus: Corpus, device: str = "cpu") -> SegmentVerdict:
-    """Re-execute the k steps after ``start`` (trainer.verify.verify_segment, exact mode)."""
+def verify(plan: JobPlan, start: bytes, end: bytes, spec: ShardSpec, *, start_hash: bytes, end_hash: bytes,
+           base_model_hash: bytes, corpus: Corpus, device: str = "cpu") -> Verdict:
+    """Re-execute the k steps after ``start`` and compare with ``end`` (trainer.verify.verify_segment,
+    exact mode): both states must be the revealed trace entries."""
     return verify_segment(start, spec, plan.k, end, corpus=corpus, expected_start_hash=start_hash,
-                          base_model_hash=base_model_hash, inner=plan.inner, model=plan.model, device=device)
+                          expected_end_hash=end_hash, base_model_hash=base_model_hash, inner=plan.inner,
+                          model=plan.model, device=device)
 
 
 def quality(plan: JobPlan, base_bytes: bytes, payload: bytes, corpus: Corpus) -> int:

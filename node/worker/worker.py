@@ -126,7 +126,7 @@ class ProviderWorker:
         self._plans: dict[int, Any] = {}
         self._bad_jobs: set[int] = set()
         self._corpora: dict[str, Any] = {}
-        self._cstate: dict[int, Any] = {}
+        self._policy: dict[int, Any] = {}
         self._cursor: dict[int, int] = {}
         self._peers: tuple[float, list[str]] = (0.0, [])
 
@@ -324,11 +324,11 @@ class ProviderWorker:
             path = client.fetch(h, urls, self.store, tier=tier, round_key=round_key)
         return Path(path).read_bytes()
 
-    def _corpus(self, dataset_id: str) -> Any:
+    def _corpus(self, dataset_id: str, sources: Sequence[str] = ()) -> Any:
         from trainer.data import Corpus
 
         if dataset_id not in self._corpora:
-            data = self.fetch(dataset_id, tier="cold")
+            data = self.fetch(dataset_id, sources, tier="cold")
             self.store.pin(dataset_id)
             self._corpora[dataset_id] = Corpus(data)
         return self._corpora[dataset_id]
@@ -340,6 +340,7 @@ class ProviderWorker:
 
     def do_commit(self, job: dict[str, Any], r: dict[str, Any], me: dict[str, Any], height: int) -> None:
         from node.worker import ml
+        from trainer.commit import Binding
 
         jid, rn = int(r["job_id"]), int(r["round"])
         prog = self.progress.round(jid, rn)
@@ -371,14 +372,18 @@ class ProviderWorker:
             return self._submit(r, self.progress.round(jid, rn))
         spec = plan.shard_spec(rn, self.me, int(me["shard"]))
         base_hash = str(r["base_model_hash"])
-        cstate = self._cstate.setdefault(jid, _new_cstate())
+        chooser = self._policy.setdefault(jid, plan.compression())
         poison = POISON_SCALE if behaviour == "poison" else 1.0
+        sources = list(job["spec"].get("blob_sources") or [])
 
         def task() -> Any:
             t0 = time.perf_counter()
-            base = self.fetch(base_hash, tier="hot")
-            corpus = self._corpus(plan.dataset_id)
-            work = ml.train_round(plan, base, corpus, spec, cstate, device=self.device, poison=poison)
+            base = self.fetch(base_hash, sources, tier="hot")
+            corpus = self._corpus(plan.dataset_id, sources)
+            shapes = {n: tuple(p.shape) for n, p in ml.load_model(base, plan.model).named_parameters()}
+            codec = chooser.choose(rn, shapes)
+            binding = Binding(self.me_bytes, jid, rn, bytes.fromhex(base_hash))
+            work = ml.train_round(plan, base, corpus, spec, binding, codec, device=self.device, poison=poison)
             self.stats.trained_s += time.perf_counter() - t0
             log.info("round %d/%d: trained %d steps on shard %d in %.1fs, loss %.3f -> %.3f, payload %d B",
                      jid, rn, plan.H, spec.shard, time.perf_counter() - t0, work.loss_before / 1000,
@@ -454,17 +459,18 @@ class ProviderWorker:
             if n < FETCH_ATTEMPTS_BEFORE_INVALID and not last_chance:
                 raise
             return self._vote(jid, rn, target, False, 0, f"revealed states unavailable: {e}")
-        corpus = self._corpus(plan.dataset_id)
+        sources = list(job["spec"].get("blob_sources") or [])
+        corpus = self._corpus(plan.dataset_id, sources)
         spec = plan.shard_spec(rn, target, int(t["shard"]))
         v = ml.verify(plan, start, end, spec, start_hash=bytes.fromhex(rv["start_state_hash"]),
-                      base_model_hash=bytes.fromhex(r["base_model_hash"]), corpus=corpus, device=self.device)
+                      end_hash=bytes.fromhex(rv["end_state_hash"]), base_model_hash=bytes.fromhex(r["base_model_hash"]), corpus=corpus, device=self.device)
         q = 0
         if v.valid:
             q = 1
             try:
                 payload = self._payload(r, t, rk)
                 if payload is not None:
-                    q = ml.quality(plan, self.fetch(r["base_model_hash"]), payload, corpus)
+                    q = ml.quality(plan, self.fetch(r["base_model_hash"], sources), payload, corpus)
             except Exception as e:
                 log.info("quality of %s: payload not scored (%s); valid at quality 1", target, e)
         self._vote(jid, rn, target, v.valid, q, v.reason)
@@ -498,7 +504,7 @@ class ProviderWorker:
 
     # ------------------------------------------------------------------------- attest
 
-    def aggregate_round(self, r: dict[str, Any]) -> tuple[bytes, list[str], list[str]]:
+    def aggregate_round(self, r: dict[str, Any], job_sources: Sequence[str] = ()) -> tuple[bytes, list[str], list[str]]:
         """(new model bytes, included, excluded) for a round in attest phase: every accepted
         update whose bytes match its commitment, averaged in address order, applied to the
         round's base model (ml.next_model). BlobError when an update or the base is unavailable."""
@@ -519,7 +525,7 @@ class ProviderWorker:
             except ValueError as e:
                 log.info("round %d/%d: update of %s left out of the aggregate: %s", jid, rn, p["address"], e)
                 excluded.append(p["address"])
-        base = self.fetch(r["base_model_hash"], tier="hot")
+        base = self.fetch(r["base_model_hash"], list(job_sources), tier="hot")
         new = ml.next_model(plan, base, deltas) if deltas else base
         return new, sorted(deltas), excluded
 
@@ -528,7 +534,7 @@ class ProviderWorker:
         prog = self.progress.round(jid, rn)
         model_hash = prog.get("aggregated")
         if not (model_hash and self.store.has(model_hash)):
-            new, included, excluded = self.aggregate_round(r)
+            new, included, excluded = self.aggregate_round(r, job["spec"].get("blob_sources") or ())
             model_hash = self.store.put_bytes(new, tier="cold")
             self.store.pin(model_hash)
             self.progress.update(jid, rn, aggregated=model_hash)
@@ -558,9 +564,3 @@ class ProviderWorker:
             log.info("round %d/%d finalized: %s, reward %d, slashed %d", jid, rn, me["outcome"], me["reward"],
                      me["slashed"])
         self.progress.update(jid, rn, final=True)
-
-
-def _new_cstate() -> Any:
-    from trainer.compression import CompressionState
-
-    return CompressionState()
