@@ -47,6 +47,9 @@ SELF_BOND = 100_000 * LOCO
 TESTNET_PARAMS: dict[str, dict[str, int]] = {
     "staking": {"block_reward": LOCO, "unbonding_blocks": 50},
     "slashing": {"signed_blocks_window": 50, "downtime_jail_blocks": 20, "max_evidence_age_blocks": 50},
+    # verifiers are never a round's participants: with 4 providers, 2 train and 2 verify, and 2
+    # invalid votes prove fraud (node/testnet_market.py)
+    "jobs": {"min_fraud_verifiers": 2},
 }
 
 # On top of LOCAL_TUNING (node/config.py): a 4-node net on 2 cores.
@@ -203,6 +206,7 @@ def create(d: Path, validators: int, accounts: int, base_port: int, params: dict
         "bank": {"balances": balances},
         "staking": {"params": {k: str(v) for k, v in params.get("staking", {}).items()}, "validators": staking_vals},
         "slashing": {"params": {k: str(v) for k, v in params.get("slashing", {}).items()}},
+        "jobs": {"params": {k: str(v) for k, v in params.get("jobs", {}).items()}},
     }
     text = json.dumps(genesis, indent=2) + "\n"
     (d / "genesis.json").write_text(text)

@@ -7,9 +7,13 @@ the default base), and one ``loconet provider run`` process with its folder ``DI
 as fallback. ``--cheaters KIND:COUNT`` makes the last COUNT providers run ``--behaviour KIND``.
 
 The built-in job (unless ``--no-job``): a small byte-level GPT on the built-in text corpus
-(trainer.data.default_corpus_bytes: Python standard-library sources, named by sha256), every
-provider drawn in every round, challenge rate 100 % with up to 3 verifiers (so every cheat is
-examined and fraud can be proven), windows sized for 2 cores. The job's owner (validator0) hands
+(trainer.data.default_corpus_bytes: Python standard-library sources, named by sha256),
+challenge rate 100 % (every commitment is examined), windows sized for 2 cores. The chain never
+lets a round's participants verify each other, so the providers split: P − V train each round
+and V = min(3, P // 2) verify, and the testnet genesis sets jobs.min_fraud_verifiers to 2 so two
+invalid votes prove fraud. A cheater bonds CHEATER_BOND_FACTOR x more than the others (a rational
+cheater wants to be drawn: the draw is weighted by bond x reputation), which also makes its
+slash visible. The job's owner (validator0) hands
 the dataset and the initial model to the providers the way an owner would: it writes both into
 every provider's blob store, so each worker finds them by the hashes the job records.
 """
@@ -29,6 +33,7 @@ from node.paths import PROJECT_ROOT
 
 LOCO = 1_000_000
 PROVIDER_BOND = 2_000 * LOCO
+CHEATER_BOND_FACTOR = 4
 BLOB_OFFSET = 24  # 26656 + 24 = 26680
 CHEAT_KINDS = ("random-root", "withhold", "lazy-verifier", "poison")
 
@@ -124,8 +129,9 @@ def register_providers(d: Path, rpc: str, workers: list[WorkerInfo]) -> None:
     from node.worker.ml import detect_hardware
 
     hw = detect_hardware()
-    _send_all(rpc, d, [(w.key, build_register_provider(PROVIDER_BOND, hw, 50_000, "local", w.endpoint))
-                       for w in workers])
+    _send_all(rpc, d, [(w.key, build_register_provider(
+        PROVIDER_BOND * (1 if w.behaviour == "honest" else CHEATER_BOND_FACTOR), hw, 50_000, "local", w.endpoint))
+        for w in workers])
 
 
 def builtin_job(rounds: int, workers: list[WorkerInfo]) -> tuple[dict[str, Any], bytes, bytes]:
@@ -139,10 +145,12 @@ def builtin_job(rounds: int, workers: list[WorkerInfo]) -> tuple[dict[str, Any],
     data = default_corpus_bytes(400_000)
     model = initial_model_bytes(config_from_job(BUILTIN_JOB["model"]), 0)
     job = {k: v for k, v in BUILTIN_JOB.items()}
-    p = len(workers)
+    n = len(workers)
+    verifiers = max(1, min(3, n // 2)) if n > 1 else 1
+    p = max(1, n - verifiers)
     job.update(rounds=rounds, initial_model_hash=hashlib.sha256(model).hexdigest(), initial_model_bytes=len(model),
                dataset_id=hashlib.sha256(data).hexdigest(), dataset_bytes=len(data), participants_per_round=p,
-               num_shards=max(2 * p, 4), verifiers_per_challenge=max(1, min(3, p - 1)),
+               num_shards=max(2 * p, 4), verifiers_per_challenge=verifiers,
                blob_sources=[w.endpoint for w in workers[:8]])
     return job, data, model
 
