@@ -300,6 +300,12 @@ def stop_node(n: NodeInfo, *, kill: bool = False, timeout: float = 20.0) -> bool
     pid = _pid(n)
     if pid is None or not is_running(n):
         return False
+    return stop_group(pid, kill=kill, timeout=timeout)
+
+
+def stop_group(pid: int, *, kill: bool = False, timeout: float = 20.0) -> bool:
+    """SIGTERM (SIGKILL with ``kill``) to process group ``pid``; wait up to ``timeout`` for it,
+    then SIGKILL what is left of the group. False if it was already gone."""
     try:
         os.killpg(pid, signal.SIGKILL if kill else signal.SIGTERM)
     except ProcessLookupError:

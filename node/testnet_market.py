@@ -21,7 +21,6 @@ every provider's blob store, so each worker finds them by the hashes the job rec
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -228,25 +227,12 @@ def start_worker(d: Path, w: WorkerInfo) -> int:
 
 
 def stop_worker(w: WorkerInfo, *, kill: bool = False, timeout: float = 15.0) -> bool:
+    from node.testnet import stop_group
+
     pid = _pid(w)
     if pid is None or not is_running(w):
         return False
-    try:
-        os.killpg(pid, signal.SIGKILL if kill else signal.SIGTERM)
-    except ProcessLookupError:
-        return False
-    deadline = time.monotonic() + timeout
-    while is_running(w) and time.monotonic() < deadline:
-        time.sleep(0.05)
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    return True
+    return stop_group(pid, kill=kill, timeout=timeout)
 
 
 def worker_status(w: WorkerInfo) -> dict[str, Any]:

@@ -43,7 +43,7 @@ from node.market_msgs import (
     build_verdict,
     send_tx,
 )
-from node.rpc import RpcError, TxRejected
+from node.rpc import NodeUnreachable, RpcError, TxRejected
 from node.worker.follow import ChainFollower, Nodes
 from node.worker.progress import Progress
 
@@ -150,6 +150,8 @@ class ProviderWorker:
 
         try:
             p = self.nodes.query_json(f"/provider/{self.me}")
+        except NodeUnreachable as e:
+            raise WorkerError(str(e)) from None
         except RpcError as e:
             raise WorkerError(f"{self.me} ({self.cfg.key}) is not a registered provider ({e}): run "
                               f"`loconet tx provider register --from {self.cfg.key} ...` first") from None
