@@ -42,8 +42,11 @@ BUILTIN_JOB: dict[str, Any] = {
     "inner_steps": 40, "trace_interval": 10, "tokens_per_step": 256, "compression_policy": "dense+int8",
     # commit >= reveal + verdict + attest: round r+1 (opened at r's commit deadline) trains on the
     # model of round r-1, never older
-    "windows": {"commit": 18, "reveal": 4, "verdict": 8, "attest": 5},
+    "windows": {"commit": 20, "reveal": 4, "verdict": 10, "attest": 5},
     "challenge_bps": 10_000, "reward_per_round": 10 * LOCO, "verifier_reward_per_round": LOCO,
+    # 2 of the H/k = 4 segments opened and re-executed per challenge; exact mode: all workers
+    # share this machine's stack (trainer.determinism.stack_id)
+    "segments_per_challenge": 2, "determinism_mode": "exact",
 }
 
 
@@ -139,6 +142,7 @@ def builtin_job(rounds: int, workers: list[WorkerInfo]) -> tuple[dict[str, Any],
     import hashlib
 
     from trainer.data import default_corpus_bytes
+    from trainer.determinism import stack_id
     from trainer.portable_init import config_from_job, initial_model_bytes
 
     data = default_corpus_bytes(400_000)
@@ -150,7 +154,7 @@ def builtin_job(rounds: int, workers: list[WorkerInfo]) -> tuple[dict[str, Any],
     job.update(rounds=rounds, initial_model_hash=hashlib.sha256(model).hexdigest(), initial_model_bytes=len(model),
                dataset_id=hashlib.sha256(data).hexdigest(), dataset_bytes=len(data), participants_per_round=p,
                num_shards=max(2 * p, 4), verifiers_per_challenge=verifiers,
-               blob_sources=[w.endpoint for w in workers[:8]])
+               blob_sources=[w.endpoint for w in workers[:8]], stack=stack_id("cpu"))
     return job, data, model
 
 

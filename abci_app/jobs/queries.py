@@ -120,6 +120,12 @@ def _participant_json(p: jobs_pb2.Participant) -> dict[str, Any]:
             "segment": p.segment,
             "segments": list(p.segments),
             "opened": [o.segment for o in p.reveals],
+            "reveals": [
+                {"segment": o.segment, "start_state_hash": o.start_state_hash.hex(),
+                 "end_state_hash": o.end_state_hash.hex(), "start_location": o.start_location,
+                 "end_location": o.end_location, "height": o.height}
+                for o in p.reveals
+            ],
             "verifiers": [
                 {"address": to_bech32(v.address), "stake": v.stake, "panel": v.panel, "committed": bool(v.vote_hash),
                  "voted": v.voted, "valid": v.valid, "quality": v.quality, "evidence": v.evidence.hex(),

@@ -60,6 +60,7 @@ class JobPlan:
     dataset_id: str
     policy: str  # the job's compression policy (abci_app/jobs/policy.py grammar)
     tokens_per_step: int
+    tolerance: float | None = None  # None: exact mode (state bytes identical); else relative distance
 
     @classmethod
     def from_job(cls, job: dict[str, Any]) -> JobPlan:
@@ -74,7 +75,9 @@ class JobPlan:
         plan = cls(job_id=int(job["id"]), model=cfg, inner=InnerConfig(), H=int(s["inner_steps"]),
                    k=int(s["trace_interval"]), batch_size=int(s["tokens_per_step"]) // ctx,
                    n_shards=int(s["num_shards"]), dataset_id=str(s["dataset_id"]),
-                   policy=str(s["compression_policy"]), tokens_per_step=int(s["tokens_per_step"]))
+                   policy=str(s["compression_policy"]), tokens_per_step=int(s["tokens_per_step"]),
+                   tolerance=(int(s.get("tolerance_ppm", 0)) / 1e6
+                              if s.get("determinism_mode") == "tolerance" else None))
         plan.compression()  # refuse a policy the trainer cannot run now, not at the first round
         return plan
 
@@ -179,10 +182,10 @@ def random_round(plan: JobPlan) -> RoundWork:
 def verify(plan: JobPlan, start: bytes, end: bytes, spec: ShardSpec, *, start_hash: bytes, end_hash: bytes,
            base_model_hash: bytes, corpus: Corpus, device: str = "cpu") -> Verdict:
     """Re-execute the k steps after ``start`` and compare with ``end`` (trainer.verify.verify_segment,
-    exact mode): both states must be the revealed trace entries."""
-    return verify_segment(start, spec, plan.k, end, corpus=corpus, expected_start_hash=start_hash,
-                          expected_end_hash=end_hash, base_model_hash=base_model_hash, inner=plan.inner,
-                          model=plan.model, device=device)
+    in the job's determinism mode): both states must be the revealed trace entries."""
+    return verify_segment(start, spec, plan.k, end, corpus=corpus, tolerance=plan.tolerance,
+                          expected_start_hash=start_hash, expected_end_hash=end_hash,
+                          base_model_hash=base_model_hash, inner=plan.inner, model=plan.model, device=device)
 
 
 def quality(plan: JobPlan, base_bytes: bytes, payload: bytes, corpus: Corpus) -> int:

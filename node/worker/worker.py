@@ -422,38 +422,47 @@ class ProviderWorker:
     # ------------------------------------------------------------------------- reveal
 
     def do_reveal(self, job: dict[str, Any], r: dict[str, Any], me: dict[str, Any]) -> None:
+        """Open every challenged segment not opened yet (one MsgRevealSegment each, one tx)."""
         jid, rn = int(r["job_id"]), int(r["round"])
         prog = self.progress.round(jid, rn)
         trace = prog.get("trace")
         if not trace:
             raise RuntimeError("no trace recorded for this round (lost before the restart?): cannot reveal")
-        seg = int(me["challenge"]["segment"])
-        msg = build_reveal_from_trace(jid, rn, seg, [bytes.fromhex(h) for h in trace], self._loc(trace[seg]),
-                                      self._loc(trace[seg + 1]), provider=self.me_bytes,
-                                      base_model=bytes.fromhex(r["base_model_hash"]))
-        res = self._send(msg)
+        ch = me["challenge"]
+        todo = [s for s in (ch.get("segments") or [ch["segment"]]) if s not in (ch.get("opened") or [])]
+        hashes = [bytes.fromhex(h) for h in trace]
+        msgs = [build_reveal_from_trace(jid, rn, int(s), hashes, self._loc(trace[s]), self._loc(trace[s + 1]),
+                                        provider=self.me_bytes, base_model=bytes.fromhex(r["base_model_hash"]))
+                for s in todo]
+        if not msgs:
+            return
+        res = self.nodes.call(lambda c: send_tx(c, self.key.signer, msgs, fee=self.cfg.fee))
         self.progress.update(jid, rn, revealed=res["txhash"])
         self.stats.revealed += 1
-        log.info("round %d/%d: revealed segment %d at height %d", jid, rn, seg, res["height"])
+        log.info("round %d/%d: revealed segment(s) %s at height %d", jid, rn, todo, res["height"])
 
     # ------------------------------------------------------------------------- verify
 
     def do_verify(self, job: dict[str, Any], r: dict[str, Any], t: dict[str, Any], height: int) -> None:
+        """Re-execute every segment the target opened; VALID only if all re-execute to the
+        revealed end states (the job's determinism mode), then score the update's quality."""
         from node.blobs import BlobError
         from node.worker import ml
 
         jid, rn = int(r["job_id"]), int(r["round"])
         target = t["address"]
         ch = t["challenge"]
-        rv = ch["reveal"]
         plan = self._plans[jid]
         if self.cfg.behaviour == "lazy-verifier":
             return self._vote(jid, rn, target, True, ml.MAX_QUALITY, "lazy: not re-executed")
+        openings = ch.get("reveals") or [dict(ch["reveal"], segment=ch["segment"])]
         endpoint = self._endpoint_of(target)
         rk = f"{jid}/{rn}"
+        sources = list(job["spec"].get("blob_sources") or [])
         try:
-            start = self.fetch(rv["start_state_hash"], [rv["start_location"], endpoint], tier="temp", round_key=rk)
-            end = self.fetch(rv["end_state_hash"], [rv["end_location"], endpoint], tier="temp", round_key=rk)
+            states = [(o, self.fetch(o["start_state_hash"], [o["start_location"], endpoint], tier="temp", round_key=rk),
+                       self.fetch(o["end_state_hash"], [o["end_location"], endpoint], tier="temp", round_key=rk))
+                      for o in openings]
         except BlobError as e:
             key = f"{jid}/{rn}/{target}"
             n = self._fetch_failures[key] = self._fetch_failures.get(key, 0) + 1
@@ -461,21 +470,24 @@ class ProviderWorker:
             if n < FETCH_ATTEMPTS_BEFORE_INVALID and not last_chance:
                 raise
             return self._vote(jid, rn, target, False, 0, f"revealed states unavailable: {e}")
-        sources = list(job["spec"].get("blob_sources") or [])
         corpus = self._corpus(plan.dataset_id, sources)
         spec = plan.shard_spec(rn, target, int(t["shard"]))
-        v = ml.verify(plan, start, end, spec, start_hash=bytes.fromhex(rv["start_state_hash"]),
-                      end_hash=bytes.fromhex(rv["end_state_hash"]), base_model_hash=bytes.fromhex(r["base_model_hash"]), corpus=corpus, device=self.device)
-        q = 0
-        if v.valid:
-            q = 1
-            try:
-                payload = self._payload(r, t, rk)
-                if payload is not None:
-                    q = ml.quality(plan, self.fetch(r["base_model_hash"], sources), payload, corpus)
-            except Exception as e:
-                log.info("quality of %s: payload not scored (%s); valid at quality 1", target, e)
-        self._vote(jid, rn, target, v.valid, q, v.reason)
+        why = "no segment opened"
+        for o, start, end in states:
+            v = ml.verify(plan, start, end, spec, start_hash=bytes.fromhex(o["start_state_hash"]),
+                          end_hash=bytes.fromhex(o["end_state_hash"]),
+                          base_model_hash=bytes.fromhex(r["base_model_hash"]), corpus=corpus, device=self.device)
+            why = f"segment {o['segment']}: {v.reason}"
+            if not v.valid:
+                return self._vote(jid, rn, target, False, 0, why)
+        q = 1
+        try:
+            payload = self._payload(r, t, rk)
+            if payload is not None:
+                q = ml.quality(plan, self.fetch(r["base_model_hash"], sources), payload, corpus)
+        except Exception as e:
+            log.info("quality of %s: payload not scored (%s); valid at quality 1", target, e)
+        self._vote(jid, rn, target, True, q, f"{len(states)} segment(s) re-executed; last {why}")
 
     def _vote(self, jid: int, rn: int, target: str, valid: bool, q: int, why: str) -> None:
         res = self._send(build_verdict(jid, rn, from_bech32(target), valid, q))
