@@ -19,9 +19,10 @@ move bytes between CometBFT and the store:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from abci_app import vote_extensions
 from abci_app.auth.keeper import process_sequence
 from abci_app.bank import keeper as bank
 from abci_app.bank.keys import FEE_COLLECTOR
@@ -97,12 +98,15 @@ def execute_block(state: KVReader, block: BlockContext, txs: list[bytes], sigs: 
     """The state transition. Hooks run in ``MODULES`` order: begin-block (liveness, evidence),
     the txs in block order, end-block (rounds, fees and rewards, validator updates)."""
     store = CacheKV(state)
+    votes, injected = vote_extensions.split_block(txs)
+    if injected:
+        block = replace(block, vote_extensions=votes)
     begin = Ctx(block, store)
     for m in MODULES:
         if m.begin_block is not None:
             m.begin_block(begin)
     ctx = Ctx(block, store)
-    results = [process_tx(ctx, raw, sigs) for raw in txs]
+    results = [abci.ExecTxResult(code=0)] * injected + [process_tx(ctx, raw, sigs) for raw in txs[injected:]]
     end = Ctx(block, store)
     updates: list[abci.ValidatorUpdate] = []
     for m in MODULES:
@@ -140,7 +144,7 @@ def check_genesis_params(store: KVReader) -> None:
         )
 
 
-def block_context(req: abci.RequestFinalizeBlock, chain_id: str) -> BlockContext:
+def block_context(req: abci.RequestFinalizeBlock, chain_id: str, last_app_hash: bytes = b"") -> BlockContext:
     votes = tuple(
         Vote(v.validator.address, v.validator.power, v.block_id_flag == 2)  # BLOCK_ID_FLAG_COMMIT
         for v in req.decided_last_commit.votes
@@ -156,6 +160,7 @@ def block_context(req: abci.RequestFinalizeBlock, chain_id: str) -> BlockContext
         chain_id=chain_id,
         last_commit=votes,
         misbehavior=evidence,
+        last_app_hash=last_app_hash,
     )
 
 
@@ -177,8 +182,10 @@ class HistoricalReader:
 
 
 class Application:
-    def __init__(self, store: MerkleStore, *, check_invariants: bool = False, snapshots: Snapshotter | None = None) -> None:
+    def __init__(self, store: MerkleStore, *, check_invariants: bool = False, snapshots: Snapshotter | None = None,
+                 extension_keys: vote_extensions.ExtensionKeys | None = None) -> None:
         self.store = store
+        self.extension_keys = extension_keys or vote_extensions.ExtensionKeys()  # signs this node's vote extensions
         self.snapshots = snapshots  # takes and serves state-sync snapshots (None: serves none)
         self._restore: Restore | None = None  # the snapshot being applied (state sync)
         self.sigs = SignatureCache()
@@ -269,6 +276,10 @@ class Application:
 
     def prepare_proposal(self, req: abci.RequestPrepareProposal) -> abci.ResponsePrepareProposal:
         out, size = [], 0
+        injected = vote_extensions.inject(self._base(), req.local_last_commit, req.height)
+        if injected is not None:
+            out.append(injected)
+            size += len(injected)
         for raw in req.txs:
             if size + len(raw) > req.max_tx_bytes:
                 break
@@ -278,15 +289,19 @@ class Application:
         return abci.ResponsePrepareProposal(txs=out)
 
     def process_proposal(self, req: abci.RequestProcessProposal) -> abci.ResponseProcessProposal:
-        ok = all(len(raw) <= MAX_TX_BYTES and self._stateless_ok(raw) for raw in req.txs)
+        why, txs = vote_extensions.check_proposal(self._base(), req.proposed_last_commit, list(req.txs), req.height,
+                                                  self.chain_id)
+        ok = why is None and all(len(raw) <= MAX_TX_BYTES and self._stateless_ok(raw) for raw in txs)
         status = abci.ResponseProcessProposal.ACCEPT if ok else abci.ResponseProcessProposal.REJECT
         return abci.ResponseProcessProposal(status=status)
 
     def extend_vote(self, req: abci.RequestExtendVote) -> abci.ResponseExtendVote:
-        return abci.ResponseExtendVote(vote_extension=b"")
+        ext = vote_extensions.extend_vote(self._base(), req.height, self.chain_id, self.extension_keys)
+        return abci.ResponseExtendVote(vote_extension=ext)
 
     def verify_vote_extension(self, req: abci.RequestVerifyVoteExtension) -> abci.ResponseVerifyVoteExtension:
-        ok = req.vote_extension == b""
+        ok = vote_extensions.verify_vote_extension(self._base(), req.validator_address, req.height, self.chain_id,
+                                                   req.vote_extension)
         s = abci.ResponseVerifyVoteExtension
         return s(status=s.ACCEPT if ok else s.REJECT)
 
@@ -294,7 +309,7 @@ class Application:
     def finalize_block(self, req: abci.RequestFinalizeBlock) -> abci.ResponseFinalizeBlock:
         if req.height != self.store.height + 1:
             raise RuntimeError(f"FinalizeBlock at height {req.height}; store is at {self.store.height}")
-        block = block_context(req, self.chain_id)
+        block = block_context(req, self.chain_id, self.store.app_hash if self.store.height else b"")
         base = self._base()
         result = execute_block(base, block, list(req.txs), self.sigs)
         writes = result.writes

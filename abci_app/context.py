@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from abci_app.pb import abci
+from abci_app.pb import abci, vote_extension_pb2
 from abci_app.store import CacheKV
 
 
@@ -40,6 +40,9 @@ class BlockContext:
     chain_id: str
     last_commit: tuple[Vote, ...] = ()
     misbehavior: tuple[Misbehavior, ...] = ()
+    last_app_hash: bytes = b""  # app hash after the previous block (in this block's header)
+    # (validator, extension) carried by the block from the last commit (abci_app/vote_extensions.py)
+    vote_extensions: tuple[tuple[bytes, vote_extension_pb2.VoteExtension], ...] = ()
 
 
 @dataclass(slots=True)

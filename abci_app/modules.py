@@ -25,6 +25,7 @@ from abci_app.providers.params import get_params as get_providers_params
 from abci_app.providers.params import params_to_json as providers_params_to_json
 from abci_app.providers.queries import query_provider as query_provider_record
 from abci_app.querying import QueryError, to_json
+from abci_app.settlement.module import new_module as new_settlement_module
 from abci_app.slashing.module import new_module as new_slashing_module
 from abci_app.slashing.params import SLASHING_PARAMS_KEY
 from abci_app.slashing.params import get_params as get_slashing_params
@@ -40,8 +41,10 @@ from abci_app.store import KVReader
 # expected_keepers); the keepers are passed in here, so neither imports the other module.
 SLASHING = new_slashing_module(staking_keeper)
 JOBS = new_jobs_module(providers_keeper)
+SETTLEMENT = new_settlement_module(staking_keeper)
 
-MODULES: tuple[ModuleSpec, ...] = (AUTH, BANK, SLASHING, PROVIDERS, JOBS, STAKING)
+# settlement last: its begin-block makes checkpoints from the state after the previous block
+MODULES: tuple[ModuleSpec, ...] = (AUTH, BANK, SLASHING, PROVIDERS, JOBS, STAKING, SETTLEMENT)
 
 
 T = TypeVar("T")

@@ -19,14 +19,17 @@ if not (_GEN / "tendermint").is_dir():
 if str(_GEN) not in sys.path:
     sys.path.insert(0, str(_GEN))
 
+from loconet.abci.v1 import vote_extension_pb2
 from loconet.bank.v1 import bank_pb2
 from loconet.jobs.v1 import jobs_pb2
 from loconet.providers.v1 import providers_pb2
+from loconet.settlement.v1 import settlement_pb2
 from loconet.staking.v1 import staking_pb2
 from loconet.state.v1 import state_pb2
 from loconet.tx.v1 import tx_pb2
 from tendermint.abci import types_pb2 as abci
 from tendermint.crypto import keys_pb2, proof_pb2
+from tendermint.types import canonical_pb2
 
 
 def _enum_prefix(enum: EnumTypeWrapper) -> str:
@@ -55,5 +58,6 @@ def enum_names(enum: EnumTypeWrapper) -> list[str]:
 
 
 __all__ = [
-    "abci", "bank_pb2", "enum_name", "enum_names", "jobs_pb2", "keys_pb2", "proof_pb2", "providers_pb2", "staking_pb2", "state_pb2", "tx_pb2",
+    "abci", "canonical_pb2", "bank_pb2", "enum_name", "enum_names", "jobs_pb2", "keys_pb2", "proof_pb2", "providers_pb2", "settlement_pb2", "staking_pb2", "state_pb2", "tx_pb2",
+    "vote_extension_pb2",
 ]

@@ -184,11 +184,16 @@ class AppConfig:
                              "snapshot_chunk_bytes >= 1")
         snaps = Snapshotter(store, home / "data" / "snapshots", interval=self.snapshot_interval,
                             keep=self.snapshot_keep, chunk_bytes=self.snapshot_chunk_bytes)
+        from abci_app.vote_extensions import ExtensionKeys
+        from node import settlement_key
+
+        keys = ExtensionKeys(settlement=settlement_key.load(home))  # signs checkpoints in ExtendVote
         if metrics is not None:
             from node.metrics import MeteredApplication
 
-            return MeteredApplication(store, check_invariants=self.check_invariants, snapshots=snaps, metrics=metrics)
-        return Application(store, check_invariants=self.check_invariants, snapshots=snaps)
+            return MeteredApplication(store, check_invariants=self.check_invariants, snapshots=snaps, metrics=metrics,
+                                      extension_keys=keys)
+        return Application(store, check_invariants=self.check_invariants, snapshots=snaps, extension_keys=keys)
 
 
 def cometbft_rpc_url(home: Path) -> str:

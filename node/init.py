@@ -51,7 +51,13 @@ def init_home(
     # CometBFT drops evidence older than this; equal to slashing.max_evidence_age_blocks (100),
     # which may not exceed staking.unbonding_blocks (100)
     genesis["consensus_params"]["evidence"]["max_age_num_blocks"] = "100"
+    # vote extensions from the first block: validators sign settlement checkpoints in ExtendVote
+    genesis["consensus_params"]["abci"]["vote_extensions_enable_height"] = "1"
+    from node import settlement_key
+
+    evm_address = settlement_key.create(home)
     genesis["app_state"] = {
+        "settlement": {"keys": [{"validator": pv["address"], "evm_address": evm_address}]},
         "bank": {"balances": [{"address": key.address, "amount": str(VALIDATOR_FUNDS)}]},
         "staking": {  # the genesis self-bond (100,000 of the 1,000,000 LOCO) gives the validator its power
             "params": {"block_reward": str(ULOCO_PER_LOCO)},

@@ -180,7 +180,9 @@ def create(d: Path, validators: int, accounts: int, base_port: int, params: dict
         raise TestnetError(f"{d} is not empty and holds no testnet: pick another --dir or empty it")
     keyring = Keyring(d)
     nodes: list[NodeInfo] = []
-    balances, staking_vals = [], []
+    from node import settlement_key
+
+    balances, staking_vals, settlement_keys = [], [], []
     for i in range(validators):
         home = (d / f"node{i}").resolve()
         _cometbft_init(home)
@@ -191,6 +193,7 @@ def create(d: Path, validators: int, accounts: int, base_port: int, params: dict
                               _node_id(home), pv["address"], f"validator{i}"))
         balances.append({"address": op.address, "amount": str(ACCOUNT_FUNDS)})
         staking_vals.append({"pub_key": pv["pub_key"]["value"], "operator": op.address, "moniker": f"node{i}", "self_bond": str(SELF_BOND)})
+        settlement_keys.append({"validator": pv["address"], "evm_address": settlement_key.create(home)})
     for j in range(accounts):
         balances.append({"address": keyring.add(f"account{j}").address, "amount": str(ACCOUNT_FUNDS)})
     for j in range(providers):
@@ -202,11 +205,14 @@ def create(d: Path, validators: int, accounts: int, base_port: int, params: dict
     # CometBFT drops evidence older than this; keep it equal to the app's own limit
     age = params.get("slashing", {}).get("max_evidence_age_blocks", TESTNET_PARAMS["slashing"]["max_evidence_age_blocks"])
     genesis["consensus_params"]["evidence"]["max_age_num_blocks"] = str(age)
+    # vote extensions from the first block: validators sign settlement checkpoints in ExtendVote
+    genesis["consensus_params"]["abci"]["vote_extensions_enable_height"] = "1"
     genesis["app_state"] = {
         "bank": {"balances": balances},
         "staking": {"params": {k: str(v) for k, v in params.get("staking", {}).items()}, "validators": staking_vals},
         "slashing": {"params": {k: str(v) for k, v in params.get("slashing", {}).items()}},
         "jobs": {"params": {k: str(v) for k, v in params.get("jobs", {}).items()}},
+        "settlement": {"params": {k: str(v) for k, v in params.get("settlement", {}).items()}, "keys": settlement_keys},
     }
     text = json.dumps(genesis, indent=2) + "\n"
     (d / "genesis.json").write_text(text)

@@ -98,7 +98,7 @@ def test_scan_allows_integer_maths_paths_and_sorted_json() -> None:
 
 # The module graph: which domain modules a module may import (everything else it reaches through a
 # Protocol it declares, wired in abci_app/modules.py). bank is the ledger every module pays through.
-DOMAIN = ("auth", "bank", "staking", "slashing", "providers", "jobs")
+DOMAIN = ("auth", "bank", "staking", "slashing", "providers", "jobs", "settlement")
 MAY_IMPORT = {
     "auth": set(),
     "bank": {"auth"},
@@ -106,6 +106,7 @@ MAY_IMPORT = {
     "slashing": set(),
     "providers": {"bank"},
     "jobs": {"bank"},
+    "settlement": {"bank"},
 }
 
 
