@@ -5,7 +5,7 @@ bonded, unbonded and unjailed, validators absent from the last commit (downtime)
 duplicate-vote evidence (double sign), providers registering, topping up and exiting, jobs
 created and cancelled, and every live round's participants, verifiers and attesters doing their
 duty, skipping it or doing it wrong, so rounds advance through commit, reveal, verdict, attest
-and finalize with every outcome. About one tx in six is malformed on purpose (bad signature,
+and finalize with every outcome. About one random tx in seven is malformed on purpose (bad signature,
 wrong chain, sequence gap or replay, timed out, garbage bytes, unpayable fee).
 
 The blocks are driven by stakekit's ``StakeChain`` (CometBFT-like decided last commits and
