@@ -173,6 +173,7 @@ class HistoricalReader:
 
     def __init__(self, store: MerkleStore, height: int) -> None:
         self._s, self._h = store, height
+        store.get_at(META_CHAIN_ID, height)  # a pruned or future height fails here, before any argument
 
     def get(self, key: bytes) -> bytes | None:
         return self._s.get_at(key, self._h)
@@ -358,6 +359,8 @@ class Application:
         if req.path == "/simulate":
             return self.simulate(req.data)
         try:
+            if req.height < 0:
+                raise ValueError(f"height {req.height} is negative: give a committed height, or 0 for the latest")
             reader: KVReader = self.store if height == self.store.height else HistoricalReader(self.store, height)
             parts, params = parse_path(req.path)
             if not parts or parts[0] not in QUERIES:

@@ -26,12 +26,20 @@ def parse_path(path: str) -> tuple[list[str], dict[str, str]]:
     return [p for p in base.split("/") if p], params
 
 
+def parse_u64(text: str, what: str) -> int:
+    """``text`` as an unsigned 64-bit integer written in ASCII decimal digits; anything else (a
+    sign, spaces, ``1e3``, ``0x1``, Unicode digits such as ``١`` or ``²``, 2^64 and more) is a
+    QueryError naming ``what`` (code 1), never Python's own int() error."""
+    if not (0 < len(text) <= 20 and text.isascii() and text.isdigit()) or int(text) >= 1 << 64:
+        shown = text if len(text) <= 24 else text[:24] + "..."
+        raise QueryError(f"{what} must be an unsigned integer below 2^64 (decimal digits), got {shown!r}")
+    return int(text)
+
+
 def int_param(params: dict[str, str], name: str, default: int, hi: int | None = None) -> int:
     """Query parameter ``name`` as a non-negative integer (``default`` when absent), capped at ``hi``."""
     v = params.get(name, "")
     if v == "":
         return default
-    if not v.isdigit():
-        raise QueryError(f"{name} must be a non-negative integer, got {v!r}")
-    n = int(v)
+    n = parse_u64(v, name)
     return min(n, hi) if hi is not None else n

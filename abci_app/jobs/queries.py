@@ -14,17 +14,15 @@ from abci_app.codec.address import from_bech32, to_bech32
 from abci_app.jobs import keeper, sla
 from abci_app.jobs.audit import compute_catch_bps, compute_verifier_compute_bps
 from abci_app.jobs.keys import job_key, round_key, sla_key
-from abci_app.pb import enum_name, jobs_pb2
-from abci_app.querying import QueryError, int_param, to_json
+from abci_app.pb import enum_name, enum_names, jobs_pb2
+from abci_app.querying import QueryError, int_param, parse_u64, to_json
 from abci_app.store import KVReader
 
 MAX_LIMIT = 100
 
 
-def _u64(s: str, what: str) -> int:
-    if not s.isdigit() or int(s) >= 1 << 64:
-        raise QueryError(f"{what} must be an unsigned integer, got {s!r}")
-    return int(s)
+_u64 = parse_u64
+JOB_STATUSES = enum_names(jobs_pb2.JobStatus)[1:]  # every status but UNSPECIFIED (0)
 
 
 def job_to_json(j: jobs_pb2.Job) -> dict[str, Any]:
@@ -186,6 +184,8 @@ def query_jobs(reader: KVReader, args: list[str], params: dict[str, str]) -> tup
         raise QueryError("usage: /jobs?owner=loco1...&status=active&from=N&limit=N")
     owner = from_bech32(params["owner"]) if params.get("owner") else None
     status = params.get("status", "")
+    if status and status not in JOB_STATUSES:
+        raise QueryError(f"status must be one of {', '.join(JOB_STATUSES)}; got {status[:40]!r}")
     start = int_param(params, "from", 0)
     limit = int_param(params, "limit", MAX_LIMIT, MAX_LIMIT)
     all_ = [

@@ -16,6 +16,8 @@ def query_signing_info(reader: KVReader, args: list[str], params: dict[str, str]
         cons = bytes.fromhex(args[0])
     except ValueError:
         raise QueryError(f"{args[0]!r} is not a hex consensus address") from None
+    if len(cons) != 20:
+        raise QueryError("a consensus address is 20 bytes (40 hex characters)")
     info = get_signing_info(reader, cons)
     p = get_params(reader)
     data = {

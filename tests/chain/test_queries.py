@@ -59,3 +59,44 @@ def test_supply_query(chain: Chain) -> None:
     from abci_app.bank import keeper
 
     assert json.loads(q(chain, "/supply").value)["supply"] == keeper.get_supply(chain.store)
+
+
+# ---- red-team regressions: hostile query arguments get a stable code and a readable log
+
+
+def test_invalid_query_numbers_are_ascii_u64(chain: Chain) -> None:
+    # Unicode digits used to pass str.isdigit(): /job/١ read job 1, /jobs?from=² leaked int()'s
+    # error, and 5000 digits leaked "use sys.set_int_max_str_digits()" with code 2
+    for path in ("/job/١", "/job/²", "/job/-1", "/job/+1", "/job/ 1", "/job/1e3", "/job/0x1",
+                 "/job/18446744073709551616", "/job/" + "9" * 5000, "/round/1/" + "9" * 5000,
+                 "/rounds/١", "/jobs?from=-1", "/jobs?from=²", "/jobs?limit=" + "9" * 5000,
+                 "/providers?from=1.5", "/providers?limit=" + "9" * 30):
+        r = q(chain, path)
+        assert (r.code, r.codespace) == (1, "query"), (path[:40], r.code, r.log)
+        assert "unsigned integer" in r.log and "sys.set_int" not in r.log and len(r.log) < 200, r.log
+    assert q(chain, "/jobs?from=18446744073709551615&limit=0").code == 0  # the largest u64 is fine
+
+
+def test_invalid_query_negative_height(chain: Chain) -> None:
+    for h in (-1, -(2**63)):
+        r = q(chain, "/supply", height=h, prove=True)
+        assert (r.code, r.codespace) == (2, "query") and "negative" in r.log and not r.proof_ops.ops
+
+
+def test_invalid_query_future_height_before_arguments(chain: Chain) -> None:
+    # the height is checked first: a future height is code 2 whatever the path's arguments
+    r = q(chain, "/job/x", height=chain.store.height + 1)
+    assert r.code == 2 and "height" in r.log
+
+
+def test_invalid_signing_info_address_length(chain: Chain) -> None:
+    for arg in ("ab", "00" * 19, "00" * 21, "zz"):
+        r = q(chain, "/signing_info/" + arg)
+        assert (r.code, r.codespace) == (1, "query"), (arg, r.log)
+    assert q(chain, "/signing_info/" + "00" * 20).code == 0
+
+
+def test_invalid_jobs_status(chain: Chain) -> None:
+    r = q(chain, "/jobs?status=zzz")
+    assert r.code == 1 and "active" in r.log  # names the statuses, no silent empty page
+    assert q(chain, "/jobs?status=active").code == 0
