@@ -374,7 +374,7 @@ class Application:
             return resp
         except QueryError as e:
             return abci.ResponseQuery(code=e.code, codespace="query", log=str(e), height=height)
-        except (StoreError, ValueError, LoconetError) as e:  # pruned/future height, bad input
+        except (StoreError, ValueError, OverflowError, LoconetError) as e:  # pruned/future height, bad input
             log = e.log if isinstance(e, LoconetError) else str(e)
             return abci.ResponseQuery(code=2, codespace="query", log=log, height=height)
 

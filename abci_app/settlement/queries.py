@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from abci_app.pb import settlement_pb2
-from abci_app.querying import QueryError, to_json
+from abci_app.querying import QueryError, parse_u64, to_json
 from abci_app.settlement import evm, keeper
 from abci_app.settlement.keys import (
     LATEST_CHECKPOINT_KEY,
@@ -58,8 +58,8 @@ def query_checkpoint(reader: KVReader, args: list[str], params: dict[str, str]) 
         cp = keeper.pending_checkpoint(reader)
         if cp is None:
             raise QueryError("no checkpoint is pending")
-    elif args[0].isdigit():
-        cp = keeper.get_checkpoint(reader, int(args[0]))
+    elif args[0][:1].isdigit():
+        cp = keeper.get_checkpoint(reader, parse_u64(args[0], "checkpoint number"))
         if cp is None:
             raise QueryError(f"checkpoint {args[0]} not found (latest is {keeper.latest_number(reader)})")
     else:

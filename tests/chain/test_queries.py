@@ -100,3 +100,12 @@ def test_invalid_jobs_status(chain: Chain) -> None:
     r = q(chain, "/jobs?status=zzz")
     assert r.code == 1 and "active" in r.log  # names the statuses, no silent empty page
     assert q(chain, "/jobs?status=active").code == 0
+
+
+def test_invalid_checkpoint_number(chain: Chain) -> None:
+    # /checkpoint/2^64 used to raise OverflowError out of app.query (u64_key), /checkpoint/١ read 1
+    for arg in ("18446744073709551616", "9" * 5000, "١", "1x"):
+        r = q(chain, "/checkpoint/" + arg, prove=True)
+        assert (r.code, r.codespace) == (1, "query"), (arg[:30], r.code, r.log)
+        assert "sys.set_int" not in r.log
+    assert q(chain, "/checkpoint/18446744073709551615").code == 1  # largest u64: simply not found
