@@ -288,7 +288,8 @@ def start_node(n: NodeInfo) -> int:
         deadline = time.monotonic() + 10  # a node just killed may leave its ports a moment
         while not is_port_free(port):
             if time.monotonic() > deadline:
-                raise TestnetError(f"{n.name}: port {port} ({what}) is in use by another process: stop it, or use --base-port")
+                raise TestnetError(f"{n.name}: port {port} ({what}) is in use by another process: stop it, or move "
+                                   f"the network: `loconet testnet down` then `loconet testnet up --base-port P` (same --dir)")
             time.sleep(0.2)
     log = open(n.path / "node.log", "ab")  # noqa: SIM115 (handed to the detached child)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -373,36 +374,40 @@ def check_agreement(nodes: list[NodeInfo], statuses: list[dict[str, Any]]) -> tu
 
 def wait_producing(nodes: list[NodeInfo], min_height: int = 2, timeout: float = 90.0, progress: bool = True) -> list[dict[str, Any]]:
     """Wait until every node is at >= min_height and all agree on the app hash. Progress goes
-    to stderr: one updating line on a terminal, a line every 5 s otherwise."""
+    to stderr: a rich status line (spinner, each node's height) on a terminal, a line every 5 s
+    otherwise."""
     deadline = time.monotonic() + timeout
     start = time.monotonic()
-    last = ""
-    tty = sys.stderr.isatty()
+    status = None
+    if progress and sys.stderr.isatty():
+        from rich.console import Console
+
+        status = Console(stderr=True).status("waiting for blocks")
+        status.start()
     next_line = start + 5
-    while True:
-        sts = [node_status(n) for n in nodes]
-        if all(s["height"] is not None and s["height"] >= min_height and not s["catching_up"] for s in sts):
-            _, hashes = check_agreement(nodes, sts)
-            if len(set(hashes.values())) == 1 and None not in hashes.values():
-                if progress:
-                    print(f"\r{' ' * len(last)}\r", end="", file=sys.stderr)
-                return sts
-        if progress:
-            line = f"waiting for blocks ({time.monotonic() - start:4.1f}s): " + " ".join(
-                f"{s['name']}={s['height'] if s['height'] is not None else '-'}" for s in sts)
-            if tty:
-                print(f"\r{line:<{len(last)}}", end="", file=sys.stderr, flush=True)
-                last = line
-            elif time.monotonic() >= next_line:
-                print(line, file=sys.stderr, flush=True)
-                next_line += 5
-        if time.monotonic() > deadline:
+    try:
+        while True:
+            sts = [node_status(n) for n in nodes]
+            if all(s["height"] is not None and s["height"] >= min_height and not s["catching_up"] for s in sts):
+                _, hashes = check_agreement(nodes, sts)
+                if len(set(hashes.values())) == 1 and None not in hashes.values():
+                    return sts
             if progress:
-                print(file=sys.stderr)
-            down = [s["name"] for s in sts if s["height"] is None]
-            hint = f"; not answering: {', '.join(down)} (see `loconet testnet logs NODE`)" if down else ""
-            raise TestnetError(f"the network did not produce agreeing blocks within {timeout:.0f}s{hint}")
-        time.sleep(0.3)
+                line = f"waiting for blocks ({time.monotonic() - start:4.1f}s): " + " ".join(
+                    f"{s['name']}={s['height'] if s['height'] is not None else '-'}" for s in sts)
+                if status is not None:
+                    status.update(line)
+                elif time.monotonic() >= next_line:
+                    print(line, file=sys.stderr, flush=True)
+                    next_line += 5
+            if time.monotonic() > deadline:
+                down = [s["name"] for s in sts if s["height"] is None]
+                hint = f"; not answering: {', '.join(down)} (see `loconet testnet logs NODE`)" if down else ""
+                raise TestnetError(f"the network did not produce agreeing blocks within {timeout:.0f}s{hint}")
+            time.sleep(0.3)
+    finally:
+        if status is not None:
+            status.stop()
 
 
 def validator_table(nodes: list[NodeInfo]) -> list[dict[str, Any]]:
@@ -436,8 +441,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     fresh = not manifest_path(d).exists()
     if not fresh:
         m = load(d)
-        print(f"restarting the existing {m['validators']}-validator network in {d}", file=sys.stderr)
+        if args.base_port is not None and args.base_port != m["base_port"]:
+            m = move_ports(d, m, args.base_port)
+        print(f"restarting the existing {m['validators']}-validator network in {d} (base port {m['base_port']})",
+              file=sys.stderr)
     else:
+        args.base_port = 26656 if args.base_port is None else args.base_port
         params = parse_params(args.param or [])
         behaviours = tm.parse_cheaters(args.cheaters or [], args.providers)
         print(f"creating a {args.validators}-validator network in {d} (base port {args.base_port})", file=sys.stderr)
@@ -492,6 +501,30 @@ def _up_market(d: Path, m: dict[str, Any], behaviours: list[str], args: argparse
     m["job_id"] = job_id
     save(d, m)
     return {"job_id": job_id}
+
+
+def move_ports(d: Path, m: dict[str, Any], base: int) -> dict[str, Any]:
+    """Give a stopped testnet another base port: every node's P2P, RPC and metrics addresses and
+    peer lists in config.toml, and the manifest (node identities and data are kept)."""
+    nodes = nodes_of(m)
+    running = [n.name for n in nodes if is_running(n)]
+    if running:
+        raise TestnetError(f"{', '.join(running)} still running on base port {m['base_port']}: stop the network "
+                           f"first (`loconet testnet down --dir {d}`), then `loconet testnet up --base-port {base} --dir {d}`")
+    for n in nodes:
+        ports = node_ports(base, int(n.name[4:]))
+        n.p2p, n.rpc, n.abci, n.metrics = ports.p2p, ports.rpc, ports.abci, ports.metrics
+    for n in nodes:
+        cfg = n.path / "config" / "config.toml"
+        cfg.write_text(set_toml_values(cfg.read_text(), {
+            "rpc": {"laddr": f'"tcp://127.0.0.1:{n.rpc}"'},
+            "p2p": {"laddr": f'"tcp://127.0.0.1:{n.p2p}"', "persistent_peers": f'"{_peers(nodes, n.name)}"'},
+            "instrumentation": {"prometheus_listen_addr": f'":{n.metrics}"'}}))
+    m["base_port"] = base
+    m["nodes"] = [asdict(n) for n in nodes]
+    save(d, m)
+    print(f"moved the network in {d} to base port {base}", file=sys.stderr)
+    return m
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -554,6 +587,10 @@ def cmd_start(args: argparse.Namespace) -> int:
         print(f"{w.name} started (pid {tm.start_worker(_dir(args), w)}); log in {w.path / 'worker.log'}")
         return 0
     n = find_node(m, args.node)
+    if is_running(n):
+        print(f"{n.name} is already running (pid {_pid(n)}, RPC {n.rpc_url}); stop it first with "
+              f"`loconet testnet stop {n.name}`")
+        return 0
     others = [node_status(o) for o in nodes_of(m) if o.name != n.name]
     target = max([s["height"] or 0 for s in others] + [1])
     pid = start_node(n)
@@ -596,9 +633,17 @@ def cmd_add_node(args: argparse.Namespace) -> int:
     from node.rpc import Client, RpcError
 
     d = _dir(args)
+    up = [s for s in (node_status(o) for o in nodes_of(load(d))) if s["height"] is not None]
+    if not up:
+        raise TestnetError(f"the network in {d} is down (no node answers): start it with "
+                           f"`loconet testnet up --dir {d}`, then add the node")
     n = add_node(d, overrides=state_sync_config(d) if args.state_sync else None)
-    start_node(n)
-    wait_producing([n], min_height=1, timeout=args.timeout)
+    try:
+        start_node(n)
+        wait_producing([n], min_height=1, timeout=args.timeout)
+    except (TestnetError, KeyboardInterrupt):
+        remove_node(d, n)
+        raise
     if args.state_sync:
         try:
             with Client(n.rpc_url, timeout=5.0) as c:
@@ -607,9 +652,19 @@ def cmd_add_node(args: argparse.Namespace) -> int:
             earliest = "?"
         print(f"{n.name} joined from a state-sync snapshot: its block store starts at height {earliest}")
     print(f"{n.name} (full node) is in sync: RPC {n.rpc_url}, home {n.home}\n"
-          f"make it a validator: loconet tx staking create-validator account0 --validator-home {n.home} "
+          f"make it a validator: loconet tx staking create-validator --from account0 --validator-home {n.home} "
           f"--self-bond 100000loco --moniker {n.name} --home {d} --node {n.rpc_url}")
     return 0
+
+
+def remove_node(d: Path, n: NodeInfo) -> None:
+    """Undo ``add_node``: stop the node, delete its home, drop it from the manifest."""
+    stop_node(n, kill=True)
+    shutil.rmtree(n.path, ignore_errors=True)
+    m = load(d)
+    m["nodes"] = [x for x in m["nodes"] if x["name"] != n.name]
+    save(d, m)
+    print(f"{n.name} did not sync; it was stopped and removed", file=sys.stderr)
 
 
 def cmd_down(args: argparse.Namespace) -> int:
@@ -689,7 +744,9 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
                     "(with --providers: workers registered and started, and a training job created)",
                     "loconet testnet up --validators 4 --providers 4 --cheaters random-root:1", _main_wrap(cmd_up))
     p.add_argument("--validators", type=int, default=4); p.add_argument("--accounts", type=int, default=2, help="funded account keys (default 2)")
-    p.add_argument("--base-port", type=int, default=26656, help="p2p port of node0; node i adds 100*i (default 26656)")
+    p.add_argument("--base-port", type=int, default=None,
+                   help="p2p port of node0; node i adds 100*i (default 26656); on an existing network it moves "
+                        "the stopped nodes to these ports")
     p.add_argument("--param", action="append", metavar="MODULE.KEY=N", help="genesis param, e.g. slashing.signed_blocks_window=10 (repeatable)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for blocks (default 120)")
     p.add_argument("--providers", type=int, default=0, help="provider workers to run beside the validators (default 0)")
