@@ -31,6 +31,7 @@ from abci_app.codec.tx import MAX_TX_BYTES, SignatureCache, Tx, decode_tx
 from abci_app.context import BlockContext, Ctx, Misbehavior, Vote, event
 from abci_app.encoding import decode_amount, encode_amount
 from abci_app.errors import (
+    ErrInternal,
     ErrTxTimeout,
     ErrWrongChainId,
     InvariantBroken,
@@ -90,6 +91,12 @@ def process_tx(ctx: Ctx, raw: bytes, sigs: SignatureCache) -> abci.ExecTxResult:
             ROUTES[kind](child, tx.signer, msg)
     except LoconetError as e:
         return abci.ExecTxResult(code=e.code, codespace=e.codespace, log=e.log)
+    except (ArithmeticError, ValueError, TypeError, IndexError, KeyError) as e:
+        # deterministic (a function of state and tx bytes); InvariantBroken, MemoryError and
+        # RecursionError are none of these and still halt the node. Benign for consensus: the
+        # log is not part of the results hash.
+        err = ErrInternal(f"internal error executing the tx ({type(e).__name__}: {e}); nothing was changed")
+        return abci.ExecTxResult(code=err.code, codespace=err.codespace, log=err.log)
     ctx.commit_child(child)
     return abci.ExecTxResult(code=0, events=child.events)
 

@@ -8,7 +8,8 @@ raise these; the ABCI layer turns them into ``ExecTxResult(code, codespace, log)
     ├── TxError            (codespace "tx": envelope, signature, sequence, fee)
     │   ├── ErrTxDecode, ErrTxTooLarge, ErrInvalidSignature, ErrWrongChainId,
     │   ├── ErrWrongSequence, ErrInvalidPubKey, ErrEmptyTx, ErrUnknownMessage,
-    │   └── ErrMemoTooLong, ErrTxTimeout, ErrInvalidFee
+    │   ├── ErrMemoTooLong, ErrTxTimeout, ErrInvalidFee, ErrInsufficientFee, ErrInvalidAddress
+    │   └── ErrInternal (a handler bug a tx reached: the tx fails, the chain goes on)
     └── module errors      (codespace = module name, e.g. "bank"), defined in <module>/errors.py
 
 Codes 1..99 belong to the tx envelope; each module takes a block of 100 (bank 100..199,
@@ -87,3 +88,11 @@ class ErrInsufficientFee(TxError):
 
 class ErrInvalidAddress(TxError):
     code = 14
+
+
+class ErrInternal(TxError):
+    """A message handler raised something other than a LoconetError (a bug a tx can reach, e.g.
+    protobuf's ValueError on a uint64 overflow). The tx fails with its writes dropped, as the
+    Cosmos SDK recovers a panic in runTx, instead of FinalizeBlock raising and halting the node."""
+
+    code = 15

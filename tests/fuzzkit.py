@@ -66,6 +66,8 @@ def _run_tx(w: World, raw: bytes) -> abci.ExecTxResult:
     store = CacheKV(w.app.store)
     ctx = Ctx(w.block, store)
     r = process_tx(ctx, raw, SignatureCache())
+    # ErrInternal (tx code 15) keeps the chain alive, but it is a handler bug: report it as a crash
+    assert (r.codespace, r.code) != ("tx", 15), r.log
     if r.code != 0:
         assert not store.writes(), f"rejected tx (code {r.code}) wrote state"
         assert r.codespace and r.log, "a rejection must carry a codespace and a log"
