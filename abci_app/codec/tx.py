@@ -5,7 +5,7 @@ The signature is ed25519 over ``sign_bytes(chain_id, body_bytes, auth_info_bytes
 bytes sent, length-prefixed, behind a domain tag; nothing is re-serialised before verifying.
 
 Decoding is strict: every protobuf layer must re-encode (deterministically) to exactly the bytes
-received and carry no unknown fields, so one transaction has exactly one encoding; trailing
+received and carry no unknown fields (checked at every depth of every message), so one transaction has exactly one encoding; trailing
 bytes, duplicated fields and non-minimal varints are rejected as ``ErrTxDecode``. A ``Msg``
 whose oneof is unset (a message type this node does not know) is ``ErrUnknownMessage``.
 
@@ -101,6 +101,28 @@ def _check_canonical(msg: Message, data: bytes, what: str) -> None:
         raise ErrTxDecode(f"{what}: non-canonical encoding (duplicated fields, trailing bytes or padding)")
 
 
+def _unknown_field_path(msg: Message, path: str = "") -> str | None:
+    """The path of the first (sub)message of ``msg`` that carries unknown fields, else None: a
+    field this node does not know, at any depth, would otherwise be stored in state as it came
+    (a JobSpec's unknown field inside a Job record), so one tx would have two meanings."""
+    if len(UnknownFieldSet(msg)):
+        return path
+    for fd, value in msg.ListFields():
+        if fd.message_type is None:
+            continue
+        if fd.message_type.GetOptions().map_entry:
+            items = [(f"{path}{fd.name}[{k!r}]", v) for k, v in value.items() if isinstance(v, Message)]
+        elif fd.is_repeated:
+            items = [(f"{path}{fd.name}[{j}]", v) for j, v in enumerate(value)]
+        else:
+            items = [(f"{path}{fd.name}", value)]
+        for sub_path, sub in items:
+            found = _unknown_field_path(sub, sub_path + ".")
+            if found is not None:
+                return found.rstrip(".")
+    return None
+
+
 def decode_tx(raw: bytes, *, max_tx_bytes: int = MAX_TX_BYTES) -> Tx:
     """Decode and structurally validate a tx. Raises a TxError subclass; never anything else."""
     if len(raw) > max_tx_bytes:
@@ -128,8 +150,9 @@ def decode_tx(raw: bytes, *, max_tx_bytes: int = MAX_TX_BYTES) -> Tx:
         if kind is None:
             raise ErrUnknownMessage(f"message {i} has a type this node does not know")
         inner = getattr(m, kind)
-        if len(UnknownFieldSet(inner)):
-            raise ErrTxDecode(f"message {i} ({kind}): unknown fields")
+        where = _unknown_field_path(m)
+        if where is not None:
+            raise ErrTxDecode(f"message {i} ({kind}): unknown fields in {where or 'the Msg wrapper'}")
         msgs.append((kind, inner))
     return Tx(
         raw=raw,

@@ -144,3 +144,19 @@ def test_checktx_state_is_separate_and_reset_after_commit(chain: Chain) -> None:
     chain.block([])  # commit without them: check state reset
     assert chain.check(b).code == ErrWrongSequence.code  # seq 1 before 0 again
     assert chain.check(a).code == 0
+
+
+def test_invalid_unknown_field_in_a_nested_message(chain: Chain) -> None:
+    """Only the top level of each message was checked: a JobSpec (or any nested message) with a
+    field this node does not know was accepted and stored in the Job record as it came."""
+    from abci_app.pb import jobs_pb2
+
+    k0 = chain.keys[0]
+    spec = jobs_pb2.JobSpec()
+    spec.MergeFromString(jobs_pb2.JobSpec(inner_steps=4).SerializeToString() + b"\xf8\x07\x01")  # field 127
+    job = tx_pb2.Msg(create_job=jobs_pb2.MsgCreateJob(spec=spec, rounds=1, reward_per_round=1))
+    res = assert_rejected(chain, chain.tx(k0, [job], fee=10), ErrTxDecode)
+    assert "create_job.spec" in res.log
+    wrapper = tx_pb2.Msg()  # a known message plus an unknown field in the Msg wrapper itself
+    wrapper.MergeFromString(send_msg(chain.keys[1].address, 5).SerializeToString() + b"\xf8\x07\x01")
+    assert_rejected(chain, chain.tx(k0, [wrapper], fee=10), ErrTxDecode)
