@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import re
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,7 @@ def cmd_get(args: argparse.Namespace) -> int:
 
     check_hash(args.hash)
     t0 = time.monotonic()
-    with _store(args) as s, BlobClient(args.timeout, parse_size(args.max_bytes)) as c:
+    with _store(args) as s, BlobClient(args.timeout, parse_size(args.max_bytes)) as c, _transfer_bar(args, c):
         path = c.fetch(args.hash, args.sources, s, tier=args.tier, round_key=args.round)
         data = {"hash": args.hash, "path": str(path), "size": path.stat().st_size,
                 "bytes_received": c.bytes_received, "seconds": round(time.monotonic() - t0, 3)}
@@ -93,6 +94,22 @@ def cmd_get(args: argparse.Namespace) -> int:
         text += f"\ncopied to {args.to}"
     out(args, data, text)
     return 0
+
+
+@contextlib.contextmanager
+def _transfer_bar(args: argparse.Namespace, client: Any) -> Iterator[None]:
+    """A rich download bar (bytes, speed, ETA) on a terminal; nothing otherwise or with -o json."""
+    if args.output == "json" or not sys.stderr.isatty():
+        yield
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
+    with Progress(BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(args.hash[:12], total=None)
+        client.on_progress = lambda done, total: bar.update(task, completed=done, total=total)
+        yield
 
 
 @_blob_errors

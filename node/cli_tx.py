@@ -67,13 +67,38 @@ def tx_hash(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest().upper()
 
 
-def _messages_json(body_bytes: bytes) -> list[Any]:
-    from google.protobuf.json_format import MessageToDict
+def msg_to_json(m: Any) -> dict[str, Any]:
+    """A protobuf message as JSON a person can read: proto field names, integers as numbers,
+    20-byte addresses as loco1... (consensus addresses of validators as upper-case hex, as
+    CometBFT prints them), other bytes as hex; unset fields left out."""
+    from google.protobuf.descriptor import FieldDescriptor
 
+    from abci_app.codec.address import to_bech32
+
+    def conv(fd: Any, v: Any) -> Any:
+        if fd.type == FieldDescriptor.TYPE_MESSAGE:
+            return msg_to_json(v)
+        if fd.type == FieldDescriptor.TYPE_BYTES:
+            if len(v) == 20:
+                return v.hex().upper() if "validator" in fd.name else to_bech32(v)
+            return v.hex()
+        if fd.type == FieldDescriptor.TYPE_ENUM:
+            return fd.enum_type.values_by_number[v].name if v in fd.enum_type.values_by_number else v
+        return v
+
+    out: dict[str, Any] = {}
+    for fd, v in m.ListFields():
+        repeated = getattr(fd, "is_repeated", None)
+        is_rep = repeated if isinstance(repeated, bool) else fd.label == FieldDescriptor.LABEL_REPEATED
+        out[fd.name] = [conv(fd, x) for x in v] if is_rep else conv(fd, v)
+    return out
+
+
+def _messages_json(body_bytes: bytes) -> list[Any]:
     from abci_app.pb import tx_pb2
 
     body = tx_pb2.TxBody.FromString(body_bytes)
-    return [MessageToDict(m, preserving_proto_field_name=True) for m in body.messages]
+    return [msg_to_json(m) for m in body.messages]
 
 
 def _chain_and_sequence(args: argparse.Namespace, client: Any, address: str) -> tuple[str, int]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -77,6 +78,8 @@ class BlobClient:
         self.min_rate_bps = int(min_rate_bps)
         self._http = httpx.Client(timeout=httpx.Timeout(self.timeout_s), follow_redirects=False, transport=transport)
         self.bytes_received = 0
+        # progress of the current body: on_progress(bytes so far, announced size or None)
+        self.on_progress: Callable[[int, int | None], None] | None = None
 
     def fetch(
         self,
@@ -130,6 +133,8 @@ class BlobClient:
                         if w.size + len(chunk) > limit:
                             raise Oversize(f"sent more than the limit of {limit} B", location)
                         w.write(chunk)
+                        if self.on_progress is not None:
+                            self.on_progress(w.size, expected)
                         if time.monotonic() - t0 > budget_s:
                             raise PeerTimeout(
                                 f"too slow: {w.size} B in {time.monotonic() - t0:.1f}s "

@@ -43,7 +43,7 @@ def test_cli_against_a_real_node(tmp_path):
 
         # Cosmos-style queries
         q = json.loads(ok("query", "tx", sent["txhash"], "--home", home, "-o", "json"))
-        assert q["height"] == sent["height"] and q["messages"][0]["send"]["amount"] == "2000000" and q["code"] == 0
+        assert q["height"] == sent["height"] and q["messages"][0]["send"]["amount"] == 2_000_000 and q["messages"][0]["send"]["to_address"] == bob and q["code"] == 0
         assert "send" in ok("query", "tx", sent["txhash"], "--home", home)
         found = json.loads(ok("query", "txs", "--events", f"tx.signer={info['validator_account']}", "--home", home, "-o", "json"))
         assert found["total"] >= 1 and sent["txhash"] in [t["txhash"] for t in found["txs"]]

@@ -131,14 +131,14 @@ def test_bank_and_staking_take_from(home):
     r = run("tx", "bank", "send", ADDR, "1loco", "--from", "validator", "--home", str(home), "--generate-only",
             "--chain-id", "c", "--sequence", "3")
     doc = json.loads(r.stdout)
-    assert r.returncode == 0 and doc["chain_id"] == "c" and doc["sequence"] == 3 and doc["messages"][0]["send"]["amount"] == "1000000"
+    assert r.returncode == 0 and doc["chain_id"] == "c" and doc["sequence"] == 3 and doc["messages"][0]["send"]["amount"] == 1_000_000
     # the old positional signer still works, with a warning
     r = run("tx", "bank", "send", "validator", ADDR, "1loco", "--home", str(home), "--generate-only", "--chain-id", "c", "--sequence", "3")
     assert r.returncode == 0 and "deprecated" in r.stderr and json.loads(r.stdout)["body_bytes"] == doc["body_bytes"]
     val = "61D6804A65EEC83E7F1D3A01649AF505CDB969CA"
     r = run("tx", "staking", "bond", val, "10loco", "--from", "validator", "--home", str(home), "--generate-only",
             "--chain-id", "c", "--sequence", "0")
-    assert r.returncode == 0 and json.loads(r.stdout)["messages"][0]["bond"]["amount"] == "10000000"
+    assert r.returncode == 0 and json.loads(r.stdout)["messages"][0]["bond"]["amount"] == 10_000_000
     r = run("tx", "staking", "bond", "validator", val, "10loco", "--home", str(home), "--generate-only", "--chain-id", "c", "--sequence", "0")
     assert r.returncode == 0 and "deprecated" in r.stderr
     r = run("tx", "staking", "unjail", val, "--from", "validator", "--home", str(home), "--generate-only", "--chain-id", "c", "--sequence", "0")
