@@ -61,7 +61,7 @@ from abci_app.codec.tx import Ed25519Signer, SignatureCache, build_tx
 from abci_app.encoding import prefix_end
 from abci_app.jobs import keeper as jobs_keeper
 from abci_app.jobs.keys import ROUND_DUE_PREFIX, parse_round_due_key
-from abci_app.pb import abci, jobs_pb2, tx_pb2
+from abci_app.pb import abci, jobs_pb2, settlement_pb2, tx_pb2
 from abci_app.providers import keeper as providers_keeper
 from abci_app.staking import keeper as staking_keeper
 from abci_app.store import MerkleStore
@@ -269,6 +269,13 @@ class Simulation:
         self.by_address[k.address] = k
         return self.pick(self.accounts[:-1]), send_msg(k.address, 20_000 * LOCO)
 
+    def op_withdraw(self) -> tuple[Ed25519Signer, tx_pb2.Msg]:
+        """Settlement: tokens into the EVM withdrawal escrow (the zero address is refused)."""
+        k = self.pick(self.signers)
+        to = bytes(20) if self.chance(0.1) else hashlib.sha256(b"evm%d" % self.rng.randrange(20)).digest()[:20]
+        amount = self.amount(bank.get_balance(self.store, k.address) // 100)
+        return k, tx_pb2.Msg(withdraw_to_evm=settlement_pb2.MsgWithdrawToEvm(evm_address=to, amount=amount))
+
     def op_create_validator(self) -> tuple[Ed25519Signer, tx_pb2.Msg]:
         k = self.pick(self.accounts)
         bond = self.pick([LOCO // 2, 20 * LOCO, 60 * LOCO, 150 * LOCO])
@@ -386,7 +393,7 @@ class Simulation:
     OPS: tuple[tuple[str, float], ...] = (
         ("send", 20), ("create_validator", 1.5), ("bond", 5), ("unbond", 5), ("unjail", 3),
         ("register", 5), ("update", 3), ("exit", 1.2), ("create_job", 4), ("cancel", 0.8), ("stale", 2),
-        ("onboard", 0.7),
+        ("onboard", 0.7), ("withdraw", 1.5),
     )
 
     def random_op(self) -> tuple[str, Ed25519Signer, tx_pb2.Msg]:

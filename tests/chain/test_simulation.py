@@ -52,7 +52,7 @@ def test_simulation_exercises_every_module_and_phase(runs: dict[int, SimStats]) 
         events.update(st.events)
         phases.update(st.phases)
     for op in ("send", "create_validator", "bond", "unbond", "unjail", "register", "update", "exit", "create_job",
-               "cancel", "commit", "reveal", "verdict", "attest"):
+               "cancel", "withdraw", "onboard", "commit", "reveal", "verdict", "attest"):
         assert ops[op + " ok"] > 0, op
         if op not in ("commit", "reveal", "verdict", "attest"):  # duties fail in the *_bad ops below
             assert ops[op + " rejected"] > 0, op
