@@ -193,11 +193,8 @@ class _Reader:
         return dims
 
 
-def decode(buf: bytes, expected_kind: int | None = None, check_finite: bool = True) -> Payload:
-    """Parse and validate canonical bytes; raise ``PayloadError`` on any defect."""
-    if not isinstance(buf, (bytes, bytearray, memoryview)):
-        raise PayloadError(f"payload must be bytes, got {type(buf).__name__}")
-    r = _Reader(bytes(buf))
+def _read_header(r: "_Reader", expected_kind: int | None) -> tuple[int, str, dict]:
+    """(kind, codec, meta) of the header at the reader's start, fully validated."""
     if r.take(4, "magic") != MAGIC:
         raise PayloadError("not a loconet payload (bad magic)")
     version, kind, reserved = struct.unpack(">HBB", r.take(4, "version/kind"))
@@ -222,6 +219,23 @@ def decode(buf: bytes, expected_kind: int | None = None, check_finite: bool = Tr
         raise PayloadError(f"bad codec name or meta: {exc}") from None
     if not isinstance(meta, dict) or canonical_json(meta) != meta_raw:
         raise PayloadError("meta is not canonical JSON of an object")
+    return kind, codec, meta
+
+
+def decode_meta(buf: bytes, expected_kind: int | None = None) -> dict:
+    """The header's meta alone (validated as ``decode`` does), without reading the tensors:
+    what a verifier compares before it decides to decode a whole state."""
+    if not isinstance(buf, (bytes, bytearray, memoryview)):
+        raise PayloadError(f"payload must be bytes, got {type(buf).__name__}")
+    return _read_header(_Reader(memoryview(buf)[: 14 + MAX_META + 256].tobytes()), expected_kind)[2]
+
+
+def decode(buf: bytes, expected_kind: int | None = None, check_finite: bool = True) -> Payload:
+    """Parse and validate canonical bytes; raise ``PayloadError`` on any defect."""
+    if not isinstance(buf, (bytes, bytearray, memoryview)):
+        raise PayloadError(f"payload must be bytes, got {type(buf).__name__}")
+    r = _Reader(bytes(buf))
+    kind, codec, meta = _read_header(r, expected_kind)
     n = r.u(">I", "entry count")
     if n > MAX_ENTRIES:
         raise PayloadError(f"absurd entry count {n} (max {MAX_ENTRIES})")

@@ -127,9 +127,12 @@ class LoadedState:
                            inner_step=self.inner_step if inner_step is None else inner_step)
 
 
-def load_state(buf: bytes, device: str | torch.device = "cpu") -> LoadedState:
-    """Rebuild model + AdamW from state bytes; raise PayloadError if malformed."""
-    p = decode(buf, expected_kind=KIND_STATE)
+def load_state(buf: bytes | Payload, device: str | torch.device = "cpu") -> LoadedState:
+    """Rebuild model + AdamW from state bytes (or their decoded Payload); raise PayloadError if
+    malformed. Leaves the global torch RNG as it was."""
+    p = buf if isinstance(buf, Payload) else decode(buf, expected_kind=KIND_STATE)
+    if p.kind != KIND_STATE:
+        raise PayloadError("not a trainer state")
     try:
         cfg = GPTConfig.from_dict(p.meta["model"])
         icfg = InnerConfig(**p.meta["inner"])
@@ -141,7 +144,8 @@ def load_state(buf: bytes, device: str | torch.device = "cpu") -> LoadedState:
             raise ValueError("carry is not a 32-byte hash")
     except (KeyError, TypeError, ValueError) as exc:
         raise PayloadError(f"state meta is incomplete: {exc}") from None
-    model = GPT(cfg).to(device)
+    with torch.random.fork_rng(devices=[]):  # building the module draws an init we overwrite
+        model = GPT(cfg).to(device)
     named = dict(model.named_parameters())
     if set(named) != set(p.entries):
         raise PayloadError("state tensors do not match the model's parameter names")
@@ -178,9 +182,9 @@ def model_hash(model: GPT) -> bytes:
     return hashlib.sha256(encode(model_payload(model))).digest()
 
 
-def params_hash_of_state(buf: bytes) -> bytes:
+def params_hash_of_state(buf: bytes | Payload) -> bytes:
     """Model hash of the parameters inside a state (to tie a state to a base model)."""
-    p = decode(buf, expected_kind=KIND_STATE)
+    p = buf if isinstance(buf, Payload) else decode(buf, expected_kind=KIND_STATE)
     entries = {
         n: Entry(dtype=e.dtype, shape=e.shape, parts={"param": e.parts["param"]})
         for n, e in p.entries.items()

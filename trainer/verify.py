@@ -47,8 +47,10 @@ from trainer.commit import (
     KIND_STATE,
     KIND_UPDATE,
     Binding,
+    Payload,
     PayloadError,
     decode,
+    decode_meta,
     encode,
     trace_root,
 )
@@ -93,10 +95,11 @@ def _invalid(reason: str, distance: float = math.inf, **kw) -> Verdict:
     return Verdict(valid=False, distance=distance, reason=reason, **kw)
 
 
-def state_distance(start: bytes, reexec: bytes, claimed: bytes) -> dict[str, float]:
+def state_distance(start: bytes | Payload, reexec: bytes | Payload, claimed: bytes | Payload) -> dict[str, float]:
     """Per state part: ||x_claimed − x_reexec|| / ||x_reexec − x_start|| over all tensors
-    (inf when the tensor names or shapes differ)."""
-    ps, pr, pc = (decode(b, expected_kind=KIND_STATE) for b in (start, reexec, claimed))
+    (inf when the tensor names or shapes differ). Bytes or decoded states."""
+    ps, pr, pc = (b if isinstance(b, Payload) else decode(b, expected_kind=KIND_STATE)
+                  for b in (start, reexec, claimed))
     out: dict[str, float] = {}
     for part in STATE_PARTS:
         num = den = 0.0
@@ -148,14 +151,13 @@ def verify_segment(
     if expected_end_hash is not None and hashlib.sha256(claimed_end_state).digest() != expected_end_hash:
         return _invalid("end state does not match the committed trace entry")
     try:
-        ps = decode(start_state, expected_kind=KIND_STATE)
+        sm = decode_meta(start_state, expected_kind=KIND_STATE)
     except PayloadError as exc:
         return _invalid(f"malformed start state: {exc}")
     try:
-        pc = decode(claimed_end_state, expected_kind=KIND_STATE)
+        cm = decode_meta(claimed_end_state, expected_kind=KIND_STATE)
     except PayloadError as exc:
         return _invalid(f"malformed claimed end state: {exc}")
-    sm, cm = ps.meta, pc.meta
     if inner is not None and sm.get("inner") != inner.to_dict():
         return _invalid("start state's inner hyperparameters differ from the job's")
     if model is not None and sm.get("model") != model.to_dict():
@@ -168,8 +170,6 @@ def verify_segment(
     s0 = sm.get("inner_step")
     if not isinstance(s0, int) or s0 < 0:
         return _invalid("start state has no inner step")
-    if base_model_hash is not None and s0 == 0 and params_hash_of_state(start_state) != base_model_hash:
-        return _invalid("start state is not the round's base model")
     want = {"inner_step": s0 + k, "adam_step": sm.get("adam_step", 0) + k, "round": sm["round"],
             "inner": sm.get("inner"), "model": sm.get("model"), "shard": sm.get("shard"),
             "carry": sm.get("carry")}
@@ -179,10 +179,16 @@ def verify_segment(
                             + (" (fewer or more steps than k)" if key.endswith("step") else ""))
     if set(cm) != set(want):
         return _invalid(f"claimed end state has unexpected meta keys {sorted(set(cm) - set(want))}")
+    try:
+        ps = decode(start_state, expected_kind=KIND_STATE)
+    except PayloadError as exc:
+        return _invalid(f"malformed start state: {exc}")
+    if base_model_hash is not None and s0 == 0 and params_hash_of_state(ps) != base_model_hash:
+        return _invalid("start state is not the round's base model")
     if deterministic:
         set_determinism(0, threads=1)
     try:
-        ls = load_state(start_state, device)
+        ls = load_state(ps, device)
     except PayloadError as exc:
         return _invalid(f"start state does not load: {exc}")
     try:
@@ -195,7 +201,7 @@ def verify_segment(
     if reexec == bytes(claimed_end_state):
         return Verdict(True, 0.0, "identical state hash", rh, ch)
     try:
-        dist = state_distance(start_state, reexec, claimed_end_state)
+        dist = state_distance(ps, reexec, claimed_end_state)
     except (PayloadError, KeyError) as exc:
         return _invalid(f"claimed end state does not match the model's tensors: {exc}")
     worst = max(dist.values())
@@ -249,7 +255,7 @@ def verify_start(
     if model is not None and m.get("model") != model.to_dict():
         return _invalid("start state's model config differs from the job's")
     try:
-        if params_hash_of_state(start_state) != base_model_hash:
+        if params_hash_of_state(p) != base_model_hash:
             return _invalid("start state's parameters are not the round's base model")
     except (PayloadError, KeyError) as exc:
         return _invalid(f"start state has no parameters: {exc}")
@@ -283,21 +289,14 @@ def verify_start(
     return Verdict(True, 0.0, "carried start: base model, step 0, previous round's moments and carry")
 
 
-def _base_params(base: bytes) -> dict[str, torch.Tensor]:
-    """Parameters of canonical model bytes (kind 3) or of a state (kind 2: trace entry 0)."""
-    try:
+def _base(base: bytes) -> tuple[bytes, dict[str, torch.Tensor]]:
+    """(model hash, parameters) of canonical model bytes (kind 3) or of a state (kind 2: trace
+    entry 0)."""
+    if decode_meta(base) is not None and base[6] == KIND_MODEL:
         p = decode(base, expected_kind=KIND_MODEL)
-    except PayloadError:
-        p = decode(base, expected_kind=KIND_STATE)
-    return {n: e.parts["param"] for n, e in p.entries.items()}
-
-
-def _model_hash_of(base: bytes) -> bytes:
-    try:
-        decode(base, expected_kind=KIND_MODEL)
-        return hashlib.sha256(base).digest()
-    except PayloadError:
-        return params_hash_of_state(base)
+        return hashlib.sha256(base).digest(), {n: e.parts["param"] for n, e in p.entries.items()}
+    p = decode(base, expected_kind=KIND_STATE)
+    return params_hash_of_state(p), {n: e.parts["param"] for n, e in p.entries.items()}
 
 
 def verify_payload(
@@ -332,10 +331,10 @@ def verify_payload(
     if carry_hash(carry).hex() != pe.meta.get("carry"):
         return _invalid("carry bytes do not match the carry hash the trace commits to")
     try:
-        if _model_hash_of(base) != binding.base_model_hash:
+        base_hash, theta0 = _base(base)
+        if base_hash != binding.base_model_hash:
             return _invalid("base is not the round's base model")
-        theta0 = _base_params(base)
-    except (PayloadError, KeyError) as exc:
+    except (PayloadError, KeyError, IndexError) as exc:
         return _invalid(f"malformed base: {exc}")
     if payload is not None:
         if _root(payload, binding) != update_root:

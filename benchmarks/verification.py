@@ -1,0 +1,326 @@
+"""Verification: measured catch rate of faked work vs the formula, and verifier vs provider compute.
+
+    nice -n 10 .venv/bin/python benchmarks/verification.py --results benchmarks/RESULTS.md
+
+What runs (tiny model, synthetic corpus, CPU, the job defaults: n = H/k = 320 segments with
+k = 1, s = 15 segments per challenge, every commitment challenged, tolerance mode 1e-3):
+
+1. **Faked steps.** For each cheat that fakes steps (skipped steps relabelled, half batches,
+   bf16 instead of fp32, another shard, a replayed older state) and each f in {1, 10, 50 %}, a
+   provider trace of n segments in which m = ceil(f·n) segments (seeded positions) are faked and
+   the rest are honest continuations. The real verifier (``trainer.verify.verify_segment``)
+   judges every faked segment and 20 sampled honest ones (all faked must fail, all honest pass).
+   Then ``--rounds`` challenges are drawn exactly as the chain draws them
+   (``abci_app.jobs.audit.draw_segments`` on a ``Sampler`` seeded per round; challenged when
+   ``below(10000) < challenge_bps``), a round catching the provider when a drawn segment failed;
+   consecutive rounds are grouped in threes. Measured rates are printed next to
+   ``compute_catch_bps`` (the formula of abci_app/jobs/README.md).
+2. **Start and payload cheats** (poisoned payload, payload x26, a peer's payload re-wrapped,
+   made-up start moments, another base model): the real ``verify_challenge`` over ``--rounds``
+   drawn challenges; these checks run in every challenge, so the catch rate is the challenge rate.
+3. **Honest providers.** Every segment of an honest trace, exact mode (same stack) and tolerance
+   mode (a provider stepping in float64, checkpointing in float32): rejections must be 0; then the
+   same ``--rounds`` challenges over it.
+4. **Compute.** Wall time of one provider round (``commit_round``: H steps, trace, compression)
+   vs one verifier challenge (``verify_challenge``: start + payload checks + s segments), means
+   over ``--reps`` challenges.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import platform
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from abci_app.jobs.audit import compute_catch_bps, compute_faked_segments, draw_segments  # noqa: E402
+from abci_app.jobs.sampler import Sampler  # noqa: E402
+from trainer.carry import load_carry  # noqa: E402
+from trainer.commit import KIND_STATE, Binding, decode, encode, update_root  # noqa: E402
+from trainer.compression import make_codec  # noqa: E402
+from trainer.data import Corpus, ShardSpec, synthetic_text  # noqa: E402
+from trainer.determinism import DetRNG, set_determinism, stack_id  # noqa: E402
+from trainer.diloco import Worker, commit_round, params_of  # noqa: E402
+from trainer.model import GPTConfig, init_model  # noqa: E402
+from trainer.state import InnerConfig, load_state, model_hash, run_inner_steps  # noqa: E402
+from trainer.verify import Challenge, rerun_segment, verify_challenge, verify_segment  # noqa: E402
+
+CODEC = "topk:0.05+int8"
+ICFG = InnerConfig()
+STEP_CHEATS = ("skipped steps", "half batches", "bf16 instead of fp32", "another shard", "replayed older state")
+FS = (100, 1_000, 5_000)  # fake fraction, basis points
+
+
+def relabel(state: bytes, steps: int) -> bytes:
+    p = decode(state, expected_kind=KIND_STATE)
+    p.meta["inner_step"] += steps
+    p.meta["adam_step"] += steps
+    return encode(p)
+
+
+def honest_next(state: bytes, spec: ShardSpec, corpus: Corpus, k: int) -> bytes:
+    ls = load_state(state)
+    run_inner_steps(ls.model, ls.opt, ls.icfg, corpus, spec, ls.inner_step, k)
+    return ls.to_bytes(inner_step=ls.inner_step + k)
+
+
+def fake(cheat: str, states: list[bytes], spec: ShardSpec, corpus: Corpus, k: int) -> bytes:
+    s = states[-1]
+    if cheat == "skipped steps":
+        return relabel(s, k)  # no step done, labelled as k
+    if cheat == "half batches":
+        return rerun_segment(s, ShardSpec(**{**spec.to_dict(), "batch_size": spec.batch_size // 2}), k, corpus)
+    if cheat == "bf16 instead of fp32":
+        return rerun_segment(s, spec, k, corpus, torch.bfloat16)
+    if cheat == "another shard":
+        other = ShardSpec(**{**spec.to_dict(), "shard": (spec.shard + 1) % spec.n_shards})
+        return rerun_segment(s, other, k, corpus)
+    if cheat == "replayed older state":
+        old = states[-3] if len(states) >= 3 else states[0]
+        steps = decode(s).meta["inner_step"] + k - decode(old).meta["inner_step"]
+        return relabel(old, steps)
+    raise ValueError(cheat)
+
+
+def draws(tag: str, rounds: int, n: int, s: int, c_bps: int) -> list[list[int]]:
+    """The chain's challenge draw for ``rounds`` rounds of one provider ([] = not challenged)."""
+    out = []
+    for r in range(rounds):
+        smp = Sampler(hashlib.sha256(f"bench/{tag}/{r}".encode()).digest())
+        out.append(draw_segments(smp, n, s) if smp.below(10_000) < c_bps else [])
+    return out
+
+
+def rates(caught: list[bool]) -> tuple[float, float]:
+    """(per-round catch rate, rate of 3-round windows with at least one catch)."""
+    wins = [any(caught[i:i + 3]) for i in range(0, len(caught) - 2, 3)]
+    return sum(caught) / len(caught), sum(wins) / len(wins)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog="example: nice -n 10 .venv/bin/python benchmarks/verification.py "
+                                        "--results benchmarks/RESULTS.md")
+    ap.add_argument("--n", type=int, default=320, help="segments per trace H/k (default 320, k = 1)")
+    ap.add_argument("--s", type=int, default=15, help="segments per challenge (default 15)")
+    ap.add_argument("--challenge-bps", type=int, default=10_000)
+    ap.add_argument("--rounds", type=int, default=600, help="simulated rounds per row (default 600)")
+    ap.add_argument("--honest-sample", type=int, default=20, help="honest segments judged per cheat trace")
+    ap.add_argument("--reps", type=int, default=3, help="verifier challenges timed")
+    ap.add_argument("--compute", default="tiny:1,tiny:4,small:4",
+                    help="MODEL:k pairs timed for verifier vs provider compute (n and s fixed)")
+    ap.add_argument("--tolerance", type=float, default=1e-3)
+    ap.add_argument("--results", help="write/replace the '## Verification' section of this RESULTS.md")
+    ap.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    a = ap.parse_args()
+    t_all = time.perf_counter()
+    set_determinism(0, threads=1)
+    corpus = Corpus(synthetic_text(200_000, seed=7))
+    cfg = GPTConfig.preset("tiny")
+    n, s, c, k, tol = a.n, a.s, a.challenge_bps, 1, a.tolerance
+    spec = ShardSpec(dataset_id=corpus.id, seed=3, job=1, round=0, provider="A", block_size=cfg.block_size, shard=5)
+    base = params_of(init_model(cfg, 0))
+    m0 = init_model(cfg, 0)
+    bind = Binding(hashlib.sha256(b"A").digest()[:20], 1, 0, model_hash(m0))
+    codec = make_codec(CODEC)
+    out: dict = {"config": {"n": n, "s": s, "challenge_bps": c, "k": k, "rounds": a.rounds, "tolerance": tol,
+                            "model": "tiny", "codec": CODEC, "stack": stack_id()}}
+
+    # 4. Compute: a provider round vs a verifier challenge, per (model, k) with n and s fixed.
+    compute = []
+    honest = None
+    for item in a.compute.split(","):
+        preset, _, kk = item.partition(":")
+        ccfg, ck = GPTConfig.preset(preset), int(kk or 1)
+        cspec = ShardSpec(**{**spec.to_dict(), "block_size": ccfg.block_size})
+        cm0 = init_model(ccfg, 0)
+        cbind = Binding(bind.provider, 1, 0, model_hash(cm0))
+        t0 = time.perf_counter()
+        art = commit_round(Worker("A", ccfg, ICFG, "cpu"), params_of(cm0), corpus, cspec, n * ck, ck, codec, cbind)
+        t_provider = time.perf_counter() - t0
+        t_ver = []
+        for rep in range(a.reps):
+            segs = draw_segments(Sampler(f"time/{rep}".encode()), n, s)
+            ch = Challenge(segments=segs, trace=art.trace, states=dict(enumerate(art.states)), carry=art.carry,
+                           trace_root=art.trace_root, update_root=art.update_root, binding=cbind, payload=art.payload)
+            t0 = time.perf_counter()
+            v = verify_challenge(ch, cspec, corpus=corpus, k=ck, H=n * ck, inner=ICFG, model=ccfg, codec=CODEC,
+                                 tolerance=tol)
+            t_ver.append(time.perf_counter() - t0)
+            assert v.valid, v.reason
+        tv = sum(t_ver) / len(t_ver)
+        compute.append({"model": preset, "params": cm0.num_params(), "k": ck, "H": n * ck,
+                        "provider_round_s": t_provider, "verifier_challenge_s": tv, "ratio": tv / t_provider,
+                        "steps_ratio": min(s, n) / n})
+        print(f"compute {preset} k={ck}: provider {t_provider:.2f} s, verifier {tv:.2f} s, "
+              f"ratio {100 * tv / t_provider:.1f} %", file=sys.stderr, flush=True)
+        if preset == "tiny" and ck == k and honest is None:
+            honest = art
+    out["compute"] = compute
+    if honest is None:
+        honest = commit_round(Worker("A", cfg, ICFG, "cpu"), base, corpus, spec, n * k, k, codec, bind)
+
+    # 3. Honest: every segment, both modes; then the drawn rounds.
+    honest_rows = []
+    tol_states = [honest.states[0]]
+    for _ in range(n):
+        tol_states.append(rerun_segment(tol_states[-1], spec, k, corpus, torch.float64))
+    for mode, states, mtol in (("exact", honest.states, None), ("tolerance", tol_states, tol)):
+        rej = [i for i in range(n) if not verify_segment(states[i], spec, k, states[i + 1], corpus=corpus,
+                                                         tolerance=mtol).valid]
+        caught = [any(i in rej for i in d) for d in draws(f"honest/{mode}", a.rounds, n, s, c)]
+        honest_rows.append({"mode": mode, "segments": n, "rejected_segments": len(rej),
+                            "rounds": a.rounds, "rejected_rounds": sum(caught)})
+    out["honest"] = honest_rows
+
+    # 1. Faked steps.
+    rows = []
+    for cheat in STEP_CHEATS:
+        for f in FS:
+            m = compute_faked_segments(n, f)
+            pos = set(DetRNG("bench-faked", cheat, f).shuffle(list(range(n)))[:m])
+            states = [honest.states[0]]
+            for i in range(n):
+                states.append(fake(cheat, states, spec, corpus, k) if i in pos else honest_next(states[-1], spec, corpus, k))
+            bad = {i for i in pos if not verify_segment(states[i], spec, k, states[i + 1], corpus=corpus,
+                                                        tolerance=tol).valid}
+            sample = DetRNG("bench-honest", cheat, f).shuffle(sorted(set(range(n)) - pos))[:a.honest_sample]
+            fp = sum(not verify_segment(states[i], spec, k, states[i + 1], corpus=corpus, tolerance=tol).valid
+                     for i in sample)
+            caught = [any(i in bad for i in d) for d in draws(f"{cheat}/{f}", a.rounds, n, s, c)]
+            r1, r3 = rates(caught)
+            rows.append({"cheat": cheat, "f_bps": f, "faked_segments": m, "faked_rejected": len(bad),
+                         "honest_sampled": len(sample), "honest_rejected": fp, "caught_1": r1, "caught_3": r3,
+                         "formula_1": compute_catch_bps(n, s, c, f, 1) / 1e4,
+                         "formula_3": compute_catch_bps(n, s, c, f, 3) / 1e4})
+            print(f"{cheat:22s} f={f / 100:4.0f}%  faked {len(bad)}/{m} rejected, honest {fp}/{len(sample)}; "
+                  f"caught 1 round {r1:.3f} (formula {rows[-1]['formula_1']:.3f}), 3 rounds {r3:.3f} "
+                  f"(formula {rows[-1]['formula_3']:.3f})", file=sys.stderr, flush=True)
+    out["faked_steps"] = rows
+
+    # 2. Start and payload cheats: the real verify_challenge on each drawn challenge.
+    peer = commit_round(Worker("B", cfg, ICFG, "cpu"), base, corpus,
+                        ShardSpec(**{**spec.to_dict(), "provider": "B", "shard": 9}), 20, 20, codec,
+                        Binding(hashlib.sha256(b"B").digest()[:20], 1, 0, bind.base_model_hash))
+    p0, pH = (decode(honest.states[i], expected_kind=KIND_STATE) for i in (0, -1))
+    delta = {nm: p0.entries[nm].parts["param"] - pH.entries[nm].parts["param"] for nm in p0.entries}
+    g = torch.Generator().manual_seed(0)
+
+    def payload_of(d):
+        return encode(codec.compress(d, load_carry(honest.carry)))
+
+    other_base = commit_round(Worker("A", cfg, ICFG, "cpu"), params_of(init_model(cfg, 99)), corpus, spec, n * k, k,
+                              codec, bind)
+    made_up = decode(honest.states[0], expected_kind=KIND_STATE)
+    for e in made_up.entries.values():
+        e.parts["exp_avg"] = torch.full_like(e.parts["exp_avg"], 1e-3)
+    made_up_state = encode(made_up)
+    cases = {
+        "honest trace + poisoned payload": dict(payload=payload_of({nm: torch.randn(t.shape, generator=g) * 0.05
+                                                                   for nm, t in delta.items()})),
+        "honest trace + payload x26": dict(payload=payload_of({nm: 26 * t for nm, t in delta.items()})),
+        "a peer's payload re-wrapped": dict(payload=peer.payload),
+        "made-up start moments": dict(state0=made_up_state),
+        "state from another base model": dict(art=other_base),
+    }
+    start_rows = []
+    for name, cs in cases.items():
+        art = cs.get("art", honest)
+        states = dict(enumerate(art.states))
+        trace = list(art.trace)
+        if "state0" in cs:
+            states[0] = cs["state0"]
+            trace[0] = hashlib.sha256(cs["state0"]).digest()
+        payload = cs.get("payload", art.payload)
+        from trainer.commit import trace_root
+
+        caught = []
+        for segs in draws(f"start/{name}", a.rounds, n, s, c):
+            if not segs:
+                caught.append(False)
+                continue
+            ch = Challenge(segments=segs, trace=trace, states=states, carry=art.carry,
+                           trace_root=trace_root(trace, bind), update_root=update_root(payload, bind), binding=bind,
+                           payload=payload)
+            v = verify_challenge(ch, spec, corpus=corpus, k=k, H=n * k, inner=ICFG, model=cfg, codec=CODEC,
+                                 tolerance=tol)
+            caught.append(not v.valid)
+        r1, r3 = rates(caught)
+        start_rows.append({"cheat": name, "caught_1": r1, "caught_3": r3, "formula_1": c / 1e4,
+                           "formula_3": 1 - (1 - c / 1e4) ** 3})
+        print(f"{name:32s} caught 1 round {r1:.3f}, 3 rounds {r3:.3f}", file=sys.stderr, flush=True)
+    out["start_payload"] = start_rows
+    out["seconds"] = time.perf_counter() - t_all
+    out["machine"] = f"{platform.machine()}, {torch.get_num_threads()} torch thread(s), {platform.python_version()}"
+    md = render(out)
+    if a.results:
+        write_section(Path(a.results), md)
+    print(json.dumps(out, indent=1) if a.output == "json" else md)
+    return 0
+
+
+def render(o: dict) -> str:
+    cf = o["config"]
+    lines = [
+        "## Verification (`benchmarks/verification.py`)", "",
+        f"Command: `nice -n 10 .venv/bin/python benchmarks/verification.py --results benchmarks/RESULTS.md` "
+        f"({o['seconds']:.0f} s on the shared 2-core CPU, {o['machine']}; stack `{cf['stack']}`).",
+        f"Job defaults: n = H/k = {cf['n']} segments (k = {cf['k']}), s = {cf['s']} segments per challenge, "
+        f"challenge_bps {cf['challenge_bps']}, tolerance mode {cf['tolerance']:g}; tiny model, codec `{cf['codec']}`; "
+        f"{cf['rounds']} simulated rounds per row (challenges drawn as the chain draws them), grouped in "
+        f"{cf['rounds'] // 3} windows of 3 rounds. Formula: abci_app/jobs/README.md *Enough segments*.", "",
+        "**Faked steps** (tolerance mode; exact mode rejects a superset): every faked segment judged by the real "
+        "verifier, honest segments of the same trace sampled.", "",
+        "| cheat | f | faked segments rejected | honest sampled rejected | caught, 1 round (formula) | "
+        "within 3 rounds (formula) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in o["faked_steps"]:
+        lines.append(f"| {r['cheat']} | {r['f_bps'] / 100:g} % | {r['faked_rejected']}/{r['faked_segments']} | "
+                     f"{r['honest_rejected']}/{r['honest_sampled']} | {100 * r['caught_1']:.1f} % "
+                     f"({100 * r['formula_1']:.1f} %) | {100 * r['caught_3']:.1f} % ({100 * r['formula_3']:.1f} %) |")
+    lines += ["", "**Start and payload cheats** (checked in every challenge, whatever segments are drawn):", "",
+              "| cheat | caught, 1 round (formula = challenge rate) | within 3 rounds |", "|---|---|---|"]
+    for r in o["start_payload"]:
+        lines.append(f"| {r['cheat']} | {100 * r['caught_1']:.1f} % ({100 * r['formula_1']:.0f} %) | "
+                     f"{100 * r['caught_3']:.1f} % |")
+    lines += ["", "**Honest providers:**", "", "| mode | segments judged | rejected | rounds | rounds rejected |",
+              "|---|---|---|---|---|"]
+    for r in o["honest"]:
+        lines.append(f"| {r['mode']} | {r['segments']} | {r['rejected_segments']} | {r['rounds']} | "
+                     f"{r['rejected_rounds']} |")
+    lines += ["", f"**Compute** (n = {cf['n']} segments, s = {cf['s']}; provider round = H steps, a state hash "
+                  "every k steps, compression; verifier challenge = start + payload checks + s re-executed segments, "
+                  "the states decoded and hashed; one verifier, mean of the timed challenges):", "",
+              "| model (params) | k | H | provider round | verifier challenge | verifier / provider | "
+              "re-executed steps / provider steps |", "|---|---|---|---|---|---|---|"]
+    for cp in o["compute"]:
+        lines.append(f"| {cp['model']} ({cp['params']:,}) | {cp['k']} | {cp['H']} | {cp['provider_round_s']:.2f} s | "
+                     f"{cp['verifier_challenge_s']:.2f} s | **{100 * cp['ratio']:.1f} %** | "
+                     f"{100 * cp['steps_ratio']:.1f} % |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def write_section(path: Path, md: str) -> None:
+    text = path.read_text() if path.exists() else "# Results\n"
+    head = "## Verification (`benchmarks/verification.py`)"
+    if head in text:
+        a = text.index(head)
+        b = text.find("\n## ", a + len(head))
+        text = text[:a] + md.rstrip() + "\n" + (text[b:] if b != -1 else "")
+    else:
+        text = text.rstrip() + "\n\n" + md.rstrip() + "\n"
+    path.write_text(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
