@@ -16,12 +16,13 @@ k = 1, s = 15 segments per challenge, every commitment challenged, tolerance mod
    consecutive rounds are grouped in threes. Measured rates are printed next to
    ``compute_catch_bps`` (the formula of abci_app/jobs/README.md).
 2. **Start and payload cheats** (poisoned payload, payload x26, a peer's payload re-wrapped,
-   made-up start moments, another base model): the real ``verify_challenge`` over ``--rounds``
-   drawn challenges; these checks run in every challenge, so the catch rate is the challenge rate.
+   made-up start moments, another base model): the real ``verify_challenge`` on the first
+   ``--judged`` drawn challenges; these checks run in every challenge before any segment, so
+   a round catches the cheat when it is challenged.
 3. **Honest providers.** Every segment of an honest trace, exact mode (same stack) and tolerance
    mode (a provider stepping in float64, checkpointing in float32): rejections must be 0; then the
    same ``--rounds`` challenges over it.
-4. **Compute.** Wall time of one provider round (``commit_round``: H steps, trace, compression)
+4. **Compute.** CPU time (``time.process_time``) of one provider round (``commit_round``: H steps, trace, compression)
    vs one verifier challenge (``verify_challenge``: start + payload checks + s segments), means
    over ``--reps`` challenges.
 """
@@ -112,7 +113,9 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=320, help="segments per trace H/k (default 320, k = 1)")
     ap.add_argument("--s", type=int, default=15, help="segments per challenge (default 15)")
     ap.add_argument("--challenge-bps", type=int, default=10_000)
-    ap.add_argument("--rounds", type=int, default=600, help="simulated rounds per row (default 600)")
+    ap.add_argument("--rounds", type=int, default=3000, help="simulated rounds per row (default 3000)")
+    ap.add_argument("--judged", type=int, default=10,
+                    help="start/payload cheats: challenges judged by the real verify_challenge per cheat")
     ap.add_argument("--honest-sample", type=int, default=20, help="honest segments judged per cheat trace")
     ap.add_argument("--reps", type=int, default=3, help="verifier challenges timed")
     ap.add_argument("--compute", default="tiny:1,tiny:4,small:4",
@@ -121,7 +124,7 @@ def main() -> int:
     ap.add_argument("--results", help="write/replace the '## Verification' section of this RESULTS.md")
     ap.add_argument("-o", "--output", choices=("text", "json"), default="text")
     a = ap.parse_args()
-    t_all = time.perf_counter()
+    t_wall = time.perf_counter()
     set_determinism(0, threads=1)
     corpus = Corpus(synthetic_text(200_000, seed=7))
     cfg = GPTConfig.preset("tiny")
@@ -143,18 +146,18 @@ def main() -> int:
         cspec = ShardSpec(**{**spec.to_dict(), "block_size": ccfg.block_size})
         cm0 = init_model(ccfg, 0)
         cbind = Binding(bind.provider, 1, 0, model_hash(cm0))
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         art = commit_round(Worker("A", ccfg, ICFG, "cpu"), params_of(cm0), corpus, cspec, n * ck, ck, codec, cbind)
-        t_provider = time.perf_counter() - t0
+        t_provider = time.process_time() - t0
         t_ver = []
         for rep in range(a.reps):
             segs = draw_segments(Sampler(f"time/{rep}".encode()), n, s)
             ch = Challenge(segments=segs, trace=art.trace, states=dict(enumerate(art.states)), carry=art.carry,
                            trace_root=art.trace_root, update_root=art.update_root, binding=cbind, payload=art.payload)
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             v = verify_challenge(ch, cspec, corpus=corpus, k=ck, H=n * ck, inner=ICFG, model=ccfg, codec=CODEC,
                                  tolerance=tol)
-            t_ver.append(time.perf_counter() - t0)
+            t_ver.append(time.process_time() - t0)
             assert v.valid, v.reason
         tv = sum(t_ver) / len(t_ver)
         compute.append({"model": preset, "params": cm0.num_params(), "k": ck, "H": n * ck,
@@ -242,23 +245,27 @@ def main() -> int:
         payload = cs.get("payload", art.payload)
         from trainer.commit import trace_root
 
-        caught = []
-        for segs in draws(f"start/{name}", a.rounds, n, s, c):
-            if not segs:
-                caught.append(False)
-                continue
+        judged = failed = 0
+        where = set()
+        rounds = draws(f"start/{name}", a.rounds, n, s, c)
+        for segs in [d for d in rounds if d][: a.judged]:
             ch = Challenge(segments=segs, trace=trace, states=states, carry=art.carry,
                            trace_root=trace_root(trace, bind), update_root=update_root(payload, bind), binding=bind,
                            payload=payload)
             v = verify_challenge(ch, spec, corpus=corpus, k=k, H=n * k, inner=ICFG, model=cfg, codec=CODEC,
                                  tolerance=tol)
-            caught.append(not v.valid)
+            judged += 1
+            failed += not v.valid
+            where.add(v.reason.split(":")[0])
+        # checks 1-2 run before any segment and do not depend on the draw: every challenge fails
+        # when the judged ones all did
+        caught = [bool(d) and failed == judged for d in rounds]
         r1, r3 = rates(caught)
-        start_rows.append({"cheat": name, "caught_1": r1, "caught_3": r3, "formula_1": c / 1e4,
-                           "formula_3": 1 - (1 - c / 1e4) ** 3})
+        start_rows.append({"cheat": name, "judged": judged, "failed": failed, "check": ",".join(sorted(where)),
+                           "caught_1": r1, "caught_3": r3, "formula_1": c / 1e4, "formula_3": 1 - (1 - c / 1e4) ** 3})
         print(f"{name:32s} caught 1 round {r1:.3f}, 3 rounds {r3:.3f}", file=sys.stderr, flush=True)
     out["start_payload"] = start_rows
-    out["seconds"] = time.perf_counter() - t_all
+    out["seconds"] = time.perf_counter() - t_wall
     out["machine"] = f"{platform.machine()}, {torch.get_num_threads()} torch thread(s), {platform.python_version()}"
     md = render(out)
     if a.results:
@@ -272,7 +279,8 @@ def render(o: dict) -> str:
     lines = [
         "## Verification (`benchmarks/verification.py`)", "",
         f"Command: `nice -n 10 .venv/bin/python benchmarks/verification.py --results benchmarks/RESULTS.md` "
-        f"({o['seconds']:.0f} s on the shared 2-core CPU, {o['machine']}; stack `{cf['stack']}`).",
+        f"({o['seconds']:.0f} s wall on the shared 2-core CPU, {o['machine']}; stack `{cf['stack']}`). "
+        "Times are this process's CPU time (`time.process_time`), so other load on the machine does not count.",
         f"Job defaults: n = H/k = {cf['n']} segments (k = {cf['k']}), s = {cf['s']} segments per challenge, "
         f"challenge_bps {cf['challenge_bps']}, tolerance mode {cf['tolerance']:g}; tiny model, codec `{cf['codec']}`; "
         f"{cf['rounds']} simulated rounds per row (challenges drawn as the chain draws them), grouped in "
@@ -287,11 +295,14 @@ def render(o: dict) -> str:
         lines.append(f"| {r['cheat']} | {r['f_bps'] / 100:g} % | {r['faked_rejected']}/{r['faked_segments']} | "
                      f"{r['honest_rejected']}/{r['honest_sampled']} | {100 * r['caught_1']:.1f} % "
                      f"({100 * r['formula_1']:.1f} %) | {100 * r['caught_3']:.1f} % ({100 * r['formula_3']:.1f} %) |")
-    lines += ["", "**Start and payload cheats** (checked in every challenge, whatever segments are drawn):", "",
-              "| cheat | caught, 1 round (formula = challenge rate) | within 3 rounds |", "|---|---|---|"]
+    lines += ["", "**Start and payload cheats** (checks 1–2 run in every challenge before any segment, so the "
+              "drawn segments do not matter: the first challenges are judged by the real `verify_challenge`, and a "
+              "round catches the cheat when it is challenged):", "",
+              "| cheat | judged challenges failed | failing check | caught, 1 round (formula = challenge rate) | "
+              "within 3 rounds |", "|---|---|---|---|---|"]
     for r in o["start_payload"]:
-        lines.append(f"| {r['cheat']} | {100 * r['caught_1']:.1f} % ({100 * r['formula_1']:.0f} %) | "
-                     f"{100 * r['caught_3']:.1f} % |")
+        lines.append(f"| {r['cheat']} | {r['failed']}/{r['judged']} | {r['check']} | {100 * r['caught_1']:.1f} % "
+                     f"({100 * r['formula_1']:.0f} %) | {100 * r['caught_3']:.1f} % |")
     lines += ["", "**Honest providers:**", "", "| mode | segments judged | rejected | rounds | rounds rejected |",
               "|---|---|---|---|---|"]
     for r in o["honest"]:
