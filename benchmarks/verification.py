@@ -2,7 +2,7 @@
 
     nice -n 10 .venv/bin/python benchmarks/verification.py --results benchmarks/RESULTS.md
 
-What runs (tiny model, synthetic corpus, CPU, the job defaults: n = H/k = 320 segments with
+What runs (tiny model, synthetic corpus, CPU, the job defaults: n = H/k = 480 segments with
 k = 1, s = 15 segments per challenge, every commitment challenged, tolerance mode 1e-3):
 
 1. **Faked steps.** For each cheat that fakes steps (skipped steps relabelled, half batches,
@@ -110,7 +110,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  epilog="example: nice -n 10 .venv/bin/python benchmarks/verification.py "
                                         "--results benchmarks/RESULTS.md")
-    ap.add_argument("--n", type=int, default=320, help="segments per trace H/k (default 320, k = 1)")
+    ap.add_argument("--n", type=int, default=480, help="segments per trace H/k (default 480, k = 1)")
     ap.add_argument("--s", type=int, default=15, help="segments per challenge (default 15)")
     ap.add_argument("--challenge-bps", type=int, default=10_000)
     ap.add_argument("--rounds", type=int, default=3000, help="simulated rounds per row (default 3000)")
@@ -118,7 +118,7 @@ def main() -> int:
                     help="start/payload cheats: challenges judged by the real verify_challenge per cheat")
     ap.add_argument("--honest-sample", type=int, default=20, help="honest segments judged per cheat trace")
     ap.add_argument("--reps", type=int, default=3, help="verifier challenges timed")
-    ap.add_argument("--compute", default="tiny:1,tiny:4,small:4",
+    ap.add_argument("--compute", default="tiny:1,tiny:4,small:1",
                     help="MODEL:k pairs timed for verifier vs provider compute (n and s fixed)")
     ap.add_argument("--tolerance", type=float, default=1e-3)
     ap.add_argument("--results", help="write/replace the '## Verification' section of this RESULTS.md")

@@ -234,7 +234,7 @@ def decode(buf: bytes, expected_kind: int | None = None, check_finite: bool = Tr
     """Parse and validate canonical bytes; raise ``PayloadError`` on any defect."""
     if not isinstance(buf, (bytes, bytearray, memoryview)):
         raise PayloadError(f"payload must be bytes, got {type(buf).__name__}")
-    r = _Reader(bytes(buf))
+    r = _Reader(buf if isinstance(buf, bytes) else bytes(buf))
     kind, codec, meta = _read_header(r, expected_kind)
     n = r.u(">I", "entry count")
     if n > MAX_ENTRIES:
@@ -281,11 +281,12 @@ def decode(buf: bytes, expected_kind: int | None = None, check_finite: bool = Tr
         tensors: dict[str, torch.Tensor] = {}
         for pname, pdt, pshape in parts:
             size = math.prod(pshape) * torch.empty((), dtype=pdt).element_size()
-            raw = r.take(size, f"{name}/{pname} data")
             if size == 0:
                 t = torch.empty(pshape, dtype=pdt)
-            else:
-                t = torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(pdt).reshape(pshape)
+            else:  # one copy, straight from the buffer (the table already checked the length)
+                t = torch.frombuffer(bytearray(r.buf[r.pos : r.pos + size]), dtype=torch.uint8)
+                t = t.view(pdt).reshape(pshape)
+            r.pos += size
             if check_finite and pdt in FLOAT_DTYPES and not bool(torch.isfinite(t).all()):
                 raise PayloadError(f"{name}/{pname}: contains NaN or inf")
             tensors[pname] = t

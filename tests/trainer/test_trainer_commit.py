@@ -11,6 +11,7 @@ from trainer.commit import (
     PayloadError,
     chunk_proof,
     decode,
+    decode_meta,
     encode,
     trace_proof,
     trace_root,
@@ -44,6 +45,14 @@ def test_state_round_trip_is_byte_identical(corpus, tiny_cfg):
     ls = load_state(b)
     assert ls.to_bytes() == b
     assert params_hash_of_state(b) == model_hash(m)
+    # the header alone: the same meta, the same refusals, without reading the tensors
+    assert decode_meta(b, expected_kind=KIND_STATE) == decode(b).meta
+    assert decode_meta(b[:1000]) == decode(b).meta  # the tensors are not read
+    for bad in (b"XXXX" + b[4:], b[:10]):
+        with pytest.raises(PayloadError):
+            decode_meta(bad)
+    with pytest.raises(PayloadError):
+        decode_meta(b, expected_kind=KIND_UPDATE)
     p = decode(b, expected_kind=KIND_STATE)
     assert p.meta["adam_step"] == 3 and set(next(iter(p.entries.values())).parts) == {
         "param", "exp_avg", "exp_avg_sq"}
