@@ -104,8 +104,8 @@ def cmd_job_create(a: argparse.Namespace) -> int:
         raise UsageError(f"missing {', '.join(missing)}: required (or give them in --spec FILE); "
                          "see `loconet tx job create --help`")
     # audit defaults (abci_app/jobs/README.md "Enough segments"): every commitment challenged,
-    # 15 segments re-executed; with H/k >= 320 that catches a 10 % faker with >= 99 % in 3 rounds
-    # at <= 4.7 % verifier compute
+    # 15 segments re-executed; with H/k >= 480 that catches a 10 % faker with >= 99 % in 3 rounds
+    # while a verifier re-executes 3.1 % of the steps
     d.setdefault("challenge_bps", 10_000)
     d.setdefault("segments_per_challenge", 15)
     d.setdefault("determinism_mode", "tolerance")
