@@ -17,8 +17,8 @@ last ``keep`` snapshots are kept. A snapshot still being written when the next i
 next one skipped (logged).
 
 Restoring (``Restore``): CometBFT's light client verifies the header of H + 1 and passes its
-app hash to OfferSnapshot. The offer is accepted only by an empty store, for format 1, with
-metadata of 32 bytes per chunk whose sha256 is the snapshot hash. Each chunk (applied in order)
+app hash to OfferSnapshot. The offer is accepted only by an empty store, for format 1, at a
+height 1..2^63-1 (CometBFT's int64), with metadata of 32 bytes per chunk whose sha256 is the snapshot hash. Each chunk (applied in order)
 must hash to its entry in the metadata, else CometBFT refetches it and rejects its sender; its
 keys must continue the strictly ascending order. After the last chunk the pairs go to
 ``MerkleStore.restore``, which commits them as version H only if their root equals the trusted
@@ -37,6 +37,8 @@ import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from google.protobuf.message import DecodeError
+
 from abci_app.encoding import encode_uvarint
 from abci_app.pb import abci
 from abci_app.server import FramingError, decode_uvarint
@@ -47,6 +49,7 @@ log = logging.getLogger("loconet.snapshots")
 FORMAT = 1
 CHUNK_BYTES = 1 << 20  # CometBFT's p2p limit for a chunk message is 16 MiB
 HASH_BYTES = 32
+MAX_HEIGHT = 2**63 - 1  # CometBFT heights are int64 (the store keeps them as SQLite INTEGERs)
 
 
 class SnapshotError(Exception):
@@ -191,6 +194,8 @@ class Snapshotter:
                 out.append(abci.Snapshot.FromString(self.dir.joinpath(str(h), "snapshot").read_bytes()))
             except OSError:
                 continue  # pruned meanwhile
+            except DecodeError:
+                log.warning("snapshot %d: its snapshot file is corrupt; not offered", h)
         return out
 
     def load_chunk(self, height: int, fmt: int, index: int) -> bytes:
@@ -224,7 +229,7 @@ class Restore:
         if snapshot.format != FORMAT:
             return Offer.REJECT_FORMAT
         md = snapshot.metadata
-        if (snapshot.height < 1 or snapshot.chunks < 1 or len(md) != HASH_BYTES * snapshot.chunks
+        if (not 1 <= snapshot.height <= MAX_HEIGHT or snapshot.chunks < 1 or len(md) != HASH_BYTES * snapshot.chunks
                 or hashlib.sha256(md).digest() != snapshot.hash or len(app_hash) != HASH_BYTES):
             return Offer.REJECT
         return Offer.ACCEPT

@@ -194,3 +194,56 @@ def test_format_1_known_answer() -> None:
     snap = snapshot_of(9, [hashlib.sha256(x).digest() for x in chunks])
     assert (snap.format, snap.chunks, len(snap.metadata)) == (1, 2, 64)
     assert snap.hash.hex() == "30be0a7b3d4de4b3233b68378843d1d1e41ddcc1b1b55986acef5b6ddd631696"
+
+
+# ---- red-team regressions: hostile offers and chunks get REJECT/RETRY, never an exception
+
+
+def _root_of(pairs: dict[bytes, bytes]) -> bytes:
+    return MerkleStore(None).stage(1, pairs)
+
+
+def test_invalid_snapshot_height_past_int64() -> None:
+    # with a matching app hash, a height of 2^63 or more used to raise OverflowError (SQLite) out
+    # of ApplySnapshotChunk; CometBFT heights are int64, so the offer is refused
+    chunk = encode_pair(b"a", b"1")
+    root = _root_of({b"a": b"1"})
+    for h in (2**63, 2**64 - 1):
+        c = Application(MerkleStore(None))
+        snap = snapshot_of(h, [hashlib.sha256(chunk).digest()])
+        assert c.offer_snapshot(abci.RequestOfferSnapshot(snapshot=snap, app_hash=root)).result == Offer.REJECT
+        assert c.apply_snapshot_chunk(abci.RequestApplySnapshotChunk(index=0, chunk=chunk)).result == Apply.ABORT
+        assert c.info(abci.RequestInfo()).last_block_height == 0
+    c = Application(MerkleStore(None))  # the largest int64 height is fine
+    snap = snapshot_of(2**63 - 1, [hashlib.sha256(chunk).digest()])
+    assert c.offer_snapshot(abci.RequestOfferSnapshot(snapshot=snap, app_hash=root)).result == Offer.ACCEPT
+    assert c.apply_snapshot_chunk(abci.RequestApplySnapshotChunk(index=0, chunk=chunk)).result == Apply.ACCEPT
+
+
+def test_invalid_snapshot_chunk_indices_and_duplicate_keys() -> None:
+    chunks = [encode_pair(b"a", b"1"), encode_pair(b"a", b"2")]  # the same key twice, across chunks
+    snap = snapshot_of(7, [hashlib.sha256(x).digest() for x in chunks])
+    c = Application(MerkleStore(None))
+    assert c.offer_snapshot(abci.RequestOfferSnapshot(snapshot=snap, app_hash=bytes(32))).result == Offer.ACCEPT
+    for index in (1, 2, 2**32 - 1):  # out of order or out of range: refetch the one expected
+        r = c.apply_snapshot_chunk(abci.RequestApplySnapshotChunk(index=index, chunk=chunks[0]))
+        assert (r.result, list(r.refetch_chunks)) == (Apply.RETRY, [0])
+    assert c.apply_snapshot_chunk(abci.RequestApplySnapshotChunk(index=0, chunk=chunks[0])).result == Apply.ACCEPT
+    assert c.apply_snapshot_chunk(abci.RequestApplySnapshotChunk(index=1, chunk=chunks[1])).result == Apply.REJECT_SNAPSHOT
+    assert c.info(abci.RequestInfo()).last_block_height == 0
+
+
+def test_invalid_snapshot_chunk_count_without_metadata() -> None:
+    c = Application(MerkleStore(None))
+    snap = snapshot_of(7, [bytes(32)])
+    snap.chunks = 2**32 - 1  # claims four billion chunks with the metadata of one
+    assert c.offer_snapshot(abci.RequestOfferSnapshot(snapshot=snap, app_hash=bytes(32))).result == Offer.REJECT
+
+
+def test_invalid_corrupt_snapshot_file_is_not_listed(tmp_path: Path) -> None:
+    chain = new_chain()
+    snaps = Snapshotter(chain.store, tmp_path, interval=0)
+    snaps.take(chain.store.height)
+    (tmp_path / str(chain.store.height) / "snapshot").write_bytes(b"\xff\xff not protobuf")
+    chain.app.snapshots = snaps
+    assert list(chain.app.list_snapshots(abci.RequestListSnapshots()).snapshots) == []
