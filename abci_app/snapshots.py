@@ -13,8 +13,8 @@ Taking (``Snapshotter``): when Commit makes height H with H % ``snapshot_interva
 background thread reads the committed version H through ``MerkleStore.iterate_at`` (the store is
 thread-safe and H stays readable for ``keep_recent`` heights), writes the chunks to
 ``DIR/tmp-H/`` and renames the folder to ``DIR/H/`` when complete; blocks go on meanwhile. The
-last ``keep`` snapshots are kept. A snapshot still being written when the next is due makes the
-next one skipped (logged).
+last ``keep`` snapshots are kept. One more can wait while one is written; a snapshot due beyond
+that is skipped (logged).
 
 Restoring (``Restore``): CometBFT's light client verifies the header of H + 1 and passes its
 app hash to OfferSnapshot. The offer is accepted only by an empty store, for format 1, at a
@@ -122,7 +122,9 @@ class Snapshotter:
         self.dir.mkdir(parents=True, exist_ok=True)
         for p in self.dir.glob("tmp-*"):  # a snapshot interrupted by a crash
             shutil.rmtree(p, ignore_errors=True)
-        self._due: queue.Queue[int | None] = queue.Queue(maxsize=1)
+        self._due: queue.Queue[int | None] = queue.Queue()
+        self._lock = threading.Lock()
+        self._pending = 0  # snapshots queued or being written (at most 2)
         self._idle = threading.Event()
         self._idle.set()
         self._thread: threading.Thread | None = None
@@ -135,11 +137,13 @@ class Snapshotter:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="snapshots", daemon=True)
             self._thread.start()
-        try:
+        with self._lock:
+            if self._pending >= 2:
+                log.warning("snapshot of height %d skipped: the previous ones are still being written", height)
+                return
+            self._pending += 1
             self._idle.clear()
-            self._due.put_nowait(height)
-        except queue.Full:
-            log.warning("snapshot of height %d skipped: the previous one is still being written", height)
+        self._due.put(height)
 
     def _run(self) -> None:
         while True:
@@ -151,8 +155,10 @@ class Snapshotter:
             except Exception as e:  # a snapshot never stops the node
                 log.warning("snapshot of height %d failed: %s", height, e)
             finally:
-                if self._due.empty():
-                    self._idle.set()
+                with self._lock:
+                    self._pending -= 1
+                    if not self._pending:
+                        self._idle.set()
 
     def take(self, height: int) -> abci.Snapshot:
         """Write the snapshot of committed ``height`` (synchronously) and prune old ones."""

@@ -247,3 +247,23 @@ def test_invalid_corrupt_snapshot_file_is_not_listed(tmp_path: Path) -> None:
     (tmp_path / str(chain.store.height) / "snapshot").write_bytes(b"\xff\xff not protobuf")
     chain.app.snapshots = snaps
     assert list(chain.app.list_snapshots(abci.RequestListSnapshots()).snapshots) == []
+
+
+def test_snapshots_due_while_two_are_pending_are_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slow disk never queues snapshots without bound, and Commit never waits for one."""
+    c = new_chain()
+    snaps = Snapshotter(c.store, tmp_path / "snaps", interval=1)
+    release, taken = threading.Event(), []
+
+    def slow_take(self: Snapshotter, height: int) -> None:
+        release.wait(30)
+        taken.append(height)
+
+    monkeypatch.setattr(Snapshotter, "take", slow_take)
+    for h in (1, 2, 3, 4):
+        snaps.on_commit(h)  # returns at once
+    assert not snaps.wait_idle(0.1)
+    release.set()
+    assert snaps.wait_idle(30)
+    assert taken == [1, 2]  # 3 and 4 came while 1 was being written and 2 waited
+    snaps.close()
