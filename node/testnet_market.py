@@ -40,9 +40,9 @@ CHEAT_KINDS = ("random-root", "withhold", "lazy-verifier", "poison")
 BUILTIN_JOB: dict[str, Any] = {
     "model": {"n_layers": 2, "n_heads": 2, "d_model": 32, "context_len": 32, "vocab_size": 256},
     "inner_steps": 40, "trace_interval": 10, "tokens_per_step": 256, "compression_policy": "dense+int8",
-    # commit >= reveal + verdict + attest: round r+1 (opened at r's commit deadline) trains on the
-    # model of round r-1, never older
-    "windows": {"commit": 20, "reveal": 4, "verdict": 10, "attest": 5},
+    # commit >= reveal + 2 x verdict (votes committed, then opened) + attest: round r+1 (opened at
+    # r's commit deadline) trains on the model of round r-1, never older
+    "windows": {"commit": 26, "reveal": 4, "verdict": 8, "attest": 5},
     "challenge_bps": 10_000, "reward_per_round": 10 * LOCO, "verifier_reward_per_round": LOCO,
     # 2 of the H/k = 4 segments opened and re-executed per challenge; exact mode: all workers
     # share this machine's stack (trainer.determinism.stack_id)

@@ -24,6 +24,7 @@ re-executing, ``poison`` trains honestly but scales its update by POISON_SCALE.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -40,6 +41,7 @@ from node.market_msgs import (
     build_attest,
     build_bound_submit,
     build_reveal_from_trace,
+    build_reveal_vote,
     build_verdict,
     send_tx,
 )
@@ -51,6 +53,9 @@ log = logging.getLogger("loconet.worker")
 
 BEHAVIOURS = ("honest", "random-root", "withhold", "lazy-verifier", "poison")
 POISON_SCALE = 10.0
+# phase -> (verifier panel, whether votes are opened in it): MsgVerdict carries a vote's hash,
+# MsgRevealVote opens it in the next window (abci_app/jobs/rounds.py)
+PANEL_OF = {"verdict": (0, False), "vote_reveal": (0, True), "appeal": (1, False), "appeal_reveal": (1, True)}
 FETCH_ATTEMPTS_BEFORE_INVALID = 4  # a verifier votes invalid when the revealed states stay unavailable
 DUPLICATE = (ErrDuplicate.codespace, ErrDuplicate.code)  # the chain already has this duty done
 WRONG_PHASE = (ErrWrongPhase.codespace, ErrWrongPhase.code)  # too late (or too early) for it
@@ -262,13 +267,19 @@ class ProviderWorker:
         elif phase == "reveal" and me is not None and me["challenge"] and me["challenge"]["reveal"] is None:
             if self.cfg.behaviour != "withhold":
                 self._duty(f"reveal/{jid}/{rn}", lambda: self.do_reveal(job, r, me))
-        elif phase == "verdict":
+        elif phase in PANEL_OF:  # a panel commits its secret votes, or opens them
+            panel, opening = PANEL_OF[phase]
             for t in r["participants"]:
                 ch = t["challenge"]
                 if not ch or ch["reveal"] is None:
                     continue
-                if any(v["address"] == self.me and not v["voted"] for v in ch["verifiers"]):
-                    self._duty(f"verify/{jid}/{rn}/{t['address']}", lambda t=t: self.do_verify(job, r, t, height))
+                mine = [v for v in ch["verifiers"] if v["address"] == self.me and int(v.get("panel", 0)) == panel]
+                if opening and any(v.get("committed") and not v["voted"] for v in mine):
+                    self._duty(f"open-vote/{jid}/{rn}/{t['address']}",
+                               lambda t=t: self.do_open_vote(job, r, t, height))
+                elif not opening and any(not v.get("committed") and not v["voted"] for v in mine):
+                    self._duty(f"verify/{jid}/{rn}/{t['address']}/{panel}",
+                               lambda t=t: self.do_verify(job, r, t, height))
         elif phase == "attest" and me is not None and me["outcome"] == "accepted" and not me["attested_hash"]:
             self._duty(f"attest/{jid}/{rn}", lambda: self.do_attest(job, r, height))
         elif phase == "finalized":
@@ -444,8 +455,45 @@ class ProviderWorker:
     # ------------------------------------------------------------------------- verify
 
     def do_verify(self, job: dict[str, Any], r: dict[str, Any], t: dict[str, Any], height: int) -> None:
-        """Re-execute every segment the target opened; VALID only if all re-execute to the
-        revealed end states (the job's determinism mode), then score the update's quality."""
+        """Judge the target's opened segments and commit the vote's hash (MsgVerdict); the vote
+        itself (valid, quality, evidence) is kept in progress.json to be opened next window."""
+        jid, rn = int(r["job_id"]), int(r["round"])
+        target = t["address"]
+        vote = self.judge(job, r, t, height)
+        if vote is None:
+            return  # states not fetched yet: retried on a later block
+        valid, q, evidence, why = vote
+        votes = dict(self.progress.round(jid, rn).get("votes", {}))
+        votes[target] = {"valid": valid, "quality": q, "evidence": evidence.hex(), "why": why}
+        self.progress.update(jid, rn, votes=votes)
+        res = self._send(build_verdict(self.key.signer, jid, rn, from_bech32(target), valid, q, evidence))
+        self.stats.votes += 1
+        log.info("round %d/%d: vote on %s committed: %s quality %d (%s) at height %d", jid, rn, target,
+                 "VALID" if valid else "INVALID", q, why, res["height"])
+
+    def do_open_vote(self, job: dict[str, Any], r: dict[str, Any], t: dict[str, Any], height: int) -> None:
+        """Open the committed vote (MsgRevealVote) with exactly what was hashed."""
+        jid, rn = int(r["job_id"]), int(r["round"])
+        target = t["address"]
+        v = self.progress.round(jid, rn).get("votes", {}).get(target)
+        if v is None:  # the record was lost (restart): judge again, the same inputs give the same vote
+            vote = self.judge(job, r, t, height)
+            if vote is None:
+                return
+            v = {"valid": vote[0], "quality": vote[1], "evidence": vote[2].hex()}
+        res = self._send(build_reveal_vote(self.key.signer, jid, rn, from_bech32(target), bool(v["valid"]),
+                                           int(v["quality"]), bytes.fromhex(v["evidence"])))
+        log.info("round %d/%d: vote on %s opened: %s at height %d", jid, rn, target,
+                 "VALID" if v["valid"] else "INVALID", res["height"])
+
+    def judge(self, job: dict[str, Any], r: dict[str, Any], t: dict[str, Any],
+              height: int) -> tuple[bool, int, bytes, str] | None:
+        """(valid, quality, evidence, why) for the target's opened segments: VALID only if every
+        one re-executes to its revealed end state (the job's determinism mode). Evidence =
+        abci_app.jobs.incentives.compute_evidence of the end states the re-execution reached (=
+        the revealed ones when valid). None while the states cannot be fetched (a few tries);
+        then INVALID: revealing commits the provider to serving them."""
+        from abci_app.jobs.incentives import compute_evidence
         from node.blobs import BlobError
         from node.worker import ml
 
@@ -453,9 +501,18 @@ class ProviderWorker:
         target = t["address"]
         ch = t["challenge"]
         plan = self._plans[jid]
+        openings = sorted(ch.get("reveals") or [dict(ch["reveal"], segment=ch["segment"])], key=lambda o: o["segment"])
+        revealed_ends = [bytes.fromhex(o["end_state_hash"]) for o in openings]
+        expected = compute_evidence(revealed_ends)
         if self.cfg.behaviour == "lazy-verifier":
-            return self._vote(jid, rn, target, True, ml.MAX_QUALITY, "lazy: not re-executed")
-        openings = ch.get("reveals") or [dict(ch["reveal"], segment=ch["segment"])]
+            return True, ml.MAX_QUALITY, expected, "lazy: not re-executed"
+
+        def invalid(why: str, reached: list[bytes]) -> tuple[bool, int, bytes, str]:
+            ev = compute_evidence(reached)
+            if ev == expected:  # cannot happen for a real mismatch; never send a self-contradicting vote
+                ev = compute_evidence(reached + [b"\x00" * 32])
+            return False, 0, ev, why
+
         endpoint = self._endpoint_of(target)
         rk = f"{jid}/{rn}"
         sources = list(job["spec"].get("blob_sources") or [])
@@ -469,17 +526,20 @@ class ProviderWorker:
             last_chance = height >= int(r["windows"]["verdict_end"]) - 1
             if n < FETCH_ATTEMPTS_BEFORE_INVALID and not last_chance:
                 raise
-            return self._vote(jid, rn, target, False, 0, f"revealed states unavailable: {e}")
+            return invalid(f"revealed states unavailable: {e}", [hashlib.sha256(b"unavailable").digest()])
         corpus = self._corpus(plan.dataset_id, sources)
         spec = plan.shard_spec(rn, target, int(t["shard"]))
+        reached: list[bytes] = []
         why = "no segment opened"
         for o, start, end in states:
             v = ml.verify(plan, start, end, spec, start_hash=bytes.fromhex(o["start_state_hash"]),
                           end_hash=bytes.fromhex(o["end_state_hash"]),
                           base_model_hash=bytes.fromhex(r["base_model_hash"]), corpus=corpus, device=self.device)
             why = f"segment {o['segment']}: {v.reason}"
+            reached.append(bytes.fromhex(v.reexecuted_hash) if len(v.reexecuted_hash) == 64
+                           else hashlib.sha256(v.reason.encode()).digest())
             if not v.valid:
-                return self._vote(jid, rn, target, False, 0, why)
+                return invalid(why, reached)
         q = 1
         try:
             payload = self._payload(r, t, rk)
@@ -487,13 +547,7 @@ class ProviderWorker:
                 q = ml.quality(plan, self.fetch(r["base_model_hash"], sources), payload, corpus)
         except Exception as e:
             log.info("quality of %s: payload not scored (%s); valid at quality 1", target, e)
-        self._vote(jid, rn, target, True, q, f"{len(states)} segment(s) re-executed; last {why}")
-
-    def _vote(self, jid: int, rn: int, target: str, valid: bool, q: int, why: str) -> None:
-        res = self._send(build_verdict(jid, rn, from_bech32(target), valid, q))
-        self.stats.votes += 1
-        log.info("round %d/%d: verdict on %s: %s quality %d (%s) at height %d", jid, rn, target,
-                 "VALID" if valid else "INVALID", q, why, res["height"])
+        return True, q, expected, f"{len(states)} segment(s) re-executed; last {why}"
 
     def _endpoint_of(self, address: str) -> str:
         try:
