@@ -129,7 +129,7 @@ class MeteredApplication(Application):
         from abci_app.jobs.keys import ROUND_DUE_PREFIX, parse_round_due_key
         from abci_app.pb import jobs_pb2
 
-        counts: dict[str, int] = {name.removeprefix("PHASE_").lower(): 0 for name in jobs_pb2.Phase.keys()}
+        counts: dict[str, int] = {name.removeprefix("PHASE_").lower(): 0 for name in jobs_pb2.Phase.keys()}  # noqa: SIM118 (an EnumTypeWrapper)
         seen: set[tuple[int, int]] = set()
         for key, _ in self.store.iterate(ROUND_DUE_PREFIX, prefix_end(ROUND_DUE_PREFIX)):
             _, job_id, rnd = parse_round_due_key(key)

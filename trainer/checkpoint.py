@@ -108,7 +108,7 @@ def load(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         with safe_open(str(path), framework="pt") as f:
             meta = json.loads((f.metadata() or {}).get("loconet", "null"))
         tensors = load_file(str(path))
-    except Exception as e:  # a truncated or foreign file: say which
+    except Exception as e:  # noqa: BLE001 (safetensors raises its own error types: a truncated or foreign file)
         raise CheckpointError(f"{path} is not a loconet checkpoint ({e.__class__.__name__}: {e})") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a loconet checkpoint of format {FORMAT}")

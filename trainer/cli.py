@@ -127,8 +127,14 @@ class StepProgress:
         self.bar = None
         if enabled and sys.stderr.isatty():
             from rich.console import Console
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                       TimeElapsedColumn, TimeRemainingColumn)
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
 
             self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                 TextColumn("steps"), TimeElapsedColumn(), TextColumn("ETA"),
@@ -227,7 +233,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
         from trainer.checkpoint import load
 
         try:
-            first = int(load(checkpoint)[1]["next_round"])
+            first = int(load(str(checkpoint))[1]["next_round"])
         except CheckpointError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from clikit import run
 from nodekit import Node
 

@@ -9,7 +9,6 @@ import socket
 import threading
 
 import pytest
-
 from clikit import run
 
 ADDR = "loco1rnzet8sscmrr9rxgu2y8hfql40c0p6wp8ltshu"

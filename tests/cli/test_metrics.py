@@ -7,11 +7,10 @@ import json
 
 import httpx
 import pytest
-from prometheus_client import CollectorRegistry
-from prometheus_client.parser import text_string_to_metric_families
-
 from clikit import run
 from nodekit import Node
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
 
 
 def scrape(url: str) -> dict[str, list]:

@@ -8,9 +8,9 @@ import json
 import time
 
 import pytest
+from tnkit import cli, free_base_port
 
 from node.testnet import load, nodes_of
-from tnkit import cli, free_base_port
 
 pytestmark = pytest.mark.integration
 
