@@ -2,13 +2,16 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-fast bench lint clean
+.PHONY: setup demo demo-node test test-fast bench lint clean
 
 setup:                ## venv + deps, cometbft built with go install into .bin/, protobuf stubs
 	@./scripts/setup.sh
 
-demo: setup           ## single local node: start, send a transfer, show balances and the block, stop
+demo: setup           ## the network: 4 validators, 3 honest provider workers + 1 cheater train a job; fraud slashed
 	@$(PY) scripts/demo.py
+
+demo-node: setup      ## single local node: start, send a transfer, show balances and the block, stop
+	@$(PY) scripts/demo_node.py
 
 test: setup           ## the whole suite (unit, property, socket, real-cometbft integration)
 	@$(PY) -m pytest -q $(PYTEST_ARGS)
@@ -25,4 +28,4 @@ lint: setup          ## ruff + mypy over the chain and the node (not part of `ma
 	@$(PY) -m mypy abci_app node
 
 clean:
-	rm -rf .venv .bin abci_app/codec/gen .loconet-demo
+	rm -rf .venv .bin abci_app/codec/gen .loconet-demo .loconet-demo-node

@@ -1,6 +1,6 @@
-"""`make demo`: a single local loconet node, end to end, with the commands a user would type.
+"""`make demo-node`: a single local loconet node, end to end, with the commands a user would type.
 
-1. `loconet init` a fresh home in .loconet-demo/ (ports chosen free, so a running node is untouched)
+1. `loconet init` a fresh home in .loconet-demo-node/ (ports chosen free, so a running node is untouched)
 2. `loconet start` it in the background and wait for blocks
 3. `loconet keys add alice`, `loconet tx bank send <alice> 2.5loco --from validator`
 4. the balances (with Merkle proofs verified against the next header's app hash) and the block
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-HOME = ROOT / ".loconet-demo"
+HOME = ROOT / ".loconet-demo-node"
 LOCONET = [sys.executable, "-m", "node.cli"]
 sys.path.insert(0, str(ROOT))
 

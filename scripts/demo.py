@@ -1,0 +1,182 @@
+"""`make demo`: the whole story on one machine, with the commands a user would type.
+
+1. `loconet testnet up --validators 4 --providers 4 --cheaters random-root:1`: four validators,
+   four provider workers (three honest, one that commits to random bytes without training), and
+   a training job on the built-in text corpus
+2. every round as it finalizes, read from the chain: participants and their shards, commitments,
+   challenges, verifiers' votes, outcomes, payouts and slashes, the attested model and the stake
+   that attested it; and the held-out loss of each attested model (fetched by hash from a
+   worker's blob server and evaluated here)
+3. the cheater proven fraudulent, slashed and jailed; the honest providers paid; a loss plot
+4. `loconet testnet down`: everything stopped cleanly
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DIR = ROOT / ".loconet-demo"
+LOCONET = [sys.executable, "-m", "node.cli"]
+ROUNDS = 6
+sys.path.insert(0, str(ROOT))
+
+
+def step(text: str) -> None:
+    print(f"\n\033[1m== {text}\033[0m", flush=True)
+
+
+def run(*args: str, show: bool = True, check: bool = True) -> str:
+    if show:
+        print("$ loconet " + " ".join(shlex.quote(a) for a in args), flush=True)
+    r = subprocess.run([*LOCONET, *args], capture_output=True, text=True, cwd=ROOT)
+    if check and r.returncode != 0:
+        sys.exit(f"demo failed: loconet {' '.join(args)}\n{r.stdout}{r.stderr}")
+    if show:
+        print(r.stdout.rstrip(), flush=True)
+    return r.stdout
+
+
+def free_base() -> int:
+    from node.ports import find_free_base
+
+    offsets = [100 * i + k for i in range(4) for k in (0, 1, 4, 24)]
+    return find_free_base(range(26656, 40000, 1000), offsets)
+
+
+def query(node: str, path: str) -> Any:
+    from node.rpc import Client
+
+    with Client(node, timeout=5) as c:
+        qr = c.abci_query(path)
+    if qr.code != 0:
+        raise RuntimeError(qr.log)
+    return json.loads(qr.value)
+
+
+def main() -> int:
+    from node.blobs import BlobClient, BlobStore
+    from node.testnet import load
+    from node.testnet_market import workers_of
+    from node.worker import ml
+    from trainer.data import Corpus
+
+    t0 = time.monotonic()
+    if DIR.exists():
+        subprocess.run([*LOCONET, "testnet", "down", "--dir", str(DIR)], capture_output=True, cwd=ROOT)
+        shutil.rmtree(DIR)
+    step("1. a 4-validator network, 4 provider workers (one cheats), and a training job")
+    base = free_base()
+    run("testnet", "up", "--dir", str(DIR), "--validators", "4", "--providers", "4", "--cheaters", "random-root:1",
+        "--rounds", str(ROUNDS), "--base-port", str(base))
+    m = load(DIR)
+    node = f"http://127.0.0.1:{base + 1}"
+    job_id = m["job_id"]
+    workers = workers_of(m)
+    name = {w.address: w.name + ("*" if w.behaviour != "honest" else "") for w in workers}
+    print("(* = the random-root cheater)")
+    job = query(node, f"/job/{job_id}")
+    plan = ml.JobPlan.from_job(job)
+    store = BlobStore(DIR / "demo-blobs", quota_bytes=1 << 30)
+    fetcher = BlobClient(timeout_s=20, max_bytes=1 << 30)
+    urls = [w.endpoint for w in workers]
+
+    def blob(h: str) -> bytes:
+        return Path(fetcher.fetch(h, urls, store)).read_bytes()
+
+    corpus = Corpus(blob(plan.dataset_id))
+    losses = [("initial", ml.val_loss(plan, blob(job["spec"]["initial_model_hash"]), corpus))]
+    print(f"job {job_id}: {ROUNDS} rounds, H={plan.H} steps of {plan.batch_size}x{plan.model.block_size} bytes, "
+          f"a state every k={plan.k}, policy {plan.policy}, {job['spec']['participants_per_round']} providers train "
+          f"and {job['spec']['verifiers_per_challenge']} verify each round, challenge rate 100 %")
+    print(f"initial model {job['spec']['initial_model_hash'][:12]}: held-out loss {losses[0][1]:.3f}")
+    print(f"$ loconet query rounds {job_id} --node {node}   (what the rest of this demo reads, round by round)")
+
+    step("2. the rounds, as the chain finalizes them")
+    shown = 0
+    deadline = time.monotonic() + 420
+    while shown < ROUNDS and time.monotonic() < deadline:
+        rounds = query(node, f"/rounds/{job_id}?from={shown}&limit=4")["rounds"]
+        done = [r for r in rounds if r["phase"] == "finalized"]
+        if not done or done[0]["round"] != shown:
+            time.sleep(1.0)
+            continue
+        r = done[0]
+        show_round(r, name)
+        if r["attested_model_hash"]:
+            loss = ml.val_loss(plan, blob(r["attested_model_hash"]), corpus)
+            losses.append((f"round {r['round']}", loss))
+            print(f"  attested model {r['attested_model_hash'][:12]} by {r['attest_stake'] // 1_000_000} LOCO of bond"
+                  f" (>= 2/3 of the accepted participants'): held-out loss {loss:.3f}")
+        shown += 1
+    if shown < ROUNDS:
+        print(f"(stopped waiting after round {shown - 1}; the network keeps going until `testnet down`)")
+
+    step("3. who was paid, who was slashed")
+    for w in workers:
+        p = query(node, f"/provider/{w.address}")
+        paid = sum(q["reward"] for r in query(node, f"/rounds/{job_id}")["rounds"] for q in r["participants"]
+                   if q["address"] == w.address)
+        print(f"  {name[w.address]:11s} {w.behaviour:12s} status {p['status']:8s} reputation {p['reputation']:>5d}"
+              f"  earned {paid / 1e6:8.2f} LOCO  slashed {p['slashed_total'] / 1e6:8.2f} LOCO")
+    print("\nheld-out loss of the attested models, round by round:")
+    print("  " + "  ".join(f"{i}: {v:.3f}" for i, v in losses))
+    print("  (round r+1 opens at round r's commit deadline, so it trains on the model attested two rounds\n"
+          "   before: each round improves on its base; neighbouring rounds share a base)")
+    plot(losses, DIR / "val_loss.png")
+    print(f"plot: {DIR / 'val_loss.png'}")
+    fetcher.close()
+
+    step("4. stop everything cleanly")
+    run("testnet", "down", "--dir", str(DIR))
+    print(f"\ndemo done in {time.monotonic() - t0:.0f}s. Explore further: loconet --help; "
+          f"loconet testnet up --providers 4 --dir {DIR} restarts it")
+    return 0
+
+
+def show_round(r: dict[str, Any], name: dict[str, str]) -> None:
+    w = r["windows"]
+    print(f"round {r['round']}: opened at {w['open_height']}, commit <= {w['commit_deadline']}, "
+          f"finalized at {r['finalized_height']}; base model {r['base_model_hash'][:12]}")
+    for p in r["participants"]:
+        c, ch = p["commitment"], p["challenge"]
+        votes = ""
+        if ch:
+            vs = ch["verifiers"]
+            votes = " ".join(f"{name.get(v['address'], v['address'][:10])}:{'valid' if v['valid'] else 'INVALID'}"
+                             for v in vs if v["voted"]) or "no votes"
+        loss = f"loss {c['loss_before_mnats'] / 1000:.2f}->{c['loss_after_mnats'] / 1000:.2f}" if c else "no commitment"
+        segs = ",".join(str(x) for x in (ch.get("segments") or [ch["segment"]])) if ch else ""
+        seg = f"segments {segs} {'revealed' if ch['reveal'] else 'NOT revealed'}" if ch else "unchallenged"
+        print(f"  {name.get(p['address'], p['address'][:12]):11s} shard {p['shard']:>2d}  {loss:20s} {seg:24s}"
+              f" votes [{votes}] -> {p['outcome']:9s} reward {p['reward'] / 1e6:6.2f} LOCO"
+              + (f"  SLASHED {p['slashed'] / 1e6:.2f} LOCO" if p["slashed"] else ""))
+
+
+def plot(losses: list[tuple[str, float]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(range(len(losses)), [y for _, y in losses], marker="o")
+    ax.set_xticks(range(len(losses)), [x.replace("round ", "r") for x, _ in losses])
+    ax.set_xlabel("attested model (initial, then after each round)")
+    ax.set_ylabel("held-out loss (nats/byte)")
+    ax.set_title("loconet testnet: 3 honest providers + 1 cheater")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
