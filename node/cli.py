@@ -18,7 +18,7 @@ from typing import Any
 DEFAULT_NODE = "http://127.0.0.1:26657"
 ULOCO = 1_000_000
 # modules with `register(root_subparsers, tx_subparsers, query_subparsers)` adding their commands
-PLUGINS = ("node.cli_staking", "node.cli_market", "node.testnet", "node.cli_blob", "node.cli_tx", "node.cli_explorer",
+PLUGINS = ("node.cli_staking", "node.cli_market", "node.cli_evm", "node.testnet", "node.cli_blob", "node.cli_tx", "node.cli_explorer",
            "node.worker.cli")
 
 

@@ -460,6 +460,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         data = _up_market(d, m, behaviours, args)
     for w in tm.workers_of(m):
         tm.start_worker(d, w)
+    if args.evm:  # anvil, the settlement contracts and a relayer (node/evm/testnet_evm.py)
+        from node.evm import testnet_evm
+
+        data["evm"] = testnet_evm.up(d, nodes[0].rpc_url, args.evm_port)
     rows = validator_table(nodes)
     elapsed = time.monotonic() - t0
     text = f"{'MONIKER':8s} {'RPC':24s} {'VALIDATOR ADDRESS':40s} {'POWER':>7s}\n" + "\n".join(
@@ -470,6 +474,10 @@ def cmd_up(args: argparse.Namespace) -> int:
             f"{w.name:10s} {w.endpoint:24s} {w.behaviour:14s} {w.address}" for w in workers)
     if data.get("job_id"):
         text += f"\njob {data['job_id']} created: follow it with `loconet query rounds {data['job_id']} --node {nodes[0].rpc_url}`"
+    if data.get("evm"):
+        ev = data["evm"]
+        text += (f"\nEVM: anvil at {ev['evm_rpc']}, Checkpoints {ev['checkpoints']}, LOCO token {ev['token']}, relayer running; "
+                 f"deployment {ev['deployment']}; a user key with ETH: {ev['user_key']} ({ev['user_address']})")
     text += f"\nnetwork {m['chain_id']} is producing blocks ({elapsed:.1f}s); keys in {d / 'keyring'}; stop it with `loconet testnet down --dir {args.dir}`"
     out(args, {"dir": str(d), "chain_id": m["chain_id"], "seconds": round(elapsed, 1), "nodes": rows,
                "workers": [asdict(w) for w in workers], **data}, text)
@@ -685,7 +693,9 @@ def cmd_down(args: argparse.Namespace) -> int:
         workers = tm.workers_of(load(d))
     except TestnetError:
         workers = []
-    stopped = [w.name for w in workers if tm.stop_worker(w)] + [n.name for n in nodes if stop_node(n)]
+    from node.evm import testnet_evm
+
+    stopped = testnet_evm.down(d) + [w.name for w in workers if tm.stop_worker(w)] + [n.name for n in nodes if stop_node(n)]
     print(f"stopped {', '.join(stopped) or 'nothing (no node was running)'}")
     if args.purge:
         shutil.rmtree(d)
@@ -754,6 +764,8 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
                    help="the last COUNT providers cheat: random-root, withhold, lazy-verifier or poison (tests/demos)")
     p.add_argument("--no-job", action="store_true", help="with --providers: do not create the built-in job")
     p.add_argument("--rounds", type=int, default=5, help="rounds of the built-in job (default 5)")
+    p.add_argument("--evm", action="store_true", help="also start anvil, deploy the settlement contracts and run a relayer (DIR/evm)")
+    p.add_argument("--evm-port", type=int, default=8545, help="anvil's port with --evm (default 8545)")
     dir_flag(p); add_output_flag(p)
     p = add_command(tn, "status", "height, app hash and peers of every node; flags nodes behind or disagreeing",
                     "loconet testnet status", _main_wrap(cmd_status))

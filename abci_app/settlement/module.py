@@ -3,6 +3,7 @@ checkpoint signatures carried by the block's vote extensions, then makes a due c
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from abci_app.context import Ctx
@@ -12,7 +13,7 @@ from abci_app.settlement import genesis, keeper
 from abci_app.settlement.expected_keepers import StakingKeeper
 from abci_app.settlement.keys import KEY_PREFIXES
 from abci_app.settlement.msgs import new_set_settlement_key, process_msg_withdraw_to_evm
-from abci_app.settlement.queries import QUERIES
+from abci_app.settlement.queries import QUERIES, query_settlement
 from abci_app.store import CacheKV, KVReader
 
 
@@ -35,7 +36,7 @@ def new_module(staking: StakingKeeper) -> ModuleSpec:
             "set_settlement_key": new_set_settlement_key(staking),
             "withdraw_to_evm": process_msg_withdraw_to_evm,
         },
-        queries=QUERIES,
+        queries={**QUERIES, "settlement": partial(query_settlement, staking=staking)},
         init_genesis=_genesis,
         begin_block=_begin_block,
         invariants=_invariants,

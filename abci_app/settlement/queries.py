@@ -17,6 +17,7 @@ from abci_app.settlement.keys import (
     checkpoint_key,
     claim_key,
 )
+from abci_app.settlement.expected_keepers import StakingKeeper
 from abci_app.settlement.params import get_params, params_to_json
 from abci_app.store import KVReader
 
@@ -92,14 +93,21 @@ def query_claim(reader: KVReader, args: list[str], params: dict[str, str]) -> tu
     return to_json(out), [claim_key(addr)]
 
 
-def query_settlement(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
-    """/settlement -> {"params", "signer_set" (signs the next checkpoint), "keys", "latest"}"""
+def query_settlement(reader: KVReader, args: list[str], params: dict[str, str],
+                     staking: StakingKeeper | None = None) -> tuple[bytes, list[bytes]]:
+    """/settlement -> {"params", "signer_set" (signs the next checkpoint; before the first
+    checkpoint, the set it would have now), "signer_set_hash", "keys", "latest", "latest_final"}"""
     if args:
         raise QueryError("usage: /settlement")
     signers = keeper.get_signer_set(reader)
+    if signers is None and staking is not None:
+        signers = keeper.compute_signer_set(reader, staking)
+    final = keeper.latest_final(reader)
     out = {
         "params": params_to_json(get_params(reader)),
         "signer_set": set_to_json(signers) if signers is not None else None,
+        "signer_set_hash": keeper.hash_of(signers).hex() if signers is not None else None,
+        "latest_final": final.number if final is not None else 0,
         "keys": {cons.hex().upper(): "0x" + a.hex() for cons, a in keeper.iterate_settlement_keys(reader)},
         "latest": keeper.latest_number(reader),
         "vote_extensions_enable_height": keeper.vote_extensions_height(reader),

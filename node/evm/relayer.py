@@ -1,0 +1,158 @@
+"""The relayer: posts every final loconet checkpoint to the Checkpoints contract.
+
+The contract is the source of truth: each pass reads ``lastNumber()`` and posts the final
+checkpoints after it, in order, one transaction at a time (nonce from the chain, gas estimated,
+receipt awaited). Before sending, the relayer writes a journal entry (checkpoint number, tx hash,
+nonce) next to the deployment file; after a restart it first waits for the journalled tx and for
+any pending tx of its account, then re-reads ``lastNumber()``: a checkpoint is never sent twice.
+Errors from either side (loconet node or EVM node down, a reverted or dropped tx) are logged and
+retried after a pause; the loop never exits on them."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from web3 import Web3
+
+from node.evm import client
+
+log = logging.getLogger("loconet.relayer")
+
+
+class LoconetSource:
+    """Reads checkpoints from a loconet node's ABCI queries."""
+
+    def __init__(self, node_url: str) -> None:
+        self.node_url = node_url
+
+    def _query(self, path: str) -> Any | None:
+        from node.rpc import Client
+
+        with Client(self.node_url, timeout=5) as c:
+            qr = c.abci_query(path)
+        return json.loads(qr.value) if qr.code == 0 else None
+
+    def latest_final(self) -> dict[str, Any] | None:
+        return self._query("/checkpoint/latest")
+
+    def checkpoint(self, n: int) -> dict[str, Any] | None:
+        return self._query(f"/checkpoint/{n}")
+
+    def block_time(self, height: int) -> float | None:
+        from node.rpc import Client
+
+        with Client(self.node_url, timeout=5) as c:
+            t = c.block(height)["block"]["header"]["time"]
+        from datetime import datetime
+
+        return datetime.fromisoformat(t[:26].rstrip("Z") + "+00:00").timestamp()
+
+
+@dataclass
+class Posted:
+    number: int
+    tx_hash: str
+    gas_used: int
+    evm_block: int
+    latency_s: float | None  # from the loconet block that made it final to the EVM receipt
+
+
+class Relayer:
+    def __init__(self, w3: Web3, deployment: client.Deployment, account: Any, source: LoconetSource,
+                 journal: Path, *, on_post: Callable[[Posted], None] | None = None) -> None:
+        self.w3, self.d, self.account, self.src, self.journal = w3, deployment, account, source, journal
+        self.contract = client.checkpoints(w3, deployment)
+        self.on_post = on_post
+
+    # -- journal ---------------------------------------------------------------------------------
+    def _read_journal(self) -> dict[str, Any] | None:
+        try:
+            data: dict[str, Any] = json.loads(self.journal.read_text())
+            return data
+        except (OSError, ValueError):
+            return None
+
+    def _write_journal(self, entry: dict[str, Any] | None) -> None:
+        tmp = self.journal.with_suffix(".tmp")
+        tmp.write_text(json.dumps(entry, sort_keys=True) + "\n")
+        tmp.replace(self.journal)
+
+    def settle_inflight(self, timeout: float = 120.0) -> None:
+        """Wait for a journalled tx and for every pending tx of the account to be mined."""
+        entry = self._read_journal()
+        if entry and entry.get("tx_hash"):
+            try:
+                r = self.w3.eth.wait_for_transaction_receipt(entry["tx_hash"], timeout=timeout)
+                log.info("journalled tx %s for checkpoint %s mined (status %s)", entry["tx_hash"], entry["number"], r["status"])
+            except Exception as e:  # noqa: BLE001 - dropped from the pool: the nonce check below decides
+                log.warning("journalled tx %s not found (%s)", entry["tx_hash"], e)
+        deadline = time.monotonic() + timeout
+        addr = self.account.address
+        while self.w3.eth.get_transaction_count(addr, "pending") > self.w3.eth.get_transaction_count(addr, "latest"):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{addr} still has pending transactions")
+            time.sleep(0.5)
+        self._write_journal(None)
+
+    # -- one pass --------------------------------------------------------------------------------
+    def step(self) -> list[Posted]:
+        self.settle_inflight()
+        done: list[Posted] = []
+        latest = self.src.latest_final()
+        if latest is None:
+            return done
+        on_chain = int(self.contract.functions.lastNumber().call())
+        for n in range(on_chain + 1, int(latest["number"]) + 1):
+            cp = latest if n == latest["number"] else self.src.checkpoint(n)
+            if cp is None or not cp["final"]:
+                break
+            done.append(self.post(cp))
+        return done
+
+    def post(self, cp: dict[str, Any]) -> Posted:
+        fn = self.contract.functions.submit(*client.submit_args(cp))
+        nonce = self.w3.eth.get_transaction_count(self.account.address, "pending")
+        built = fn.build_transaction({"from": self.account.address, "nonce": nonce, "chainId": self.w3.eth.chain_id})
+        signed = self.account.sign_transaction(built)
+        tx_hash = "0x" + bytes(signed.hash).hex()
+        self._write_journal({"number": cp["number"], "tx_hash": tx_hash, "nonce": nonce})
+        self.w3.eth.send_raw_transaction(signed.raw_transaction)
+        receipt = self.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=120)
+        self._write_journal(None)
+        if receipt["status"] != 1:
+            raise RuntimeError(f"checkpoint {cp['number']}: tx {tx_hash} reverted")
+        latency = None
+        try:
+            t_final = self.src.block_time(int(cp["final_height"]))
+            if t_final is not None:
+                latency = time.time() - t_final
+        except Exception:  # noqa: BLE001 - the figure is optional
+            pass
+        p = Posted(int(cp["number"]), tx_hash, int(receipt["gasUsed"]), int(receipt["blockNumber"]), latency)
+        log.info("posted checkpoint %d (height %s, %d signatures) in %s: gas %d, EVM block %d%s", p.number, cp["height"],
+                 len(cp["signatures"]), tx_hash, p.gas_used, p.evm_block,
+                 f", {latency:.2f}s after its final loconet block" if latency is not None else "")
+        if self.on_post:
+            self.on_post(p)
+        return p
+
+    def run(self, poll: float = 1.0, until: int | None = None, stop: Callable[[], bool] = lambda: False) -> None:
+        backoff = poll
+        while not stop():
+            try:
+                posted = self.step()
+                backoff = poll
+                if until is not None and int(self.contract.functions.lastNumber().call()) >= until:
+                    return
+                if posted:
+                    continue
+            except Exception as e:  # noqa: BLE001 - either node may be down: keep going
+                log.warning("relayer pass failed: %s; retrying in %.1fs", e, backoff)
+                backoff = min(backoff * 2, 30.0)
+            time.sleep(backoff)
