@@ -110,21 +110,18 @@ def send(w3: Web3, fn: Any, sender: Any, *, gas: int | None = None, nonce: int |
 
 def deploy(w3: Web3, sender: Any, loconet_chain_id: str, signers: list[str], powers: list[int],
            start_number: int) -> Deployment:
-    """Deploy Checkpoints (with the signer set that signs checkpoint start_number+1) and the
-    RewardsDistributor (which deploys its LocoToken)."""
-    a = artifact("Checkpoints")
-    cp = w3.eth.contract(abi=a["abi"], bytecode=a["bytecode"])
-    r1 = send(w3, cp.constructor(loconet_chain_id, signers, powers, start_number), sender)
+    """Deploy the RewardsDistributor (a Checkpoints light client with the signer set that signs
+    checkpoint start_number+1), which deploys its LocoToken."""
     b = artifact("RewardsDistributor")
     dist = w3.eth.contract(abi=b["abi"], bytecode=b["bytecode"])
-    r2 = send(w3, dist.constructor(r1["contractAddress"]), sender)
-    dist_c = contract(w3, "RewardsDistributor", r2["contractAddress"])
+    r = send(w3, dist.constructor(loconet_chain_id, signers, powers, start_number), sender)
+    dist_c = contract(w3, "RewardsDistributor", r["contractAddress"])
     return Deployment(
         evm_chain_id=w3.eth.chain_id,
         loconet_chain_id=loconet_chain_id,
-        checkpoints=r1["contractAddress"],
-        distributor=r2["contractAddress"],
+        checkpoints=r["contractAddress"],  # the distributor is the light client
+        distributor=r["contractAddress"],
         token=dist_c.functions.token().call(),
         start_number=start_number,
-        block=r1["blockNumber"],
+        block=r["blockNumber"],
     )

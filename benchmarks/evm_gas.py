@@ -1,0 +1,108 @@
+"""EVM settlement costs: gas per checkpoint (4, 21, 100 validators; the fewest signers that pass
+2/3 and all of them; with and without a set rotation), gas per claim, and, with --latency, the
+relayer's latency from the loconet block that makes a checkpoint final to the EVM receipt on
+anvil (a real 4-validator `loconet testnet up --evm`).
+
+    .venv/bin/python benchmarks/evm_gas.py [--latency] [-o json]
+
+Gas is measured in process (web3 + eth-tester on py-evm, Cancun rules: the same figures anvil
+or mainnet charge for these calls). Targets (issue 14): checkpoint with 100 validators < 1.5 M
+gas; claim < 90 k gas."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "evm")]
+
+from evmkit import EVM, checkpoint, make_set  # noqa: E402
+
+from abci_app.settlement import evm  # noqa: E402
+
+
+def checkpoint_gas(n: int) -> dict[str, int]:
+    s = make_set(n, tag=f"g{n}-")
+    quorum = (2 * n) // 3 + 1
+    rot = make_set(n, tag=f"r{n}-")
+    c = EVM(s)
+    c.submit(checkpoint(1, s))  # warm-up: the contract's first write of each slot costs 20,000 more, once
+    r_min = c.submit(checkpoint(2, s, signed_by=s[:quorum]))
+    r_all = c.submit(checkpoint(3, s))
+    r_rot = c.submit(checkpoint(4, s, next_set=rot, signed_by=s[:quorum]))
+    return {"validators": n, "signers_min": quorum, "gas_min": r_min["gasUsed"], "gas_all": r_all["gasUsed"],
+            "gas_rotation": r_rot["gasUsed"]}
+
+
+def claim_gas(leaves: int) -> dict[str, int]:
+    s = make_set(4, tag="c")
+    c = EVM(s)
+    accts = sorted(evm.keccak256(b"claimant%d" % i)[:20] for i in range(leaves))
+    entries = [(a, 1_000_000 + i) for i, a in enumerate(accts)]
+    c.submit(checkpoint(1, s, root=evm.rewards_root(entries)))
+    first = c.claim(*entries[0], evm.claim_proof(entries, 0))["gasUsed"]  # creates totalSupply too
+    new_acct = c.claim(*entries[1], evm.claim_proof(entries, 1))["gasUsed"]
+    entries2 = [(a, v + 7) for a, v in entries]
+    c.submit(checkpoint(2, s, root=evm.rewards_root(entries2)))
+    again = c.claim(*entries2[1], evm.claim_proof(entries2, 1))["gasUsed"]
+    return {"tree_leaves": len(entries), "proof_len": len(evm.claim_proof(entries, 1)),
+            "first_mint_of_token": first, "first_claim_of_account": new_acct, "later_claim_of_account": again}
+
+
+def latency(checkpoints: int = 6) -> dict[str, object]:
+    d = Path(tempfile.mkdtemp(prefix="loconet-evm-bench-"))
+    cli = [sys.executable, "-m", "node.cli"]
+    subprocess.run([*cli, "testnet", "up", "--dir", str(d), "--base-port", "46656", "--evm", "--evm-port", "48545",
+                    "--param", "settlement.checkpoint_interval=10"], check=True, cwd=ROOT, capture_output=True)
+    try:
+        log = d / "evm" / "relayer.log"
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            got = re.findall(r"posted checkpoint (\d+) .*?, ([\d.]+)s after", log.read_text() if log.exists() else "")
+            if len(got) >= checkpoints:
+                break
+            time.sleep(1)
+        secs = sorted(float(s) for _, s in got)
+        return {"checkpoints": len(secs), "latency_s_min": secs[0], "latency_s_median": secs[len(secs) // 2],
+                "latency_s_max": secs[-1]}
+    finally:
+        subprocess.run([*cli, "testnet", "down", "--dir", str(d), "--purge"], cwd=ROOT, capture_output=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--latency", action="store_true", help="also measure relayer latency on a real testnet + anvil (~1 min)")
+    ap.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    a = ap.parse_args()
+    res: dict[str, object] = {"machine": f"{platform.machine()}, Python {platform.python_version()}",
+                              "checkpoints": [checkpoint_gas(n) for n in (4, 21, 100)],
+                              "claims": [claim_gas(n) for n in (10, 1_000, 100_000)]}
+    if a.latency:
+        res["relayer"] = latency()
+    if a.output == "json":
+        print(json.dumps(res, indent=1, sort_keys=True))
+        return 0
+    print("| validators | signers (min > 2/3) | gas, min signers | gas, all sign | gas, min signers + rotation |")
+    print("|---|---|---|---|---|")
+    for r in res["checkpoints"]:  # type: ignore[union-attr]
+        print(f"| {r['validators']} | {r['signers_min']} | {r['gas_min']:,} | {r['gas_all']:,} | {r['gas_rotation']:,} |")
+    print("\n| claimants (tree leaves) | proof hashes | first claim of an account | later claim of it | the token's very first mint |")
+    print("|---|---|---|---|---|")
+    for c in res["claims"]:  # type: ignore[union-attr]
+        print(f"| {c['tree_leaves']:,} | {c['proof_len']} | {c['first_claim_of_account']:,} | {c['later_claim_of_account']:,} | "
+              f"{c['first_mint_of_token']:,} |")
+    if "relayer" in res:
+        print(f"\nrelayer latency (final loconet block -> EVM receipt): {res['relayer']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
