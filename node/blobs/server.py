@@ -2,7 +2,8 @@
 
     GET  /blob/{sha256}   the bytes; ``Range: bytes=a-b | a- | -n`` -> 206 with Content-Range,
                           an unsatisfiable range -> 416 (``Content-Range: bytes */SIZE``); a
-                          malformed or multi-range header is ignored (200, the whole blob)
+                          malformed or multi-range header is ignored (200, the whole blob);
+                          positions are ASCII digits (a 5000-digit one is "past the end", not a 500)
     HEAD /blob/{sha256}   the same headers, no body
     GET  /stats           JSON counters: bytes_sent (body bytes written), requests, hits, ...
     GET  /health          "ok"
@@ -10,7 +11,8 @@
 File reads and the metadata update run in the loop's default executor, so a slow disk or a
 store locked by another process never stalls other requests. A malformed hash is 400 (``{"error": "invalid_hash"}``), an unknown one 404; any other method is
 405: nothing can be uploaded over the network, only the local worker writes through BlobStore.
-Bodies are streamed from the file in ``chunk_size`` pieces; ``bytes_sent`` counts what was
+A connection gets ``idle_timeout`` (15 s) to send a whole request (slowloris), a reader
+``write_timeout`` (60 s) to take each chunk. Bodies are streamed from the file in ``chunk_size`` pieces; ``bytes_sent`` counts what was
 handed to the transport (the round-overhead benchmark reads it).
 """
 
@@ -47,6 +49,17 @@ class ServerStats:
         return asdict(self)
 
 
+BEYOND = 10**30  # stands for any position past every file: a huge number in a Range header
+
+
+def _position(text: str) -> int | None:
+    """A byte position of a Range header: ASCII decimal digits only (no sign, no Unicode digits);
+    more than 30 digits reads as BEYOND instead of reaching int()'s 4300-digit error (a 500)."""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    return int(text) if len(text) <= 30 else BEYOND
+
+
 def parse_range(header: str, size: int) -> tuple[int, int] | None | bool:
     """RFC 9110 single byte range. Returns (first, last) inclusive; ``None`` when unsatisfiable
     (-> 416); ``False`` when the header is to be ignored (malformed, multi-range, other unit)."""
@@ -58,20 +71,20 @@ def parse_range(header: str, size: int) -> tuple[int, int] | None | bool:
         return False
     first_s, last_s = first_s.strip(), last_s.strip()
     if first_s == "":  # suffix range: the last N bytes
-        if not last_s.isdigit():
+        n = _position(last_s)
+        if n is None:
             return False
-        n = int(last_s)
         if n == 0 or size == 0:
             return None
         return max(0, size - n), size - 1
-    if not first_s.isdigit() or (last_s and not last_s.isdigit()):
+    first = _position(first_s)
+    last = _position(last_s) if last_s else size - 1
+    if first is None or last is None:
         return False
-    first = int(first_s)
-    if last_s and int(last_s) < first:
+    if last_s and last < first:
         return False
     if first >= size:
         return None
-    last = int(last_s) if last_s else size - 1
     return first, min(last, size - 1)
 
 
@@ -80,8 +93,14 @@ class BlobServer:
     loop; ``start_thread()`` / ``stop_thread()`` (or ``with BlobServer(...):``) run it on its own
     loop in a daemon thread for synchronous callers. Port 0 picks a free port (``.port``)."""
 
-    def __init__(self, store: BlobStore, host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, chunk_size: int = 256 * 1024) -> None:
+    def __init__(self, store: BlobStore, host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, chunk_size: int = 256 * 1024,
+                 idle_timeout: float = 15.0, write_timeout: float = 60.0) -> None:
         self.store = store
+        # a connection that has not sent a whole request within idle_timeout seconds of opening (or
+        # of its last response) is closed: slowloris clients cannot hold sockets open for an hour
+        # (aiohttp's default keep-alive); a reader that takes more than write_timeout seconds to
+        # accept one chunk is dropped, so a client that never reads cannot pin a handler either
+        self.idle_timeout, self.write_timeout = idle_timeout, write_timeout
         self.host = host
         self.port = port
         self.chunk_size = chunk_size
@@ -155,7 +174,14 @@ class BlobServer:
                 chunk = await loop.run_in_executor(None, f.read, min(self.chunk_size, remaining))
                 if not chunk:
                     break
-                await resp.write(chunk)
+                try:
+                    async with asyncio.timeout(self.write_timeout):
+                        await resp.write(chunk)
+                except TimeoutError:
+                    log.info("dropping a client that read nothing for %.0f s", self.write_timeout)
+                    if request.transport is not None:
+                        request.transport.abort()
+                    return resp
                 self.stats.bytes_sent += len(chunk)
                 worker_metrics().blob_out(len(chunk))  # node/metrics.py
                 remaining -= len(chunk)
@@ -171,7 +197,8 @@ class BlobServer:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        self._runner = web.AppRunner(self.make_app(), access_log=None, handle_signals=False, shutdown_timeout=2.0)
+        self._runner = web.AppRunner(self.make_app(), access_log=None, handle_signals=False, shutdown_timeout=2.0,
+                                     keepalive_timeout=self.idle_timeout)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
         await site.start()

@@ -134,3 +134,40 @@ def test_port_in_use_is_an_error_at_start(served: tuple[BlobStore, BlobServer]) 
         BlobServer(store, "127.0.0.1", server.port).start_thread()
 
 
+
+
+# ---- red-team regressions
+
+
+@pytest.mark.parametrize("header,expect", [
+    ("bytes=" + "9" * 5000 + "-", 416),      # int() of 5000 digits raised: a 500 and a traceback
+    ("bytes=0-" + "9" * 5000, 206),          # past the end: clamped to the last byte
+    ("bytes=-" + "9" * 5000, 206),           # a suffix longer than the blob: all of it
+    ("bytes=١-", 200),                       # Unicode digits are not digits here: ignored
+    ("bytes=²-5", 200),
+    ("bytes=-٣", 200),
+])
+def test_invalid_range_numbers(served: tuple[BlobStore, BlobServer], header: str, expect: int) -> None:
+    store, server = served
+    h = store.put_bytes(DATA)
+    r = httpx.get(url(server, h), headers={"Range": header.encode()})  # UTF-8 on the wire
+    assert r.status_code == expect, r.text[:200]
+    if expect == 206:
+        assert r.content == DATA and r.headers["content-range"] == f"bytes 0-{len(DATA) - 1}/{len(DATA)}"
+
+
+def test_invalid_partial_request_is_closed_after_the_idle_timeout(make_store) -> None:  # type: ignore[no-untyped-def]
+    """slowloris: a connection that never finishes its request headers used to stay open for
+    aiohttp's default keep-alive (an hour); it is closed after ``idle_timeout``."""
+    import socket
+    import time
+
+    with BlobServer(make_store(), port=0, idle_timeout=1.0) as server:
+        s = socket.create_connection(("127.0.0.1", server.port))
+        s.settimeout(30)
+        s.sendall(b"GET /blob/" + b"0" * 64 + b" HTTP/1.1\r\nHost: x\r\n")  # no blank line: never ends
+        t0 = time.monotonic()
+        assert s.recv(100) == b""  # closed by the server
+        assert time.monotonic() - t0 < 10
+        s.close()
+        assert httpx.get(f"{server.url}/health").text == "ok"  # and it still serves others
