@@ -34,7 +34,10 @@ starts the HTTP endpoint on a daemon thread. A Grafana dashboard over both is in
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -90,6 +93,17 @@ class NodeMetrics:
                     self.slashed.labels(e.type).inc(int(amount))
 
 
+@contextlib.contextmanager
+def _never_fatal(where: str) -> Iterator[None]:
+    """Measuring runs on the consensus path, after the app has answered: a metrics bug (an
+    event attribute that is not what it expects, say) is logged and the block goes on; an
+    exception here would reach the ABCI server as a FinalizeBlock/Commit failure and halt the node."""
+    try:
+        yield
+    except Exception:
+        logging.getLogger("loconet.metrics").exception("metrics after %s failed (the node goes on)", where)
+
+
 class MeteredApplication(Application):
     """The Application with ``NodeMetrics`` measured around FinalizeBlock, CheckTx and Commit
     (results unchanged: the wrapped calls return exactly what the app returns)."""
@@ -100,26 +114,29 @@ class MeteredApplication(Application):
 
     def check_tx(self, req: Any) -> Any:
         res = super().check_tx(req)
-        self.metrics.txs.labels("check", res.codespace, str(res.code)).inc()
+        with _never_fatal("check_tx"):
+            self.metrics.txs.labels("check", res.codespace, str(res.code)).inc()
         return res
 
     def finalize_block(self, req: Any) -> Any:
         t0 = time.perf_counter()
         res = super().finalize_block(req)
-        m = self.metrics
-        m.block_seconds.observe(time.perf_counter() - t0)
-        m.blocks.inc()
-        for r in res.tx_results:
-            m.txs.labels("block", r.codespace, str(r.code)).inc()
-            m.observe_events(r.events)
-        m.observe_events(res.events)
+        with _never_fatal("finalize_block"):
+            m = self.metrics
+            m.block_seconds.observe(time.perf_counter() - t0)
+            m.blocks.inc()
+            for r in res.tx_results:
+                m.txs.labels("block", r.codespace, str(r.code)).inc()
+                m.observe_events(r.events)
+            m.observe_events(res.events)
         return res
 
     def commit(self, req: Any) -> Any:
         res = super().commit(req)
-        self.metrics.commits.inc()
-        self.metrics.height.set(self.store.height)
-        self._count_rounds()
+        with _never_fatal("commit"):
+            self.metrics.commits.inc()
+            self.metrics.height.set(self.store.height)
+            self._count_rounds()
         return res
 
     def _count_rounds(self) -> None:

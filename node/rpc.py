@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import errno
+import json
 import socket
 import time
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from typing import Any, Self
 import httpx
 
 DEFAULT_NODE = "http://127.0.0.1:26657"
+MAX_RESPONSE_BYTES = 256 << 20  # a block of CometBFT's largest size (100 MiB) in base64 JSON fits
 
 
 class RpcError(Exception):
@@ -102,16 +104,30 @@ class Client:
         self.close()
 
     def call(self, method: str, **params: Any) -> Any:
+        """The ``result`` of one JSON-RPC call. Anything that is not a JSON-RPC answer (not JSON,
+        not an object, no result, a body over MAX_RESPONSE_BYTES once decoded) is an RpcError
+        naming what came back, never a KeyError or a MemoryError in the caller."""
         try:
-            r = self._http.post("/", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+            with self._http.stream("POST", "/", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}) as r:
+                data = bytearray()
+                for chunk in r.iter_bytes():  # decoded: a gzip bomb counts at its real size
+                    data += chunk
+                    if len(data) > MAX_RESPONSE_BYTES:
+                        raise RpcError(f"{method}: the node's answer is over {MAX_RESPONSE_BYTES >> 20} MiB; refusing it")
         except httpx.TransportError as e:
             raise explain_transport_error(self.url, e) from None
+        except httpx.HTTPError as e:  # e.g. a malformed gzip body
+            raise RpcError(f"{method}: could not read the node's answer ({type(e).__name__}: {e})") from None
         try:
-            body = r.json()
-        except ValueError:
+            body = json.loads(bytes(data))
+        except (ValueError, RecursionError):
             raise RpcError(f"{method}: node answered HTTP {r.status_code} with non-JSON body") from None
+        if not isinstance(body, dict) or ("result" not in body and not body.get("error")):
+            raise RpcError(f"{method}: node answered HTTP {r.status_code} with JSON that is not a JSON-RPC answer")
         if body.get("error"):
             err = body["error"]
+            if not isinstance(err, dict):
+                raise RpcError(f"{method}: {str(err)[:300]}")
             raise RpcError(f"{method}: {err.get('message', '')} {err.get('data', '')}".strip())
         return body["result"]
 

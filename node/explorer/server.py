@@ -116,7 +116,7 @@ class Explorer:
 
     async def job(self, request: web.Request) -> web.Response:
         jid = request.match_info["job_id"]
-        j = self.snap.job(int(jid)) if self.snap and jid.isdigit() else None
+        j = self.snap.job(int(jid)) if self.snap and _is_u64(jid) else None
         if self.snap and j is None:
             return self.render(request, "missing.html", status=404, what=f"job {jid}")
         return self.render(request, "job.html", j=j)
@@ -134,7 +134,7 @@ class Explorer:
     async def block(self, request: web.Request) -> web.Response:
         hs = request.match_info["height"]
         try:
-            b = await asyncio.to_thread(self.lookup.block, int(hs)) if hs.isdigit() else None
+            b = await asyncio.to_thread(self.lookup.block, int(hs)) if _is_u64(hs) and int(hs) > 0 else None
         except RpcError as e:
             return self.render(request, "missing.html", status=404, live=False, what=f"block {hs} ({e})")
         if b is None:
@@ -146,8 +146,21 @@ class Explorer:
             return web.json_response({"error": self.error or "no snapshot yet"}, status=503)
         return web.json_response({**dataclasses.asdict(self.snap), "error": self.error})
 
+    @web.middleware
+    async def errors(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """A node answer the pages cannot use (malformed JSON, missing fields, wrong types) is
+        shown as an error page (502), never as aiohttp's bare 500 with a traceback in the log."""
+        try:
+            return await handler(request)  # type: ignore[no-any-return]
+        except web.HTTPException:
+            raise
+        except Exception as e:
+            log.warning("%s: %s: %s", request.path, type(e).__name__, e)
+            return self.render(request, "error.html", status=502, live=False,
+                               what=f"{type(e).__name__}: {e}"[:300])
+
     def app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(middlewares=[self.errors])
         app.router.add_get("/", self.index)
         app.router.add_get("/provider/{addr}", self.provider)
         app.router.add_get("/job/{job_id}", self.job)
@@ -158,6 +171,11 @@ class Explorer:
         app.on_startup.append(self.on_startup)
         app.on_cleanup.append(self.on_cleanup)
         return app
+
+
+def _is_u64(text: str) -> bool:
+    """A job id or height in a URL: ASCII decimal digits below 2^64 (``²`` or 5000 digits are not)."""
+    return 0 < len(text) <= 20 and text.isascii() and text.isdigit() and int(text) < 1 << 64
 
 
 def serve(node: str, host: str, port: int, poll: float = 2.0) -> None:

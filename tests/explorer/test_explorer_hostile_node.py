@@ -1,0 +1,116 @@
+"""A node that answers garbage (red-team regressions): the RPC client turns every malformed
+answer into an RpcError (it raised AttributeError/KeyError, and read any size into memory), and
+the explorer shows an error page instead of aiohttp's bare 500 with a traceback. A real HTTP
+server plays the hostile node; the explorer is the real aiohttp app on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import http.server
+import threading
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from node import rpc
+from node.explorer.server import Explorer
+from node.rpc import Client, RpcError
+
+
+class Hostile(http.server.BaseHTTPRequestHandler):
+    body: bytes = b""
+    headers_out: dict[str, str] = {}
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(200)
+        for k, v in {"Content-Type": "application/json", **type(self).headers_out}.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(type(self).body)))
+        self.end_headers()
+        self.wfile.write(type(self).body)
+
+    def log_message(self, *a: object) -> None:
+        pass
+
+
+@pytest.fixture
+def node() -> Iterator[type[Hostile]]:
+    handler = type("H", (Hostile,), {"body": b"", "headers_out": {}})
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    handler.url = f"http://127.0.0.1:{srv.server_address[1]}"  # type: ignore[attr-defined]
+    yield handler
+    srv.shutdown()
+
+
+@pytest.mark.parametrize("body", [b"[]", b'"x"', b"null", b"{}", b'{"error": "boom"}', b'{"jsonrpc": "2.0"}',
+                                  b"{" * 100_000, b"not json", b"\xff\xfe"])
+def test_invalid_node_answers_are_rpc_errors(node: type[Hostile], body: bytes) -> None:
+    node.body = body
+    with Client(node.url) as c:  # type: ignore[attr-defined]
+        with pytest.raises(RpcError):
+            c.status()
+
+
+def test_invalid_huge_or_gzip_bomb_answer(node: type[Hostile], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rpc, "MAX_RESPONSE_BYTES", 1 << 20)
+    node.body = gzip.compress(b'{"result": "' + b"a" * (8 << 20) + b'"}')  # 8 KiB that inflate to 8 MiB
+    node.headers_out = {"Content-Encoding": "gzip"}
+    with Client(node.url) as c, pytest.raises(RpcError, match="over 1 MiB"):  # type: ignore[attr-defined]
+        c.status()
+
+
+def test_invalid_explorer_pages_over_a_garbage_node(node: type[Hostile]) -> None:
+    node.body = b'{"jsonrpc": "2.0", "id": 1, "result": {"block": 5}}'  # JSON-RPC, but not a block
+    ex = Explorer(node.url, poll=60)  # type: ignore[attr-defined]
+
+    async def main() -> list[tuple[int, str]]:
+        from aiohttp import web
+
+        runner = web.AppRunner(ex.app())
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        out = []
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http_:
+            for path in ("/block/5", "/tx/" + "AB" * 32, "/job/²", "/job/" + "9" * 5000, "/block/" + "9" * 5000,
+                         "/block/0", "/", "/provider/%3Cscript%3E"):
+                r = await http_.get(path)
+                out.append((r.status_code, r.text))
+        await runner.cleanup()
+        return out
+
+    results = asyncio.run(main())
+    for status, text in results:
+        assert status in (200, 404, 502), (status, text[:300])
+        assert "Traceback" not in text and "<script>" not in text
+    assert results[0][0] == 502 and "could not be shown" in results[0][1]
+
+
+def test_invalid_metrics_failure_never_halts_a_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app's /metrics is measured inside FinalizeBlock and Commit: a metrics bug used to
+    raise out of them (the ABCI server then halts the node). It is logged and the block goes on."""
+    from prometheus_client import CollectorRegistry
+
+    from abci_app.pb import abci
+    from abci_app.store import MerkleStore
+    from chainkit import genesis_request, signer
+    from node.metrics import MeteredApplication, NodeMetrics
+
+    metrics = NodeMetrics(CollectorRegistry())
+    app = MeteredApplication(MerkleStore(None), metrics=metrics)
+    app.init_chain(genesis_request({signer(0).address: 10**9}, [(signer(1000), 10)]))
+
+    def broken(events: object) -> None:
+        raise ValueError("an attribute the metrics did not expect")
+
+    monkeypatch.setattr(metrics, "observe_events", broken)
+    monkeypatch.setattr(app, "_count_rounds", lambda: 1 / 0)
+    req = abci.RequestFinalizeBlock(height=1, proposer_address=signer(1000).address, hash=b"\x01" * 32)
+    res = app.finalize_block(req)
+    app.commit(abci.RequestCommit())
+    assert app.store.height == 1 and res.app_hash == app.store.app_hash
