@@ -31,6 +31,10 @@ def init_home(
     if (home / "config" / "genesis.json").exists():
         raise InitError(f"{home} is already initialized: pick another --home or remove it")
     ports = ports or Ports()
+    try:  # cometbft answers an uncreatable home with a Go panic and its stack: say it in one line
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InitError(f"cannot create the home {home}: {e.strerror or e}; pick a --home you can write to") from None
     r = subprocess.run(
         [cometbft_binary(), "init", "--home", str(home)], capture_output=True, text=True, check=False
     )

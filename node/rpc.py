@@ -92,7 +92,11 @@ class QueryResult:
 class Client:
     def __init__(self, url: str = DEFAULT_NODE, timeout: float = 10.0, transport: httpx.BaseTransport | None = None) -> None:
         self.url = normalize_url(url)
-        self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
+        try:
+            self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
+        except httpx.InvalidURL as e:  # http://[::1, HOST:abc: a one-line error, not a traceback
+            raise NodeUnreachable(f"--node {url!r} is not a valid URL ({e}): write http://HOST:PORT, tcp://HOST:PORT "
+                                  "or HOST:PORT (e.g. http://127.0.0.1:26657)", "protocol") from None
 
     def close(self) -> None:
         self._http.close()

@@ -1,0 +1,27 @@
+"""Arguments a user may mistype (red-team regressions): one line naming the fix, exit 1, no
+traceback (a --node that httpx cannot parse raised httpx.InvalidURL; an uncreatable --home
+printed cometbft's Go panic and stack)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from clikit import run
+
+
+@pytest.mark.parametrize("node", ["notaport:abc", "http://[::1", "127.0.0.1:x"])
+def test_invalid_node_url_is_one_line(node: str) -> None:
+    r = run("status", "--node", node)
+    assert r.returncode == 1 and "Traceback" not in r.stderr + r.stdout, r.stderr
+    assert "http://HOST:PORT" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    j = run("status", "--node", node, "-o", "json")
+    assert j.returncode == 1 and "http://HOST:PORT" in json.loads(j.stdout)["error"]
+
+
+def test_invalid_uncreatable_home(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    r = run("init", "--home", str(blocker / "home"), "--chain-id", "t", "--moniker", "m")
+    assert r.returncode == 1 and "goroutine" not in r.stderr and "Traceback" not in r.stderr
+    assert r.stderr.startswith("error: cannot create the home") and "--home" in r.stderr
