@@ -584,7 +584,7 @@ class Simulation:
             a = {x.key: x.value for x in e.attributes}
             if e.type == "block_reward.minted":
                 minted += int(a["amount"])
-            elif e.type in ("validator.slashed", "provider.slashed"):
+            elif e.type in ("validator.slashed", "provider.slashed", "job.created"):  # slashes, job creation fees
                 burned += int(a["burned"])
         after = bank.get_supply(self.store)
         if after - before != minted - burned:

@@ -6,8 +6,8 @@ from abci_app.context import event
 from abci_app.pb import abci
 
 
-def job_created(job_id: int, owner: bytes, rounds: int, escrow: int) -> abci.Event:
-    return event("job.created", job_id=job_id, owner=to_bech32(owner), rounds=rounds, escrow=escrow)
+def job_created(job_id: int, owner: bytes, rounds: int, escrow: int, burned: int) -> abci.Event:
+    return event("job.created", job_id=job_id, owner=to_bech32(owner), rounds=rounds, escrow=escrow, burned=burned)
 
 
 def job_cancel_requested(job_id: int, owner: bytes) -> abci.Event:
@@ -52,6 +52,10 @@ def verdict_posted(job_id: int, round_: int, verifier: bytes, target: bytes, val
         "verdict.posted", job_id=job_id, round=round_, verifier=to_bech32(verifier), provider=to_bech32(target),
         valid=valid, quality=quality,
     )
+
+
+def round_declined(job_id: int, round_: int, provider: bytes) -> abci.Event:
+    return event("round.declined", job_id=job_id, round=round_, provider=to_bech32(provider))
 
 
 def vote_committed(job_id: int, round_: int, verifier: bytes, target: bytes, panel: int) -> abci.Event:

@@ -63,6 +63,13 @@ def fund(store: CacheKV, job: jobs_pb2.Job, owner: bytes, amount: int) -> None:
     job.escrow_funded += amount
 
 
+def burn_creation_fee(store: CacheKV, job: jobs_pb2.Job) -> None:
+    """Burn ``job.creation_fee`` from the owner: it is never refunded, so a job nobody wants still
+    costs its creator (junk jobs are not free)."""
+    if job.creation_fee:
+        bank.burn(store, job.owner, job.creation_fee)
+
+
 def pay(store: CacheKV, job: jobs_pb2.Job, recipient: bytes, amount: int) -> None:
     if amount > job.escrow:
         raise InvariantBroken(f"job {job.id}: payout {amount} exceeds escrow {job.escrow}")

@@ -13,6 +13,7 @@ from abci_app.jobs import events, keeper
 from abci_app.jobs.errors import (
     ErrBadEvidence,
     ErrBadProof,
+    ErrCannotDecline,
     ErrCopiedCommitment,
     ErrDuplicate,
     ErrInvalidCommitment,
@@ -57,7 +58,6 @@ _STACK = re.compile(r"^[ -~]*$")
 MAX_STACK_LEN = 128
 MAX_TOLERANCE_PPM = 1_000_000
 MAX_MODEL_DIM = 1 << 20
-MAX_SHARDS = 1 << 20
 MAX_LOSS_MNATS = 10**9
 MAX_QUALITY = 10_000
 MAX_BLOB_SOURCES = 8
@@ -96,8 +96,8 @@ def validate_spec(spec: jobs_pb2.JobSpec, params: jobs_pb2.JobsParams) -> None:
                   "compression_policy (e.g. topk:0.016+int4)")
     if not 1 <= spec.participants_per_round <= params.max_participants:
         raise bad(f"participants_per_round must be 1..{params.max_participants}")
-    if not spec.participants_per_round <= spec.num_shards <= MAX_SHARDS:
-        raise bad(f"num_shards must be participants_per_round..{MAX_SHARDS}")
+    if not spec.participants_per_round <= spec.num_shards <= params.max_shards:
+        raise bad(f"num_shards must be participants_per_round..{params.max_shards} (max_shards: the open shuffles them)")
     if spec.tokens_per_step == 0 or spec.tokens_per_step * spec.inner_steps > MAX_U64:
         raise bad("tokens_per_step must be > 0 and H * tokens_per_step < 2^64")
     for f in ("commit_blocks", "reveal_blocks", "verdict_blocks", "attest_blocks"):
@@ -145,8 +145,10 @@ def process_msg_create_job(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgCreateJob) 
     validate_spec(msg.spec, params)
     if not 1 <= msg.rounds <= params.max_rounds:
         raise ErrInvalidRounds(f"rounds must be 1..{params.max_rounds}, got {msg.rounds}")
-    if msg.reward_per_round == 0:
-        raise ErrInvalidReward("reward_per_round must be > 0")
+    slot_floor = msg.spec.participants_per_round * params.min_slot_reward
+    if msg.reward_per_round == 0 or msg.reward_per_round < slot_floor:
+        raise ErrInvalidReward(f"reward_per_round must be > 0 and >= participants_per_round x min_slot_reward = {slot_floor}"
+                               " uloco (a round slot pays at least min_slot_reward)")
     total = msg.rounds * (msg.reward_per_round + msg.verifier_reward_per_round)
     if total > MAX_U64:
         raise ErrInvalidReward(f"escrow rounds x (reward + verifier reward) = {total} exceeds 2^64-1 uloco")
@@ -154,12 +156,13 @@ def process_msg_create_job(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgCreateJob) 
         id=keeper.next_job_id(ctx.store), owner=signer, spec=msg.spec, rounds=msg.rounds,
         reward_per_round=msg.reward_per_round, verifier_reward_per_round=msg.verifier_reward_per_round,
         status=jobs_pb2.JOB_STATUS_ACTIVE, current_model_hash=msg.spec.initial_model_hash,
-        created_height=ctx.block.height,
+        created_height=ctx.block.height, creation_fee=params.job_creation_fee,
     )
-    keeper.fund(ctx.store, job, signer, total)  # bank: ErrInsufficientFunds (101)
+    keeper.burn_creation_fee(ctx.store, job)  # bank: ErrInsufficientFunds (101)
+    keeper.fund(ctx.store, job, signer, total)
     keeper.schedule_open(ctx.store, job, ctx.block.height + 1)
     keeper.set_job(ctx.store, job)
-    ctx.emit(events.job_created(job.id, signer, msg.rounds, total))
+    ctx.emit(events.job_created(job.id, signer, msg.rounds, total, job.creation_fee))
 
 
 def process_msg_cancel_job(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgCancelJob) -> None:
@@ -376,6 +379,19 @@ def process_msg_reveal_vote(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealVote
     v.quality = msg.quality if msg.valid else 0
     keeper.set_round(ctx.store, r)
     ctx.emit(events.verdict_posted(msg.job_id, r.round, signer, msg.target, msg.valid, v.quality))
+
+
+def process_msg_decline_round(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgDeclineRound) -> None:
+    """A drawn provider refuses the round before committing: outcome ``declined``, no slash, no
+    reputation change, its slot stays in the escrow (opt-in: nobody is forced to work)."""
+    job, r, me = _load(ctx, msg.job_id, msg.round, jobs_pb2.PHASE_COMMIT, signer)
+    if me is None:
+        raise ErrNotSelected(f"signer was not drawn for round {msg.job_id}/{msg.round}")
+    if me.HasField("commitment") or me.outcome == jobs_pb2.OUTCOME_DECLINED:
+        raise ErrCannotDecline("only a participant that has not committed (nor declined) can decline")
+    me.outcome = jobs_pb2.OUTCOME_DECLINED
+    keeper.set_round(ctx.store, r)
+    ctx.emit(events.round_declined(job.id, r.round, signer))
 
 
 def process_msg_attest_model(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgAttestModel) -> None:

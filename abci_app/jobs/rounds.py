@@ -46,7 +46,13 @@ from abci_app.jobs.keys import (
     round_due_key,
 )
 from abci_app.jobs.audit import draw_segments
-from abci_app.jobs.incentives import ceil_div, is_escalated
+from abci_app.jobs.incentives import (
+    ceil_div,
+    compute_required_bond,
+    compute_value_gain_bps,
+    is_escalated,
+    is_job_acceptable,
+)
 from abci_app.jobs.params import get_params
 from abci_app.jobs.sampler import Sampler, shuffle, weighted_sample
 from abci_app.pb import enum_name, jobs_pb2, providers_pb2
@@ -94,17 +100,31 @@ def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -
     probability proportional to bond x reputation (seed = hash(this block's hash, job, round)),
     give each a distinct data shard from a seeded permutation, fix the base model (the last
     attested one). With no eligible provider the round waits and the draw is retried next block.
+    Eligible: active providers passing the job's filters, never its owner, whose bond covers the
+    job's collateral (``incentives.compute_required_bond``) and whose opt-in policy takes the job
+    (``incentives.is_job_acceptable``). With none the draw is retried every ``wait_retry_blocks``
+    and the job is cancelled after ``max_wait_blocks`` of waiting (``process_job_expiry``).
     Precondition: job active, rounds_opened < rounds."""
     h = ctx.block.height
     spec = job.spec
     n = job.rounds_opened
     job.next_open_height = 0
-    eligible = [p for p in providers.get_eligible(ctx.store, spec.min_reputation, spec.min_stake) if p.address != job.owner]
+    params = get_params(ctx.store)
+    bond = compute_required_bond(job.reward_per_round, spec.participants_per_round, spec.challenge_bps,
+                                 params.slash_fraction_fraud_bps, params.collateral_margin_bps)
+    eligible = [p for p in providers.get_eligible(ctx.store, spec.min_reputation, spec.min_stake)
+                if is_job_acceptable(p, job, bond)]
     if not eligible:
-        keeper.schedule_open(ctx.store, job, h + 1)
+        if not job.waiting_since:
+            job.waiting_since = h
+        if h - job.waiting_since >= params.max_wait_blocks:
+            process_job_expiry(ctx, job)
+            return
+        keeper.schedule_open(ctx.store, job, h + params.wait_retry_blocks)
         keeper.set_job(ctx.store, job)
         ctx.emit(events.round_waiting(job.id, n))
         return
+    job.waiting_since = 0
     seed = compute_draw_seed(ctx.block.block_hash, job.id, n)
     by_addr = {p.address: p for p in eligible}
     drawn = weighted_sample(seed, [(p.address, p.bond * p.reputation) for p in eligible], spec.participants_per_round)
@@ -130,6 +150,18 @@ def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -
     ctx.emit(events.round_opened(job.id, n, len(parts), r.base_model_hash, d))
 
 
+def process_job_expiry(ctx: Ctx, job: jobs_pb2.Job) -> None:
+    """A job nobody could take for ``max_wait_blocks``: no new round opens; rounds in flight
+    finish; the unspent escrow goes back to the owner (the creation fee does not)."""
+    job.cancel_height = ctx.block.height
+    ctx.emit(events.job_cancel_requested(job.id, job.owner))
+    if job.rounds_finalized == job.rounds_opened:
+        keeper.close_job(ctx, job, jobs_pb2.JOB_STATUS_CANCELLED)
+    else:
+        job.status = jobs_pb2.JOB_STATUS_CANCELLING
+        keeper.set_job(ctx.store, job)
+
+
 # -- COMMIT -> (CHALLENGE) -> REVEAL --------------------------------------------------------------
 
 
@@ -153,6 +185,8 @@ def process_challenge(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r:
     conflicted = {q.address for q in r.participants} | {job.owner}
     pool = [v for v in providers.get_eligible(ctx.store, 0, 0) if v.address not in conflicted]
     for p in r.participants:  # address order
+        if p.outcome == jobs_pb2.OUTCOME_DECLINED:
+            continue
         if not p.HasField("commitment"):
             p.outcome = jobs_pb2.OUTCOME_MISSED_COMMIT
             continue
@@ -413,8 +447,9 @@ def process_participant_penalties(ctx: Ctx, providers: ProviderKeeper, r: jobs_p
     missed reveal is punished exactly as fraud (fraud fraction, all of it burned: nobody proved
     anything, reputation 0, jailed): withholding a challenged segment is never cheaper than
     revealing a fake one. Fraud is slashed (fraud fraction, bounty to the verifiers who proved
-    it), reputation 0, jailed. Accepted work that attested the quorum gains reputation
-    (abci_app.reputation); accepted work that did not attest it loses as a missed commit."""
+    it), reputation 0, jailed. Accepted work that attested the quorum gains reputation only if a
+    verifier panel checked it, scaled by its pay (incentives.compute_value_gain_bps); accepted
+    work that did not attest the quorum loses as a missed commit; declined slots move nothing."""
     params = get_params(ctx.store)
     jid, rn = r.job_id, r.round
     for p in r.participants:
@@ -446,7 +481,9 @@ def process_participant_penalties(ctx: Ctx, providers: ProviderKeeper, r: jobs_p
             p.reputation_delta = _set_rep(ctx, providers, p.address, 0, "fraud")
             providers.jail(ctx, p.address, "fraud")
         elif is_paid_attester(r, p):
-            p.reputation_delta = _set_rep(ctx, providers, p.address, compute_gain(rep, params.reputation_gain_bps), "accepted")
+            if p.challenged and p.verifiers:  # verified by a panel: the only work reputation grows from
+                gain = compute_value_gain_bps(params.reputation_gain_bps, p.reward, params.reputation_value_unit)
+                p.reputation_delta = _set_rep(ctx, providers, p.address, compute_gain(rep, gain), "accepted")
         elif p.outcome == jobs_pb2.OUTCOME_ACCEPTED:
             p.reputation_delta = _set_rep(ctx, providers, p.address, compute_loss(rep, params.reputation_loss_missed_commit_bps),
                                           "missed_attest")

@@ -3,11 +3,23 @@ invariant), asserting that the strategy does not pay: balances and reputations b
 benchmarks/incentives.py measures the same strategies' expected profit per round."""
 
 from chainkit import assert_rejected
-from marketkit import BOND, MODEL0, actors_block, agg_hash, create_job_msg, new_market, register_msg, run_job
+from marketkit import (
+    BOND,
+    MODEL0,
+    actors_block,
+    agg_hash,
+    create_job_msg,
+    exit_msg,
+    new_market,
+    register_msg,
+    run_job,
+    tx_pb2,
+    update_msg,
+)
 
 from abci_app.bank import keeper as bank
 from abci_app.jobs import keeper as jobs_keeper
-from abci_app.jobs.errors import ErrVoteMismatch
+from abci_app.jobs.errors import ErrCannotDecline, ErrNotSelected, ErrVoteMismatch, ErrWrongPhase
 from abci_app.pb import jobs_pb2, providers_pb2
 
 
@@ -247,3 +259,105 @@ def test_owner_sybil():
     coalition_gain = (wealth(m, m.owner.address) - owner_before) + (wealth(m, sybil) - sybil_before)
     # the owner got back only the unpaid remainder; the Sybil lost more than the bounty it claimed
     assert coalition_gain == m.job(1).refunded - (BOND // 2 * 2_000 // 10_000 + 1) < 0
+
+
+# -- jobs cost something, can be refused, and reputation is earned --------------------------------
+
+
+def test_junk_job_spammer():
+    """A job no provider takes (here: every provider's policy asks more per slot than it pays)
+    never makes anyone work or get slashed; it waits, retrying every 10 blocks, and is cancelled
+    after max_wait_blocks: the escrow comes back, the creation fee is burned."""
+    m = new_market(n_providers=3)
+    for k in m.providers:
+        assert m.send(k, update_msg(policy=providers_pb2.JobPolicy(min_slot_reward=1_000_000))).code == 0
+    bal, supply = bank.get_balance(m.store, m.owner.address), bank.get_supply(m.store)
+    assert m.send(m.owner, create_job_msg(rounds=20, reward=200_000, vreward=0)).code == 0  # 100,000 per slot
+    created = m.height
+    m.until(created + 999)
+    assert m.job(1).status == jobs_pb2.JOB_STATUS_ACTIVE and m.job(1).rounds_opened == 0
+    m.until(created + 1_001)
+    j = m.job(1)
+    assert j.status == jobs_pb2.JOB_STATUS_CANCELLED and j.refunded == 20 * 200_000 and j.rounds_opened == 0
+    assert bank.get_balance(m.store, m.owner.address) == bal - 1_000_000 and bank.get_supply(m.store) == supply - 1_000_000
+    for k in m.providers:
+        assert m.provider(k.address).bond == BOND and m.provider(k.address).reputation == 5000
+
+
+
+
+def decline_msg(job_id: int, round_: int) -> tx_pb2.Msg:
+    return tx_pb2.Msg(decline_round=jobs_pb2.MsgDeclineRound(job_id=job_id, round=round_))
+
+
+def test_decline_before_commit():
+    """A drawn provider that does not want the round declines before committing: no slash, no
+    reputation change, its slot stays in the escrow; the other participant is paid its slot."""
+    m = new_market(n_providers=3)
+    assert m.send(m.owner, create_job_msg(rounds=1, commit_blocks=10)).code == 0
+    m.until(m.height + 1)
+    r = m.round(1, 0)
+    no, yes = r.participants[0].address, r.participants[1].address
+    outsider = next(k for k in m.providers if k.address not in (no, yes))
+    assert_rejected(m.chain, m.tx(outsider, decline_msg(1, 0)), ErrNotSelected)
+    assert m.send(m.key(no), decline_msg(1, 0)).code == 0
+    assert_rejected(m.chain, m.tx(m.key(no), decline_msg(1, 0)), ErrCannotDecline)
+    actors_block(m, 1, skip_commit=frozenset({no}))
+    assert_rejected(m.chain, m.tx(m.key(yes), decline_msg(1, 0)), ErrCannotDecline)  # committed: too late
+    before = wealth(m, no)
+    run_job(m, 1, skip_commit=frozenset({no}))
+    r = m.round(1, 0)
+    p = next(p for p in r.participants if p.address == no)
+    assert p.outcome == jobs_pb2.OUTCOME_DECLINED and p.slashed == 0 and p.reward == 0 and p.reputation_delta == 0
+    assert wealth(m, no) == before and m.provider(no).reputation >= 5000
+    assert next(p for p in r.participants if p.address == yes).reward == 500_000
+    assert_rejected(m.chain, m.tx(m.key(yes), decline_msg(1, 0)), ErrWrongPhase)
+
+
+def test_reputation_farmer():
+    """A provider farming reputation with a self-dealt job (a Sybil owner, min_stake set to
+    exclude everyone else) gains reputation only in rounds a panel of *other* providers verified
+    (unchallenged work earns none; the job's min_stake does not filter verifiers), and the Sybil
+    pays the burned creation fee and the verifiers: reputation costs real, verified work and money.
+    (As the owner of the job itself it would never be drawn: test_rival_griefer.)"""
+    m = new_market(n_providers=5, bonds=[BOND * 2] + [BOND] * 4)
+    farmer = m.providers[0]
+    sybil = m.owner
+    coalition = wealth(m, farmer.address) + wealth(m, sybil.address)
+    assert m.send(sybil, create_job_msg(rounds=20, reward=100_000, vreward=100_000, participants_per_round=1,
+                                        num_shards=1, min_stake=BOND * 2, challenge_bps=2_000)).code == 0
+    rep0 = m.provider(farmer.address).reputation
+    run_job(m, 1)
+    rounds = list(jobs_keeper.iterate_rounds(m.store, 1))
+    assert all(r.participants[0].address == farmer.address for r in rounds)
+    verified = [r for r in rounds if r.participants[0].challenged]
+    unverified = [r for r in rounds if not r.participants[0].challenged]
+    assert verified and unverified and all(r.participants[0].reputation_delta == 0 for r in unverified)
+    assert all(r.participants[0].reputation_delta > 0 for r in verified)
+    assert all(v.address != farmer.address and v.address != sybil.address for r in verified for v in r.participants[0].verifiers)
+    assert m.provider(farmer.address).reputation - rep0 == sum(r.participants[0].reputation_delta for r in rounds)
+    spent = coalition - wealth(m, farmer.address) - wealth(m, sybil.address)
+    assert spent >= 1_000_000 + sum(r.verifier_paid for r in rounds)  # the fee and the verifiers
+
+
+def test_whitewasher():
+    """Exiting and registering the same key again never resets a damaged reputation (min(last,
+    initial)); a fresh key starts at initial_reputation, below an established provider whose
+    verified work raised it."""
+    m = new_market(n_providers=4, n_keys=9)
+    assert m.send(m.owner, create_job_msg(rounds=3, participants_per_round=2)).code == 0
+    m.until(m.height + 1)
+    lazy = m.round(1, 0).participants[0].address
+    run_job(m, 1, skip_commit=frozenset({lazy}), vote=lambda v, t: None if v == lazy else (True, 8_000))
+    damaged = m.provider(lazy).reputation
+    assert damaged < 5000
+    established = max(m.provider(k.address).reputation for k in m.providers if k.address != lazy)
+    assert established > 5000
+    k = m.key(lazy)
+    assert m.send(k, exit_msg()).code == 0
+    m.until(m.provider(lazy).unbonding_height)
+    assert m.send(k, register_msg()).code == 0
+    assert m.provider(lazy).reputation == damaged  # the record follows the key
+    fresh = m.chain.keys[8]
+    assert m.send(fresh, register_msg()).code == 0
+    assert m.provider(fresh.address).reputation == 5000 < established

@@ -77,7 +77,7 @@ def gen_block(rng: random.Random, keys, store, p_duty: float, p_bad: float, p_li
         txs.append((k, exit_msg()))
     elif roll < 0.14:
         txs.append((k, create_job_msg(
-            rounds=rng.randint(0, 3), reward=rng.choice([0, 1, 999, 1_000_000]), vreward=rng.choice([0, 7, 50_000]),
+            rounds=rng.randint(0, 3), reward=rng.choice([0, 1, 99_999, 1_000_000, 3_000_000]), vreward=rng.choice([0, 7, 50_000]),
             participants_per_round=rng.randint(1, 3), num_shards=rng.choice([2, 3, 5]),
             commit_blocks=rng.randint(1, 4), reveal_blocks=rng.randint(1, 3), verdict_blocks=rng.randint(1, 3),
             attest_blocks=rng.randint(1, 3), challenge_bps=rng.choice([400, 500, 5_000, 10_000]),

@@ -5,15 +5,15 @@ from abci_app.bank import keeper as bank
 from abci_app.jobs.errors import ErrJobNotActive, ErrJobNotFound, ErrUnauthorized
 
 
-def test_cancel_before_first_round_refunds_everything():
+def test_cancel_before_first_round_refunds_everything_but_the_fee():
     m = new_market(register=False)
     bal = bank.get_balance(m.store, m.owner.address)
-    assert m.send(m.owner, create_job_msg(rounds=4, reward=1000, vreward=10)).code == 0
+    assert m.send(m.owner, create_job_msg(rounds=4, reward=1_000_000, vreward=10)).code == 0
     res = m.send(m.owner, cancel_msg(1))
     assert res.code == 0, res.log
     j = m.job(1)
-    assert j.status == jobs_pb2.JOB_STATUS_CANCELLED and j.refunded == 4 * 1010 and j.escrow == 0
-    assert bank.get_balance(m.store, m.owner.address) == bal
+    assert j.status == jobs_pb2.JOB_STATUS_CANCELLED and j.refunded == 4 * 1_000_010 and j.escrow == 0
+    assert bank.get_balance(m.store, m.owner.address) == bal - j.creation_fee and j.creation_fee == 1_000_000
     assert any(e.type == "job.closed" for e in res.events)
     m.until(m.height + 5)
     assert m.job(1).rounds_opened == 0

@@ -11,13 +11,16 @@ from abci_app.jobs.keys import JOB_ESCROW
 def test_create_job_escrows_budget_and_opens_round_next_block():
     m = new_market()
     bal = bank.get_balance(m.store, m.owner.address)
-    res = m.send(m.owner, create_job_msg(rounds=3, reward=1_000, vreward=100))
+    supply = bank.get_supply(m.store)
+    res = m.send(m.owner, create_job_msg(rounds=3, reward=1_000_000, vreward=100))
     assert res.code == 0, res.log
     created = m.height
     j = m.job(1)
-    assert j.escrow == 3 * 1_100 == j.escrow_funded and j.status == jobs_pb2.JOB_STATUS_ACTIVE
-    assert bank.get_balance(m.store, m.owner.address) == bal - 3_300
-    assert bank.get_balance(m.store, JOB_ESCROW) == 3_300
+    assert j.escrow == 3 * 1_000_100 == j.escrow_funded and j.status == jobs_pb2.JOB_STATUS_ACTIVE
+    # the creation fee (1 LOCO) is burned, never refunded
+    assert j.creation_fee == 1_000_000 and bank.get_supply(m.store) == supply - 1_000_000
+    assert bank.get_balance(m.store, m.owner.address) == bal - 3 * 1_000_100 - 1_000_000
+    assert bank.get_balance(m.store, JOB_ESCROW) == 3 * 1_000_100
     assert j.next_open_height == created + 1
     m.until(created + 1)
     r = m.round(1, 0)
@@ -51,6 +54,7 @@ def test_invalid_insufficient_escrow():
     dict(compression_params=[jobs_pb2.CompressionParam(key="b", value=1), jobs_pb2.CompressionParam(key="a", value=1)]),
     dict(model=jobs_pb2.ModelConfig(n_layers=2, n_heads=3, d_model=64, context_len=64, vocab_size=256)),
     dict(inner_steps=8192, trace_interval=1),
+    dict(num_shards=4_097),  # > max_shards: the open would shuffle them all
 ])
 def test_invalid_spec(bad):
     m = new_market()
@@ -67,6 +71,19 @@ def test_invalid_rounds_and_reward():
     assert_rejected(m.chain, m.tx(m.owner, create_job_msg(rounds=0)), ErrInvalidRounds)
     assert_rejected(m.chain, m.tx(m.owner, create_job_msg(reward=0)), ErrInvalidReward)
     assert_rejected(m.chain, m.tx(m.owner, create_job_msg(rounds=100_000, reward=2**63)), ErrInvalidReward)
+    # a slot pays at least min_slot_reward (100,000 uloco): 2 participants need 200,000 per round
+    assert_rejected(m.chain, m.tx(m.owner, create_job_msg(reward=199_999)), ErrInvalidReward)
+    assert m.send(m.owner, create_job_msg(reward=200_000)).code == 0
+
+
+def test_invalid_cannot_pay_the_creation_fee():
+    """The fee is burned before the escrow is funded: an owner that can fund the escrow but not
+    the fee as well is refused, and nothing moves."""
+    m = new_market()
+    bal = bank.get_balance(m.store, m.owner.address)
+    escrow = bal - 1_000_000 + 1  # fundable alone; with the 1 LOCO fee one uloco short
+    assert_rejected(m.chain, m.tx(m.owner, create_job_msg(rounds=1, reward=escrow, vreward=0)), ErrInsufficientFunds)
+    assert m.send(m.owner, create_job_msg(rounds=1, reward=escrow - 1, vreward=0)).code == 0
 
 
 def test_create_job_records_where_to_fetch_the_model_and_data():

@@ -22,6 +22,8 @@ from abci_app.providers.errors import ErrTombstoned
 from abci_app.providers.keys import PROVIDER_BONDS
 
 
+FEE = 1_000_000  # jobs params job_creation_fee (burned by MsgCreateJob)
+
 def test_honest_job_all_paid_reputation_rises():
     m = new_market(n_providers=3)
     owner_bal = bank.get_balance(m.store, m.owner.address)
@@ -50,7 +52,7 @@ def test_honest_job_all_paid_reputation_rises():
     assert job.current_model_hash == agg_hash(1, 2)
     # exact books: owner got back exactly what was not paid
     assert job.refunded == 3 * 1_090_000 - paid
-    assert bank.get_balance(m.store, m.owner.address) == owner_bal - paid
+    assert bank.get_balance(m.store, m.owner.address) == owner_bal - paid - FEE  # the creation fee is never refunded
     gained = sum(bank.get_balance(m.store, k.address) - bals[k.address] for k in m.providers)
     assert gained == paid
     assert bank.get_balance(m.store, JOB_ESCROW) == 0
@@ -96,7 +98,7 @@ def test_missed_reveal_slashed_as_fraud():
     prov = m.provider(lazy)
     assert prov.reputation == 0 and prov.status == providers_pb2.PROVIDER_STATUS_JAILED and prov.bond == BOND // 2
     assert events_of(resps, "provider.jailed")[0]["reason"] == "missed_reveal"
-    assert bank.get_supply(m.store) == supply - BOND // 2  # the whole slash burned
+    assert bank.get_supply(m.store) == supply - BOND // 2 - FEE  # the whole slash burned, and the job fee
 
 
 def test_fraud_slashed_jailed_bounty_paid():
@@ -210,20 +212,25 @@ def test_cancel_mid_run_refunds_exactly():
     assert j.status == jobs_pb2.JOB_STATUS_CANCELLED and j.rounds_opened == 2 and j.rounds_finalized == 2
     paid = sum(r.reward_paid + r.verifier_paid for r in jobs_keeper.iterate_rounds(m.store, 1))
     assert paid > 0 and j.refunded == 10 * 1_050_000 - paid
-    assert bank.get_balance(m.store, m.owner.address) == bal - paid
+    assert bank.get_balance(m.store, m.owner.address) == bal - paid - FEE
     assert bank.get_balance(m.store, JOB_ESCROW) == 0
 
 
 def test_round_waits_for_eligible_providers():
+    """With nobody eligible the draw is retried every wait_retry_blocks (10), not every block."""
     m = new_market(n_providers=2, register=False)
     assert m.send(m.owner, create_job_msg(rounds=1)).code == 0
+    created = m.height
     m.until(m.height + 3)
     assert jobs_keeper.get_round(m.store, 1, 0) is None and m.job(1).rounds_opened == 0
+    assert m.job(1).waiting_since == created + 1 and m.job(1).next_open_height == created + 11
     from marketkit import register_msg
     assert m.send(m.providers[0], register_msg()).code == 0
-    m.until(m.height + 1)
+    m.until(created + 10)
+    assert jobs_keeper.get_round(m.store, 1, 0) is None
+    m.until(created + 11)
     r = m.round(1, 0)
-    assert [p.address for p in r.participants] == [m.providers[0].address]
+    assert [p.address for p in r.participants] == [m.providers[0].address] and m.job(1).waiting_since == 0
     run_job(m, 1)
 
 
@@ -326,7 +333,7 @@ def test_single_invalid_verifier_is_overturned_and_slashed():
     assert len(appeal) == 3 and all(v.voted and v.valid and v.slashed == 0 for v in appeal)
     bounty = sum(x.amount for x in r.payouts if x.kind == "bounty")
     assert bounty == 3 * ((claimed + 1) * 2_000 // 10_000 // 3)
-    assert bank.get_supply(m.store) == supply - (claimed + 1 - bounty)
+    assert bank.get_supply(m.store) == supply - (claimed + 1 - bounty) - FEE
     assert {x.address for x in r.payouts if x.kind == "verifier"} == {v.address for v in appeal}
     assert [e["outcome"] for e in events_of(resps, "verdict.decided")] == ["accepted"]
     assert len(events_of(resps, "verdict.escalated")) == 1
@@ -364,5 +371,3 @@ def test_small_appeal_panel_with_the_first_panel_proves_fraud():
     (p,) = m.round(1, 0).participants
     assert [v.panel for v in p.verifiers] == [0, 0, 0, 1] and p.outcome == jobs_pb2.OUTCOME_FRAUD
     assert [v.slashed for v in p.verifiers if v.address == lazy[0]] == [BOND // 10]
-
-
