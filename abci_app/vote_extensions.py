@@ -39,7 +39,7 @@ from abci_app.store import KVReader
 
 INJECTED_PREFIX = b"\x00loconet/vote-extensions/v1\x00"
 BLOCK_ID_FLAG_COMMIT = 2
-VoteExtension = vote_extension_pb2.VoteExtension
+VoteExtension = vote_extension_pb2.VoteExtension  # the envelope (re-exported for tests and tools)
 
 
 @dataclass(frozen=True)
@@ -49,10 +49,10 @@ class ExtensionKeys:
     settlement: bytes | None = None  # 32-byte secp256k1 secret of this validator's settlement key
 
 
-def decode_extension(raw: bytes) -> VoteExtension | None:
+def decode_extension(raw: bytes) -> vote_extension_pb2.VoteExtension | None:
     """Strict decode (canonical bytes, no unknown fields); None if malformed."""
     try:
-        ext = VoteExtension.FromString(raw)
+        ext = vote_extension_pb2.VoteExtension.FromString(raw)
     except DecodeError:
         return None
     if len(UnknownFieldSet(ext)) or encode_msg(ext) != raw:
@@ -69,7 +69,7 @@ def enabled(store: KVReader, height: int) -> bool:
 
 
 def extend_vote(store: KVReader, height: int, chain_id: str, keys: ExtensionKeys) -> bytes:
-    ext = VoteExtension()
+    ext = vote_extension_pb2.VoteExtension()
     cp = settlement.pending_checkpoint(store)
     if keys.settlement is not None and cp is not None:
         me = evm.address_of_private_key(keys.settlement)
@@ -79,7 +79,7 @@ def extend_vote(store: KVReader, height: int, chain_id: str, keys: ExtensionKeys
     return encode_msg(ext)
 
 
-def check_parts(store: KVReader, chain_id: str, validator: bytes, ext: VoteExtension, *, pending_only: bool) -> str | None:
+def check_parts(store: KVReader, chain_id: str, validator: bytes, ext: vote_extension_pb2.VoteExtension, *, pending_only: bool) -> str | None:
     if ext.HasField("settlement"):
         return settlement.check_vote(store, chain_id, validator, ext.settlement, pending_only=pending_only)
     return None
@@ -179,13 +179,13 @@ def check_proposal(store: KVReader, proposed_last_commit: abci.CommitInfo, txs: 
 # ------------------------------------------------------------------------------ execution
 
 
-def split_block(txs: list[bytes]) -> tuple[tuple[tuple[bytes, VoteExtension], ...], int]:
+def split_block(txs: list[bytes]) -> tuple[tuple[tuple[bytes, vote_extension_pb2.VoteExtension], ...], int]:
     """(validator address, extension) of the injected votes, and how many leading txs were
     injected (0 or 1). Malformed parts are skipped: ProcessProposal refused them already."""
     if not txs or not txs[0].startswith(INJECTED_PREFIX):
         return (), 0
     info = _decode_injected(txs[0])
-    out = []
+    out: list[tuple[bytes, vote_extension_pb2.VoteExtension]] = []
     for v in info.votes if info is not None else []:
         ext = decode_extension(v.vote_extension)
         if ext is not None:

@@ -73,7 +73,7 @@ def _w3(url: str) -> Any:
 
     w3 = Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": 10}))
     try:
-        w3.eth.chain_id
+        _ = w3.eth.chain_id
     except Exception as e:  # noqa: BLE001 - any transport error: one line naming the fix
         raise UsageError(f"no EVM node answers at {url} ({type(e).__name__}): start one (e.g. `loconet testnet up --evm`) or fix --evm-rpc") from None
     return w3

@@ -10,6 +10,7 @@ from typing import Any
 from abci_app.pb import settlement_pb2
 from abci_app.querying import QueryError, parse_u64, to_json
 from abci_app.settlement import evm, keeper
+from abci_app.settlement.expected_keepers import StakingKeeper
 from abci_app.settlement.keys import (
     LATEST_CHECKPOINT_KEY,
     PARAMS_KEY,
@@ -17,7 +18,6 @@ from abci_app.settlement.keys import (
     checkpoint_key,
     claim_key,
 )
-from abci_app.settlement.expected_keepers import StakingKeeper
 from abci_app.settlement.params import get_params, params_to_json
 from abci_app.store import KVReader
 

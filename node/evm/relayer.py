@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eth_typing import HexStr
 from web3 import Web3
 
 from node.evm import client
@@ -49,9 +50,9 @@ class LoconetSource:
 
         with Client(self.node_url, timeout=5) as c:
             t = c.block(height)["block"]["header"]["time"]
-        from datetime import datetime
+        from datetime import UTC, datetime
 
-        return datetime.fromisoformat(t[:26].rstrip("Z") + "+00:00").timestamp()
+        return datetime.fromisoformat(t[:26].rstrip("Z")).replace(tzinfo=UTC).timestamp()
 
 
 @dataclass
@@ -88,7 +89,7 @@ class Relayer:
         entry = self._read_journal()
         if entry and entry.get("tx_hash"):
             try:
-                r = self.w3.eth.wait_for_transaction_receipt(entry["tx_hash"], timeout=timeout)
+                r = self.w3.eth.wait_for_transaction_receipt(HexStr(entry["tx_hash"]), timeout=timeout)
                 log.info("journalled tx %s for checkpoint %s mined (status %s)", entry["tx_hash"], entry["number"], r["status"])
             except Exception as e:  # noqa: BLE001 - dropped from the pool: the nonce check below decides
                 log.warning("journalled tx %s not found (%s)", entry["tx_hash"], e)
@@ -123,7 +124,7 @@ class Relayer:
         tx_hash = "0x" + bytes(signed.hash).hex()
         self._write_journal({"number": cp["number"], "tx_hash": tx_hash, "nonce": nonce})
         self.w3.eth.send_raw_transaction(signed.raw_transaction)
-        receipt = self.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=120)
+        receipt = self.w3.eth.wait_for_transaction_receipt(HexStr(tx_hash), timeout=120)
         self._write_journal(None)
         if receipt["status"] != 1:
             raise RuntimeError(f"checkpoint {cp['number']}: tx {tx_hash} reverted")
@@ -132,8 +133,8 @@ class Relayer:
             t_final = self.src.block_time(int(cp["final_height"]))
             if t_final is not None:
                 latency = time.time() - t_final
-        except Exception:  # noqa: BLE001 - the figure is optional
-            pass
+        except Exception as e:  # noqa: BLE001 - the figure is optional
+            log.debug("no latency figure: %s", e)
         p = Posted(int(cp["number"]), tx_hash, int(receipt["gasUsed"]), int(receipt["blockNumber"]), latency)
         log.info("posted checkpoint %d (height %s, %d signatures) in %s: gas %d, EVM block %d%s", p.number, cp["height"],
                  len(cp["signatures"]), tx_hash, p.gas_used, p.evm_block,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chainkit import CHAIN_ID, signer
+from stakekit import follow_updates
 
 from abci_app.app import Application
 from abci_app.codec.address import to_bech32
@@ -109,15 +110,7 @@ class Net:
         resp = resps[0]
         self.app_hashes[h] = resp.app_hash
         self.last_txs = block_txs
-        if resp.validator_updates:
-            nxt = dict(self.comet_set(h + 1))
-            for u in resp.validator_updates:
-                cons = hashlib.sha256(u.pub_key.ed25519).digest()[:20]
-                if u.power:
-                    nxt[cons] = u.power
-                else:
-                    nxt.pop(cons, None)
-            self.sets[h + 2] = nxt
+        follow_updates(self.sets, self.comet_set(h + 1), h, resp.validator_updates)
         for raw, r in zip(block_txs, resp.tx_results):
             if r.code == 0 and raw[:1] != b"\x00":
                 t = decode_tx(raw)

@@ -54,7 +54,7 @@ def test_forged_signature_is_refused(chain: EVM) -> None:
 
 
 def test_duplicate_and_unsorted_signers_are_refused(chain: EVM) -> None:
-    head, cur, idx, sigs, nxt = client.submit_args(checkpoint(1, SET, signed_by=SET[:3]))
+    head, cur, _, sigs, nxt = client.submit_args(checkpoint(1, SET, signed_by=SET[:3]))
     assert_reverts("SignersNotAscending(uint256)", chain.submit, {}, args=(head, cur, [0, 0, 1], [sigs[0], sigs[0], sigs[1]], nxt))
     assert_reverts("SignersNotAscending(uint256)", chain.submit, {}, args=(head, cur, [1, 0, 2], [sigs[1], sigs[0], sigs[2]], nxt))
     assert_reverts("SignerOutOfRange(uint256)", chain.submit, {}, args=(head, cur, [0, 1, 9], sigs, nxt))

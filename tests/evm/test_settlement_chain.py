@@ -182,7 +182,7 @@ def test_validator_set_change_rotates_the_contract_set() -> None:
     net.ok(net.vals[0], [bond_msg(net.vals[0].address, 300 * LOCO)])  # val0: power 100 -> 400
     n = 2
     while True:
-        net.run_until(lambda: final(net, n))
+        net.run_until(lambda n=n: final(net, n))
         cp = net.query(f"/checkpoint/{n}")
         chain.submit(cp)
         if cp["next_set_hash"] != cp["set_hash"]:
@@ -224,7 +224,7 @@ def test_set_settlement_key(sc) -> None:  # type: ignore[no-untyped-def]
 
 def test_withdraw_rejections_change_nothing(sc) -> None:  # type: ignore[no-untyped-def]
     k = sc.keys[0]
-    msg = lambda a, amt: tx_pb2.Msg(withdraw_to_evm=settlement_pb2.MsgWithdrawToEvm(evm_address=a, amount=amt))  # noqa: E731
+    msg = lambda a, amt: tx_pb2.Msg(withdraw_to_evm=settlement_pb2.MsgWithdrawToEvm(evm_address=a, amount=amt))
     assert_rejected(sc, sc.tx(k, [msg(bytes(20), 5)]), ErrInvalidEvmAddress)
     assert_rejected(sc, sc.tx(k, [msg(b"\x01" * 19, 5)]), ErrInvalidEvmAddress)
     assert_rejected(sc, sc.tx(k, [msg(EVM_USER, 0)]), ErrInvalidAmount)

@@ -41,6 +41,21 @@ def unjail_msg(cons: bytes) -> tx_pb2.Msg:
     return tx_pb2.Msg(unjail=staking_pb2.MsgUnjail(validator=cons))
 
 
+def follow_updates(sets: dict[int, dict[bytes, int]], current: dict[bytes, int], h: int,
+                   updates: Any) -> None:
+    """CometBFT applies the validator updates of FinalizeBlock h at height h+2: record that set."""
+    if not updates:
+        return
+    nxt = dict(current)
+    for u in updates:
+        cons = hashlib.sha256(u.pub_key.ed25519).digest()[:20]
+        if u.power:
+            nxt[cons] = u.power
+        else:
+            nxt.pop(cons, None)
+    sets[h + 2] = nxt
+
+
 @dataclass
 class StakeChain:
     app: Application
@@ -91,15 +106,7 @@ class StakeChain:
         resp = self.app.finalize_block(self.request(txs, absent=absent, evidence=evidence))
         self.app.commit(abci.RequestCommit())
         self.app.invariants()
-        if resp.validator_updates:
-            nxt = dict(self.comet_set(h + 1))
-            for u in resp.validator_updates:
-                cons = hashlib.sha256(u.pub_key.ed25519).digest()[:20]
-                if u.power:
-                    nxt[cons] = u.power
-                else:
-                    nxt.pop(cons, None)
-            self.sets[h + 2] = nxt
+        follow_updates(self.sets, self.comet_set(h + 1), h, resp.validator_updates)
         for raw, r in zip(txs, resp.tx_results):
             if r.code == 0:
                 t = decode_tx(raw)

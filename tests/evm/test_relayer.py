@@ -1,0 +1,91 @@
+"""The relayer against real apps (settlekit's four-validator network) and an in-process EVM:
+it posts every final checkpoint once, in order; a restarted relayer (a new process: a new
+object over the same journal) posts nothing twice, also when the last run died between sending
+and its receipt; a failing loconet node only delays it."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from chainkit import CHAIN_ID
+from eth_account import Account
+from settlekit import Net, new_net
+from web3 import EthereumTesterProvider, Web3
+
+from abci_app.pb import abci
+from node.evm import client
+from node.evm.relayer import Relayer
+
+
+class NetSource:
+    """LoconetSource over the in-process apps; fails its first ``failures`` calls."""
+
+    def __init__(self, net: Net, failures: int = 0) -> None:
+        self.net, self.failures = net, failures
+
+    def _q(self, path: str) -> Any | None:
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("loconet node down")
+        r = self.net.apps[0].query(abci.RequestQuery(path=path))
+        return __import__("json").loads(r.value) if r.code == 0 else None
+
+    def latest_final(self) -> Any | None:
+        return self._q("/checkpoint/latest")
+
+    def checkpoint(self, n: int) -> Any | None:
+        return self._q(f"/checkpoint/{n}")
+
+    def block_time(self, height: int) -> float | None:
+        return None
+
+
+def _setup(tmp_path: Path) -> tuple[Net, Web3, client.Deployment, Any]:
+    net = new_net()
+    w3 = Web3(EthereumTesterProvider())
+    deployer = Account.from_key(hashlib.sha256(b"relayer-test-deployer").digest())
+    relayer = Account.from_key(hashlib.sha256(b"relayer-test-relayer").digest())
+    for a in (deployer, relayer):
+        w3.eth.send_transaction({"from": w3.eth.accounts[0], "to": a.address, "value": 10**21})
+    s = net.query("/settlement")
+    signers, powers = client.set_of(s["signer_set"])
+    d = client.deploy(w3, deployer, CHAIN_ID, signers, powers, 0)
+    return net, w3, d, relayer
+
+
+def _finals(net: Net, n: int) -> None:
+    net.run_until(lambda: net.apps[0].query(abci.RequestQuery(path=f"/checkpoint/{n}")).value.find(b'"final":true') >= 0)
+
+
+def test_posts_each_checkpoint_once_across_restarts(tmp_path: Path) -> None:
+    net, w3, d, acct = _setup(tmp_path)
+    journal = tmp_path / "journal.json"
+    _finals(net, 2)
+    posted = Relayer(w3, d, acct, NetSource(net), journal).step()
+    assert [p.number for p in posted] == [1, 2]
+    assert Relayer(w3, d, acct, NetSource(net), journal).step() == []  # restarted: nothing again
+    assert w3.eth.get_transaction_count(acct.address) == 2
+
+    # the last run died after sending checkpoint 3 but before its receipt: the journal has it
+    _finals(net, 3)
+    cp3 = net.query("/checkpoint/3")
+    fn = client.checkpoints(w3, d).functions.submit(*client.submit_args(cp3))
+    nonce = w3.eth.get_transaction_count(acct.address, "pending")
+    signed = acct.sign_transaction(fn.build_transaction({"from": acct.address, "nonce": nonce, "chainId": w3.eth.chain_id}))
+    w3.eth.send_raw_transaction(signed.raw_transaction)
+    journal.write_text('{"number": 3, "tx_hash": "0x%s", "nonce": %d}\n' % (bytes(signed.hash).hex(), nonce))
+    assert Relayer(w3, d, acct, NetSource(net), journal).step() == []
+    assert client.checkpoints(w3, d).functions.lastNumber().call() == 3
+    assert w3.eth.get_transaction_count(acct.address) == 3  # one tx per checkpoint, none twice
+    events = client.checkpoints(w3, d).events.CheckpointAccepted.get_logs(from_block=0)
+    assert [e["args"]["number"] for e in events] == [1, 2, 3]
+
+
+def test_keeps_going_while_loconet_is_down(tmp_path: Path) -> None:
+    net, w3, d, acct = _setup(tmp_path)
+    _finals(net, 1)
+    r = Relayer(w3, d, acct, NetSource(net, failures=3), tmp_path / "journal.json")
+    r.run(poll=0.01, until=1)
+    assert client.checkpoints(w3, d).functions.lastNumber().call() == 1
