@@ -163,8 +163,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from node.blobs import BlobServer
 
     host, _, port = args.listen.rpartition(":")
-    if not host or not port.isdigit():
-        raise UsageError(f"bad --listen {args.listen!r}: write HOST:PORT, e.g. 0.0.0.0:26680")
+    if not host or not (port.isascii() and port.isdigit()) or not 0 <= int(port) <= 65535:
+        raise UsageError(f"bad --listen {args.listen!r}: write HOST:PORT with a port 0..65535, e.g. 0.0.0.0:26680")
     with _store(args) as s:
         server = BlobServer(s, host.strip("[]"), int(port))
         print(f"serving {s.root} at http://{host}:{port}/blob/<sha256> (Ctrl-C stops)", file=sys.stderr)

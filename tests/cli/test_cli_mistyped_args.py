@@ -25,3 +25,11 @@ def test_invalid_uncreatable_home(tmp_path) -> None:  # type: ignore[no-untyped-
     r = run("init", "--home", str(blocker / "home"), "--chain-id", "t", "--moniker", "m")
     assert r.returncode == 1 and "goroutine" not in r.stderr and "Traceback" not in r.stderr
     assert r.stderr.startswith("error: cannot create the home") and "--home" in r.stderr
+
+
+@pytest.mark.parametrize("listen", ["127.0.0.1:99999", "127.0.0.1:²", "127.0.0.1:", "nohost"])
+def test_invalid_blob_serve_listen(tmp_path, listen: str) -> None:  # type: ignore[no-untyped-def]
+    # a port past 65535 raised OverflowError from bind() with a traceback
+    r = run("blob", "serve", "--dir", str(tmp_path / "s"), "--listen", listen, timeout=30)
+    assert r.returncode in (1, 2) and "Traceback" not in r.stderr, r.stderr
+    assert "--listen" in r.stderr and "HOST:PORT" in r.stderr
