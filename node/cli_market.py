@@ -32,9 +32,9 @@ from node.market_msgs import (
     build_exit_provider,
     build_register_provider,
     build_reveal_from_trace,
+    build_reveal_vote,
     build_submit_update,
     build_update_provider,
-    build_reveal_vote,
     build_verdict,
     hex32,
     read_trace,
@@ -195,7 +195,13 @@ def _signer_address(a: argparse.Namespace) -> bytes:
 def cmd_round_submit(a: argparse.Namespace) -> int:
     """Both roots are bound to the signer (leaf 0 = abci_app.merkle.binding_leaf): with
     --trace-file / --payload-file the roots and the proofs of leaf 0 are computed here."""
-    from abci_app.merkle import BINDING_INDEX, bound_trace_leaves, bound_update_leaves, merkle_proof, merkle_root
+    from abci_app.merkle import (
+        BINDING_INDEX,
+        bound_trace_leaves,
+        bound_update_leaves,
+        merkle_proof,
+        merkle_root,
+    )
 
     base = hex32(a.base_model, "--base-model")
     me = _signer_address(a)

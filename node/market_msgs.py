@@ -34,15 +34,15 @@ __all__ = [
     "build_exit_provider",
     "build_register_provider",
     "build_reveal_from_trace",
+    "build_reveal_vote",
     "build_submit_update",
     "build_update_provider",
-    "build_reveal_vote",
     "build_verdict",
-    "vote_salt",
     "hex32",
     "parse_gpu",
     "read_trace",
     "send_tx",
+    "vote_salt",
 ]
 
 

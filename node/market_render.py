@@ -49,18 +49,18 @@ def job_text(j: dict[str, Any], height: int) -> str:
         f"job:         {j['id']} ({j['status']})",
         f"owner:       {j['owner']}",
         f"rounds:      {j['rounds_finalized']} finalized / {j['rounds_opened']} opened / {j['rounds']}",
-        f"reward:      {fmt_loco(j['reward_per_round'])} per round to participants + "
-        f"{fmt_loco(j['verifier_reward_per_round'])} to verifiers",
-        f"escrow:      {fmt_loco(j['escrow'])} (funded {fmt_loco(j['escrow_funded'])}, paid {fmt_loco(j['paid_total'])}, "
-        f"refunded {fmt_loco(j['refunded'])})",
+        (f"reward:      {fmt_loco(j['reward_per_round'])} per round to participants + "
+        f"{fmt_loco(j['verifier_reward_per_round'])} to verifiers"),
+        (f"escrow:      {fmt_loco(j['escrow'])} (funded {fmt_loco(j['escrow_funded'])}, paid {fmt_loco(j['paid_total'])}, "
+        f"refunded {fmt_loco(j['refunded'])})"),
         f"model:       {j['current_model_hash']}",
         f"dataset:     {s['dataset_id']}",
-        f"training:    H={s['inner_steps']} inner steps, trace every k={s['trace_interval']}, "
-        f"{s['tokens_per_step']} tokens/step, compression {s['compression_policy']}",
-        f"network:     {m['n_layers']} layers, {m['n_heads']} heads, d_model {m['d_model']}, "
-        f"context {m['context_len']}, vocab {m['vocab_size']}",
-        f"draw:        {s['participants_per_round']} participants over {s['num_shards']} shards; "
-        f"challenge {s['challenge_bps'] / 100:g} %, {s['verifiers_per_challenge']} verifier(s) each",
+        (f"training:    H={s['inner_steps']} inner steps, trace every k={s['trace_interval']}, "
+        f"{s['tokens_per_step']} tokens/step, compression {s['compression_policy']}"),
+        (f"network:     {m['n_layers']} layers, {m['n_heads']} heads, d_model {m['d_model']}, "
+        f"context {m['context_len']}, vocab {m['vocab_size']}"),
+        (f"draw:        {s['participants_per_round']} participants over {s['num_shards']} shards; "
+        f"challenge {s['challenge_bps'] / 100:g} %, {s['verifiers_per_challenge']} verifier(s) each"),
         f"windows:     commit {w['commit']}, reveal {w['reveal']}, verdict {w['verdict']}, attest {w['attest']} blocks",
         f"height:      {height}",
     ])

@@ -50,7 +50,7 @@ BUILTIN_JOB: dict[str, Any] = {
 }
 
 
-from node.testnet import TestnetError as TestnetMarketError  # noqa: E402 (one error the testnet CLI reports)
+from node.testnet import TestnetError as TestnetMarketError
 
 
 @dataclass(slots=True)

@@ -117,8 +117,7 @@ class ChainFollower:
 
     def _seen(self, height: int, events: list[dict[str, Any]]) -> None:
         with self._cv:
-            if height > self.height:
-                self.height = height
+            self.height = max(self.height, height)
             self._cv.notify_all()
         if self.on_events is not None and events:
             try:
@@ -137,8 +136,8 @@ class ChainFollower:
             url = ws_url(self.urls[i % len(self.urls)])
             try:
                 timeout = aiohttp.ClientTimeout(total=None, connect=5, sock_read=30)
-                async with aiohttp.ClientSession(timeout=timeout) as session:
-                    async with session.ws_connect(url, heartbeat=10, max_msg_size=64 << 20) as ws:
+                async with aiohttp.ClientSession(timeout=timeout) as session, \
+                        session.ws_connect(url, heartbeat=10, max_msg_size=64 << 20) as ws:
                         await ws.send_json({"jsonrpc": "2.0", "id": 1, "method": "subscribe",
                                             "params": {"query": "tm.event='NewBlock'"}})
                         self.connected_to = url
@@ -147,7 +146,7 @@ class ChainFollower:
                         while not self._stop.is_set():
                             try:
                                 msg = await ws.receive(timeout=1.0)
-                            except asyncio.TimeoutError:
+                            except TimeoutError:
                                 continue
                             if msg.type != aiohttp.WSMsgType.TEXT:
                                 if msg.type in (aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.CLOSING,
@@ -155,7 +154,7 @@ class ChainFollower:
                                     raise ConnectionError(f"websocket closed ({msg.type.name})")
                                 continue
                             self._handle(msg.data)
-            except Exception as e:  # any failure: back off, next node
+            except Exception as e:  # noqa: BLE001 (any failure: back off, next node)
                 self.connected_to = ""
                 if self._stop.is_set():
                     break

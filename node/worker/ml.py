@@ -144,7 +144,7 @@ class RoundWork:
 
 
 def _mnats(x: float) -> int:
-    return max(0, min(MAX_LOSS_MNATS, int(round(x * 1000))))
+    return max(0, min(MAX_LOSS_MNATS, round(x * 1000)))
 
 
 def train_round(plan: JobPlan, base_bytes: bytes, corpus: Corpus, spec: ShardSpec, binding: Binding,
@@ -259,8 +259,8 @@ def check_hardware(registered: list[dict[str, Any]]) -> str | None:
         if name not in have:
             return (f"registered hardware {g['count']}x {g['model']} is not present (torch sees "
                     f"{', '.join(detect_hardware())}): run on that machine or `loconet tx provider update --gpu ...`")
-        count, mem = have[name]
-        if int(g["count"]) > count or int(g["memory_mib"]) > mem:
-            return (f"registered {g['count']}x {g['model']} ({g['memory_mib']} MiB) but torch sees {count} "
-                    f"with {mem} MiB: update the registration with `loconet tx provider update --gpu ...`")
+        n_here, mib_here = have[name]
+        if int(g["count"]) > n_here or int(g["memory_mib"]) > mib_here:
+            return (f"registered {g['count']}x {g['model']} ({g['memory_mib']} MiB) but torch sees {n_here} "
+                    f"with {mib_here} MiB: update the registration with `loconet tx provider update --gpu ...`")
     return None

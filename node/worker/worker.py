@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -212,7 +213,7 @@ class ProviderWorker:
                 self.follower.wait_block(seen, self.cfg.poll_s)
                 try:
                     seen = self.tick()
-                except Exception as e:  # never die on the chain's or a peer's answer
+                except Exception as e:  # never die on the chain's or a peer's answer  # noqa: BLE001
                     self.stats.failures += 1
                     log.warning("tick failed: %s: %s", e.__class__.__name__, e)
                     time.sleep(0.5)
@@ -275,11 +276,9 @@ class ProviderWorker:
                     continue
                 mine = [v for v in ch["verifiers"] if v["address"] == self.me and int(v.get("panel", 0)) == panel]
                 if opening and any(v.get("committed") and not v["voted"] for v in mine):
-                    self._duty(f"open-vote/{jid}/{rn}/{t['address']}",
-                               lambda t=t: self.do_open_vote(job, r, t, height))
+                    self._duty(f"open-vote/{jid}/{rn}/{t['address']}", partial(self.do_open_vote, job, r, t, height))
                 elif not opening and any(not v.get("committed") and not v["voted"] for v in mine):
-                    self._duty(f"verify/{jid}/{rn}/{t['address']}/{panel}",
-                               lambda t=t: self.do_verify(job, r, t, height))
+                    self._duty(f"verify/{jid}/{rn}/{t['address']}/{panel}", partial(self.do_verify, job, r, t, height))
         elif phase == "attest" and me is not None and me["outcome"] == "accepted" and not me["attested_hash"]:
             self._duty(f"attest/{jid}/{rn}", lambda: self.do_attest(job, r, height))
         elif phase == "finalized":
@@ -298,7 +297,7 @@ class ProviderWorker:
                 b.next_try = float("inf")
                 return
             self._failed(name, b, e)
-        except Exception as e:  # a peer's bad blob, a node down, a bug in one duty: log, retry later
+        except Exception as e:  # a peer's bad blob, a node down, a bug in one duty: log, retry later  # noqa: BLE001
             self._failed(name, b, e)
 
     def _failed(self, name: str, b: _Backoff, e: Exception) -> None:
@@ -320,7 +319,7 @@ class ProviderWorker:
                 res = self.nodes.query_json("/providers?limit=1000")
                 urls = sorted({str(p["endpoint"]).rstrip("/") for p in res["providers"]} - {self.endpoint})
                 self._peers = (time.monotonic(), urls)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 (a peer's or the chain's answer must never stop the worker)
                 log.warning("cannot list providers: %s", e)
         return urls
 
@@ -545,14 +544,14 @@ class ProviderWorker:
             payload = self._payload(r, t, rk)
             if payload is not None:
                 q = ml.quality(plan, self.fetch(r["base_model_hash"], sources), payload, corpus)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 (a peer's or the chain's answer must never stop the worker)
             log.info("quality of %s: payload not scored (%s); valid at quality 1", target, e)
         return True, q, expected, f"{len(states)} segment(s) re-executed; last {why}"
 
     def _endpoint_of(self, address: str) -> str:
         try:
             return str(self.nodes.query_json(f"/provider/{address}")["endpoint"]).rstrip("/")
-        except Exception:
+        except Exception:  # noqa: BLE001 (a peer's or the chain's answer must never stop the worker)
             return ""
 
     def _payload(self, r: dict[str, Any], p: dict[str, Any], rk: str | None) -> bytes | None:
@@ -625,7 +624,7 @@ class ProviderWorker:
             h = r["attested_model_hash"]
             if h and self.store.has(h):
                 self.store.pin(h)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 (a peer's or the chain's answer must never stop the worker)
             log.warning("round %d/%d: releasing blobs failed: %s", jid, rn, e)
         me = next((p for p in r["participants"] if p["address"] == self.me), None)
         if me is not None:
