@@ -306,8 +306,9 @@ class ProviderWorker:
         b.next_try = time.monotonic() + min(0.5 * 2 ** b.failures, 10.0)
         log.warning("%s failed (%d): %s: %s", name, b.failures, e.__class__.__name__, e)
 
-    def _send(self, msg: Any) -> dict[str, Any]:
-        return self.nodes.call(lambda c: send_tx(c, self.key.signer, [msg], fee=self.cfg.fee))
+    def _send(self, *msgs: Any) -> dict[str, Any]:
+        """One tx with ``msgs``, signed with the account's current sequence, waited for."""
+        return self.nodes.call(lambda c: send_tx(c, self.key.signer, list(msgs), fee=self.cfg.fee))
 
     # ------------------------------------------------------------------------- blobs
 
@@ -446,7 +447,7 @@ class ProviderWorker:
                 for s in todo]
         if not msgs:
             return
-        res = self.nodes.call(lambda c: send_tx(c, self.key.signer, msgs, fee=self.cfg.fee))
+        res = self._send(*msgs)
         self.progress.update(jid, rn, revealed=res["txhash"])
         self.stats.revealed += 1
         log.info("round %d/%d: revealed segment(s) %s at height %d", jid, rn, todo, res["height"])
