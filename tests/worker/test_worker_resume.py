@@ -139,6 +139,7 @@ def test_cheating_behaviours_commit_what_they_claim(tmp_path, behaviour):
         a.w.do_commit(job, r, me, height=51)
     (submit,) = [m.submit_update for m in a.sent]
     payload = a.w.store.read(a.w.progress.round(3, 1)["payload"])
+    assert submit.payload_size == len(payload)
     plan = ml.JobPlan.from_job(job)
     if behaviour == "random-root":
         with pytest.raises(ValueError):
