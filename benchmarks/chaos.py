@@ -306,7 +306,7 @@ def run_storm(cfg: StormConfig, d: Path, log: Any = print) -> StormResult:
                 new = add_node(d)
                 start_node(new)
                 _wait("the new node in sync", lambda new=new: _height(new) >= _max_height(pool) - 1, 90)
-                _cli("tx", "staking", "create-validator", f"account{cfg.senders}", "--validator-home", new.home,
+                _cli("tx", "staking", "create-validator", "--from", f"account{cfg.senders}", "--validator-home", new.home,
                      "--self-bond", "100000loco", "--moniker", new.name, "--home", str(d), "--node", nodes[0].rpc_url)
                 _wait(f"{new.name} in the validator set",
                       lambda new=new: any(v["address"] == new.validator_address for v in Client(nodes[0].rpc_url).validators()), 60)
@@ -315,7 +315,7 @@ def run_storm(cfg: StormConfig, d: Path, log: Any = print) -> StormResult:
                 log(f"[{i}] {new.name} joined as a validator")
             if i == unbond_at:
                 target = nodes[1].validator_address
-                _cli("tx", "staking", "unbond", nodes[1].operator_key, target, "1000loco", "--home", str(d), "--node", nodes[0].rpc_url)
+                _cli("tx", "staking", "unbond", target, "1000loco", "--from", nodes[1].operator_key, "--home", str(d), "--node", nodes[0].rpc_url)
                 res.unbonded = True
                 log(f"[{i}] {nodes[1].name}'s operator unbonded 1000 LOCO")
             victim = rng.choice(pool)

@@ -103,7 +103,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     from node.supervisor import run_node
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    return asyncio.run(run_node(Path(args.home)))
+    return asyncio.run(run_node(Path(args.home), log_console=args.log_console))
 
 
 def cmd_abci(args: argparse.Namespace) -> int:
@@ -365,6 +365,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add_command(sub, "start", "run cometbft and the ABCI app together (Ctrl-C stops both)", "loconet start --home ~/.loconet", cmd_start)
     p.add_argument("--home", required=True)
+    p.add_argument("--log-console", action=argparse.BooleanOptionalAction, default=None,
+                   help="show cometbft's log on the console too (default: when stdout is a terminal); "
+                        "always in HOME/cometbft.log")
 
     p = add_command(sub, "abci", "run only the ABCI server (cometbft started separately)", "loconet abci --home ~/.loconet", cmd_abci)
     p.add_argument("--home", required=True)

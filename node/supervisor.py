@@ -14,6 +14,7 @@ import logging
 import signal
 import subprocess
 import sys
+import threading
 import tomllib
 from pathlib import Path
 
@@ -42,7 +43,9 @@ def check_port_free(port: int, what: str) -> None:
         )
 
 
-async def run_node(home: Path) -> int:
+async def run_node(home: Path, log_console: bool | None = None) -> int:
+    """Run the node until a signal or either side stops. ``log_console``: also show cometbft's
+    log on stdout (default: when stdout is a terminal); it is always in HOME/cometbft.log."""
     home = home.resolve()
     if not (home / "config" / "genesis.json").exists():
         raise StartError(f"{home} is not a loconet home: run `loconet init --home {home}` first")
@@ -83,9 +86,23 @@ async def run_node(home: Path) -> int:
 
     # the log file lives as long as the child; both calls return at once (no need for a thread)
     logf = open(home / "cometbft.log", "ab")  # noqa: ASYNC230, SIM115
+    echo = sys.stdout.isatty() if log_console is None else log_console
     proc = subprocess.Popen(  # noqa: ASYNC220
-        [binary, "start", "--home", str(home), "--proxy_app", cfg.abci_address], stdout=logf, stderr=subprocess.STDOUT, start_new_session=False
+        [binary, "start", "--home", str(home), "--proxy_app", cfg.abci_address],
+        stdout=subprocess.PIPE if echo else logf, stderr=subprocess.STDOUT, start_new_session=False
     )
+    pump = None
+    if echo:  # the log file and the console both get every line
+        def copy_lines() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                logf.write(line)
+                logf.flush()
+                sys.stdout.buffer.write(line)
+                sys.stdout.flush()
+
+        pump = threading.Thread(target=copy_lines, name="cometbft-log", daemon=True)
+        pump.start()
     print(f"node started: cometbft pid {proc.pid}, log {home / 'cometbft.log'}, RPC {ctoml['rpc']['laddr']}"
           + (f", metrics http://{metrics_addr}/metrics" if metrics_server is not None else ""), flush=True)
 
@@ -118,6 +135,8 @@ async def run_node(home: Path) -> int:
     if app.snapshots is not None:
         app.snapshots.close()  # lets a snapshot being written finish (else its tmp folder is dropped at the next start)
     store.close()
+    if pump is not None:
+        pump.join(5)
     logf.close()
     if metrics_server is not None:
         metrics_server.shutdown()

@@ -50,6 +50,9 @@ def test_node_metrics_scraped_during_a_run(tmp_path):
         assert value(app, "loconet_rounds", phase="commit") == 0
         comet = scrape(f"http://127.0.0.1:{node.ports.metrics}/metrics")
         assert value(comet, "cometbft_consensus_height") >= h
+        # no terminal, no --log-console: cometbft's log stays in its file
+        assert "executed block" not in (node.home / "node.out").read_text()
+        assert "executed block" in (node.home / "cometbft.log").read_text()
     finally:
         node.stop()
 

@@ -73,13 +73,13 @@ def test_single_node_transfer_proof_and_crash_restarts(tmp_path) -> None:
         bob = json.loads(cli("keys", "add", "bob", "--home", str(node.home), "-o", "json").stdout)["address"]
 
         # a transfer through the CLI, then a proven query
-        r = cli("tx", "bank", "send", "validator", bob, "2.5loco", "--home", str(node.home), "--node", node.url, "-o", "json")
+        r = cli("tx", "bank", "send", bob, "2.5loco", "--from", "validator", "--home", str(node.home), "--node", node.url, "-o", "json")
         sent = json.loads(r.stdout)
         assert sent["code"] == 0 and sent["height"] >= 2
         q = json.loads(cli("query", "account", bob, "--node", node.url, "--prove", "-o", "json").stdout)
         assert q["balance"] == 2_500_000 and q["proof_verified"] is True and q["proof"]
         # a rejected tx: exit code non-zero, code and reason printed
-        bad = cli("tx", "bank", "send", "bob", info["validator_account"], "1000000loco", "--home", str(node.home), "--node", node.url, check=False)
+        bad = cli("tx", "bank", "send", info["validator_account"], "1000000loco", "--from", "bob", "--home", str(node.home), "--node", node.url, check=False)
         assert bad.returncode != 0 and "bank/101" in bad.stderr and "insufficient funds" in bad.stderr
 
         carol = from_bech32(json.loads(cli("keys", "add", "carol", "--home", str(node.home), "-o", "json").stdout)["address"])

@@ -65,14 +65,14 @@ def test_one_round_through_the_cli_on_cometbft(tmp_path: Path) -> None:
         for name in ("alice", "bob"):
             addrs[name] = json.loads(cli("keys", "add", name, "--home", home, "-o", "json").stdout)["address"]
         for name in ("alice", "bob"):
-            cli("tx", "bank", "send", "validator", addrs[name], "5000loco", *common)
+            cli("tx", "bank", "send", addrs[name], "5000loco", "--from", "validator", *common)
         parallel(*[["tx", "provider", "register", "--from", n, "--bond", "2000loco", "--gpu", "H100:8:81920",
                     "--throughput", "50000", "--region", "eu-west", "--endpoint", f"http://127.0.0.1:2668{i}", *common]
                    for i, n in enumerate(("alice", "bob"))])
         # carol bonds less than the job's min_stake: never a participant, she is the verifier (a
         # round's participants never judge each other)
         carol = json.loads(cli("keys", "add", "carol", "--home", home, "-o", "json").stdout)["address"]
-        cli("tx", "bank", "send", "validator", carol, "5000loco", *common)
+        cli("tx", "bank", "send", carol, "5000loco", "--from", "validator", *common)
         cli("tx", "provider", "register", "--from", "carol", "--bond", "1000loco", "--gpu", "H100:8:81920",
             "--throughput", "50000", "--region", "eu-west", "--endpoint", "http://127.0.0.1:26689", *common)
         prov = q("provider", addrs["alice"], "--prove")

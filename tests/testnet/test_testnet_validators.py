@@ -48,9 +48,9 @@ def test_join_downtime_unjail_and_double_sign(tmp_path: Path) -> None:
 
         acct = Keyring(d).get("account1").address
         target = nodes[1].validator_address
-        cli("tx", "staking", "bond", "account1", target, "300loco", "--home", str(d), "--node", n0.rpc_url)
+        cli("tx", "staking", "bond", target, "300loco", "--from", "account1", "--home", str(d), "--node", n0.rpc_url)
         bal0 = query(n0, f"/account/{acct}")["balance"]
-        out = cli("tx", "staking", "unbond", "account1", target, "300loco", "--home", str(d), "--node", n0.rpc_url, "-o", "json").stdout
+        out = cli("tx", "staking", "unbond", target, "300loco", "--from", "account1", "--home", str(d), "--node", n0.rpc_url, "-o", "json").stdout
         import json
 
         h_unbond = json.loads(out)["height"]
@@ -65,7 +65,7 @@ def test_join_downtime_unjail_and_double_sign(tmp_path: Path) -> None:
         new = add_node(d)
         start_node(new)
         wait_for("node4 in sync", lambda: height(new) >= height(n0) - 1, timeout=60)
-        cli("tx", "staking", "create-validator", "account0", "--validator-home", new.home, "--self-bond", "100000loco",
+        cli("tx", "staking", "create-validator", "--from", "account0", "--validator-home", new.home, "--self-bond", "100000loco",
             "--moniker", "node4", "--home", str(d), "--node", n0.rpc_url)
         addr = new.validator_address
         wait_for("node4 in CometBFT's validator set", lambda: comet_validators(n0).get(addr) == 100000, timeout=30)
@@ -85,7 +85,7 @@ def test_join_downtime_unjail_and_double_sign(tmp_path: Path) -> None:
         # -- back up, unjail after the jail period, signs again -----------------------------------
         start_node(new)
         wait_for("node4 caught up", lambda: height(new) >= max(height(n0), v["jailed_until"]), timeout=60)
-        cli("tx", "staking", "unjail", "account0", addr, "--home", str(d), "--node", n0.rpc_url)
+        cli("tx", "staking", "unjail", addr, "--from", "account0", "--home", str(d), "--node", n0.rpc_url)
         wait_for("node4 back in the set", lambda: comet_validators(n0).get(addr) == v["tokens"] // 10**6, timeout=30)
         wait_for("node4 signing again", lambda: signs(n0, addr, 3), timeout=30)
         assert query(n0, f"/validator/{addr}")["slashed"] == v["slashed"]  # no second penalty
@@ -112,5 +112,5 @@ def test_join_downtime_unjail_and_double_sign(tmp_path: Path) -> None:
         # supply: + 1 LOCO block reward per block, - the burned penalty, nothing else
         he = height(n0) - 1
         assert supply_at(n0, he) == supply + (he - hs) * 10**6 - penalty
-        r = cli("tx", "staking", "unjail", "validator3", bad, "--home", str(d), "--node", n0.rpc_url, check=False)
+        r = cli("tx", "staking", "unjail", bad, "--from", "validator3", "--home", str(d), "--node", n0.rpc_url, check=False)
         assert r.returncode == 1 and "tombstoned" in r.stderr
