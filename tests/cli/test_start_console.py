@@ -7,7 +7,6 @@ import signal
 import subprocess
 
 import pytest
-
 from nodekit import LOCONET, ROOT, Node
 
 pytestmark = pytest.mark.integration
