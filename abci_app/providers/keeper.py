@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from abci_app.bank import keeper as bank
 from abci_app.codec.address import to_bech32
 from abci_app.context import Ctx
-from abci_app.encoding import decode_msg, encode_msg, prefix_end, u64_key
+from abci_app.encoding import MAX_U64, decode_msg, encode_msg, prefix_end, u64_key
 from abci_app.errors import InvariantBroken
 from abci_app.pb import providers_pb2
 from abci_app.providers import events
@@ -186,7 +186,7 @@ def slash(
     from_bond = min(p.bond, amount)
     p.bond -= from_bond
     p.unbonding -= amount - from_bond
-    p.slashed_total += amount
+    p.slashed_total = min(p.slashed_total + amount, MAX_U64)  # a running total (uint64): saturates, never raises
     set_provider(ctx.store, p)
     left = amount
     paid = compute_shares(compute_bounty(amount, bounty_bps), bounty_weights)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from abci_app.bank import keeper as bank
 from abci_app.bank.keys import FEE_COLLECTOR
 from abci_app.encoding import (
+    MAX_U64,
     decode_amount,
     decode_lp,
     decode_msg,
@@ -223,7 +224,7 @@ def slash(ctx: Ctx, cons: bytes, infraction_height: int, fraction_bps: int, reas
     if burned_unbonding:
         bank.burn(store, UNBONDING_POOL, burned_unbonding)
     v.tokens -= burned_bonded
-    v.slashed += burned_bonded + burned_unbonding
+    v.slashed = min(v.slashed + burned_bonded + burned_unbonding, MAX_U64)  # a running total (uint64): saturates, never raises
     set_validator(store, cons, v)
     ctx.emit(events.slashed_event(cons, reason, fraction_bps, burned_bonded + burned_unbonding, infraction_height))
     return burned_bonded + burned_unbonding
