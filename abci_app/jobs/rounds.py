@@ -33,7 +33,7 @@ import hashlib
 from collections.abc import Callable
 
 from abci_app.context import Ctx
-from abci_app.encoding import u64_key
+from abci_app.encoding import MAX_U64, u64_key
 from abci_app.errors import InvariantBroken
 from abci_app.jobs import events, keeper, sla
 from abci_app.jobs.expected import ProviderKeeper
@@ -393,7 +393,7 @@ def process_attestation(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
     model, stake, total = compute_attested(r)
     if model:
         r.attested_model_hash = model
-        r.attest_stake = stake
+        r.attest_stake = min(stake, MAX_U64)  # a sum of u64 bonds: saturates (an overflow here halted the chain)
         job.current_model_hash = model
         ctx.emit(events.model_attested(job.id, r.round, model, stake, total))
 
