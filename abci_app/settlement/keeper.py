@@ -1,7 +1,8 @@
 """Settlement keys, withdrawals, and checkpoints (the logic; handlers in msgs.py stay thin).
 
 A checkpoint of height H is made in the begin-block of H+1 (when H % checkpoint_interval == 0
-and no earlier checkpoint is still pending): it commits to the app hash after H (the header of
+and no earlier checkpoint is still pending, and validators with a settlement key hold more than
+2/3 of the voting power): it commits to the app hash after H (the header of
 H+1 carries it), the rewards root over every (EVM address, cumulative withdrawn) after H, and
 the signer set that signs the next checkpoint. Validators sign it in ExtendVote from the
 next height on; their signatures reach the state through the vote extensions the next proposer
@@ -87,6 +88,13 @@ def compute_signer_set(store: KVReader, staking: StakingKeeper) -> settlement_pb
     return settlement_pb2.SignerSet(signers=out)
 
 
+def keyed_majority(store: KVReader, staking: StakingKeeper, keyed: settlement_pb2.SignerSet) -> bool:
+    """Do validators with a settlement key hold more than 2/3 of CometBFT's voting power? Only
+    then is a checkpoint made: its next set, which the contract will trust, stands for the chain."""
+    total = sum(v.power for _, v in staking.iterate_validators(store))
+    return sum(s.power for s in keyed.signers) * 3 > total * 2
+
+
 def hash_of(s: settlement_pb2.SignerSet) -> bytes:
     return evm.set_hash([x.evm_address for x in s.signers], [x.power for x in s.signers])
 
@@ -169,7 +177,9 @@ def make_checkpoint(ctx: Ctx, staking: StakingKeeper) -> settlement_pb2.Checkpoi
     signers = get_signer_set(ctx.store) or now
     if not signers.signers:
         return None  # no validator has a settlement key yet
-    nxt = now if now.signers else signers  # never rotate to an empty set
+    if not keyed_majority(ctx.store, staking, now):
+        return None  # the EVM side must trust what >2/3 of loconet's power stands behind, not a keyed minority
+    nxt = now
     app_hash = ctx.block.last_app_hash if len(ctx.block.last_app_hash) == 32 else evm.ZERO32
     cp = settlement_pb2.Checkpoint(
         number=latest_number(ctx.store) + 1,

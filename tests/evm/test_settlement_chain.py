@@ -89,6 +89,17 @@ def test_withdraw_then_claim_on_the_evm_pays_exactly_the_withdrawal() -> None:
     assert tok.functions.balanceOf(Web3.to_checksum_address(EVM_USER)).call() == 7 * LOCO
 
 
+def test_no_checkpoint_until_keyed_validators_hold_more_than_two_thirds() -> None:
+    net = new_net(with_keys=False)
+    net.block([net.tx(v, [set_key_msg(v.address, settlement_secret(i))]) for i, v in enumerate(net.vals[:2])])
+    net.blocks(12)  # two due heights pass: 2 of 4 keyed is not enough
+    assert net.query("/settlement")["latest"] == 0
+    net.ok(net.vals[2], [set_key_msg(net.vals[2].address, settlement_secret(2))])  # 3 of 4
+    net.run_until(lambda: final(net, 1))
+    cp = net.query("/checkpoint/1")
+    assert cp["total_power"] == 300 and len(cp["signers"]) == 3  # the keyless validator is not a signer
+
+
 def test_vote_extension_checks() -> None:
     net = new_net()
     net.run_until(lambda: net.apps[0].query(abci.RequestQuery(path="/checkpoint/pending")).code == 0)
