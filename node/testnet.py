@@ -737,8 +737,9 @@ def _main_wrap(fn: Any) -> Any:
         try:
             return int(fn(args))
         except TestnetError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 1
+            from node.cli import report_error  # plain text, or JSON with -o json
+
+            return report_error(args, str(e), None, None)
     return run
 
 

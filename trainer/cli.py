@@ -36,6 +36,14 @@ def _corpus(path: str | None):
     return Corpus(default_corpus_bytes())
 
 
+def _error(a: argparse.Namespace, msg: str) -> None:
+    """``error: msg`` on stderr; with -o json, {"error": msg} on stdout (as the node CLI does)."""
+    if getattr(a, "output", "text") == "json":
+        print(json.dumps({"error": msg}))
+    else:
+        print(f"error: {msg}", file=sys.stderr)
+
+
 def _add_output(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", choices=["text", "json"], default="text",
                    help="text (progress on stderr) or json (one JSON document on stdout)")
@@ -191,30 +199,30 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     try:  # fail early, with the accepted forms; run (and log) the canonical spelling
         a.compression = canonical_spelling(a.compression)
     except PolicyError as exc:
-        print(f"error: --compression: {exc}", file=sys.stderr)
+        _error(a, f"--compression: {exc}")
         return 2
     for flag, v in (("--workers", a.workers), ("--rounds", a.rounds), ("--inner-steps", a.inner_steps),
                     ("--batch-size", a.batch_size), ("--threads", a.threads)):
         if v < 1:
-            print(f"error: {flag} must be at least 1, got {v}", file=sys.stderr)
+            _error(a, f"{flag} must be at least 1, got {v}")
             return 2
     try:
         device = resolve_device(a.device)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _error(a, f"{exc}")
         return 2
     try:
         corpus = _corpus(a.data)
     except OSError as exc:
-        print(f"error: --data {a.data}: {exc.strerror or exc}; give a readable text file (or no --data for the "
-              "built-in corpus)", file=sys.stderr)
+        _error(a, f"--data {a.data}: {exc.strerror or exc}; give a readable text file (or no --data for the "
+              "built-in corpus)")
         return 2
     except ValueError as exc:
-        print(f"error: --data {a.data}: {exc}", file=sys.stderr)
+        _error(a, f"--data {a.data}: {exc}")
         return 2
     checkpoint = a.checkpoint or (str(Path(a.out) / "checkpoint.safetensors") if a.out else None)
     if a.resume and checkpoint is None:
-        print("error: --resume needs --checkpoint PATH or --out DIR", file=sys.stderr)
+        _error(a, "--resume needs --checkpoint PATH or --out DIR")
         return 2
     sim = SimConfig(workers=a.workers, rounds=a.rounds, inner_steps=a.inner_steps,
                     compression=a.compression, overlap=a.overlap, seed=a.seed,
@@ -235,7 +243,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
         try:
             first = int(load(str(checkpoint))[1]["next_round"])
         except CheckpointError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            _error(a, f"{exc}")
             return 2
     bar = StepProgress(max(0, a.rounds - first) * a.workers * a.inner_steps, first, a.rounds, text)
 
@@ -247,7 +255,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     try:
         log = simulate(corpus, sim, progress, on_step=bar.step, checkpoint=checkpoint, resume=a.resume)
     except CheckpointError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _error(a, f"{exc}")
         return 2
     finally:
         bar.close()
@@ -300,14 +308,14 @@ def cmd_verify(a: argparse.Namespace) -> int:
         start = (seg / "start.state").read_bytes()
         end = (seg / "end.state").read_bytes()
     except (OSError, ValueError) as exc:
-        print(f"error: cannot read segment {seg}: {exc} (make one with "
-              "`loconet train simulate --out DIR`)", file=sys.stderr)
+        _error(a, f"cannot read segment {seg}: {exc} (make one with "
+              "`loconet train simulate --out DIR`)")
         return 2
     spec = ShardSpec.from_dict(meta["shard_spec"])
     corpus = _corpus(a.data or meta.get("data"))
     if corpus.id != spec.dataset_id:
-        print(f"error: dataset {corpus.id[:16]} is not the segment's {spec.dataset_id[:16]}: "
-              "pass the same --data file", file=sys.stderr)
+        _error(a, f"dataset {corpus.id[:16]} is not the segment's {spec.dataset_id[:16]}: "
+              "pass the same --data file")
         return 2
     v = verify_segment(start, spec, int(meta["k"]), end, corpus=corpus, tolerance=a.tolerance)
     if a.output == "json":
@@ -394,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(a.func(a))
     except (FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _error(a, f"{exc}")
         return 2
 
 

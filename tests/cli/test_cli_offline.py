@@ -218,3 +218,8 @@ def test_known_mnemonic_derivation():
 def test_no_tracebacks(tmp_path):
     r = run("abci", "--home", str(tmp_path / "missing"))
     assert r.returncode == 1 and "loconet init --home" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_testnet_errors_in_json(tmp_path):
+    r = run("testnet", "status", "--dir", str(tmp_path / "none"), "-o", "json")
+    assert r.returncode == 1 and "loconet testnet up" in json.loads(r.stdout)["error"]

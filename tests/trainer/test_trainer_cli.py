@@ -112,3 +112,8 @@ def test_plot_axes_are_readable(tmp_path):
     assert "2 workers" in title and "topk:0.01+int4" in title
     xt, _, _, title = captured["val_loss.png"]
     assert all(float(x).is_integer() for x in xt) and "H=4" in title
+
+
+def test_json_errors_are_json(tmp_path):
+    r = train("--data", str(tmp_path / "missing.txt"), *TINY, "--rounds", "1", "-o", "json")
+    assert r.returncode == 2 and "--data" in json.loads(r.stdout)["error"]
