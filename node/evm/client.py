@@ -3,7 +3,10 @@
 A *deployment file* (JSON) records where the contracts live::
 
     {"evm_chain_id": 31337, "loconet_chain_id": "...", "checkpoints": "0x..",
-     "distributor": "0x..", "token": "0x..", "start_number": 3, "block": 1}
+     "distributor": "0x..", "token": "0x..", "start_number": 3, "block": 1,
+     "signers": ["0x..", ...], "powers": [100000, ...]}
+
+(``checkpoints`` and ``distributor`` are one address: the distributor is the light client.)
 
 ``submit_args`` turns a ``/checkpoint/{n}`` answer into the arguments of
 ``Checkpoints.submit``; ``claim_args`` turns a ``/claim/{address}`` answer into ``claim``'s.
@@ -12,7 +15,7 @@ A *deployment file* (JSON) records where the contracts live::
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,8 @@ class Deployment:
     token: str
     start_number: int
     block: int
+    signers: list[str] = field(default_factory=list)  # the set deployed with (signs checkpoint start_number+1)
+    powers: list[int] = field(default_factory=list)
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -40,7 +45,7 @@ class Deployment:
     def load(cls, path: Path) -> Deployment:
         try:
             d = json.loads(Path(path).read_text())
-            return cls(**{k: d[k] for k in cls.__dataclass_fields__})
+            return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d or k not in ("signers", "powers")})
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise ValueError(f"deployment file {path}: {e}; write one with `loconet evm deploy`") from e
 
@@ -124,4 +129,6 @@ def deploy(w3: Web3, sender: Any, loconet_chain_id: str, signers: list[str], pow
         token=dist_c.functions.token().call(),
         start_number=start_number,
         block=r["blockNumber"],
+        signers=list(signers),
+        powers=list(powers),
     )

@@ -6,6 +6,7 @@ and its receipt; a failing loconet node only delays it."""
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ class NetSource:
             self.failures -= 1
             raise ConnectionError("loconet node down")
         r = self.net.apps[0].query(abci.RequestQuery(path=path))
-        return __import__("json").loads(r.value) if r.code == 0 else None
+        return json.loads(r.value) if r.code == 0 else None
 
     def latest_final(self) -> Any | None:
         return self._q("/checkpoint/latest")
@@ -75,7 +76,7 @@ def test_posts_each_checkpoint_once_across_restarts(tmp_path: Path) -> None:
     nonce = w3.eth.get_transaction_count(acct.address, "pending")
     signed = acct.sign_transaction(fn.build_transaction({"from": acct.address, "nonce": nonce, "chainId": w3.eth.chain_id}))
     w3.eth.send_raw_transaction(signed.raw_transaction)
-    journal.write_text('{"number": 3, "tx_hash": "0x%s", "nonce": %d}\n' % (bytes(signed.hash).hex(), nonce))
+    journal.write_text(json.dumps({"number": 3, "tx_hash": "0x" + bytes(signed.hash).hex(), "nonce": nonce}))
     assert Relayer(w3, d, acct, NetSource(net), journal).step() == []
     assert client.checkpoints(w3, d).functions.lastNumber().call() == 3
     assert w3.eth.get_transaction_count(acct.address) == 3  # one tx per checkpoint, none twice
