@@ -40,7 +40,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from abci_app.app import Application
 
@@ -58,10 +58,37 @@ def parse_listen(address: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
+CLIENT_TIMEOUT_S = 10.0  # a scrape client that sends nothing for this long is dropped
+
+
 def serve(registry: CollectorRegistry, address: str) -> tuple[Any, Any]:
-    """Serve ``registry`` at http://address/metrics on a daemon thread; returns (server, thread)."""
+    """Serve ``registry`` at http://address/metrics on a daemon thread; returns (server, thread).
+    prometheus_client's exposition app behind a threaded wsgiref server whose connections time out
+    after CLIENT_TIMEOUT_S of silence (``start_http_server`` has no timeout: every slowloris
+    connection held a thread for ever)."""
+    import socket
+    import socketserver
+    import threading
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+    from prometheus_client import make_wsgi_app
+
     host, port = parse_listen(address)
-    return start_http_server(port, addr=host, registry=registry)
+
+    class Handler(WSGIRequestHandler):
+        timeout = CLIENT_TIMEOUT_S
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the stdlib's name)
+            pass
+
+    class Server(socketserver.ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    httpd = make_server(host.strip("[]"), port, make_wsgi_app(registry), Server, handler_class=Handler)
+    t = threading.Thread(target=httpd.serve_forever, name="metrics", daemon=True)
+    t.start()
+    return httpd, t
 
 
 class NodeMetrics:

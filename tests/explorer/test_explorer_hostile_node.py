@@ -114,3 +114,30 @@ def test_invalid_metrics_failure_never_halts_a_block(monkeypatch: pytest.MonkeyP
     res = app.finalize_block(req)
     app.commit(abci.RequestCommit())
     assert app.store.height == 1 and res.app_hash == app.store.app_hash
+
+
+def test_invalid_metrics_scrape_that_never_finishes_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """prometheus_client's start_http_server kept a silent connection (and its thread) for ever."""
+    import socket
+    import time
+
+    from prometheus_client import CollectorRegistry
+
+    from node import metrics
+
+    monkeypatch.setattr(metrics, "CLIENT_TIMEOUT_S", 1.0)
+    reg = CollectorRegistry()
+    metrics.NodeMetrics(reg)
+    httpd, _ = metrics.serve(reg, "127.0.0.1:0")
+    try:
+        port = httpd.server_address[1]
+        s = socket.create_connection(("127.0.0.1", port))
+        s.settimeout(30)
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # never ends its headers
+        t0 = time.monotonic()
+        assert s.recv(100) == b"" and time.monotonic() - t0 < 10
+        s.close()
+        body = httpx.get(f"http://127.0.0.1:{port}/metrics?name[]=loconet_blocks_total").text
+        assert "loconet_blocks" in body
+    finally:
+        httpd.shutdown()
