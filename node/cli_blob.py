@@ -81,6 +81,11 @@ def cmd_get(args: argparse.Namespace) -> int:
     from node.blobs import BlobClient, check_hash
 
     check_hash(args.hash)
+    if args.legacy_sources:  # --from is the signing key everywhere else
+        print("warning: blob get --from URL is deprecated: write --source URL", file=sys.stderr)
+        args.sources = (args.sources or []) + args.legacy_sources
+    if not args.sources:
+        raise UsageError("give at least one --source URL (a peer's blob server, e.g. http://10.0.0.1:26680)")
     t0 = time.monotonic()
     with _store(args) as s, BlobClient(args.timeout, parse_size(args.max_bytes)) as c, _transfer_bar(args, c):
         path = c.fetch(args.hash, args.sources, s, tier=args.tier, round_key=args.round)
@@ -203,12 +208,13 @@ def register(root: Any, tx_sub: Any, query_sub: Any) -> None:
 
     p = add_command(
         blob, "get", "fetch a blob by hash from peers, verify its sha256, store it (and copy it with --to)",
-        "loconet blob get 3f5a...e1 --from http://10.0.0.1:26680 --from http://10.0.0.2:26680 --to model.bin --home ~/.loconet",
+        "loconet blob get 3f5a...e1 --source http://10.0.0.1:26680 --source http://10.0.0.2:26680 --to model.bin --home ~/.loconet",
         cmd_get,
     )
     p.add_argument("hash", metavar="HASH", help="sha256, 64 lowercase hex characters")
-    p.add_argument("--from", dest="sources", action="append", required=True, metavar="URL",
+    p.add_argument("--source", dest="sources", action="append", metavar="URL",
                    help="a peer's blob server (repeat: tried in order until one delivers the right bytes)")
+    p.add_argument("--from", dest="legacy_sources", action="append", help=argparse.SUPPRESS)  # now --source
     p.add_argument("--to", metavar="FILE", help="also copy the verified blob to FILE")
     p.add_argument("--tier", choices=["temp", "hot", "cold"], default="hot")
     p.add_argument("--round", help="hold it for this round key")

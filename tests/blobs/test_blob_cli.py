@@ -44,7 +44,7 @@ def test_get_from_a_peer_verifies_and_copies(served: tuple[BlobStore, BlobServer
     data = os.urandom(70_000)
     h = src.put_bytes(data)
     dest = tmp_path / "copy.bin"
-    rc, o, _ = run(capsys, "blob", "get", h, "--from", "http://127.0.0.1:9", "--from", server.url,
+    rc, o, _ = run(capsys, "blob", "get", h, "--source", "http://127.0.0.1:9", "--source", server.url,
                    "--dir", str(tmp_path / "mine"), "--to", str(dest), "-o", "json")
     got = json.loads(o)
     assert rc == 0 and got["size"] == len(data) and dest.read_bytes() == data
@@ -54,8 +54,8 @@ def test_get_from_a_peer_verifies_and_copies(served: tuple[BlobStore, BlobServer
 @pytest.mark.parametrize(
     "argv,needle",
     [
-        (["blob", "get", "NOT-A-HASH", "--from", "http://127.0.0.1:9"], "invalid_hash"),
-        (["blob", "get", "a" * 64, "--from", "http://127.0.0.1:9"], "fetch_failed"),
+        (["blob", "get", "NOT-A-HASH", "--source", "http://127.0.0.1:9"], "invalid_hash"),
+        (["blob", "get", "a" * 64, "--source", "http://127.0.0.1:9"], "fetch_failed"),
         (["blob", "put", "/no/such/file"], "is not a file"),
         (["blob", "pin", "b" * 64], "not_found"),
         (["blob", "gc", "--quota", "lots"], "bad size"),

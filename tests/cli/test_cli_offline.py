@@ -223,3 +223,10 @@ def test_no_tracebacks(tmp_path):
 def test_testnet_errors_in_json(tmp_path):
     r = run("testnet", "status", "--dir", str(tmp_path / "none"), "-o", "json")
     assert r.returncode == 1 and "loconet testnet up" in json.loads(r.stdout)["error"]
+
+
+def test_blob_get_takes_source_not_from(tmp_path):
+    r = run("blob", "get", "a" * 64, "--home", str(tmp_path / "h"))
+    assert r.returncode == 1 and "--source URL" in r.stderr
+    r = run("blob", "get", "a" * 64, "--from", "http://127.0.0.1:9", "--home", str(tmp_path / "h"))
+    assert r.returncode == 1 and "write --source URL" in r.stderr and "fetch_failed" in r.stderr
