@@ -19,6 +19,12 @@ one dispatch for the four ABCI++ calls that touch them.
 
 Vote extensions are on from ``consensus_params.abci.vote_extensions_enable_height`` (genesis,
 written by ``loconet init`` and ``loconet testnet``); the settlement module stores that height.
+
+Adding a module's part (e.g. the randomness beacon, field 2): give it a field of
+``VoteExtension`` in proto/loconet/abci/v1/vote_extension.proto, fill it in ``extend_vote``,
+check it in ``check_parts`` (called by VerifyVoteExtension with ``pending_only=True`` and by
+ProcessProposal with ``False``), read it from ``ctx.block.vote_extensions`` in the module's
+begin-block, and, if blocks must carry it, say when in ``needed``.
 """
 
 from __future__ import annotations

@@ -18,11 +18,13 @@ DEV_KEYS = (
 )
 
 
-def start(port: int, log_path: Path) -> subprocess.Popen[bytes]:
-    """Start anvil on 127.0.0.1:port (auto-mining: one block per tx) and wait until it answers."""
+def start(port: int, log_path: Path, state: Path | None = None) -> subprocess.Popen[bytes]:
+    """Start anvil on 127.0.0.1:port (auto-mining: one block per tx) and wait until it answers.
+    ``state``: load the chain from this file if it exists and write it back on exit (SIGTERM)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     logf = open(log_path, "ab")  # noqa: SIM115 - owned by the child
-    p = subprocess.Popen([str(anvil_path()), "--host", "127.0.0.1", "--port", str(port), "--chain-id", "31337"],
+    extra = ["--state", str(state)] if state is not None else []
+    p = subprocess.Popen([str(anvil_path()), "--host", "127.0.0.1", "--port", str(port), "--chain-id", "31337", *extra],
                          stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30

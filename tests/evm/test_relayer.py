@@ -90,3 +90,40 @@ def test_keeps_going_while_loconet_is_down(tmp_path: Path) -> None:
     r = Relayer(w3, d, acct, NetSource(net, failures=3), tmp_path / "journal.json")
     r.run(poll=0.01, until=1)
     assert client.checkpoints(w3, d).functions.lastNumber().call() == 1
+
+
+def test_keeps_going_while_the_evm_node_is_down(tmp_path: Path) -> None:
+    """A real anvil, stopped (its chain saved) and started again while the relayer runs."""
+    import socket
+    import threading
+
+    from node.evm import anvil
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    state = tmp_path / "anvil-state.json"
+    proc = anvil.start(port, tmp_path / "anvil.log", state)
+    try:
+        net = new_net()
+        w3 = Web3(Web3.HTTPProvider(f"http://127.0.0.1:{port}", request_kwargs={"timeout": 2}))
+        deployer, relayer = Account.from_key(anvil.DEV_KEYS[0]), Account.from_key(anvil.DEV_KEYS[1])
+        signers, powers = client.set_of(net.query("/settlement")["signer_set"])
+        d = client.deploy(w3, deployer, CHAIN_ID, signers, powers, 0)
+        _finals(net, 1)
+        r = Relayer(w3, d, relayer, NetSource(net), tmp_path / "journal.json")
+        assert [p.number for p in r.step()] == [1]
+        proc.terminate()
+        proc.wait(timeout=20)  # anvil writes its chain to `state` on the way out
+        _finals(net, 2)
+        done = threading.Event()
+        t = threading.Thread(target=lambda: (r.run(poll=0.05, until=2), done.set()), daemon=True)
+        t.start()  # the EVM node is down: the relayer's passes fail and it retries
+        assert not done.wait(1.0)
+        proc = anvil.start(port, tmp_path / "anvil.log", state)
+        assert done.wait(60), "the relayer did not post after the EVM node came back"
+        assert client.checkpoints(w3, d).functions.lastNumber().call() == 2
+        assert w3.eth.get_transaction_count(relayer.address) == 2
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
