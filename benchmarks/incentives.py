@@ -306,22 +306,29 @@ class Row:
 
 def play(seed: int, strategist: Callable[[bytes], Actor] | None, *, rounds: int, challenge_bps: int,
          n_honest: int = 7, strategist_bond: int = mk.BOND, extra_job: dict[str, Any] | None = None,
-         n_strategist: int = 1, zero_min_challenge: bool = False, per_drawn: bool = False) -> tuple[float, float, int, World]:
+         n_strategist: int = 1, zero_min_challenge: bool = False, per_drawn: bool = False,
+         others: tuple[Callable[[bytes], Actor], ...] = (), with_owner: bool = False) -> tuple[float, float, int, World]:
     """One job of ``rounds`` rounds; returns (strategist profit per round, mean honest profit per
     round, honest slash events, world). ``per_drawn``: the strategist's profit per round it was
-    drawn in (a participant strategy), else per round of the job."""
+    drawn in (a participant strategy), else per round of the job. ``others``: more providers
+    with these behaviours (neither strategist nor counted as honest); ``with_owner``: the job's
+    owner is in the strategist's coalition (its wealth counts)."""
     params = {"min_challenge_bps": 0} if zero_min_challenge else None
-    w = World(new_world(seed, 1 + n_honest + n_strategist, params), {})
+    w = World(new_world(seed, 1 + n_honest + n_strategist + len(others), params), {})
     m = w.m
     honest = m.providers[:n_honest]
     strat = m.providers[n_honest:n_honest + n_strategist]
-    regs = [(k, mk.register_msg(mk.BOND)) for k in honest] + [(k, mk.register_msg(strategist_bond)) for k in strat]
+    rest = m.providers[n_honest + n_strategist:n_honest + n_strategist + len(others)]
+    regs = [(k, mk.register_msg(mk.BOND)) for k in honest + rest] + [(k, mk.register_msg(strategist_bond)) for k in strat]
     m.block(regs)
     for k in honest:
         w.actors[k.address] = Actor(k.address)
+    for k, make in zip(rest, others):
+        w.actors[k.address] = make(k.address)
     for k in strat:
         w.actors[k.address] = strategist(k.address) if strategist else Actor(k.address)
     before = {a: w.wealth(a) for a in w.actors}
+    owner_before = w.wealth(m.owner.address)
     kw = job_kw(challenge_bps=challenge_bps) | (extra_job or {})
     res = m.send(m.owner, mk.create_job_msg(rounds=rounds, reward=R, vreward=V, **kw))
     assert res.code == 0, res.log
@@ -330,7 +337,8 @@ def play(seed: int, strategist: Callable[[bytes], Actor] | None, *, rounds: int,
     gain = {a: w.wealth(a) - before[a] - w.actors[a].cost for a in w.actors}
     drawn = sum(1 for r in jobs_keeper.iterate_rounds(m.store, 1) for p in r.participants
                 if p.address in {k.address for k in strat})
-    s_profit = sum(gain[k.address] for k in strat) / (max(drawn, 1) if per_drawn else rounds)
+    s_gain = sum(gain[k.address] for k in strat) + (w.wealth(m.owner.address) - owner_before if with_owner else 0)
+    s_profit = s_gain / (max(drawn, 1) if per_drawn else rounds)
     h_profit = sum(gain[k.address] for k in honest) / len(honest) / rounds
     slashed = sum(1 for r in jobs_keeper.iterate_rounds(m.store, 1) for s in r.slashes
                   if s.address in {k.address for k in honest})
@@ -392,7 +400,7 @@ def measured_row(name: str, strategist: Callable[[bytes], Actor], seeds: int, ro
     return Row(name, prof, prof - base, round(h_tot / seeds), sl, note)
 
 
-def rows(seeds: int, rounds: int) -> list[Row]:
+def rows(seeds: int, rounds: int, long_rounds: int = 1_000) -> list[Row]:
     out = [
         expected_row("honest", Actor, seeds, rounds),
         expected_row("random root + withhold", Withholder, seeds, rounds),
@@ -403,19 +411,112 @@ def rows(seeds: int, rounds: int) -> list[Row]:
                                 note="a challenge (one uniform segment) catches it with probability f"))
     out.append(expected_row("re-wrapped copy", Copier, seeds, rounds, "caught when challenged needs issue 10's pinned start"))
     out.append(expected_row("poison", Poisoner, seeds, rounds, "caught when challenged needs issue 10's payload check"))
-    for share, n in ((10, 1), (33, 4), (50, 7)):
-        bond = mk.BOND * 7 * share // (100 - share) // n
+    for share, n in ((10, 2), (33, 7), (50, 14)):
+        bond = mk.BOND * 20 * share // (100 - share) // n
         out.append(measured_row(f"Sybil verifier coalition s={share} %", FalseAccuser, seeds, rounds,
-                                f"{n} keys, false fraud claims on honest targets, per challenged round",
-                                strategist_bond=max(bond, 1_000_000_000), n_strategist=n))
+                                f"{n} keys among 20 honest, false fraud claims on honest targets; every commitment challenged",
+                                strategist_bond=max(bond, 1_000_000_000), n_strategist=n, n_honest=20))
     out.append(measured_row("whale verifier (50 % stake, 1 key)", FalseAccuser, seeds, rounds,
-                            "false fraud claims on honest targets", strategist_bond=mk.BOND * 7))
-    out.append(measured_row("lazy verifier", Lazy, seeds, rounds, "always valid, never re-executes"))
-    out.append(measured_row("vote copier", VoteCopier, seeds, rounds, "copies visible votes at the window's end"))
-    out.append(measured_row("rival griefer", RivalGriefer, seeds, rounds, "quality 0 for co-participants it verifies"))
+                            "false fraud claims on honest targets; every commitment challenged", strategist_bond=mk.BOND * 20,
+                            n_honest=20))
+    cheater = (lambda a: Faker(a, f_bps=10_000, hit=True),)
+    out.append(measured_row("lazy verifier", Lazy, seeds, rounds,
+                            "always valid, never re-executes; 1 provider in 9 cheats; every commitment challenged", others=cheater))
+    out.append(measured_row("lazy verifier, no cheater around", Lazy, seeds, rounds,
+                            "the verifier's dilemma: see README *Why cheating does not pay* 3 (limit)"))
+    out.append(measured_row("vote copier", VoteCopier, seeds, rounds,
+                            "sees only hashes: votes valid; 1 provider in 9 cheats; every commitment challenged", others=cheater))
+    out.append(measured_row("rival griefer", RivalGriefer, seeds, rounds, "quality 0 for co-participants it verifies: never drawn for them"))
+    out.append(measured_row("owner Sybil (lone verifier)", FalseAccuser, seeds, rounds,
+                            "owner + its Sybil verifier voting every target invalid; coalition profit per round",
+                            extra_job={"verifiers_per_challenge": 1}, with_owner=True))
     out.append(expected_row("attest staller (> 1/3 of attesting stake)", Staller, seeds, rounds,
                             "never attests", strategist_bond=mk.BOND * 3, extra_job={"participants_per_round": 2, "num_shards": 2}))
+    out.append(honest_long_row(long_rounds))
+    out.append(junk_row(seeds))
+    out.append(whitewash_row(seeds, rounds))
+    out.append(farmer_row(seeds, rounds))
     return out
+
+
+def honest_long_row(rounds: int) -> Row:
+    """Only honest providers, default challenge rate, one long job: nobody may ever be slashed."""
+    a, b, c, w = play(0, None, rounds=rounds, challenge_bps=500, n_strategist=0)
+    return Row(f"honest only, {rounds:,} rounds at 500 bps", round(b), 0, round(b), c,
+               "no honest provider slashed" if c == 0 else "HONEST PROVIDERS SLASHED")
+
+
+def junk_row(seeds: int, jobs: int = 5) -> Row:
+    """A spammer creates ``jobs`` one-round jobs at the minimum slot reward; honest providers'
+    policy asks a slot worth their train cost, so nobody is drawn; the jobs wait, retrying every
+    wait_retry_blocks, and are cancelled after max_wait_blocks. Profit per junk job."""
+    tot = 0.0
+    slashed = 0
+    for s in range(seeds):
+        w = World(new_world(s, 9), {})
+        m = w.m
+        pol = mk.providers_pb2.JobPolicy(min_slot_reward=TRAIN_COST)
+        m.block([(k, mk.register_msg(mk.BOND)) for k in m.providers[:7]])
+        m.block([(k, mk.update_msg(policy=pol)) for k in m.providers[:7]])
+        spammer = m.providers[7]
+        before = w.wealth(spammer.address)
+        m.block([(spammer, mk.create_job_msg(rounds=1, reward=P * 100_000, vreward=0, **job_kw()))])
+        for j in range(1, jobs):
+            m.send(spammer, mk.create_job_msg(rounds=1, reward=P * 100_000, vreward=0, **job_kw()))
+        m.until(m.height + 1_005)
+        assert all(m.job(j).status == jobs_pb2.JOB_STATUS_CANCELLED for j in range(1, jobs + 1))
+        tot += (w.wealth(spammer.address) - before) / jobs
+        slashed += sum(1 for k in m.providers[:7] if m.provider(k.address).bond != mk.BOND)
+    return Row("junk-job spammer", round(tot / seeds), round(tot / seeds), 0, slashed,
+               "per junk job (1 LOCO fee burned); honest policy min_slot_reward = train cost: nobody works")
+
+
+def whitewash_row(seeds: int, rounds: int) -> Row:
+    """A provider with a damaged record (missed commits) exits and registers the same key again:
+    its reputation does not reset, and it earns nothing while unbonding (1,000 blocks). Profit per
+    job round vs staying registered and working honestly."""
+    def run(whitewash: bool, seed: int) -> float:
+        w = World(new_world(seed, 9), {})
+        m = w.m
+        m.block([(k, mk.register_msg(mk.BOND)) for k in m.providers[:8]])
+        for k in m.providers[:8]:
+            w.actors[k.address] = Actor(k.address)
+        ww = m.providers[7]
+        before = w.wealth(ww.address)
+        if whitewash:
+            m.send(ww, mk.exit_msg())
+        assert m.send(m.owner, mk.create_job_msg(rounds=rounds, reward=R, vreward=V, **job_kw())).code == 0
+        w.jobs.append(1)
+        w.run()
+        return (w.wealth(ww.address) - before - w.actors[ww.address].cost) / rounds
+    stay = sum(run(False, s) for s in range(seeds)) / seeds
+    leave = sum(run(True, s) for s in range(seeds)) / seeds
+    return Row("whitewasher (exit, register again)", round(leave), round(leave - stay), round(stay), 0,
+               "same key keeps min(last, initial); no income while unbonding; a fresh key starts at 5,000 < established")
+
+
+def farmer_row(seeds: int, rounds: int) -> Row:
+    """A Sybil owner pays its own provider (min_stake excludes everyone else) the minimum slot to
+    farm reputation; verifiers are drawn from everyone. Coalition profit per round (fee, verifier
+    pay, real training) and reputation gained."""
+    tot = rep_gain = 0.0
+    for s in range(seeds):
+        w = World(new_world(s, 10), {})
+        m = w.m
+        m.block([(k, mk.register_msg(mk.BOND)) for k in m.providers[:7]] + [(m.providers[7], mk.register_msg(2 * mk.BOND))])
+        for k in m.providers[:8]:
+            w.actors[k.address] = Actor(k.address)
+        farmer = m.providers[7]
+        before = w.wealth(farmer.address) + w.wealth(m.owner.address)
+        rep0 = m.provider(farmer.address).reputation
+        assert m.send(m.owner, mk.create_job_msg(rounds=rounds, reward=100_000, vreward=100_000, **job_kw(
+            participants_per_round=1, num_shards=1, min_stake=2 * mk.BOND))).code == 0
+        w.jobs.append(1)
+        w.run()
+        tot += (w.wealth(farmer.address) + w.wealth(m.owner.address) - before - w.actors[farmer.address].cost) / rounds
+        rep_gain += (m.provider(farmer.address).reputation - rep0) / rounds
+    return Row("reputation farmer (self-dealt job)", round(tot / seeds), round(tot / seeds), 0, 0,
+               f"+{rep_gain / seeds:.0f} reputation per round, only from rounds other providers verified")
 
 
 def table(rs: list[Row]) -> str:
@@ -430,11 +531,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=20, help="rounds per job (default 20)")
     ap.add_argument("--seeds", type=int, default=3, help="independent runs per row (default 3)")
+    ap.add_argument("--long-rounds", type=int, default=1_000, help="rounds of the all-honest run (default 1000)")
     ap.add_argument("--results", type=Path, help="append the table to this RESULTS.md")
     ap.add_argument("--label", default="", help="heading suffix in RESULTS.md")
     a = ap.parse_args()
     t0 = time.time()
-    rs = rows(a.seeds, a.rounds)
+    rs = rows(a.seeds, a.rounds, a.long_rounds)
     md = table(rs)
     dt = time.time() - t0
     print(md)
@@ -442,7 +544,7 @@ def main() -> None:
     if a.results:
         head = (f"\n### incentives {a.label} ({time.strftime('%Y-%m-%d')}, {platform.machine()}, Python "
                 f"{platform.python_version()})\n\nCommand: `.venv/bin/python benchmarks/incentives.py --rounds {a.rounds} "
-                f"--seeds {a.seeds}` ({dt:.0f} s). R = {R:,} uloco/round, V = {V:,}, P = {P}, 3 verifiers, "
+                f"--seeds {a.seeds} --long-rounds {a.long_rounds}` ({dt:.0f} s). R = {R:,} uloco/round, V = {V:,}, P = {P}, 3 verifiers, "
                 f"challenge 500 bps, bonds {mk.BOND:,}; train cost {TRAIN_COST:,}/slot, verify cost {VERIFY_COST:,}.\n\n")
         with a.results.open("a") as f:
             f.write(head + md + "\n")
