@@ -24,6 +24,8 @@ from typing import Any
 
 from abci_app import vote_extensions
 from abci_app.auth.keeper import process_sequence
+from abci_app.auth.params import compute_min_fee
+from abci_app.auth.params import get_params as get_auth_params
 from abci_app.bank import keeper as bank
 from abci_app.bank.keys import FEE_COLLECTOR
 from abci_app.codec.address import to_bech32
@@ -31,6 +33,7 @@ from abci_app.codec.tx import MAX_TX_BYTES, SignatureCache, Tx, decode_tx
 from abci_app.context import BlockContext, Ctx, Misbehavior, Vote, event
 from abci_app.encoding import decode_amount, encode_amount
 from abci_app.errors import (
+    ErrInsufficientFee,
     ErrInternal,
     ErrTxTimeout,
     ErrWrongChainId,
@@ -68,7 +71,12 @@ def check_envelope(tx: Tx, block: BlockContext) -> None:
 
 
 def process_ante(ctx: Ctx, tx: Tx) -> None:
-    """Sequence and fee (signature and envelope are checked before)."""
+    """Minimum fee, sequence and fee (signature and envelope are checked before)."""
+    floor = compute_min_fee(get_auth_params(ctx.store), len(tx.raw), len(tx.msgs))
+    if tx.fee < floor:
+        raise ErrInsufficientFee(
+            f"fee {tx.fee} uloco is below the minimum {floor} uloco (auth params: min_fee_per_byte x {len(tx.raw)} bytes"
+            f" + min_fee_per_msg x {len(tx.msgs)} messages): pay at least {floor} uloco (--fee)")
     process_sequence(ctx.store, tx.signer, tx.public_key, tx.sequence)
     if tx.fee:
         bank.send(ctx.store, tx.signer, FEE_COLLECTOR, tx.fee)

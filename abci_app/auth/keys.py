@@ -1,8 +1,9 @@
 from abci_app.encoding import KeyReader, lp
 
 ACCOUNT_PREFIX = b"\x01"
+PARAMS_KEY = b"\x04"  # -> state_pb2.AuthParams
 # every key this module writes starts with one of these (ModuleSpec.key_prefixes)
-KEY_PREFIXES: tuple[bytes, ...] = (ACCOUNT_PREFIX,)
+KEY_PREFIXES: tuple[bytes, ...] = (ACCOUNT_PREFIX, PARAMS_KEY)
 
 
 def account_key(address: bytes) -> bytes:
