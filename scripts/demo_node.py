@@ -47,7 +47,7 @@ def run(*args: str, show: bool = True) -> str:
 def free_base() -> int:
     from node.ports import find_free_base
 
-    return find_free_base(range(26656, 40000, 100), range(5))
+    return find_free_base(range(26656, 40000, 100), range(6))  # P2P, RPC, ABCI, -, CometBFT and app metrics
 
 
 def main() -> int:
@@ -61,7 +61,7 @@ def main() -> int:
     base = free_base()
     ports = Ports(p2p=base, rpc=base + 1, abci=base + 2, metrics=base + 4)
     if base != 26656:
-        print(f"(default ports busy: using {base}..{base + 4})")
+        print(f"(default ports busy: using {base}..{base + 5})")
         tune_cometbft_config(HOME, "demo", ports)
     node = f"http://127.0.0.1:{ports.rpc}"
 
