@@ -3,7 +3,8 @@
 The node (``loconet start``) serves its own ``/metrics`` beside CometBFT's (which
 ``node/config.py`` turns on at ``prometheus_listen_addr``, port 26660 + 100·i in a local
 testnet): ``metrics_address`` in ``app.toml``, default the CometBFT metrics port + 1 (26661 +
-100·i), ``""`` to turn it off. The state machine stays free of clocks and I/O: the node wraps
+100·i), ``""`` to turn it off; a port in use turns them off with a warning (the node runs on).
+The state machine stays free of clocks and I/O: the node wraps
 the Application (``MeteredApplication``) and measures around the ABCI calls.
 
     loconet_block_execution_seconds       histogram  FinalizeBlock wall time

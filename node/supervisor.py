@@ -62,8 +62,11 @@ async def run_node(home: Path, log_console: bool | None = None) -> int:
 
         from node.metrics import NodeMetrics, parse_listen
 
-        check_port_free(parse_listen(metrics_addr)[1], "app metrics")
-        metrics = NodeMetrics(CollectorRegistry())
+        if is_port_free(parse_listen(metrics_addr)[1]):
+            metrics = NodeMetrics(CollectorRegistry())
+        else:  # metrics are not worth refusing to run the node for
+            print(f"warning: app metrics off: {metrics_addr} is in use; set metrics_address in "
+                  f"{home / 'config' / 'app.toml'} (\"\" turns them off)", file=sys.stderr, flush=True)
     store = MerkleStore(home / "data" / "app.db", keep_recent=cfg.keep_recent)
     try:
         app = cfg.application(home, store, metrics=metrics)
@@ -81,8 +84,11 @@ async def run_node(home: Path, log_console: bool | None = None) -> int:
     if metrics is not None:
         from node.metrics import serve as serve_metrics
 
-        metrics_server, _ = serve_metrics(metrics.registry, metrics_addr)
-        log.info("app metrics on http://%s/metrics", metrics_addr)
+        try:
+            metrics_server, _ = serve_metrics(metrics.registry, metrics_addr)
+            log.info("app metrics on http://%s/metrics", metrics_addr)
+        except OSError as e:
+            print(f"warning: app metrics off: cannot listen on {metrics_addr} ({e.strerror})", file=sys.stderr, flush=True)
 
     # the log file lives as long as the child; both calls return at once (no need for a thread)
     logf = open(home / "cometbft.log", "ab")  # noqa: ASYNC230, SIM115

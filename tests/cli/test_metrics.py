@@ -77,3 +77,22 @@ def test_worker_metrics_helper():
     assert value(fams, "loconet_training_steps_total") == 2
     assert value(fams, "loconet_training_step_seconds_count") == 2
     assert value(fams, "loconet_rounds_done_total", result="committed") == 1
+
+
+@pytest.mark.integration
+def test_busy_metrics_port_does_not_stop_the_node(tmp_path):
+    import socket
+
+    node = Node(tmp_path / "home")
+    node.init()
+    blocker = socket.socket()
+    blocker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    blocker.bind(("127.0.0.1", node.ports.metrics + 1))
+    blocker.listen(1)
+    node.start()
+    try:
+        node.wait_height(2)
+        assert "app metrics off" in (node.home / "node.out").read_text()
+    finally:
+        node.stop()
+        blocker.close()
