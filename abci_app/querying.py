@@ -16,13 +16,27 @@ def to_json(v: Any) -> bytes:
     return json.dumps(v, sort_keys=True, separators=(",", ":")).encode()
 
 
+# every query parameter a path takes (list paths); ``offset`` is another name for ``from``
+PARAMS = frozenset({"from", "limit", "status", "owner"})
+ALIASES = {"offset": "from"}
+
+
 def parse_path(path: str) -> tuple[list[str], dict[str, str]]:
-    """``/rounds/7?from=2&limit=10`` -> (["rounds", "7"], {"from": "2", "limit": "10"})"""
+    """``/rounds/7?from=2&limit=10`` -> (["rounds", "7"], {"from": "2", "limit": "10"}).
+    A parameter no path takes, or one given twice (``from`` and ``offset`` count as one), is a
+    QueryError: a typo (``?ownr=``) never reads as a clean answer to another question."""
     base, _, qs = path.partition("?")
     params: dict[str, str] = {}
     for part in qs.split("&") if qs else []:
+        if not part:
+            continue  # "?&limit=5", a trailing "&"
         k, _, v = part.partition("=")
-        params[k] = v
+        name = ALIASES.get(k, k)
+        if name not in PARAMS:
+            raise QueryError(f"unknown query parameter {k[:40]!r}; known: {', '.join(sorted(PARAMS | set(ALIASES)))}")
+        if name in params:
+            raise QueryError(f"query parameter {name!r} given twice")
+        params[name] = v
     return [p for p in base.split("/") if p], params
 
 

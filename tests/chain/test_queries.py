@@ -109,3 +109,14 @@ def test_invalid_checkpoint_number(chain: Chain) -> None:
         assert (r.code, r.codespace) == (1, "query"), (arg[:30], r.code, r.log)
         assert "sys.set_int" not in r.log
     assert q(chain, "/checkpoint/18446744073709551615").code == 1  # largest u64: simply not found
+
+
+def test_invalid_query_parameters(chain: Chain) -> None:
+    # unknown parameters were ignored (a typo ?ownr= answered with every job) and a repeated one
+    # silently took its last value
+    for path in ("/jobs?ownr=x", "/account/x?/evil", "/supply??", "/jobs?limit=1&limit=2",
+                 "/jobs?from=0&offset=1", "/providers?height=3"):
+        r = q(chain, path)
+        assert (r.code, r.codespace) == (1, "query"), (path, r.code, r.log)
+    assert q(chain, "/jobs?offset=0&limit=1").code == 0  # offset: another name for from
+    assert q(chain, "/supply?").code == 0 and q(chain, "/providers?status=active&").code == 0
