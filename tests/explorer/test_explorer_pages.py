@@ -165,3 +165,35 @@ def test_collector_rederives_from_proofs_and_refuses_a_lying_node() -> None:
         _collector(m, reworded)._jobs(h, root)
     with pytest.raises(ProofInvalid):  # proofs checked against another app hash
         _collector(m)._providers(h, m.store.root_at(h - 1))
+
+
+def test_invalid_on_chain_strings_are_escaped(snap: Snapshot) -> None:
+    """On-chain strings (region, endpoint, moniker, memo, event attributes, a tx log) a hostile
+    node or user chose: every page shows them as text, never as markup."""
+    import copy
+
+    evil = '"><script>alert(1)</script><img src=x onerror=alert(2)>'
+    s = copy.deepcopy(snap)
+    p = s.providers[0]
+    p.update(region=evil, endpoint="http://a/" + evil)
+    s.validators[0]["moniker"] = evil
+    s.moniker, s.chain_id = evil, evil
+    env = make_env()
+    base = {"snap": s, "error": evil, "node": evil, "live": True, "poll_ms": 2000, "updated": "01:02:03"}
+    tx = {"hash": "AB" * 32, "height": 3, "code": 5, "log": evil, "codespace": evil, "signer": p["address"], "fee": 1,
+          "sequence": 0, "memo": evil, "messages": [{"type": evil, "body": {"x": evil}}],
+          "events": [{"type": evil, "attributes": {evil: evil}}]}
+    block = {"height": 3, "time": evil, "proposer": evil, "hash": evil, "app_hash": evil, "txs": [evil],
+             "events": [{"type": evil, "attributes": {evil: evil}}]}
+    pages = [
+        env.get_template("index.html").render(base, rewards_chart="", reputation_chart=""),
+        env.get_template("provider.html").render(base, address=p["address"], p=p),
+        env.get_template("tx.html").render(base, t=tx),
+        env.get_template("block.html").render(base, b=block),
+        env.get_template("missing.html").render(base, what=evil),
+        env.get_template("error.html").render(base, what=evil),
+        views.reputation_chart({evil: [(1, 5000), (2, 6000)]}),
+    ]
+    for page in pages:
+        assert "<script>" not in page and "<img" not in page
+    assert all("&lt;script&gt;" in page for page in pages[1:6])  # shown, as text
