@@ -161,17 +161,29 @@ class AppConfig:
 
     @classmethod
     def load(cls, home: Path) -> AppConfig:
-        """The home's app.toml, with ``abci_address`` resolved (``resolve_abci_address``)."""
-        data = tomllib.loads((home / "config" / "app.toml").read_text())
-        return cls(
-            abci_address=resolve_abci_address(home, str(data.get("abci_address", DEFAULT_ABCI_ADDRESS))),
-            keep_recent=int(data.get("keep_recent", 1000)),
-            check_invariants=bool(data.get("check_invariants", False)),
-            snapshot_interval=int(data.get("snapshot_interval", 0)),
-            snapshot_keep=int(data.get("snapshot_keep", 2)),
-            snapshot_chunk_bytes=int(data.get("snapshot_chunk_bytes", 1 << 20)),
-            metrics_address=str(data["metrics_address"]) if "metrics_address" in data else None,
-        )
+        """The home's app.toml, with ``abci_address`` resolved (``resolve_abci_address``). A file
+        that is not TOML, or a value of the wrong type, is a UsageError naming the file and key."""
+        from node.errors import UsageError
+
+        path = home / "config" / "app.toml"
+        try:
+            data = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise UsageError(f"{path} is not valid TOML ({e}); fix it, or move it away and rerun "
+                             "`loconet init` in a new home to see the defaults") from None
+        try:
+            return cls(
+                abci_address=resolve_abci_address(home, str(data.get("abci_address", DEFAULT_ABCI_ADDRESS))),
+                keep_recent=int(data.get("keep_recent", 1000)),
+                check_invariants=bool(data.get("check_invariants", False)),
+                snapshot_interval=int(data.get("snapshot_interval", 0)),
+                snapshot_keep=int(data.get("snapshot_keep", 2)),
+                snapshot_chunk_bytes=int(data.get("snapshot_chunk_bytes", 1 << 20)),
+                metrics_address=str(data["metrics_address"]) if "metrics_address" in data else None,
+            )
+        except (TypeError, ValueError) as e:
+            raise UsageError(f"{path}: a value has the wrong type ({e}); keep_recent, snapshot_interval, "
+                             "snapshot_keep and snapshot_chunk_bytes are integers") from None
 
     def application(self, home: Path, store: MerkleStore, metrics: Any = None) -> Application:
         """The node's Application over ``store``, with its snapshots in HOME/data/snapshots

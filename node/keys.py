@@ -125,8 +125,11 @@ class Keyring:
         if not path.exists():
             known = ", ".join(self.names()) or "none"
             raise KeyError_(f"no key named {name!r} in {self.dir} (known: {known}); add it with `loconet keys add {name} --home ...`")
-        data = json.loads(path.read_text())
-        return Key(name, Ed25519Signer(bytes.fromhex(data["seed"])))
+        try:
+            return Key(name, Ed25519Signer(bytes.fromhex(json.loads(path.read_text())["seed"])))
+        except (ValueError, KeyError, TypeError) as e:  # not JSON, no seed, not 32 bytes of hex
+            raise KeyError_(f"key file {path} is corrupt ({type(e).__name__}: {e}); move it away (`mv {path} "
+                            f"{path}.bad`), then restore the key from its mnemonic: `loconet keys add {name} --recover`") from None
 
     def names(self) -> list[str]:
         if not self.dir.is_dir():
