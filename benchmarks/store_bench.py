@@ -14,9 +14,17 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
+import os
+import platform
+import resource
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 from abci_app.store import MerkleStore
 
@@ -36,7 +44,10 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=20, help="measured blocks (default 20)")
     parser.add_argument("--keep-recent", type=int, default=100, help="versions kept")
     parser.add_argument("--dir", type=Path, default=None, help="folder for the database")
+    parser.add_argument("--record", action="store_true", help="append the figures to benchmarks/RESULTS.md")
+    parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
     args = parser.parse_args()
+    load0 = os.getloadavg()[0]
 
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         path = Path(tmp) / "state.db"
@@ -49,11 +60,14 @@ def main() -> None:
             }
             store.stage(store.height + 1, changes)
             store.commit()
-        print(f"loaded {args.keys} keys in {time.perf_counter() - t0:.1f} s")
+        load_s = time.perf_counter() - t0
+        if args.output == "text":
+            print(f"loaded {args.keys} keys in {load_s:.1f} s", flush=True)
 
         next_key = args.keys
         live = list(range(args.keys))
         stage_s = commit_s = cpu_s = 0.0
+        block_ms: list[float] = []
         hashes = reads = written = 0
         for b in range(args.blocks):
             n_update = args.changes * 7 // 10
@@ -78,6 +92,7 @@ def main() -> None:
             store.commit()
             c3, t3 = time.process_time(), time.perf_counter()
             cpu_s += c3 - c1
+            block_ms.append(1e3 * (t3 - t1))
             stage_s += t2 - t1
             commit_s += t3 - t2
             s = store.stats
@@ -91,18 +106,42 @@ def main() -> None:
 
     total = stage_s + commit_s
     changed = args.blocks * args.changes
-    print(f"blocks: {args.blocks} x {args.changes} changed keys over {args.keys} keys")
-    print(f"commits/s: {args.blocks / total:.2f}")
-    print(
-        f"us per changed key: {1e6 * total / changed:.1f} (stage {1e6 * stage_s / changed:.1f}, "
-        f"commit {1e6 * commit_s / changed:.1f})"
-    )
-    print(
-        f"per changed key: {hashes / changed:.1f} hashes, {reads / changed:.1f} node reads, "
-        f"{written / changed:.1f} nodes written"
-    )
-    print(f"us CPU per changed key: {1e6 * cpu_s / changed:.1f} (this process, all blocks)")
-    print(f"database size: {size / 2**20:.1f} MiB (keep_recent={args.keep_recent})")
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out = {
+        "keys": args.keys, "blocks": args.blocks, "changes": args.changes, "load_s": round(load_s, 1),
+        "ms_per_block": round(1e3 * total / args.blocks, 1), "max_block_ms": round(max(block_ms), 1),
+        "stage_ms": round(1e3 * stage_s / args.blocks, 1), "commit_ms": round(1e3 * commit_s / args.blocks, 1),
+        "cpu_ms_per_block": round(1e3 * cpu_s / args.blocks, 1),
+        "hashes_per_key": round(hashes / changed, 1), "node_reads_per_key": round(reads / changed, 1),
+        "nodes_written_per_key": round(written / changed, 1), "db_mib": round(size / 2**20, 1),
+        "rss_mb": round(rss_mb), "load_average": [round(load0, 1), round(os.getloadavg()[0], 1)],
+    }
+    if args.output == "json":
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"blocks: {args.blocks} x {args.changes} changed keys over {args.keys} keys")
+        print(f"ms per block: {out['ms_per_block']} (stage {out['stage_ms']}, commit {out['commit_ms']}; "
+              f"slowest {out['max_block_ms']}); commits/s: {args.blocks / total:.2f}")
+        print(f"us per changed key: {1e6 * total / changed:.1f} (stage {1e6 * stage_s / changed:.1f}, "
+              f"commit {1e6 * commit_s / changed:.1f})")
+        print(f"per changed key: {out['hashes_per_key']} hashes, {out['node_reads_per_key']} node reads, "
+              f"{out['nodes_written_per_key']} nodes written")
+        print(f"CPU ms per block: {out['cpu_ms_per_block']} (this process)")
+        print(f"database size: {out['db_mib']} MiB (keep_recent={args.keep_recent}); peak RSS {out['rss_mb']} MB; "
+              f"load average {load0:.1f} -> {os.getloadavg()[0]:.1f}")
+    if args.record:
+        machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+        cmd = " ".join(["benchmarks/store_bench.py", *sys.argv[1:]])
+        with open(ROOT / "benchmarks" / "RESULTS.md", "a") as f:
+            f.write(
+                f"\n### store_bench ({time.strftime('%Y-%m-%d')}, {machine}, load average "
+                f"{load0:.1f} -> {os.getloadavg()[0]:.1f})\n\n`{cmd}`\n\n"
+                "| keys | ms/block (stage + commit) | slowest block ms | CPU ms/block | hashes / reads / writes per key | DB MiB | peak RSS MB | load s |\n"
+                "|---|---|---|---|---|---|---|---|\n"
+                f"| {args.keys:,} | {out['ms_per_block']} ({out['stage_ms']} + {out['commit_ms']}) | {out['max_block_ms']} | "
+                f"{out['cpu_ms_per_block']} | {out['hashes_per_key']} / {out['node_reads_per_key']} / "
+                f"{out['nodes_written_per_key']} | {out['db_mib']} | {out['rss_mb']} | {out['load_s']} |\n"
+            )
 
 
 if __name__ == "__main__":

@@ -5,12 +5,13 @@ Tables (all keys and values are BLOBs, compared bytewise by SQLite):
     meta        one row: schema, height, app_hash, earliest (oldest readable height)
     roots       version -> Ref of that version's root (one row per retained height)
     nodes       (version, path) -> encoded tree node (see tree.py)
-    stale_nodes (since, version, path): node (version, path) is not in the tree from
-                height `since` on; deleted once `since` <= earliest
+    stale_nodes since -> the nodes (version, path) that are not in the tree from height
+                `since` on, packed in one row per block; deleted once `since` <= earliest
     kv_latest   key -> (value, version that wrote it) at the last committed height
                 (O(log n) point reads and ordered range scans)
     kv_history  (key, version) -> value written at `version` (NULL = deleted there)
-    stale_kv    (since, key, version): history row superseded at `since` (a delete
+    stale_kv    since -> the history rows (key, version) superseded at `since`, packed in
+                one row per block (a delete
                 supersedes its own tombstone); deleted once `since` <= earliest
 
 `stage` reads only; `commit` writes one block in one SQLite transaction (WAL,
@@ -22,9 +23,9 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import islice
 from typing import Self
 
 from .errors import StoreError, VersionNotAvailable
@@ -41,7 +42,7 @@ from .tree import (
     walk_path,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: stale lists packed one row per block (1: one row per entry)
 _PAGE = 512  # rows fetched per query while iterating
 _BATCH = 500  # keys looked up per query while staging
 
@@ -64,11 +65,9 @@ CREATE TABLE IF NOT EXISTS nodes (
     PRIMARY KEY (version, path)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS stale_nodes (
-    since   INTEGER NOT NULL,
-    version INTEGER NOT NULL,
-    path    BLOB    NOT NULL,
-    PRIMARY KEY (since, version, path)
-) WITHOUT ROWID;
+    since   INTEGER PRIMARY KEY,
+    nodes   BLOB    NOT NULL
+);
 CREATE TABLE IF NOT EXISTS kv_latest (
     key     BLOB PRIMARY KEY,
     value   BLOB    NOT NULL,
@@ -81,11 +80,9 @@ CREATE TABLE IF NOT EXISTS kv_history (
     PRIMARY KEY (key, version)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS stale_kv (
-    since   INTEGER NOT NULL,
-    key     BLOB    NOT NULL,
-    version INTEGER NOT NULL,
-    PRIMARY KEY (since, key, version)
-) WITHOUT ROWID;
+    since   INTEGER PRIMARY KEY,
+    keys    BLOB    NOT NULL
+);
 """
 
 
@@ -134,16 +131,20 @@ class MerkleStore:
         path: str | os.PathLike[str] | None,
         *,
         keep_recent: int = 100,
-        node_cache: int = 100_000,
+        node_cache: int = 2_000_000,
     ) -> None:
         """Opens (or creates) the store. `keep_recent` >= 1 heights stay readable;
         `node_cache` tree nodes (~250 bytes each) are kept in memory."""
         if not isinstance(keep_recent, int) or keep_recent < 1:
             raise StoreError(f"keep_recent must be an integer >= 1, got {keep_recent!r}")
         self._keep_recent = keep_recent
-        # (version, path) -> node. Nodes are immutable, so entries never go stale; only
-        # committed nodes enter (after COMMIT), oldest first out.
-        self._cache: OrderedDict[tuple[int, bytes], bytes] = OrderedDict()
+        # path -> (version, internal node) of the latest tree (and of older versions until the
+        # path is rewritten). Nodes are immutable per (version, path), so a hit whose version
+        # matches is always right; only committed nodes enter (after COMMIT); when full, the
+        # entries written or read longest ago go first (the top levels, rewritten by every
+        # block, stay). Leaves are not cached: the store reads a leaf only when a new key
+        # lands on it, a delete lifts it, or for proofs.
+        self._cache: dict[bytes, tuple[int, bytes]] = {}
         self._cache_size = max(0, node_cache)
         self._lock = threading.RLock()
         self._path = None if path is None else os.fspath(path)
@@ -168,8 +169,16 @@ class MerkleStore:
                 raise StoreError(f"cannot switch {self._path!r} to WAL mode (got {mode!r})")
         db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA cache_size=-32768")  # 32 MiB page cache
+        # checkpoint the WAL every ~40 MiB instead of 4 MiB: pages rewritten by consecutive
+        # blocks (the top of each B-tree) are copied into the main file once, not per block
+        db.execute("PRAGMA wal_autocheckpoint=10000")
         db.execute("BEGIN IMMEDIATE")
         try:
+            has_meta = db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+            ).fetchone()
+            if has_meta and db.execute("SELECT schema FROM meta").fetchone() == (1,):
+                _migrate_v1(db)
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     db.execute(statement)
@@ -350,10 +359,14 @@ class MerkleStore:
                     kv_stale.append((key, height))
             counters = Counters()
             updates = []
+            present = set()
             for key, value in effective:
-                updates.append((hash_key(key), None if value is None else hash_value(value)))
+                kh = hash_key(key)
+                updates.append((kh, None if value is None else hash_value(value)))
                 counters.hashes += 1 if value is None else 2
-            tree = apply_updates(self._root, height, updates, self._load_node, counters)
+                if key in current:
+                    present.add(kh)
+            tree = apply_updates(self._root, height, updates, self._load_node, counters, present)
             stats = StoreStats(
                 height=height,
                 changed_keys=len(effective),
@@ -384,10 +397,11 @@ class MerkleStore:
                     "INSERT INTO nodes(version, path, node) VALUES (?, ?, ?)",
                     [(h, path, node) for path, node in staged.tree.nodes],
                 )
-                db.executemany(
-                    "INSERT INTO stale_nodes(since, version, path) VALUES (?, ?, ?)",
-                    [(h, version, path) for version, path in staged.tree.stale],
-                )
+                if staged.tree.stale:
+                    db.execute(
+                        "INSERT INTO stale_nodes(since, nodes) VALUES (?, ?)",
+                        (h, pack_stale_nodes(staged.tree.stale)),
+                    )
                 db.executemany(
                     "INSERT INTO kv_latest(key, value, version) VALUES (?, ?, ?) "
                     "ON CONFLICT(key) DO UPDATE SET value = excluded.value, "
@@ -402,10 +416,11 @@ class MerkleStore:
                     "INSERT INTO kv_history(key, version, value) VALUES (?, ?, ?)",
                     [(k, h, v) for k, v in staged.changes],
                 )
-                db.executemany(
-                    "INSERT INTO stale_kv(since, key, version) VALUES (?, ?, ?)",
-                    [(h, k, version) for k, version in staged.kv_stale],
-                )
+                if staged.kv_stale:
+                    db.execute(
+                        "INSERT INTO stale_kv(since, keys) VALUES (?, ?)",
+                        (h, pack_stale_kv(staged.kv_stale)),
+                    )
                 db.execute("INSERT INTO roots(version, ref) VALUES (?, ?)", (h, root.to_bytes()))
                 db.execute(
                     "UPDATE meta SET height = ?, app_hash = ?, earliest = ? WHERE id = 0",
@@ -453,16 +468,18 @@ class MerkleStore:
     def _prune(self, earliest: int) -> tuple[int, int]:
         """Deletes what no height >= earliest needs (inside commit's transaction)."""
         db = self._db
-        stale = db.execute(
-            "SELECT version, path FROM stale_nodes WHERE since <= ?", (earliest,)
-        ).fetchall()
+        stale: list[tuple[int, bytes]] = []
+        for (blob,) in db.execute("SELECT nodes FROM stale_nodes WHERE since <= ?", (earliest,)):
+            stale += unpack_stale_nodes(blob)
         if stale:
+            stale.sort()  # B-tree order: neighbouring deletes share pages
             db.executemany("DELETE FROM nodes WHERE version = ? AND path = ?", stale)
             db.execute("DELETE FROM stale_nodes WHERE since <= ?", (earliest,))
-        old = db.execute(
-            "SELECT key, version FROM stale_kv WHERE since <= ?", (earliest,)
-        ).fetchall()
+        old: list[tuple[bytes, int]] = []
+        for (blob,) in db.execute("SELECT keys FROM stale_kv WHERE since <= ?", (earliest,)):
+            old += unpack_stale_kv(blob)
         if old:
+            old.sort()
             db.executemany("DELETE FROM kv_history WHERE key = ? AND version = ?", old)
             db.execute("DELETE FROM stale_kv WHERE since <= ?", (earliest,))
         db.execute("DELETE FROM roots WHERE version < ?", (earliest,))
@@ -505,26 +522,95 @@ class MerkleStore:
         return found
 
     def _load_node(self, version: int, path: bytes) -> bytes:
-        node = self._cache.get((version, path))
-        if node is not None:
-            return node
+        hit = self._cache.get(path)
+        if hit is not None and hit[0] == version:
+            return hit[1]
         row = self._db.execute(
             "SELECT node FROM nodes WHERE version = ? AND path = ?", (version, path)
         ).fetchone()
         if row is None:
             raise StoreError(f"state database is corrupt: tree node missing at version {version}")
         node = bytes(row[0])
-        self._cache_nodes(version, [(path, node)])
+        if node[:1] == b"\x01" and self._cache_size:
+            self._cache_nodes(version, [(path, node)])
         return node
 
     def _cache_nodes(self, version: int, nodes: list[tuple[bytes, bytes]]) -> None:
         if self._cache_size == 0:
             return
         cache = self._cache
+        pop = cache.pop
         for path, node in nodes:
-            cache[(version, path)] = node
-        while len(cache) > self._cache_size:
-            cache.popitem(last=False)
+            if node[0] == 1:  # internal nodes only
+                pop(path, None)  # re-inserted at the end: evicted last
+                cache[path] = (version, node)
+        if len(cache) > self._cache_size:
+            # evict a tenth at once: walking a dict from its front costs as much as the entries
+            # removed there before, so eviction one by one would be quadratic
+            drop = len(cache) - self._cache_size + self._cache_size // 10
+            for path in list(islice(cache, drop)):
+                del cache[path]
+
+
+def pack_stale_nodes(stale: list[tuple[int, bytes]]) -> bytes:
+    """(version, path) pairs as u64 version || path (a path is self-delimiting: u16 depth
+    then ceil(depth / 8) bytes)."""
+    return b"".join(v.to_bytes(8, "big") + p for v, p in stale)
+
+
+def unpack_stale_nodes(blob: bytes) -> list[tuple[int, bytes]]:
+    out, i, n = [], 0, len(blob)
+    while i < n:
+        if i + 10 > n:
+            raise StoreError("state database is corrupt: bad stale node list")
+        depth = int.from_bytes(blob[i + 8 : i + 10], "big")
+        end = i + 10 + (depth + 7) // 8
+        if depth > 256 or end > n:
+            raise StoreError("state database is corrupt: bad stale node list")
+        out.append((int.from_bytes(blob[i : i + 8], "big"), blob[i + 8 : end]))
+        i = end
+    return out
+
+
+def pack_stale_kv(stale: tuple[tuple[bytes, int], ...] | list[tuple[bytes, int]]) -> bytes:
+    """(key, version) pairs as u64 version || u32 len(key) || key."""
+    return b"".join(v.to_bytes(8, "big") + len(k).to_bytes(4, "big") + k for k, v in stale)
+
+
+def unpack_stale_kv(blob: bytes) -> list[tuple[bytes, int]]:
+    out, i, n = [], 0, len(blob)
+    while i < n:
+        if i + 12 > n:
+            raise StoreError("state database is corrupt: bad stale history list")
+        end = i + 12 + int.from_bytes(blob[i + 8 : i + 12], "big")
+        if end > n:
+            raise StoreError("state database is corrupt: bad stale history list")
+        out.append((blob[i + 12 : end], int.from_bytes(blob[i : i + 8], "big")))
+        i = end
+    return out
+
+
+def _migrate_v1(db: sqlite3.Connection) -> None:
+    """Schema 1 -> 2 inside the open transaction: the stale lists, one row per entry, become
+    one packed row per block. Nothing else changes (tree, values, history, roots)."""
+    db.execute("ALTER TABLE stale_nodes RENAME TO stale_nodes_v1")
+    db.execute("ALTER TABLE stale_kv RENAME TO stale_kv_v1")
+    for statement in _SCHEMA.split(";"):
+        if "stale_" in statement:
+            db.execute(statement)
+    by_since: dict[int, list[tuple[int, bytes]]] = {}
+    for since, version, path in db.execute("SELECT since, version, path FROM stale_nodes_v1"):
+        by_since.setdefault(since, []).append((version, bytes(path)))
+    db.executemany("INSERT INTO stale_nodes(since, nodes) VALUES (?, ?)",
+                   [(since, pack_stale_nodes(v)) for since, v in sorted(by_since.items())])
+    kv_by_since: dict[int, list[tuple[bytes, int]]] = {}
+    for since, key, version in db.execute("SELECT since, key, version FROM stale_kv_v1"):
+        kv_by_since.setdefault(since, []).append((bytes(key), version))
+    db.executemany("INSERT INTO stale_kv(since, keys) VALUES (?, ?)",
+                   [(since, pack_stale_kv(v)) for since, v in sorted(kv_by_since.items())])
+    db.execute("DROP TABLE stale_nodes_v1")
+    db.execute("DROP TABLE stale_kv_v1")
+    db.execute("UPDATE meta SET schema = ? WHERE id = 0", (SCHEMA_VERSION,))
 
 
 def _end(end: bytes | None) -> bytes | None:

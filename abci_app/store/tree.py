@@ -121,42 +121,38 @@ def encode_internal(left: Ref, right: Ref) -> bytes:
     return INTERNAL_DOMAIN + left.to_bytes() + right.to_bytes()
 
 
+_tnew = tuple.__new__
+_KIND_BYTE = (b"\x00", b"\x01", b"\x02")
+_DEPTH_BYTES = tuple(d.to_bytes(2, "big") for d in range(KEY_BITS + 1))
+_sha256 = hashlib.sha256
+
+
 def decode_node(data: bytes) -> LeafNode | InternalNode:
-    if len(data) == _LEAF_LEN and data[:1] == LEAF_DOMAIN:
-        return LeafNode(bytes(data[1:33]), bytes(data[33:65]))
-    if len(data) == _INTERNAL_LEN and data[:1] == INTERNAL_DOMAIN:
-        return InternalNode(
-            Ref.from_bytes(data[1 : 1 + _REF_LEN]), Ref.from_bytes(data[1 + _REF_LEN :])
-        )
+    n = len(data)
+    if n == _INTERNAL_LEN and data[0] == 1:
+        lk, rk = data[1], data[42]
+        if lk > KIND_INTERNAL or rk > KIND_INTERNAL:
+            raise StoreError("corrupt node reference in the store")
+        return _tnew(InternalNode, (
+            _tnew(Ref, (lk, int.from_bytes(data[2:10], "big"), data[10:42])),
+            _tnew(Ref, (rk, int.from_bytes(data[43:51], "big"), data[51:83])),
+        ))
+    if n == _LEAF_LEN and data[0] == 0:
+        return _tnew(LeafNode, (data[1:33], data[33:65]))
     raise StoreError("corrupt tree node in the store")
 
 
 # (version, path_key) -> encoded node; raises StoreError when the node is missing.
 NodeLoader = Callable[[int, bytes], bytes]
 
-
-class _NewLeaf(NamedTuple):
-    key_hash: bytes
-    value_hash: bytes
-    hash: bytes
-
-
-class _NewInternal(NamedTuple):
-    left: _Child
-    right: _Child
-    hash: bytes
-
-
-_Child: TypeAlias = "Ref | _NewLeaf | _NewInternal"
+# A subtree during an update is either a stored ``Ref`` (kind, version, hash) or a new node,
+# a plain tuple whose version slot is None so both read alike (child[0] kind, child[2] hash):
+#   new leaf:     (KIND_LEAF, None, hash, key_hash, value_hash)
+#   new internal: (KIND_INTERNAL, None, hash, left child, right child)
+_Child: TypeAlias = tuple
 # (int(key_hash), key_hash, value_hash or None for a delete)
 _Update = tuple[int, bytes, bytes | None]
 _by_int = itemgetter(0)
-
-
-def _kind(child: _Child) -> int:
-    if isinstance(child, Ref):
-        return child.kind
-    return KIND_LEAF if isinstance(child, _NewLeaf) else KIND_INTERNAL
 
 
 def _mid(depth: int, prefix: int) -> int:
@@ -174,10 +170,17 @@ class TreeUpdate:
 
 
 class _Updater:
-    def __init__(self, version: int, load: NodeLoader, counters: Counters) -> None:
+    """One batch update. Subtrees are visited once, children by index ranges of the sorted
+    updates (no copies); the hot paths use plain tuples and inline sha256."""
+
+    def __init__(self, version: int, load: NodeLoader, counters: Counters, ups: list[_Update],
+                 present: frozenset[bytes] | set[bytes]) -> None:
         self.version = version
+        self.vbytes = version.to_bytes(8, "big")
         self.load_raw = load
         self.counters = counters
+        self.ups = ups
+        self.present = present
         self.nodes: list[tuple[bytes, bytes]] = []
         self.stale: list[tuple[int, bytes]] = []
 
@@ -185,24 +188,39 @@ class _Updater:
         self.counters.node_reads += 1
         return decode_node(self.load_raw(version, path))
 
-    def update(self, ref: Ref, depth: int, prefix: int, ups: Sequence[_Update]) -> _Child:
-        if not ups:
+    def update(self, ref: _Child, depth: int, prefix: int, lo: int, hi: int) -> _Child:
+        if lo == hi:
             return ref
-        if ref.kind == KIND_EMPTY:
-            return self.build(depth, prefix, [u for u in ups if u[2] is not None])
-        path = path_key(depth, prefix)
-        node = self.load(ref.version, path)
-        self.stale.append((ref.version, path))
-        if isinstance(node, LeafNode):
-            merged = {u[1]: u for u in ups}
-            if node.key_hash not in merged:
+        ups = self.ups
+        kind = ref[0]
+        if kind == KIND_EMPTY:
+            return self.build(depth, prefix, [u for u in ups[lo:hi] if u[2] is not None])
+        nb = (depth + 7) >> 3
+        path = _DEPTH_BYTES[depth] + (prefix << (nb * 8 - depth)).to_bytes(nb, "big")
+        self.stale.append((ref[1], path))
+        if kind == KIND_LEAF:
+            present = self.present
+            if any(ups[i][1] in present for i in range(lo, hi)):
+                # A subtree that is one leaf holds one key: a key known to be in the tree whose
+                # update reaches this leaf is the leaf's own key, so the leaf need not be read.
+                items = [u for u in ups[lo:hi] if u[2] is not None]
+            else:
+                node = self.load(ref[1], path)
+                if not isinstance(node, LeafNode):
+                    raise StoreError("corrupt tree: a leaf reference points to an internal node")
+                merged = {u[1]: u for u in ups[lo:hi]}
                 kh = node.key_hash
-                merged[kh] = (int.from_bytes(kh, "big"), kh, node.value_hash)
-            items = sorted((u for u in merged.values() if u[2] is not None), key=_by_int)
+                if kh not in merged:
+                    merged[kh] = (int.from_bytes(kh, "big"), kh, node.value_hash)
+                items = sorted((u for u in merged.values() if u[2] is not None), key=_by_int)
             return self.build(depth, prefix, items)
-        split = bisect_left(ups, _mid(depth, prefix), key=_by_int)
-        left = self.update(node.left, depth + 1, prefix << 1, ups[:split])
-        right = self.update(node.right, depth + 1, (prefix << 1) | 1, ups[split:])
+        node = self.load(ref[1], path)
+        if not isinstance(node, InternalNode):
+            raise StoreError("corrupt tree: an internal reference points to a leaf")
+        split = bisect_left(ups, ((prefix << 1) | 1) << (KEY_BITS - depth - 1), lo, hi, key=_by_int)
+        d1, p2 = depth + 1, prefix << 1
+        left = self.update(node[0], d1, p2, lo, split)
+        right = self.update(node[1], d1, p2 | 1, split, hi)
         return self.join(left, right, depth, prefix)
 
     def build(self, depth: int, prefix: int, items: Sequence[_Update]) -> _Child:
@@ -213,50 +231,57 @@ class _Updater:
             _, kh, vh = items[0]
             assert vh is not None
             self.counters.hashes += 1
-            return _NewLeaf(kh, vh, compute_leaf_hash(kh, vh))
+            return (KIND_LEAF, None, _sha256(LEAF_DOMAIN + kh + vh).digest(), kh, vh)
         if depth >= KEY_BITS:
             raise StoreError("two different keys have the same sha256")
         split = bisect_left(items, _mid(depth, prefix), key=_by_int)
         left = self.build(depth + 1, prefix << 1, items[:split])
         right = self.build(depth + 1, (prefix << 1) | 1, items[split:])
         self.counters.hashes += 1
-        return _NewInternal(left, right, compute_internal_hash(left.hash, right.hash))
+        return (KIND_INTERNAL, None, _sha256(INTERNAL_DOMAIN + left[2] + right[2]).digest(), left, right)
 
     def join(self, left: _Child, right: _Child, depth: int, prefix: int) -> _Child:
         """The canonical node at (depth, prefix) with these children."""
-        lk, rk = _kind(left), _kind(right)
-        if lk == KIND_EMPTY and rk == KIND_EMPTY:
-            return EMPTY_REF
-        if lk == KIND_EMPTY and rk == KIND_LEAF:
-            return self.lift(right, depth + 1, (prefix << 1) | 1)
-        if rk == KIND_EMPTY and lk == KIND_LEAF:
+        lk, rk = left[0], right[0]
+        if lk == KIND_EMPTY:
+            if rk == KIND_EMPTY:
+                return EMPTY_REF
+            if rk == KIND_LEAF:
+                return self.lift(right, depth + 1, (prefix << 1) | 1)
+        elif rk == KIND_EMPTY and lk == KIND_LEAF:
             return self.lift(left, depth + 1, prefix << 1)
         self.counters.hashes += 1
-        return _NewInternal(left, right, compute_internal_hash(left.hash, right.hash))
+        return (KIND_INTERNAL, None, _sha256(INTERNAL_DOMAIN + left[2] + right[2]).digest(), left, right)
 
     def lift(self, child: _Child, depth: int, prefix: int) -> _Child:
         """A lone leaf moves up to its parent's position (it is then a new node)."""
-        if not isinstance(child, Ref):
+        if child[1] is None:
             return child
         path = path_key(depth, prefix)
-        node = self.load(child.version, path)
+        node = self.load(child[1], path)
         if not isinstance(node, LeafNode):
             raise StoreError("corrupt tree: a leaf reference points to an internal node")
-        self.stale.append((child.version, path))
-        return _NewLeaf(node.key_hash, node.value_hash, child.hash)
+        self.stale.append((child[1], path))
+        return (KIND_LEAF, None, child[2], node.key_hash, node.value_hash)
 
     def collect(self, child: _Child, depth: int, prefix: int) -> Ref:
         """Assigns positions to the new nodes and queues them for writing."""
-        if isinstance(child, Ref):
-            return child
-        path = path_key(depth, prefix)
-        if isinstance(child, _NewLeaf):
-            self.nodes.append((path, encode_leaf(child.key_hash, child.value_hash)))
-            return Ref(KIND_LEAF, self.version, child.hash)
-        left = self.collect(child.left, depth + 1, prefix << 1)
-        right = self.collect(child.right, depth + 1, (prefix << 1) | 1)
-        self.nodes.append((path, encode_internal(left, right)))
-        return Ref(KIND_INTERNAL, self.version, child.hash)
+        if child[1] is not None:
+            return child  # type: ignore[return-value]  # a stored Ref, kept as is
+        nb = (depth + 7) >> 3
+        path = _DEPTH_BYTES[depth] + (prefix << (nb * 8 - depth)).to_bytes(nb, "big")
+        if child[0] == KIND_LEAF:
+            self.nodes.append((path, LEAF_DOMAIN + child[3] + child[4]))
+            return _tnew(Ref, (KIND_LEAF, self.version, child[2]))
+        left = self.collect(child[3], depth + 1, prefix << 1)
+        right = self.collect(child[4], depth + 1, (prefix << 1) | 1)
+        v = self.version
+        self.nodes.append((path, b"".join((
+            INTERNAL_DOMAIN,
+            _KIND_BYTE[left[0]], self.vbytes if left[1] == v else left[1].to_bytes(8, "big"), left[2],
+            _KIND_BYTE[right[0]], self.vbytes if right[1] == v else right[1].to_bytes(8, "big"), right[2],
+        ))))
+        return _tnew(Ref, (KIND_INTERNAL, v, child[2]))
 
 
 def apply_updates(
@@ -265,10 +290,14 @@ def apply_updates(
     updates: Sequence[tuple[bytes, bytes | None]],
     load: NodeLoader,
     counters: Counters | None = None,
+    present: frozenset[bytes] | set[bytes] = frozenset(),
 ) -> TreeUpdate:
     """Applies ``updates`` ((key_hash, value_hash or None to delete), distinct key
     hashes, any order) to the tree at ``root`` and returns the new tree's root, the
     nodes to write at ``version`` and the stored nodes that the new tree no longer uses.
+
+    ``present``: key hashes the caller knows are in the tree at ``root`` (the store knows
+    which changed keys exist); the leaf of such a key is then not read back. Speed only.
 
     Work is O(len(updates) x depth); nodes outside the updated paths are not touched.
     """
@@ -276,8 +305,8 @@ def apply_updates(
     for i in range(1, len(ups)):
         if ups[i - 1][0] == ups[i][0]:
             raise StoreError("apply_updates: duplicate key hash")
-    updater = _Updater(version, load, counters if counters is not None else Counters())
-    new_root = updater.update(root, 0, 0, ups)
+    updater = _Updater(version, load, counters if counters is not None else Counters(), ups, present)
+    new_root = updater.update(root, 0, 0, 0, len(ups))
     root_ref = updater.collect(new_root, 0, 0)
     return TreeUpdate(root_ref, updater.nodes, updater.stale)
 
