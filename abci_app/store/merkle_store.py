@@ -131,20 +131,21 @@ class MerkleStore:
         path: str | os.PathLike[str] | None,
         *,
         keep_recent: int = 100,
-        node_cache: int = 2_000_000,
+        node_cache: int = 1_000_000,
     ) -> None:
         """Opens (or creates) the store. `keep_recent` >= 1 heights stay readable;
-        `node_cache` tree nodes (~250 bytes each) are kept in memory."""
+        `node_cache` internal tree nodes (~200 bytes each) are kept in memory."""
         if not isinstance(keep_recent, int) or keep_recent < 1:
             raise StoreError(f"keep_recent must be an integer >= 1, got {keep_recent!r}")
         self._keep_recent = keep_recent
-        # path -> (version, internal node) of the latest tree (and of older versions until the
+        # path -> version || internal node, of the latest tree (and of older versions until the
         # path is rewritten). Nodes are immutable per (version, path), so a hit whose version
         # matches is always right; only committed nodes enter (after COMMIT); when full, the
         # entries written or read longest ago go first (the top levels, rewritten by every
         # block, stay). Leaves are not cached: the store reads a leaf only when a new key
         # lands on it, a delete lifts it, or for proofs.
-        self._cache: dict[bytes, tuple[int, bytes]] = {}
+        # Values are u64 version || node (one bytes object: ~200 bytes per entry in all).
+        self._cache: dict[bytes, bytes] = {}
         self._cache_size = max(0, node_cache)
         self._lock = threading.RLock()
         self._path = None if path is None else os.fspath(path)
@@ -523,8 +524,8 @@ class MerkleStore:
 
     def _load_node(self, version: int, path: bytes) -> bytes:
         hit = self._cache.get(path)
-        if hit is not None and hit[0] == version:
-            return hit[1]
+        if hit is not None and int.from_bytes(hit[:8], "big") == version:
+            return hit[8:]
         row = self._db.execute(
             "SELECT node FROM nodes WHERE version = ? AND path = ?", (version, path)
         ).fetchone()
@@ -540,10 +541,11 @@ class MerkleStore:
             return
         cache = self._cache
         pop = cache.pop
+        v = version.to_bytes(8, "big")
         for path, node in nodes:
             if node[0] == 1:  # internal nodes only
                 pop(path, None)  # re-inserted at the end: evicted last
-                cache[path] = (version, node)
+                cache[path] = v + node
         if len(cache) > self._cache_size:
             # evict a tenth at once: walking a dict from its front costs as much as the entries
             # removed there before, so eviction one by one would be quadratic

@@ -214,13 +214,22 @@ class _Updater:
                     merged[kh] = (int.from_bytes(kh, "big"), kh, node.value_hash)
                 items = sorted((u for u in merged.values() if u[2] is not None), key=_by_int)
             return self.build(depth, prefix, items)
-        node = self.load(ref[1], path)
-        if not isinstance(node, InternalNode):
-            raise StoreError("corrupt tree: an internal reference points to a leaf")
+        # an internal node, decoded inline (the hot path: one per level of every changed path)
+        self.counters.node_reads += 1
+        raw = self.load_raw(ref[1], path)
+        if len(raw) != _INTERNAL_LEN or raw[0] != 1:
+            raise StoreError("corrupt tree: an internal reference points to something else")
+        lk, rk = raw[1], raw[42]
+        if lk > KIND_INTERNAL or rk > KIND_INTERNAL:
+            raise StoreError("corrupt node reference in the store")
         split = bisect_left(ups, ((prefix << 1) | 1) << (KEY_BITS - depth - 1), lo, hi, key=_by_int)
         d1, p2 = depth + 1, prefix << 1
-        left = self.update(node[0], d1, p2, lo, split)
-        right = self.update(node[1], d1, p2 | 1, split, hi)
+        left = (lk, int.from_bytes(raw[2:10], "big"), raw[10:42])
+        if split > lo:
+            left = self.update(left, d1, p2, lo, split)
+        right = (rk, int.from_bytes(raw[43:51], "big"), raw[51:83])
+        if hi > split:
+            right = self.update(right, d1, p2 | 1, split, hi)
         return self.join(left, right, depth, prefix)
 
     def build(self, depth: int, prefix: int, items: Sequence[_Update]) -> _Child:
