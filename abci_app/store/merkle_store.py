@@ -532,7 +532,9 @@ class MerkleStore:
         if row is None:
             raise StoreError(f"state database is corrupt: tree node missing at version {version}")
         node = bytes(row[0])
-        if node[:1] == b"\x01" and self._cache_size:
+        # cache it unless a newer node at this path is cached (a proof at a past height must
+        # not push the latest tree's node out)
+        if node[:1] == b"\x01" and (hit is None or int.from_bytes(hit[:8], "big") < version):
             self._cache_nodes(version, [(path, node)])
         return node
 

@@ -212,3 +212,26 @@ def test_store_matches_dict_model(
         for past in range(max(0, again.height - keep + 1), again.height + 1):
             assert list(again.iterate_at(past, b"")) == model_range(models[past], b"", None)
         again.close()
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.dictionaries(st.sampled_from([b"k%d" % i for i in range(40)]),
+                                st.one_of(st.none(), st.binary(max_size=3)), max_size=12),
+                min_size=1, max_size=8))
+def test_node_cache_size_never_changes_roots_or_proofs(blocks: list[dict[bytes, bytes | None]]) -> None:
+    # no cache, a cache that evicts all the time, and the default: the same roots and proofs
+    # (the cache holds the latest node per path; a hit counts only for the version asked for)
+    stores = [MerkleStore(None, keep_recent=3, node_cache=n) for n in (0, 3, 1_000_000)]
+    model: dict[bytes, bytes] = {}
+    for h, changes in enumerate(blocks, start=1):
+        roots = {s.stage(h, changes) for s in stores}
+        assert len(roots) == 1
+        model = apply(model, changes)
+        assert roots == {reference_root(model)}
+        for s in stores:
+            s.commit()
+        for past in range(stores[0].earliest_height, h + 1):
+            for key in (b"k0", b"k7", b"k39"):
+                proofs = [s.prove(key, past) for s in stores]
+                assert len({p.to_bytes() for p in proofs}) == 1
+                assert verify_proof(proofs[0], stores[0].root_at(past), key, stores[0].get_at(key, past))
