@@ -208,3 +208,45 @@ def test_a_full_local_store_is_a_local_error_not_a_peer_failure(served: tuple[Bl
         c.fetch(H, [server.url, server.url], dst)  # no point trying the next location
     assert_clean(dst)
     assert server.stats.hits == 1
+
+
+# ---- red-team: hostile peers the client already withstood (pinned so that it stays so)
+
+
+@pytest.mark.parametrize("location", ["file:///etc/passwd", "http://evil.example.invalid/", "/blob/" + H])
+def test_invalid_redirect_is_not_followed(peers: Peers, served: tuple[BlobStore, BlobServer], make_store: MakeStore,
+                                           location: str) -> None:
+    store, server = served
+    store.put_bytes(DATA)
+    if location.startswith("/"):
+        location = server.url + location  # even to a server that has the blob
+    head = f"HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\n\r\n"
+    dst = make_store("dst")
+    with BlobClient(timeout_s=5) as c, pytest.raises(FetchFailed) as e:
+        c.fetch(H, [peers.raw(head.encode())], dst)
+    err = only_error(e.value)
+    assert isinstance(err, PeerUnavailable) and "302" in str(err)
+    assert_clean(dst)
+
+
+def test_invalid_gzip_bomb_is_never_inflated(peers: Peers, make_store: MakeStore) -> None:
+    import gzip
+
+    bomb = gzip.compress(b"\0" * (64 << 20))  # 64 KiB on the wire, 64 MiB inflated
+    head = f"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: {len(bomb)}\r\n\r\n"
+    dst = make_store("dst")
+    with BlobClient(timeout_s=5, max_bytes=1 << 20) as c, pytest.raises(FetchFailed) as e:
+        c.fetch(H, [peers.raw(head.encode() + bomb)], dst)
+    assert isinstance(only_error(e.value), HashMismatch)  # the raw bytes were hashed, not inflated
+    assert c.bytes_received == len(bomb)
+    assert_clean(dst)
+
+
+@pytest.mark.parametrize("cl", ["-1", "\xb2", "9" * 5000, "5, 6"])
+def test_invalid_content_length(peers: Peers, make_store: MakeStore, cl: str) -> None:
+    head = f"HTTP/1.1 200 OK\r\nContent-Length: {cl}\r\n\r\n".encode("latin-1")
+    dst = make_store("dst")
+    with BlobClient(timeout_s=5) as c, pytest.raises(FetchFailed) as e:
+        c.fetch(H, [peers.raw(head + DATA)], dst)
+    assert isinstance(only_error(e.value), (PeerUnavailable, Oversize))
+    assert_clean(dst)
