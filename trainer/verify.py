@@ -292,7 +292,7 @@ def verify_start(
 def _base(base: bytes) -> tuple[bytes, dict[str, torch.Tensor]]:
     """(model hash, parameters) of canonical model bytes (kind 3) or of a state (kind 2: trace
     entry 0)."""
-    if decode_meta(base) is not None and base[6] == KIND_MODEL:
+    if base[6:7] == bytes([KIND_MODEL]):  # the header's kind byte (decode checks the rest)
         p = decode(base, expected_kind=KIND_MODEL)
         return hashlib.sha256(base).digest(), {n: e.parts["param"] for n, e in p.entries.items()}
     p = decode(base, expected_kind=KIND_STATE)

@@ -146,6 +146,13 @@ def test_payload_check_gives_the_carry_the_next_start_names(run):
     # the element-wise carry (tolerance mode path) equals the provider's own
     v = check_payload(a0, a0.payload, a0.update_root, DEFAULT_TOLERANCE)
     assert v.valid and v.carry_out == carried.carry_out
+    # the base may be the model bytes the chain names (kind 3) instead of trace entry 0
+    from trainer.state import model_payload
+
+    model_bytes = encode(model_payload(load_state(a0.states[0]).model))
+    v = verify_payload(a0.states[-1], a0.carry, model_bytes, update_root=a0.update_root, binding=a0.binding, H=H,
+                       codec=CODEC)
+    assert v.valid and v.carry_out == carried.carry_out
 
 
 # ---------------------------------------------------------------- payload cheats
