@@ -171,3 +171,29 @@ def test_invalid_partial_request_is_closed_after_the_idle_timeout(make_store) ->
         assert time.monotonic() - t0 < 10
         s.close()
         assert httpx.get(f"{server.url}/health").text == "ok"  # and it still serves others
+
+
+def test_invalid_reader_that_never_reads_is_dropped(make_store) -> None:  # type: ignore[no-untyped-def]
+    """A client that asks for a big blob and never reads pinned a handler (and an open file) for as
+    long as it liked; after ``write_timeout`` without progress the server drops it."""
+    import socket
+    import time
+
+    store = make_store()
+    size = 48 << 20
+    h = store.put_bytes(os.urandom(1 << 20) * 48)
+    with BlobServer(store, port=0, write_timeout=1.0) as server:
+        s = socket.create_connection(("127.0.0.1", server.port))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+        s.sendall(f"GET /blob/{h} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        time.sleep(4)  # read nothing: the server's writes stall, then it gives up
+        got = 0
+        s.settimeout(10)
+        try:
+            while chunk := s.recv(1 << 20):
+                got += len(chunk)
+        except (ConnectionResetError, TimeoutError):
+            pass
+        s.close()
+        assert got < size  # the body was cut off
+        assert httpx.get(f"{server.url}/health").text == "ok"
