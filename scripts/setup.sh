@@ -44,8 +44,10 @@ fi
 # 3. protobuf stubs
 gen=abci_app/codec/gen
 gen_stamp=$gen/.stamp-$COMETBFT_VERSION
-newest_proto=$(find proto -name '*.proto' -newer "$gen_stamp" 2>/dev/null | head -1 || true)
-if [ ! -f "$gen_stamp" ] || [ -n "$newest_proto" ]; then
+# the stamp holds a hash of our .proto files: a checkout or rebase that changes any of them
+# regenerates (file times are no guide after git operations)
+proto_sum=$(find proto -name '*.proto' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-64)
+if [ ! -f "$gen_stamp" ] || [ "$(cat "$gen_stamp" 2>/dev/null)" != "$proto_sum" ]; then
   echo "setup: generating protobuf stubs"
   comet_dir=$(go mod download -json "github.com/cometbft/cometbft@$COMETBFT_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
   gogo_dir=$(go mod download -json "github.com/cosmos/gogoproto@$GOGOPROTO_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
@@ -56,7 +58,7 @@ if [ ! -f "$gen_stamp" ] || [ -n "$newest_proto" ]; then
     -I "$comet_dir/proto" -I "$gogo_dir" -I proto \
     --python_out="$gen" \
     gogoproto/gogo.proto $(cat "$gen/.comet-protos") $(cat "$gen/.own-protos")
-  touch "$gen_stamp"
+  echo "$proto_sum" > "$gen_stamp"
 fi
 # 4. contracts: npm packages (solc, OpenZeppelin, anvil) and the compiled artifacts
 npm_stamp=contracts/node_modules/.loconet-installed
