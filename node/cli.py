@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 DEFAULT_NODE = "http://127.0.0.1:26657"
 ULOCO = 1_000_000
@@ -343,8 +343,24 @@ def resolve_defaults(args: argparse.Namespace) -> None:
         args.chain_id = cfg["chain-id"]
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with one change: when the command line asks for ``-o json``, a usage error
+    (a missing argument, ``HEIGHT abc``) is JSON on stdout too, {"error", "usage"}, exit 2.
+    Subcommand parsers inherit the class (add_subparsers' default parser_class)."""
+
+    argv: list[str] = []
+
+    def error(self, message: str) -> NoReturn:
+        a = Parser.argv
+        if any(x in ("-ojson", "--output=json") for x in a) or any(
+                x in ("-o", "--output") and y == "json" for x, y in zip(a, a[1:])):
+            print(json.dumps({"error": f"{self.prog}: {message}", "usage": self.format_usage().strip()}, sort_keys=True))
+            sys.exit(2)
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="loconet",
         description="loconet: a node for verifiable, decentralised low-communication AI training.",
         epilog="examples:\n  loconet init --home ~/.loconet\n  loconet start --home ~/.loconet\n  loconet status",
@@ -430,6 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    Parser.argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     from abci_app.errors import LoconetError
     from node.init import InitError

@@ -33,3 +33,15 @@ def test_invalid_blob_serve_listen(tmp_path, listen: str) -> None:  # type: igno
     r = run("blob", "serve", "--dir", str(tmp_path / "s"), "--listen", listen, timeout=30)
     assert r.returncode in (1, 2) and "Traceback" not in r.stderr, r.stderr
     assert "--listen" in r.stderr and "HOST:PORT" in r.stderr
+
+
+@pytest.mark.parametrize("args", [("query", "block", "abc"), ("tx", "bank", "send", "x"), ("query", "nosuch")])
+def test_invalid_usage_with_json_output_is_json(args: tuple[str, ...]) -> None:
+    # argparse's usage errors were plain text even with -o json
+    for flag in (("-o", "json"), ("--output=json",)):
+        r = run(*args, *flag)
+        assert r.returncode == 2, r.stderr
+        body = json.loads(r.stdout)
+        assert body["error"].startswith("loconet ") and body["usage"].startswith("usage: loconet")
+    r = run(*args)  # without -o json: argparse's text on stderr, as before
+    assert r.returncode == 2 and r.stdout == "" and "error:" in r.stderr
