@@ -652,16 +652,20 @@ def cmd_add_node(args: argparse.Namespace) -> int:
     except (TestnetError, KeyboardInterrupt):
         remove_node(d, n)
         raise
-    if args.state_sync:
-        try:
-            with Client(n.rpc_url, timeout=5.0) as c:
-                earliest = c.status()["sync_info"]["earliest_block_height"]
-        except RpcError:
-            earliest = "?"
-        print(f"{n.name} joined from a state-sync snapshot: its block store starts at height {earliest}")
-    print(f"{n.name} (full node) is in sync: RPC {n.rpc_url}, home {n.home}\n"
-          f"make it a validator: loconet tx staking create-validator --from account0 --validator-home {n.home} "
-          f"--self-bond 100000loco --moniker {n.name} --home {d} --node {n.rpc_url}")
+    from node.cli import out
+
+    try:
+        with Client(n.rpc_url, timeout=5.0) as c:
+            earliest: int | None = int(c.status()["sync_info"]["earliest_block_height"])
+    except (RpcError, KeyError, ValueError):
+        earliest = None
+    text = (f"{n.name} joined from a state-sync snapshot: its block store starts at height {earliest}\n"
+            if args.state_sync else "")
+    text += (f"{n.name} (full node) is in sync: RPC {n.rpc_url}, home {n.home}\n"
+             f"make it a validator: loconet tx staking create-validator --from account0 --validator-home {n.home} "
+             f"--self-bond 100000loco --moniker {n.name} --home {d} --node {n.rpc_url}")
+    out(args, {"name": n.name, "rpc": n.rpc_url, "home": n.home, "state_sync": bool(args.state_sync),
+               "earliest_block_height": earliest}, text)
     return 0
 
 
@@ -781,7 +785,7 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
                     "loconet testnet add-node --state-sync", _main_wrap(cmd_add_node))
     p.add_argument("--state-sync", action="store_true",
                    help="join from a running node's snapshot (light-client verified) instead of replaying every block")
-    p.add_argument("--timeout", type=float, default=120.0); dir_flag(p)
+    p.add_argument("--timeout", type=float, default=120.0); dir_flag(p); add_output_flag(p)
     p = add_command(tn, "down", "stop every node (--purge also deletes the folder)", "loconet testnet down --purge", _main_wrap(cmd_down))
     p.add_argument("--purge", action="store_true"); dir_flag(p)
     p = add_command(tn, "logs", "print a node's cometbft log (or its ABCI app log with --app), or a worker's log", "loconet testnet logs provider1 -n 50", _main_wrap(cmd_logs))

@@ -6,6 +6,7 @@ network's app hashes afterwards, and its block store starts above height 1 (it d
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
 
 import pytest
@@ -23,12 +24,14 @@ def test_add_node_with_state_sync_joins_from_a_snapshot(tmp_path: Path) -> None:
         first = wait_for("a snapshot on node0", lambda: sorted(int(p.name) for p in snaps.glob("*") if p.name.isdigit()),
                          timeout=120)
         assert first[0] % TESTNET_APP["snapshot_interval"] == 0
-        r = cli("testnet", "add-node", "--state-sync", "--dir", str(d), "--timeout", "150", timeout=240)
+        r = cli("testnet", "add-node", "--state-sync", "--dir", str(d), "--timeout", "150", "-o", "json", timeout=240)
         new = nodes_of(load(d))[-1]
-        assert f"{new.name} joined from a state-sync snapshot" in r.stdout, r.stdout + r.stderr
+        joined = json.loads(r.stdout)
+        assert (joined["name"], joined["state_sync"]) == (new.name, True), r.stdout + r.stderr
 
         with Client(new.rpc_url, timeout=5) as c:
             earliest = int(c.status()["sync_info"]["earliest_block_height"])
+        assert earliest == joined["earliest_block_height"]
         assert earliest > 1, "the joined node's block store starts at height 1: it replayed the chain"
         log = (Path(new.home) / "node.log").read_text(errors="replace")
         assert "state restored from snapshot" in log, log[-3000:]
