@@ -369,6 +369,7 @@ def expected_row(name: str, caught: Callable[[bytes], Actor], seeds: int, rounds
             acc[2 * i] += a / seeds
             acc[2 * i + 1] += b / seeds
     A, hA, B, hB, C, hC = acc
+    BRANCHES[name] = (A, B, C)
     prof = (p * (q_bps * A + (10_000 - q_bps) * B) / 10_000 + (10_000 - p) * C) / 10_000
     hon = (p * (q_bps * hA + (10_000 - q_bps) * hB) / 10_000 + (10_000 - p) * hC) / 10_000
     base = _baseline(("expected", seeds, rounds, repr(sorted(kw.items()))),
@@ -377,6 +378,7 @@ def expected_row(name: str, caught: Callable[[bytes], Actor], seeds: int, rounds
 
 
 _BASE: dict[Any, int] = {}
+BRANCHES: dict[str, tuple[float, float, float]] = {}  # row -> (caught, challenged not caught, unchallenged)
 
 
 def _baseline(key: Any, fn: Callable[[], int]) -> int:
@@ -432,11 +434,29 @@ def rows(seeds: int, rounds: int, long_rounds: int = 1_000) -> list[Row]:
                             extra_job={"verifiers_per_challenge": 1}, with_owner=True))
     out.append(expected_row("attest staller (> 1/3 of attesting stake)", Staller, seeds, rounds,
                             "never attests", strategist_bond=mk.BOND * 3, extra_job={"participants_per_round": 2, "num_shards": 2}))
+    out.append(grinder_row(out))
     out.append(honest_long_row(long_rounds))
     out.append(junk_row(seeds))
     out.append(whitewash_row(seeds, rounds))
     out.append(farmer_row(seeds, rounds))
     return out
+
+
+def grinder_row(rows_so_far: list[Row], share_bps: int = 3_333, candidates: int = 16) -> Row:
+    """Seed grinder (not prevented: vote-extension randomness is not built). A re-wrapping copier
+    that proposes the commit-deadline block with probability ``share`` (its voting power) tries
+    ``candidates`` blocks and keeps one whose challenge seed spares it: challenged with probability
+    p^G instead of p then. Computed from the copier's branches measured on the chain:
+    E = share x C + (1 - share) x (p x A + (1 - p) x C)."""
+    A, _, C = BRANCHES["re-wrapped copy"]
+    p = job_kw()["challenge_bps"]
+    q = p ** candidates // 10_000 ** (candidates - 1)  # p^G in bps (0 at 500 bps, G = 16)
+    grind = (q * A + (10_000 - q) * C) / 10_000
+    e = (share_bps * grind + (10_000 - share_bps) * (p * A + (10_000 - p) * C) / 10_000) / 10_000
+    honest = next(r for r in rows_so_far if r.name == "honest").profit
+    return Row(f"seed grinder ({share_bps / 100:.0f} % of the power, {candidates} candidate blocks)", round(e),
+               round(e) - honest, 0, 0, "NOT PREVENTED (finding 6 not built); loses only because the collateral outweighs"
+               " what it wins when it proposes; computed from the copier's measured branches")
 
 
 def honest_long_row(rounds: int) -> Row:

@@ -361,3 +361,31 @@ def test_whitewasher():
     fresh = m.chain.keys[8]
     assert m.send(fresh, register_msg()).code == 0
     assert m.provider(fresh.address).reputation == 5000 < established
+
+
+def test_honest():
+    """Honest providers, every commitment challenged by three verifiers: everyone is paid,
+    nobody is slashed, reputations rise, the escrow closes exactly."""
+    m = new_market(n_providers=6)
+    before = {k.address: wealth(m, k.address) for k in m.providers}
+    assert m.send(m.owner, create_job_msg(rounds=4, participants_per_round=2, verifiers_per_challenge=3,
+                                          challenge_bps=10_000)).code == 0
+    run_job(m, 1)
+    for r in jobs_keeper.iterate_rounds(m.store, 1):
+        assert not r.slashes and all(p.outcome == jobs_pb2.OUTCOME_ACCEPTED and p.reward > 0 for p in r.participants)
+    for k in m.providers:
+        assert wealth(m, k.address) >= before[k.address] and m.provider(k.address).reputation >= 5000
+    assert sum(wealth(m, k.address) - before[k.address] for k in m.providers) == m.job(1).paid_total > 0
+
+
+def test_fake_fraction_of_steps():
+    """A provider whose challenged segment is faked (any fraction f of its steps: a challenge hits
+    a faked segment with probability >= f) is proven fraudulent by an honest panel and loses half
+    its bond: 1,000 x its slot here, against a saving of at most the slot's training cost."""
+    m, cheat = _one_challenge()
+    before = wealth(m, cheat)
+    run_job(m, 1, vote=lambda v, t: (False, 0) if t == cheat else (True, 8_000))
+    (p,) = m.round(1, 0).participants
+    assert p.outcome == jobs_pb2.OUTCOME_FRAUD and p.reward == 0
+    assert before - wealth(m, cheat) == BOND // 2 == 1_000 * 1_000_000
+    assert m.provider(cheat).status == providers_pb2.PROVIDER_STATUS_JAILED
