@@ -465,6 +465,14 @@ def main(argv: list[str] | None = None) -> int:
         code = getattr(e, "code", None) if isinstance(e, (LoconetError, TxRejected)) else None
         space = getattr(e, "codespace", None) if code is not None else None
         return report_error(args, msg, code, space, reason=getattr(e, "reason", None))
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        from node.rpc import Client
+
+        if not Client.answers:  # no node answered: a bug of this CLI, keep its traceback
+            raise
+        # a node answered JSON-RPC, but not with what a loconet node of this version sends
+        return report_error(args, f"the node's answer is not what loconet expects ({type(e).__name__}: {e}); "
+                                  "is --node a loconet node of this version?", None, None, reason="malformed")
     except OSError as e:  # a file the command needed: one line, never a traceback
         what = f"{e.strerror}: {e.filename}" if e.filename else str(e)
         return report_error(args, what, None, None)

@@ -90,6 +90,7 @@ class QueryResult:
 
 
 class Client:
+    answers = 0  # JSON-RPC answers received by this process (any client)
     def __init__(self, url: str = DEFAULT_NODE, timeout: float = 10.0, transport: httpx.BaseTransport | None = None) -> None:
         self.url = normalize_url(url)
         try:
@@ -133,6 +134,7 @@ class Client:
             if not isinstance(err, dict):
                 raise RpcError(f"{method}: {str(err)[:300]}")
             raise RpcError(f"{method}: {err.get('message', '')} {err.get('data', '')}".strip())
+        Client.answers += 1  # the CLI tells a node's malformed answer from its own bug by this
         return body["result"]
 
     # -- chain ----------------------------------------------------------------------------------
@@ -196,12 +198,17 @@ class Client:
 
     # -- state ----------------------------------------------------------------------------------
     def abci_query(self, path: str, data: bytes = b"", height: int = 0, prove: bool = False) -> QueryResult:
-        res = self.call("abci_query", path=path, data=data.hex(), height=str(height), prove=prove)["response"]
-        ops = (res.get("proofOps") or {}).get("ops") or []
-        return QueryResult(
-            code=int(res.get("code", 0)),
-            log=res.get("log", ""),
-            height=int(res.get("height", 0)),
-            value=base64.b64decode(res.get("value") or ""),
-            proof_ops=[{"type": o["type"], "key": base64.b64decode(o["key"]), "data": base64.b64decode(o["data"])} for o in ops],
-        )
+        result = self.call("abci_query", path=path, data=data.hex(), height=str(height), prove=prove)
+        try:
+            res = result["response"]
+            ops = (res.get("proofOps") or {}).get("ops") or []
+            return QueryResult(
+                code=int(res.get("code", 0)),
+                log=str(res.get("log", "")),
+                height=int(res.get("height", 0)),
+                value=base64.b64decode(res.get("value") or "", validate=True),
+                proof_ops=[{"type": o["type"], "key": base64.b64decode(o["key"], validate=True),
+                            "data": base64.b64decode(o["data"], validate=True)} for o in ops],
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as e:  # binascii.Error is a ValueError
+            raise RpcError(f"abci_query {path}: the node's answer is malformed ({type(e).__name__}: {e})") from None
