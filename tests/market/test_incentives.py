@@ -389,3 +389,24 @@ def test_fake_fraction_of_steps():
     assert p.outcome == jobs_pb2.OUTCOME_FRAUD and p.reward == 0
     assert before - wealth(m, cheat) == BOND // 2 == 1_000 * 1_000_000
     assert m.provider(cheat).status == providers_pb2.PROVIDER_STATUS_JAILED
+
+
+def test_collateral_keeps_a_cheap_bond_out_of_rich_rounds():
+    """A job whose slot is large relative to a provider's bond does not draw that provider: at
+    500 bps and a 50 % fraud slash, a bond must cover 2 x slot / (5 % x 50 %) = 80 slots, so on
+    average a cheater always loses more than a slot can pay it."""
+    from abci_app.jobs.incentives import compute_required_bond
+
+    assert compute_required_bond(80 * 10**6, 2, 500, 5_000, 20_000) == 80 * 40 * 10**6
+    m = new_market(n_providers=3, bonds=[10**9, 10**9, 4 * 10**9])  # 1,000, 1,000 and 4,000 LOCO
+    slot = 50 * 10**6  # 50 LOCO per slot needs 4,000 LOCO of bond
+    assert m.send(m.owner, create_job_msg(rounds=1, reward=slot, vreward=0, participants_per_round=1, num_shards=1,
+                                          challenge_bps=500)).code == 0
+    m.until(m.height + 1)
+    (p,) = m.round(1, 0).participants
+    assert p.address == m.providers[2].address
+    # 100 LOCO per slot needs 8,000 LOCO: nobody qualifies, the job waits instead of drawing
+    assert m.send(m.owner, create_job_msg(rounds=1, reward=2 * slot, vreward=0, participants_per_round=1, num_shards=1,
+                                          challenge_bps=500)).code == 0
+    m.until(m.height + 2)
+    assert m.job(2).rounds_opened == 0 and m.job(2).waiting_since > 0
