@@ -229,16 +229,16 @@ class Faker(Actor):
 
 
 class Copier(Actor):
-    """Re-wraps a peer's payload and trace under its own binding leaf: no training. Caught when
-    challenged only with a pinned start (issue 10): modelled as every segment wrong."""
+    """Re-wraps a peer's payload under its own binding leaf: no training. Caught on every
+    challenge by issue 10's payload check (benchmarks/verification.py): modelled as every segment wrong."""
 
     def commit(self, w, job, r):  # type: ignore[no-untyped-def]
         return Truth(frozenset(range(H)))
 
 
 class Poisoner(Actor):
-    """Honest trace, poisoned payload: caught when challenged only with the payload segment
-    check of issue 10 (modelled as caught on every challenge)."""
+    """Honest trace, poisoned payload: caught on every challenge by issue 10's payload check
+    (benchmarks/verification.py)."""
 
     def commit(self, w, job, r):  # type: ignore[no-untyped-def]
         self.cost += TRAIN_COST
@@ -411,8 +411,8 @@ def rows(seeds: int, rounds: int, long_rounds: int = 1_000) -> list[Row]:
         out.append(expected_row(f"fake {f // 100} % of steps", lambda a, f=f: Faker(a, f_bps=f, hit=True), seeds, rounds,
                                 passing=lambda a, f=f: Faker(a, f_bps=f, hit=False), q_bps=f,
                                 note="a challenge (one uniform segment) catches it with probability f"))
-    out.append(expected_row("re-wrapped copy", Copier, seeds, rounds, "caught when challenged needs issue 10's pinned start"))
-    out.append(expected_row("poison", Poisoner, seeds, rounds, "caught when challenged needs issue 10's payload check"))
+    out.append(expected_row("re-wrapped copy", Copier, seeds, rounds, "caught when challenged: issue 10's payload check (Verification above)"))
+    out.append(expected_row("poison", Poisoner, seeds, rounds, "caught when challenged: issue 10's payload check (Verification above)"))
     for share, n in ((10, 2), (33, 7), (50, 14)):
         bond = mk.BOND * 20 * share // (100 - share) // n
         out.append(measured_row(f"Sybil verifier coalition s={share} %", FalseAccuser, seeds, rounds,
