@@ -54,7 +54,7 @@ from abci_app.pb import enum_name, jobs_pb2
 from abci_app.reputation.rules import MAX_REPUTATION
 from abci_app.validation import is_http_url
 
-_STACK = re.compile(r"^[ -~]*$")
+_STACK = re.compile(r"^[ -~]*\Z")  # \Z, not $: no trailing newline
 MAX_STACK_LEN = 128
 MAX_TOLERANCE_PPM = 1_000_000
 MAX_MODEL_DIM = 1 << 20

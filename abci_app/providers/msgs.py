@@ -27,8 +27,8 @@ from abci_app.providers.errors import (
 from abci_app.providers.params import get_params
 from abci_app.validation import is_http_url
 
-_GPU_MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._+-]{0,63}$")
-_REGION = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+_GPU_MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._+-]{0,63}\Z")  # \Z, not $: no trailing newline
+_REGION = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}\Z")
 MAX_GPU_COUNT = 1024
 MAX_GPU_MEMORY_MIB = 4 * 1024 * 1024
 
