@@ -24,7 +24,7 @@ from pathlib import Path
 from abci_app.codec.address import to_bech32
 from abci_app.codec.tx import Ed25519Signer
 
-NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}\Z")  # \Z, not $: "bob\n" is not a name
 HD_PATH = "m/44'/118'/0'/0'/0'"
 _HARDENED = 0x8000_0000
 

@@ -45,3 +45,11 @@ def test_invalid_usage_with_json_output_is_json(args: tuple[str, ...]) -> None:
         assert body["error"].startswith("loconet ") and body["usage"].startswith("usage: loconet")
     r = run(*args)  # without -o json: argparse's text on stderr, as before
     assert r.returncode == 2 and r.stdout == "" and "error:" in r.stderr
+
+
+def test_invalid_key_name_with_trailing_newline(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # NAME_RE ended in $, which matches before a final newline: "bob\n" made a key file "bob\n.json"
+    home = tmp_path / "h"
+    r = run("keys", "add", "bob\n", "--home", str(home))
+    assert r.returncode == 1 and "invalid key name" in r.stderr, r.stderr
+    assert not (home / "keyring").exists() or list((home / "keyring").iterdir()) == []
