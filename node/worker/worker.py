@@ -135,6 +135,8 @@ class ProviderWorker:
         self._policy: dict[int, Any] = {}
         self._cursor: dict[int, int] = {}
         self._peers: tuple[float, list[str]] = (0.0, [])
+        self._here = threading.local()  # .key: the round ("JOB/ROUND") the current thread works for
+        self.timing: dict[str, dict[str, float]] = {}  # per round: seconds and bytes by kind (stats.json)
 
     # ------------------------------------------------------------------------- start / stop
 
@@ -259,10 +261,20 @@ class ProviderWorker:
                 self._cursor[jid] = r["round"] + 1
                 self.progress.forget_before(jid, r["round"] - 4)
 
+    def account(self, what: str, amount: float, key: str | None = None) -> None:
+        """Add ``amount`` to this round's ``what`` (train_s, verify_s, aggregate_s, fetch_s,
+        fetch_bytes, tx_s, ...): benchmarks/round_overhead.py reads them from stats.json."""
+        key = key or getattr(self._here, "key", None)
+        if key is not None:
+            t = self.timing.setdefault(key, {})
+            t[what] = t.get(what, 0.0) + amount
+
     def _round(self, job: dict[str, Any], r: dict[str, Any], height: int) -> None:
         me = next((p for p in r["participants"] if p["address"] == self.me), None)
         phase = r["phase"]
         jid, rn = int(r["job_id"]), int(r["round"])
+        self._here.key = f"{jid}/{rn}"
+        self.timing.setdefault(self._here.key, {}).setdefault("seen", time.time())
         if phase == "commit" and me is not None and me["commitment"] is None:
             self._duty(f"commit/{jid}/{rn}", lambda: self.do_commit(job, r, me, height))
         elif phase == "reveal" and me is not None and me["challenge"] and me["challenge"]["reveal"] is None:
@@ -308,7 +320,11 @@ class ProviderWorker:
 
     def _send(self, *msgs: Any) -> dict[str, Any]:
         """One tx with ``msgs``, signed with the account's current sequence, waited for."""
-        return self.nodes.call(lambda c: send_tx(c, self.key.signer, list(msgs), fee=self.cfg.fee))
+        t0 = time.perf_counter()
+        try:
+            return self.nodes.call(lambda c: send_tx(c, self.key.signer, list(msgs), fee=self.cfg.fee))
+        finally:
+            self.account("tx_s", time.perf_counter() - t0)
 
     # ------------------------------------------------------------------------- blobs
 
@@ -333,9 +349,13 @@ class ProviderWorker:
         urls = [u for u in dict.fromkeys(list(first) + self._peer_urls()) if u]
         if not urls:
             raise BlobError(f"blob {h[:12]} is not here and no peer is known")
+        t0 = time.perf_counter()
         with BlobClient(timeout_s=30.0, max_bytes=self.cfg.max_blob_bytes) as client:
             path = client.fetch(h, urls, self.store, tier=tier, round_key=round_key)
-        return Path(path).read_bytes()
+        data = Path(path).read_bytes()
+        self.account("fetch_s", time.perf_counter() - t0)
+        self.account("fetch_bytes", len(data))
+        return data
 
     def _corpus(self, dataset_id: str, sources: Sequence[str] = ()) -> Any:
         from trainer.data import Corpus
@@ -390,14 +410,17 @@ class ProviderWorker:
         sources = list(job["spec"].get("blob_sources") or [])
 
         def task() -> Any:
+            self._here.key = f"{jid}/{rn}"
             t0 = time.perf_counter()
             base = self.fetch(base_hash, sources, tier="hot")
             corpus = self._corpus(plan.dataset_id, sources)
+            t1 = time.perf_counter()
             shapes = {n: tuple(p.shape) for n, p in ml.load_model(base, plan.model).named_parameters()}
             codec = chooser.choose(rn, shapes)
             binding = Binding(self.me_bytes, jid, rn, bytes.fromhex(base_hash))
             work = ml.train_round(plan, base, corpus, spec, binding, codec, device=self.device, poison=poison)
             self.stats.trained_s += time.perf_counter() - t0
+            self.account("train_s", time.perf_counter() - t1)
             log.info("round %d/%d: trained %d steps on shard %d in %.1fs, loss %.3f -> %.3f, payload %d B",
                      jid, rn, plan.H, spec.shard, time.perf_counter() - t0, work.loss_before / 1000,
                      work.loss_after / 1000, len(work.payload))
@@ -427,6 +450,7 @@ class ProviderWorker:
                 self.progress.update(jid, rn, submitted="duplicate")
             raise
         self.progress.update(jid, rn, submitted=res["txhash"])
+        self.account("committed", time.time())
         self.stats.submitted += 1
         log.info("round %d/%d: update submitted at height %d (%s)", jid, rn, res["height"], self.cfg.behaviour)
 
@@ -459,7 +483,9 @@ class ProviderWorker:
         itself (valid, quality, evidence) is kept in progress.json to be opened next window."""
         jid, rn = int(r["job_id"]), int(r["round"])
         target = t["address"]
+        t0 = time.perf_counter()
         vote = self.judge(job, r, t, height)
+        self.account("verify_s", time.perf_counter() - t0)
         if vote is None:
             return  # states not fetched yet: retried on a later block
         valid, q, evidence, why = vote
@@ -602,7 +628,9 @@ class ProviderWorker:
         prog = self.progress.round(jid, rn)
         model_hash = prog.get("aggregated")
         if not (model_hash and self.store.has(model_hash)):
+            t0 = time.perf_counter()
             new, included, excluded = self.aggregate_round(r, job["spec"].get("blob_sources") or ())
+            self.account("aggregate_s", time.perf_counter() - t0)
             model_hash = self.store.put_bytes(new, tier="cold")
             self.store.pin(model_hash)
             self.progress.update(jid, rn, aggregated=model_hash)
@@ -610,6 +638,7 @@ class ProviderWorker:
                      len(excluded), model_hash[:12])
         res = self._send(build_attest(jid, rn, bytes.fromhex(model_hash)))
         self.progress.update(jid, rn, attested=res["txhash"])
+        self.account("attested", time.time())
         self.stats.attested += 1
         log.info("round %d/%d: attested %s at height %d", jid, rn, model_hash[:12], res["height"])
 
@@ -631,4 +660,18 @@ class ProviderWorker:
         if me is not None:
             log.info("round %d/%d finalized: %s, reward %d, slashed %d", jid, rn, me["outcome"], me["reward"],
                      me["slashed"])
+        self.account("finalized", time.time(), f"{jid}/{rn}")
         self.progress.update(jid, rn, final=True)
+        self.write_stats()
+
+    def write_stats(self) -> None:
+        """DATA_DIR/stats.json: per-round seconds and bytes, the blob server's counters, totals."""
+        import json
+        import os
+
+        out = {"rounds": self.timing, "server": self.server.stats.to_dict() if self.server is not None else {},
+               "totals": {k: v for k, v in vars(self.stats).items() if k != "events"}}
+        path = self.cfg.data_dir / "stats.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(out, sort_keys=True, indent=1))
+        os.replace(tmp, path)
