@@ -10,7 +10,7 @@ it took part in into
 and counts bytes: what each blob server sent (its /stats counter) and what each worker fetched,
 against the trainer's own accounting (payload sizes committed on chain, state blobs).
 
-    .venv/bin/python benchmarks/round_overhead.py [--inner-steps 1200] [--rounds 3] [--commit-blocks 90]
+    .venv/bin/python benchmarks/round_overhead.py [--inner-steps 800] [--rounds 3] [--commit-blocks 90]
 
 Prints a table per participant-round and the totals; record the figures in RESULTS.md.
 """
@@ -31,10 +31,11 @@ sys.path.insert(0, str(ROOT))
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--inner-steps", type=int, default=1200)
-    ap.add_argument("--trace-interval", type=int, default=300)
+    ap.add_argument("--inner-steps", type=int, default=800)
+    ap.add_argument("--trace-interval", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--commit-blocks", type=int, default=90)
+    ap.add_argument("--verdict-blocks", type=int, default=40, help="long enough for 2 targets x 2 segments x k steps")
     a = ap.parse_args()
 
     from node import testnet_market as tm
@@ -55,7 +56,7 @@ def main() -> int:
         rpc = nodes_of(m)[0].rpc_url
         job, dataset, model = tm.builtin_job(a.rounds, workers)
         job.update(inner_steps=a.inner_steps, trace_interval=a.trace_interval,
-                   windows=dict(job["windows"], commit=a.commit_blocks))
+                   windows=dict(job["windows"], commit=a.commit_blocks, verdict=a.verdict_blocks))
         tm.seed_stores(workers, [dataset, model])
         job_id = tm.create_job(d, rpc, "validator0", job)
         t0 = time.monotonic()
@@ -91,8 +92,8 @@ def report(workers, rounds, a) -> None:
     stats = {w.address: json.loads((w.path / "stats.json").read_text()) for w in workers
              if (w.path / "stats.json").exists()}
     print(f"H={a.inner_steps} k={a.trace_interval}, {len(rounds)} rounds, 2 of 4 providers train, 2 verify")
-    print(f"{'worker':10s} {'round':>5s} {'role':9s} {'wall s':>7s} {'compute':>8s} {'blobs':>7s} {'txs':>7s} "
-          f"{'windows':>8s} {'overhead %':>10s}")
+    print(f"{'worker':10s} {'round':>5s} {'role':9s} {'outcome':13s} {'wall s':>7s} {'compute':>8s} {'blobs':>7s} "
+          f"{'txs':>7s} {'windows':>8s} {'overhead %':>10s}")
     tot = {"compute": 0.0, "blobs": 0.0, "txs": 0.0}
     for w in workers:
         st = stats.get(w.address, {}).get("rounds", {})
@@ -100,7 +101,9 @@ def report(workers, rounds, a) -> None:
             t = st.get(f"{r['job_id']}/{r['round']}")
             if not t or "seen" not in t:
                 continue
-            role = "trainer" if any(p["address"] == w.address for p in r["participants"]) else "verifier"
+            mine = [p for p in r["participants"] if p["address"] == w.address]
+            role = "trainer" if mine else "verifier"
+            outcome = mine[0]["outcome"] if mine else "-"
             if role == "verifier" and not t.get("verify_s"):
                 continue  # not on this round's panels
             end = t.get("attested") or t.get("finalized") or t["seen"]
@@ -110,7 +113,7 @@ def report(workers, rounds, a) -> None:
             for k, v in (("compute", compute), ("blobs", blobs), ("txs", txs)):
                 tot[k] += v
             over = 100 * (blobs + txs) / compute if compute else 0
-            print(f"{w.name:10s} {r['round']:>5d} {role:9s} {wall:7.1f} {compute:8.2f} {blobs:7.2f} {txs:7.2f} "
+            print(f"{w.name:10s} {r['round']:>5d} {role:9s} {outcome:13s} {wall:7.1f} {compute:8.2f} {blobs:7.2f} {txs:7.2f} "
                   f"{max(0.0, wall - compute - blobs - txs):8.1f} {over:10.1f}")
     payload = sum(p["commitment"]["payload_size"] for r in rounds for p in r["participants"] if p["commitment"])
     sent = sum(s.get("server", {}).get("bytes_sent", 0) for s in stats.values())
