@@ -57,6 +57,7 @@ def main(argv=None) -> int:
     ap.add_argument("--model-size", default="tiny", choices=["tiny", "small", "medium", "large"])
     ap.add_argument("--n-layer", type=int, help="override the preset's layers (bigger GPU models)")
     ap.add_argument("--n-embd", type=int, help="override the preset's width")
+    ap.add_argument("--n-head", type=int, help="override the preset's heads")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--steps", type=int, default=6000, help="inner steps per worker")
@@ -91,10 +92,14 @@ def main(argv=None) -> int:
         cfg.n_layer = a.n_layer
     if a.n_embd:
         cfg.n_embd = a.n_embd
+    if a.n_head:
+        cfg.n_head = a.n_head
     seeds = [int(s) for s in a.seeds.split(",")]
     W = a.workers
     held = heldout_full(corpus, cfg.block_size, 256, a.device)
     t0 = time.time()
+    outdir = Path(a.out)
+    outdir.mkdir(parents=True, exist_ok=True)
 
     def log(m):
         print(f"[{time.time() - t0:7.1f}s] {m}", file=sys.stderr, flush=True)
@@ -112,6 +117,10 @@ def main(argv=None) -> int:
             r.pop("params")
             out[s] = r
             log(f"{label} seed {s}: {r['final_val_loss']:.4f} ({r['elapsed_s']:.0f} s)")
+            with open(outdir / "progress.jsonl", "a") as f:  # survives a cut-off run
+                f.write(json.dumps({"run": label, "seed": s, "final_val_loss": r["final_val_loss"],
+                                    "payload_bytes_per_worker": r["payload_bytes_per_worker"],
+                                    "curve": r["curve"], "elapsed_s": r["elapsed_s"]}) + "\n")
         return out
 
     # 1. AllReduce lr sweep

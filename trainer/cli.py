@@ -94,6 +94,10 @@ def register(subparsers) -> None:
     v.add_argument("--data", help="the dataset file (must hash to the segment's dataset id)")
     v.add_argument("--tolerance", type=float, default=None,
                    help="relative distance allowed (default: exact byte equality)")
+    v.add_argument("--device", default="cpu",
+                   help="cpu (default), cuda, cuda:N, mps or auto; exact mode only matches a "
+                        "provider on the same stack (device class included), so re-execute on "
+                        "another device with --tolerance")
     _add_output(v)
     v.set_defaults(func=cmd_verify)
 
@@ -317,7 +321,13 @@ def cmd_verify(a: argparse.Namespace) -> int:
         _error(a, f"dataset {corpus.id[:16]} is not the segment's {spec.dataset_id[:16]}: "
               "pass the same --data file")
         return 2
-    v = verify_segment(start, spec, int(meta["k"]), end, corpus=corpus, tolerance=a.tolerance)
+    try:
+        device = resolve_device(a.device)
+    except ValueError as exc:
+        _error(a, str(exc))
+        return 2
+    v = verify_segment(start, spec, int(meta["k"]), end, corpus=corpus, tolerance=a.tolerance,
+                       device=device)
     if a.output == "json":
         print(json.dumps(v.to_dict()))
     else:

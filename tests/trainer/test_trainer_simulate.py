@@ -29,6 +29,15 @@ def test_cli_simulate_loss_decreases_and_verify(tmp_path, capsys):
     assert all(len(r["trace_roots"]) == 2 for r in log["rounds"])
     rc = main(["train", "verify", "--segment", str(out / "segment"), "--data", str(data), "-o", "json"])
     assert rc == 0 and json.loads(capsys.readouterr().out)["valid"] is True
+    rc = main(["train", "verify", "--segment", str(out / "segment"), "--data", str(data),
+               "--device", "cpu", "-o", "json"])
+    assert rc == 0 and json.loads(capsys.readouterr().out)["valid"] is True
+    import torch
+
+    if not torch.cuda.is_available():  # a device this machine lacks: one line naming the fix
+        rc = main(["train", "verify", "--segment", str(out / "segment"), "--data", str(data),
+                   "--device", "cuda"])
+        assert rc == 2 and "no CUDA device" in capsys.readouterr().err
     # tamper with the end state: verify exits 1
     end = bytearray((out / "segment" / "end.state").read_bytes())
     end[-5] ^= 0x01
