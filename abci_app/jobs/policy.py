@@ -10,9 +10,10 @@ Grammar (the canonical form; the only spelling the chain and ``parse_policy`` ac
                | "topk:" DENSITY                          per tensor, ceil(D * n) largest |values|
                | "lowrank:" R                             PowerSGD rank R
                | "chunk:" K "/" C                         K largest |values| per chunk of C
+               | "tchunk:" K "/" C                        the same, chunks within each tensor
                | "stride:" F                              fragment t mod F of the flat update
     quant      = "fp16" | "int8" | "int4"                 every family
-               | "int2"                                   chunk and stride only
+               | "int2"                                   chunk, tchunk and stride only
                | "int1"                                   stride only
     adaptive   = "adaptive" [ ":" BYTES ] [ "/" ladder ]  a codec per round within BYTES per round
     ladder     = "topk" [ "+" quant ] | "chunk" | "stride-chunk"     no ladder: "topk+int4"
@@ -53,15 +54,16 @@ FAMILY_QUANTS = {
     "topk": ("fp32", "fp16", "int8", "int4"),
     "lowrank": ("fp32", "fp16", "int8", "int4"),
     "chunk": ("fp32", "fp16", "int8", "int4", "int2"),
+    "tchunk": ("fp32", "fp16", "int8", "int4", "int2"),
     "stride": ("fp32", "fp16", "int8", "int4", "int2", "int1"),
 }
 LADDERS = ("topk", "chunk", "stride-chunk")
 ADAPTIVE_DEFAULT_QUANT = "int4"  # the topk ladder's values when the policy names no ladder
 REASONS = ("empty", "too_long", "charset", "unknown", "number", "range", "quantizer",
            "not_canonical")
-FORMS = ("dense[+q], topk:D[+q], lowrank:R[+q], chunk:K/C[+q], stride:F[+q] or "
-         "adaptive[:BYTES][/topk[+q]|/chunk|/stride-chunk] (q = fp16|int8|int4, int2 for chunk "
-         "and stride, int1 for stride; no q = fp32; D an exact decimal in (0, 1], e.g. 0.01)")
+FORMS = ("dense[+q], topk:D[+q], lowrank:R[+q], chunk:K/C[+q], tchunk:K/C[+q], stride:F[+q] "
+         "or adaptive[:BYTES][/topk[+q]|/chunk|/stride-chunk] (q = fp16|int8|int4, int2 for "
+         "chunk, tchunk and stride, int1 for stride; no q = fp32; D an exact decimal in (0, 1], e.g. 0.01)")
 
 _CHARSET = re.compile(r"^[a-z0-9:/+.-]+$")
 _INT = re.compile(r"^(0|[1-9][0-9]{0,15})$")
@@ -110,8 +112,8 @@ class CodecPolicy:
     quant: str = "fp32"
     density: Density | None = None  # topk
     rank: int = 0  # lowrank
-    chunk_k: int = 0  # chunk
-    chunk_size: int = 0  # chunk
+    chunk_k: int = 0  # chunk, tchunk
+    chunk_size: int = 0  # chunk, tchunk
     stride: int = 0  # stride
 
     @property
@@ -122,8 +124,8 @@ class CodecPolicy:
             s = f"topk:{self.density.text}"
         elif f == "lowrank":
             s = f"lowrank:{self.rank}"
-        elif f == "chunk":
-            s = f"chunk:{self.chunk_k}/{self.chunk_size}"
+        elif f in ("chunk", "tchunk"):
+            s = f"{f}:{self.chunk_k}/{self.chunk_size}"
         elif f == "stride":
             s = f"stride:{self.stride}"
         else:
@@ -180,7 +182,7 @@ def _density(s: str) -> Density:
 def _quant(q: str, family: str, where: str) -> str:
     if q not in QUANTS[1:]:
         raise PolicyError("quantizer", f"unknown quantizer {_show(q)} in {where}: "
-                                       "fp16, int8, int4, int2 (chunk, stride), int1 (stride)")
+                                       "fp16, int8, int4, int2 (chunk, tchunk, stride), int1 (stride)")
     if q not in FAMILY_QUANTS[family]:
         raise PolicyError("quantizer", f"quantizer {q} does not go with {family} in {where}: "
                                        f"use one of {', '.join(FAMILY_QUANTS[family][1:])}")
@@ -207,10 +209,10 @@ def _codec(text: str) -> CodecPolicy:
         return CodecPolicy("stride", quant, stride=_int(arg, "stride F", 1, MAX_STRIDE))
     k_s, slash, c_s = arg.partition("/")
     if not slash:
-        raise PolicyError("unknown", f"chunk is written chunk:K/C, got {_show(text)}")
+        raise PolicyError("unknown", f"{family} is written {family}:K/C, got {_show(text)}")
     c = _int(c_s, "chunk size C", 2, MAX_CHUNK)
     k = _int(k_s, "chunk K", 1, c)
-    return CodecPolicy("chunk", quant, chunk_k=k, chunk_size=c)
+    return CodecPolicy(family, quant, chunk_k=k, chunk_size=c)
 
 
 def _adaptive(text: str) -> AdaptiveSpec:
@@ -328,7 +330,7 @@ def _loosen(s: str) -> str:
     if colon:
         if family == "topk":
             arg = canonical_decimal(arg)
-        elif family == "chunk":
+        elif family in ("chunk", "tchunk"):
             k, slash, c = arg.partition("/")
             arg = f"{_loose_int(k)}/{_loose_int(c) if slash else DEFAULT_CHUNK}"
         else:

@@ -26,10 +26,11 @@ from trainer.compression.chunked import ChunkedTopK
 from trainer.compression.lowrank import LowRank
 from trainer.compression.quantization import Quantization
 from trainer.compression.stride import Stride
+from trainer.compression.tensor_chunked import TensorChunkedTopK
 from trainer.compression.topk import TopK
 
 CODECS: dict[str, type[CodecBase]] = {
-    c.family: c for c in (Quantization, TopK, LowRank, ChunkedTopK, Stride)}
+    c.family: c for c in (Quantization, TopK, LowRank, ChunkedTopK, TensorChunkedTopK, Stride)}
 
 
 def codec_from_policy(p: CodecPolicy) -> Codec:
