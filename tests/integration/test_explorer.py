@@ -25,6 +25,7 @@ from abci_app.codec.address import to_bech32
 from abci_app.codec.tx import Ed25519Signer, build_tx
 from abci_app.pb import bank_pb2, tx_pb2
 from node.keys import Keyring
+from abci_app.jobs.incentives import compute_evidence
 from node.market_msgs import (
     account_sequence,
     build_attest,
@@ -32,6 +33,7 @@ from node.market_msgs import (
     build_create_job,
     build_register_provider,
     build_reveal_from_trace,
+    build_reveal_vote,
     build_verdict,
     send_tx,
 )
@@ -88,11 +90,16 @@ class Market:
                         add(a, ("reveal", rn, a, seg), build_reveal_from_trace(
                             1, rn, seg, trace(k.address, rn), "http://127.0.0.1:26680/s", "http://127.0.0.1:26680/e",
                             provider=k.address, base_model=base))
-                if phase == "verdict" and ch and ch["reveal"]:
+                if phase in ("verdict", "vote_reveal") and ch and ch["reveal"]:
+                    # a secret vote: the hash in the verdict window, opened in the next one; the
+                    # evidence is what re-executing each challenged segment yields (its end state)
+                    ends = trace(k.address, rn)
+                    evidence = compute_evidence([ends[sg + 1] for sg in sorted(ch.get("segments", [ch["segment"]]))])
+                    build = build_verdict if phase == "verdict" else build_reveal_vote
                     for v in ch["verifiers"]:
-                        if not v["voted"]:
-                            add(v["address"], ("verdict", rn, v["address"], a),
-                                build_verdict(1, rn, k.address, True, 8_000 + 100 * rn))
+                        vk = self.by_addr[v["address"]]
+                        add(v["address"], (phase, rn, v["address"], a),
+                            build(vk, 1, rn, k.address, True, 8_000 + 100 * rn, evidence))
                 if phase == "attest" and p["outcome"] == "accepted" and not p["attested_hash"]:
                     add(a, ("attest", rn, a), build_attest(1, rn, h(f"aggregate/1/{rn}")))
         return todo
