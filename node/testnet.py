@@ -89,6 +89,16 @@ class NodeInfo:
         return Path(self.home)
 
 
+def check_port_range(base: int, validators: int) -> None:
+    """Node i takes ports base + 100·i .. + 99: all of them must be real ports, checked before
+    anything is written (``--validators 500`` wrote 500 homes, then failed on ports past 65535)."""
+    top = base + 100 * (validators - 1) + 99
+    if not 1 <= base or top > 65535:
+        most = max(0, (65535 - 99 - base) // 100 + 1) if base >= 1 else 0
+        raise TestnetError(f"ports {base}..{top} do not fit in 1..65535 (each node takes 100 from --base-port): "
+                           f"with --base-port {base} at most {most} validators; lower --base-port or --validators")
+
+
 def node_ports(base: int, i: int) -> Ports:
     o = base + 100 * i
     return Ports(p2p=o, rpc=o + 1, abci=o + 2, metrics=o + 4)
@@ -175,6 +185,9 @@ def create(d: Path, validators: int, accounts: int, base_port: int, params: dict
 
     if validators < 1:
         raise TestnetError("--validators must be at least 1")
+    if accounts < 0 or providers < 0:
+        raise TestnetError("--accounts and --providers must be 0 or more")
+    check_port_range(base_port, validators)
     d.mkdir(parents=True, exist_ok=True)
     if any(d.iterdir()):
         raise TestnetError(f"{d} is not empty and holds no testnet: pick another --dir or empty it")
@@ -442,6 +455,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     if not fresh:
         m = load(d)
         if args.base_port is not None and args.base_port != m["base_port"]:
+            check_port_range(args.base_port, len(nodes_of(m)))
             m = move_ports(d, m, args.base_port)
         print(f"restarting the existing {m['validators']}-validator network in {d} (base port {m['base_port']})",
               file=sys.stderr)

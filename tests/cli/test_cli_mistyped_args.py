@@ -53,3 +53,16 @@ def test_invalid_key_name_with_trailing_newline(tmp_path) -> None:  # type: igno
     r = run("keys", "add", "bob\n", "--home", str(home))
     assert r.returncode == 1 and "invalid key name" in r.stderr, r.stderr
     assert not (home / "keyring").exists() or list((home / "keyring").iterdir()) == []
+
+
+@pytest.mark.parametrize("flags", [("--validators", "500"), ("--base-port", "70000"), ("--base-port", "-5"),
+                                   ("--accounts", "-3")])
+def test_invalid_testnet_sizes_write_nothing(tmp_path, flags: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+    # --validators 500 wrote 500 node homes before failing on ports past 65535; --base-port 70000
+    # raised OverflowError from bind()
+    d = tmp_path / "tn"
+    r = run("testnet", "up", "--dir", str(d), *flags, timeout=60)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("error:") and ("--base-port" in last or "--accounts" in last)
+    assert not d.exists()
