@@ -18,7 +18,8 @@ from nodekit import LOCONET, ROOT, Node, cli  # noqa: E402
 
 from abci_app.jobs.errors import ErrUnboundCommitment  # noqa: E402
 
-WINDOWS = (12, 8, 8, 8)  # commit, reveal, verdict, attest (blocks of ~0.5-1 s)
+WINDOWS = (24, 10, 10, 10)  # commit, reveal, verdict, attest (blocks of ~0.5-1 s; the commit window holds
+# two CLI submissions that each start Python and wait for a block, even on a loaded machine)
 
 
 def h(s: str) -> str:
