@@ -49,11 +49,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from abci_app.codec.tx import build_tx  # noqa: E402
-from abci_app.pb import bank_pb2, tx_pb2  # noqa: E402
-from node.keys import Keyring  # noqa: E402
-from node.rpc import Client, RpcError, TxRejected  # noqa: E402
-from node.testnet import (  # noqa: E402
+from abci_app.codec.tx import build_tx
+from abci_app.pb import bank_pb2, tx_pb2
+from node.keys import Keyring
+from node.rpc import Client, RpcError, TxRejected
+from node.testnet import (
     CHAIN_ID,
     NodeInfo,
     _pid,
@@ -114,6 +114,7 @@ class StormResult:
             "validator_joined": self.joined,
             "unbonded": self.unbonded,
             "seconds": round(self.seconds, 1),
+            "cometbft_outlived_its_app": STATS["comet_outlived_app"],
         }
 
 
@@ -169,6 +170,16 @@ class Sender(threading.Thread):
             except (RpcError, OSError):
                 time.sleep(0.2)  # node down; the tx may or may not have landed: the sequence tells
             time.sleep(0.02)
+
+
+STATS = {"comet_outlived_app": 0}  # kill9-app cases where cometbft was still up 15 s later
+
+
+def _live(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _children(pid: int) -> list[int]:
@@ -227,10 +238,10 @@ def perturb(n: NodeInfo, kind: str, rng: random.Random) -> None:
             comet = _children(pid)
             os.kill(pid, signal.SIGKILL)
             try:  # cometbft loses its ABCI connections and exits by itself
-                _wait("cometbft to exit after its app died", lambda: not any(os.path.exists(f"/proc/{c}") for c in comet), 15)
+                _wait("cometbft to exit after its app died", lambda: not any(_live(c) for c in comet), 15)
             except TimeoutError:
-                pass
-            stop_node(n, kill=True)  # whatever is left of the group
+                STATS["comet_outlived_app"] += 1
+            stop_node(n, kill=True)  # whatever is left of the group (an orphaned cometbft)
         start_node(n)
     elif kind == "kill9-comet":
         if pid:
@@ -266,7 +277,8 @@ def _block_txs(n: NodeInfo, top: int) -> dict[str, int]:
 
 
 def _cli(*args: str) -> str:
-    r = subprocess.run([sys.executable, "-m", "node.cli", *args], capture_output=True, text=True, timeout=120, cwd=str(ROOT))
+    r = subprocess.run([sys.executable, "-m", "node.cli", *args], capture_output=True, text=True, timeout=120,
+                       cwd=str(ROOT), check=False)
     if r.returncode != 0:
         raise RuntimeError(f"loconet {' '.join(args)}: {r.stderr.strip() or r.stdout.strip()}")
     return r.stdout
@@ -325,9 +337,9 @@ def run_storm(cfg: StormConfig, d: Path, log: Any = print) -> StormResult:
             t0 = time.monotonic()
             perturb(victim, kind, rng)
             # the others went on without it (more than 2/3 of the power is still up)
-            _wait("blocks while a node was down", lambda: _max_height(others) > h_before, cfg.catch_up_timeout)
+            _wait("blocks while a node was down", lambda o=others, h=h_before: _max_height(o) > h, cfg.catch_up_timeout)
             target = _max_height(others)
-            _wait(f"{victim.name} to catch up to {target}", lambda: _caught_up(victim, target), cfg.catch_up_timeout)
+            _wait(f"{victim.name} to catch up to {target}", lambda v=victim, t=target: _caught_up(v, t), cfg.catch_up_timeout)
             res.catch_up_s.append(time.monotonic() - t0)
             down.discard(victim.name)
             res.perturbations[kind] = res.perturbations.get(kind, 0) + 1
@@ -394,8 +406,7 @@ def main() -> int:
         with open(ROOT / "benchmarks" / "RESULTS.md", "a") as f:
             f.write(f"\n### Crash storm ({time.strftime('%Y-%m-%d')})\n\n`{cmd}` on {machine}\n\n")
             f.write("| figure | value |\n|---|---|\n")
-            for k, v in s.items():
-                f.write(f"| {k} | {v} |\n")
+            f.writelines(f"| {k} | {v} |\n" for k, v in s.items())
     return 0 if ok else 1
 
 

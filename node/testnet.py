@@ -318,9 +318,38 @@ def start_node(n: NodeInfo) -> int:
 def stop_node(n: NodeInfo, *, kill: bool = False, timeout: float = 20.0) -> bool:
     """SIGTERM (or SIGKILL with ``kill``) to the node's process group; returns whether it ran."""
     pid = _pid(n)
-    if pid is None or not is_running(n):
+    if pid is None:
+        return False
+    if not is_running(n):
+        # the app died alone (kill -9, OOM): its cometbft child may live on in the group,
+        # holding the node's ports; stop what is left of the group
+        left = _group_members(pid)
+        for member in left:
+            try:
+                os.kill(member, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         return False
     return stop_group(pid, kill=kill, timeout=timeout)
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Processes of group ``pgid`` that are loconet's (cometbft or ``node.cli``), from /proc."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
+            if int(fields[2]) != pgid or fields[0] == "Z":
+                continue
+            cmd = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue
+        if "cometbft" in cmd or "node.cli" in cmd:
+            out.append(int(entry.name))
+    return out
 
 
 def stop_group(pid: int, *, kill: bool = False, timeout: float = 20.0) -> bool:

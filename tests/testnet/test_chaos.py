@@ -14,7 +14,7 @@ from node.paths import PROJECT_ROOT
 from node.testnet import load, nodes_of, stop_node
 
 sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
-from chaos import KINDS, StormConfig, run_storm  # noqa: E402
+from chaos import KINDS, StormConfig, run_storm
 
 pytestmark = pytest.mark.integration
 
