@@ -54,8 +54,8 @@ def parse_listen(address: str) -> tuple[str, int]:
     """``127.0.0.1:26661`` / ``:26661`` / ``tcp://0.0.0.0:26661`` -> (host, port)."""
     hostport = address.split("://", 1)[-1]
     host, _, port = hostport.rpartition(":")
-    if not port.isdigit():
-        raise ValueError(f"metrics address {address!r}: write HOST:PORT, e.g. 127.0.0.1:26661")
+    if not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+        raise ValueError(f"metrics address {address!r}: write HOST:PORT with a port in 1..65535, e.g. 127.0.0.1:26661")
     return host or "127.0.0.1", int(port)
 
 
@@ -79,7 +79,7 @@ def serve(registry: CollectorRegistry, address: str) -> tuple[Any, Any]:
     class Handler(WSGIRequestHandler):
         timeout = CLIENT_TIMEOUT_S
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the stdlib's name)
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
     class Server(socketserver.ThreadingMixIn, WSGIServer):

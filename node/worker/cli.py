@@ -22,11 +22,19 @@ def cmd_provider_run(a: argparse.Namespace) -> int:
     if a.behaviour not in BEHAVIOURS:
         raise UsageError(f"--behaviour must be one of {', '.join(BEHAVIOURS)}")
     home = Path(a.home)
+    if a.metrics_listen:
+        from node.metrics import parse_listen
+
+        try:
+            parse_listen(a.metrics_listen)
+        except ValueError as e:
+            raise UsageError(f"--metrics-listen: {e}") from None
     cfg = WorkerConfig(
         home=home, key=a.from_key, nodes=a.node or [DEFAULT_NODE],
         data_dir=Path(a.data_dir) if a.data_dir else home / "worker" / a.from_key,
         listen=a.listen, device=a.device, behaviour=a.behaviour, quota_bytes=a.quota_gib << 30,
         jobs=frozenset(a.job or ()), fee=a.fee, check_hardware=not a.skip_hardware_check,
+        metrics_listen=a.metrics_listen,
     )
     try:
         w = ProviderWorker(cfg)
@@ -66,4 +74,6 @@ def register(root: Any, tx: Any, query: Any) -> None:
                    help="FOR TESTS AND DEMOS ONLY: honest (default), random-root, withhold, lazy-verifier, "
                         "poison; every other value is refused")
     p.add_argument("--skip-hardware-check", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--metrics-listen", metavar="HOST:PORT",
+                   help="serve Prometheus /metrics (blob bytes in/out, training loss, step time, rounds) here")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])

@@ -81,6 +81,17 @@ class WorkerConfig:
     poll_s: float = 2.0
     max_blob_bytes: int = 1 << 31
     check_hardware: bool = True
+    metrics_listen: str | None = None  # HOST:PORT for the worker's Prometheus /metrics (None: off)
+
+
+def _record_training(steps: int, seconds: float, loss: float) -> None:
+    """Prometheus figures of one round's training: the round's mean step time (observed once per
+    step, so the histogram's count is the number of inner steps) and its last loss."""
+    from node.metrics import worker_metrics
+
+    m = worker_metrics()
+    for _ in range(max(steps, 0)):
+        m.step(loss, seconds / max(steps, 1))
 
 
 @dataclass
@@ -193,6 +204,15 @@ class ProviderWorker:
         host, port = self._listen()
         self.server = serve_blobs(self.store, host, port)
         self.follower = ChainFollower(self.cfg.nodes, self._on_events).start()
+        if self.cfg.metrics_listen:
+            from node.metrics import worker_metrics
+
+            try:
+                worker_metrics().serve(self.cfg.metrics_listen)  # blob bytes in/out already counted there
+            except OSError as e:
+                raise WorkerError(f"cannot serve metrics on {self.cfg.metrics_listen}: {e.strerror}; "
+                                  "pick another --metrics-listen") from None
+            log.info("worker metrics on http://%s/metrics", self.cfg.metrics_listen)
         log.info("worker %s (%s, %s) serving blobs on %s:%d, endpoint %s, device %s", self.cfg.key, self.me,
                  self.cfg.behaviour, host, port, self.endpoint, self.device)
 
@@ -421,6 +441,7 @@ class ProviderWorker:
             work = ml.train_round(plan, base, corpus, spec, binding, codec, device=self.device, poison=poison)
             self.stats.trained_s += time.perf_counter() - t0
             self.account("train_s", time.perf_counter() - t1)
+            _record_training(plan.H, time.perf_counter() - t1, work.loss_after / 1000)
             log.info("round %d/%d: trained %d steps on shard %d in %.1fs, loss %.3f -> %.3f, payload %d B",
                      jid, rn, plan.H, spec.shard, time.perf_counter() - t0, work.loss_before / 1000,
                      work.loss_after / 1000, len(work.payload))
@@ -452,6 +473,9 @@ class ProviderWorker:
         self.progress.update(jid, rn, submitted=res["txhash"])
         self.account("committed", time.time())
         self.stats.submitted += 1
+        from node.metrics import worker_metrics
+
+        worker_metrics().round_done(True)
         log.info("round %d/%d: update submitted at height %d (%s)", jid, rn, res["height"], self.cfg.behaviour)
 
     # ------------------------------------------------------------------------- reveal

@@ -34,3 +34,50 @@ def test_provider_run_refuses_bad_input(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["provider", "run", "--help"])
     assert "FOR TESTS AND DEMOS ONLY" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("addr", ["nonsense", "127.0.0.1:70000", "127.0.0.1:²", ":0"])
+def test_invalid_metrics_listen_is_a_usage_error(tmp_path, capsys, addr):
+    from node.keys import Keyring
+
+    Keyring(tmp_path).add("alice")
+    rc = main(["provider", "run", "--home", str(tmp_path), "--from", "alice", "--metrics-listen", addr])
+    err = capsys.readouterr().err
+    assert rc == 1 and "--metrics-listen" in err and "HOST:PORT" in err, err
+
+
+def test_worker_metrics_count_training_and_rounds():
+    """What a scrape of the worker's /metrics shows after one trained and submitted round."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from node.metrics import worker_metrics
+    from node.ports import find_free_base, random_bases
+    from node.worker.worker import _record_training
+
+    m = worker_metrics()  # the process-wide registry the worker records into
+    port = find_free_base(random_bases(30_000, 40_000, 1), [0])
+    server, _ = m.serve(f"127.0.0.1:{port}")
+
+    def scrape() -> dict:
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                for fam in text_string_to_metric_families(body) for s in fam.samples}
+
+    try:
+        before = scrape()
+        _record_training(8, 2.0, 3.25)
+        m.round_done(True)
+        after = scrape()
+    finally:
+        server.shutdown()
+
+    def grew(name: str, labels: tuple = ()) -> float:
+        return after[(name, labels)] - before.get((name, labels), 0.0)
+
+    assert after[("loconet_training_loss", ())] == 3.25
+    assert grew("loconet_training_steps_total") == 8
+    assert grew("loconet_training_step_seconds_count") == 8
+    assert abs(grew("loconet_training_step_seconds_sum") - 2.0) < 1e-9
+    assert grew("loconet_rounds_done_total", (("result", "committed"),)) == 1
