@@ -102,7 +102,9 @@ def target_msg(kind_index: int, msg_bytes: bytes, key_index: int = 0, sequence_d
     try:
         inner = MSG_CLASSES[kind].FromString(msg_bytes)
     except DecodeError:
-        return "not-protobuf"
+        # not a protobuf encoding: fill the message's fields from the bytes instead, so every
+        # input reaches the handlers
+        inner = fill_message(MSG_CLASSES[kind], msg_bytes)
     w = world()
     k = w.keys[key_index % len(w.keys)]
     from abci_app.auth.keeper import get_account
@@ -115,6 +117,67 @@ def target_msg(kind_index: int, msg_bytes: bytes, key_index: int = 0, sequence_d
         return "unbuildable"
     r = _run_tx(w, raw)
     return f"{r.codespace}:{r.code}"
+
+
+# Values an integer field takes from one selector byte (edges first), else the next 8 bytes.
+_INTS = (0, 1, 2, 3, 7, 100, 255, 1 << 31, (1 << 32) - 1, 1 << 32, (1 << 63) - 1, 1 << 63, (1 << 64) - 1)
+_LENS = (0, 20, 32, 1, 19, 21, 31, 33, 64, 8)
+
+
+class _Bytes:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pos = data, 0
+
+    def byte(self) -> int:
+        b = self.data[self.pos] if self.pos < len(self.data) else 0
+        self.pos += 1
+        return b
+
+    def take(self, n: int) -> bytes:
+        out = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+
+def _fill(msg: Any, r: _Bytes, depth: int) -> Any:
+    for f in msg.DESCRIPTOR.fields:
+        n = r.byte() % 4 if f.is_repeated else 1
+        for _ in range(n):
+            t = f.type
+            if t == f.TYPE_MESSAGE:
+                if depth >= 2:
+                    break
+                sub = getattr(msg, f.name).add() if f.is_repeated else getattr(msg, f.name)
+                _fill(sub, r, depth + 1)
+                if not f.is_repeated:
+                    sub.SetInParent()
+                continue
+            sel = r.byte()
+            if t in (f.TYPE_BYTES, f.TYPE_STRING):
+                size = _LENS[sel % len(_LENS)] if sel < 200 else sel - 200
+                raw = r.take(size).ljust(size, b"\x01")
+                v: Any = raw if t == f.TYPE_BYTES else raw.decode("utf-8", "replace")
+            elif t == f.TYPE_BOOL:
+                v = bool(sel & 1)
+            else:
+                v = _INTS[sel % len(_INTS)] if sel < 200 else int.from_bytes(r.take(8), "big")
+                bits = 32 if t in (f.TYPE_UINT32, f.TYPE_INT32, f.TYPE_ENUM, f.TYPE_FIXED32) else 64
+                if t in (f.TYPE_INT32, f.TYPE_INT64, f.TYPE_ENUM):
+                    v = (v % (1 << bits)) - (1 << (bits - 1)) if sel & 1 else v % (1 << (bits - 1))
+                else:
+                    v %= 1 << bits
+            if f.is_repeated:
+                getattr(msg, f.name).append(v)
+            else:
+                setattr(msg, f.name, v)
+    return msg
+
+
+def fill_message(cls: Any, data: bytes) -> Any:
+    """A message of ``cls`` whose fields (in declaration order, nested up to 2 levels) take their
+    values from ``data``: edge integers, addresses and hashes of the right and wrong sizes,
+    arbitrary strings. Deterministic: the same bytes give the same message."""
+    return _fill(cls(), _Bytes(data), 0)
 
 
 def target_frames(stream: bytes, cuts: list[int]) -> str:
