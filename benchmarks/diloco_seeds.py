@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -75,8 +76,15 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true",
                     help="CI-sized: 2 seeds, 240 steps, H 20, one AR lr, one outer pair, two codecs")
     ap.add_argument("--out", default="benchmarks/diloco_seeds_out")
-    ap.add_argument("--results")
+    ap.add_argument("--results", help="RESULTS.md: write / replace this table's section")
+    ap.add_argument("--from-json", help="re-render a saved OUT/table.json (no training)")
     a = ap.parse_args(argv)
+    if a.from_json:
+        md = render(json.loads(Path(a.from_json).read_text()), a.quick)
+        if a.results:
+            write_section(Path(a.results), md)
+        print(md)
+        return 0
     if a.quick:
         a.steps, a.H, a.seeds = 240, 20, "0,1"
         a.ar_lrs, a.outer = "3e-3", "0.7:0.9"
@@ -186,7 +194,8 @@ def main(argv=None) -> int:
     res = {"command": " ".join(sys.argv), "dataset_id": corpus.id, "n_params": P, "workers": W,
            "steps": a.steps, "H": a.H, "seeds": seeds, "batch_size": a.batch_size,
            "model": cfg.to_dict(), "device": a.device, "allreduce_bytes": ar_bytes,
-           "best_ar_lr": best_lr, "elapsed_s": elapsed, "rows": rows}
+           "best_ar_lr": best_lr, "elapsed_s": elapsed, "rows": rows,
+           "machine": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end"}
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "table.json").write_text(json.dumps(res, indent=1, default=str))
@@ -209,7 +218,8 @@ def render(res: dict, quick: bool) -> str:
     L = [HEAD, "",
          ("**REDUCED RUN (`--quick`): too few steps and seeds to decide the 2 % question; it shows "
           "the machinery works, not the answer.**" if quick else ""),
-         f"Command: `{res['command']}` on {res['device']} ({res['elapsed_s']:.0f} s). Dataset "
+         f"Command: `{res['command']}` on {res['device']} ({res.get('machine', '')}; "
+         f"{res['elapsed_s']:.0f} s). Dataset "
          f"`{res['dataset_id'][:16]}…`; model {P:,} parameters ({res['model']['n_layer']} layers, "
          f"width {res['model']['n_embd']}, context {res['model']['block_size']}); {W} workers x "
          f"{res['batch_size']} sequences; {res['steps']} steps per worker (= {res['steps'] // res['H']} "
