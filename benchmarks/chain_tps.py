@@ -9,6 +9,16 @@ the submit call to the moment the block is seen over RPC), and our/kvstore.
 
     .venv/bin/python benchmarks/chain_tps.py --accounts 200 --rate 3000 --duration 20
     .venv/bin/python benchmarks/chain_tps.py --record   # also appends to benchmarks/RESULTS.md
+    .venv/bin/python benchmarks/chain_tps.py --validators 4 --rates 1000,2000,3000 --duration 10 --record
+
+``--validators N`` (N > 1): an N-validator loconet testnet (``node/testnet.py`` create/start_node,
+its config, genesis and app.toml as ``loconet testnet up`` makes them) and an N-validator
+``cometbft --proxy_app=kvstore`` network (N homes from ``cometbft init``, one genesis with the N
+validators, the same config.toml values: LOCAL_TUNING + TESTNET_TUNING, ports by the same
+scheme), one after the other in one run. Each offered rate uses its own fresh accounts (so a
+rate never inherits the previous one's sequence gaps); each account's txs all go to one node
+(account i -> node i mod N, as a real client keeps to one node), blocks are read from node0.
+The single-node row is run first unless ``--no-single``.
 
 All txs are signed before the clock starts, so the client's own signing is not measured.
 """
@@ -44,13 +54,14 @@ from node.paths import cometbft_binary  # noqa: E402
 
 PORTS = Ports(p2p=46656, rpc=46657, abci=46658, metrics=46660)
 RPC = f"http://127.0.0.1:{PORTS.rpc}"
+NET_BASE = {"loconet": 47656, "kvstore": 48656}  # N-validator networks: node i adds 100*i
 
 
-def wait_height(h: int, timeout: float = 60) -> None:
+def wait_height(h: int, timeout: float = 60, rpc: str = RPC) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            r = httpx.get(f"{RPC}/status", timeout=2).json()
+            r = httpx.get(f"{rpc}/status", timeout=2).json()
             if int(r["result"]["sync_info"]["latest_block_height"]) >= h:
                 return
         except Exception:
@@ -59,8 +70,17 @@ def wait_height(h: int, timeout: float = 60) -> None:
     raise SystemExit("node did not produce blocks")
 
 
-def run_load(txs: list[bytes], rate: float, duration: float, batch: int) -> dict:
-    """Send txs at `rate`/s in JSON-RPC batches; watch blocks; return the measurements."""
+def run_load(txs: list[bytes], rate: float, duration: float, batch: int, rpcs: list[str] | None = None,
+             route: list[int] | None = None) -> dict:
+    """Send txs at `rate`/s in JSON-RPC batches; watch blocks; return the measurements.
+    ``rpcs``: the nodes to send to (default the single node); ``route[i]``: the node of txs[i]
+    (a batch only holds txs of one node). Blocks are read from rpcs[0]."""
+    rpcs = rpcs or [RPC]
+    route = route or [0] * len(txs)
+    queues: list[list[bytes]] = [[] for _ in rpcs]
+    for t, r in zip(txs, route):
+        queues[r].append(t)
+    rpc_errors: dict[str, int] = {}
     submitted: dict[bytes, float] = {}
     committed: dict[bytes, float] = {}
     block_log: list[tuple[int, float, int]] = []
@@ -74,7 +94,7 @@ def run_load(txs: list[bytes], rate: float, duration: float, batch: int) -> dict
             raise
 
     def _watch() -> None:
-        with httpx.Client(base_url=RPC, timeout=10) as c:
+        with httpx.Client(base_url=rpcs[0], timeout=10) as c:
             h = int(c.get("/status").json()["result"]["sync_info"]["latest_block_height"]) + 1
             while not stop.is_set():
                 r = c.get("/block", params={"height": h}).json()
@@ -93,24 +113,39 @@ def run_load(txs: list[bytes], rate: float, duration: float, batch: int) -> dict
     time.sleep(0.5)
     t0 = time.monotonic()
     sent = 0
-    with httpx.Client(base_url=RPC, timeout=30, limits=httpx.Limits(max_keepalive_connections=4)) as c:
+    pos = [0] * len(rpcs)
+    clients = [httpx.Client(base_url=u, timeout=30, limits=httpx.Limits(max_keepalive_connections=4)) for u in rpcs]
+    try:
+        k = 0
         while sent < len(txs) and time.monotonic() - t0 < duration:
             due = t0 + sent / rate
             now = time.monotonic()
             if due > now:
                 time.sleep(due - now)
-            chunk = txs[sent : sent + batch]
+            q = k % len(rpcs)
+            k += 1
+            chunk = queues[q][pos[q] : pos[q] + batch]
+            if not chunk:
+                continue
+            pos[q] += len(chunk)
             req = [
                 {"jsonrpc": "2.0", "id": i, "method": "broadcast_tx_async", "params": {"tx": base64.b64encode(t).decode()}}
                 for i, t in enumerate(chunk)
             ]
             ts = time.monotonic()
-            reply = c.post("/", json=req).json()
+            reply = clients[q].post("/", json=req).json()
             if not isinstance(reply, list):
                 raise SystemExit(f"batch refused by the node: {reply}")
+            for item in reply:  # broadcast_tx_async answers before CheckTx; an error here is e.g. a full mempool
+                if item.get("error"):
+                    why = str(item["error"].get("data") or item["error"].get("message"))[:60]
+                    rpc_errors[why] = rpc_errors.get(why, 0) + 1
             for t in chunk:
                 submitted[hashlib.sha256(t).digest()] = ts
             sent += len(chunk)
+    finally:
+        for c in clients:
+            c.close()
     send_time = time.monotonic() - t0
     # drain: wait until no new committed txs for 3 s
     last = len(committed)
@@ -140,6 +175,7 @@ def run_load(txs: list[bytes], rate: float, duration: float, batch: int) -> dict
         "p95_latency_ms": round(lat[int(len(lat) * 0.95) - 1] * 1000, 1) if lat else None,
         "blocks": len(loaded),
         "max_txs_per_block": max((n for _, _, n in loaded), default=0),
+        "rpc_errors": rpc_errors,
     }
 
 
@@ -180,13 +216,8 @@ def bench_loconet(tmp: Path, args: argparse.Namespace) -> dict:
     (home / "config" / "genesis.json").write_text(json.dumps(g))
     total = int(args.rate * args.duration)
     per = -(-total // args.accounts)
-    sink = hashlib.sha256(b"sink").digest()[:20]
     print(f"signing {per * args.accounts} txs...", file=sys.stderr)
-    txs = []
-    for s in range(per):  # round-robin over accounts, each account's sequence in order
-        for k in keys:
-            msg = tx_pb2.Msg(send=bank_pb2.MsgSend(to_address=sink, amount=1))
-            txs.append(build_tx(k, chain_id="bench", msgs=[msg], sequence=s, fee=1))
+    txs = signed_txs(keys, per, "bench")
     return load_node([sys.executable, "-m", "node.cli", "start", "--home", str(home)], home, txs, args)
 
 
@@ -200,25 +231,208 @@ def bench_kvstore(tmp: Path, args: argparse.Namespace, tx_bytes: int) -> dict:
     return load_node([cometbft_binary(), "start", "--home", str(home), "--proxy_app=kvstore"], home, txs, args)
 
 
+# ------------------------------------------------------------------------------- N validators
+
+
+def scrape(url: str, prefixes: tuple[str, ...]) -> dict[str, float]:
+    """Prometheus samples whose name starts with one of ``prefixes`` ({} if the port is down)."""
+    try:
+        text = httpx.get(url, timeout=5).text
+    except httpx.HTTPError:
+        return {}
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith(prefixes):
+            name, _, val = line.rpartition(" ")
+            try:
+                out[name] = float(val)
+            except ValueError:
+                pass
+    return out
+
+
+def counters_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, int]:
+    return {k: int(v - before.get(k, 0)) for k, v in sorted(after.items()) if int(v - before.get(k, 0))}
+
+
+MEMPOOL_METRICS = ("cometbft_mempool_failed_txs", "cometbft_mempool_rejected_txs", "cometbft_mempool_evicted_txs",
+                   "cometbft_mempool_recheck_times", "cometbft_mempool_size ")
+APP_METRICS = ("loconet_txs_total",)
+
+
+def signed_txs(keys: list[Ed25519Signer], per: int, chain_id: str) -> list[bytes]:
+    sink = hashlib.sha256(b"sink").digest()[:20]
+    txs = []
+    for s in range(per):  # round-robin over accounts, each account's sequence in order
+        for k in keys:
+            msg = tx_pb2.Msg(send=bank_pb2.MsgSend(to_address=sink, amount=1))
+            txs.append(build_tx(k, chain_id=chain_id, msgs=[msg], sequence=s, fee=1))
+    return txs
+
+
+def load_network(name: str, homes: list[Path], rpcs: list[str], metrics: list[int], start_all, stop_all,  # noqa: ANN001
+                 loads: list[tuple[float, list[bytes], list[int]]], args: argparse.Namespace) -> list[dict]:
+    """Start the network, run each (rate, txs, route) in turn, stop it. Each row carries the
+    mempool (CometBFT) and CheckTx (app, loconet only) counters of node0 over that rate."""
+    start_all()
+    rows = []
+    try:
+        for r in rpcs:
+            wait_height(2, timeout=120, rpc=r)
+        for rate, txs, route in loads:
+            print(f"loading {name} x{len(rpcs)} at {rate:.0f} tx/s...", file=sys.stderr)
+            m0 = scrape(f"http://127.0.0.1:{metrics[0]}/metrics", MEMPOOL_METRICS)
+            a0 = scrape(f"http://127.0.0.1:{metrics[0] + 1}/metrics", APP_METRICS)
+            res = run_load(txs, rate, args.duration, args.batch, rpcs, route)
+            res["tx_bytes"] = len(txs[0])
+            res["mempool_node0"] = counters_delta(m0, scrape(f"http://127.0.0.1:{metrics[0]}/metrics", MEMPOOL_METRICS))
+            res["app_node0"] = counters_delta(a0, scrape(f"http://127.0.0.1:{metrics[0] + 1}/metrics", APP_METRICS))
+            rows.append(res)
+            print(json.dumps(res), file=sys.stderr)
+    finally:
+        stop_all()
+    return rows
+
+
+def bench_loconet_net(tmp: Path, args: argparse.Namespace, rates: list[float]) -> list[dict]:
+    from node import testnet
+
+    d = tmp / "loconet-net"
+    n = args.validators
+    m = testnet.create(d, n, 0, NET_BASE["loconet"], testnet.parse_params([]))
+    nodes = testnet.nodes_of(m)
+    total_per_rate = [int(r * args.duration) for r in rates]
+    keysets = [[Ed25519Signer(hashlib.sha256(b"bench-%d-%d" % (j, i)).digest()) for i in range(args.accounts)]
+               for j in range(len(rates))]
+    g = json.loads((d / "genesis.json").read_text())
+    g["app_state"]["bank"]["balances"] += [{"address": to_bech32(k.address), "amount": str(10**12)}
+                                          for ks in keysets for k in ks]
+    text = json.dumps(g, indent=2) + "\n"
+    (d / "genesis.json").write_text(text)
+    for node in nodes:
+        (node.path / "config" / "genesis.json").write_text(text)
+    loads = []
+    for rate, total, keys in zip(rates, total_per_rate, keysets):
+        per = -(-total // args.accounts)
+        print(f"signing {per * args.accounts} txs...", file=sys.stderr)
+        txs = signed_txs(keys, per, m["chain_id"])
+        loads.append((rate, txs, [(i % args.accounts) % n for i in range(len(txs))]))
+
+    def start_all() -> None:
+        for node in nodes:
+            testnet.start_node(node)
+
+    def stop_all() -> None:
+        for node in nodes:
+            testnet.stop_node(node)
+
+    return load_network("loconet", [x.path for x in nodes], [x.rpc_url for x in nodes], [x.metrics for x in nodes],
+                        start_all, stop_all, loads, args)
+
+
+def bench_kvstore_net(tmp: Path, args: argparse.Namespace, rates: list[float], tx_bytes: int) -> list[dict]:
+    """N cometbft homes (``cometbft init``), one genesis with the N validators (power 10 each),
+    config.toml as a loconet testnet node's (LOCAL_TUNING + TESTNET_TUNING), ``--proxy_app=kvstore``."""
+    from node import testnet
+    from node.config import set_toml_values
+
+    d = tmp / "kvstore-net"
+    n = args.validators
+    homes = [d / f"node{i}" for i in range(n)]
+    for h in homes:
+        subprocess.run([cometbft_binary(), "init", "--home", str(h)], check=True, capture_output=True)
+    g = json.loads((homes[0] / "config" / "genesis.json").read_text())
+    g["chain_id"] = "kv-net"
+    g["validators"] = []
+    ids = []
+    for i, h in enumerate(homes):
+        pv = json.loads((h / "config" / "priv_validator_key.json").read_text())
+        g["validators"].append({"address": pv["address"], "pub_key": pv["pub_key"], "power": "10", "name": f"node{i}"})
+        ids.append(testnet._node_id(h))
+    ports = [testnet.node_ports(NET_BASE["kvstore"], i) for i in range(n)]
+    for i, h in enumerate(homes):
+        (h / "config" / "genesis.json").write_text(json.dumps(g, indent=2))
+        peers = ",".join(f"{ids[j]}@127.0.0.1:{ports[j].p2p}" for j in range(n) if j != i)
+        tune_cometbft_config(h, f"node{i}", ports[i], persistent_peers=peers)
+        cfg = h / "config" / "config.toml"
+        cfg.write_text(set_toml_values(cfg.read_text(), testnet.TESTNET_TUNING))
+    pad = max(tx_bytes - 20, 1)
+    loads = []
+    for j, rate in enumerate(rates):
+        total = int(rate * args.duration)
+        txs = [f"k{j}-{i:010d}=".encode() + b"v" * pad for i in range(total)]
+        loads.append((rate, txs, [(i % args.accounts) % n for i in range(total)]))
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start_all() -> None:
+        for h in homes:
+            procs.append(start([cometbft_binary(), "start", "--home", str(h), "--proxy_app=kvstore"], h / "node.out"))
+
+    def stop_all() -> None:
+        for p in procs:
+            stop(p)
+
+    return load_network("kvstore", homes, [f"http://127.0.0.1:{p.rpc}" for p in ports], [p.metrics for p in ports],
+                        start_all, stop_all, loads, args)
+
+
+def record_net(args: argparse.Namespace, single: dict | None, ours: list[dict], kv: list[dict]) -> None:
+    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    load = os.getloadavg()[0]
+    cmd = " ".join(["benchmarks/chain_tps.py", *sys.argv[1:]])
+    rows = []
+    if single:
+        for name in ("loconet", "kvstore"):
+            r = single[name]
+            rows.append(f"| {name} x1 | {r['offered_rate']:.0f} | {r['sent']} | {r['committed']} | {r['committed_tps']} | "
+                        f"{r['p50_latency_ms']} | {r['p95_latency_ms']} | {r['max_txs_per_block']} | |")
+    for o, k in zip(ours, kv):
+        ratio = o["committed_tps"] / k["committed_tps"] if k["committed_tps"] else 0.0
+        for name, r in ((f"loconet x{args.validators}", o), (f"kvstore x{args.validators}", k)):
+            rows.append(f"| {name} | {r['offered_rate']:.0f} | {r['sent']} | {r['committed']} | {r['committed_tps']} | "
+                        f"{r['p50_latency_ms']} | {r['p95_latency_ms']} | {r['max_txs_per_block']} | "
+                        f"{f'{ratio:.2f}' if r is o else ''} |")
+    with open(ROOT / "benchmarks" / "RESULTS.md", "a") as f:
+        f.write(
+            f"\n### chain_tps, {args.validators} validators ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {machine}, "
+            f"load average {load:.1f} at the end)\n\n`{cmd}`\n\n"
+            "| network | offered tx/s | sent | committed | committed tx/s | p50 ms | p95 ms | max tx/block | loconet/kvstore |\n"
+            "|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
+        )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--accounts", type=int, default=200)
-    ap.add_argument("--rate", type=float, default=3000, help="offered tx/s")
-    ap.add_argument("--duration", type=float, default=20, help="seconds of load")
+    ap.add_argument("--rate", type=float, default=3000, help="offered tx/s (the single-node row)")
+    ap.add_argument("--rates", default=None, help="offered tx/s for the N-validator rows, comma separated (default --rate)")
+    ap.add_argument("--duration", type=float, default=20, help="seconds of load per offered rate")
     ap.add_argument("--batch", type=int, default=10, help="txs per JSON-RPC batch request (cometbft caps batches at rpc.max_request_batch_size = 10)")
+    ap.add_argument("--validators", type=int, default=1, help="also run an N-validator loconet testnet and an N-validator kvstore network")
+    ap.add_argument("--no-single", action="store_true", help="with --validators N: skip the single-node row")
     ap.add_argument("--record", action="store_true", help="append the figures to benchmarks/RESULTS.md")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="loconet-bench-"))
+    single = None
     try:
-        ours = bench_loconet(tmp, args)
-        kv = bench_kvstore(tmp, args, ours["tx_bytes"])
+        if args.validators <= 1 or not args.no_single:
+            ours = bench_loconet(tmp, args)
+            kv = bench_kvstore(tmp, args, ours["tx_bytes"])
+            ratio = ours["committed_tps"] / kv["committed_tps"] if kv["committed_tps"] else 0.0
+            single = {"loconet": ours, "kvstore": kv, "ratio": round(ratio, 3)}
+            print(json.dumps(single, indent=2))
+        if args.validators > 1:
+            rates = [float(x) for x in (args.rates or str(args.rate)).split(",")]
+            net_ours = bench_loconet_net(tmp, args, rates)
+            net_kv = bench_kvstore_net(tmp, args, rates, net_ours[0]["tx_bytes"])
+            print(json.dumps({"validators": args.validators, "loconet": net_ours, "kvstore": net_kv}, indent=2))
     finally:
         if not os.environ.get("KEEP"):
             shutil.rmtree(tmp, ignore_errors=True)
-    ratio = ours["committed_tps"] / kv["committed_tps"] if kv["committed_tps"] else 0.0
-    out = {"loconet": ours, "kvstore": kv, "ratio": round(ratio, 3)}
-    print(json.dumps(out, indent=2))
-    if args.record:
+    if args.record and args.validators > 1:
+        record_net(args, single, net_ours, net_kv)
+    elif args.record and single:
+        ours, kv, ratio = single["loconet"], single["kvstore"], single["ratio"]
         machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
         cmd = " ".join(["benchmarks/chain_tps.py", *sys.argv[1:]])
         with open(ROOT / "benchmarks" / "RESULTS.md", "a") as f:
@@ -232,7 +446,6 @@ def main() -> int:
                 + f"\nloconet / kvstore = {ratio:.2f}\n"
             )
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,8 +11,11 @@ the Application (``MeteredApplication``) and measures around the ABCI calls.
     loconet_blocks_total                  counter    blocks finalized
     loconet_commits_total                 counter    blocks committed
     loconet_height                        gauge      last committed height
-    loconet_txs_total{stage,codespace,code}  counter txs by result: stage check (CheckTx) or
-                                                     block (FinalizeBlock); code 0 = accepted
+    loconet_txs_total{stage,codespace,code}  counter txs by result: stage check (CheckTx of a
+                                                     new tx), recheck (CometBFT re-checking its
+                                                     mempool after a block: a non-zero code
+                                                     evicts the tx) or block (FinalizeBlock);
+                                                     code 0 = accepted
     loconet_events_total{type}            counter    every event the blocks and txs emitted
     loconet_rounds{phase}                 gauge      open rounds by phase (committed state)
     loconet_verdicts_total{outcome}       counter    decided verdicts (verdict.decided)
@@ -44,6 +47,9 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from abci_app.app import Application
+from abci_app.pb import abci
+
+RECHECK = abci.CheckTxType.Value("RECHECK")  # CometBFT re-checking its mempool after a block
 
 BLOCK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -143,7 +149,8 @@ class MeteredApplication(Application):
     def check_tx(self, req: Any) -> Any:
         res = super().check_tx(req)
         with _never_fatal("check_tx"):
-            self.metrics.txs.labels("check", res.codespace, str(res.code)).inc()
+            stage = "recheck" if req.type == RECHECK else "check"
+            self.metrics.txs.labels(stage, res.codespace, str(res.code)).inc()
         return res
 
     def finalize_block(self, req: Any) -> Any:
