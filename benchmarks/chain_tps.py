@@ -111,41 +111,52 @@ def run_load(txs: list[bytes], rate: float, duration: float, batch: int, rpcs: l
     w = threading.Thread(target=watch, daemon=True)
     w.start()
     time.sleep(0.5)
+    # request bodies are encoded before the clock starts: the client's CPU (it shares the cores
+    # with the nodes) goes to sending, not to base64 and JSON
+    bodies: list[list[tuple[bytes, list[bytes]]]] = []
+    for q in queues:
+        bodies.append([])
+        for i in range(0, len(q), batch):
+            chunk = q[i : i + batch]
+            req = [{"jsonrpc": "2.0", "id": j, "method": "broadcast_tx_async", "params": {"tx": base64.b64encode(t).decode()}}
+                   for j, t in enumerate(chunk)]
+            bodies[-1].append((json.dumps(req).encode(), [hashlib.sha256(t).digest() for t in chunk]))
+    counts = [0] * len(rpcs)
+    lock = threading.Lock()
+
+    def sender(q: int, t0: float) -> None:
+        """One thread per node, each at its share of the rate (HTTP waits release the GIL)."""
+        share = rate * len(queues[q]) / max(len(txs), 1)
+        n = 0
+        with httpx.Client(base_url=rpcs[q], timeout=30, headers={"content-type": "application/json"}) as c:
+            for body, hashes in bodies[q]:
+                if time.monotonic() - t0 >= duration:
+                    break
+                due = t0 + n / share
+                now = time.monotonic()
+                if due > now:
+                    time.sleep(due - now)
+                ts = time.monotonic()
+                reply = c.post("/", content=body).json()
+                if not isinstance(reply, list):
+                    raise SystemExit(f"batch refused by the node: {reply}")
+                with lock:
+                    for item in reply:  # async answers before CheckTx; an error here is e.g. a full mempool
+                        if item.get("error"):
+                            why = str(item["error"].get("data") or item["error"].get("message"))[:60]
+                            rpc_errors[why] = rpc_errors.get(why, 0) + 1
+                    for h in hashes:
+                        submitted[h] = ts
+                n += len(hashes)
+                counts[q] = n
+
     t0 = time.monotonic()
-    sent = 0
-    pos = [0] * len(rpcs)
-    clients = [httpx.Client(base_url=u, timeout=30, limits=httpx.Limits(max_keepalive_connections=4)) for u in rpcs]
-    try:
-        k = 0
-        while sent < len(txs) and time.monotonic() - t0 < duration:
-            due = t0 + sent / rate
-            now = time.monotonic()
-            if due > now:
-                time.sleep(due - now)
-            q = k % len(rpcs)
-            k += 1
-            chunk = queues[q][pos[q] : pos[q] + batch]
-            if not chunk:
-                continue
-            pos[q] += len(chunk)
-            req = [
-                {"jsonrpc": "2.0", "id": i, "method": "broadcast_tx_async", "params": {"tx": base64.b64encode(t).decode()}}
-                for i, t in enumerate(chunk)
-            ]
-            ts = time.monotonic()
-            reply = clients[q].post("/", json=req).json()
-            if not isinstance(reply, list):
-                raise SystemExit(f"batch refused by the node: {reply}")
-            for item in reply:  # broadcast_tx_async answers before CheckTx; an error here is e.g. a full mempool
-                if item.get("error"):
-                    why = str(item["error"].get("data") or item["error"].get("message"))[:60]
-                    rpc_errors[why] = rpc_errors.get(why, 0) + 1
-            for t in chunk:
-                submitted[hashlib.sha256(t).digest()] = ts
-            sent += len(chunk)
-    finally:
-        for c in clients:
-            c.close()
+    threads = [threading.Thread(target=sender, args=(q, t0), daemon=True) for q in range(len(rpcs)) if bodies[q]]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    sent = sum(counts)
     send_time = time.monotonic() - t0
     # drain: wait until no new committed txs for 3 s
     last = len(committed)
@@ -270,6 +281,20 @@ def signed_txs(keys: list[Ed25519Signer], per: int, chain_id: str) -> list[bytes
     return txs
 
 
+def route(count: int, n: int, args: argparse.Namespace) -> list[int]:
+    """The node of each tx: account i -> node i mod n (txs are round-robin over the accounts),
+    or node0 for all with --to-node0."""
+    return [0 if args.to_node0 else (i % args.accounts) % n for i in range(count)]
+
+
+def override_config(home: Path, args: argparse.Namespace) -> None:
+    if args.mempool_size:
+        from node.config import set_toml_values
+
+        cfg = home / "config" / "config.toml"
+        cfg.write_text(set_toml_values(cfg.read_text(), {"mempool": {"size": str(args.mempool_size)}}))
+
+
 def load_network(name: str, homes: list[Path], rpcs: list[str], metrics: list[int], start_all, stop_all,  # noqa: ANN001
                  loads: list[tuple[float, list[bytes], list[int]]], args: argparse.Namespace) -> list[dict]:
     """Start the network, run each (rate, txs, route) in turn, stop it. Each row carries the
@@ -311,12 +336,14 @@ def bench_loconet_net(tmp: Path, args: argparse.Namespace, rates: list[float]) -
     (d / "genesis.json").write_text(text)
     for node in nodes:
         (node.path / "config" / "genesis.json").write_text(text)
+    for node in nodes:
+        override_config(node.path, args)
     loads = []
     for rate, total, keys in zip(rates, total_per_rate, keysets):
         per = -(-total // args.accounts)
         print(f"signing {per * args.accounts} txs...", file=sys.stderr)
         txs = signed_txs(keys, per, m["chain_id"])
-        loads.append((rate, txs, [(i % args.accounts) % n for i in range(len(txs))]))
+        loads.append((rate, txs, route(len(txs), n, args)))
 
     def start_all() -> None:
         for node in nodes:
@@ -356,12 +383,13 @@ def bench_kvstore_net(tmp: Path, args: argparse.Namespace, rates: list[float], t
         tune_cometbft_config(h, f"node{i}", ports[i], persistent_peers=peers)
         cfg = h / "config" / "config.toml"
         cfg.write_text(set_toml_values(cfg.read_text(), testnet.TESTNET_TUNING))
+        override_config(h, args)
     pad = max(tx_bytes - 20, 1)
     loads = []
     for j, rate in enumerate(rates):
         total = int(rate * args.duration)
         txs = [f"k{j}-{i:010d}=".encode() + b"v" * pad for i in range(total)]
-        loads.append((rate, txs, [(i % args.accounts) % n for i in range(total)]))
+        loads.append((rate, txs, route(total, n, args)))
     procs: list[subprocess.Popen[bytes]] = []
 
     def start_all() -> None:
@@ -409,6 +437,8 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=20, help="seconds of load per offered rate")
     ap.add_argument("--batch", type=int, default=10, help="txs per JSON-RPC batch request (cometbft caps batches at rpc.max_request_batch_size = 10)")
     ap.add_argument("--validators", type=int, default=1, help="also run an N-validator loconet testnet and an N-validator kvstore network")
+    ap.add_argument("--to-node0", action="store_true", help="with --validators N: send every tx to node0 (default: account i to node i mod N)")
+    ap.add_argument("--mempool-size", type=int, default=0, help="with --validators N: mempool.size of every node (default LOCAL_TUNING's 20000)")
     ap.add_argument("--no-single", action="store_true", help="with --validators N: skip the single-node row")
     ap.add_argument("--record", action="store_true", help="append the figures to benchmarks/RESULTS.md")
     args = ap.parse_args()

@@ -192,7 +192,7 @@ def _send(args: argparse.Namespace, client: Any, raw: bytes, extra: dict[str, An
     h = client.broadcast_tx_sync(raw)
     if not is_json(args):
         print(f"broadcast {h}, waiting for a block...", file=sys.stderr)
-    res = client.wait_for_tx(h)
+    res = client.wait_for_tx(h, resubmit=[raw])  # a tx that left the mempool without a block is sent again
     evs = events_of(res["tx_result"].get("events"))
     for name, (etype, attr) in (from_events or {}).items():
         for e in evs:

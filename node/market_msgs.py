@@ -258,9 +258,11 @@ def send_tx(client: Any, signer: Any, msgs: list[Any], *, fee: int = 100, wait: 
     """Sign ``msgs`` with the account's current sequence, broadcast_tx_sync and (``wait``) wait
     for the block. A tx refused for a wrong sequence (another tx of this account landed in
     between) is re-signed with the fresh sequence, up to ``sequence_retries`` times; any other
-    rejection raises ``node.rpc.TxRejected``. ``on_broadcast(txhash)`` is called once CheckTx
-    passed. Returns {"txhash", "height"} (height 0 if not
-    waited)."""
+    rejection raises ``node.rpc.TxRejected``. While waiting, a tx that left the mempool without
+    a block (dropped or evicted: ``Client.wait_for_tx``) is broadcast again, and re-signed if
+    its sequence was taken meanwhile. ``on_broadcast(txhash)`` is called once CheckTx passed.
+    Returns {"txhash", "height", "tx"} (height 0 if not waited; "tx" = the signed bytes, for
+    ``wait_for_tx(..., resubmit=[tx])`` when the caller waits itself)."""
     from abci_app.codec.address import to_bech32
     from abci_app.codec.tx import build_tx
     from node.rpc import TxRejected
@@ -274,9 +276,9 @@ def send_tx(client: Any, signer: Any, msgs: list[Any], *, fee: int = 100, wait: 
             if on_broadcast is not None:
                 on_broadcast(tx_hash)
             if not wait:
-                return {"txhash": tx_hash, "height": 0}
-            res = client.wait_for_tx(tx_hash, timeout=timeout)
-            return {"txhash": tx_hash, "height": int(res["height"])}
+                return {"txhash": tx_hash, "height": 0, "tx": raw}
+            res = client.wait_for_tx(tx_hash, timeout=timeout, resubmit=[raw])
+            return {"txhash": tx_hash, "height": int(res["height"]), "tx": raw}
         except TxRejected as e:
             if (e.codespace, e.code) != WRONG_SEQUENCE or attempt == sequence_retries:
                 raise

@@ -18,11 +18,13 @@ import json
 import socket
 import time
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, Self
 
 import httpx
 
 DEFAULT_NODE = "http://127.0.0.1:26657"
+RESUBMIT_AFTER_S = 5.0  # wait_for_tx: rebroadcast a tx not in a block this long after its submission (~5 blocks)
 MAX_RESPONSE_BYTES = 256 << 20  # a block of CometBFT's largest size (100 MiB) in base64 JSON fits
 
 
@@ -93,6 +95,7 @@ class Client:
     answers = 0  # JSON-RPC answers received by this process (any client)
     def __init__(self, url: str = DEFAULT_NODE, timeout: float = 10.0, transport: httpx.BaseTransport | None = None) -> None:
         self.url = normalize_url(url)
+        self.resubmitted = 0  # txs broadcast again by wait_for_tx (they had left the mempool)
         try:
             self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
         except httpx.InvalidURL as e:  # http://[::1, HOST:abc: a one-line error, not a traceback
@@ -182,9 +185,22 @@ class Client:
                 return None
             raise
 
-    def wait_for_tx(self, tx_hash: str, timeout: float = 30.0) -> dict[str, Any]:
-        """Wait until the tx is in a block; raise TxRejected if the block rejected it."""
+    def wait_for_tx(self, tx_hash: str, timeout: float = 30.0, resubmit: Sequence[bytes] = (),
+                    resubmit_after: float = RESUBMIT_AFTER_S) -> dict[str, Any]:
+        """Wait until the tx is in a block; raise TxRejected if the block rejected it.
+
+        A tx that passed CheckTx can still leave the mempool without a block: dropped when the
+        mempool filled up between CheckTx and insertion, evicted on recheck (an earlier tx of the
+        same account was dropped, so its sequence no longer follows), or lost with a node
+        restart (the mempool is not persisted). ``resubmit`` = the signed bytes of this tx, then
+        those of the same account's later txs in order: when the tx is not in a block
+        ``resubmit_after`` seconds after the last submission, they are broadcast again, the
+        same bytes (same hash, same sequence: at most one copy can ever execute). A copy still
+        pending answers "already in cache" and is left alone. If the tx's sequence was taken by
+        another tx meanwhile, the rebroadcast is refused with TxRejected (wrong sequence): the
+        caller re-signs (``node.market_msgs.send_tx`` does)."""
         deadline = time.monotonic() + timeout
+        next_submit = time.monotonic() + resubmit_after
         while True:
             res = self.tx(tx_hash)
             if res is not None:
@@ -193,8 +209,29 @@ class Client:
                     raise TxRejected(int(r["code"]), r.get("codespace", ""), r.get("log", ""), f"block {res['height']}")
                 return res
             if time.monotonic() > deadline:
-                raise RpcError(f"tx {tx_hash} not in a block after {timeout:.0f}s")
+                raise RpcError(f"tx {tx_hash} not in a block after {timeout:.0f}s"
+                               + (f" ({self.resubmitted} rebroadcasts)" if resubmit else ""))
+            if resubmit and time.monotonic() >= next_submit:
+                self._rebroadcast(tx_hash, resubmit)
+                next_submit = time.monotonic() + resubmit_after
             time.sleep(0.1)
+
+    def _rebroadcast(self, tx_hash: str, raws: Sequence[bytes]) -> None:
+        """broadcast_tx_sync each of ``raws`` again, in order (wait_for_tx). The first is the
+        awaited tx: its wrong-sequence refusal is raised unless it landed meanwhile."""
+        for i, raw in enumerate(raws):
+            try:
+                self.broadcast_tx_sync(raw)
+                self.resubmitted += 1
+            except TxRejected:
+                if i == 0 and self.tx(tx_hash) is None:
+                    raise
+                return  # a later tx refused: the rest cannot follow it; retried next time
+            except NodeUnreachable:
+                raise
+            except RpcError as e:  # "tx already exists in cache" (still pending), "mempool is full"
+                if "full" in str(e):
+                    return
 
     # -- state ----------------------------------------------------------------------------------
     def abci_query(self, path: str, data: bytes = b"", height: int = 0, prove: bool = False) -> QueryResult:

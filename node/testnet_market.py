@@ -123,9 +123,9 @@ def _send_all(rpc: str, d: Path, batch: list[tuple[str, Any]]) -> None:
 
     kr = Keyring(d)
     with Client(rpc) as c:
-        hashes = [send_tx(c, kr.get(k).signer, [msg], wait=False)["txhash"] for k, msg in batch]
-        for h in hashes:
-            c.wait_for_tx(h, timeout=60)
+        sent = [send_tx(c, kr.get(k).signer, [msg], wait=False) for k, msg in batch]
+        for s in sent:  # one tx per account: a tx that left the mempool is broadcast again
+            c.wait_for_tx(s["txhash"], timeout=60, resubmit=[s["tx"]])
 
 
 def register_providers(d: Path, rpc: str, workers: list[WorkerInfo]) -> None:
