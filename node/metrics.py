@@ -115,8 +115,11 @@ class NodeMetrics:
         self.slashed = Counter("loconet_slashed_uloco", "uloco slashed by kind", ["kind"], registry=registry)
 
     def observe_events(self, events: Any) -> None:
-        for e in events:
-            self.events.labels(e.type).inc()
+        counts: dict[str, int] = {}
+        for e in events:  # one labelled increment per event type, not per event (per-tx cost)
+            counts[e.type] = counts.get(e.type, 0) + 1
+            if e.type != "verdict.decided" and e.type not in SLASH_EVENTS and "slash" not in e.type:
+                continue
             attrs = {a.key: a.value for a in e.attributes}
             if e.type == "verdict.decided":
                 self.verdicts.labels(attrs.get("outcome", "?")).inc()
@@ -125,6 +128,8 @@ class NodeMetrics:
                 amount = attrs.get("amount") or attrs.get("slashed") or ""
                 if amount.isdigit():
                     self.slashed.labels(e.type).inc(int(amount))
+        for kind, n in counts.items():
+            self.events.labels(kind).inc(n)
 
 
 @contextlib.contextmanager
@@ -145,12 +150,16 @@ class MeteredApplication(Application):
     def __init__(self, *args: Any, metrics: NodeMetrics, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.metrics = metrics
+        self._check_counters: dict[tuple[str, str, int], Any] = {}
 
     def check_tx(self, req: Any) -> Any:
         res = super().check_tx(req)
         with _never_fatal("check_tx"):
-            stage = "recheck" if req.type == RECHECK else "check"
-            self.metrics.txs.labels(stage, res.codespace, str(res.code)).inc()
+            key = ("recheck" if req.type == RECHECK else "check", res.codespace, res.code)
+            child = self._check_counters.get(key)
+            if child is None:  # the labelled child, looked up once per (stage, code)
+                child = self._check_counters[key] = self.metrics.txs.labels(key[0], key[1], str(key[2]))
+            child.inc()
         return res
 
     def finalize_block(self, req: Any) -> Any:
@@ -160,10 +169,14 @@ class MeteredApplication(Application):
             m = self.metrics
             m.block_seconds.observe(time.perf_counter() - t0)
             m.blocks.inc()
-            for r in res.tx_results:
-                m.txs.labels("block", r.codespace, str(r.code)).inc()
-                m.observe_events(r.events)
-            m.observe_events(res.events)
+            codes: dict[tuple[str, int], int] = {}
+            events = list(res.events)
+            for r in res.tx_results:  # counted first, then one labelled increment per code
+                codes[(r.codespace, r.code)] = codes.get((r.codespace, r.code), 0) + 1
+                events.extend(r.events)
+            for (codespace, code), n in codes.items():
+                m.txs.labels("block", codespace, str(code)).inc(n)
+            m.observe_events(events)
         return res
 
     def commit(self, req: Any) -> Any:
