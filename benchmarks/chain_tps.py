@@ -370,8 +370,8 @@ def bench_kvstore_net(tmp: Path, args: argparse.Namespace, rates: list[float], t
         subprocess.run([cometbft_binary(), "init", "--home", str(h)], check=True, capture_output=True)
     g = json.loads((homes[0] / "config" / "genesis.json").read_text())
     g["chain_id"] = "kv-net"
-    if hasattr(testnet, "BLOCK_MAX_BYTES"):  # the same block bound as a loconet testnet's genesis
-        g["consensus_params"]["block"]["max_bytes"] = str(testnet.BLOCK_MAX_BYTES)
+    if hasattr(testnet, "bound_blocks"):  # the same block bound as a loconet testnet's genesis
+        testnet.bound_blocks(g)
     g["validators"] = []
     ids = []
     for i, h in enumerate(homes):

@@ -59,6 +59,21 @@ TESTNET_TUNING: dict[str, dict[str, str]] = {
 }
 
 
+# Bounded blocks: a proposer takes at most this many tx bytes from its mempool (CometBFT's default,
+# 21 MiB, takes the whole mempool: under a backlog every node then executes blocks of 5,000-9,000
+# transfers and block time and latency grow with the backlog; benchmarks/RESULTS.md). 256 KiB is
+# ~1,650 signed transfers (151 B + framing), i.e. ~3,000 tx/s at the 0.5 s block-time floor; the
+# largest tx (64 KiB, abci_app.codec.tx.MAX_TX_BYTES) still fits four times. CometBFT requires
+# evidence.max_bytes <= block.max_bytes (default 1 MiB): a quarter, ~100 duplicate-vote evidences.
+BLOCK_MAX_BYTES = 256 * 1024
+
+
+def bound_blocks(genesis: dict[str, Any]) -> None:
+    """Set BLOCK_MAX_BYTES (and the evidence bound under it) in a genesis document's consensus params."""
+    genesis["consensus_params"]["block"]["max_bytes"] = str(BLOCK_MAX_BYTES)
+    genesis["consensus_params"]["evidence"]["max_bytes"] = str(BLOCK_MAX_BYTES // 4)
+
+
 # app.toml of every node: a state-sync snapshot every 20 blocks (~10 s); small chunks, so a local
 # net's few-KiB state is served and verified in several chunks
 TESTNET_APP: dict[str, int] = {"snapshot_interval": 20, "snapshot_chunk_bytes": 1024}
@@ -218,6 +233,7 @@ def create(d: Path, validators: int, accounts: int, base_port: int, params: dict
     # CometBFT drops evidence older than this; keep it equal to the app's own limit
     age = params.get("slashing", {}).get("max_evidence_age_blocks", TESTNET_PARAMS["slashing"]["max_evidence_age_blocks"])
     genesis["consensus_params"]["evidence"]["max_age_num_blocks"] = str(age)
+    bound_blocks(genesis)
     # vote extensions from the first block: validators sign settlement checkpoints in ExtendVote
     genesis["consensus_params"]["abci"]["vote_extensions_enable_height"] = "1"
     genesis["app_state"] = {
