@@ -58,6 +58,14 @@ DRAIN_QUIET_S = 15.0
 NET_BASE = {"loconet": 47656, "kvstore": 48656}  # N-validator networks: node i adds 100*i
 
 
+def net_base(name: str, n: int) -> int:
+    """NET_BASE[name] if its ports are free for n nodes, else a free random base (a shared machine)."""
+    from node.ports import find_free_base, random_bases
+
+    offsets = [100 * i + o for i in range(n) for o in (0, 1, 4, 5)]
+    return find_free_base([NET_BASE[name], *random_bases(20000, 60000, 10)], offsets)
+
+
 def wait_height(h: int, timeout: float = 60, rpc: str = RPC) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -324,7 +332,7 @@ def bench_loconet_net(tmp: Path, args: argparse.Namespace, rates: list[float]) -
 
     d = tmp / "loconet-net"
     n = args.validators
-    m = testnet.create(d, n, 0, NET_BASE["loconet"], testnet.parse_params([]))
+    m = testnet.create(d, n, 0, net_base("loconet", n), testnet.parse_params([]))
     nodes = testnet.nodes_of(m)
     total_per_rate = [int(r * args.duration) for r in rates]
     keysets = [[Ed25519Signer(hashlib.sha256(b"bench-%d-%d" % (j, i)).digest()) for i in range(args.accounts)]
@@ -378,7 +386,8 @@ def bench_kvstore_net(tmp: Path, args: argparse.Namespace, rates: list[float], t
         pv = json.loads((h / "config" / "priv_validator_key.json").read_text())
         g["validators"].append({"address": pv["address"], "pub_key": pv["pub_key"], "power": "10", "name": f"node{i}"})
         ids.append(testnet._node_id(h))
-    ports = [testnet.node_ports(NET_BASE["kvstore"], i) for i in range(n)]
+    base = net_base("kvstore", n)
+    ports = [testnet.node_ports(base, i) for i in range(n)]
     for i, h in enumerate(homes):
         (h / "config" / "genesis.json").write_text(json.dumps(g, indent=2))
         peers = ",".join(f"{ids[j]}@127.0.0.1:{ports[j].p2p}" for j in range(n) if j != i)
