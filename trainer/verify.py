@@ -456,6 +456,7 @@ def verify_challenge(
     carried: Carried | None = None,
     ef_decay: float = 1.0,
     stop_at_first: bool = True,
+    device: str = "cpu",
 ) -> ChallengeVerdict:
     """Start check, payload check, then the drawn segments (cheap checks first; by default
     stop at the first failure, as one failure is enough for an invalid vote)."""
@@ -488,7 +489,7 @@ def verify_challenge(
             return out
     for s in sorted(set(ch.segments)):
         v = verify_segment(ch.states[s], spec, k, ch.states[s + 1], corpus=corpus, tolerance=tolerance,
-                           base_model_hash=ch.binding.base_model_hash, inner=inner, model=model)
+                           base_model_hash=ch.binding.base_model_hash, inner=inner, model=model, device=device)
         out.segments[s] = v
         if not v.valid and out.valid:
             out.valid, out.reason = False, f"segment {s}: {v.reason}"

@@ -46,9 +46,10 @@ DEFAULT_MIN_RATE_BPS = 256 * 1024
 
 
 def blob_url(location: str, h: str) -> str:
-    """The URL of blob ``h`` at ``location`` (a base URL or a full ``.../blob/HASH`` URL)."""
+    """The URL of blob ``h`` at ``location`` (a base URL or a full ``.../blob/HASH`` URL; a query,
+    e.g. the ``?trace=HASH`` a worker's reveal adds, is dropped)."""
     check_hash(h)
-    loc = location.strip()
+    loc = location.strip().split("?", 1)[0]
     if not loc.lower().startswith(("http://", "https://")):
         raise PeerUnavailable(f"not an http(s) URL: {location!r}", location)
     tail = loc.rstrip("/").rsplit("/", 2)

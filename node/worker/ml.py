@@ -35,7 +35,7 @@ from trainer.diloco import OuterConfig, OuterOptimizer, aggregate
 from trainer.model import GPT, GPTConfig
 from trainer.portable_init import config_from_job
 from trainer.state import InnerConfig, evaluate, model_payload
-from trainer.verify import Verdict, quality_score, verify_segment
+from trainer.verify import Challenge, ChallengeVerdict, Verdict, quality_score, verify_challenge, verify_segment
 
 OUTER_LR = 1.0  # stateless outer SGD (see the module docstring)
 MAX_QUALITY = 10_000
@@ -186,6 +186,42 @@ def verify(plan: JobPlan, start: bytes, end: bytes, spec: ShardSpec, *, start_ha
     return verify_segment(start, spec, plan.k, end, corpus=corpus, tolerance=plan.tolerance,
                           expected_start_hash=start_hash, expected_end_hash=end_hash,
                           base_model_hash=base_model_hash, inner=plan.inner, model=plan.model, device=device)
+
+
+def trace_list_bytes(trace: list[bytes]) -> bytes:
+    """The trace list blob a provider serves: its trace entries' 32-byte state hashes, in order.
+    Self-checking: the verifier recomputes the bound trace root from it (abci_app/merkle.py)."""
+    return b"".join(trace)
+
+
+def parse_trace_list(buf: bytes) -> list[bytes]:
+    """The state hashes of a trace list blob; ValueError if it is not a whole number of hashes."""
+    if not buf or len(buf) % 32:
+        raise ValueError(f"trace list of {len(buf)} bytes is not a list of 32-byte hashes")
+    return [bytes(buf[i:i + 32]) for i in range(0, len(buf), 32)]
+
+
+def fresh_carry_bytes() -> bytes:
+    """The carry bytes every network round starts with (empty error-feedback carry)."""
+    from trainer.carry import carry_bytes
+    from trainer.compression import CompressionState
+
+    return carry_bytes(CompressionState())
+
+
+def verify_round(plan: JobPlan, spec: ShardSpec, *, segments: list[int], trace: list[bytes], states: dict[int, bytes],
+                 carry: bytes, payload: bytes | None, trace_root: bytes, update_root: bytes, binding: Binding,
+                 corpus: Corpus, device: str = "cpu") -> ChallengeVerdict:
+    """The full check of one challenged commitment (trainer.verify.verify_challenge): the
+    served trace list gives the committed trace root, trace entry 0 is the pinned fresh start
+    (base model, step 0, zero moments, empty carry, the assigned shard), the committed payload
+    is compress(θ_base − θ_H + e_prev) of the trace's last entry, and every opened segment
+    re-executes (the job's determinism mode). ``states`` holds entries 0, H/k and each opened
+    segment's two entries. Stops at the first failure."""
+    ch = Challenge(segments=sorted(set(segments)), trace=list(trace), states=states, carry=carry,
+                   trace_root=trace_root, update_root=update_root, binding=binding, payload=payload)
+    return verify_challenge(ch, spec, corpus=corpus, k=plan.k, H=plan.H, inner=plan.inner, model=plan.model,
+                            tolerance=plan.tolerance, device=device)
 
 
 def quality(plan: JobPlan, base_bytes: bytes, payload: bytes, corpus: Corpus) -> int:

@@ -454,8 +454,20 @@ class ProviderWorker:
         payload_hash = self.store.put_bytes(work.payload, tier="hot", round_key=rk)
         trace = [self.store.put_bytes(s, tier="temp", round_key=rk) for s in work.states]
         assert trace == [t.hex() for t in work.trace]
+        self._store_trace_list(jid, rn, work.trace)
         self.progress.update(jid, rn, payload=payload_hash, trace=trace, tokens=work.tokens,
                              loss_before=work.loss_before, loss_after=work.loss_after)
+
+    def _store_trace_list(self, jid: int, rn: int, trace: Sequence[bytes]) -> str:
+        """Store what a verifier needs beyond the opened segments: the trace list (every state's
+        hash, so entries 0 and H/k can be fetched and proven against the trace root) and the
+        round's starting carry bytes (empty: every network round starts fresh). Returns the
+        trace list's hash, which the reveal's locations name (``?trace=HASH``)."""
+        from node.worker import ml
+
+        rk = f"{jid}/{rn}"
+        self.store.put_bytes(ml.fresh_carry_bytes(), tier="temp", round_key=rk)
+        return self.store.put_bytes(ml.trace_list_bytes(list(trace)), tier="temp", round_key=rk)
 
     def _submit(self, r: dict[str, Any], prog: dict[str, Any]) -> None:
         jid, rn = int(r["job_id"]), int(r["round"])
@@ -490,7 +502,8 @@ class ProviderWorker:
         ch = me["challenge"]
         todo = [s for s in (ch.get("segments") or [ch["segment"]]) if s not in (ch.get("opened") or [])]
         hashes = [bytes.fromhex(h) for h in trace]
-        msgs = [build_reveal_from_trace(jid, rn, int(s), hashes, self._loc(trace[s]), self._loc(trace[s + 1]),
+        q = f"?trace={self._store_trace_list(jid, rn, hashes)}"  # idempotent: the blob is content-addressed
+        msgs = [build_reveal_from_trace(jid, rn, int(s), hashes, self._loc(trace[s]) + q, self._loc(trace[s + 1]) + q,
                                         provider=self.me_bytes, base_model=bytes.fromhex(r["base_model_hash"]))
                 for s in todo]
         if not msgs:
@@ -538,14 +551,21 @@ class ProviderWorker:
 
     def judge(self, job: dict[str, Any], r: dict[str, Any], t: dict[str, Any],
               height: int) -> tuple[bool, int, bytes, str] | None:
-        """(valid, quality, evidence, why) for the target's opened segments: VALID only if every
-        one re-executes to its revealed end state (the job's determinism mode). Evidence =
-        abci_app.jobs.incentives.compute_evidence of the end states the re-execution reached (=
-        the revealed ones when valid). None while the states cannot be fetched (a few tries);
-        then INVALID: revealing commits the provider to serving them."""
+        """(valid, quality, evidence, why) for the target's commitment: VALID only if the full
+        check passes (ml.verify_round: the served trace list gives the committed trace root,
+        entry 0 is the pinned fresh start, the committed payload is compress(θ_base − θ_H +
+        e_prev) of entry H/k, every opened segment re-executes in the job's determinism mode).
+        Evidence = abci_app.jobs.incentives.compute_evidence of the end states the re-execution
+        reached (= the revealed ones when valid; anything else when invalid). None while the
+        blobs cannot be fetched (a few tries); then INVALID: revealing commits the provider to
+        serving its trace list, entries 0 and H/k, the opened states and its payload."""
+        from urllib.parse import parse_qs, urlsplit
+
         from abci_app.jobs.incentives import compute_evidence
         from node.blobs import BlobError
         from node.worker import ml
+        from trainer.carry import EMPTY_CARRY_HASH
+        from trainer.commit import KIND_STATE, Binding, PayloadError, decode_meta
 
         jid, rn = int(r["job_id"]), int(r["round"])
         target = t["address"]
@@ -563,41 +583,64 @@ class ProviderWorker:
                 ev = compute_evidence(reached + [b"\x00" * 32])
             return False, 0, ev, why
 
+        named = {v for o in openings for loc in (o["start_location"], o["end_location"])
+                 for v in parse_qs(urlsplit(loc).query).get("trace", [])}
+        if len(named) != 1 or len(next(iter(named))) != 64:
+            return invalid("the reveal names no single trace list (?trace=HASH): entries 0 and H/k cannot "
+                           "be checked", [hashlib.sha256(b"no trace list").digest()])
+        list_hash = next(iter(named)).lower()
         endpoint = self._endpoint_of(target)
         rk = f"{jid}/{rn}"
         sources = list(job["spec"].get("blob_sources") or [])
+        c = t["commitment"]
+        n = plan.H // plan.k
+        states: dict[int, bytes] = {}
         try:
-            states = [(o, self.fetch(o["start_state_hash"], [o["start_location"], endpoint], tier="temp", round_key=rk),
-                       self.fetch(o["end_state_hash"], [o["end_location"], endpoint], tier="temp", round_key=rk))
-                      for o in openings]
+            trace = ml.parse_trace_list(self.fetch(list_hash, [endpoint], tier="temp", round_key=rk))
+            for o in openings:
+                s = int(o["segment"])
+                states[s] = self.fetch(o["start_state_hash"], [o["start_location"], endpoint], tier="temp", round_key=rk)
+                states[s + 1] = self.fetch(o["end_state_hash"], [o["end_location"], endpoint], tier="temp", round_key=rk)
+            if len(trace) == n + 1:
+                for i in (0, n):
+                    if i not in states:
+                        states[i] = self.fetch(trace[i].hex(), [endpoint], tier="temp", round_key=rk)
+            carry = ml.fresh_carry_bytes()
+            if n in states:
+                named_carry = decode_meta(states[n], expected_kind=KIND_STATE).get("carry")
+                if isinstance(named_carry, str) and named_carry != EMPTY_CARRY_HASH.hex():
+                    carry = self.fetch(named_carry, [endpoint], tier="temp", round_key=rk)
+            payload = self._payload(r, t, rk)
         except BlobError as e:
             key = f"{jid}/{rn}/{target}"
-            n = self._fetch_failures[key] = self._fetch_failures.get(key, 0) + 1
+            nf = self._fetch_failures[key] = self._fetch_failures.get(key, 0) + 1
             last_chance = height >= int(r["windows"]["verdict_end"]) - 1
-            if n < FETCH_ATTEMPTS_BEFORE_INVALID and not last_chance:
+            if nf < FETCH_ATTEMPTS_BEFORE_INVALID and not last_chance:
                 raise
-            return invalid(f"revealed states unavailable: {e}", [hashlib.sha256(b"unavailable").digest()])
+            return invalid(f"revealed blobs unavailable: {e}", [hashlib.sha256(b"unavailable").digest()])
+        except (ValueError, PayloadError) as e:  # a trace list or end state that is not what it must be
+            return invalid(f"served trace is malformed: {e}", [hashlib.sha256(str(e).encode()).digest()])
         corpus = self._corpus(plan.dataset_id, sources)
         spec = plan.shard_spec(rn, target, int(t["shard"]))
-        reached: list[bytes] = []
-        why = "no segment opened"
-        for o, start, end in states:
-            v = ml.verify(plan, start, end, spec, start_hash=bytes.fromhex(o["start_state_hash"]),
-                          end_hash=bytes.fromhex(o["end_state_hash"]),
-                          base_model_hash=bytes.fromhex(r["base_model_hash"]), corpus=corpus, device=self.device)
-            why = f"segment {o['segment']}: {v.reason}"
-            reached.append(bytes.fromhex(v.reexecuted_hash) if len(v.reexecuted_hash) == 64
-                           else hashlib.sha256(v.reason.encode()).digest())
-            if not v.valid:
-                return invalid(why, reached)
+        binding = Binding(from_bech32(target), jid, rn, bytes.fromhex(r["base_model_hash"]))
+        try:
+            v = ml.verify_round(plan, spec, segments=[int(o["segment"]) for o in openings], trace=trace, states=states,
+                                carry=carry, payload=payload, trace_root=bytes.fromhex(c["trace_root"]),
+                                update_root=bytes.fromhex(c["update_root"]), binding=binding, corpus=corpus,
+                                device=self.device)
+        except (ValueError, KeyError, IndexError, PayloadError) as e:  # verify_challenge should not raise; never vote valid on it
+            return invalid(f"verification failed: {e}", [hashlib.sha256(str(e).encode()).digest()])
+        reached = [bytes.fromhex(sv.reexecuted_hash) if len(sv.reexecuted_hash) == 64
+                   else hashlib.sha256(sv.reason.encode()).digest() for _, sv in sorted(v.segments.items())]
+        if not v.valid:
+            return invalid(v.reason, reached or [hashlib.sha256(v.reason.encode()).digest()])
         q = 1
         try:
-            payload = self._payload(r, t, rk)
             if payload is not None:
                 q = ml.quality(plan, self.fetch(r["base_model_hash"], sources), payload, corpus)
         except Exception as e:  # noqa: BLE001 (a peer's or the chain's answer must never stop the worker)
             log.info("quality of %s: payload not scored (%s); valid at quality 1", target, e)
-        return True, q, expected, f"{len(states)} segment(s) re-executed; last {why}"
+        return True, q, expected, v.reason
 
     def _endpoint_of(self, address: str) -> str:
         try:

@@ -62,6 +62,7 @@ def test_fetch_stores_and_reuses(served: tuple[BlobStore, BlobServer], make_stor
 def test_full_blob_url_is_accepted_but_not_one_for_another_hash() -> None:
     assert blob_url("http://h:1/", H) == f"http://h:1/blob/{H}"
     assert blob_url(f"http://h:1/blob/{H}", H) == f"http://h:1/blob/{H}"
+    assert blob_url(f"http://h:1/blob/{H}?trace={'0' * 64}", H) == f"http://h:1/blob/{H}"  # a reveal's query
     with pytest.raises(PeerUnavailable):
         blob_url(f"http://h:1/blob/{sha(b'other')}", H)
     with pytest.raises(PeerUnavailable):
