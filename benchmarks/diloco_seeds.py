@@ -39,6 +39,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.diloco_table import write_section as _write_section  # noqa: E402
+
 from trainer.batched import RunConfig, heldout_full, run, tokens_to_reach  # noqa: E402
 from trainer.data import Corpus, default_corpus_bytes  # noqa: E402
 from trainer.model import GPTConfig  # noqa: E402
@@ -249,14 +251,7 @@ def render(res: dict, quick: bool) -> str:
 
 
 def write_section(path: Path, md: str) -> None:
-    text = path.read_text() if path.exists() else "# Benchmark results\n\n"
-    if HEAD in text:
-        pre, _, rest = text.partition(HEAD)
-        nxt = rest.find("\n## ")
-        text = pre + md + (rest[nxt + 1:] if nxt >= 0 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + md
-    path.write_text(text)
+    _write_section(path, md, HEAD)
 
 
 if __name__ == "__main__":

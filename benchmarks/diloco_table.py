@@ -337,8 +337,8 @@ def render(res: dict, out: Path) -> str:
     return "\n".join(L)
 
 
-def write_section(path: Path, md: str) -> None:
-    head = "## Trainer: DiLoCo table"
+def write_section(path: Path, md: str, head: str = "## Trainer: DiLoCo table") -> None:
+    """Write ``md`` as the section that starts with ``head`` (replacing it, or appended)."""
     text = path.read_text() if path.exists() else "# Benchmark results\n\n"
     if head in text:
         pre, _, rest = text.partition(head)

@@ -16,6 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.diloco_table import write_section as _write_section  # noqa: E402
+
 from trainer.compression import make_codec  # noqa: E402
 from trainer.netmodel import speedup, step_time_for  # noqa: E402
 
@@ -81,14 +83,7 @@ def render(a) -> str:
 
 
 def write_section(path: Path, md: str) -> None:
-    text = path.read_text() if path.exists() else "# Benchmark results\n\n"
-    if HEAD in text:
-        pre, _, rest = text.partition(HEAD)
-        nxt = rest.find("\n## ")
-        text = pre + md + (rest[nxt + 1:] if nxt >= 0 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + md
-    path.write_text(text)
+    _write_section(path, md, HEAD)
 
 
 def main(argv=None) -> int:
