@@ -13,7 +13,7 @@ Grammar (the canonical form; the only spelling the chain and ``parse_policy`` ac
                | "tchunk:" K "/" C                        the same, chunks within each tensor
                | "stride:" F                              fragment t mod F of the flat update
     quant      = "fp16" | "int8" | "int4"                 every family
-               | "int2"                                   chunk, tchunk and stride only
+               | "int2"                                   dense, chunk, tchunk and stride only
                | "int1"                                   stride only
     adaptive   = "adaptive" [ ":" BYTES ] [ "/" ladder ]  a codec per round within BYTES per round
     ladder     = "topk" [ "+" quant ] | "chunk" | "stride-chunk"     no ladder: "topk+int4"
@@ -25,7 +25,7 @@ followed by at most 18 digits, the last one not 0 (``0.01``, ``0.0625``); the tr
 k = ceil(D * n) computed in integers. A policy is at most 64 characters of ``[a-z0-9:/+.-]``.
 
 Friendlier spellings (CLI input) are mapped to the canonical form by ``canonical_policy``:
-surrounding blanks and upper case, the names ``none``/``fp32`` (= ``dense``), ``fp16``,
+surrounding blanks and upper case, the names ``none``/``fp32`` (= ``dense``), ``fp16``, ``int2``,
 ``int8``, ``int4`` (= ``dense+int8`` ...), ``+fp32``, ``chunk:K`` (= ``chunk:K/4096``), decimals
 such as ``.01``, ``0.010``, ``1e-2``, ``1.0``, integers with leading zeros, ``stride>chunk``
 and ``/topk+int4``. The chain never rewrites a signed spec: a non-canonical policy is refused
@@ -50,7 +50,7 @@ MAX_BUDGET_BYTES = 1 << 40
 DEFAULT_CHUNK = 4096
 QUANTS = ("fp32", "fp16", "int8", "int4", "int2", "int1")
 FAMILY_QUANTS = {
-    "dense": ("fp32", "fp16", "int8", "int4"),
+    "dense": ("fp32", "fp16", "int8", "int4", "int2"),
     "topk": ("fp32", "fp16", "int8", "int4"),
     "lowrank": ("fp32", "fp16", "int8", "int4"),
     "chunk": ("fp32", "fp16", "int8", "int4", "int2"),
@@ -63,7 +63,7 @@ REASONS = ("empty", "too_long", "charset", "unknown", "number", "range", "quanti
            "not_canonical")
 FORMS = ("dense[+q], topk:D[+q], lowrank:R[+q], chunk:K/C[+q], tchunk:K/C[+q], stride:F[+q] "
          "or adaptive[:BYTES][/topk[+q]|/chunk|/stride-chunk] (q = fp16|int8|int4, int2 for "
-         "chunk, tchunk and stride, int1 for stride; no q = fp32; D an exact decimal in (0, 1], e.g. 0.01)")
+         "dense, chunk, tchunk and stride, int1 for stride; no q = fp32; D an exact decimal in (0, 1], e.g. 0.01)")
 
 _CHARSET = re.compile(r"^[a-z0-9:/+.-]+$")
 _INT = re.compile(r"^(0|[1-9][0-9]{0,15})$")
@@ -182,7 +182,7 @@ def _density(s: str) -> Density:
 def _quant(q: str, family: str, where: str) -> str:
     if q not in QUANTS[1:]:
         raise PolicyError("quantizer", f"unknown quantizer {_show(q)} in {where}: "
-                                       "fp16, int8, int4, int2 (chunk, tchunk, stride), int1 (stride)")
+                                       "fp16, int8, int4, int2 (dense, chunk, tchunk, stride), int1 (stride)")
     if q not in FAMILY_QUANTS[family]:
         raise PolicyError("quantizer", f"quantizer {q} does not go with {family} in {where}: "
                                        f"use one of {', '.join(FAMILY_QUANTS[family][1:])}")
@@ -273,7 +273,7 @@ def _not_canonical(text: str, fix: str) -> PolicyError:
 # ---------------------------------------------------------------- friendly spellings
 
 ALIASES = {"none": "dense", "fp32": "dense", "fp16": "dense+fp16", "int8": "dense+int8",
-           "int4": "dense+int4"}
+           "int4": "dense+int4", "int2": "dense+int2"}
 _LOOSE_DEC = re.compile(r"^([0-9]*)(?:\.([0-9]*))?(?:e([+-]?[0-9]{1,3}))?$")
 _LOOSE_INT = re.compile(r"^[0-9]{1,20}$")
 

@@ -1,10 +1,13 @@
 """Quantisation: the blockwise quantizers every per-tensor family uses for its values, and the
 ``dense`` family (every value, quantized): ``dense``, ``dense+fp16``, ``dense+int8``,
-``dense+int4`` (CLI shorthands ``none``, ``fp16``, ``int8``, ``int4``).
+``dense+int4``, ``dense+int2`` (CLI shorthands ``none``, ``fp16``, ``int8``, ``int4``, ``int2``).
 
 ``fp32`` values as they are; ``fp16`` clamped to +-65504; ``int8``/``int4``: blocks of 64
 values, one float32 scale per block = absmax / 127 or / 7, round-half-even; int4 codes are
-stored as q + 8 (1..15), packed two per byte, low nibble first.
+stored as q + 8 (1..15), packed two per byte, low nibble first. ``int2`` (dense only): blocks
+of 64, float32 scale = absmax / 1.5, 2-bit codes c = round(v / s + 1.5) clamped to 0..3 (value
+(c - 1.5) * s: +-0.5 s, +-1.5 s), packed four per byte, LSB first (``bits.pack_bits``), zero
+padding bits.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ import torch
 from abci_app.jobs.policy import CodecPolicy
 from trainer.commit import PayloadError
 from trainer.compression.base import CompressionState, PartSpecs, PerTensorCodec
+from trainer.compression.bits import pack_bits, unpack_bits
 
 QBLOCK = 64
-QMAX = {"int8": 127, "int4": 7}
+QMAX = {"int8": 127, "int4": 7, "int2": 1.5}
 
 
 def quant_parts(v: torch.Tensor, quant: str, prefix: str) -> dict[str, torch.Tensor]:
@@ -38,6 +42,9 @@ def quant_parts(v: torch.Tensor, quant: str, prefix: str) -> dict[str, torch.Ten
     blocks = padded.reshape(nb, QBLOCK)
     scale = blocks.abs().amax(dim=1) / qmax  # (nb,)
     safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+    if quant == "int2":
+        c = torch.round(blocks / safe[:, None] + 1.5).clamp(0, 3).reshape(-1)[:n].long()
+        return {prefix + "q": pack_bits(c, 2), prefix + "s": scale}
     q = torch.round(blocks / safe[:, None]).clamp(-qmax, qmax).reshape(-1)[:n]
     if quant == "int8":
         return {prefix + "q": q.to(torch.int8), prefix + "s": scale}
@@ -66,6 +73,13 @@ def dequant(parts: dict[str, torch.Tensor], quant: str, prefix: str, n: int) -> 
         if raw.dtype != torch.int8 or raw.numel() != n:
             raise PayloadError(f"int8 part: {raw.numel()} {raw.dtype}, expected {n} int8")
         q = raw.float()
+    elif quant == "int2":
+        if raw.dtype != torch.uint8 or raw.numel() != (2 * n + 7) // 8:
+            raise PayloadError(f"int2 part: {raw.numel()} bytes, expected {(2 * n + 7) // 8}")
+        c = unpack_bits(raw, 2, n)
+        if not torch.equal(pack_bits(c, 2), raw):
+            raise PayloadError("int2 part has non-zero padding bits")
+        q = c.float() - 1.5
     else:
         if raw.dtype != torch.uint8 or raw.numel() != (n + 1) // 2:
             raise PayloadError(f"int4 part: {raw.numel()} bytes, expected {(n + 1) // 2}")
@@ -85,7 +99,8 @@ def quant_part_specs(n: int, quant: str, prefix: str) -> PartSpecs:
     if quant == "fp16":
         return {prefix + "v": (torch.float16, (n,))}
     nb = math.ceil(n / QBLOCK)
-    q = (torch.int8, (n,)) if quant == "int8" else (torch.uint8, ((n + 1) // 2,))
+    q = ((torch.int8, (n,)) if quant == "int8" else (torch.uint8, ((2 * n + 7) // 8,))
+         if quant == "int2" else (torch.uint8, ((n + 1) // 2,)))
     return {prefix + "q": q, prefix + "s": (torch.float32, (nb,))}
 
 
