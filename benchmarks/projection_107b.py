@@ -22,7 +22,7 @@ from trainer.compression import make_codec  # noqa: E402
 from trainer.netmodel import speedup, step_time_for  # noqa: E402
 
 HEAD = "## Trainer: 107B projection (P3, restated)"
-CODECS = ["dense+fp16", "dense+int8", "dense+int4", "stride:1+int2", "lowrank:64+int4",
+CODECS = ["dense+fp16", "dense+int8", "dense+int4", "dense+int2", "stride:1+int2", "lowrank:64+int4",
           "lowrank:4+int8", "topk:0.01+int4", "chunk:64/4096+int2", "chunk:32/4096+int2",
           "chunk:8/4096+int2"]
 # reducible: payloads can be summed on a ring (dense with shared scale, low rank with a shared
