@@ -1,21 +1,45 @@
 """ms per global step of trainer/batched.py: vmap vs the per-worker loop (DiLoCo H=10 and the
 AllReduce baseline), tiny model, 4 workers x 8 x 32 tokens, 1 thread; two repetitions.
 
-    .venv/bin/python benchmarks/batched_speed.py [DATA]
+    .venv/bin/python benchmarks/batched_speed.py [DATA]     # --device cuda on a GPU machine
 """
-import time, torch, sys
+
+from __future__ import annotations
+
+import sys
+import time
 from pathlib import Path
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from trainer.batched import RunConfig, run, heldout_full
-from trainer.data import Corpus
-from trainer.model import GPTConfig
-torch.set_num_threads(1)
-c = Corpus.from_file(sys.argv[1] if len(sys.argv) > 1 else "../shared/data/tinyshakespeare.txt")
-held = heldout_full(c, 32, 256, 'cpu')[:1]
-def t(H, impl, steps=100):
-    rc = RunConfig(model=GPTConfig.preset("tiny"), workers=4, batch_size=8, steps=steps, H=H, eval_every=1000)
-    s = time.perf_counter(); run(c, rc, impl=impl, heldout=held); return (time.perf_counter() - s) / steps * 1000
-t(10, "vmap", 10); t(0, "vmap", 10)  # warm (lazy imports)
-for rep in range(2):
-    for H in (10, 0):
-        print(f"rep {rep} H={H}: vmap {t(H, 'vmap'):.1f} ms/step, loop {t(H, 'loop'):.1f} ms/step", flush=True)
+
+import torch  # noqa: E402
+
+from trainer.batched import RunConfig, heldout_full, run  # noqa: E402
+from trainer.data import Corpus  # noqa: E402
+from trainer.model import GPTConfig  # noqa: E402
+
+
+def main() -> int:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    dev = "cuda" if "--device" in sys.argv and "cuda" in sys.argv else "cpu"
+    torch.set_num_threads(1)
+    corpus = Corpus.from_file(args[0] if args else "../shared/data/tinyshakespeare.txt")
+    held = heldout_full(corpus, 32, 256, dev)[:1]
+
+    def ms(H: int, impl: str, steps: int = 100) -> float:
+        rc = RunConfig(model=GPTConfig.preset("tiny"), workers=4, batch_size=8, steps=steps, H=H,
+                       eval_every=1000, device=dev)
+        t0 = time.perf_counter()
+        run(corpus, rc, impl=impl, heldout=held)
+        return (time.perf_counter() - t0) / steps * 1000
+
+    ms(10, "vmap", 10), ms(0, "vmap", 10)  # warm up (lazy imports)
+    for rep in range(2):
+        for H in (10, 0):
+            print(f"rep {rep} H={H}: vmap {ms(H, 'vmap'):.1f} ms/step, "
+                  f"loop {ms(H, 'loop'):.1f} ms/step", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -18,7 +18,8 @@ mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/machine.txt" || true
 "$PY" -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print(torch.__version__, torch.cuda.get_device_name(0))" | tee -a "$OUT/machine.txt"
 # the batched simulation equals the per-worker loop on this device too (seconds)
-"$PY" -m pytest -q tests/trainer/test_batched.py tests/trainer/test_netmodel.py 2>&1 | tail -2
+LOCONET_TEST_DEVICE=cuda "$PY" -m pytest -q tests/trainer/test_batched.py 2>&1 | tail -2
+"$PY" benchmarks/batched_speed.py ${DATA:+"$DATA"} --device cuda 2>&1 | tee "$OUT/batched_speed.txt"
 timeout 540 "$PY" benchmarks/diloco_seeds.py ${DATA:+--data "$DATA"} --device cuda \
     --model-size large --n-layer 8 --n-embd 512 --n-head 8 --workers 4 --batch-size 16 \
     --steps 1000 --H 20 --seeds 0,1,2 --warmup-frac 0.05 \

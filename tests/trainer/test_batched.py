@@ -1,4 +1,7 @@
-"""The batched (vmap) benchmark simulation computes what the plain per-worker loop computes."""
+"""The batched (vmap) benchmark simulation computes what the plain per-worker loop computes.
+LOCONET_TEST_DEVICE=cuda runs it on a GPU (benchmarks/gpu_table.sh does)."""
+
+import os
 
 import pytest
 import torch
@@ -8,6 +11,7 @@ from trainer.data import Corpus, synthetic_text
 from trainer.model import GPTConfig
 
 CFG = GPTConfig(block_size=16, n_layer=1, n_head=2, n_embd=16)
+DEVICE = os.environ.get("LOCONET_TEST_DEVICE", "cpu")
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +32,7 @@ def _close(a, b, tol):
 def test_batched_matches_loop(corpus, H, compression, tol):
     torch.set_num_threads(1)
     rc = RunConfig(model=CFG, workers=3, batch_size=2, steps=6, H=H, seed=1, lr=3e-3, warmup=2,
-                   compression=compression, eval_every=3)
+                   compression=compression, eval_every=3, device=DEVICE)
     a = run(corpus, rc, impl="vmap")
     b = run(corpus, rc, impl="loop")
     _close(a["params"], b["params"], tol)

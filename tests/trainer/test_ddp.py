@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from trainer.data import Corpus, ShardSpec, synthetic_text
@@ -26,6 +27,7 @@ def _torchrun(out: Path, steps: int) -> None:
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
 
 
+@pytest.mark.slow  # two torchrun processes importing torch: ~10 s of CPU
 def test_ddp_island_gloo_two_processes_matches_single_device(tmp_path):
     steps = 3
     _torchrun(tmp_path / "run", steps)
