@@ -9,7 +9,8 @@ move bytes between CometBFT and the store:
 - ``info`` reports the last committed height and hash, so after a crash CometBFT replays
   exactly the blocks the store does not have;
 - ``check_tx`` runs the same ante checks and messages on its own state copy (``_check``),
-  reset to the committed state after every Commit (CometBFT then re-checks its mempool);
+  reset to the committed state after every Commit (CometBFT then re-checks its mempool); its
+  reads of the committed store are remembered until the next Commit (``ReadCache``);
 - genesis (``init_chain``) is staged together with block ``initial_height`` and committed with it;
 - state sync (``list/offer_snapshot``, ``load/apply_snapshot_chunk``): snapshots of committed
   heights are written in the background after Commit and restored onto an empty store only when
@@ -44,7 +45,7 @@ from abci_app.modules import META_PREFIX, MODULES, QUERIES, ROUTES
 from abci_app.pb import abci
 from abci_app.querying import PROOF_TYPE, QueryError, parse_path, to_json
 from abci_app.snapshots import Restore, Snapshotter
-from abci_app.store import CacheKV, KVReader, MerkleStore, StoreError
+from abci_app.store import CacheKV, KVReader, MerkleStore, ReadCache, StoreError
 
 APP_VERSION = 1
 META_CHAIN_ID = META_PREFIX + b"chain_id"
@@ -208,7 +209,7 @@ class Application:
         self.check_invariants = check_invariants
         self._genesis: CacheKV | None = None  # genesis writes, staged with the first block
         self._staged: int | None = None
-        self._check = CacheKV(store)
+        self._check = CacheKV(ReadCache(store))
         self._check_block: BlockContext | None = None
         self._pool: Any = None
         self.verify_threads = 2
@@ -353,7 +354,7 @@ class Application:
         self.store.commit()
         self._staged = None
         self._genesis = None
-        self._check = CacheKV(self.store)
+        self._check = CacheKV(ReadCache(self.store))
         self._check_block = None
         if self.snapshots is not None:
             self.snapshots.on_commit(self.store.height)  # written by a background thread
@@ -421,7 +422,7 @@ class Application:
             return resp
         self._restore = None
         resp = r.finish(self.store)
-        self._check = CacheKV(self.store)
+        self._check = CacheKV(ReadCache(self.store))
         self._check_block = None
         return resp
 

@@ -4,7 +4,7 @@ See README.md in this folder for the design, the on-disk layout and the durabili
 argument.
 """
 
-from .cachekv import CacheKV, KVReader
+from .cachekv import CacheKV, KVReader, ReadCache
 from .errors import StoreError, VersionNotAvailable
 from .merkle_store import MerkleStore, StoreStats
 from .proof import Proof, verify_proof
@@ -16,6 +16,7 @@ __all__ = [
     "KVReader",
     "MerkleStore",
     "Proof",
+    "ReadCache",
     "StoreError",
     "StoreStats",
     "VersionNotAvailable",

@@ -22,6 +22,33 @@ class KVReader(Protocol):
     def iterate(self, start: bytes, end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]: ...
 
 
+class ReadCache:
+    """Remembers what ``get`` read from a reader that does not change while it is in use (the
+    committed MerkleStore between two commits: the app makes a new one after each Commit and
+    restore). CheckTx state sits on it, so the keys every tx reads (auth params, the fee
+    collector's balance, accounts) cost one SQLite query per block, not one per CheckTx and
+    per recheck. ``iterate`` is passed through. Bounded: cleared past ``capacity`` keys."""
+
+    def __init__(self, parent: KVReader, capacity: int = 100_000) -> None:
+        self._parent = parent
+        self._values: dict[bytes, bytes | None] = {}
+        self._capacity = capacity
+
+    def get(self, key: bytes) -> bytes | None:
+        try:
+            return self._values[key]
+        except KeyError:
+            pass
+        value = self._parent.get(key)
+        if len(self._values) >= self._capacity:
+            self._values.clear()
+        self._values[key] = value
+        return value
+
+    def iterate(self, start: bytes, end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        return self._parent.iterate(start, end)
+
+
 def _check(what: str, x: object) -> bytes:
     if not isinstance(x, bytes):
         raise StoreError(f"{what} must be bytes, got {type(x).__name__}")
