@@ -97,6 +97,7 @@ class StormResult:
     joined: str = ""
     unbonded: bool = False
     sender_errors: list[str] = field(default_factory=list)
+    resent: int = 0
 
     def summary(self) -> dict[str, Any]:
         cu = sorted(self.catch_up_s)
@@ -114,6 +115,7 @@ class StormResult:
             "validator_joined": self.joined,
             "unbonded": self.unbonded,
             "seconds": round(self.seconds, 1),
+            "txs_resent_after_a_lost_mempool": self.resent,
             "cometbft_outlived_its_app": STATS["comet_outlived_app"],
         }
 
@@ -123,7 +125,14 @@ def _send(to: bytes, amount: int) -> Any:
 
 
 class Sender(threading.Thread):
-    """Steady load from one account: distinct amounts, own sequence, any node that is up."""
+    """Steady load from one account: distinct amounts, own sequence, any node that is up.
+
+    A client that submits in order must not lose its later txs silently: CometBFT's mempool is
+    not persistent, so a tx CheckTx accepted on a node that is killed before gossiping it is
+    gone, and every later tx of the account then fails CheckTx with a sequence gap. The sender
+    keeps the signed bytes of each sequence; when a node says it expects an earlier sequence than
+    ours, it re-sends the identical txs from there (same bytes, same hash: a node that still has
+    one answers "already in cache", which is fine)."""
 
     def __init__(self, idx: int, key: Any, to: bytes, nodes: list[NodeInfo], down: set[str], rng: random.Random) -> None:
         super().__init__(daemon=True, name=f"sender{idx}")
@@ -134,6 +143,8 @@ class Sender(threading.Thread):
         self.errors: list[str] = []
         self.seq: int | None = None
         self.n = 0
+        self.signed: dict[int, bytes] = {}  # sequence -> the tx last signed with it
+        self.resent = 0
 
     def _gateway(self) -> NodeInfo | None:
         up = [n for n in self.nodes if n.name not in self.down]
@@ -154,6 +165,7 @@ class Sender(threading.Thread):
                     raw = build_tx(self.key.signer, chain_id=CHAIN_ID, msgs=[_send(self.to, amount)], sequence=self.seq, fee=10)
                     h = hashlib.sha256(raw).hexdigest().upper()
                     self.sent[h] = amount
+                    self.signed[self.seq] = raw
                     c.broadcast_tx_sync(raw)
                     self.accepted.append(h)
                     self.seq += 1
@@ -163,13 +175,35 @@ class Sender(threading.Thread):
                     expected = int(m.group(1))
                     if expected > (self.seq or 0):
                         self.seq = expected  # an earlier tx whose answer was lost did land
-                    # expected < ours: this node restarted and lost its mempool, or lags: try another
+                    elif expected < (self.seq or 0):
+                        self._resend(gw, expected)  # txs lost with a crashed mempool, or a lagging node
                 else:
                     self.errors.append(f"{gw.name}: {e}")
                 time.sleep(0.05)
             except (RpcError, OSError):
                 time.sleep(0.2)  # node down; the tx may or may not have landed: the sequence tells
             time.sleep(0.02)
+
+    def _resend(self, gw: NodeInfo, start: int) -> None:
+        """Re-send our signed txs from sequence ``start`` up to the next one, in order, to ``gw``."""
+        try:
+            with Client(gw.rpc_url, timeout=5) as c:
+                for seq in range(start, self.seq or 0):
+                    raw = self.signed.get(seq)
+                    if raw is None:
+                        return
+                    try:
+                        c.broadcast_tx_sync(raw)
+                        self.resent += 1
+                    except TxRejected as e:
+                        m = WRONG_SEQUENCE.search(e.log)
+                        if not (e.code == 6 and m and int(m.group(1)) > seq):
+                            return  # not a duplicate of something the node already has
+                    except RpcError as e:
+                        if "already" not in str(e).lower():  # "tx already exists in cache": it is there
+                            return
+        except (RpcError, OSError):
+            pass
 
 
 STATS = {"comet_outlived_app": 0}  # kill9-app cases where cometbft was still up 15 s later
@@ -317,11 +351,12 @@ def run_storm(cfg: StormConfig, d: Path, log: Any = print) -> StormResult:
             if i == join_at:
                 new = add_node(d)
                 start_node(new)
-                _wait("the new node in sync", lambda new=new: _height(new) >= _max_height(pool) - 1, 90)
+                _wait("the new node in sync", lambda new=new: _height(new) >= _max_height(pool) - 1, 2 * cfg.catch_up_timeout)
                 _cli("tx", "staking", "create-validator", "--from", f"account{cfg.senders}", "--validator-home", new.home,
                      "--self-bond", "100000loco", "--moniker", new.name, "--home", str(d), "--node", nodes[0].rpc_url)
                 _wait(f"{new.name} in the validator set",
-                      lambda new=new: any(v["address"] == new.validator_address for v in Client(nodes[0].rpc_url).validators()), 60)
+                      lambda new=new: any(v["address"] == new.validator_address for v in Client(nodes[0].rpc_url).validators()),
+                      cfg.catch_up_timeout)
                 res.joined = new.name
                 pool.append(new)
                 log(f"[{i}] {new.name} joined as a validator")
@@ -350,18 +385,19 @@ def run_storm(cfg: StormConfig, d: Path, log: Any = print) -> StormResult:
         for s in senders:
             s.join(30)
     res.sender_errors = [e for s in senders for e in s.errors]
+    res.resent = sum(s.resent for s in senders)
     # let the mempools drain into blocks, then compare everything at one height
     time.sleep(3.0)
     top = _max_height(pool)
     for n in pool:
-        _wait(f"{n.name} at {top}", lambda n=n: _height(n) >= top, 90)
+        _wait(f"{n.name} at {top}", lambda n=n: _height(n) >= top, cfg.catch_up_timeout)
     hashes = {}
     for n in pool:
         with Client(n.rpc_url) as c:
             hashes[n.name] = c.app_hash_at(top).hex()
     ref = hashes[pool[0].name]
     res.divergent = {k: v for k, v in hashes.items() if v != ref}
-    accepted = [h for s in senders for h in s.accepted]
+    accepted = sorted({h for s in senders for h in s.accepted})
     sent = {h: a for s in senders for h, a in s.sent.items()}
     res.accepted = len(accepted)
     stores = {n.name: _block_txs(n, top) for n in pool}

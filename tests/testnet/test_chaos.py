@@ -22,7 +22,8 @@ pytestmark = pytest.mark.integration
 def test_crash_storm_short(tmp_path: Path) -> None:
     d = tmp_path / "net"
     try:
-        res = run_storm(StormConfig(perturbations=len(KINDS), seed=11, senders=2), d)
+        # generous waits: on a loaded 2-core machine a join or a catch-up can take a minute or more
+        res = run_storm(StormConfig(perturbations=len(KINDS), seed=11, senders=2, catch_up_timeout=180), d)
     finally:
         if (d / "testnet.json").exists():
             for n in nodes_of(load(d)):
