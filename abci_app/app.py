@@ -116,7 +116,7 @@ def execute_block(state: KVReader, block: BlockContext, txs: list[bytes], sigs: 
     store = CacheKV(state)
     votes, injected = vote_extensions.split_block(txs)
     if injected:
-        block = replace(block, vote_extensions=votes)
+        block = replace(block, vote_extensions=votes, beacon=vote_extensions.block_beacon(votes))
     begin = Ctx(block, store)
     for m in MODULES:
         if m.begin_block is not None:

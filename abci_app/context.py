@@ -36,13 +36,21 @@ class BlockContext:
     height: int
     time_ns: int  # block time from the header (nanoseconds since the epoch)
     proposer: bytes  # 20-byte consensus address
-    block_hash: bytes  # seeds on-chain sampling
+    block_hash: bytes  # seeds on-chain sampling where the block has no beacon (see ``seed``)
     chain_id: str
     last_commit: tuple[Vote, ...] = ()
     misbehavior: tuple[Misbehavior, ...] = ()
     last_app_hash: bytes = b""  # app hash after the previous block (in this block's header)
     # (validator, extension) carried by the block from the last commit (abci_app/vote_extensions.py)
     vote_extensions: tuple[tuple[bytes, vote_extension_pb2.VoteExtension], ...] = ()
+    # the validators' randomness beacon carried by the block (vote_extensions.block_beacon); b"" if none
+    beacon: bytes = b""
+
+    @property
+    def seed(self) -> bytes:
+        """Randomness for on-chain draws: the beacon when the block carries one (no proposer can
+        grind it), else the block hash (kits and chains without vote extensions)."""
+        return self.beacon or self.block_hash
 
 
 @dataclass(slots=True)

@@ -2,7 +2,8 @@
 one dispatch for the four ABCI++ calls that touch them.
 
 - ExtendVote (height h, committed state h-1): each module adds its part (settlement: its
-  signature over the pending checkpoint, when this node's settlement key is in its signer set).
+  signature over the pending checkpoint, when this node's settlement key is in its signer set;
+  beacon: its VRF proof over (chain id, h) with its consensus key, abci_app/beacon.py, always).
 - VerifyVoteExtension: the envelope must decode strictly and each part must pass its module's
   check; a REJECT makes CometBFT drop that precommit.
 - PrepareProposal (height h): CometBFT hands the proposer the extensions of the last commit
@@ -13,14 +14,16 @@ one dispatch for the four ABCI++ calls that touch them.
   CometBFT's proposed_last_commit says, block_id_flag COMMIT, no duplicates), each extension
   signed by the validator's ed25519 key over CometBFT's CanonicalVoteExtension, each part valid,
   and together more than 2/3 of the last commit's power; a block must carry them when a module
-  needs them (settlement: a checkpoint was pending when those votes were made).
+  needs them (settlement: a checkpoint was pending when those votes were made; beacon: always,
+  once the last commit had extensions). Every injected extension must carry a valid beacon share.
 - FinalizeBlock: ``execute_block`` hands the decoded votes to the modules through
-  ``BlockContext.vote_extensions``; the injected tx gets an empty ExecTxResult (code 0).
+  ``BlockContext.vote_extensions`` and the block's beacon (``block_beacon``) through
+  ``BlockContext.beacon``; the injected tx gets an empty ExecTxResult (code 0).
 
 Vote extensions are on from ``consensus_params.abci.vote_extensions_enable_height`` (genesis,
 written by ``loconet init`` and ``loconet testnet``); the settlement module stores that height.
 
-Adding a module's part (e.g. the randomness beacon, field 2): give it a field of
+Adding a module's part (field 3 onwards): give it a field of
 ``VoteExtension`` in proto/loconet/abci/v1/vote_extension.proto, fill it in ``extend_vote``,
 check it in ``check_parts`` (called by VerifyVoteExtension with ``pending_only=True`` and by
 ProcessProposal with ``False``), read it from ``ctx.block.vote_extensions`` in the module's
@@ -36,6 +39,7 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 from nacl.exceptions import BadSignatureError, CryptoError
 from nacl.signing import VerifyKey
 
+from abci_app import beacon
 from abci_app.encoding import encode_msg, encode_uvarint
 from abci_app.pb import abci, canonical_pb2, vote_extension_pb2
 from abci_app.settlement import evm
@@ -53,6 +57,7 @@ class ExtensionKeys:
     """Secrets the node gives the app to sign its vote extensions with (never in state)."""
 
     settlement: bytes | None = None  # 32-byte secp256k1 secret of this validator's settlement key
+    consensus: bytes | None = None  # 32-byte ed25519 seed of this validator's consensus key (beacon share)
 
 
 def decode_extension(raw: bytes) -> vote_extension_pb2.VoteExtension | None:
@@ -82,10 +87,26 @@ def extend_vote(store: KVReader, height: int, chain_id: str, keys: ExtensionKeys
         if any(s.evm_address == me for s in cp.signers.signers):
             ext.settlement.number = cp.number
             ext.settlement.signature = evm.sign_digest(keys.settlement, settlement.digest_of(chain_id, cp))
+    if keys.consensus is not None:
+        ext.beacon = beacon.prove(keys.consensus, beacon.alpha(chain_id, height))
     return encode_msg(ext)
 
 
-def check_parts(store: KVReader, chain_id: str, validator: bytes, ext: vote_extension_pb2.VoteExtension, *, pending_only: bool) -> str | None:
+def beacon_share(store: KVReader, chain_id: str, validator: bytes, height: int,
+                 ext: vote_extension_pb2.VoteExtension) -> bytes | None:
+    """The output of the extension's beacon share, if it is the validator's VRF proof for
+    (chain id, height) under its consensus key; else None."""
+    val = staking.get_validator(store, validator)
+    if val is None:
+        return None
+    return beacon.verify(val.pub_key, beacon.alpha(chain_id, height), ext.beacon)
+
+
+def check_parts(store: KVReader, chain_id: str, validator: bytes, height: int, ext: vote_extension_pb2.VoteExtension,
+                *, pending_only: bool) -> str | None:
+    """``height``: the height the vote was cast at."""
+    if beacon_share(store, chain_id, validator, height, ext) is None:
+        return f"vote extension of {validator.hex()} lacks a valid beacon share for height {height}"
     if ext.HasField("settlement"):
         return settlement.check_vote(store, chain_id, validator, ext.settlement, pending_only=pending_only)
     return None
@@ -95,15 +116,16 @@ def verify_vote_extension(store: KVReader, validator: bytes, height: int, chain_
     if not enabled(store, height):
         return raw == b""
     ext = decode_extension(raw)
-    return ext is not None and check_parts(store, chain_id, validator, ext, pending_only=True) is None
+    return ext is not None and check_parts(store, chain_id, validator, height, ext, pending_only=True) is None
 
 
 # ------------------------------------------------------------------------------ proposals
 
 
 def needed(store: KVReader, height: int) -> bool:
-    """Must the block at ``height`` carry the last commit's extensions?"""
-    return settlement.needs_signatures(store, height)
+    """Must the block at ``height`` carry the last commit's extensions? Always once the last
+    commit had them (the beacon), and settlement's rule besides."""
+    return enabled(store, height - 1) or settlement.needs_signatures(store, height)
 
 
 def inject(store: KVReader, last_commit: abci.ExtendedCommitInfo, height: int) -> bytes | None:
@@ -173,7 +195,7 @@ def check_proposal(store: KVReader, proposed_last_commit: abci.CommitInfo, txs: 
         ext = decode_extension(v.vote_extension)
         if ext is None:
             return f"malformed vote extension of {addr.hex()}", rest
-        why = check_parts(store, chain_id, addr, ext, pending_only=False)
+        why = check_parts(store, chain_id, addr, height - 1, ext, pending_only=False)
         if why is not None:
             return why, rest
         power += c.validator.power
@@ -183,6 +205,13 @@ def check_proposal(store: KVReader, proposed_last_commit: abci.CommitInfo, txs: 
 
 
 # ------------------------------------------------------------------------------ execution
+
+
+def block_beacon(votes: tuple[tuple[bytes, vote_extension_pb2.VoteExtension], ...]) -> bytes:
+    """The block's beacon from its injected votes (``split_block``): sha256 over the shares'
+    VRF outputs sorted by validator address (abci_app.beacon.block_beacon); b"" without votes.
+    ProcessProposal verified every share, so the output is read without re-verifying."""
+    return beacon.block_beacon([(a, beacon.output(e.beacon)) for a, e in votes if len(e.beacon) == beacon.PROOF_BYTES])
 
 
 def split_block(txs: list[bytes]) -> tuple[tuple[tuple[bytes, vote_extension_pb2.VoteExtension], ...], int]:

@@ -199,13 +199,30 @@ class AppConfig:
         from abci_app.vote_extensions import ExtensionKeys
         from node import settlement_key
 
-        keys = ExtensionKeys(settlement=settlement_key.load(home))  # signs checkpoints in ExtendVote
+        keys = ExtensionKeys(settlement=settlement_key.load(home),  # signs checkpoints in ExtendVote
+                             consensus=consensus_seed(home))  # the beacon share (abci_app/beacon.py)
         if metrics is not None:
             from node.metrics import MeteredApplication
 
             return MeteredApplication(store, check_invariants=self.check_invariants, snapshots=snaps, metrics=metrics,
                                       extension_keys=keys)
         return Application(store, check_invariants=self.check_invariants, snapshots=snaps, extension_keys=keys)
+
+
+def consensus_seed(home: Path) -> bytes | None:
+    """The 32-byte ed25519 seed of config/priv_validator_key.json (CometBFT writes seed | public key,
+    base64), or None without the file (a node with a remote signer produces no beacon share, so
+    the other validators refuse its vote extensions: keep the key file on a validator)."""
+    import base64
+    import json
+
+    p = Path(home) / "config" / "priv_validator_key.json"
+    if not p.exists():
+        return None
+    raw = base64.b64decode(json.loads(p.read_text())["priv_key"]["value"])
+    if len(raw) != 64:
+        raise ValueError(f"{p}: priv_key.value must be 64 bytes (ed25519 seed | public key)")
+    return raw[:32]
 
 
 def cometbft_rpc_url(home: Path) -> str:

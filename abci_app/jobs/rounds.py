@@ -67,12 +67,12 @@ DECIDED = (jobs_pb2.OUTCOME_ACCEPTED, jobs_pb2.OUTCOME_FRAUD, jobs_pb2.OUTCOME_R
 # -- seeds ----------------------------------------------------------------------------------------
 
 
-def compute_draw_seed(block_hash: bytes, job_id: int, round_: int) -> bytes:
-    return hashlib.sha256(b"loconet/draw/v1" + block_hash + u64_key(job_id) + u64_key(round_)).digest()
+def compute_draw_seed(block_seed: bytes, job_id: int, round_: int) -> bytes:
+    return hashlib.sha256(b"loconet/draw/v1" + block_seed + u64_key(job_id) + u64_key(round_)).digest()
 
 
-def compute_challenge_seed(block_hash: bytes, job_id: int, round_: int) -> bytes:
-    return hashlib.sha256(b"loconet/challenge/v1" + block_hash + u64_key(job_id) + u64_key(round_)).digest()
+def compute_challenge_seed(block_seed: bytes, job_id: int, round_: int) -> bytes:
+    return hashlib.sha256(b"loconet/challenge/v1" + block_seed + u64_key(job_id) + u64_key(round_)).digest()
 
 
 def compute_n_segments(spec: jobs_pb2.JobSpec) -> int:
@@ -125,7 +125,7 @@ def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -
         ctx.emit(events.round_waiting(job.id, n))
         return
     job.waiting_since = 0
-    seed = compute_draw_seed(ctx.block.block_hash, job.id, n)
+    seed = compute_draw_seed(ctx.block.seed, job.id, n)
     by_addr = {p.address: p for p in eligible}
     drawn = weighted_sample(seed, [(p.address, p.bond * p.reputation) for p in eligible], spec.participants_per_round)
     shards = shuffle(hashlib.sha256(seed + b"shards").digest(), spec.num_shards)
@@ -178,7 +178,7 @@ def process_challenge(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r:
     accepted at ``unverified_quality``. Then the job's next round opens in this same block."""
     params = get_params(ctx.store)
     spec = job.spec
-    seed = compute_challenge_seed(ctx.block.block_hash, job.id, r.round)
+    seed = compute_challenge_seed(ctx.block.seed, job.id, r.round)
     r.challenge_seed = seed
     s = Sampler(seed)
     n_seg = compute_n_segments(spec)
@@ -285,8 +285,8 @@ def process_verdict_end(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, 
     keeper.set_round(ctx.store, r)
 
 
-def compute_appeal_seed(block_hash: bytes, job_id: int, round_: int) -> bytes:
-    return hashlib.sha256(b"loconet/appeal/v1" + block_hash + u64_key(job_id) + u64_key(round_)).digest()
+def compute_appeal_seed(block_seed: bytes, job_id: int, round_: int) -> bytes:
+    return hashlib.sha256(b"loconet/appeal/v1" + block_seed + u64_key(job_id) + u64_key(round_)).digest()
 
 
 def process_vote_reveal_end(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
@@ -299,7 +299,7 @@ def process_vote_reveal_end(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.J
     rounds get an appeal window and an appeal-reveal window before attesting."""
     params = get_params(ctx.store)
     h = ctx.block.height
-    seed = compute_appeal_seed(ctx.block.block_hash, job.id, r.round)
+    seed = compute_appeal_seed(ctx.block.seed, job.id, r.round)
     conflicted = {q.address for q in r.participants} | {job.owner}
     pool: list[providers_pb2.Provider] | None = None
     escalated = False

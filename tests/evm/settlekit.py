@@ -187,7 +187,7 @@ def new_net(n: int = 4, bonds: list[int] | None = None, interval: int = 5, *, wi
     resp = None
     for i in range(n):
         a = Application(MerkleStore(None, keep_recent=100), check_invariants=True,
-                        extension_keys=ExtensionKeys(settlement=settlement_secret(i)))
+                        extension_keys=ExtensionKeys(settlement=settlement_secret(i), consensus=vals[i].seed))
         a.info(abci.RequestInfo())
         resp = a.init_chain(req)
         apps.append(a)

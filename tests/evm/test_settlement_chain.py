@@ -110,7 +110,8 @@ def test_vote_extension_checks() -> None:
     assert ext.settlement.number == cp["number"]
     v0 = net.vals[0].address
     assert net.verify(1, v0, h, good)
-    assert net.verify(1, v0, h, b"")  # a validator without a configured key may send nothing
+    assert not net.verify(1, v0, h, b"")  # no beacon share: refused (every extension carries one)
+    assert net.verify(1, v0, h, VoteExtension(beacon=ext.beacon).SerializeToString())  # no settlement key: beacon only
     # from a non-validator (a valid signature by a key that is not in the signer set)
     outsider = signer(9999).address
     assert not net.verify(1, outsider, h, good)
@@ -118,10 +119,11 @@ def test_vote_extension_checks() -> None:
     assert not net.verify(1, net.vals[1].address, h, good)
     # a bad signature
     bad = VoteExtension.FromString(good)
-    bad.settlement.signature = good[-65:-1] + bytes([good[-1] ^ 1])
+    sig = ext.settlement.signature
+    bad.settlement.signature = sig[:-2] + bytes([sig[-2] ^ 1]) + sig[-1:]
     assert not net.verify(1, v0, h, bad.SerializeToString())
     # for another checkpoint (height): same number, digest of another height; or another number
-    other = VoteExtension()
+    other = VoteExtension(beacon=ext.beacon)  # a valid share: only the settlement part is wrong
     d = evm.checkpoint_digest(CHAIN_ID, cp["number"], cp["height"] + 1, bytes.fromhex(cp["app_hash"]),
                               bytes.fromhex(cp["rewards_root"]), bytes.fromhex(cp["next_set_hash"]))
     other.settlement.number, other.settlement.signature = cp["number"], evm.sign_digest(settlement_secret(0), d)
