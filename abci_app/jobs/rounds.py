@@ -173,7 +173,7 @@ def process_challenge(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r:
     every active provider (bond >= min_provider_stake, reputation >= 1; the job's own filters do
     not apply: an owner cannot pick who judges its providers) that is neither a participant of
     this round (a rival never judges a rival: its score would move pay between them) nor the job's
-    owner. Seed = hash(hash of block D, job, round):
+    owner. Seed = hash(seed of block D (its beacon, see BlockContext.seed), job, round):
     randomness that did not exist when the provider committed. Unchallenged commitments are
     accepted at ``unverified_quality``. Then the job's next round opens in this same block."""
     params = get_params(ctx.store)
@@ -293,7 +293,7 @@ def process_vote_reveal_end(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.J
     """Per revealed challenge, in address order: no verifier assigned -> accepted at
     unverified_quality; every first-panel verifier revealed *valid* -> accepted
     (``incentives.is_escalated``); otherwise escalated: an appeal panel of ``appeal_verifiers``
-    is drawn (bond x reputation, seed = hash of this block: unknown while the first panel voted)
+    is drawn (bond x reputation, seed = this block's seed: unknown while the first panel voted)
     from active providers that are not in the first panel, not participants of the round and not
     the owner. With nobody to draw, the first panel decides by ``compute_outcome``. Escalated
     rounds get an appeal window and an appeal-reveal window before attesting."""
