@@ -61,8 +61,9 @@ def _challenge(*points: bytes) -> int:
     return int.from_bytes(hashlib.sha512(_D_C + b"".join(points)).digest()[:16], "little")
 
 
-def prove(seed: bytes, msg: bytes) -> bytes:
-    """The 80-byte proof of this key's share for ``msg`` (deterministic)."""
+def prove(seed: bytes, msg: bytes, *, nonce: int | None = None) -> bytes:
+    """The 80-byte proof of this key's share for ``msg`` (deterministic). ``nonce`` replaces the
+    derived k: what a grinder would try; the proof differs, the output does not (tests)."""
     h = hashlib.sha512(seed).digest()
     a = bytearray(h[:32])
     a[0] &= 248
@@ -72,7 +73,7 @@ def prove(seed: bytes, msg: bytes) -> bytes:
     pub = na.crypto_scalarmult_ed25519_base_noclamp(_scalar(x))
     hp = _h2c(pub, msg)
     gamma = na.crypto_scalarmult_ed25519_noclamp(_scalar(x), hp)
-    k = int.from_bytes(hashlib.sha512(h[32:] + hp).digest(), "little") % _L
+    k = int.from_bytes(hashlib.sha512(h[32:] + hp).digest(), "little") % _L if nonce is None else nonce % _L
     c = _challenge(hp, gamma, na.crypto_scalarmult_ed25519_base_noclamp(_scalar(k)),
                    na.crypto_scalarmult_ed25519_noclamp(_scalar(k), hp))
     s = (k + c * x) % _L

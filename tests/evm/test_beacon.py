@@ -4,7 +4,6 @@ re-grind a share, and reordering or changing the block's contents does not move 
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 
 from chainkit import CHAIN_ID, send_msg
@@ -41,25 +40,6 @@ def _resign(net: Net, info: abci.ExtendedCommitInfo, k: int, ext: VoteExtension,
     raw = ext.SerializeToString(deterministic=True)
     v.vote_extension = raw
     v.extension_signature = net.vals[net.by_address(v.validator.address)].sign(extension_sign_bytes(raw, h, 0, CHAIN_ID))
-
-
-def _reprove(seed: bytes, msg: bytes, nonce: int) -> bytes:
-    """A second valid proof of the same share with another nonce (what a grinder would try)."""
-    from nacl import bindings as na
-
-    h = hashlib.sha512(seed).digest()
-    a = bytearray(h[:32])
-    a[0] &= 248
-    a[31] &= 127
-    a[31] |= 64
-    x = int.from_bytes(a, "little") % beacon._L
-    pub = na.crypto_scalarmult_ed25519_base_noclamp(beacon._scalar(x))
-    hp = beacon._h2c(pub, msg)
-    gamma = na.crypto_scalarmult_ed25519_noclamp(beacon._scalar(x), hp)
-    k = nonce % beacon._L
-    c = beacon._challenge(hp, gamma, na.crypto_scalarmult_ed25519_base_noclamp(beacon._scalar(k)),
-                          na.crypto_scalarmult_ed25519_noclamp(beacon._scalar(k), hp))
-    return gamma + c.to_bytes(16, "little") + beacon._scalar(k + c * x)
 
 
 def test_beacon_identical_on_every_node_and_fixed_by_the_keys() -> None:
@@ -140,7 +120,7 @@ def test_grinder_cannot_change_the_seed() -> None:
         alt.CopyFrom(info)
         ext = VoteExtension()
         ext.CopyFrom(mine)
-        ext.beacon = _reprove(seed, beacon.alpha(CHAIN_ID, h - 1), nonce)
+        ext.beacon = beacon.prove(seed, beacon.alpha(CHAIN_ID, h - 1), nonce=nonce)
         assert ext.beacon != mine.beacon
         _resign(net, alt, k, ext, h - 1)
         txs = _with(base, alt)
