@@ -72,6 +72,7 @@ ROLE_OF = {
     "load_snapshot_chunk": "snapshot", "apply_snapshot_chunk": "snapshot",
 }  # fmt: skip
 EXCLUSIVE_ROLES = frozenset({"mempool", "consensus", "snapshot"})
+YIELD_EVERY = 64  # requests answered before the connection lets the others run
 
 # stable codes of the error responses the server itself produces (querying.py lists codes 1-2)
 CODE_QUERY_UNDECODABLE = 3  # codespace "query": the request frame is not a valid RequestQuery
@@ -289,7 +290,12 @@ class ABCIServer:
                     txs = [r.check_tx.tx for r, _ in decoded if r is not None and r.HasField("check_tx")]
                     if len(txs) > 1:
                         self.app.preverify(txs)
-                for req, answer in decoded:
+                for i, (req, answer) in enumerate(decoded):
+                    if i and i % YIELD_EVERY == 0:
+                        # a 64 KiB read holds hundreds of pipelined CheckTx: let the consensus
+                        # connection's FinalizeBlock/PrepareProposal run between chunks of them
+                        # (handlers never interleave mid-call; per-connection order is kept)
+                        await asyncio.sleep(0)
                     if req is None:
                         if answer is None:
                             raise FramingError("a frame that is not an ABCI request")
