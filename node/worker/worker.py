@@ -431,6 +431,7 @@ class ProviderWorker:
 
         def task() -> Any:
             self._here.key = f"{jid}/{rn}"
+            log.info("round %d/%d: training %d steps on shard %d from base %s", jid, rn, plan.H, spec.shard, base_hash[:12])
             t0 = time.perf_counter()
             base = self.fetch(base_hash, sources, tier="hot")
             corpus = self._corpus(plan.dataset_id, sources)
