@@ -24,12 +24,14 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from tnkit import cli, network, query, wait_for
+from tnkit import network, query, wait_for
 
 from node import testnet_market as tm
 from node.blobs import BlobStore
 from node.keys import Keyring
+from node.market_msgs import build_exit_provider, build_register_provider
 from node.testnet import load, save
+from node.worker.ml import detect_hardware
 
 pytestmark = pytest.mark.integration
 ROUNDS = 3
@@ -48,10 +50,10 @@ def test_killed_worker_rejoins_newcomer_is_drawn_leaver_is_not(tmp_path: Path) -
         m = load(d)
         a, b = tm.workers_of(m)
         job, dataset, model = tm.builtin_job(ROUNDS, [a, b])
-        # commit 36 >= reveal + 2 x verdict + attest: round r-1 is final when round r+1 opens
-        # 160 inner steps (~3 s here): long enough to be killed in the middle of them
-        job.update(inner_steps=160, trace_interval=40, challenge_bps=0, participants_per_round=2, num_shards=4, verifiers_per_challenge=1,
-                   windows={"commit": 36, "reveal": 2, "verdict": 2, "attest": 6})
+        # commit 40 >= reveal + 2 x verdict + attest: round r-1 is final when round r+1 opens
+        # 160 inner steps (2-6 s here): long enough to be killed in the middle of them
+        job.update(inner_steps=160, trace_interval=40, challenge_bps=0, participants_per_round=2, num_shards=4,
+                   verifiers_per_challenge=1, windows={"commit": 40, "reveal": 2, "verdict": 2, "attest": 6})
         tm.seed_stores([a, b], [dataset, model])
         job_id = tm.create_job(d, rpc, "validator0", job)
 
@@ -70,13 +72,11 @@ def test_killed_worker_rejoins_newcomer_is_drawn_leaver_is_not(tmp_path: Path) -
         # (B's worker signs with the same key: its commitment lands first, so the sequences never race)
         wait_for("B's commitment", lambda: any(p["address"] == b.address and p["commitment"]
                                                  for p in rounds()[0]["participants"]), timeout=60)
-        home = ("--home", str(d), "--node", rpc, "-y")
-        cli("tx", "provider", "exit", "--from", b.key, *home)
         c_key = "account0"
         c = tm.WorkerInfo("provider2", c_key, Keyring(d).get(c_key).address, str((d / "provider2").resolve()),
                           m["base_port"] + tm.BLOB_OFFSET + 200, [rpc])
-        cli("tx", "provider", "register", "--from", c_key, "--bond", "2000loco", "--throughput", "50000",
-            "--region", "local", "--endpoint", c.endpoint, *home)
+        tm._send_all(rpc, d, [(b.key, build_exit_provider()), (c_key, build_register_provider(
+            tm.PROVIDER_BOND, detect_hardware(), 50_000, "local", c.endpoint))])  # one block, both txs
         assert rounds()[0]["phase"] == "commit", "B exited / C registered after round 1 was drawn: commit window too short"
         m = load(d)
         m["workers"].append(asdict(c))  # `testnet down` stops it too
@@ -84,7 +84,7 @@ def test_killed_worker_rejoins_newcomer_is_drawn_leaver_is_not(tmp_path: Path) -
         tm.start_worker(d, c)
 
         wait_for("round 0's commit deadline", lambda: rounds()[0]["phase"] != "commit", timeout=120)
-        cli("testnet", "start", a.name, "--dir", str(d))
+        tm.start_worker(d, a)  # what `testnet start provider0` does, without a CLI process's start-up
 
         done = wait_for("the job to complete", lambda: (j := query(n0, f"/job/{job_id}"))["status"] == "completed" and j,
                         timeout=240, every=1.0)
