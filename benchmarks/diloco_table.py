@@ -1,5 +1,11 @@
 """The DiLoCo table: AllReduce baseline vs DiLoCo (H, compression, adaptive, overlap).
 
+One seed, the protocol path (``simulate``: screening, adaptive policies, overlap). The seeded
+measurement that decides a gap (>= 3 seeds, paired gaps, tuned baseline with warmup + cosine,
+outer sweep, κ, per-worker upload / all-gather / ring / reveal bytes) is
+``benchmarks/diloco_seeds.py`` on ``trainer/batched.py``; the 107B projection as bits per
+parameter is ``benchmarks/projection_107b.py``.
+
 Equal token budget per run: every worker processes ``--steps`` batches of
 ``--batch-size`` x block_size tokens, whatever H is (rounds = steps // H).
 
