@@ -370,6 +370,7 @@ def run_storm(cfg: StormConfig, d: Path, log: Any = print) -> StormResult:
             h_before = _max_height(others)
             down.add(victim.name)
             t0 = time.monotonic()
+            log(f"[{i}] {kind} {victim.name} ...")
             perturb(victim, kind, rng)
             # the others went on without it (more than 2/3 of the power is still up)
             _wait("blocks while a node was down", lambda o=others, h=h_before: _max_height(o) > h, cfg.catch_up_timeout)
@@ -422,11 +423,12 @@ def main() -> int:
     ap.add_argument("--no-join", action="store_true")
     ap.add_argument("--no-unbond", action="store_true")
     ap.add_argument("--record", action="store_true", help="append the figures to benchmarks/RESULTS.md")
+    ap.add_argument("--keep", metavar="DIR", help="build the network in DIR and leave it there (logs for a post-mortem)")
     args = ap.parse_args()
     cfg = StormConfig(perturbations=args.perturbations, seed=args.seed, senders=args.senders,
                       join=not args.no_join, unbond=not args.no_unbond)
     with tempfile.TemporaryDirectory(prefix="loconet-chaos-") as tmp:
-        d = Path(tmp) / "net"
+        d = Path(args.keep) if args.keep else Path(tmp) / "net"
         try:
             res = run_storm(cfg, d)
         finally:
