@@ -42,9 +42,10 @@ BUILTIN_JOB: dict[str, Any] = {
     "inner_steps": 40, "trace_interval": 10, "tokens_per_step": 256, "compression_policy": "dense+int8",
     # commit >= reveal + 2 x verdict (votes committed, then opened) + attest: round r+1 (opened at
     # r's commit deadline) trains on the model of round r-1, never older
-    # (verdict 12: a verifier that is also training re-executes 2 targets x 2 segments in time on
-    # a loaded 2-core machine; 8 left a round undecided now and then)
-    "windows": {"commit": 34, "reveal": 5, "verdict": 12, "attest": 5},
+    # (verdict 16: a verifier that is also training fetches the trace list, entries 0 and H/k and
+    # the payload, checks start and payload, and re-executes 2 targets x 2 segments, in time on a
+    # loaded 2-core machine; 8 and then 12 left a round undecided now and then)
+    "windows": {"commit": 42, "reveal": 5, "verdict": 16, "attest": 5},
     "challenge_bps": 10_000, "reward_per_round": 10 * LOCO, "verifier_reward_per_round": LOCO,
     # 2 of the H/k = 4 segments opened and re-executed per challenge; exact mode: all workers
     # share this machine's stack (trainer.determinism.stack_id)
