@@ -60,8 +60,9 @@ def parse_listen(address: str) -> tuple[str, int]:
     """``127.0.0.1:26661`` / ``:26661`` / ``tcp://0.0.0.0:26661`` -> (host, port)."""
     hostport = address.split("://", 1)[-1]
     host, _, port = hostport.rpartition(":")
-    if not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
-        raise ValueError(f"metrics address {address!r}: write HOST:PORT with a port in 1..65535, e.g. 127.0.0.1:26661")
+    if not (port.isascii() and port.isdigit() and int(port) < 65536):
+        raise ValueError(f"metrics address {address!r}: write HOST:PORT with a port in 0..65535 (0: any free port), "
+                         "e.g. 127.0.0.1:26661")
     return host or "127.0.0.1", int(port)
 
 

@@ -130,7 +130,7 @@ def test_chunk_bad_payloads_rejected():
 
 
 def test_chunk_spec_errors():
-    for bad in ("chunk:0/4096", "chunk:5000/4096", "chunk:x", "topk:0.1+int2", "int2"):
+    for bad in ("chunk:0/4096", "chunk:5000/4096", "chunk:x", "topk:0.1+int3", "int3"):  # int2 is a codec now
         with pytest.raises(ValueError):
             make_codec(bad)
     assert make_codec("chunk:64+int2").chunk_size == 4096
