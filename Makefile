@@ -1,6 +1,8 @@
 # loconet — the two commands a new user needs: `make demo` and `make test`.
 PY := .venv/bin/python
 PYTEST_ARGS ?=
+# every package lint covers (ruff reads its rules, mypy its file list, from pyproject.toml)
+LINT_PATHS := abci_app node trainer contracts tests benchmarks scripts
 
 .PHONY: setup demo demo-node test test-fast bench lint clean
 
@@ -22,10 +24,10 @@ test-fast: setup      ## everything but the real-cometbft integration tests
 bench: setup          ## chain throughput benchmark (records in benchmarks/RESULTS.md)
 	@$(PY) benchmarks/chain_tps.py
 
-lint: setup          ## ruff + mypy over the chain and the node (not part of `make test`)
-	@$(PY) -m pip install -q -e '.[dev]'
-	@$(PY) -m ruff check abci_app node
-	@$(PY) -m mypy abci_app node
+lint: setup           ## ruff check, ruff format --check and mypy over every package (CI runs it before the tests)
+	@$(PY) -m ruff check $(LINT_PATHS)
+	@$(PY) -m ruff format --check $(LINT_PATHS)
+	@$(PY) -m mypy
 
 clean:
 	rm -rf .venv .bin abci_app/codec/gen .loconet-demo .loconet-demo-node

@@ -25,14 +25,13 @@ from typing import Any
 
 from abci_app import vote_extensions
 from abci_app.auth.keeper import process_sequence
-from abci_app.auth.params import compute_min_fee
-from abci_app.auth.params import get_params as get_auth_params
+from abci_app.auth.params import compute_min_fee, fee_params
 from abci_app.bank import keeper as bank
 from abci_app.bank.keys import FEE_COLLECTOR
 from abci_app.codec.address import to_bech32
 from abci_app.codec.tx import MAX_TX_BYTES, SignatureCache, Tx, decode_tx
 from abci_app.context import BlockContext, Ctx, Misbehavior, Vote, event
-from abci_app.encoding import decode_amount, encode_amount
+from abci_app.encoding import decode_amount, encode_amount, encode_uvarint
 from abci_app.errors import (
     ErrInsufficientFee,
     ErrInternal,
@@ -73,17 +72,19 @@ def check_envelope(tx: Tx, block: BlockContext) -> None:
 
 def process_ante(ctx: Ctx, tx: Tx) -> None:
     """Minimum fee, sequence and fee (signature and envelope are checked before)."""
-    floor = compute_min_fee(get_auth_params(ctx.store), len(tx.raw), len(tx.msgs))
+    floor = compute_min_fee(fee_params(ctx.store), len(tx.raw), len(tx.msgs))
     if tx.fee < floor:
         raise ErrInsufficientFee(
-            f"fee {tx.fee} uloco is below the minimum {floor} uloco (auth params: min_fee_per_byte x {len(tx.raw)} bytes"
-            f" + min_fee_per_msg x {len(tx.msgs)} messages): pay at least {floor} uloco (--fee)")
+            f"fee {tx.fee} uloco is below the minimum {floor} uloco (auth params: "
+            f"min_fee_per_byte x {len(tx.raw)} bytes + min_fee_per_msg x {len(tx.msgs)} "
+            f"messages): pay at least {floor} uloco (--fee)"
+        )
     process_sequence(ctx.store, tx.signer, tx.public_key, tx.sequence)
     if tx.fee:
         bank.send(ctx.store, tx.signer, FEE_COLLECTOR, tx.fee)
-    ctx.emit(
-        event("tx", signer=to_bech32(tx.signer), acc_seq=f"{to_bech32(tx.signer)}/{tx.sequence}", fee=tx.fee)
-    )
+    if ctx.recording:
+        signer = to_bech32(tx.signer)
+        ctx.emit(event("tx", signer=signer, acc_seq=f"{signer}/{tx.sequence}", fee=tx.fee))
 
 
 def process_tx(ctx: Ctx, raw: bytes, sigs: SignatureCache) -> abci.ExecTxResult:
@@ -104,13 +105,17 @@ def process_tx(ctx: Ctx, raw: bytes, sigs: SignatureCache) -> abci.ExecTxResult:
         # deterministic (a function of state and tx bytes); InvariantBroken, MemoryError and
         # RecursionError are none of these and still halt the node. Benign for consensus: the
         # log is not part of the results hash.
-        err = ErrInternal(f"internal error executing the tx ({type(e).__name__}: {e}); nothing was changed")
+        err = ErrInternal(
+            f"internal error executing the tx ({type(e).__name__}: {e}); nothing was changed"
+        )
         return abci.ExecTxResult(code=err.code, codespace=err.codespace, log=err.log)
     ctx.commit_child(child)
     return abci.ExecTxResult(code=0, events=child.events)
 
 
-def execute_block(state: KVReader, block: BlockContext, txs: list[bytes], sigs: SignatureCache) -> BlockResult:
+def execute_block(
+    state: KVReader, block: BlockContext, txs: list[bytes], sigs: SignatureCache
+) -> BlockResult:
     """The state transition. Hooks run in ``MODULES`` order: begin-block (liveness, evidence),
     the txs in block order, end-block (rounds, fees and rewards, validator updates)."""
     store = CacheKV(state)
@@ -122,7 +127,9 @@ def execute_block(state: KVReader, block: BlockContext, txs: list[bytes], sigs: 
         if m.begin_block is not None:
             m.begin_block(begin)
     ctx = Ctx(block, store)
-    results = [abci.ExecTxResult(code=0)] * injected + [process_tx(ctx, raw, sigs) for raw in txs[injected:]]
+    results = [abci.ExecTxResult(code=0)] * injected + [
+        process_tx(ctx, raw, sigs) for raw in txs[injected:]
+    ]
     end = Ctx(block, store)
     updates: list[abci.ValidatorUpdate] = []
     for m in MODULES:
@@ -130,6 +137,12 @@ def execute_block(state: KVReader, block: BlockContext, txs: list[bytes], sigs: 
             updates.extend(m.end_block(end))
     store.set(META_BLOCK_TIME, encode_amount(block.time_ns))
     return BlockResult(results, begin.events + end.events, updates, store.writes())
+
+
+def data_size(raw: bytes) -> int:
+    """The bytes one tx adds to a block's ``Data`` (``repeated bytes txs = 1``: tag, length,
+    bytes), the measure of CometBFT's ``ComputeProtoSizeForTxs`` and ``max_tx_bytes``."""
+    return 1 + len(encode_uvarint(len(raw))) + len(raw)
 
 
 def check_invariants(reader: KVReader) -> None:
@@ -142,7 +155,9 @@ def check_invariants(reader: KVReader) -> None:
         supply = bank.get_supply(reader)
         balances = sum(v for _, v in bank.iterate_balances(reader))
         if balances + held != supply:
-            raise InvariantBroken(f"supply {supply} != balances {balances} + held by modules {held}")
+            raise InvariantBroken(
+                f"supply {supply} != balances {balances} + held by modules {held}"
+            )
 
 
 def check_genesis_params(store: KVReader) -> None:
@@ -154,19 +169,22 @@ def check_genesis_params(store: KVReader) -> None:
     unbonding = staking_params(store).unbonding_blocks
     if evidence_age > unbonding:
         raise ValueError(
-            f"genesis: slashing.max_evidence_age_blocks ({evidence_age}) exceeds staking.unbonding_blocks "
-            f"({unbonding}): a validator could unbond before its double sign is punished; lower the first "
-            "or raise the second"
+            f"genesis: slashing.max_evidence_age_blocks ({evidence_age}) exceeds "
+            f"staking.unbonding_blocks ({unbonding}): a validator could unbond before its double "
+            "sign is punished; lower the first or raise the second"
         )
 
 
-def block_context(req: abci.RequestFinalizeBlock, chain_id: str, last_app_hash: bytes = b"") -> BlockContext:
+def block_context(
+    req: abci.RequestFinalizeBlock, chain_id: str, last_app_hash: bytes = b""
+) -> BlockContext:
     votes = tuple(
         Vote(v.validator.address, v.validator.power, v.block_id_flag == 2)  # BLOCK_ID_FLAG_COMMIT
         for v in req.decided_last_commit.votes
     )
     evidence = tuple(
-        Misbehavior(int(m.type), m.validator.address, m.height, m.validator.power) for m in req.misbehavior
+        Misbehavior(int(m.type), m.validator.address, m.height, m.validator.power)
+        for m in req.misbehavior
     )
     return BlockContext(
         height=req.height,
@@ -189,27 +207,38 @@ class HistoricalReader:
 
     def __init__(self, store: MerkleStore, height: int) -> None:
         self._s, self._h = store, height
-        store.get_at(META_CHAIN_ID, height)  # a pruned or future height fails here, before any argument
+        # a pruned or future height fails here, before any argument
+        store.get_at(META_CHAIN_ID, height)
 
     def get(self, key: bytes) -> bytes | None:
         return self._s.get_at(key, self._h)
 
-    def iterate(self, start: bytes, end: bytes | None = None):  # type: ignore[no-untyped-def]
+    def iterate(self, start: bytes, end: bytes | None = None):
         return self._s.iterate_at(self._h, start, end)
 
 
 class Application:
-    def __init__(self, store: MerkleStore, *, check_invariants: bool = False, snapshots: Snapshotter | None = None,
-                 extension_keys: vote_extensions.ExtensionKeys | None = None) -> None:
+    def __init__(
+        self,
+        store: MerkleStore,
+        *,
+        check_invariants: bool = False,
+        snapshots: Snapshotter | None = None,
+        extension_keys: vote_extensions.ExtensionKeys | None = None,
+    ) -> None:
         self.store = store
-        self.extension_keys = extension_keys or vote_extensions.ExtensionKeys()  # signs this node's vote extensions
+        # signs this node's vote extensions
+        self.extension_keys = extension_keys or vote_extensions.ExtensionKeys()
         self.snapshots = snapshots  # takes and serves state-sync snapshots (None: serves none)
         self._restore: Restore | None = None  # the snapshot being applied (state sync)
         self.sigs = SignatureCache()
         self.check_invariants = check_invariants
         self._genesis: CacheKV | None = None  # genesis writes, staged with the first block
         self._staged: int | None = None
-        self._check = CacheKV(ReadCache(store))
+        # reads of the committed store, remembered until the next Commit (``_fresh_reads``): the
+        # CheckTx state and the next FinalizeBlock both read through it
+        self._reads = ReadCache(store)
+        self._check = CacheKV(self._reads)
         self._check_block: BlockContext | None = None
         self._pool: Any = None
         self.verify_threads = 2
@@ -225,11 +254,26 @@ class Application:
     def _base(self) -> KVReader:
         return self._genesis if self._genesis is not None else self.store
 
+    def _fresh_reads(self) -> None:
+        """After the committed store changed (Commit, a restored snapshot): forget what was read
+        from it, and start a new CheckTx state on it."""
+        self._reads = ReadCache(self.store)
+        self._check = CacheKV(self._reads)
+        self._check_block = None
+
+    def _exec_base(self) -> KVReader:
+        """What FinalizeBlock executes on: the genesis writes for the first block, else the
+        committed store through ``_reads``. A ReadCache returns exactly what the store returns
+        (the store's reads change only at Commit, which replaces it; ``stage`` keeps the staged
+        block apart), so results and app hashes do not depend on it; it saves a SQLite query
+        per read of a key CheckTx or an earlier tx of the block already read."""
+        return self._genesis if self._genesis is not None else self._reads
+
     def _check_ctx(self) -> Ctx:
         if self._check_block is None:  # computed once per committed height
             t = decode_amount(self._check.get(META_BLOCK_TIME))
             self._check_block = BlockContext(self.store.height + 1, t, b"", b"", self.chain_id)
-        return Ctx(self._check_block, self._check)
+        return Ctx(self._check_block, self._check, recording=False)  # CheckTx returns no events
 
     # -- info / genesis -------------------------------------------------------------------------
     def info(self, req: abci.RequestInfo) -> abci.ResponseInfo:
@@ -292,43 +336,58 @@ class Application:
         return True
 
     def prepare_proposal(self, req: abci.RequestPrepareProposal) -> abci.ResponsePrepareProposal:
+        """The mempool's txs in order, stateless-invalid ones dropped, after the injected vote
+        extensions; the block's tx data stays within ``max_tx_bytes`` as CometBFT measures it
+        (``data_size``: each tx costs its protobuf framing too). CometBFT's reaper already
+        fills ``max_tx_bytes`` without the injected tx, so the last reaped txs make room for it;
+        a proposal over the bound is a CONSENSUS FAILURE that stops the proposer's consensus."""
         out, size = [], 0
         injected = vote_extensions.inject(self._base(), req.local_last_commit, req.height)
         if injected is not None:
             out.append(injected)
-            size += len(injected)
+            size += data_size(injected)
         for raw in req.txs:
-            if size + len(raw) > req.max_tx_bytes:
+            n = data_size(raw)
+            if size + n > req.max_tx_bytes:
                 break
             if self._stateless_ok(raw):
                 out.append(raw)
-                size += len(raw)
+                size += n
         return abci.ResponsePrepareProposal(txs=out)
 
     def process_proposal(self, req: abci.RequestProcessProposal) -> abci.ResponseProcessProposal:
-        why, txs = vote_extensions.check_proposal(self._base(), req.proposed_last_commit, list(req.txs), req.height,
-                                                  self.chain_id)
-        ok = why is None and all(len(raw) <= MAX_TX_BYTES and self._stateless_ok(raw) for raw in txs)
+        why, txs = vote_extensions.check_proposal(
+            self._base(), req.proposed_last_commit, list(req.txs), req.height, self.chain_id
+        )
+        ok = why is None and all(
+            len(raw) <= MAX_TX_BYTES and self._stateless_ok(raw) for raw in txs
+        )
         status = abci.ResponseProcessProposal.ACCEPT if ok else abci.ResponseProcessProposal.REJECT
         return abci.ResponseProcessProposal(status=status)
 
     def extend_vote(self, req: abci.RequestExtendVote) -> abci.ResponseExtendVote:
-        ext = vote_extensions.extend_vote(self._base(), req.height, self.chain_id, self.extension_keys)
+        ext = vote_extensions.extend_vote(
+            self._base(), req.height, self.chain_id, self.extension_keys
+        )
         return abci.ResponseExtendVote(vote_extension=ext)
 
-    def verify_vote_extension(self, req: abci.RequestVerifyVoteExtension) -> abci.ResponseVerifyVoteExtension:
-        ok = vote_extensions.verify_vote_extension(self._base(), req.validator_address, req.height, self.chain_id,
-                                                   req.vote_extension)
+    def verify_vote_extension(
+        self, req: abci.RequestVerifyVoteExtension
+    ) -> abci.ResponseVerifyVoteExtension:
+        ok = vote_extensions.verify_vote_extension(
+            self._base(), req.validator_address, req.height, self.chain_id, req.vote_extension
+        )
         s = abci.ResponseVerifyVoteExtension
         return s(status=s.ACCEPT if ok else s.REJECT)
 
     # -- block ----------------------------------------------------------------------------------
     def finalize_block(self, req: abci.RequestFinalizeBlock) -> abci.ResponseFinalizeBlock:
         if req.height != self.store.height + 1:
-            raise RuntimeError(f"FinalizeBlock at height {req.height}; store is at {self.store.height}")
+            raise RuntimeError(
+                f"FinalizeBlock at height {req.height}; store is at {self.store.height}"
+            )
         block = block_context(req, self.chain_id, self.store.app_hash if self.store.height else b"")
-        base = self._base()
-        result = execute_block(base, block, list(req.txs), self.sigs)
+        result = execute_block(self._exec_base(), block, list(req.txs), self.sigs)
         writes = result.writes
         if self._genesis is not None:
             merged = self._genesis.writes()
@@ -354,8 +413,7 @@ class Application:
         self.store.commit()
         self._staged = None
         self._genesis = None
-        self._check = CacheKV(ReadCache(self.store))
-        self._check_block = None
+        self._fresh_reads()
         if self.snapshots is not None:
             self.snapshots.on_commit(self.store.height)  # written by a background thread
         return abci.ResponseCommit(retain_height=0)
@@ -365,8 +423,10 @@ class Application:
         """``/simulate`` (data = a signed tx): run it as CheckTx would, on a throwaway copy of the
         mempool state, and return {code, codespace, log, events}; nothing is kept (a dry run)."""
         check = self._check_ctx()
-        r = process_tx(Ctx(check.block, CacheKV(check.store)), raw, self.sigs)
-        events = [{"type": e.type, "attributes": {a.key: a.value for a in e.attributes}} for e in r.events]
+        r = process_tx(Ctx(check.block, CacheKV(check.store)), raw, self.sigs)  # with events
+        events = [
+            {"type": e.type, "attributes": {a.key: a.value for a in e.attributes}} for e in r.events
+        ]
         value = to_json({"code": r.code, "codespace": r.codespace, "log": r.log, "events": events})
         return abci.ResponseQuery(code=0, value=value, height=self.store.height)
 
@@ -376,8 +436,12 @@ class Application:
             return self.simulate(req.data)
         try:
             if req.height < 0:
-                raise ValueError(f"height {req.height} is negative: give a committed height, or 0 for the latest")
-            reader: KVReader = self.store if height == self.store.height else HistoricalReader(self.store, height)
+                raise ValueError(
+                    f"height {req.height} is negative: give a committed height, or 0 for the latest"
+                )
+            reader: KVReader = (
+                self.store if height == self.store.height else HistoricalReader(self.store, height)
+            )
             parts, params = parse_path(req.path)
             if not parts or parts[0] not in QUERIES:
                 known = ", ".join(f"/{r}" for r in sorted(QUERIES))
@@ -386,11 +450,18 @@ class Application:
             resp = abci.ResponseQuery(code=0, value=value, height=height)
             if req.prove:
                 for k in keys:
-                    resp.proof_ops.ops.add(type=PROOF_TYPE, key=k, data=self.store.prove(k, height).to_bytes())
+                    resp.proof_ops.ops.add(
+                        type=PROOF_TYPE, key=k, data=self.store.prove(k, height).to_bytes()
+                    )
             return resp
         except QueryError as e:
             return abci.ResponseQuery(code=e.code, codespace="query", log=str(e), height=height)
-        except (StoreError, ValueError, OverflowError, LoconetError) as e:  # pruned/future height, bad input
+        except (
+            StoreError,
+            ValueError,
+            OverflowError,
+            LoconetError,
+        ) as e:  # pruned/future height, bad input
             log = e.log if isinstance(e, LoconetError) else str(e)
             return abci.ResponseQuery(code=2, codespace="query", log=log, height=height)
 
@@ -398,8 +469,12 @@ class Application:
     def list_snapshots(self, req: abci.RequestListSnapshots) -> abci.ResponseListSnapshots:
         return abci.ResponseListSnapshots(snapshots=self.snapshots.list() if self.snapshots else [])
 
-    def load_snapshot_chunk(self, req: abci.RequestLoadSnapshotChunk) -> abci.ResponseLoadSnapshotChunk:
-        chunk = self.snapshots.load_chunk(req.height, req.format, req.chunk) if self.snapshots else b""
+    def load_snapshot_chunk(
+        self, req: abci.RequestLoadSnapshotChunk
+    ) -> abci.ResponseLoadSnapshotChunk:
+        chunk = (
+            self.snapshots.load_chunk(req.height, req.format, req.chunk) if self.snapshots else b""
+        )
         return abci.ResponseLoadSnapshotChunk(chunk=chunk)
 
     def offer_snapshot(self, req: abci.RequestOfferSnapshot) -> abci.ResponseOfferSnapshot:
@@ -408,10 +483,16 @@ class Application:
         if self.store.height != 0 or self._genesis is not None:
             return abci.ResponseOfferSnapshot(result=abci.ResponseOfferSnapshot.ABORT)
         result = Restore.check_offer(req.snapshot, req.app_hash)
-        self._restore = Restore(req.snapshot, req.app_hash) if result == abci.ResponseOfferSnapshot.ACCEPT else None
+        self._restore = (
+            Restore(req.snapshot, req.app_hash)
+            if result == abci.ResponseOfferSnapshot.ACCEPT
+            else None
+        )
         return abci.ResponseOfferSnapshot(result=result)
 
-    def apply_snapshot_chunk(self, req: abci.RequestApplySnapshotChunk) -> abci.ResponseApplySnapshotChunk:
+    def apply_snapshot_chunk(
+        self, req: abci.RequestApplySnapshotChunk
+    ) -> abci.ResponseApplySnapshotChunk:
         r = self._restore
         if r is None or self.store.height != 0:
             return abci.ResponseApplySnapshotChunk(result=abci.ResponseApplySnapshotChunk.ABORT)
@@ -422,8 +503,7 @@ class Application:
             return resp
         self._restore = None
         resp = r.finish(self.store)
-        self._check = CacheKV(ReadCache(self.store))
-        self._check_block = None
+        self._fresh_reads()
         return resp
 
     def invariants(self) -> None:

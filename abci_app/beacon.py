@@ -73,9 +73,17 @@ def prove(seed: bytes, msg: bytes, *, nonce: int | None = None) -> bytes:
     pub = na.crypto_scalarmult_ed25519_base_noclamp(_scalar(x))
     hp = _h2c(pub, msg)
     gamma = na.crypto_scalarmult_ed25519_noclamp(_scalar(x), hp)
-    k = int.from_bytes(hashlib.sha512(h[32:] + hp).digest(), "little") % _L if nonce is None else nonce % _L
-    c = _challenge(hp, gamma, na.crypto_scalarmult_ed25519_base_noclamp(_scalar(k)),
-                   na.crypto_scalarmult_ed25519_noclamp(_scalar(k), hp))
+    k = (
+        int.from_bytes(hashlib.sha512(h[32:] + hp).digest(), "little") % _L
+        if nonce is None
+        else nonce % _L
+    )
+    c = _challenge(
+        hp,
+        gamma,
+        na.crypto_scalarmult_ed25519_base_noclamp(_scalar(k)),
+        na.crypto_scalarmult_ed25519_noclamp(_scalar(k), hp),
+    )
     s = (k + c * x) % _L
     return gamma + c.to_bytes(16, "little") + _scalar(s)
 
@@ -86,15 +94,23 @@ def verify(pub: bytes, msg: bytes, proof: bytes) -> bytes | None:
         return None
     gamma, c_b, s_b = proof[:32], proof[32:48], proof[48:]
     s = int.from_bytes(s_b, "little")
-    if s >= _L or not na.crypto_core_ed25519_is_valid_point(pub) or not na.crypto_core_ed25519_is_valid_point(gamma):
+    if (
+        s >= _L
+        or not na.crypto_core_ed25519_is_valid_point(pub)
+        or not na.crypto_core_ed25519_is_valid_point(gamma)
+    ):
         return None
     c = int.from_bytes(c_b, "little")
     try:
         hp = _h2c(pub, msg)
-        u = na.crypto_core_ed25519_sub(na.crypto_scalarmult_ed25519_base_noclamp(_scalar(s)),
-                                       na.crypto_scalarmult_ed25519_noclamp(_scalar(c), pub))
-        v = na.crypto_core_ed25519_sub(na.crypto_scalarmult_ed25519_noclamp(_scalar(s), hp),
-                                       na.crypto_scalarmult_ed25519_noclamp(_scalar(c), gamma))
+        u = na.crypto_core_ed25519_sub(
+            na.crypto_scalarmult_ed25519_base_noclamp(_scalar(s)),
+            na.crypto_scalarmult_ed25519_noclamp(_scalar(c), pub),
+        )
+        v = na.crypto_core_ed25519_sub(
+            na.crypto_scalarmult_ed25519_noclamp(_scalar(s), hp),
+            na.crypto_scalarmult_ed25519_noclamp(_scalar(c), gamma),
+        )
     except (NaclRuntimeError, ValueError, TypeError):  # a zero scalar or an identity result
         return None
     if _challenge(hp, gamma, u, v) != c:

@@ -43,7 +43,8 @@ class BlockContext:
     last_app_hash: bytes = b""  # app hash after the previous block (in this block's header)
     # (validator, extension) carried by the block from the last commit (abci_app/vote_extensions.py)
     vote_extensions: tuple[tuple[bytes, vote_extension_pb2.VoteExtension], ...] = ()
-    # the validators' randomness beacon carried by the block (vote_extensions.block_beacon); b"" if none
+    # the validators' randomness beacon carried by the block (vote_extensions.block_beacon); b"" if
+    # none
     beacon: bytes = b""
 
     @property
@@ -58,13 +59,17 @@ class Ctx:
     block: BlockContext
     store: CacheKV
     events: list[abci.Event] = field(default_factory=list)
+    # False where nobody reads the events (CheckTx and recheck answer a code only): ``emit``
+    # drops them, and a hot path may skip building one (``if ctx.recording: ctx.emit(...)``)
+    recording: bool = True
 
     def emit(self, event: abci.Event) -> None:
-        self.events.append(event)
+        if self.recording:
+            self.events.append(event)
 
     def child(self) -> Ctx:
         """A nested context whose writes and events are kept only if ``commit_child`` is called."""
-        return Ctx(self.block, CacheKV(self.store), [])
+        return Ctx(self.block, CacheKV(self.store), [], self.recording)
 
     def commit_child(self, child: Ctx) -> None:
         child.store.write()

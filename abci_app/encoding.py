@@ -15,7 +15,8 @@ M = TypeVar("M", bound=Message)
 
 
 def encode_uvarint(n: int) -> bytes:
-    """Unsigned LEB128 varint (protobuf's, CometBFT v0.38's ABCI framing, length-delimited sign bytes)."""
+    """Unsigned LEB128 varint (protobuf's, CometBFT v0.38's ABCI framing, length-delimited sign
+    bytes)."""
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -24,11 +25,15 @@ def encode_uvarint(n: int) -> bytes:
     return bytes(out)
 
 
+_LENGTH_BYTE = [bytes([n]) for n in range(256)]
+
+
 def lp(b: bytes) -> bytes:
     """Length-prefixed bytes (one length byte) for composite keys."""
-    if len(b) > 255:
+    n = len(b)
+    if n > 255:
         raise ValueError("key part longer than 255 bytes")
-    return bytes([len(b)]) + b
+    return _LENGTH_BYTE[n] + b
 
 
 class KeyReader:

@@ -60,7 +60,7 @@ Bound tree layout (the one definition; chain, trainer, CLI and tests call these)
 
 ``bound_update_leaves`` and ``bound_trace_leaves`` return the leaf data in that order.
 
-Known answers (pinned by tests/test_merkle.py)::
+Known answers (pinned by tests/chain/test_merkle.py)::
 
     merkle_root([])                 e3b0c442...b855 (sha256 of the empty string)
     merkle_root([b"a"])             022a6979...f93c = sha256(0x00 || b"a")
@@ -95,8 +95,10 @@ __all__ = [
     "merkle_proof",
     "merkle_root",
     "merkle_root_of_bytes",
+    "merkle_root_of_leaf_hashes",
     "n_trace_leaves",
     "n_update_leaves",
+    "verify_leaf_hash_proof",
     "verify_merkle_proof",
 ]
 
@@ -115,11 +117,13 @@ MAX_HASH_THREADS = 8
 _sha256 = hashlib.sha256
 
 
-BINDING_KINDS = (b"trace", b"update")
+BINDING_KINDS = (b"trace", b"update", b"probe")  # probe: jobs/probe.py (tolerance mode)
 PROVIDER_SIZE = 20
 
 
-def binding_leaf(kind: bytes, provider: bytes, job: int, round_: int, base_model_hash: bytes) -> bytes:
+def binding_leaf(
+    kind: bytes, provider: bytes, job: int, round_: int, base_model_hash: bytes
+) -> bytes:
     """Leaf 0 of a bound update or trace root (pure bytes; see the module docstring).
 
     Raises ``ValueError`` on an unknown kind, a provider that is not 20 bytes, a base hash
@@ -133,8 +137,15 @@ def binding_leaf(kind: bytes, provider: bytes, job: int, round_: int, base_model
         raise ValueError("binding_leaf: base_model_hash must be 32 bytes")
     if not (0 <= job < 1 << 64 and 0 <= round_ < 1 << 64):
         raise ValueError("binding_leaf: job and round must be u64")
-    return (b"loconet/" + bytes(kind) + b"/v1" + bytes(provider) + job.to_bytes(8, "big")
-            + round_.to_bytes(8, "big") + bytes(base_model_hash))
+    return (
+        b"loconet/"
+        + bytes(kind)
+        + b"/v1"
+        + bytes(provider)
+        + job.to_bytes(8, "big")
+        + round_.to_bytes(8, "big")
+        + bytes(base_model_hash)
+    )
 
 
 def hash_leaf(data: bytes | bytearray | memoryview) -> bytes:
@@ -164,7 +175,9 @@ def _thread_count(n_leaves: int, n_bytes: int, workers: int | None) -> int:
     return max(1, min(workers, n_leaves))
 
 
-def hash_leaves(leaves: Sequence[bytes | bytearray | memoryview], workers: int | None = None) -> list[bytes]:
+def hash_leaves(
+    leaves: Sequence[bytes | bytearray | memoryview], workers: int | None = None
+) -> list[bytes]:
     """Return ``[hash_leaf(d) for d in leaves]``, on up to ``workers`` threads.
 
     ``workers=None`` picks: one thread below ``PARALLEL_MIN_BYTES`` of leaf data, else one per
@@ -215,6 +228,14 @@ def merkle_root(leaves: Sequence[bytes], workers: int | None = None) -> bytes:
     return _root_of_hashes(hash_leaves(leaves, workers))
 
 
+def merkle_root_of_leaf_hashes(leaf_hashes: Sequence[bytes]) -> bytes:
+    """The root of a tree given its leaf hashes (``hash_leaf`` of each leaf's data): what
+    ``merkle_root`` returns for the data, for a caller that knows some leaves only by hash."""
+    if len(leaf_hashes) == 0:
+        return EMPTY_ROOT
+    return _root_of_hashes([bytes(x) for x in leaf_hashes])
+
+
 def merkle_proof(leaves: Sequence[bytes], index: int) -> list[bytes]:
     """Return the inclusion proof (list of 32-byte sibling hashes) of ``leaves[index]``.
 
@@ -253,7 +274,28 @@ def verify_merkle_proof(
         return False
     if not isinstance(leaf_data, (bytes, bytearray, memoryview)):
         return False
-    h = hash_leaf(leaf_data)
+    return verify_leaf_hash_proof(root, hash_leaf(leaf_data), index, n_leaves, proof)
+
+
+def verify_leaf_hash_proof(
+    root: bytes, leaf_hash: bytes, index: int, n_leaves: int, proof: Sequence[bytes]
+) -> bool:
+    """``verify_merkle_proof`` for a leaf known only by its hash ``hash_leaf(d)`` (a trace entry
+    whose state hash stays secret: jobs README *Evidence only re-execution yields*). Never
+    raises on malformed input; returns False.
+    """
+    if (
+        not isinstance(root, (bytes, bytearray))
+        or len(root) != HASH_SIZE
+        or not isinstance(leaf_hash, (bytes, bytearray))
+        or len(leaf_hash) != HASH_SIZE
+        or not isinstance(index, int)
+        or not isinstance(n_leaves, int)
+        or not 0 <= index < n_leaves
+        or len(proof) > MAX_PROOF_LENGTH
+    ):
+        return False
+    h = bytes(leaf_hash)
     i, width, used = index, n_leaves, 0
     while width > 1:
         sibling = i ^ 1
@@ -277,7 +319,9 @@ def chunk_bytes(data: bytes, chunk_size: int = CHUNK_SIZE) -> list[bytes]:
     return [bytes(data[i : i + chunk_size]) for i in range(0, len(data), chunk_size)]
 
 
-def chunk_views(data: bytes | bytearray | memoryview, chunk_size: int = CHUNK_SIZE) -> list[memoryview]:
+def chunk_views(
+    data: bytes | bytearray | memoryview, chunk_size: int = CHUNK_SIZE
+) -> list[memoryview]:
     """``chunk_bytes`` without the copies: read-only ``memoryview`` slices of ``data``."""
     if chunk_size <= 0:
         raise ValueError("chunk_views: chunk_size must be positive")
@@ -327,16 +371,20 @@ def n_trace_leaves(n_entries: int) -> int:
     return n_entries + ENTRY_OFFSET
 
 
-def bound_update_leaves(provider: bytes, job: int, round_: int, base_model_hash: bytes,
-                        payload: bytes) -> list[bytes]:
+def bound_update_leaves(
+    provider: bytes, job: int, round_: int, base_model_hash: bytes, payload: bytes
+) -> list[bytes]:
     """Leaf data of a bound update tree: ``binding_leaf(b"update", ...)``, then the chunks."""
     return [binding_leaf(b"update", provider, job, round_, base_model_hash)] + chunk_bytes(payload)
 
 
-def bound_trace_leaves(provider: bytes, job: int, round_: int, base_model_hash: bytes,
-                       state_hashes: Sequence[bytes]) -> list[bytes]:
+def bound_trace_leaves(
+    provider: bytes, job: int, round_: int, base_model_hash: bytes, state_hashes: Sequence[bytes]
+) -> list[bytes]:
     """Leaf data of a bound trace tree: ``binding_leaf(b"trace", ...)``, then the 32-byte state
     hashes. Raises ``ValueError`` when an entry is not 32 bytes."""
     if any(len(x) != HASH_SIZE for x in state_hashes):
         raise ValueError("bound_trace_leaves: trace entries must be 32-byte state hashes")
-    return [binding_leaf(b"trace", provider, job, round_, base_model_hash)] + [bytes(x) for x in state_hashes]
+    return [binding_leaf(b"trace", provider, job, round_, base_model_hash)] + [
+        bytes(x) for x in state_hashes
+    ]

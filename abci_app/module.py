@@ -16,11 +16,16 @@ from abci_app.pb import abci
 from abci_app.store import CacheKV, KVReader
 
 Handler = Callable[[Ctx, bytes, Any], None]  # (ctx, signer address, message)
-QueryFn = Callable[[KVReader, list[str], dict[str, str]], tuple[bytes, list[bytes]]]  # -> (json, proven keys)
-GenesisFn = Callable[[CacheKV, dict[str, Any], abci.RequestInitChain], "list[abci.ValidatorUpdate] | None"]
+# -> (json, proven keys)
+QueryFn = Callable[[KVReader, list[str], dict[str, str]], tuple[bytes, list[bytes]]]
+GenesisFn = Callable[
+    [CacheKV, dict[str, Any], abci.RequestInitChain], "list[abci.ValidatorUpdate] | None"
+]
 BlockHook = Callable[[Ctx], None]
 EndBlockHook = Callable[[Ctx], "list[abci.ValidatorUpdate]"]
-InvariantFn = Callable[[KVReader], int]  # raises InvariantBroken; returns uloco the module holds outside plain balances (0 if it uses module accounts)
+# raises InvariantBroken; returns uloco the module holds outside plain balances (0 if it uses
+# module accounts)
+InvariantFn = Callable[[KVReader], int]
 
 
 @dataclass(frozen=True)

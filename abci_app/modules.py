@@ -8,7 +8,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TypeVar
 
+from abci_app.auth.keys import PARAMS_KEY as AUTH_PARAMS_KEY
 from abci_app.auth.module import MODULE as AUTH
+from abci_app.auth.params import get_params as get_auth_params
+from abci_app.auth.params import params_to_json as auth_params_to_json
 from abci_app.bank.module import MODULE as BANK
 from abci_app.codec.address import from_bech32
 from abci_app.jobs.keys import PARAMS_KEY as JOBS_PARAMS_KEY
@@ -61,7 +64,9 @@ def _merge(what: str, tables: list[Mapping[str, T]]) -> dict[str, T]:
     return out
 
 
-def query_market_params(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
+def query_market_params(
+    reader: KVReader, args: list[str], params: dict[str, str]
+) -> tuple[bytes, list[bytes]]:
     """/market_params -> {"providers": {...}, "jobs": {...}}: both modules' params in one proven
     answer. It spans two modules, so it lives here, where both are wired."""
     data = {
@@ -71,9 +76,13 @@ def query_market_params(reader: KVReader, args: list[str], params: dict[str, str
     return to_json(data), [PROVIDERS_PARAMS_KEY, JOBS_PARAMS_KEY]
 
 
-def query_params(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
-    """/params -> {"staking": {...}, "slashing": {...}}; /params/{module} -> that module's."""
+def query_params(
+    reader: KVReader, args: list[str], params: dict[str, str]
+) -> tuple[bytes, list[bytes]]:
+    """/params -> {"auth": {...}, "staking": {...}, "slashing": {...}}; /params/{module} -> that
+    module's (auth: the minimum fee, which clients read to pay it: node/fees.py)."""
     every = {
+        "auth": (auth_params_to_json(get_auth_params(reader)), AUTH_PARAMS_KEY),
         "staking": (staking_params_to_json(get_staking_params(reader)), STAKING_PARAMS_KEY),
         "slashing": (slashing_params_to_json(get_slashing_params(reader)), SLASHING_PARAMS_KEY),
     }
@@ -85,13 +94,18 @@ def query_params(reader: KVReader, args: list[str], params: dict[str, str]) -> t
     return to_json(value), [key]
 
 
-def query_provider(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
+def query_provider(
+    reader: KVReader, args: list[str], params: dict[str, str]
+) -> tuple[bytes, list[bytes]]:
     """/provider/{loco1...} -> the provider record (providers module); /provider/{loco1...}/sla ->
     its SLA figures (jobs module: the round steps record them). An address that is neither a
     provider nor has a record is an error, so a typo never reads as a clean record of zeros."""
     if len(args) == 2 and args[1] == "sla":
         addr = from_bech32(args[0])
-        if providers_keeper.get_provider(reader, addr) is None and reader.get(sla_key(addr)) is None:
+        if (
+            providers_keeper.get_provider(reader, addr) is None
+            and reader.get(sla_key(addr)) is None
+        ):
             raise QueryError(f"provider {args[0]} not found (never registered, and no SLA record)")
         return query_provider_sla(reader, args[:1], params)
     return query_provider_record(reader, args, params)
@@ -119,4 +133,6 @@ def check_key_prefixes(modules: tuple[ModuleSpec, ...]) -> None:
 
 check_key_prefixes(MODULES)
 ROUTES: dict[str, Handler] = _merge("message route", [m.routes for m in MODULES])
-QUERIES: dict[str, QueryFn] = _merge("query path", [*(m.queries for m in MODULES), APP_QUERIES]) | {"provider": query_provider}
+QUERIES: dict[str, QueryFn] = _merge("query path", [*(m.queries for m in MODULES), APP_QUERIES]) | {
+    "provider": query_provider
+}

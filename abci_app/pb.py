@@ -58,6 +58,18 @@ def enum_names(enum: EnumTypeWrapper) -> list[str]:
 
 
 __all__ = [
-    "abci", "canonical_pb2", "bank_pb2", "enum_name", "enum_names", "jobs_pb2", "keys_pb2", "proof_pb2", "providers_pb2", "settlement_pb2", "staking_pb2", "state_pb2", "tx_pb2",
+    "abci",
+    "canonical_pb2",
+    "bank_pb2",
+    "enum_name",
+    "enum_names",
+    "jobs_pb2",
+    "keys_pb2",
+    "proof_pb2",
+    "providers_pb2",
+    "settlement_pb2",
+    "staking_pb2",
+    "state_pb2",
+    "tx_pb2",
     "vote_extension_pb2",
 ]

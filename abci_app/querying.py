@@ -33,7 +33,10 @@ def parse_path(path: str) -> tuple[list[str], dict[str, str]]:
         k, _, v = part.partition("=")
         name = ALIASES.get(k, k)
         if name not in PARAMS:
-            raise QueryError(f"unknown query parameter {k[:40]!r}; known: {', '.join(sorted(PARAMS | set(ALIASES)))}")
+            raise QueryError(
+                f"unknown query parameter {k[:40]!r}; known: "
+                f"{', '.join(sorted(PARAMS | set(ALIASES)))}"
+            )
         if name in params:
             raise QueryError(f"query parameter {name!r} given twice")
         params[name] = v
@@ -46,12 +49,15 @@ def parse_u64(text: str, what: str) -> int:
     QueryError naming ``what`` (code 1), never Python's own int() error."""
     if not (0 < len(text) <= 20 and text.isascii() and text.isdigit()) or int(text) >= 1 << 64:
         shown = text if len(text) <= 24 else text[:24] + "..."
-        raise QueryError(f"{what} must be an unsigned integer below 2^64 (decimal digits), got {shown!r}")
+        raise QueryError(
+            f"{what} must be an unsigned integer below 2^64 (decimal digits), got {shown!r}"
+        )
     return int(text)
 
 
 def int_param(params: dict[str, str], name: str, default: int, hi: int | None = None) -> int:
-    """Query parameter ``name`` as a non-negative integer (``default`` when absent), capped at ``hi``."""
+    """Query parameter ``name`` as a non-negative integer (``default`` when absent), capped at
+    ``hi``."""
     v = params.get(name, "")
     if v == "":
         return default

@@ -6,7 +6,10 @@ speaks v0.38 only). CometBFT opens four connections (consensus, mempool, query, 
 pipelines requests on each; this server answers every request on a connection in order and
 writes buffered responses out when it sees a Flush (which it always answers) or when the
 buffer grows large. All four connections share one Application; handlers run one at a time on
-the event loop, so they never interleave.
+the event loop, so they never interleave. A connection lets the others run every YIELD_EVERY
+requests, so CometBFT's consensus connection (PrepareProposal, FinalizeBlock, ...) never waits
+behind a flood of pipelined CheckTx or a recheck of the whole mempool: at most a few hundred of
+them (``tests/chain/test_abci_socket.py``, a PrepareProposal during 3,000 CheckTx).
 
 Connections and their roles. CometBFT's socket client treats a ResponseException as fatal
 (it stops the client and the node exits), so nothing a peer can send through RPC may ever be
@@ -58,7 +61,9 @@ from abci_app.pb import abci
 
 log = logging.getLogger("loconet.abci")
 
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# the largest request is InitChain, whose app_state is the genesis: a million bank balances is
+# 71 MB of JSON (benchmarks/RESULTS.md, P1 with a large genesis); 96 MiB carries ~1.35M
+MAX_MESSAGE_BYTES = 96 * 1024 * 1024
 FATAL = frozenset({"init_chain", "finalize_block", "commit"})
 
 # method -> role (module docstring); echo and flush belong to every role
@@ -177,9 +182,20 @@ class FrameReader:
 # Request oneof name -> (Application method, Response oneof name)
 def _dispatch_table(app: Any) -> dict[str, Callable[[Any], Any]]:
     names = [
-        "info", "init_chain", "query", "check_tx", "commit", "list_snapshots", "offer_snapshot",
-        "load_snapshot_chunk", "apply_snapshot_chunk", "prepare_proposal", "process_proposal",
-        "extend_vote", "verify_vote_extension", "finalize_block",
+        "info",
+        "init_chain",
+        "query",
+        "check_tx",
+        "commit",
+        "list_snapshots",
+        "offer_snapshot",
+        "load_snapshot_chunk",
+        "apply_snapshot_chunk",
+        "prepare_proposal",
+        "process_proposal",
+        "extend_vote",
+        "verify_vote_extension",
+        "finalize_block",
     ]
     return {n: getattr(app, n) for n in names}
 
@@ -224,7 +240,9 @@ class ABCIServer:
         if kind == "flush":
             return abci.Response(flush=abci.ResponseFlush())
         if kind not in self._handlers:
-            return abci.Response(exception=abci.ResponseException(error=f"unknown request {kind!r}"))
+            return abci.Response(
+                exception=abci.ResponseException(error=f"unknown request {kind!r}")
+            )
         try:
             resp = self._handlers[kind](getattr(req, kind))
         except Exception as e:
@@ -287,7 +305,11 @@ class ABCIServer:
                 flush = False
                 decoded = [self._decode(raw) for raw in frames.feed(data)]
                 if conn.role in (None, "mempool") and hasattr(self.app, "preverify"):
-                    txs = [r.check_tx.tx for r, _ in decoded if r is not None and r.HasField("check_tx")]
+                    txs = [
+                        r.check_tx.tx
+                        for r, _ in decoded
+                        if r is not None and r.HasField("check_tx")
+                    ]
                     if len(txs) > 1:
                         self.app.preverify(txs)
                 for i, (req, answer) in enumerate(decoded):
@@ -345,7 +367,9 @@ class ABCIServer:
         else:
             hostport = self.address.removeprefix("tcp://")
             host, _, port = hostport.rpartition(":")
-            self._server = await asyncio.start_server(self._serve_conn, host=host or "127.0.0.1", port=int(port))
+            self._server = await asyncio.start_server(
+                self._serve_conn, host=host or "127.0.0.1", port=int(port)
+            )
 
     async def serve_forever(self) -> None:
         if self._server is None:

@@ -18,12 +18,13 @@ that is skipped (logged).
 
 Restoring (``Restore``): CometBFT's light client verifies the header of H + 1 and passes its
 app hash to OfferSnapshot. The offer is accepted only by an empty store, for format 1, at a
-height 1..2^63-1 (CometBFT's int64), with metadata of 32 bytes per chunk whose sha256 is the snapshot hash. Each chunk (applied in order)
-must hash to its entry in the metadata, else CometBFT refetches it and rejects its sender; its
-keys must continue the strictly ascending order. After the last chunk the pairs go to
-``MerkleStore.restore``, which commits them as version H only if their root equals the trusted
-app hash; otherwise the snapshot is rejected and the store stays empty. The metadata itself is
-untrusted until that final check: a peer inventing a snapshot wastes one download, nothing more.
+height 1..2^63-1 (CometBFT's int64), with metadata of 32 bytes per chunk whose sha256 is the
+snapshot hash. Each chunk (applied in order) must hash to its entry in the metadata, else CometBFT
+refetches it and rejects its sender; its keys must continue the strictly ascending order. After the
+last chunk the pairs go to ``MerkleStore.restore``, which commits them as version H only if their
+root equals the trusted app hash; otherwise the snapshot is rejected and the store stays empty. The
+metadata itself is untrusted until that final check: a peer inventing a snapshot wastes one
+download, nothing more.
 """
 
 from __future__ import annotations
@@ -88,7 +89,9 @@ def decode_chunk(chunk: bytes) -> list[tuple[bytes, bytes]]:
     return out
 
 
-def chunk_pairs(pairs: Iterable[tuple[bytes, bytes]], chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
+def chunk_pairs(
+    pairs: Iterable[tuple[bytes, bytes]], chunk_bytes: int = CHUNK_BYTES
+) -> Iterator[bytes]:
     """Deterministic cut of the encoded pairs into chunks of at most ``chunk_bytes``."""
     buf = bytearray()
     for k, v in pairs:
@@ -103,8 +106,13 @@ def chunk_pairs(pairs: Iterable[tuple[bytes, bytes]], chunk_bytes: int = CHUNK_B
 
 def snapshot_of(height: int, chunk_hashes: list[bytes]) -> abci.Snapshot:
     metadata = b"".join(chunk_hashes)
-    return abci.Snapshot(height=height, format=FORMAT, chunks=len(chunk_hashes),
-                         hash=hashlib.sha256(metadata).digest(), metadata=metadata)
+    return abci.Snapshot(
+        height=height,
+        format=FORMAT,
+        chunks=len(chunk_hashes),
+        hash=hashlib.sha256(metadata).digest(),
+        metadata=metadata,
+    )
 
 
 # -- taking and serving ---------------------------------------------------------------------------
@@ -113,10 +121,19 @@ def snapshot_of(height: int, chunk_hashes: list[bytes]) -> abci.Snapshot:
 class Snapshotter:
     """Snapshots of ``store`` every ``interval`` committed heights, in ``directory``."""
 
-    def __init__(self, store: MerkleStore, directory: str | os.PathLike[str], *, interval: int,
-                 keep: int = 2, chunk_bytes: int = CHUNK_BYTES) -> None:
+    def __init__(
+        self,
+        store: MerkleStore,
+        directory: str | os.PathLike[str],
+        *,
+        interval: int,
+        keep: int = 2,
+        chunk_bytes: int = CHUNK_BYTES,
+    ) -> None:
         if interval < 0 or keep < 1 or chunk_bytes < 1:
-            raise ValueError("snapshot interval must be >= 0 (0 = off), keep >= 1 and chunk_bytes >= 1")
+            raise ValueError(
+                "snapshot interval must be >= 0 (0 = off), keep >= 1 and chunk_bytes >= 1"
+            )
         self.store, self.dir = store, Path(directory)
         self.interval, self.keep, self.chunk_bytes = interval, keep, chunk_bytes
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -139,7 +156,10 @@ class Snapshotter:
             self._thread.start()
         with self._lock:
             if self._pending >= 2:
-                log.warning("snapshot of height %d skipped: the previous ones are still being written", height)
+                log.warning(
+                    "snapshot of height %d skipped: the previous ones are still being written",
+                    height,
+                )
                 return
             self._pending += 1
             self._idle.clear()
@@ -152,7 +172,7 @@ class Snapshotter:
                 return
             try:
                 self.take(height)
-            except Exception as e:  # a snapshot never stops the node
+            except Exception as e:  # noqa: BLE001 (a snapshot never stops the node)
                 log.warning("snapshot of height %d failed: %s", height, e)
             finally:
                 with self._lock:
@@ -167,7 +187,9 @@ class Snapshotter:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         hashes = []
-        for i, chunk in enumerate(chunk_pairs(self.store.iterate_at(height, b""), self.chunk_bytes)):
+        for i, chunk in enumerate(
+            chunk_pairs(self.store.iterate_at(height, b""), self.chunk_bytes)
+        ):
             tmp.joinpath(f"chunk-{i}").write_bytes(chunk)
             hashes.append(hashlib.sha256(chunk).digest())
         snap = snapshot_of(height, hashes)
@@ -197,7 +219,9 @@ class Snapshotter:
         out = []
         for h in self.heights():
             try:
-                out.append(abci.Snapshot.FromString(self.dir.joinpath(str(h), "snapshot").read_bytes()))
+                out.append(
+                    abci.Snapshot.FromString(self.dir.joinpath(str(h), "snapshot").read_bytes())
+                )
             except OSError:
                 continue  # pruned meanwhile
             except DecodeError:
@@ -225,7 +249,10 @@ class Restore:
 
     def __init__(self, snapshot: abci.Snapshot, app_hash: bytes) -> None:
         self.snapshot, self.app_hash = snapshot, app_hash
-        self.hashes = [snapshot.metadata[i : i + HASH_BYTES] for i in range(0, len(snapshot.metadata), HASH_BYTES)]
+        self.hashes = [
+            snapshot.metadata[i : i + HASH_BYTES]
+            for i in range(0, len(snapshot.metadata), HASH_BYTES)
+        ]
         self.next = 0
         self.pairs: list[tuple[bytes, bytes]] = []
 
@@ -235,29 +262,54 @@ class Restore:
         if snapshot.format != FORMAT:
             return Offer.REJECT_FORMAT
         md = snapshot.metadata
-        if (not 1 <= snapshot.height <= MAX_HEIGHT or snapshot.chunks < 1 or len(md) != HASH_BYTES * snapshot.chunks
-                or hashlib.sha256(md).digest() != snapshot.hash or len(app_hash) != HASH_BYTES):
+        if (
+            not 1 <= snapshot.height <= MAX_HEIGHT
+            or snapshot.chunks < 1
+            or len(md) != HASH_BYTES * snapshot.chunks
+            or hashlib.sha256(md).digest() != snapshot.hash
+            or len(app_hash) != HASH_BYTES
+        ):
             return Offer.REJECT
         return Offer.ACCEPT
 
-    def apply(self, index: int, chunk: bytes, sender: str) -> tuple[abci.ResponseApplySnapshotChunk, bool]:
+    def apply(
+        self, index: int, chunk: bytes, sender: str
+    ) -> tuple[abci.ResponseApplySnapshotChunk, bool]:
         """(response, whether this was the last chunk). A chunk that does not hash to its
         metadata entry is refetched (from another peer: its sender is rejected); one that
         hashes right but does not decode to ascending pairs condemns the whole snapshot."""
         if index != self.next:  # CometBFT applies chunks in order
             return Apply(result=Apply.RETRY, refetch_chunks=[self.next]), False
         if hashlib.sha256(chunk).digest() != self.hashes[index]:
-            log.warning("snapshot %d chunk %d from %s does not match its hash: refetching", self.snapshot.height, index, sender)
-            return Apply(result=Apply.RETRY, refetch_chunks=[index], reject_senders=[sender] if sender else []), False
+            log.warning(
+                "snapshot %d chunk %d from %s does not match its hash: refetching",
+                self.snapshot.height,
+                index,
+                sender,
+            )
+            return Apply(
+                result=Apply.RETRY,
+                refetch_chunks=[index],
+                reject_senders=[sender] if sender else [],
+            ), False
         try:
             pairs = decode_chunk(chunk)
         except SnapshotError as e:
-            log.warning("snapshot %d chunk %d is malformed (%s): rejecting the snapshot", self.snapshot.height, index, e)
+            log.warning(
+                "snapshot %d chunk %d is malformed (%s): rejecting the snapshot",
+                self.snapshot.height,
+                index,
+                e,
+            )
             return Apply(result=Apply.REJECT_SNAPSHOT), False
         last = self.pairs[-1][0] if self.pairs else None
         for k, _ in pairs:
             if last is not None and k <= last:
-                log.warning("snapshot %d chunk %d: keys out of order: rejecting the snapshot", self.snapshot.height, index)
+                log.warning(
+                    "snapshot %d chunk %d: keys out of order: rejecting the snapshot",
+                    self.snapshot.height,
+                    index,
+                )
                 return Apply(result=Apply.REJECT_SNAPSHOT), False
             last = k
         self.pairs += pairs
@@ -271,10 +323,23 @@ class Restore:
         except StoreError as e:
             log.warning("snapshot %d rejected: %s", self.snapshot.height, e)
             return Apply(result=Apply.REJECT_SNAPSHOT)
-        log.info("state restored from snapshot %d: %d keys, app hash %s", self.snapshot.height, len(self.pairs),
-                 self.app_hash.hex())
+        log.info(
+            "state restored from snapshot %d: %d keys, app hash %s",
+            self.snapshot.height,
+            len(self.pairs),
+            self.app_hash.hex(),
+        )
         return Apply(result=Apply.ACCEPT)
 
 
-__all__ = ["CHUNK_BYTES", "FORMAT", "Restore", "SnapshotError", "Snapshotter", "chunk_pairs", "decode_chunk",
-           "encode_pair", "snapshot_of"]
+__all__ = [
+    "CHUNK_BYTES",
+    "FORMAT",
+    "Restore",
+    "SnapshotError",
+    "Snapshotter",
+    "chunk_pairs",
+    "decode_chunk",
+    "encode_pair",
+    "snapshot_of",
+]

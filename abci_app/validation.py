@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 MAX_URL_BYTES = 256
@@ -16,11 +17,19 @@ _URL = re.compile(
 
 
 def is_http_url(url: str) -> bool:
-    """http(s)://host[:port][/path][?query]: ASCII, no spaces or fragments, <= 256 bytes, port 1..65535."""
+    """http(s)://host[:port][/path][?query]: ASCII, no spaces or fragments, <= 256 bytes, port
+    1..65535, a bracketed host a real IPv6 address (``http://[:::::]:1`` passed, and every HTTP
+    client refuses it: a job listing it first as a blob source stopped workers' fetches)."""
     if not url.isascii() or len(url) > MAX_URL_BYTES:
         return False
     m = _URL.match(url)
     if m is None:
         return False
+    host = url.split("://", 1)[1]
+    if host.startswith("["):  # the regex takes any of [0-9A-Fa-f:.]: "[:::::]" is no address
+        try:
+            ipaddress.IPv6Address(host[1 : host.index("]")])
+        except ValueError:
+            return False
     port = m.group("port")
     return port is None or 1 <= int(port) <= 65535

@@ -57,7 +57,9 @@ class ExtensionKeys:
     """Secrets the node gives the app to sign its vote extensions with (never in state)."""
 
     settlement: bytes | None = None  # 32-byte secp256k1 secret of this validator's settlement key
-    consensus: bytes | None = None  # 32-byte ed25519 seed of this validator's consensus key (beacon share)
+    consensus: bytes | None = (
+        None  # 32-byte ed25519 seed of this validator's consensus key (beacon share)
+    )
 
 
 def decode_extension(raw: bytes) -> vote_extension_pb2.VoteExtension | None:
@@ -86,14 +88,21 @@ def extend_vote(store: KVReader, height: int, chain_id: str, keys: ExtensionKeys
         me = evm.address_of_private_key(keys.settlement)
         if any(s.evm_address == me for s in cp.signers.signers):
             ext.settlement.number = cp.number
-            ext.settlement.signature = evm.sign_digest(keys.settlement, settlement.digest_of(chain_id, cp))
+            ext.settlement.signature = evm.sign_digest(
+                keys.settlement, settlement.digest_of(chain_id, cp)
+            )
     if keys.consensus is not None:
         ext.beacon = beacon.prove(keys.consensus, beacon.alpha(chain_id, height))
     return encode_msg(ext)
 
 
-def beacon_share(store: KVReader, chain_id: str, validator: bytes, height: int,
-                 ext: vote_extension_pb2.VoteExtension) -> bytes | None:
+def beacon_share(
+    store: KVReader,
+    chain_id: str,
+    validator: bytes,
+    height: int,
+    ext: vote_extension_pb2.VoteExtension,
+) -> bytes | None:
     """The output of the extension's beacon share, if it is the validator's VRF proof for
     (chain id, height) under its consensus key; else None."""
     val = staking.get_validator(store, validator)
@@ -102,21 +111,35 @@ def beacon_share(store: KVReader, chain_id: str, validator: bytes, height: int,
     return beacon.verify(val.pub_key, beacon.alpha(chain_id, height), ext.beacon)
 
 
-def check_parts(store: KVReader, chain_id: str, validator: bytes, height: int, ext: vote_extension_pb2.VoteExtension,
-                *, pending_only: bool) -> str | None:
+def check_parts(
+    store: KVReader,
+    chain_id: str,
+    validator: bytes,
+    height: int,
+    ext: vote_extension_pb2.VoteExtension,
+    *,
+    pending_only: bool,
+) -> str | None:
     """``height``: the height the vote was cast at."""
     if beacon_share(store, chain_id, validator, height, ext) is None:
         return f"vote extension of {validator.hex()} lacks a valid beacon share for height {height}"
     if ext.HasField("settlement"):
-        return settlement.check_vote(store, chain_id, validator, ext.settlement, pending_only=pending_only)
+        return settlement.check_vote(
+            store, chain_id, validator, ext.settlement, pending_only=pending_only
+        )
     return None
 
 
-def verify_vote_extension(store: KVReader, validator: bytes, height: int, chain_id: str, raw: bytes) -> bool:
+def verify_vote_extension(
+    store: KVReader, validator: bytes, height: int, chain_id: str, raw: bytes
+) -> bool:
     if not enabled(store, height):
         return raw == b""
     ext = decode_extension(raw)
-    return ext is not None and check_parts(store, chain_id, validator, height, ext, pending_only=True) is None
+    return (
+        ext is not None
+        and check_parts(store, chain_id, validator, height, ext, pending_only=True) is None
+    )
 
 
 # ------------------------------------------------------------------------------ proposals
@@ -135,18 +158,22 @@ def inject(store: KVReader, last_commit: abci.ExtendedCommitInfo, height: int) -
     votes = [v for v in last_commit.votes if v.block_id_flag == BLOCK_ID_FLAG_COMMIT]
     if not needed(store, height) and not any(v.vote_extension for v in votes):
         return None
-    return INJECTED_PREFIX + encode_msg(abci.ExtendedCommitInfo(round=last_commit.round, votes=votes))
+    return INJECTED_PREFIX + encode_msg(
+        abci.ExtendedCommitInfo(round=last_commit.round, votes=votes)
+    )
 
 
 def extension_sign_bytes(extension: bytes, height: int, round_: int, chain_id: str) -> bytes:
     """CometBFT's VoteExtensionSignBytes: length-delimited CanonicalVoteExtension."""
-    m = canonical_pb2.CanonicalVoteExtension(extension=extension, height=height, round=round_, chain_id=chain_id)
+    m = canonical_pb2.CanonicalVoteExtension(
+        extension=extension, height=height, round=round_, chain_id=chain_id
+    )
     b = m.SerializeToString(deterministic=True)
     return encode_uvarint(len(b)) + b
 
 
 def _decode_injected(raw: bytes) -> abci.ExtendedCommitInfo | None:
-    body = raw[len(INJECTED_PREFIX):]
+    body = raw[len(INJECTED_PREFIX) :]
     try:
         info = abci.ExtendedCommitInfo.FromString(body)
     except DecodeError:
@@ -156,15 +183,22 @@ def _decode_injected(raw: bytes) -> abci.ExtendedCommitInfo | None:
     return info
 
 
-def check_proposal(store: KVReader, proposed_last_commit: abci.CommitInfo, txs: list[bytes], height: int,
-                   chain_id: str) -> tuple[str | None, list[bytes]]:
+def check_proposal(
+    store: KVReader,
+    proposed_last_commit: abci.CommitInfo,
+    txs: list[bytes],
+    height: int,
+    chain_id: str,
+) -> tuple[str | None, list[bytes]]:
     """(why the proposal's vote extensions are unacceptable or None, the other txs)."""
     has = bool(txs) and txs[0].startswith(INJECTED_PREFIX)
     rest = txs[1:] if has else txs
     if any(t.startswith(INJECTED_PREFIX) for t in rest):
         return "injected vote extensions anywhere but first", rest
     if not has:
-        return ("the block lacks the last commit's vote extensions" if needed(store, height) else None), rest
+        return (
+            "the block lacks the last commit's vote extensions" if needed(store, height) else None
+        ), rest
     if not enabled(store, height - 1):
         return "vote extensions before they are enabled", rest
     info = _decode_injected(txs[0])
@@ -179,7 +213,11 @@ def check_proposal(store: KVReader, proposed_last_commit: abci.CommitInfo, txs: 
     for v in info.votes:
         addr = v.validator.address
         c = commit.get(addr)
-        if c is None or c.block_id_flag != BLOCK_ID_FLAG_COMMIT or v.block_id_flag != BLOCK_ID_FLAG_COMMIT:
+        if (
+            c is None
+            or c.block_id_flag != BLOCK_ID_FLAG_COMMIT
+            or v.block_id_flag != BLOCK_ID_FLAG_COMMIT
+        ):
             return f"vote of {addr.hex()} is not in the last commit", rest
         if addr in seen or v.validator.power != c.validator.power:
             return f"vote of {addr.hex()} duplicated or with another power", rest
@@ -188,8 +226,10 @@ def check_proposal(store: KVReader, proposed_last_commit: abci.CommitInfo, txs: 
         if val is None:
             return f"unknown validator {addr.hex()}", rest
         try:
-            VerifyKey(val.pub_key).verify(extension_sign_bytes(v.vote_extension, height - 1, info.round, chain_id),
-                                          v.extension_signature)
+            VerifyKey(val.pub_key).verify(
+                extension_sign_bytes(v.vote_extension, height - 1, info.round, chain_id),
+                v.extension_signature,
+            )
         except (BadSignatureError, CryptoError, ValueError, TypeError):
             return f"bad extension signature of {addr.hex()}", rest
         ext = decode_extension(v.vote_extension)
@@ -211,10 +251,14 @@ def block_beacon(votes: tuple[tuple[bytes, vote_extension_pb2.VoteExtension], ..
     """The block's beacon from its injected votes (``split_block``): sha256 over the shares'
     VRF outputs sorted by validator address (abci_app.beacon.block_beacon); b"" without votes.
     ProcessProposal verified every share, so the output is read without re-verifying."""
-    return beacon.block_beacon([(a, beacon.output(e.beacon)) for a, e in votes if len(e.beacon) == beacon.PROOF_BYTES])
+    return beacon.block_beacon(
+        [(a, beacon.output(e.beacon)) for a, e in votes if len(e.beacon) == beacon.PROOF_BYTES]
+    )
 
 
-def split_block(txs: list[bytes]) -> tuple[tuple[tuple[bytes, vote_extension_pb2.VoteExtension], ...], int]:
+def split_block(
+    txs: list[bytes],
+) -> tuple[tuple[tuple[bytes, vote_extension_pb2.VoteExtension], ...], int]:
     """(validator address, extension) of the injected votes, and how many leading txs were
     injected (0 or 1). Malformed parts are skipped: ProcessProposal refused them already."""
     if not txs or not txs[0].startswith(INJECTED_PREFIX):

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
 
-import torch  # noqa: E402
-
-from trainer.batched import RunConfig, heldout_full, run  # noqa: E402
-from trainer.data import Corpus  # noqa: E402
-from trainer.model import GPTConfig  # noqa: E402
+from trainer.batched import RunConfig, heldout_full, run
+from trainer.data import Corpus
+from trainer.model import GPTConfig
 
 
 def main() -> int:
@@ -27,8 +24,15 @@ def main() -> int:
     held = heldout_full(corpus, 32, 256, dev)[:1]
 
     def ms(H: int, impl: str, steps: int = 100) -> float:
-        rc = RunConfig(model=GPTConfig.preset("tiny"), workers=4, batch_size=8, steps=steps, H=H,
-                       eval_every=1000, device=dev)
+        rc = RunConfig(
+            model=GPTConfig.preset("tiny"),
+            workers=4,
+            batch_size=8,
+            steps=steps,
+            H=H,
+            eval_every=1000,
+            device=dev,
+        )
         t0 = time.perf_counter()
         run(corpus, rc, impl=impl, heldout=held)
         return (time.perf_counter() - t0) / steps * 1000
@@ -36,8 +40,11 @@ def main() -> int:
     ms(10, "vmap", 10), ms(0, "vmap", 10)  # warm up (lazy imports)
     for rep in range(2):
         for H in (10, 0):
-            print(f"rep {rep} H={H}: vmap {ms(H, 'vmap'):.1f} ms/step, "
-                  f"loop {ms(H, 'loop'):.1f} ms/step", flush=True)
+            print(
+                f"rep {rep} H={H}: vmap {ms(H, 'vmap'):.1f} ms/step, "
+                f"loop {ms(H, 'loop'):.1f} ms/step",
+                flush=True,
+            )
     return 0
 
 

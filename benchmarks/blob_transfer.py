@@ -23,13 +23,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from node.blobs import BlobClient, BlobStore, serve_blobs
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from node.blobs import BlobClient, BlobStore, serve_blobs  # noqa: E402
 
 
-def best(fn, repeats: int) -> float:  # type: ignore[no-untyped-def]
+def best(fn, repeats: int) -> float:
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -39,10 +38,14 @@ def best(fn, repeats: int) -> float:  # type: ignore[no-untyped-def]
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--mib", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--record", action="store_true", help="append the figures to benchmarks/RESULTS.md")
+    ap.add_argument(
+        "--record", action="store_true", help="append the figures to benchmarks/RESULTS.md"
+    )
     args = ap.parse_args()
     n = args.mib << 20
     data = os.urandom(n)
@@ -75,13 +78,23 @@ def main() -> int:
         src.close()
     assert sent == n * args.repeats, (sent, n)
     load_after = os.getloadavg()[0]
-    rows = [("hashlib.sha256 (in memory)", t_hash), ("BlobStore.put_bytes", t_put),
-            ("BlobClient.fetch over loopback HTTP", t_fetch)]
-    head = (f"### blob_transfer ({time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores, "
-            f"Python {platform.python_version()}, load average {load_before:.1f} before / {load_after:.1f} after)")
+    rows = [
+        ("hashlib.sha256 (in memory)", t_hash),
+        ("BlobStore.put_bytes", t_put),
+        ("BlobClient.fetch over loopback HTTP", t_fetch),
+    ]
+    head = (
+        f"### blob_transfer ({time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} "
+        f"cores, Python {platform.python_version()}, load average {load_before:.1f} before / "
+        f"{load_after:.1f} after)"
+    )
     cmd = "benchmarks/blob_transfer.py " + " ".join(sys.argv[1:])
-    table = [f"`{cmd.strip()}`: one {args.mib} MiB blob, best of {args.repeats}", "",
-             "| path | MB/s | seconds |", "|---|---|---|"]
+    table = [
+        f"`{cmd.strip()}`: one {args.mib} MiB blob, best of {args.repeats}",
+        "",
+        "| path | MB/s | seconds |",
+        "|---|---|---|",
+    ]
     table += [f"| {name} | {n / t / 1e6:,.0f} | {t:.3f} |" for name, t in rows]
     print(head)
     print("\n".join(table))

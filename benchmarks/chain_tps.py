@@ -9,7 +9,8 @@ the submit call to the moment the block is seen over RPC), and our/kvstore.
 
     .venv/bin/python benchmarks/chain_tps.py --accounts 200 --rate 3000 --duration 20
     .venv/bin/python benchmarks/chain_tps.py --record   # also appends to benchmarks/RESULTS.md
-    .venv/bin/python benchmarks/chain_tps.py --validators 4 --rates 1000,2000,3000 --duration 10 --record
+    .venv/bin/python benchmarks/chain_tps.py --validators 4 --rates 1000,2000,3000 --duration 10
+    --record
 
 ``--validators N`` (N > 1): an N-validator loconet testnet (``node/testnet.py`` create/start_node,
 its config, genesis and app.toml as ``loconet testnet up`` makes them) and an N-validator
@@ -21,6 +22,16 @@ rate never inherits the previous one's sequence gaps); each account's txs all go
 The single-node row is run first unless ``--no-single``.
 
 All txs are signed before the clock starts, so the client's own signing is not measured.
+
+``--funded N`` (single node, no kvstore row): the genesis also pre-funds N more accounts and every
+transfer goes to one of them (tx j to account j * 7919 mod N), so each transfer changes a
+random account of a state of N; reported also: seconds from the node's start to height 1 (the
+InitChain of N balances, its commit, cometbft's start), the app's peak RSS and CPU seconds (the
+`loconet start` process, from /proc), the block interval p50 and the state database's size.
+
+    .venv/bin/python benchmarks/chain_tps.py --funded 1000000 --rate 300 --duration 30
+
+(A genesis of 1M balances is a 71 MB InitChain; the ABCI server takes frames up to 96 MiB.)
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from __future__ import annotations
 import argparse
 import base64
 import hashlib
+import itertools
 import json
 import os
 import platform
@@ -40,54 +52,68 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
+
+import httpx
+
+from abci_app.auth.params import fee_fixpoint, params_from_json
+from abci_app.codec.address import to_bech32
+from abci_app.codec.tx import Ed25519Signer, build_tx
+from abci_app.pb import bank_pb2, tx_pb2
+from node.config import Ports, tune_cometbft_config
+from node.paths import cometbft_binary
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
-import httpx  # noqa: E402
-
-from abci_app.codec.address import to_bech32  # noqa: E402
-from abci_app.codec.tx import Ed25519Signer, build_tx  # noqa: E402
-from abci_app.pb import bank_pb2, tx_pb2  # noqa: E402
-from node.config import Ports, tune_cometbft_config  # noqa: E402
-from node.paths import cometbft_binary  # noqa: E402
 
 PORTS = Ports(p2p=46656, rpc=46657, abci=46658, metrics=46660)
 RPC = f"http://127.0.0.1:{PORTS.rpc}"
 DRAIN_QUIET_S = 15.0
+DRAIN_MAX_S = 180.0  # and never longer than this after the last submission (a stalled net)
 NET_BASE = {"loconet": 47656, "kvstore": 48656}  # N-validator networks: node i adds 100*i
 
 
 def net_base(name: str, n: int) -> int:
-    """NET_BASE[name] if its ports are free for n nodes, else a free random base (a shared machine)."""
+    """NET_BASE[name] if its ports are free for n nodes, else a free random base (a shared
+    machine)."""
     from node.ports import find_free_base, random_bases
 
     offsets = [100 * i + o for i in range(n) for o in (0, 1, 4, 5)]
     return find_free_base([NET_BASE[name], *random_bases(20000, 60000, 10)], offsets)
 
 
-def wait_height(h: int, timeout: float = 60, rpc: str = RPC) -> None:
+def wait_height(
+    h: int, timeout: float = 60, rpc: str = RPC, proc: subprocess.Popen[bytes] | None = None
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise SystemExit(f"the node exited ({proc.returncode}) before height {h}")
         try:
             r = httpx.get(f"{rpc}/status", timeout=2).json()
             if int(r["result"]["sync_info"]["latest_block_height"]) >= h:
                 return
-        except Exception:
-            pass
+        except (httpx.HTTPError, KeyError, TypeError, ValueError):
+            pass  # not up yet, or no blocks yet
         time.sleep(0.2)
     raise SystemExit("node did not produce blocks")
 
 
-def run_load(txs: list[bytes], rate: float, duration: float, batch: int, rpcs: list[str] | None = None,
-             route: list[int] | None = None) -> dict:
+def run_load(
+    txs: list[bytes],
+    rate: float,
+    duration: float,
+    batch: int,
+    rpcs: list[str] | None = None,
+    route: list[int] | None = None,
+) -> dict:
     """Send txs at `rate`/s in JSON-RPC batches; watch blocks; return the measurements.
     ``rpcs``: the nodes to send to (default the single node); ``route[i]``: the node of txs[i]
     (a batch only holds txs of one node). Blocks are read from rpcs[0]."""
     rpcs = rpcs or [RPC]
     route = route or [0] * len(txs)
     queues: list[list[bytes]] = [[] for _ in rpcs]
-    for t, r in zip(txs, route):
+    for t, r in zip(txs, route, strict=True):
         queues[r].append(t)
     rpc_errors: dict[str, int] = {}
     submitted: dict[bytes, float] = {}
@@ -127,9 +153,18 @@ def run_load(txs: list[bytes], rate: float, duration: float, batch: int, rpcs: l
         bodies.append([])
         for i in range(0, len(q), batch):
             chunk = q[i : i + batch]
-            req = [{"jsonrpc": "2.0", "id": j, "method": "broadcast_tx_async", "params": {"tx": base64.b64encode(t).decode()}}
-                   for j, t in enumerate(chunk)]
-            bodies[-1].append((json.dumps(req).encode(), [hashlib.sha256(t).digest() for t in chunk]))
+            req = [
+                {
+                    "jsonrpc": "2.0",
+                    "id": j,
+                    "method": "broadcast_tx_async",
+                    "params": {"tx": base64.b64encode(t).decode()},
+                }
+                for j, t in enumerate(chunk)
+            ]
+            bodies[-1].append(
+                (json.dumps(req).encode(), [hashlib.sha256(t).digest() for t in chunk])
+            )
     counts = [0] * len(rpcs)
     lock = threading.Lock()
 
@@ -137,7 +172,9 @@ def run_load(txs: list[bytes], rate: float, duration: float, batch: int, rpcs: l
         """One thread per node, each at its share of the rate (HTTP waits release the GIL)."""
         share = rate * len(queues[q]) / max(len(txs), 1)
         n = 0
-        with httpx.Client(base_url=rpcs[q], timeout=30, headers={"content-type": "application/json"}) as c:
+        with httpx.Client(
+            base_url=rpcs[q], timeout=30, headers={"content-type": "application/json"}
+        ) as c:
             for body, hashes in bodies[q]:
                 if time.monotonic() - t0 >= duration:
                     break
@@ -150,9 +187,12 @@ def run_load(txs: list[bytes], rate: float, duration: float, batch: int, rpcs: l
                 if not isinstance(reply, list):
                     raise SystemExit(f"batch refused by the node: {reply}")
                 with lock:
-                    for item in reply:  # async answers before CheckTx; an error here is e.g. a full mempool
+                    # async answers before CheckTx; an error here is e.g. a full mempool
+                    for item in reply:
                         if item.get("error"):
-                            why = str(item["error"].get("data") or item["error"].get("message"))[:60]
+                            why = str(item["error"].get("data") or item["error"].get("message"))[
+                                :60
+                            ]
                             rpc_errors[why] = rpc_errors.get(why, 0) + 1
                     for h in hashes:
                         submitted[h] = ts
@@ -160,18 +200,26 @@ def run_load(txs: list[bytes], rate: float, duration: float, batch: int, rpcs: l
                 counts[q] = n
 
     t0 = time.monotonic()
-    threads = [threading.Thread(target=sender, args=(q, t0), daemon=True) for q in range(len(rpcs)) if bodies[q]]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    threads = [
+        threading.Thread(target=sender, args=(q, t0), daemon=True)
+        for q in range(len(rpcs))
+        if bodies[q]
+    ]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
     sent = sum(counts)
     send_time = time.monotonic() - t0
     # drain: until every submitted tx is in a block, or no new block carried one for DRAIN_QUIET_S
     # (a loaded 4-validator net can take several seconds per block: a short window ends early)
     last = len(committed)
-    quiet = time.monotonic()
-    while time.monotonic() - quiet < DRAIN_QUIET_S and not all(h in committed for h in submitted):
+    quiet = drain_start = time.monotonic()
+    while (
+        time.monotonic() - quiet < DRAIN_QUIET_S
+        and time.monotonic() - drain_start < DRAIN_MAX_S
+        and not all(h in committed for h in submitted)
+    ):
         time.sleep(0.5)
         if len(committed) != last:
             last, quiet = len(committed), time.monotonic()
@@ -194,15 +242,24 @@ def run_load(txs: list[bytes], rate: float, duration: float, batch: int, rpcs: l
         "p95_latency_ms": round(lat[int(len(lat) * 0.95) - 1] * 1000, 1) if lat else None,
         "blocks": len(loaded),
         "max_txs_per_block": max((n for _, _, n in loaded), default=0),
+        "block_interval_ms_p50": round(
+            statistics.median(b[1] - a[1] for a, b in itertools.pairwise(loaded)) * 1000, 1
+        )
+        if len(loaded) > 2
+        else None,
         "rpc_errors": rpc_errors,
     }
 
 
 def start(cmd: list[str], log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(cmd, stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
+    return subprocess.Popen(
+        cmd, stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT
+    )
 
 
 def stop(p: subprocess.Popen[bytes]) -> None:
+    if p.poll() is not None:  # exited by itself (its log says why)
+        return
     os.killpg(p.pid, signal.SIGTERM)
     try:
         p.wait(20)
@@ -211,14 +268,41 @@ def stop(p: subprocess.Popen[bytes]) -> None:
         p.wait()
 
 
+def _proc_stats(pid: int) -> tuple[float, float]:
+    """(peak RSS MB, CPU seconds) of a live process, from /proc."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    hwm = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return hwm / 1024, cpu
+
+
 def load_node(cmd: list[str], home: Path, txs: list[bytes], args: argparse.Namespace) -> dict:
     """Start a node, wait for blocks, run the load, stop it."""
+    t0 = time.monotonic()
     p = start(cmd, home / "node.out")
     try:
-        wait_height(2)
+        wait_height(1, timeout=3600 if args.funded else 60, proc=p)
+        genesis_s = time.monotonic() - t0
+        if args.funded:
+            rss, cpu = _proc_stats(p.pid)
+            print(f"height 1 after {genesis_s:.1f} s; app RSS {rss:.0f} MB, CPU {cpu:.1f} s",
+                  file=sys.stderr)  # fmt: skip
+        wait_height(2, timeout=600 if args.funded else 60, proc=p)
         print(f"loading {home.name}...", file=sys.stderr)
         res = run_load(txs, args.rate, args.duration, args.batch)
         res["tx_bytes"] = len(txs[0])
+        if args.funded:
+            rss, cpu = _proc_stats(p.pid)
+            res.update(
+                funded=args.funded,
+                start_to_height1_s=round(genesis_s, 1),
+                app_peak_rss_mb=round(rss),
+                app_cpu_s=round(cpu, 1),
+                state_db_mib=round(
+                    sum(f.stat().st_size for f in (home / "data").glob("app.db*")) / 2**20, 1
+                ),
+            )
         return res
     finally:
         stop(p)
@@ -226,28 +310,46 @@ def load_node(cmd: list[str], home: Path, txs: list[bytes], args: argparse.Names
 
 def bench_loconet(tmp: Path, args: argparse.Namespace) -> dict:
     home = tmp / "loconet"
-    subprocess.run([sys.executable, "-m", "node.cli", "init", "--home", str(home), "--chain-id", "bench"], check=True, capture_output=True, cwd=ROOT)
+    subprocess.run(
+        [sys.executable, "-m", "node.cli", "init", "--home", str(home), "--chain-id", "bench"],
+        check=True,
+        capture_output=True,
+        cwd=ROOT,
+    )
     tune_cometbft_config(home, "bench", PORTS)
-    (home / "config" / "app.toml").write_text('abci_address = "unix://data/abci.sock"\nkeep_recent = 100\n')
+    (home / "config" / "app.toml").write_text(
+        'abci_address = "unix://data/abci.sock"\nkeep_recent = 100\n'
+    )
     keys = [Ed25519Signer(hashlib.sha256(b"bench%d" % i).digest()) for i in range(args.accounts)]
     g = json.loads((home / "config" / "genesis.json").read_text())
-    g["app_state"]["bank"]["balances"] += [{"address": to_bech32(k.address), "amount": str(10**12)} for k in keys]
-    (home / "config" / "genesis.json").write_text(json.dumps(g))
+    g["app_state"]["bank"]["balances"] += [
+        {"address": to_bech32(k.address), "amount": str(10**12)} for k in keys
+    ]
+    funded = [hashlib.sha256(b"funded%d" % i).digest()[:20] for i in range(args.funded)]
+    g["app_state"]["bank"]["balances"] += [{"address": to_bech32(a), "amount": "1"} for a in funded]
+    # compact: CometBFT passes app_state to InitChain as written (the ABCI frame limit is 64 MiB)
+    (home / "config" / "genesis.json").write_text(json.dumps(g, separators=(",", ":")))
     total = int(args.rate * args.duration)
     per = -(-total // args.accounts)
     print(f"signing {per * args.accounts} txs...", file=sys.stderr)
-    txs = signed_txs(keys, per, "bench")
-    return load_node([sys.executable, "-m", "node.cli", "start", "--home", str(home)], home, txs, args)
+    txs = signed_txs(keys, per, "bench", funded)
+    return load_node(
+        [sys.executable, "-m", "node.cli", "start", "--home", str(home)], home, txs, args
+    )
 
 
 def bench_kvstore(tmp: Path, args: argparse.Namespace, tx_bytes: int) -> dict:
     home = tmp / "kvstore"
-    subprocess.run([cometbft_binary(), "init", "--home", str(home)], check=True, capture_output=True)
+    subprocess.run(
+        [cometbft_binary(), "init", "--home", str(home)], check=True, capture_output=True
+    )
     tune_cometbft_config(home, "kv", PORTS)
     total = int(args.rate * args.duration)
     pad = max(tx_bytes - 20, 1)
     txs = [f"k{i:012d}=".encode() + b"v" * pad for i in range(total)]
-    return load_node([cometbft_binary(), "start", "--home", str(home), "--proxy_app=kvstore"], home, txs, args)
+    return load_node(
+        [cometbft_binary(), "start", "--home", str(home), "--proxy_app=kvstore"], home, txs, args
+    )
 
 
 # ------------------------------------------------------------------------------- N validators
@@ -271,21 +373,41 @@ def scrape(url: str, prefixes: tuple[str, ...]) -> dict[str, float]:
 
 
 def counters_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, int]:
-    return {k: int(v - before.get(k, 0)) for k, v in sorted(after.items()) if int(v - before.get(k, 0))}
+    return {
+        k: int(v - before.get(k, 0)) for k, v in sorted(after.items()) if int(v - before.get(k, 0))
+    }
 
 
-MEMPOOL_METRICS = ("cometbft_mempool_failed_txs", "cometbft_mempool_rejected_txs", "cometbft_mempool_evicted_txs",
-                   "cometbft_mempool_recheck_times", "cometbft_mempool_size ")
+MEMPOOL_METRICS = (
+    "cometbft_mempool_failed_txs",
+    "cometbft_mempool_rejected_txs",
+    "cometbft_mempool_evicted_txs",
+    "cometbft_mempool_recheck_times",
+    "cometbft_mempool_size ",
+)
 APP_METRICS = ("loconet_txs_total",)
 
 
-def signed_txs(keys: list[Ed25519Signer], per: int, chain_id: str) -> list[bytes]:
+DEFAULT_AUTH = params_from_json({})
+
+
+def signed_txs(
+    keys: list[Ed25519Signer], per: int, chain_id: str, to: list[bytes] | None = None
+) -> list[bytes]:
+    """Transfers of 1 uloco to one sink, or with ``to`` tx j to to[j * 7919 % len(to)]."""
     sink = hashlib.sha256(b"sink").digest()[:20]
-    txs = []
+    txs: list[bytes] = []
     for s in range(per):  # round-robin over accounts, each account's sequence in order
         for k in keys:
+            if to:
+                sink = to[len(txs) * 7919 % len(to)]
             msg = tx_pb2.Msg(send=bank_pb2.MsgSend(to_address=sink, amount=1))
-            txs.append(build_tx(k, chain_id=chain_id, msgs=[msg], sequence=s, fee=1))
+
+            def build(f: int, k: Ed25519Signer = k, msg: Any = msg, s: int = s) -> bytes:
+                return build_tx(k, chain_id=chain_id, msgs=[msg], sequence=s, fee=f)
+
+            # the exact minimum fee of the chain's default auth params
+            txs.append(fee_fixpoint(DEFAULT_AUTH, 1, build)[1])
     return txs
 
 
@@ -300,13 +422,56 @@ def override_config(home: Path, args: argparse.Namespace) -> None:
         from node.config import set_toml_values
 
         cfg = home / "config" / "config.toml"
-        cfg.write_text(set_toml_values(cfg.read_text(), {"mempool": {"size": str(args.mempool_size)}}))
+        cfg.write_text(
+            set_toml_values(cfg.read_text(), {"mempool": {"size": str(args.mempool_size)}})
+        )
 
 
-def load_network(name: str, homes: list[Path], rpcs: list[str], metrics: list[int], start_all, stop_all,  # noqa: ANN001
-                 loads: list[tuple[float, list[bytes], list[int]]], args: argparse.Namespace) -> list[dict]:
+def group_cpu(pgids: list[int]) -> dict[str, float]:
+    """CPU seconds (user + system, all threads, from /proc) of the live processes in the given
+    process groups, summed by kind: ``app`` (the Python ABCI app, ``loconet start``) and
+    ``cometbft``. CPU time does not depend on how busy the machine is, unlike wall-clock
+    throughput on shared cores."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {"app": 0.0, "cometbft": 0.0}
+    groups = set(pgids)
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        f = stat[stat.rindex(")") + 2 :].split()
+        if int(f[2]) not in groups:  # field 5, pgrp
+            continue
+        kind = "cometbft" if comm.startswith("cometbft") else "app"
+        out[kind] += (int(f[11]) + int(f[12])) / tick
+    return out
+
+
+def cpu_per_tx(before: dict[str, float], after: dict[str, float], committed: int) -> dict:
+    """CPU ms per committed tx, per kind of process, summed over the network's nodes."""
+    if not committed:
+        return {}
+    return {k: round((after[k] - before[k]) * 1000 / committed, 3) for k in after}
+
+
+def load_network(
+    name: str,
+    homes: list[Path],
+    rpcs: list[str],
+    metrics: list[int],
+    start_all,
+    stop_all,  # noqa: ANN001
+    loads: list[tuple[float, list[bytes], list[int]]],
+    args: argparse.Namespace,
+    pgids=None,  # noqa: ANN001 (a callable: the process groups of the nodes, for CPU/tx)
+) -> list[dict]:
     """Start the network, run each (rate, txs, route) in turn, stop it. Each row carries the
-    mempool (CometBFT) and CheckTx (app, loconet only) counters of node0 over that rate."""
+    mempool (CometBFT) and CheckTx (app, loconet only) counters of node0 over that rate and the
+    CPU ms per committed tx of the apps and of the cometbft processes of all nodes."""
     start_all()
     rows = []
     try:
@@ -316,10 +481,17 @@ def load_network(name: str, homes: list[Path], rpcs: list[str], metrics: list[in
             print(f"loading {name} x{len(rpcs)} at {rate:.0f} tx/s...", file=sys.stderr)
             m0 = scrape(f"http://127.0.0.1:{metrics[0]}/metrics", MEMPOOL_METRICS)
             a0 = scrape(f"http://127.0.0.1:{metrics[0] + 1}/metrics", APP_METRICS)
+            c0 = group_cpu(pgids()) if pgids else None
             res = run_load(txs, rate, args.duration, args.batch, rpcs, route)
+            if c0 is not None:
+                res["cpu_ms_per_tx"] = cpu_per_tx(c0, group_cpu(pgids()), res["committed"])
             res["tx_bytes"] = len(txs[0])
-            res["mempool_node0"] = counters_delta(m0, scrape(f"http://127.0.0.1:{metrics[0]}/metrics", MEMPOOL_METRICS))
-            res["app_node0"] = counters_delta(a0, scrape(f"http://127.0.0.1:{metrics[0] + 1}/metrics", APP_METRICS))
+            res["mempool_node0"] = counters_delta(
+                m0, scrape(f"http://127.0.0.1:{metrics[0]}/metrics", MEMPOOL_METRICS)
+            )
+            res["app_node0"] = counters_delta(
+                a0, scrape(f"http://127.0.0.1:{metrics[0] + 1}/metrics", APP_METRICS)
+            )
             rows.append(res)
             print(json.dumps(res), file=sys.stderr)
     finally:
@@ -335,11 +507,17 @@ def bench_loconet_net(tmp: Path, args: argparse.Namespace, rates: list[float]) -
     m = testnet.create(d, n, 0, net_base("loconet", n), testnet.parse_params([]))
     nodes = testnet.nodes_of(m)
     total_per_rate = [int(r * args.duration) for r in rates]
-    keysets = [[Ed25519Signer(hashlib.sha256(b"bench-%d-%d" % (j, i)).digest()) for i in range(args.accounts)]
-               for j in range(len(rates))]
+    keysets = [
+        [
+            Ed25519Signer(hashlib.sha256(b"bench-%d-%d" % (j, i)).digest())
+            for i in range(args.accounts)
+        ]
+        for j in range(len(rates))
+    ]
     g = json.loads((d / "genesis.json").read_text())
-    g["app_state"]["bank"]["balances"] += [{"address": to_bech32(k.address), "amount": str(10**12)}
-                                          for ks in keysets for k in ks]
+    g["app_state"]["bank"]["balances"] += [
+        {"address": to_bech32(k.address), "amount": str(10**12)} for ks in keysets for k in ks
+    ]
     text = json.dumps(g, indent=2) + "\n"
     (d / "genesis.json").write_text(text)
     for node in nodes:
@@ -347,7 +525,7 @@ def bench_loconet_net(tmp: Path, args: argparse.Namespace, rates: list[float]) -
     for node in nodes:
         override_config(node.path, args)
     loads = []
-    for rate, total, keys in zip(rates, total_per_rate, keysets):
+    for rate, total, keys in zip(rates, total_per_rate, keysets, strict=True):
         per = -(-total // args.accounts)
         print(f"signing {per * args.accounts} txs...", file=sys.stderr)
         txs = signed_txs(keys, per, m["chain_id"])
@@ -361,13 +539,28 @@ def bench_loconet_net(tmp: Path, args: argparse.Namespace, rates: list[float]) -
         for node in nodes:
             testnet.stop_node(node)
 
-    return load_network("loconet", [x.path for x in nodes], [x.rpc_url for x in nodes], [x.metrics for x in nodes],
-                        start_all, stop_all, loads, args)
+    def pgids() -> list[int]:  # each node's `loconet start` leads its own session
+        return [int((x.path / "loconet.pid").read_text()) for x in nodes]
+
+    return load_network(
+        "loconet",
+        [x.path for x in nodes],
+        [x.rpc_url for x in nodes],
+        [x.metrics for x in nodes],
+        start_all,
+        stop_all,
+        loads,
+        args,
+        pgids,
+    )
 
 
-def bench_kvstore_net(tmp: Path, args: argparse.Namespace, rates: list[float], tx_bytes: int) -> list[dict]:
+def bench_kvstore_net(
+    tmp: Path, args: argparse.Namespace, rates: list[float], tx_bytes: int
+) -> list[dict]:
     """N cometbft homes (``cometbft init``), one genesis with the N validators (power 10 each),
-    config.toml as a loconet testnet node's (LOCAL_TUNING + TESTNET_TUNING), ``--proxy_app=kvstore``."""
+    config.toml as a loconet testnet node's (LOCAL_TUNING + TESTNET_TUNING),
+    ``--proxy_app=kvstore``."""
     from node import testnet
     from node.config import set_toml_values
 
@@ -375,7 +568,9 @@ def bench_kvstore_net(tmp: Path, args: argparse.Namespace, rates: list[float], t
     n = args.validators
     homes = [d / f"node{i}" for i in range(n)]
     for h in homes:
-        subprocess.run([cometbft_binary(), "init", "--home", str(h)], check=True, capture_output=True)
+        subprocess.run(
+            [cometbft_binary(), "init", "--home", str(h)], check=True, capture_output=True
+        )
     g = json.loads((homes[0] / "config" / "genesis.json").read_text())
     g["chain_id"] = "kv-net"
     if hasattr(testnet, "bound_blocks"):  # the same block bound as a loconet testnet's genesis
@@ -384,7 +579,9 @@ def bench_kvstore_net(tmp: Path, args: argparse.Namespace, rates: list[float], t
     ids = []
     for i, h in enumerate(homes):
         pv = json.loads((h / "config" / "priv_validator_key.json").read_text())
-        g["validators"].append({"address": pv["address"], "pub_key": pv["pub_key"], "power": "10", "name": f"node{i}"})
+        g["validators"].append(
+            {"address": pv["address"], "pub_key": pv["pub_key"], "power": "10", "name": f"node{i}"}
+        )
         ids.append(testnet._node_id(h))
     base = net_base("kvstore", n)
     ports = [testnet.node_ports(base, i) for i in range(n)]
@@ -405,58 +602,156 @@ def bench_kvstore_net(tmp: Path, args: argparse.Namespace, rates: list[float], t
 
     def start_all() -> None:
         for h in homes:
-            procs.append(start([cometbft_binary(), "start", "--home", str(h), "--proxy_app=kvstore"], h / "node.out"))
+            procs.append(
+                start(
+                    [cometbft_binary(), "start", "--home", str(h), "--proxy_app=kvstore"],
+                    h / "node.out",
+                )
+            )
 
     def stop_all() -> None:
         for p in procs:
             stop(p)
 
-    return load_network("kvstore", homes, [f"http://127.0.0.1:{p.rpc}" for p in ports], [p.metrics for p in ports],
-                        start_all, stop_all, loads, args)
+    return load_network(
+        "kvstore",
+        homes,
+        [f"http://127.0.0.1:{p.rpc}" for p in ports],
+        [p.metrics for p in ports],
+        start_all,
+        stop_all,
+        loads,
+        args,
+        lambda: [p.pid for p in procs],  # start_new_session: each leads its group
+    )
 
 
-def record_net(args: argparse.Namespace, single: dict | None, ours: list[dict], kv: list[dict]) -> None:
-    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+def record_net(
+    args: argparse.Namespace, single: dict | None, ours: list[dict], kv: list[dict]
+) -> None:
+    machine = (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}"
+    )
     load = os.getloadavg()[0]
     cmd = " ".join(["benchmarks/chain_tps.py", *sys.argv[1:]])
     rows = []
     if single:
         for name in ("loconet", "kvstore"):
             r = single[name]
-            rows.append(f"| {name} x1 | {r['offered_rate']:.0f} | {r['sent']} | {r['committed']} | {r['committed_tps']} | "
-                        f"{r['p50_latency_ms']} | {r['p95_latency_ms']} | {r['max_txs_per_block']} | |")
-    for o, k in zip(ours, kv):
+            rows.append(
+                f"| {name} x1 | {r['offered_rate']:.0f} | {r['sent']} | {r['committed']} | "
+                f"{r['committed_tps']} | {r['p50_latency_ms']} | {r['p95_latency_ms']} | "
+                f"{r['max_txs_per_block']} | {r['block_interval_ms_p50']} | | |"
+            )
+    for o, k in zip(ours, kv, strict=True):
         ratio = o["committed_tps"] / k["committed_tps"] if k["committed_tps"] else 0.0
         for name, r in ((f"loconet x{args.validators}", o), (f"kvstore x{args.validators}", k)):
-            rows.append(f"| {name} | {r['offered_rate']:.0f} | {r['sent']} | {r['committed']} | {r['committed_tps']} | "
-                        f"{r['p50_latency_ms']} | {r['p95_latency_ms']} | {r['max_txs_per_block']} | "
-                        f"{f'{ratio:.2f}' if r is o else ''} |")
+            cpu = r.get("cpu_ms_per_tx") or {}
+            rows.append(
+                f"| {name} | {r['offered_rate']:.0f} | {r['sent']} | {r['committed']} | "
+                f"{r['committed_tps']} | {r['p50_latency_ms']} | {r['p95_latency_ms']} | "
+                f"{r['max_txs_per_block']} | {r['block_interval_ms_p50']} | "
+                f"{cpu.get('app', '') if r is o else '-'} / {cpu.get('cometbft', '')} | "
+                f"{f'{ratio:.2f}' if r is o else ''} |"
+            )
     with open(ROOT / "benchmarks" / "RESULTS.md", "a") as f:
         f.write(
-            f"\n### chain_tps, {args.validators} validators ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {machine}, "
-            f"load average {load:.1f} at the end)\n\n`{cmd}`\n\n"
-            "| network | offered tx/s | sent | committed | committed tx/s | p50 ms | p95 ms | max tx/block | loconet/kvstore |\n"
-            "|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
+            "\n"
+            f"### chain_tps, {args.validators} validators "
+            f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {machine}, load average "
+            f"{args.load_start:.1f} at the start, {load:.1f} at the end)\n"
+            "\n"
+            f"`{cmd}`\n"
+            "\n"
+            "| network | offered tx/s | sent | committed | committed tx/s | p50 ms | p95 ms | "
+            "max tx/block | block interval p50 ms | CPU ms per committed tx, apps / cometbft "
+            "(all nodes) | loconet/kvstore |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
+        )
+
+
+def record_funded(args: argparse.Namespace, r: dict) -> None:
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    cmd = " ".join(["benchmarks/chain_tps.py", *sys.argv[1:]])
+    with open(ROOT / "benchmarks" / "RESULTS.md", "a") as f:
+        f.write(
+            f"\n### chain_tps --funded ({time.strftime('%Y-%m-%d')}, {machine}, load average "
+            f"{os.getloadavg()[0]:.1f})\n\n`{cmd}`\n\n"
+            "| funded accounts | start to height 1 s | app peak RSS MB | app CPU s | offered tx/s "
+            "| committed tx/s | p50 / p95 ms | block interval p50 ms | state DB MiB |\n"
+            "|---|---|---|---|---|---|---|---|---|\n"
+            f"| {r['funded']:,} | {r['start_to_height1_s']} | {r['app_peak_rss_mb']} | "
+            f"{r['app_cpu_s']} | {r['offered_rate']:.0f} | {r['committed_tps']} | "
+            f"{r['p50_latency_ms']} / {r['p95_latency_ms']} | {r['block_interval_ms_p50']} | "
+            f"{r['state_db_mib']} |\n"
         )
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--accounts", type=int, default=200)
     ap.add_argument("--rate", type=float, default=3000, help="offered tx/s (the single-node row)")
-    ap.add_argument("--rates", default=None, help="offered tx/s for the N-validator rows, comma separated (default --rate)")
+    ap.add_argument(
+        "--rates",
+        default=None,
+        help="offered tx/s for the N-validator rows, comma separated (default --rate)",
+    )
     ap.add_argument("--duration", type=float, default=20, help="seconds of load per offered rate")
-    ap.add_argument("--batch", type=int, default=10, help="txs per JSON-RPC batch request (cometbft caps batches at rpc.max_request_batch_size = 10)")
-    ap.add_argument("--validators", type=int, default=1, help="also run an N-validator loconet testnet and an N-validator kvstore network")
-    ap.add_argument("--to-node0", action="store_true", help="with --validators N: send every tx to node0 (default: account i to node i mod N)")
-    ap.add_argument("--mempool-size", type=int, default=0, help="with --validators N: mempool.size of every node (default LOCAL_TUNING's 20000)")
-    ap.add_argument("--no-single", action="store_true", help="with --validators N: skip the single-node row")
-    ap.add_argument("--record", action="store_true", help="append the figures to benchmarks/RESULTS.md")
+    ap.add_argument(
+        "--batch",
+        type=int,
+        default=10,
+        help="txs per JSON-RPC batch request (cometbft caps batches at rpc.max_request_batch_size "
+        "= 10)",
+    )
+    ap.add_argument(
+        "--validators",
+        type=int,
+        default=1,
+        help="also run an N-validator loconet testnet and an N-validator kvstore network",
+    )
+    ap.add_argument(
+        "--to-node0",
+        action="store_true",
+        help="with --validators N: send every tx to node0 (default: account i to node i mod N)",
+    )
+    ap.add_argument(
+        "--mempool-size",
+        type=int,
+        default=0,
+        help="with --validators N: mempool.size of every node (default LOCAL_TUNING's 20000)",
+    )
+    ap.add_argument(
+        "--no-single", action="store_true", help="with --validators N: skip the single-node row"
+    )
+    ap.add_argument(
+        "--funded",
+        type=int,
+        default=0,
+        help="pre-fund N more accounts in genesis, send every transfer to one of them "
+        "(single node only, no kvstore row)",
+    )
+    ap.add_argument(
+        "--record", action="store_true", help="append the figures to benchmarks/RESULTS.md"
+    )
     args = ap.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the nodes (finally blocks) on kill
+    args.load_start = os.getloadavg()[0]  # recorded with the figures (a shared machine)
+    # stop the nodes (finally blocks) on kill
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     tmp = Path(tempfile.mkdtemp(prefix="loconet-bench-"))
-    single = None
+    single: dict[str, Any] | None = None
     try:
+        if args.funded:
+            if args.validators > 1:
+                raise SystemExit("--funded runs a single node; drop --validators")
+            ours = bench_loconet(tmp, args)
+            print(json.dumps(ours, indent=2))
+            if args.record:
+                record_funded(args, ours)
+            return 0
         if args.validators <= 1 or not args.no_single:
             ours = bench_loconet(tmp, args)
             kv = bench_kvstore(tmp, args, ours["tx_bytes"])
@@ -467,27 +762,44 @@ def main() -> int:
             rates = [float(x) for x in (args.rates or str(args.rate)).split(",")]
             net_ours = bench_loconet_net(tmp, args, rates)
             net_kv = bench_kvstore_net(tmp, args, rates, net_ours[0]["tx_bytes"])
-            print(json.dumps({"validators": args.validators, "loconet": net_ours, "kvstore": net_kv}, indent=2))
+            print(
+                json.dumps(
+                    {"validators": args.validators, "loconet": net_ours, "kvstore": net_kv},
+                    indent=2,
+                )
+            )
     finally:
         if not os.environ.get("KEEP"):
             shutil.rmtree(tmp, ignore_errors=True)
     if args.record and args.validators > 1:
         record_net(args, single, net_ours, net_kv)
     elif args.record and single:
-        ours, kv, ratio = single["loconet"], single["kvstore"], single["ratio"]
-        machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+        one, kv1, ratio = single["loconet"], single["kvstore"], single["ratio"]
+        machine = (
+            f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "
+            f"{platform.python_version()}"
+        )
         cmd = " ".join(["benchmarks/chain_tps.py", *sys.argv[1:]])
         with open(ROOT / "benchmarks" / "RESULTS.md", "a") as f:
             f.write(
-                f"\n### chain_tps ({time.strftime('%Y-%m-%d')}, {machine})\n\n`{cmd}`\n\n"
-                "| app | offered tx/s | sent | committed | committed tx/s | p50 ms | p95 ms | max tx/block |\n|---|---|---|---|---|---|---|---|\n"
+                "\n"
+                f"### chain_tps ({time.strftime('%Y-%m-%d')}, {machine})\n"
+                "\n"
+                f"`{cmd}`\n"
+                "\n"
+                "| app | offered tx/s | sent | committed | committed tx/s | p50 ms | p95 ms | "
+                "max tx/block |\n"
+                "|---|---|---|---|---|---|---|---|\n"
                 + "".join(
-                    f"| {name} | {r['offered_rate']:.0f} | {r['sent']} | {r['committed']} | {r['committed_tps']} | {r['p50_latency_ms']} | {r['p95_latency_ms']} | {r['max_txs_per_block']} |\n"
-                    for name, r in (("loconet", ours), ("kvstore", kv))
+                    f"| {name} | {r['offered_rate']:.0f} | {r['sent']} | {r['committed']} | "
+                    f"{r['committed_tps']} | {r['p50_latency_ms']} | {r['p95_latency_ms']} | "
+                    f"{r['max_txs_per_block']} |\n"
+                    for name, r in (("loconet", one), ("kvstore", kv1))
                 )
                 + f"\nloconet / kvstore = {ratio:.2f}\n"
             )
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

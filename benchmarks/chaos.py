@@ -46,9 +46,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
 from abci_app.codec.tx import build_tx
 from abci_app.pb import bank_pb2, tx_pb2
 from node.keys import Keyring
@@ -56,16 +53,19 @@ from node.rpc import Client, RpcError, TxRejected
 from node.testnet import (
     CHAIN_ID,
     NodeInfo,
-    _pid,
     add_node,
     create,
     is_running,
     load,
     nodes_of,
+    pid_of,
     start_node,
     stop_node,
     wait_producing,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
+
 
 KINDS = ("kill9-group", "kill9-app", "kill9-comet", "sigstop", "restart")
 WRONG_SEQUENCE = re.compile(r"expected (\d+), got (\d+)")
@@ -134,9 +134,24 @@ class Sender(threading.Thread):
     ours, it re-sends the identical txs from there (same bytes, same hash: a node that still has
     one answers "already in cache", which is fine)."""
 
-    def __init__(self, idx: int, key: Any, to: bytes, nodes: list[NodeInfo], down: set[str], rng: random.Random) -> None:
+    def __init__(
+        self,
+        idx: int,
+        key: Any,
+        to: bytes,
+        nodes: list[NodeInfo],
+        down: set[str],
+        rng: random.Random,
+    ) -> None:
         super().__init__(daemon=True, name=f"sender{idx}")
-        self.idx, self.key, self.to, self.nodes, self.down, self.rng = idx, key, to, nodes, down, rng
+        self.idx, self.key, self.to, self.nodes, self.down, self.rng = (
+            idx,
+            key,
+            to,
+            nodes,
+            down,
+            rng,
+        )
         self.halt = threading.Event()
         self.sent: dict[str, int] = {}  # tx hash -> amount, every tx we signed and sent
         self.accepted: list[str] = []  # hashes CheckTx accepted (the RPC gave the hash back)
@@ -159,10 +174,18 @@ class Sender(threading.Thread):
             try:
                 with Client(gw.rpc_url, timeout=5) as c:
                     if self.seq is None:
-                        self.seq = json.loads(c.abci_query(f"/account/{self.key.address}").value)["sequence"]
+                        self.seq = json.loads(c.abci_query(f"/account/{self.key.address}").value)[
+                            "sequence"
+                        ]
                     self.n += 1
                     amount = 1_000_000 * (self.idx + 1) + self.n  # distinct per tx
-                    raw = build_tx(self.key.signer, chain_id=CHAIN_ID, msgs=[_send(self.to, amount)], sequence=self.seq, fee=10)
+                    raw = build_tx(
+                        self.key.signer,
+                        chain_id=CHAIN_ID,
+                        msgs=[_send(self.to, amount)],
+                        sequence=self.seq,
+                        fee=10_000,  # above the default minimum fee (~2,500 uloco)
+                    )
                     h = hashlib.sha256(raw).hexdigest().upper()
                     self.sent[h] = amount
                     self.signed[self.seq] = raw
@@ -176,7 +199,8 @@ class Sender(threading.Thread):
                     if expected > (self.seq or 0):
                         self.seq = expected  # an earlier tx whose answer was lost did land
                     elif expected < (self.seq or 0):
-                        self._resend(gw, expected)  # txs lost with a crashed mempool, or a lagging node
+                        # txs lost with a crashed mempool, or a lagging node
+                        self._resend(gw, expected)
                 else:
                     self.errors.append(f"{gw.name}: {e}")
                 time.sleep(0.05)
@@ -185,7 +209,8 @@ class Sender(threading.Thread):
             time.sleep(0.02)
 
     def _resend(self, gw: NodeInfo, start: int) -> None:
-        """Re-send our signed txs from sequence ``start`` up to the next one, in order, to ``gw``."""
+        """Re-send our signed txs from sequence ``start`` up to the next one, in order, to
+        ``gw``."""
         try:
             with Client(gw.rpc_url, timeout=5) as c:
                 for seq in range(start, self.seq or 0):
@@ -200,7 +225,9 @@ class Sender(threading.Thread):
                         if not (e.code == 6 and m and int(m.group(1)) > seq):
                             return  # not a duplicate of something the node already has
                     except RpcError as e:
-                        if "already" not in str(e).lower():  # "tx already exists in cache": it is there
+                        if (
+                            "already" not in str(e).lower()
+                        ):  # "tx already exists in cache": it is there
                             return
         except (RpcError, OSError):
             pass
@@ -218,7 +245,9 @@ def _live(pid: int) -> bool:
 
 def _children(pid: int) -> list[int]:
     try:
-        out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False).stdout
+        out = subprocess.run(
+            ["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False
+        ).stdout
     except FileNotFoundError:
         return []
     return [int(p) for p in out.split()]
@@ -262,7 +291,7 @@ def _caught_up(n: NodeInfo, target: int) -> bool:
 
 
 def perturb(n: NodeInfo, kind: str, rng: random.Random) -> None:
-    pid = _pid(n)
+    pid = pid_of(n)
     if kind == "kill9-group":
         stop_node(n, kill=True)
         time.sleep(rng.uniform(0.0, 1.0))
@@ -272,7 +301,11 @@ def perturb(n: NodeInfo, kind: str, rng: random.Random) -> None:
             comet = _children(pid)
             os.kill(pid, signal.SIGKILL)
             try:  # cometbft loses its ABCI connections and exits by itself
-                _wait("cometbft to exit after its app died", lambda: not any(_live(c) for c in comet), 15)
+                _wait(
+                    "cometbft to exit after its app died",
+                    lambda: not any(_live(c) for c in comet),
+                    15,
+                )
             except TimeoutError:
                 STATS["comet_outlived_app"] += 1
             stop_node(n, kill=True)  # whatever is left of the group (an orphaned cometbft)
@@ -281,7 +314,9 @@ def perturb(n: NodeInfo, kind: str, rng: random.Random) -> None:
         if pid:
             for c in _children(pid):
                 os.kill(c, signal.SIGKILL)
-            _wait("loconet start to stop after cometbft died", lambda: not is_running(n), timeout=20)
+            _wait(
+                "loconet start to stop after cometbft died", lambda: not is_running(n), timeout=20
+            )
         stop_node(n, kill=True)
         start_node(n)
     elif kind == "sigstop":
@@ -311,8 +346,14 @@ def _block_txs(n: NodeInfo, top: int) -> dict[str, int]:
 
 
 def _cli(*args: str) -> str:
-    r = subprocess.run([sys.executable, "-m", "node.cli", *args], capture_output=True, text=True, timeout=120,
-                       cwd=str(ROOT), check=False)
+    r = subprocess.run(
+        [sys.executable, "-m", "node.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=str(ROOT),
+        check=False,
+    )
     if r.returncode != 0:
         raise RuntimeError(f"loconet {' '.join(args)}: {r.stderr.strip() or r.stdout.strip()}")
     return r.stdout
@@ -323,7 +364,8 @@ def run_storm(cfg: StormConfig, d: Path, log: Any = print) -> StormResult:
 
     rng = random.Random(cfg.seed)
     base = cfg.base_port or find_free_base(
-        [b + 56 for b in random_bases(20_000, 45_000 - 700, 100)], [100 * i + k for i in range(7) for k in (0, 1, 2, 4)]
+        [b + 56 for b in random_bases(20_000, 45_000 - 700, 100)],
+        [100 * i + k for i in range(7) for k in (0, 1, 2, 4)],
     )
     create(d, cfg.validators, cfg.senders + 2, base, {})
     nodes = nodes_of(load(d))
@@ -337,8 +379,17 @@ def run_storm(cfg: StormConfig, d: Path, log: Any = print) -> StormResult:
     with Client(nodes[0].rpc_url) as c:
         bal0 = json.loads(c.abci_query(f"/account/{recipient.address}").value)["balance"]
     down: set[str] = set()
-    senders = [Sender(i, kr.get(f"account{i}"), recipient.address_bytes, nodes, down, random.Random(cfg.seed * 100 + i))
-               for i in range(cfg.senders)]
+    senders = [
+        Sender(
+            i,
+            kr.get(f"account{i}"),
+            recipient.address_bytes,
+            nodes,
+            down,
+            random.Random(cfg.seed * 100 + i),
+        )
+        for i in range(cfg.senders)
+    ]
     for s in senders:
         s.start()
     kinds = [KINDS[i % len(KINDS)] for i in range(cfg.perturbations)]
@@ -351,18 +402,54 @@ def run_storm(cfg: StormConfig, d: Path, log: Any = print) -> StormResult:
             if i == join_at:
                 new = add_node(d)
                 start_node(new)
-                _wait("the new node in sync", lambda new=new: _height(new) >= _max_height(pool) - 1, 2 * cfg.catch_up_timeout)
-                _cli("tx", "staking", "create-validator", "--from", f"account{cfg.senders}", "--validator-home", new.home,
-                     "--self-bond", "100000loco", "--moniker", new.name, "--home", str(d), "--node", nodes[0].rpc_url)
-                _wait(f"{new.name} in the validator set",
-                      lambda new=new: any(v["address"] == new.validator_address for v in Client(nodes[0].rpc_url).validators()),
-                      cfg.catch_up_timeout)
+                _wait(
+                    "the new node in sync",
+                    lambda new=new: _height(new) >= _max_height(pool) - 1,
+                    2 * cfg.catch_up_timeout,
+                )
+                _cli(
+                    "tx",
+                    "staking",
+                    "create-validator",
+                    "--from",
+                    f"account{cfg.senders}",
+                    "--validator-home",
+                    new.home,
+                    "--self-bond",
+                    "100000loco",
+                    "--moniker",
+                    new.name,
+                    "--home",
+                    str(d),
+                    "--node",
+                    nodes[0].rpc_url,
+                )
+                _wait(
+                    f"{new.name} in the validator set",
+                    lambda new=new: any(
+                        v["address"] == new.validator_address
+                        for v in Client(nodes[0].rpc_url).validators()
+                    ),
+                    cfg.catch_up_timeout,
+                )
                 res.joined = new.name
                 pool.append(new)
                 log(f"[{i}] {new.name} joined as a validator")
             if i == unbond_at:
-                target = nodes[1].validator_address
-                _cli("tx", "staking", "unbond", target, "1000loco", "--from", nodes[1].operator_key, "--home", str(d), "--node", nodes[0].rpc_url)
+                unbonded = nodes[1].validator_address
+                _cli(
+                    "tx",
+                    "staking",
+                    "unbond",
+                    unbonded,
+                    "1000loco",
+                    "--from",
+                    nodes[1].operator_key,
+                    "--home",
+                    str(d),
+                    "--node",
+                    nodes[0].rpc_url,
+                )
                 res.unbonded = True
                 log(f"[{i}] {nodes[1].name}'s operator unbonded 1000 LOCO")
             victim = rng.choice(pool)
@@ -373,13 +460,24 @@ def run_storm(cfg: StormConfig, d: Path, log: Any = print) -> StormResult:
             log(f"[{i}] {kind} {victim.name} ...")
             perturb(victim, kind, rng)
             # the others went on without it (more than 2/3 of the power is still up)
-            _wait("blocks while a node was down", lambda o=others, h=h_before: _max_height(o) > h, cfg.catch_up_timeout)
+            _wait(
+                "blocks while a node was down",
+                lambda o=others, h=h_before: _max_height(o) > h,
+                cfg.catch_up_timeout,
+            )
             target = _max_height(others)
-            _wait(f"{victim.name} to catch up to {target}", lambda v=victim, t=target: _caught_up(v, t), cfg.catch_up_timeout)
+            _wait(
+                f"{victim.name} to catch up to {target}",
+                lambda v=victim, t=target: _caught_up(v, t),
+                cfg.catch_up_timeout,
+            )
             res.catch_up_s.append(time.monotonic() - t0)
             down.discard(victim.name)
             res.perturbations[kind] = res.perturbations.get(kind, 0) + 1
-            log(f"[{i}] {kind:12s} {victim.name}: caught up in {res.catch_up_s[-1]:.1f}s (height {target})")
+            log(
+                f"[{i}] {kind:12s} {victim.name}: caught up in {res.catch_up_s[-1]:.1f}s (height "
+                f"{target})"
+            )
     finally:
         for s in senders:
             s.halt.set()
@@ -416,17 +514,30 @@ def run_storm(cfg: StormConfig, d: Path, log: Any = print) -> StormResult:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--perturbations", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--senders", type=int, default=3)
     ap.add_argument("--no-join", action="store_true")
     ap.add_argument("--no-unbond", action="store_true")
-    ap.add_argument("--record", action="store_true", help="append the figures to benchmarks/RESULTS.md")
-    ap.add_argument("--keep", metavar="DIR", help="build the network in DIR and leave it there (logs for a post-mortem)")
+    ap.add_argument(
+        "--record", action="store_true", help="append the figures to benchmarks/RESULTS.md"
+    )
+    ap.add_argument(
+        "--keep",
+        metavar="DIR",
+        help="build the network in DIR and leave it there (logs for a post-mortem)",
+    )
     args = ap.parse_args()
-    cfg = StormConfig(perturbations=args.perturbations, seed=args.seed, senders=args.senders,
-                      join=not args.no_join, unbond=not args.no_unbond)
+    cfg = StormConfig(
+        perturbations=args.perturbations,
+        seed=args.seed,
+        senders=args.senders,
+        join=not args.no_join,
+        unbond=not args.no_unbond,
+    )
     with tempfile.TemporaryDirectory(prefix="loconet-chaos-") as tmp:
         d = Path(args.keep) if args.keep else Path(tmp) / "net"
         try:
@@ -440,7 +551,9 @@ def main() -> int:
     ok = not res.lost and not res.divergent and res.balance_ok
     if args.record:
         cmd = "python benchmarks/chaos.py " + " ".join(sys.argv[1:])
-        machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+        machine = (
+            f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+        )
         with open(ROOT / "benchmarks" / "RESULTS.md", "a") as f:
             f.write(f"\n### Crash storm ({time.strftime('%Y-%m-%d')})\n\n`{cmd}` on {machine}\n\n")
             f.write("| figure | value |\n|---|---|\n")

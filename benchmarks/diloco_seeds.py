@@ -1,7 +1,9 @@
 """The DiLoCo table with seeds, tuned baselines, κ and per-worker byte columns (issue 15).
 
-Runs on ``trainer/batched.py`` (the W workers as one vmapped model, the baseline as one
-large-batch forward). Every row is run for each seed (init AND data order); a DiLoCo row's
+Runs on ``trainer/batched.py``: a row's seeds x its W workers are ONE vmapped model
+(``run_many``; the baseline's seeds one model of W x B sequences each), and the rows run in
+``--jobs`` processes (default 2, one torch thread each). Every row is run for each seed (init
+AND data order); a DiLoCo row's
 gap is paired: gap_s = (L_diloco,s - L_allreduce,s) / L_allreduce,s against the baseline of the
 same seed (same init, same batches), reported as mean ± sample std over seeds.
 
@@ -22,9 +24,19 @@ and ``reveal`` (expected verification bytes: challenge_bps 500, 1 segment, 1 ver
 12 B/param + carry). Reduction = AllReduce bytes / (the codec's sync bytes: ring if reducible,
 else all-gather); "with reveal" adds the reveal column.
 
-    nice -n 10 .venv/bin/python benchmarks/diloco_seeds.py --quick --results benchmarks/RESULTS.md
-    .venv/bin/python benchmarks/diloco_seeds.py --data ../shared/data/tinyshakespeare.txt \\
-        --steps 6000 --H 100 --seeds 0,1,2 --results benchmarks/RESULTS.md     # the full table
+Evaluation: the whole eval half of the held-out split, every ``--eval-rounds`` outer rounds and
+at the end (κ interpolates between them). ``OUT/progress.jsonl`` gets each finished row,
+``OUT/partial.jsonl`` a line per evaluation of every row (a run cut off still shows its curves).
+The data: ``--data``, else ../shared/data/tinyshakespeare.txt next to the repository when
+present, else the built-in corpus (stdlib sources), so it runs anywhere.
+
+    nice -n 10 .venv/bin/python benchmarks/diloco_seeds.py --quick        # CI-sized, minutes
+    # the table at the issue's budget (60 rounds of H 100, 3 seeds; RESULTS.md gives its CPU time)
+    nice -n 10 .venv/bin/python benchmarks/diloco_seeds.py \\
+        --data ../shared/data/tinyshakespeare.txt --steps 6000 --H 100 --seeds 0,1,2 \\
+        --ar-lrs 3e-3,6e-3,1.2e-2 --outer 0.7:0.9,1.0:0.0 \\
+        --codecs "int4@0.7:0.9:1,chunk:64/4096+int2@0.7:0.9:1,chunk:8/4096+int2@0.7:0.9:1" \\
+        --eval-rounds 3 --jobs 2 --results benchmarks/RESULTS.md
 """
 
 from __future__ import annotations
@@ -36,18 +48,101 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.diloco_table import write_section as _write_section  # noqa: E402
-
-from trainer.batched import RunConfig, heldout_full, run, tokens_to_reach  # noqa: E402
-from trainer.data import Corpus, default_corpus_bytes  # noqa: E402
-from trainer.model import GPTConfig  # noqa: E402
-from trainer.netmodel import allreduce_step_bytes, reveal_bytes_per_round, sync_bytes  # noqa: E402
+from benchmarks.diloco_table import write_section as _write_section
+from trainer.batched import RunConfig, heldout_full, run_many, tokens_to_reach
+from trainer.data import Corpus, default_corpus_bytes
+from trainer.model import GPTConfig
+from trainer.netmodel import allreduce_step_bytes, reveal_bytes_per_round, sync_bytes
 
 HEAD = "## Trainer: DiLoCo table with seeds (issue 15)"
-REDUCIBLE = ("none", "dense", "int8", "int4", "dense+", "stride:1+", "lowrank")
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
+
+_CACHE: dict = {}  # per process: the corpus and its held-out windows, built once
+
+
+def _corpus(data: str | None) -> Corpus:
+    if ("corpus", data) not in _CACHE:
+        _CACHE[("corpus", data)] = (
+            Corpus.from_file(data) if data else Corpus(default_corpus_bytes())
+        )
+    return _CACHE[("corpus", data)]
+
+
+def _init(data: str | None, threads: int, device: str) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+    if device.startswith("cuda"):
+        torch.backends.cuda.matmul.allow_tf32 = True  # a benchmark, not a verifiable run
+    _CACHE["data"], _CACHE["device"] = data, device
+
+
+def _task(rcs: list, label: str = "", partial: str | None = None) -> tuple[list[dict], float]:
+    """One table row (its seeds batched): results without parameters, and this process's CPU
+    seconds spent on it. ``partial``: a file that gets a line per evaluation (step, the seeds'
+    held-out losses), so a run cut off by a deadline still shows how far each row got."""
+    import resource
+
+    data, device = _CACHE["data"], _CACHE["device"]
+    corpus = _corpus(data)
+    key = ("held", data, rcs[0].model.block_size)
+    if key not in _CACHE:
+        _CACHE[key] = heldout_full(corpus, rcs[0].model.block_size, 256, device)
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    c0 = ru.ru_utime + ru.ru_stime
+
+    def on_eval(step: int, losses: list[float]) -> None:
+        if partial:
+            with open(partial, "a") as f:
+                f.write(json.dumps({"run": label, "step": step, "val_loss": losses}) + "\n")
+
+    res = run_many(corpus, rcs, heldout=_CACHE[key], on_eval=on_eval)
+    for r in res:
+        r.pop("params")
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return res, ru.ru_utime + ru.ru_stime - c0
+
+
+class Pool:
+    """Rows run in ``jobs`` processes (spawned, one torch thread each unless --threads), or
+    inline when jobs is 1."""
+
+    def __init__(self, a, jobs: int) -> None:
+        self.ex = None
+        self.partial = str(Path(a.out) / "partial.jsonl")
+        if jobs > 1:
+            import multiprocessing as mp
+            from concurrent.futures import ProcessPoolExecutor
+
+            self.ex = ProcessPoolExecutor(
+                jobs,
+                mp_context=mp.get_context("spawn"),
+                initializer=_init,
+                initargs=(a.data, a.threads, a.device),
+            )
+        else:
+            _init(a.data, a.threads, a.device)
+
+    def submit(self, label: str, rcs: list):
+        if self.ex is not None:
+            return self.ex.submit(_task, rcs, label, self.partial)
+        from concurrent.futures import Future
+
+        f: Future = Future()
+        f.set_result(_task(rcs, label, self.partial))
+        return f
+
+    def close(self) -> None:
+        if self.ex is not None:
+            self.ex.shutdown(wait=True)
+
+
+REDUCIBLE = ("none", "dense", "int8", "int4", "int2", "dense+", "stride:1+", "lowrank")
 
 
 def ms(xs: list[float]) -> tuple[float, float]:
@@ -55,8 +150,14 @@ def ms(xs: list[float]) -> tuple[float, float]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", help="text file (default: built-in corpus)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--data",
+        help="text file (default: ../shared/data/tinyshakespeare.txt next to the repository "
+        "when present, else the built-in corpus of stdlib sources)",
+    )
     ap.add_argument("--model-size", default="tiny", choices=["tiny", "small", "medium", "large"])
     ap.add_argument("--n-layer", type=int, help="override the preset's layers (bigger GPU models)")
     ap.add_argument("--n-embd", type=int, help="override the preset's width")
@@ -69,14 +170,39 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup-frac", type=float, default=0.05)
     ap.add_argument("--ar-lrs", default="1.5e-3,3e-3,6e-3")
     ap.add_argument("--inner-lr", type=float, default=3e-3)
-    ap.add_argument("--outer", default="0.7:0.9,1.0:0.9,0.5:0.8", help="lr:momentum pairs")
-    ap.add_argument("--codecs", default="int4,stride:1+int2,lowrank:4+int8,"
-                    "chunk:64/4096+int2@1.0:0:0.95,chunk:8/4096+int2@1.0:0:0.95")
+    ap.add_argument(
+        "--outer",
+        default="0.7:0.9,1.0:0.9,0.5:0.8",
+        help="lr:momentum[:inner lr] entries (the inner lr defaults to --inner-lr)",
+    )
+    ap.add_argument(
+        "--codecs",
+        default="int4,stride:1+int2,lowrank:4+int8,"
+        "chunk:64/4096+int2@1.0:0:0.95,chunk:8/4096+int2@1.0:0:0.95",
+    )
     ap.add_argument("--kappa-mult", type=float, default=0.0)
+    ap.add_argument(
+        "--kappa-outer",
+        metavar="LR:MOM[:INNER_LR]",
+        help="the κ row's outer settings, given up front so it runs alongside the sweeps "
+        "(default: the best --outer entry, after they finish)",
+    )
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--quick", action="store_true",
-                    help="CI-sized: 2 seeds, 240 steps, H 20, one AR lr, one outer pair, two codecs")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    ap.add_argument(
+        "--jobs", type=int, default=2, help="rows run in this many processes (default 2: 2 cores)"
+    )
+    ap.add_argument(
+        "--eval-rounds",
+        type=int,
+        default=1,
+        help="DiLoCo: evaluate the whole held-out set every N outer rounds (and at the end)",
+    )
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="CI-sized: 2 seeds, 240 steps, H 20, one AR lr, one outer pair, two codecs",
+    )
     ap.add_argument("--out", default="benchmarks/diloco_seeds_out")
     ap.add_argument("--results", help="RESULTS.md: write / replace this table's section")
     ap.add_argument("--from-json", help="re-render a saved OUT/table.json (no training)")
@@ -91,12 +217,9 @@ def main(argv=None) -> int:
         a.steps, a.H, a.seeds = 240, 20, "0,1"
         a.ar_lrs, a.outer = "3e-3", "0.7:0.9"
         a.codecs = "int4,chunk:64/4096+int2@1.0:0:0.95"
-    import torch
-
-    torch.set_num_threads(a.threads)
-    if a.device.startswith("cuda"):
-        torch.backends.cuda.matmul.allow_tf32 = True  # a benchmark, not a verifiable run
-    corpus = Corpus.from_file(a.data) if a.data else Corpus(default_corpus_bytes())
+    if a.data is None and DEFAULT_DATA.is_file():
+        a.data = str(DEFAULT_DATA)  # the shared corpus when present, else the built-in one
+    corpus = _corpus(a.data)
     cfg = GPTConfig.preset(a.model_size)
     if a.n_layer:
         cfg.n_layer = a.n_layer
@@ -106,7 +229,6 @@ def main(argv=None) -> int:
         cfg.n_head = a.n_head
     seeds = [int(s) for s in a.seeds.split(",")]
     W = a.workers
-    held = heldout_full(corpus, cfg.block_size, 256, a.device)
     t0 = time.time()
     outdir = Path(a.out)
     outdir.mkdir(parents=True, exist_ok=True)
@@ -115,26 +237,108 @@ def main(argv=None) -> int:
         print(f"[{time.time() - t0:7.1f}s] {m}", file=sys.stderr, flush=True)
 
     def rc(**kw) -> RunConfig:
-        d = dict(model=cfg, workers=W, batch_size=a.batch_size, steps=a.steps,
-                 warmup=int(a.warmup_frac * a.steps), device=a.device)
+        d = {
+            "model": cfg,
+            "workers": W,
+            "batch_size": a.batch_size,
+            "steps": a.steps,
+            "warmup": int(a.warmup_frac * a.steps),
+            "device": a.device,
+        }
         d.update(kw)
+        if d.get("H"):
+            d["eval_every"] = a.eval_rounds * d["H"]
         return RunConfig(**d)
 
-    def runs(label, **kw) -> dict:
+    pool = Pool(a, a.jobs)
+
+    def submit(label: str, **kw):
+        """One table row: its seeds as ONE batched model (trainer.batched.run_many)."""
+        return pool.submit(label, [rc(seed=s, **kw) for s in seeds])
+
+    def diloco(label: str, olr: float, mom: float, ilr: float | None = None, **kw):
+        """A DiLoCo row at H with outer lr / momentum (Nesterov when momentum > 0) and inner lr
+        (default --inner-lr)."""
+        return submit(
+            label,
+            H=a.H,
+            lr=ilr or a.inner_lr,
+            outer_lr=olr,
+            outer_momentum=mom,
+            nesterov=mom > 0,
+            **kw,
+        )
+
+    def outer_entry(text: str) -> tuple[float, float, float]:
+        v = [float(x) for x in text.split(":")]
+        return v[0], v[1], v[2] if len(v) > 2 else a.inner_lr
+
+    def onames(olr: float, mom: float, ilr: float) -> str:
+        return f"outer {olr:g}/{mom:g}" + (f", inner lr {ilr:g}" if ilr != a.inner_lr else "")
+
+    def collect(label: str, fut) -> dict:
+        res, cpu = fut.result()
         out = {}
-        for s in seeds:
-            r = run(corpus, rc(seed=s, **kw), heldout=held)
-            r.pop("params")
+        for s, r in zip(seeds, res, strict=True):
             out[s] = r
-            log(f"{label} seed {s}: {r['final_val_loss']:.4f} ({r['elapsed_s']:.0f} s)")
+            log(f"{label} seed {s}: {r['final_val_loss']:.4f}")
             with open(outdir / "progress.jsonl", "a") as f:  # survives a cut-off run
-                f.write(json.dumps({"run": label, "seed": s, "final_val_loss": r["final_val_loss"],
-                                    "payload_bytes_per_worker": r["payload_bytes_per_worker"],
-                                    "curve": r["curve"], "elapsed_s": r["elapsed_s"]}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "run": label,
+                            "seed": s,
+                            "final_val_loss": r["final_val_loss"],
+                            "payload_bytes_per_worker": r["payload_bytes_per_worker"],
+                            "curve": r["curve"],
+                            "elapsed_s": r["elapsed_s"],
+                            "cpu_s": cpu,
+                            "batched_runs": r["batched_runs"],
+                        }
+                    )
+                    + "\n"
+                )
+        log(
+            f"{label}: {res[0]['elapsed_s']:.0f} s wall, {cpu:.0f} s CPU "
+            f"({len(seeds)} seeds batched)"
+        )
         return out
 
-    # 1. AllReduce lr sweep
-    ar = {lr: runs(f"AllReduce lr {lr:g}", H=0, lr=lr) for lr in map(float, a.ar_lrs.split(","))}
+    # phase 1 (in parallel): the AllReduce lr sweep, the outer sweep, codec rows that name their
+    # own outer settings; phase 2: the rows that use the best outer pair (codecs, the κ row)
+    ar_f = {
+        lr: submit(f"AllReduce lr {lr:g}", H=0, lr=lr) for lr in map(float, a.ar_lrs.split(","))
+    }
+    outer_f = {}
+    for entry in a.outer.split(","):
+        olr, mom, ilr = outer_entry(entry)
+        outer_f[(olr, mom, ilr)] = diloco(f"DiLoCo H={a.H} {onames(olr, mom, ilr)}", olr, mom, ilr)
+    kappa_f = None
+    st = int(a.steps * a.kappa_mult)
+    if a.kappa_mult > 1 and a.kappa_outer:
+        kappa_o = outer_entry(a.kappa_outer)
+        kappa_f = diloco(
+            f"DiLoCo kappa x{a.kappa_mult:g}", *kappa_o, steps=st, warmup=int(a.warmup_frac * st)
+        )
+    # (codec, outer lr, momentum, ef decay, future); lr and momentum None: the best outer pair
+    codec_items: list[tuple[str, float | None, float | None, float, Any]] = []
+    for item in a.codecs.split(","):
+        c, _, o = item.partition("@")
+        fut = None
+        if o:
+            olr, mom, ef = map(float, o.split(":"))
+            fut = diloco(
+                f"DiLoCo {c} {olr:g}/{mom:g}/ef {ef:g}",
+                olr,
+                mom,
+                compression=c,
+                ef_decay=ef,
+            )
+            codec_items.append((c, olr, mom, ef, fut))
+        else:
+            codec_items.append((c, None, None, 1.0, None))
+
+    ar = {lr: collect(f"AllReduce lr {lr:g}", f) for lr, f in ar_f.items()}
     best_lr = min(ar, key=lambda lr: statistics.mean(r["final_val_loss"] for r in ar[lr].values()))
     base = ar[best_lr]
     P = next(iter(base.values()))["n_params"]
@@ -142,12 +346,21 @@ def main(argv=None) -> int:
     rows = []
     for lr, rs in ar.items():
         m, sd = ms([r["final_val_loss"] for r in rs.values()])
-        rows.append({"group": "a", "run": f"AllReduce lr {lr:g}" + (" (baseline)" if lr == best_lr else ""),
-                     "loss": m, "loss_sd": sd, "runs": rs})
+        rows.append(
+            {
+                "group": "a",
+                "run": f"AllReduce lr {lr:g}" + (" (baseline)" if lr == best_lr else ""),
+                "loss": m,
+                "loss_sd": sd,
+                "runs": rs,
+            }
+        )
 
     def drow(group, label, rs, codec, steps_mult=1.0):
-        gaps = [100 * (rs[s]["final_val_loss"] - base[s]["final_val_loss"]) / base[s]["final_val_loss"]
-                for s in seeds]
+        gaps = [
+            100 * (rs[s]["final_val_loss"] - base[s]["final_val_loss"]) / base[s]["final_val_loss"]
+            for s in seeds
+        ]
         kap = []
         for s in seeds:
             t = tokens_to_reach(rs[s]["curve"], base[s]["final_val_loss"])
@@ -161,43 +374,100 @@ def main(argv=None) -> int:
         ring = sync_bytes(up, W, "ring") if reducible else None
         rev = r0["rounds"] * reveal_bytes_per_round(P)
         sync = ring if reducible else ag
-        rows.append({"group": group, "run": label, "loss": m, "loss_sd": sd, "gap": g, "gap_sd": gsd,
-                     "gaps": gaps, "kappa": kap, "steps_mult": steps_mult,
-                     "bytes_upload": up, "bytes_allgather": ag, "bytes_ring": ring, "bytes_reveal": rev,
-                     "reduction": ar_bytes / sync, "reduction_with_reveal": ar_bytes / (sync + rev),
-                     "runs": rs})
+        run_ar_bytes = ar_bytes * steps_mult  # the κ row runs m x the steps
+        rows.append(
+            {
+                "group": group,
+                "run": label,
+                "loss": m,
+                "loss_sd": sd,
+                "gap": g,
+                "gap_sd": gsd,
+                "gaps": gaps,
+                "kappa": kap,
+                "steps_mult": steps_mult,
+                "bytes_upload": up,
+                "bytes_allgather": ag,
+                "bytes_ring": ring,
+                "bytes_reveal": rev,
+                "reduction": run_ar_bytes / sync,
+                "reduction_with_reveal": run_ar_bytes / (sync + rev),
+                "runs": rs,
+            }
+        )
         return g
 
-    # 2. outer sweep, uncompressed
-    best = None
-    for pair in a.outer.split(","):
-        olr, mom = map(float, pair.split(":"))
-        rs = runs(f"DiLoCo H={a.H} outer {olr:g}/{mom:g}", H=a.H, lr=a.inner_lr, outer_lr=olr,
-                  outer_momentum=mom, nesterov=mom > 0)
-        g = drow("b", f"DiLoCo H={a.H}, outer lr {olr:g}, momentum {mom:g}", rs, "none")
+    best: tuple[float, float, float, float] | None = None
+    for (olr, mom, ilr), fut in outer_f.items():
+        rs = collect(f"DiLoCo H={a.H} {onames(olr, mom, ilr)}", fut)
+        label = f"DiLoCo H={a.H}, outer lr {olr:g}, momentum {mom:g}" + (
+            f", inner lr {ilr:g}" if ilr != a.inner_lr else ""
+        )
+        g = drow("b", label, rs, "none")
         if best is None or g < best[0]:
-            best = (g, olr, mom)
-    _, olr_b, mom_b = best
-    if a.kappa_mult > 1:
-        st = int(a.steps * a.kappa_mult)
-        rs = runs(f"DiLoCo kappa x{a.kappa_mult:g}", H=a.H, lr=a.inner_lr, outer_lr=olr_b,
-                  outer_momentum=mom_b, nesterov=mom_b > 0, steps=st, warmup=int(a.warmup_frac * st))
-        drow("κ", f"DiLoCo H={a.H}, outer {olr_b:g}/{mom_b:g}, {a.kappa_mult:g}x the steps", rs,
-             "none", a.kappa_mult)
-    # 3. codecs
-    for item in a.codecs.split(","):
-        c, _, o = item.partition("@")
-        olr, mom, ef = (olr_b, mom_b, 1.0) if not o else map(float, o.split(":"))
-        rs = runs(f"DiLoCo {c} {olr:g}/{mom:g}/ef {ef:g}", H=a.H, lr=a.inner_lr, outer_lr=olr,
-                  outer_momentum=mom, nesterov=mom > 0, compression=c, ef_decay=ef)
-        drow("c", f"DiLoCo H={a.H} + {c}, outer lr {olr:g}, momentum {mom:g}, EF {ef:g}", rs, c)
+            best = (g, olr, mom, ilr)
+    if best is None:
+        raise SystemExit("--outer lists no LR:MOMENTUM pair")
+    _, olr_b, mom_b, ilr_b = best
+    if a.kappa_mult > 1 and kappa_f is None:
+        kappa_o = (olr_b, mom_b, ilr_b)
+        kappa_f = diloco(
+            f"DiLoCo kappa x{a.kappa_mult:g}", *kappa_o, steps=st, warmup=int(a.warmup_frac * st)
+        )
+    for i, (c, _, _, ef, fut) in enumerate(codec_items):
+        if fut is None:
+            fut = diloco(
+                f"DiLoCo {c} {olr_b:g}/{mom_b:g}/ef {ef:g}",
+                olr_b,
+                mom_b,
+                ilr_b,
+                compression=c,
+                ef_decay=ef,
+            )
+            codec_items[i] = (c, olr_b, mom_b, ef, fut)
+    if kappa_f is not None:
+        rs = collect(f"DiLoCo kappa x{a.kappa_mult:g}", kappa_f)
+        drow(
+            "κ",
+            f"DiLoCo H={a.H}, {onames(*kappa_o)}, {a.kappa_mult:g}x the steps",
+            rs,
+            "none",
+            a.kappa_mult,
+        )
+    for c, c_olr, c_mom, ef, fut in codec_items:
+        assert c_olr is not None and c_mom is not None  # every codec row has its pair by now
+        rs = collect(f"DiLoCo {c} {c_olr:g}/{c_mom:g}/ef {ef:g}", fut)
+        drow("c", f"DiLoCo H={a.H} + {c}, outer lr {c_olr:g}, momentum {c_mom:g}, EF {ef:g}", rs, c)
+    pool.close()
 
     elapsed = time.time() - t0
-    res = {"command": " ".join(sys.argv), "dataset_id": corpus.id, "n_params": P, "workers": W,
-           "steps": a.steps, "H": a.H, "seeds": seeds, "batch_size": a.batch_size,
-           "model": cfg.to_dict(), "device": a.device, "allreduce_bytes": ar_bytes,
-           "best_ar_lr": best_lr, "elapsed_s": elapsed, "rows": rows,
-           "machine": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end"}
+    import resource
+
+    cpu_s = sum(
+        getattr(resource.getrusage(w), f)
+        for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+        for f in ("ru_utime", "ru_stime")
+    )
+    res = {
+        "command": " ".join(sys.argv),
+        "dataset_id": corpus.id,
+        "n_params": P,
+        "workers": W,
+        "steps": a.steps,
+        "H": a.H,
+        "seeds": seeds,
+        "batch_size": a.batch_size,
+        "model": cfg.to_dict(),
+        "device": a.device,
+        "allreduce_bytes": ar_bytes,
+        "best_ar_lr": best_lr,
+        "elapsed_s": elapsed,
+        "cpu_s": cpu_s,
+        "jobs": a.jobs,
+        "eval_rounds": a.eval_rounds,
+        "rows": rows,
+        "machine": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end",
+    }
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "table.json").write_text(json.dumps(res, indent=1, default=str))
@@ -214,39 +484,80 @@ def _k(ks, mult):
     return " / ".join(f"{k:.2f}" if k is not None else f"> {mult:g}" for k in ks)
 
 
+def _ar_equiv(res: dict, row: dict) -> str:
+    """Per seed: the fraction of its tokens at which the seed's baseline first reaches this row's
+    final loss (from the baseline's curve): "how much AllReduce this row is worth"."""
+    base = next(r for r in res["rows"] if r["group"] == "a" and "(baseline)" in r["run"])
+    out = []
+    for s in res["seeds"]:
+        b = base["runs"].get(str(s), base["runs"].get(s))
+        r = row["runs"].get(str(s), row["runs"].get(s))
+        t = tokens_to_reach(b["curve"], r["final_val_loss"])
+        out.append("—" if t is None else f"{t / b['tokens']:.2f}")
+    return " / ".join(out)
+
+
 def render(res: dict, quick: bool) -> str:
     W, P = res["workers"], res["n_params"]
-    L = [HEAD, "",
-         ("**REDUCED RUN (`--quick`): too few steps and seeds to decide the 2 % question; it shows "
-          "the machinery works, not the answer.**" if quick else ""),
-         f"Command: `{res['command']}` on {res['device']} ({res.get('machine', '')}; "
-         f"{res['elapsed_s']:.0f} s). Dataset "
-         f"`{res['dataset_id'][:16]}…`; model {P:,} parameters ({res['model']['n_layer']} layers, "
-         f"width {res['model']['n_embd']}, context {res['model']['block_size']}); {W} workers x "
-         f"{res['batch_size']} sequences; {res['steps']} steps per worker (= {res['steps'] // res['H']} "
-         f"outer rounds of H = {res['H']}); seeds {res['seeds']} (init and data order); warmup + "
-         "cosine on the global step for AllReduce and DiLoCo's inner AdamW; evaluation on the whole "
-         "eval half of the held-out split. Gap: paired per seed against that seed's baseline "
-         f"(AllReduce lr {res['best_ar_lr']:g}), mean ± sd (per seed in brackets). fp32 ring "
-         f"AllReduce: {res['allreduce_bytes']:,.0f} B per worker for the run.", "",
-         "| | run | val loss (mean ± sd) | gap to AllReduce | κ per seed | upload B | all-gather B "
-         "(x W-1) | ring B | reveal B | reduction (sync) | with reveal |",
-         "|---|---|---|---|---|---|---|---|---|---|---|"]
+    m = res["model"]
+    cpu = f", {res['cpu_s']:.0f} s CPU in {res['jobs']} processes" if "cpu_s" in res else ""
+    evals = (
+        f"every {res['eval_rounds']} outer rounds and at the end"
+        if res.get("eval_rounds", 1) > 1
+        else "after every outer round"
+    )
+    L = [HEAD, ""]
+    if quick:
+        L += [
+            "**REDUCED RUN (`--quick`): too few steps and seeds to decide the 2 % question; it "
+            "shows the machinery works, not the answer.**",
+            "",
+        ]
+    L += [
+        f"Command: `{res['command']}` on {res['device']} ({res.get('machine', '')}; "
+        f"{res['elapsed_s']:.0f} s wall{cpu}). Dataset `{res['dataset_id'][:16]}…`; model "
+        f"{P:,} parameters ({m['n_layer']} layers, width {m['n_embd']}, context "
+        f"{m['block_size']}); {W} workers x {res['batch_size']} sequences; {res['steps']} steps "
+        f"per worker (= {res['steps'] // res['H']} outer rounds of H = {res['H']}); seeds "
+        f"{res['seeds']} (init and data order), each row's seeds batched as one model; warmup + "
+        "cosine on the global step for AllReduce and DiLoCo's inner AdamW; evaluation on the "
+        f"whole eval half of the held-out split, DiLoCo {evals}. Gap: paired per seed against "
+        f"that seed's baseline (AllReduce lr {res['best_ar_lr']:g}), mean ± sd (per seed in "
+        "brackets). κ: tokens to reach the seed's AllReduce final loss / AllReduce's tokens "
+        "(> m: not reached in m x the budget). AR-equivalent: the fraction of its tokens at "
+        "which the seed's AllReduce first reaches the row's final loss. fp32 ring AllReduce: "
+        f"{res['allreduce_bytes']:,.0f} B per worker for the run.",
+        "",
+        "| | run | val loss (mean ± sd) | gap to AllReduce | κ per seed | AR-equivalent | "
+        "upload B | all-gather B (x W-1) | ring B | reveal B | reduction (sync) | with reveal |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in res["rows"]:
         if r["group"] == "a":
-            L.append(f"| a | {r['run']} | {r['loss']:.4f} ± {r['loss_sd']:.4f} | | | | | | | 1x | |")
+            L.append(
+                f"| a | {r['run']} | {r['loss']:.4f} ± {r['loss_sd']:.4f} | | | | | | | | 1x | |"
+            )
             continue
         ring = f"{r['bytes_ring']:,.0f}" if r["bytes_ring"] is not None else "—"
         gaps = ", ".join(f"{g:+.1f}" for g in r["gaps"])
-        L.append(f"| {r['group']} | {r['run']} | {r['loss']:.4f} ± {r['loss_sd']:.4f} | "
-                 f"{r['gap']:+.2f} ± {r['gap_sd']:.2f} % [{gaps}] | {_k(r['kappa'], r['steps_mult'])} | "
-                 f"{r['bytes_upload']:,.0f} | {r['bytes_allgather']:,.0f} | {ring} | "
-                 f"{r['bytes_reveal']:,.0f} | {r['reduction']:,.0f}x | {r['reduction_with_reveal']:,.0f}x |")
-    ok = [r for r in res["rows"] if r["group"] != "a" and r["gap"] <= 2.0]
+        L.append(
+            f"| {r['group']} | {r['run']} | {r['loss']:.4f} ± {r['loss_sd']:.4f} | "
+            f"{r['gap']:+.2f} ± {r['gap_sd']:.2f} % [{gaps}] | "
+            f"{_k(r['kappa'], r['steps_mult'])} | {_ar_equiv(res, r)} | "
+            f"{r['bytes_upload']:,.0f} | {r['bytes_allgather']:,.0f} | {ring} | "
+            f"{r['bytes_reveal']:,.0f} | {r['reduction']:,.0f}x | "
+            f"{r['reduction_with_reveal']:,.0f}x |"
+        )
+    # at equal tokens: the κ row spends m x the baseline's tokens, so it does not count here
+    ok = [r for r in res["rows"] if r["group"] in ("b", "c") and r["gap"] <= 2.0]
     b = max(ok, key=lambda r: r["reduction"], default=None)
-    L += ["", "Best reduction within a 2 % mean gap: " + (
-        f"**{b['run']}**, {b['reduction']:,.0f}x at {b['gap']:+.2f} %." if b else "**none**."), ""]
-    return "\n".join(x for i, x in enumerate(L) if not (i == 2 and not x))
+    L += [
+        "",
+        "Best reduction within a 2 % mean gap at the baseline's tokens: "
+        + (f"**{b['run']}**, {b['reduction']:,.0f}x at {b['gap']:+.2f} %." if b else "**none**."),
+        "",
+    ]
+    return "\n".join(L)
 
 
 def write_section(path: Path, md: str) -> None:

@@ -22,11 +22,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "evm")]
+sys.path.insert(0, str(ROOT))  # tests.kits is not installed: the checkout's root
 
-from evmkit import EVM, checkpoint, make_set
-
-from abci_app.settlement import evm
+from abci_app.settlement import evm  # noqa: E402
+from tests.kits.evmkit import EVM, checkpoint, make_set  # noqa: E402
 
 
 def checkpoint_gas(n: int) -> dict[str, int]:
@@ -34,12 +33,18 @@ def checkpoint_gas(n: int) -> dict[str, int]:
     quorum = (2 * n) // 3 + 1
     rot = make_set(n, tag=f"r{n}-")
     c = EVM(s)
-    c.submit(checkpoint(1, s))  # warm-up: the contract's first write of each slot costs 20,000 more, once
+    # warm-up: the contract's first write of each slot costs 20,000 more, once
+    c.submit(checkpoint(1, s))
     r_min = c.submit(checkpoint(2, s, signed_by=s[:quorum]))
     r_all = c.submit(checkpoint(3, s))
     r_rot = c.submit(checkpoint(4, s, next_set=rot, signed_by=s[:quorum]))
-    return {"validators": n, "signers_min": quorum, "gas_min": r_min["gasUsed"], "gas_all": r_all["gasUsed"],
-            "gas_rotation": r_rot["gasUsed"]}
+    return {
+        "validators": n,
+        "signers_min": quorum,
+        "gas_min": r_min["gasUsed"],
+        "gas_all": r_all["gasUsed"],
+        "gas_rotation": r_rot["gasUsed"],
+    }
 
 
 def claim_gas(leaves: int) -> dict[str, int]:
@@ -53,52 +58,108 @@ def claim_gas(leaves: int) -> dict[str, int]:
     entries2 = [(a, v + 7) for a, v in entries]
     c.submit(checkpoint(2, s, root=evm.rewards_root(entries2)))
     again = c.claim(*entries2[1], evm.claim_proof(entries2, 1))["gasUsed"]
-    return {"tree_leaves": len(entries), "proof_len": len(evm.claim_proof(entries, 1)),
-            "first_mint_of_token": first, "first_claim_of_account": new_acct, "later_claim_of_account": again}
+    return {
+        "tree_leaves": len(entries),
+        "proof_len": len(evm.claim_proof(entries, 1)),
+        "first_mint_of_token": first,
+        "first_claim_of_account": new_acct,
+        "later_claim_of_account": again,
+    }
 
 
 def latency(checkpoints: int = 6) -> dict[str, object]:
     d = Path(tempfile.mkdtemp(prefix="loconet-evm-bench-"))
     cli = [sys.executable, "-m", "node.cli"]
-    subprocess.run([*cli, "testnet", "up", "--dir", str(d), "--base-port", "46656", "--evm", "--evm-port", "48545",
-                    "--param", "settlement.checkpoint_interval=10"], check=True, cwd=ROOT, capture_output=True)
+    subprocess.run(
+        [
+            *cli,
+            "testnet",
+            "up",
+            "--dir",
+            str(d),
+            "--base-port",
+            "46656",
+            "--evm",
+            "--evm-port",
+            "48545",
+            "--param",
+            "settlement.checkpoint_interval=10",
+        ],
+        check=True,
+        cwd=ROOT,
+        capture_output=True,
+    )
     try:
         log = d / "evm" / "relayer.log"
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
-            got = re.findall(r"posted checkpoint (\d+) .*?, ([\d.]+)s after", log.read_text() if log.exists() else "")
+            got = re.findall(
+                r"posted checkpoint (\d+) .*?, ([\d.]+)s after",
+                log.read_text() if log.exists() else "",
+            )
             if len(got) >= checkpoints:
                 break
             time.sleep(1)
         secs = sorted(float(s) for _, s in got)
-        return {"checkpoints": len(secs), "latency_s_min": secs[0], "latency_s_median": secs[len(secs) // 2],
-                "latency_s_max": secs[-1]}
+        return {
+            "checkpoints": len(secs),
+            "latency_s_min": secs[0],
+            "latency_s_median": secs[len(secs) // 2],
+            "latency_s_max": secs[-1],
+        }
     finally:
-        subprocess.run([*cli, "testnet", "down", "--dir", str(d), "--purge"], cwd=ROOT, capture_output=True, check=False)
+        subprocess.run(
+            [*cli, "testnet", "down", "--dir", str(d), "--purge"],
+            cwd=ROOT,
+            capture_output=True,
+            check=False,
+        )
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--latency", action="store_true", help="also measure relayer latency on a real testnet + anvil (~1 min)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--latency",
+        action="store_true",
+        help="also measure relayer latency on a real testnet + anvil (~1 min)",
+    )
     ap.add_argument("-o", "--output", choices=["text", "json"], default="text")
     a = ap.parse_args()
-    res: dict[str, object] = {"machine": f"{platform.machine()}, Python {platform.python_version()}",
-                              "checkpoints": [checkpoint_gas(n) for n in (4, 21, 100)],
-                              "claims": [claim_gas(n) for n in (10, 1_000, 100_000)]}
+    checkpoints = [checkpoint_gas(n) for n in (4, 21, 100)]
+    claims = [claim_gas(n) for n in (10, 1_000, 100_000)]
+    res: dict[str, object] = {
+        "machine": f"{platform.machine()}, Python {platform.python_version()}",
+        "checkpoints": checkpoints,
+        "claims": claims,
+    }
     if a.latency:
         res["relayer"] = latency()
     if a.output == "json":
         print(json.dumps(res, indent=1, sort_keys=True))
         return 0
-    print("| validators | signers (min > 2/3) | gas, min signers | gas, all sign | gas, min signers + rotation |")
+    print(
+        "| validators | signers (min > 2/3) | gas, min signers | gas, all sign | gas, min "
+        "signers + rotation |"
+    )
     print("|---|---|---|---|---|")
-    for r in res["checkpoints"]:  # type: ignore[union-attr]
-        print(f"| {r['validators']} | {r['signers_min']} | {r['gas_min']:,} | {r['gas_all']:,} | {r['gas_rotation']:,} |")
-    print("\n| claimants (tree leaves) | proof hashes | first claim of an account | later claim of it | the token's very first mint |")
+    for r in checkpoints:
+        print(
+            f"| {r['validators']} | {r['signers_min']} | {r['gas_min']:,} | {r['gas_all']:,} | "
+            f"{r['gas_rotation']:,} |"
+        )
+    print(
+        "\n"
+        "| claimants (tree leaves) | proof hashes | first claim of an account | later claim of "
+        "it | the token's very first mint |"
+    )
     print("|---|---|---|---|---|")
-    for c in res["claims"]:  # type: ignore[union-attr]
-        print(f"| {c['tree_leaves']:,} | {c['proof_len']} | {c['first_claim_of_account']:,} | {c['later_claim_of_account']:,} | "
-              f"{c['first_mint_of_token']:,} |")
+    for c in claims:
+        print(
+            f"| {c['tree_leaves']:,} | {c['proof_len']} | {c['first_claim_of_account']:,} | "
+            f"{c['later_claim_of_account']:,} | {c['first_mint_of_token']:,} |"
+        )
     if "relayer" in res:
         print(f"\nrelayer latency (final loconet block -> EVM receipt): {res['relayer']}")
     return 0

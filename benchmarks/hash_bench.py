@@ -26,16 +26,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 from abci_app.merkle import CHUNK_SIZE, hash_node, merkle_root_of_bytes
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def copying_root(data: bytes) -> bytes:
     """The implementation before zero-copy hashing (kept here as the baseline)."""
-    level = [hashlib.sha256(b"\x00" + bytes(data[i : i + CHUNK_SIZE])).digest()
-             for i in range(0, len(data), CHUNK_SIZE)]
+    level = [
+        hashlib.sha256(b"\x00" + bytes(data[i : i + CHUNK_SIZE])).digest()
+        for i in range(0, len(data), CHUNK_SIZE)
+    ]
     while len(level) > 1:
         nxt = [hash_node(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
         if len(level) % 2:
@@ -45,10 +46,14 @@ def copying_root(data: bytes) -> bytes:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--mib", type=int, default=64, help="payload size in MiB (default 64)")
     ap.add_argument("--repeats", type=int, default=7, help="runs of each, best kept (default 7)")
-    ap.add_argument("--record", action="store_true", help="append the figures to benchmarks/RESULTS.md")
+    ap.add_argument(
+        "--record", action="store_true", help="append the figures to benchmarks/RESULTS.md"
+    )
     ap.add_argument("-o", "--output", choices=("text", "json"), default="text")
     args = ap.parse_args()
     if args.mib < 1 or args.repeats < 1:
@@ -72,11 +77,20 @@ def main() -> int:
     load_after = os.getloadavg()[0]
     gbps = {name: len(data) / s / 1e9 for name, s in best.items()}
     ref = gbps["hashlib.sha256 (whole buffer)"]
-    rows = [{"case": n, "GB/s": round(g, 3), "vs hashlib": round(g / ref, 2)} for n, g in gbps.items()]
-    machine = (f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-               f"load average {load_before:.1f} before / {load_after:.1f} after")
+    rows = [
+        {"case": n, "GB/s": round(g, 3), "vs hashlib": round(g / ref, 2)} for n, g in gbps.items()
+    ]
+    machine = (
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"load average {load_before:.1f} before / {load_after:.1f} after"
+    )
     if args.output == "json":
-        print(json.dumps({"mib": args.mib, "repeats": args.repeats, "machine": machine, "rows": rows}, indent=2))
+        print(
+            json.dumps(
+                {"mib": args.mib, "repeats": args.repeats, "machine": machine, "rows": rows},
+                indent=2,
+            )
+        )
     else:
         print(f"{args.mib} MiB, best of {args.repeats}; {machine}")
         for r in rows:

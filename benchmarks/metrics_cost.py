@@ -15,15 +15,13 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from prometheus_client import CollectorRegistry
 
-from prometheus_client import CollectorRegistry  # noqa: E402
-
-from abci_app.context import event  # noqa: E402
-from abci_app.pb import abci  # noqa: E402
-from node.metrics import MeteredApplication, NodeMetrics  # noqa: E402
+from abci_app.app import Application
+from abci_app.context import event
+from abci_app.pb import abci
+from node.metrics import MeteredApplication, NodeMetrics
 
 
 def per_tx_before(m: NodeMetrics, res: abci.ResponseFinalizeBlock) -> None:
@@ -36,14 +34,24 @@ def per_tx_before(m: NodeMetrics, res: abci.ResponseFinalizeBlock) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--txs", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=7)
     args = ap.parse_args()
-    res = abci.ResponseFinalizeBlock(tx_results=[
-        abci.ExecTxResult(code=0, events=[event("tx", signer="loco1" + "q" * 38, fee=1, acc_seq="x/1"),
-                                          event("transfer", sender="a", recipient="b", amount=1)])
-        for _ in range(args.txs)])
+    res = abci.ResponseFinalizeBlock(
+        tx_results=[
+            abci.ExecTxResult(
+                code=0,
+                events=[
+                    event("tx", signer="loco1" + "q" * 38, fee=1, acc_seq="x/1"),
+                    event("transfer", sender="a", recipient="b", amount=1),
+                ],
+            )
+            for _ in range(args.txs)
+        ]
+    )
     m = NodeMetrics(CollectorRegistry())
 
     class Fake(MeteredApplication):
@@ -51,21 +59,25 @@ def main() -> int:
             self.metrics = m
 
     app = Fake()
-    base = MeteredApplication.__mro__[1].finalize_block
+    base = Application.finalize_block
     best = {"before": float("inf"), "now": float("inf")}
     for _ in range(args.repeat):
         t = time.perf_counter()
         per_tx_before(m, res)
         best["before"] = min(best["before"], time.perf_counter() - t)
-        MeteredApplication.__mro__[1].finalize_block = lambda self, req: res  # type: ignore[method-assign]
+        # the app's own FinalizeBlock replaced by its result: only the metrics' cost is timed
+        Application.finalize_block = lambda self, req: res  # type: ignore[method-assign]
         try:
             t = time.perf_counter()
             app.finalize_block(None)
             best["now"] = min(best["now"], time.perf_counter() - t)
         finally:
-            MeteredApplication.__mro__[1].finalize_block = base  # type: ignore[method-assign]
-    print(f"FinalizeBlock metrics, {args.txs} txs, best of {args.repeat}, load average {os.getloadavg()[0]:.1f}: "
-          f"before {best['before'] / args.txs * 1e6:.1f} µs/tx, now {best['now'] / args.txs * 1e6:.1f} µs/tx")
+            Application.finalize_block = base  # type: ignore[method-assign]
+    print(
+        f"FinalizeBlock metrics, {args.txs} txs, best of {args.repeat}, load average "
+        f"{os.getloadavg()[0]:.1f}: before {best['before'] / args.txs * 1e6:.1f} µs/tx, now "
+        f"{best['now'] / args.txs * 1e6:.1f} µs/tx"
+    )
     return 0
 
 

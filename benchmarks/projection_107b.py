@@ -17,68 +17,111 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.diloco_table import write_section as _write_section  # noqa: E402
-
 from trainer.compression import make_codec  # noqa: E402
 from trainer.netmodel import speedup, step_time_for  # noqa: E402
 
 HEAD = "## Trainer: 107B projection (P3, restated)"
-CODECS = ["dense+fp16", "dense+int8", "dense+int4", "dense+int2", "stride:1+int2", "lowrank:64+int4",
-          "lowrank:4+int8", "topk:0.01+int4", "chunk:64/4096+int2", "chunk:32/4096+int2",
-          "chunk:8/4096+int2"]
+CODECS = [
+    "dense+fp16",
+    "dense+int8",
+    "dense+int4",
+    "dense+int2",
+    "stride:1+int2",
+    "lowrank:64+int4",
+    "lowrank:4+int8",
+    "topk:0.01+int4",
+    "chunk:64/4096+int2",
+    "chunk:32/4096+int2",
+    "chunk:8/4096+int2",
+]
 # reducible: payloads can be summed on a ring (dense with shared scale, low rank with a shared
 # basis: DiLoCoX); sparse top-k / chunk payloads need an all-gather
 RING_OK = ("dense", "stride:1", "lowrank")
 
 
 def bits_per_param(codec: str) -> float:
-    return 8 * make_codec(codec).estimate_bytes({"w": (4096, 4096)}) / 4096 ** 2
+    return 8 * make_codec(codec).estimate_bytes({"w": (4096, 4096)}) / 4096**2
 
 
 def render(a) -> str:
     P, W, bw = a.params, a.workers, a.gbps * 1e9
     t_need = step_time_for(a.target, n_params=P, workers=W, bandwidth_bps=bw)
     t_cfg = 6 * P * a.tokens_per_step / (a.gpus * a.gpu_flops * a.mfu)
-    L = [HEAD, "",
-         f"Command: `.venv/bin/python benchmarks/projection_107b.py {' '.join(sys.argv[1:])}` "
-         "(pure arithmetic: trainer/netmodel.py; no training).", "",
-         "Assumptions (DiLoCoX, arXiv 2506.21263: a 107B model on 20 nodes x 8 A800 over 1 Gbps, "
-         f"357x over AllReduce): P = {P:.3g} parameters; W = {W} nodes, one DiLoCo worker per node; "
-         f"link {a.gbps:g} Gbps per node; baseline = ring AllReduce of **bf16** gradients every step "
-         f"(2(W-1)/W x 2P = {2 * (W - 1) / W * 2 * P / 1e9:.0f} GB per node per step, "
-         f"{2 * (W - 1) / W * 2 * P * 8 / bw:,.0f} s at {a.gbps:g} Gbps); DiLoCo: H = {a.H} inner steps "
-         "per sync, the sync of a round overlapped with the next round's compute (one-step delay); "
-         "the codec's size is its exact encoded size per parameter (fp32 scales, index bits "
-         "included) on a 4096 x 4096 matrix. Step time is the free variable (it depends on GPUs, "
-         f"MFU and tokens per step, which the paper does not pin): e.g. {a.gpus} GPUs x "
-         f"{a.gpu_flops / 1e12:.0f} TFLOPS x {a.mfu:.0%} MFU at {a.tokens_per_step:,} tokens per node "
-         f"per step gives t_step = 6·P·tokens/(GPUs·peak·MFU) = {t_cfg:.1f} s.", "",
-         f"**A {a.target:g}x speedup needs t_step <= {t_need:.2f} s whatever the codec** (the "
-         "speedup of a fully hidden sync is (t_step + t_AllReduce) / t_step), and a codec whose "
-         "sync hides behind H steps of compute. Speedup by step time (ring = reducible codecs, "
-         "all-gather = sparse codecs through blobs):", ""]
+    L = [
+        HEAD,
+        "",
+        f"Command: `.venv/bin/python benchmarks/projection_107b.py {' '.join(sys.argv[1:])}` "
+        "(pure arithmetic: trainer/netmodel.py; no training).",
+        "",
+        "Assumptions (DiLoCoX, arXiv 2506.21263: a 107B model on 20 nodes x 8 A800 over 1 Gbps, "
+        f"357x over AllReduce): P = {P:.3g} parameters; W = {W} nodes, one DiLoCo worker per "
+        f"node; link {a.gbps:g} Gbps per node; baseline = ring AllReduce of **bf16** gradients "
+        f"every step (2(W-1)/W x 2P = {2 * (W - 1) / W * 2 * P / 1e9:.0f} GB per node per step, "
+        f"{2 * (W - 1) / W * 2 * P * 8 / bw:,.0f} s at {a.gbps:g} Gbps); DiLoCo: H = {a.H} inner "
+        "steps per sync, the sync of a round overlapped with the next round's compute (one-step "
+        "delay); the codec's size is its exact encoded size per parameter (fp32 scales, index "
+        "bits included) on a 4096 x 4096 matrix. Step time is the free variable (it depends on "
+        f"GPUs, MFU and tokens per step, which the paper does not pin): e.g. {a.gpus} GPUs x "
+        f"{a.gpu_flops / 1e12:.0f} TFLOPS x {a.mfu:.0%} MFU at {a.tokens_per_step:,} tokens per "
+        f"node per step gives t_step = 6·P·tokens/(GPUs·peak·MFU) = {t_cfg:.1f} s.",
+        "",
+        f"**A {a.target:g}x speedup needs t_step <= {t_need:.2f} s whatever the codec** (the "
+        "speedup of a fully hidden sync is (t_step + t_AllReduce) / t_step), and a codec whose "
+        "sync hides behind H steps of compute. Speedup by step time (ring = reducible codecs, "
+        "all-gather = sparse codecs through blobs):",
+        "",
+    ]
     ts = [float(t) for t in a.step_times.split(",")]
-    L.append("| codec | bits/param | sync | " + " | ".join(f"t_step {t:g} s" for t in ts)
-             + " | max bits/param hidden at t_step " + f"{t_need:.1f} s |")
+    L.append(
+        "| codec | bits/param | sync | "
+        + " | ".join(f"t_step {t:g} s" for t in ts)
+        + " | max bits/param hidden at t_step "
+        + f"{t_need:.1f} s |"
+    )
     L.append("|---|---|---|" + "---|" * len(ts) + "---|")
     for c in CODECS:
         b = bits_per_param(c)
         for mode in ("ring", "allgather"):
             if mode == "ring" and not c.startswith(RING_OK):
                 continue
-            sp = [speedup(n_params=P, workers=W, t_step=t, H=a.H, bits_per_param=b,
-                          bandwidth_bps=bw, mode=mode)["speedup"] for t in ts]
-            mx = speedup(n_params=P, workers=W, t_step=t_need, H=a.H, bits_per_param=b,
-                         bandwidth_bps=bw, mode=mode)["max_hidden_bits"]
-            L.append(f"| {c} | {b:.3f} | {mode} | " + " | ".join(f"{s:,.0f}x" for s in sp)
-                     + f" | {mx:.2f} |")
-    L += ["", "What the small-scale rows imply and what they cannot: the table above only needs "
-          "a codec's bits per parameter, which is exact; whether that codec keeps the loss within "
-          "2 % at 107B is not something the 0.2 M-parameter CPU rows can show (compression "
-          "tolerance grows with model size in the DiLoCo / SparseLoCo / DiLoCoX papers, but that is "
-          "their evidence, not ours). P3 stands at: reachable in this model only for t_step <= "
-          f"{t_need:.2f} s and a reducible codec of <= the last column's bits/param (ring), or "
-          "a sparse codec under ~0.5 bits/param through an all-gather; which codec is 'within 2 %' "
-          "is decided by the seeded table (benchmarks/diloco_seeds.py), not here.", ""]
+            sp = [
+                speedup(
+                    n_params=P,
+                    workers=W,
+                    t_step=t,
+                    H=a.H,
+                    bits_per_param=b,
+                    bandwidth_bps=bw,
+                    mode=mode,
+                )["speedup"]
+                for t in ts
+            ]
+            mx = speedup(
+                n_params=P,
+                workers=W,
+                t_step=t_need,
+                H=a.H,
+                bits_per_param=b,
+                bandwidth_bps=bw,
+                mode=mode,
+            )["max_hidden_bits"]
+            L.append(
+                f"| {c} | {b:.3f} | {mode} | "
+                + " | ".join(f"{s:,.0f}x" for s in sp)
+                + f" | {mx:.2f} |"
+            )
+    L += [
+        "",
+        "What the small-scale rows imply and what they cannot: the table above only needs "
+        "a codec's bits per parameter, which is exact; whether that codec keeps the loss within "
+        "2 % at 107B is not something the 0.2 M-parameter CPU rows can show (compression "
+        "tolerance grows with model size in the DiLoCo / SparseLoCo / DiLoCoX papers, but that is "
+        "their evidence, not ours). P3 stands at: reachable in this model only for t_step <= "
+        f"{t_need:.2f} s and a reducible codec of <= the last column's bits/param (ring), or "
+        "a sparse codec under ~0.5 bits/param through an all-gather; which codec is 'within 2 %' "
+        "is decided by the seeded table (benchmarks/diloco_seeds.py), not here.",
+        "",
+    ]
     return "\n".join(L)
 
 
@@ -87,7 +130,9 @@ def write_section(path: Path, md: str) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--params", type=float, default=107e9)
     ap.add_argument("--workers", type=int, default=20)
     ap.add_argument("--gbps", type=float, default=1.0)

@@ -23,10 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 from abci_app.store import MerkleStore
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _key(i: int) -> bytes:
@@ -43,8 +42,18 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=1000, help="changed keys per block")
     parser.add_argument("--blocks", type=int, default=20, help="measured blocks (default 20)")
     parser.add_argument("--keep-recent", type=int, default=100, help="versions kept")
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=0,
+        help="blocks of --changes committed before the measured ones (with a --keep-recent "
+        "below it, the measured blocks prune what blocks of the same size made stale: the "
+        "steady state, not the load's big blocks)",
+    )
     parser.add_argument("--dir", type=Path, default=None, help="folder for the database")
-    parser.add_argument("--record", action="store_true", help="append the figures to benchmarks/RESULTS.md")
+    parser.add_argument(
+        "--record", action="store_true", help="append the figures to benchmarks/RESULTS.md"
+    )
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
     args = parser.parse_args()
     load0 = os.getloadavg()[0]
@@ -68,8 +77,8 @@ def main() -> None:
         live = list(range(args.keys))
         stage_s = commit_s = cpu_s = stage_cpu_s = 0.0
         block_ms: list[float] = []
-        hashes = reads = written = 0
-        for b in range(args.blocks):
+        hashes = reads = written = pages = 0
+        for b in range(-args.warmup, args.blocks):
             n_update = args.changes * 7 // 10
             n_insert = args.changes * 2 // 10
             n_delete = args.changes - n_update - n_insert
@@ -86,6 +95,10 @@ def main() -> None:
             live = [i for i in live if i not in gone] + list(range(next_key, next_key + n_insert))
             next_key += n_insert
 
+            if b < 0:  # warm-up: committed, not measured
+                store.stage(store.height + 1, changes)
+                store.commit()
+                continue
             c1, t1 = time.process_time(), time.perf_counter()
             store.stage(store.height + 1, changes)
             t2, c2 = time.perf_counter(), time.process_time()
@@ -97,10 +110,11 @@ def main() -> None:
             stage_s += t2 - t1
             commit_s += t3 - t2
             s = store.stats
-            hashes, reads, written = (
+            hashes, reads, written, pages = (
                 hashes + s.hashes,
                 reads + s.node_reads,
                 written + s.nodes_written,
+                pages + s.pages_written,
             )
         store.close()
         size = sum(p.stat().st_size for p in Path(tmp).iterdir())
@@ -109,40 +123,73 @@ def main() -> None:
     changed = args.blocks * args.changes
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out = {
-        "keys": args.keys, "blocks": args.blocks, "changes": args.changes, "load_s": round(load_s, 1),
-        "ms_per_block": round(1e3 * total / args.blocks, 1), "max_block_ms": round(max(block_ms), 1),
-        "stage_ms": round(1e3 * stage_s / args.blocks, 1), "commit_ms": round(1e3 * commit_s / args.blocks, 1),
+        "keys": args.keys,
+        "blocks": args.blocks,
+        "changes": args.changes,
+        "load_s": round(load_s, 1),
+        "ms_per_block": round(1e3 * total / args.blocks, 1),
+        "max_block_ms": round(max(block_ms), 1),
+        "stage_ms": round(1e3 * stage_s / args.blocks, 1),
+        "commit_ms": round(1e3 * commit_s / args.blocks, 1),
         "cpu_ms_per_block": round(1e3 * cpu_s / args.blocks, 1),
         "stage_cpu_ms": round(1e3 * stage_cpu_s / args.blocks, 1),
-        "hashes_per_key": round(hashes / changed, 1), "node_reads_per_key": round(reads / changed, 1),
-        "nodes_written_per_key": round(written / changed, 1), "db_mib": round(size / 2**20, 1),
-        "rss_mb": round(rss_mb), "load_average": [round(load0, 1), round(os.getloadavg()[0], 1)],
+        "hashes_per_key": round(hashes / changed, 1),
+        "node_reads_per_key": round(reads / changed, 1),
+        "nodes_written_per_key": round(written / changed, 1),
+        "pages_written_per_key": round(pages / changed, 1),
+        "db_mib": round(size / 2**20, 1),
+        "rss_mb": round(rss_mb),
+        "load_average": [round(load0, 1), round(os.getloadavg()[0], 1)],
     }
     if args.output == "json":
         print(json.dumps(out, indent=2))
     else:
         print(f"blocks: {args.blocks} x {args.changes} changed keys over {args.keys} keys")
-        print(f"ms per block: {out['ms_per_block']} (stage {out['stage_ms']}, commit {out['commit_ms']}; "
-              f"slowest {out['max_block_ms']}); commits/s: {args.blocks / total:.2f}")
-        print(f"us per changed key: {1e6 * total / changed:.1f} (stage {1e6 * stage_s / changed:.1f}, "
-              f"commit {1e6 * commit_s / changed:.1f})")
-        print(f"per changed key: {out['hashes_per_key']} hashes, {out['node_reads_per_key']} node reads, "
-              f"{out['nodes_written_per_key']} nodes written")
-        print(f"CPU ms per block: {out['cpu_ms_per_block']} (this process; stage {out['stage_cpu_ms']})")
-        print(f"database size: {out['db_mib']} MiB (keep_recent={args.keep_recent}); peak RSS {out['rss_mb']} MB; "
-              f"load average {load0:.1f} -> {os.getloadavg()[0]:.1f}")
+        print(
+            f"ms per block: {out['ms_per_block']} (stage {out['stage_ms']}, commit "
+            f"{out['commit_ms']}; slowest {out['max_block_ms']}); commits/s: "
+            f"{args.blocks / total:.2f}"
+        )
+        print(
+            f"us per changed key: {1e6 * total / changed:.1f} (stage "
+            f"{1e6 * stage_s / changed:.1f}, commit {1e6 * commit_s / changed:.1f})"
+        )
+        print(
+            f"per changed key: {out['hashes_per_key']} hashes, {out['node_reads_per_key']} node "
+            f"reads, {out['nodes_written_per_key']} nodes written in "
+            f"{out['pages_written_per_key']} pages"
+        )
+        print(
+            f"CPU ms per block: {out['cpu_ms_per_block']} (this process; stage "
+            f"{out['stage_cpu_ms']})"
+        )
+        print(
+            f"database size: {out['db_mib']} MiB (keep_recent={args.keep_recent}); peak RSS "
+            f"{out['rss_mb']} MB; load average {load0:.1f} -> {os.getloadavg()[0]:.1f}"
+        )
     if args.record:
-        machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+        machine = (
+            f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+        )
         cmd = " ".join(["benchmarks/store_bench.py", *sys.argv[1:]])
         with open(ROOT / "benchmarks" / "RESULTS.md", "a") as f:
             f.write(
-                f"\n### store_bench ({time.strftime('%Y-%m-%d')}, {machine}, load average "
-                f"{load0:.1f} -> {os.getloadavg()[0]:.1f})\n\n`{cmd}`\n\n"
-                "| keys | ms/block (stage + commit) | slowest block ms | CPU ms/block (stage) | hashes / reads / writes per key | DB MiB | peak RSS MB | load s |\n"
+                "\n"
+                f"### store_bench ({time.strftime('%Y-%m-%d')}, {machine}, load average "
+                f"{load0:.1f} -> {os.getloadavg()[0]:.1f})\n"
+                "\n"
+                f"`{cmd}`\n"
+                "\n"
+                "| keys | ms/block (stage + commit) | slowest block ms | CPU ms/block (stage) | "
+                "hashes / node reads / nodes written (pages) per key | DB MiB | peak RSS MB | "
+                "load s |\n"
                 "|---|---|---|---|---|---|---|---|\n"
-                f"| {args.keys:,} | {out['ms_per_block']} ({out['stage_ms']} + {out['commit_ms']}) | {out['max_block_ms']} | "
-                f"{out['cpu_ms_per_block']} ({out['stage_cpu_ms']}) | {out['hashes_per_key']} / {out['node_reads_per_key']} / "
-                f"{out['nodes_written_per_key']} | {out['db_mib']} | {out['rss_mb']} | {out['load_s']} |\n"
+                f"| {args.keys:,} | {out['ms_per_block']} ({out['stage_ms']} + "
+                f"{out['commit_ms']}) | {out['max_block_ms']} | {out['cpu_ms_per_block']} "
+                f"({out['stage_cpu_ms']}) | {out['hashes_per_key']} / {out['node_reads_per_key']} "
+                f"/ {out['nodes_written_per_key']} ({out['pages_written_per_key']}) | "
+                f"{out['db_mib']} | {out['rss_mb']} | "
+                f"{out['load_s']} |\n"
             )
 
 

@@ -22,9 +22,10 @@ k = 1, s = 15 segments per challenge, every commitment challenged, tolerance mod
 3. **Honest providers.** Every segment of an honest trace, exact mode (same stack) and tolerance
    mode (a provider stepping in float64, checkpointing in float32): rejections must be 0; then the
    same ``--rounds`` challenges over it.
-4. **Compute.** CPU time (``time.process_time``) of one provider round (``commit_round``: H steps, trace, compression)
-   vs one verifier challenge (``verify_challenge``: start + payload checks + s segments), means
-   over ``--reps`` challenges.
+4. **Compute.** CPU time (``time.process_time``) of one provider round (``commit_round``: H
+   steps, trace, compression) vs one verifier challenge (``verify_challenge``: start + payload
+   checks + s segments), means over ``--reps`` challenges. ``--compute-only`` runs this part
+   alone (a few minutes) and records its rows as a dated subsection.
 """
 
 from __future__ import annotations
@@ -32,41 +33,46 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
+import os
 import platform
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
 
-import torch  # noqa: E402
-
-from abci_app.jobs.audit import compute_catch_bps, compute_faked_segments, draw_segments  # noqa: E402
-from abci_app.jobs.sampler import Sampler  # noqa: E402
-from trainer.carry import load_carry  # noqa: E402
-from trainer.commit import KIND_STATE, Binding, decode, encode, update_root  # noqa: E402
-from trainer.compression import make_codec  # noqa: E402
-from trainer.data import Corpus, ShardSpec, synthetic_text  # noqa: E402
-from trainer.determinism import DetRNG, set_determinism, stack_id  # noqa: E402
-from trainer.diloco import Worker, commit_round, params_of  # noqa: E402
-from trainer.model import GPTConfig, init_model  # noqa: E402
-from trainer.state import InnerConfig, load_state, model_hash, run_inner_steps  # noqa: E402
-from trainer.verify import Challenge, rerun_segment, verify_challenge, verify_segment  # noqa: E402
+from abci_app.jobs.audit import compute_catch_bps, compute_faked_segments, draw_segments
+from abci_app.jobs.sampler import Sampler
+from trainer.carry import load_carry
+from trainer.commit import KIND_STATE, Binding, decode, encode, update_root
+from trainer.compression import make_codec
+from trainer.data import Corpus, ShardSpec, synthetic_text
+from trainer.determinism import DetRNG, set_determinism, stack_id
+from trainer.diloco import Worker, commit_round, params_of
+from trainer.model import GPTConfig, init_model
+from trainer.state import InnerConfig, load_state, model_hash, run_inner_steps
+from trainer.verify import Challenge, rerun_segment, verify_challenge, verify_segment
 
 CODEC = "topk:0.05+int8"
 ICFG = InnerConfig()
-STEP_CHEATS = ("skipped steps", "half batches", "bf16 instead of fp32", "another shard", "replayed older state")
+STEP_CHEATS = (
+    "skipped steps",
+    "half batches",
+    "bf16 instead of fp32",
+    "another shard",
+    "replayed older state",
+)
 FS = (100, 1_000, 5_000)  # fake fraction, basis points
 NOTE = (
-    "Reading the compute rows: a verified segment costs fixed work a provider's step does not (decode the"
-    ' start state, hash two states, encode the re-executed one: about 4 ms on the tiny model, next to a '
-    '7–8 ms step), so the measured ratio exceeds the step ratio most for the smallest model at k = 1 and '
-    "approaches it as k or the model grows (a real model's step dwarfs a decode of its state). Tolerance "
-    'mode also accepts a state part within 512 float32 ulps of the re-execution: the first run of this '
-    'benchmark, without that floor, rejected 3 of 480 honest float64-path segments (d = 1.0–1.1e-3 on the'
-    ' parameters, at most 61 ulps) and so 279 of 3,000 honest rounds; see trainer/README.md '
-    '*Calibration*.'
+    "Reading the compute rows: a verified segment costs fixed work a provider's step does not "
+    "(decode the start state, load it into the verifier's model, hash the served states: about "
+    "1.5 ms on the tiny model since issue 10 cut it from 4 ms, next to a 5–7 ms "
+    "step), so the measured ratio exceeds the step ratio most for the smallest model at k = 1 "
+    "and approaches it as k or the model grows (a real model's step dwarfs a decode of its "
+    "state). Tolerance mode also accepts a state part within 512 float32 ulps of the "
+    "re-execution: the first run of this benchmark, without that floor, rejected 3 of 480 honest "
+    "float64-path segments (d = 1.0–1.1e-3 on the parameters, at most 61 ulps) and so 279 of "
+    "3,000 honest rounds; see trainer/README.md *Calibration*."
 )
 
 
@@ -88,7 +94,9 @@ def fake(cheat: str, states: list[bytes], spec: ShardSpec, corpus: Corpus, k: in
     if cheat == "skipped steps":
         return relabel(s, k)  # no step done, labelled as k
     if cheat == "half batches":
-        return rerun_segment(s, ShardSpec(**{**spec.to_dict(), "batch_size": spec.batch_size // 2}), k, corpus)
+        return rerun_segment(
+            s, ShardSpec(**{**spec.to_dict(), "batch_size": spec.batch_size // 2}), k, corpus
+        )
     if cheat == "bf16 instead of fp32":
         return rerun_segment(s, spec, k, corpus, torch.bfloat16)
     if cheat == "another shard":
@@ -112,26 +120,55 @@ def draws(tag: str, rounds: int, n: int, s: int, c_bps: int) -> list[list[int]]:
 
 def rates(caught: list[bool]) -> tuple[float, float]:
     """(per-round catch rate, rate of 3-round windows with at least one catch)."""
-    wins = [any(caught[i:i + 3]) for i in range(0, len(caught) - 2, 3)]
+    wins = [any(caught[i : i + 3]) for i in range(0, len(caught) - 2, 3)]
     return sum(caught) / len(caught), sum(wins) / len(wins)
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 epilog="example: nice -n 10 .venv/bin/python benchmarks/verification.py "
-                                        "--results benchmarks/RESULTS.md")
-    ap.add_argument("--n", type=int, default=480, help="segments per trace H/k (default 480, k = 1)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="example: nice -n 10 .venv/bin/python benchmarks/verification.py "
+        "--results benchmarks/RESULTS.md",
+    )
+    ap.add_argument(
+        "--n", type=int, default=480, help="segments per trace H/k (default 480, k = 1)"
+    )
     ap.add_argument("--s", type=int, default=15, help="segments per challenge (default 15)")
     ap.add_argument("--challenge-bps", type=int, default=10_000)
-    ap.add_argument("--rounds", type=int, default=3000, help="simulated rounds per row (default 3000)")
-    ap.add_argument("--judged", type=int, default=10,
-                    help="start/payload cheats: challenges judged by the real verify_challenge per cheat")
-    ap.add_argument("--honest-sample", type=int, default=20, help="honest segments judged per cheat trace")
+    ap.add_argument(
+        "--rounds", type=int, default=3000, help="simulated rounds per row (default 3000)"
+    )
+    ap.add_argument(
+        "--judged",
+        type=int,
+        default=10,
+        help="start/payload cheats: challenges judged by the real verify_challenge per cheat",
+    )
+    ap.add_argument(
+        "--honest-sample", type=int, default=20, help="honest segments judged per cheat trace"
+    )
     ap.add_argument("--reps", type=int, default=3, help="verifier challenges timed")
-    ap.add_argument("--compute", default="tiny:1,tiny:4,small:1",
-                    help="MODEL:k pairs timed for verifier vs provider compute (n and s fixed)")
+    ap.add_argument(
+        "--provider-reps",
+        type=int,
+        default=1,
+        help="provider rounds timed per row (mean; more steadies the ratio on a loaded machine)",
+    )
+    ap.add_argument(
+        "--compute",
+        default="tiny:1,tiny:4,small:1",
+        help="MODEL:k pairs timed for verifier vs provider compute (n and s fixed)",
+    )
+    ap.add_argument(
+        "--compute-only",
+        action="store_true",
+        help="time only the compute rows (part 4, a few minutes); with --results, record them as "
+        "a dated subsection of the Verification section instead of rewriting it",
+    )
     ap.add_argument("--tolerance", type=float, default=1e-3)
-    ap.add_argument("--results", help="write/replace the '## Verification' section of this RESULTS.md")
+    ap.add_argument(
+        "--results", help="write/replace the '## Verification' section of this RESULTS.md"
+    )
     ap.add_argument("-o", "--output", choices=("text", "json"), default="text")
     a = ap.parse_args()
     t_wall = time.perf_counter()
@@ -139,13 +176,32 @@ def main() -> int:
     corpus = Corpus(synthetic_text(200_000, seed=7))
     cfg = GPTConfig.preset("tiny")
     n, s, c, k, tol = a.n, a.s, a.challenge_bps, 1, a.tolerance
-    spec = ShardSpec(dataset_id=corpus.id, seed=3, job=1, round=0, provider="A", block_size=cfg.block_size, shard=5)
+    spec = ShardSpec(
+        dataset_id=corpus.id,
+        seed=3,
+        job=1,
+        round=0,
+        provider="A",
+        block_size=cfg.block_size,
+        shard=5,
+    )
     base = params_of(init_model(cfg, 0))
     m0 = init_model(cfg, 0)
     bind = Binding(hashlib.sha256(b"A").digest()[:20], 1, 0, model_hash(m0))
     codec = make_codec(CODEC)
-    out: dict = {"config": {"n": n, "s": s, "challenge_bps": c, "k": k, "rounds": a.rounds, "tolerance": tol,
-                            "model": "tiny", "codec": CODEC, "stack": stack_id()}}
+    out: dict = {
+        "config": {
+            "n": n,
+            "s": s,
+            "challenge_bps": c,
+            "k": k,
+            "rounds": a.rounds,
+            "tolerance": tol,
+            "model": "tiny",
+            "codec": CODEC,
+            "stack": stack_id(),
+        }
+    }
 
     # 4. Compute: a provider round vs a verifier challenge, per (model, k) with n and s fixed.
     compute = []
@@ -156,30 +212,80 @@ def main() -> int:
         cspec = ShardSpec(**{**spec.to_dict(), "block_size": ccfg.block_size})
         cm0 = init_model(ccfg, 0)
         cbind = Binding(bind.provider, 1, 0, model_hash(cm0))
-        t0 = time.process_time()
-        art = commit_round(Worker("A", ccfg, ICFG, "cpu"), params_of(cm0), corpus, cspec, n * ck, ck, codec, cbind)
-        t_provider = time.process_time() - t0
+        t_prov = []
+        for _ in range(max(1, a.provider_reps)):
+            t0 = time.process_time()
+            art = commit_round(
+                Worker("A", ccfg, ICFG, "cpu"),
+                params_of(cm0),
+                corpus,
+                cspec,
+                n * ck,
+                ck,
+                codec,
+                cbind,
+            )
+            t_prov.append(time.process_time() - t0)
+        t_provider = sum(t_prov) / len(t_prov)
         t_ver = []
         for rep in range(a.reps):
             segs = draw_segments(Sampler(f"time/{rep}".encode()), n, s)
-            ch = Challenge(segments=segs, trace=art.trace, states=dict(enumerate(art.states)), carry=art.carry,
-                           trace_root=art.trace_root, update_root=art.update_root, binding=cbind, payload=art.payload)
+            ch = Challenge(
+                segments=segs,
+                trace=art.trace,
+                states=dict(enumerate(art.states)),
+                carry=art.carry,
+                trace_root=art.trace_root,
+                update_root=art.update_root,
+                binding=cbind,
+                payload=art.payload,
+            )
             t0 = time.process_time()
-            v = verify_challenge(ch, cspec, corpus=corpus, k=ck, H=n * ck, inner=ICFG, model=ccfg, codec=CODEC,
-                                 tolerance=tol)
+            v = verify_challenge(
+                ch,
+                cspec,
+                corpus=corpus,
+                k=ck,
+                H=n * ck,
+                inner=ICFG,
+                model=ccfg,
+                codec=CODEC,
+                tolerance=tol,
+            )
             t_ver.append(time.process_time() - t0)
             assert v.valid, v.reason
         tv = sum(t_ver) / len(t_ver)
-        compute.append({"model": preset, "params": cm0.num_params(), "k": ck, "H": n * ck,
-                        "provider_round_s": t_provider, "verifier_challenge_s": tv, "ratio": tv / t_provider,
-                        "steps_ratio": min(s, n) / n})
-        print(f"compute {preset} k={ck}: provider {t_provider:.2f} s, verifier {tv:.2f} s, "
-              f"ratio {100 * tv / t_provider:.1f} %", file=sys.stderr, flush=True)
+        compute.append(
+            {
+                "model": preset,
+                "params": cm0.num_params(),
+                "k": ck,
+                "H": n * ck,
+                "provider_round_s": t_provider,
+                "verifier_challenge_s": tv,
+                "ratio": tv / t_provider,
+                "steps_ratio": min(s, n) / n,
+            }
+        )
+        print(
+            f"compute {preset} k={ck}: provider {t_provider:.2f} s, verifier {tv:.2f} s, "
+            f"ratio {100 * tv / t_provider:.1f} %",
+            file=sys.stderr,
+            flush=True,
+        )
         if preset == "tiny" and ck == k and honest is None:
             honest = art
     out["compute"] = compute
+    if a.compute_only:
+        md = render_compute(out, time.perf_counter() - t_wall, a)
+        if a.results:
+            add_compute_record(Path(a.results), md)
+        print(json.dumps(out, indent=1) if a.output == "json" else md)
+        return 0
     if honest is None:
-        honest = commit_round(Worker("A", cfg, ICFG, "cpu"), base, corpus, spec, n * k, k, codec, bind)
+        honest = commit_round(
+            Worker("A", cfg, ICFG, "cpu"), base, corpus, spec, n * k, k, codec, bind
+        )
 
     # 3. Honest: every segment, both modes; then the drawn rounds.
     honest_rows = []
@@ -187,11 +293,23 @@ def main() -> int:
     for _ in range(n):
         tol_states.append(rerun_segment(tol_states[-1], spec, k, corpus, torch.float64))
     for mode, states, mtol in (("exact", honest.states, None), ("tolerance", tol_states, tol)):
-        rej = [i for i in range(n) if not verify_segment(states[i], spec, k, states[i + 1], corpus=corpus,
-                                                         tolerance=mtol).valid]
+        rej = [
+            i
+            for i in range(n)
+            if not verify_segment(
+                states[i], spec, k, states[i + 1], corpus=corpus, tolerance=mtol
+            ).valid
+        ]
         caught = [any(i in rej for i in d) for d in draws(f"honest/{mode}", a.rounds, n, s, c)]
-        honest_rows.append({"mode": mode, "segments": n, "rejected_segments": len(rej),
-                            "rounds": a.rounds, "rejected_rounds": sum(caught)})
+        honest_rows.append(
+            {
+                "mode": mode,
+                "segments": n,
+                "rejected_segments": len(rej),
+                "rounds": a.rounds,
+                "rejected_rounds": sum(caught),
+            }
+        )
     out["honest"] = honest_rows
 
     # 1. Faked steps.
@@ -202,27 +320,64 @@ def main() -> int:
             pos = set(DetRNG("bench-faked", cheat, f).shuffle(list(range(n)))[:m])
             states = [honest.states[0]]
             for i in range(n):
-                states.append(fake(cheat, states, spec, corpus, k) if i in pos else honest_next(states[-1], spec, corpus, k))
-            bad = {i for i in pos if not verify_segment(states[i], spec, k, states[i + 1], corpus=corpus,
-                                                        tolerance=tol).valid}
-            sample = DetRNG("bench-honest", cheat, f).shuffle(sorted(set(range(n)) - pos))[:a.honest_sample]
-            fp = sum(not verify_segment(states[i], spec, k, states[i + 1], corpus=corpus, tolerance=tol).valid
-                     for i in sample)
+                states.append(
+                    fake(cheat, states, spec, corpus, k)
+                    if i in pos
+                    else honest_next(states[-1], spec, corpus, k)
+                )
+            bad = {
+                i
+                for i in pos
+                if not verify_segment(
+                    states[i], spec, k, states[i + 1], corpus=corpus, tolerance=tol
+                ).valid
+            }
+            sample = DetRNG("bench-honest", cheat, f).shuffle(sorted(set(range(n)) - pos))[
+                : a.honest_sample
+            ]
+            fp = sum(
+                not verify_segment(
+                    states[i], spec, k, states[i + 1], corpus=corpus, tolerance=tol
+                ).valid
+                for i in sample
+            )
             caught = [any(i in bad for i in d) for d in draws(f"{cheat}/{f}", a.rounds, n, s, c)]
             r1, r3 = rates(caught)
-            rows.append({"cheat": cheat, "f_bps": f, "faked_segments": m, "faked_rejected": len(bad),
-                         "honest_sampled": len(sample), "honest_rejected": fp, "caught_1": r1, "caught_3": r3,
-                         "formula_1": compute_catch_bps(n, s, c, f, 1) / 1e4,
-                         "formula_3": compute_catch_bps(n, s, c, f, 3) / 1e4})
-            print(f"{cheat:22s} f={f / 100:4.0f}%  faked {len(bad)}/{m} rejected, honest {fp}/{len(sample)}; "
-                  f"caught 1 round {r1:.3f} (formula {rows[-1]['formula_1']:.3f}), 3 rounds {r3:.3f} "
-                  f"(formula {rows[-1]['formula_3']:.3f})", file=sys.stderr, flush=True)
+            rows.append(
+                {
+                    "cheat": cheat,
+                    "f_bps": f,
+                    "faked_segments": m,
+                    "faked_rejected": len(bad),
+                    "honest_sampled": len(sample),
+                    "honest_rejected": fp,
+                    "caught_1": r1,
+                    "caught_3": r3,
+                    "formula_1": compute_catch_bps(n, s, c, f, 1) / 1e4,
+                    "formula_3": compute_catch_bps(n, s, c, f, 3) / 1e4,
+                }
+            )
+            print(
+                f"{cheat:22s} f={f / 100:4.0f}%  faked {len(bad)}/{m} rejected, honest "
+                f"{fp}/{len(sample)}; "
+                f"caught 1 round {r1:.3f} (formula {rows[-1]['formula_1']:.3f}), 3 rounds {r3:.3f} "
+                f"(formula {rows[-1]['formula_3']:.3f})",
+                file=sys.stderr,
+                flush=True,
+            )
     out["faked_steps"] = rows
 
     # 2. Start and payload cheats: the real verify_challenge on each drawn challenge.
-    peer = commit_round(Worker("B", cfg, ICFG, "cpu"), base, corpus,
-                        ShardSpec(**{**spec.to_dict(), "provider": "B", "shard": 9}), 20, 20, codec,
-                        Binding(hashlib.sha256(b"B").digest()[:20], 1, 0, bind.base_model_hash))
+    peer = commit_round(
+        Worker("B", cfg, ICFG, "cpu"),
+        base,
+        corpus,
+        ShardSpec(**{**spec.to_dict(), "provider": "B", "shard": 9}),
+        20,
+        20,
+        codec,
+        Binding(hashlib.sha256(b"B").digest()[:20], 1, 0, bind.base_model_hash),
+    )
     p0, pH = (decode(honest.states[i], expected_kind=KIND_STATE) for i in (0, -1))
     delta = {nm: p0.entries[nm].parts["param"] - pH.entries[nm].parts["param"] for nm in p0.entries}
     g = torch.Generator().manual_seed(0)
@@ -230,16 +385,29 @@ def main() -> int:
     def payload_of(d):
         return encode(codec.compress(d, load_carry(honest.carry)))
 
-    other_base = commit_round(Worker("A", cfg, ICFG, "cpu"), params_of(init_model(cfg, 99)), corpus, spec, n * k, k,
-                              codec, bind)
+    other_base = commit_round(
+        Worker("A", cfg, ICFG, "cpu"),
+        params_of(init_model(cfg, 99)),
+        corpus,
+        spec,
+        n * k,
+        k,
+        codec,
+        bind,
+    )
     made_up = decode(honest.states[0], expected_kind=KIND_STATE)
     for e in made_up.entries.values():
         e.parts["exp_avg"] = torch.full_like(e.parts["exp_avg"], 1e-3)
     made_up_state = encode(made_up)
     cases = {
-        "honest trace + poisoned payload": dict(payload=payload_of({nm: torch.randn(t.shape, generator=g) * 0.05
-                                                                   for nm, t in delta.items()})),
-        "honest trace + payload x26": dict(payload=payload_of({nm: 26 * t for nm, t in delta.items()})),
+        "honest trace + poisoned payload": dict(
+            payload=payload_of(
+                {nm: torch.randn(t.shape, generator=g) * 0.05 for nm, t in delta.items()}
+            )
+        ),
+        "honest trace + payload x26": dict(
+            payload=payload_of({nm: 26 * t for nm, t in delta.items()})
+        ),
         "a peer's payload re-wrapped": dict(payload=peer.payload),
         "made-up start moments": dict(state0=made_up_state),
         "state from another base model": dict(art=other_base),
@@ -247,10 +415,10 @@ def main() -> int:
     start_rows = []
     for name, cs in cases.items():
         art = cs.get("art", honest)
-        states = dict(enumerate(art.states))
+        case_states = dict(enumerate(art.states))
         trace = list(art.trace)
         if "state0" in cs:
-            states[0] = cs["state0"]
+            case_states[0] = cs["state0"]
             trace[0] = hashlib.sha256(cs["state0"]).digest()
         payload = cs.get("payload", art.payload)
         from trainer.commit import trace_root
@@ -259,11 +427,27 @@ def main() -> int:
         where = set()
         rounds = draws(f"start/{name}", a.rounds, n, s, c)
         for segs in [d for d in rounds if d][: a.judged]:
-            ch = Challenge(segments=segs, trace=trace, states=states, carry=art.carry,
-                           trace_root=trace_root(trace, bind), update_root=update_root(payload, bind), binding=bind,
-                           payload=payload)
-            v = verify_challenge(ch, spec, corpus=corpus, k=k, H=n * k, inner=ICFG, model=cfg, codec=CODEC,
-                                 tolerance=tol)
+            ch = Challenge(
+                segments=segs,
+                trace=trace,
+                states=case_states,
+                carry=art.carry,
+                trace_root=trace_root(trace, bind),
+                update_root=update_root(payload, bind),
+                binding=bind,
+                payload=payload,
+            )
+            v = verify_challenge(
+                ch,
+                spec,
+                corpus=corpus,
+                k=k,
+                H=n * k,
+                inner=ICFG,
+                model=cfg,
+                codec=CODEC,
+                tolerance=tol,
+            )
             judged += 1
             failed += not v.valid
             where.add(v.reason.split(":")[0])
@@ -271,12 +455,25 @@ def main() -> int:
         # when the judged ones all did
         caught = [bool(d) and failed == judged for d in rounds]
         r1, r3 = rates(caught)
-        start_rows.append({"cheat": name, "judged": judged, "failed": failed, "check": ",".join(sorted(where)),
-                           "caught_1": r1, "caught_3": r3, "formula_1": c / 1e4, "formula_3": 1 - (1 - c / 1e4) ** 3})
+        start_rows.append(
+            {
+                "cheat": name,
+                "judged": judged,
+                "failed": failed,
+                "check": ",".join(sorted(where)),
+                "caught_1": r1,
+                "caught_3": r3,
+                "formula_1": c / 1e4,
+                "formula_3": 1 - (1 - c / 1e4) ** 3,
+            }
+        )
         print(f"{name:32s} caught 1 round {r1:.3f}, 3 rounds {r3:.3f}", file=sys.stderr, flush=True)
     out["start_payload"] = start_rows
     out["seconds"] = time.perf_counter() - t_wall
-    out["machine"] = f"{platform.machine()}, {torch.get_num_threads()} torch thread(s), {platform.python_version()}"
+    out["machine"] = (
+        f"{platform.machine()}, {torch.get_num_threads()} torch thread(s), "
+        f"{platform.python_version()}"
+    )
     md = render(out)
     if a.results:
         write_section(Path(a.results), md)
@@ -287,48 +484,137 @@ def main() -> int:
 def render(o: dict) -> str:
     cf = o["config"]
     lines = [
-        "## Verification (`benchmarks/verification.py`)", "",
-        f"Command: `nice -n 10 .venv/bin/python benchmarks/verification.py --results benchmarks/RESULTS.md` "
-        f"({o['seconds']:.0f} s wall on the shared 2-core CPU, {o['machine']}; stack `{cf['stack']}`). "
-        "Times are this process's CPU time (`time.process_time`), so other load on the machine does not count.",
-        f"Job defaults: n = H/k = {cf['n']} segments (k = {cf['k']}), s = {cf['s']} segments per challenge, "
-        f"challenge_bps {cf['challenge_bps']}, tolerance mode {cf['tolerance']:g}; tiny model, codec `{cf['codec']}`; "
-        f"{cf['rounds']} simulated rounds per row (challenges drawn as the chain draws them), grouped in "
-        f"{cf['rounds'] // 3} windows of 3 rounds. Formula: abci_app/jobs/README.md *Enough segments*.", "",
-        "**Faked steps** (tolerance mode; exact mode rejects a superset): every faked segment judged by the real "
-        "verifier, honest segments of the same trace sampled.", "",
-        "| cheat | f | faked segments rejected | honest sampled rejected | caught, 1 round (formula) | "
+        "## Verification (`benchmarks/verification.py`)",
+        "",
+        "Command: `nice -n 10 .venv/bin/python benchmarks/verification.py --results "
+        "benchmarks/RESULTS.md` "
+        f"({o['seconds']:.0f} s wall on the shared 2-core CPU, {o['machine']}; stack "
+        f"`{cf['stack']}`). "
+        "Times are this process's CPU time (`time.process_time`), so other load on the machine "
+        "does not count.",
+        f"Job defaults: n = H/k = {cf['n']} segments (k = {cf['k']}), s = {cf['s']} segments per "
+        "challenge, "
+        f"challenge_bps {cf['challenge_bps']}, tolerance mode {cf['tolerance']:g}; tiny model, "
+        f"codec `{cf['codec']}`; "
+        f"{cf['rounds']} simulated rounds per row (challenges drawn as the chain draws them), "
+        "grouped in "
+        f"{cf['rounds'] // 3} windows of 3 rounds. Formula: abci_app/jobs/README.md *Enough "
+        "segments*.",
+        "",
+        "**Faked steps** (tolerance mode; exact mode rejects a superset): every faked segment "
+        "judged by the real "
+        "verifier, honest segments of the same trace sampled.",
+        "",
+        "| cheat | f | faked segments rejected | honest sampled rejected | caught, 1 round "
+        "(formula) | "
         "within 3 rounds (formula) |",
         "|---|---|---|---|---|---|",
     ]
     for r in o["faked_steps"]:
-        lines.append(f"| {r['cheat']} | {r['f_bps'] / 100:g} % | {r['faked_rejected']}/{r['faked_segments']} | "
-                     f"{r['honest_rejected']}/{r['honest_sampled']} | {100 * r['caught_1']:.1f} % "
-                     f"({100 * r['formula_1']:.1f} %) | {100 * r['caught_3']:.1f} % ({100 * r['formula_3']:.1f} %) |")
-    lines += ["", "**Start and payload cheats** (checks 1–2 run in every challenge before any segment, so the "
-              "drawn segments do not matter: the first challenges are judged by the real `verify_challenge`, and a "
-              "round catches the cheat when it is challenged):", "",
-              "| cheat | judged challenges failed | failing check | caught, 1 round (formula = challenge rate) | "
-              "within 3 rounds |", "|---|---|---|---|---|"]
+        lines.append(
+            f"| {r['cheat']} | {r['f_bps'] / 100:g} % | "
+            f"{r['faked_rejected']}/{r['faked_segments']} | "
+            f"{r['honest_rejected']}/{r['honest_sampled']} | {100 * r['caught_1']:.1f} % "
+            f"({100 * r['formula_1']:.1f} %) | {100 * r['caught_3']:.1f} % "
+            f"({100 * r['formula_3']:.1f} %) |"
+        )
+    lines += [
+        "",
+        "**Start and payload cheats** (checks 1–2 run in every challenge before any segment, so "
+        "the "
+        "drawn segments do not matter: the first challenges are judged by the real "
+        "`verify_challenge`, and a "
+        "round catches the cheat when it is challenged):",
+        "",
+        "| cheat | judged challenges failed | failing check | caught, 1 round (formula = "
+        "challenge rate) | "
+        "within 3 rounds |",
+        "|---|---|---|---|---|",
+    ]
     for r in o["start_payload"]:
-        lines.append(f"| {r['cheat']} | {r['failed']}/{r['judged']} | {r['check']} | {100 * r['caught_1']:.1f} % "
-                     f"({100 * r['formula_1']:.0f} %) | {100 * r['caught_3']:.1f} % |")
-    lines += ["", "**Honest providers:**", "", "| mode | segments judged | rejected | rounds | rounds rejected |",
-              "|---|---|---|---|---|"]
+        lines.append(
+            f"| {r['cheat']} | {r['failed']}/{r['judged']} | {r['check']} | "
+            f"{100 * r['caught_1']:.1f} % "
+            f"({100 * r['formula_1']:.0f} %) | {100 * r['caught_3']:.1f} % |"
+        )
+    lines += [
+        "",
+        "**Honest providers:**",
+        "",
+        "| mode | segments judged | rejected | rounds | rounds rejected |",
+        "|---|---|---|---|---|",
+    ]
     for r in o["honest"]:
-        lines.append(f"| {r['mode']} | {r['segments']} | {r['rejected_segments']} | {r['rounds']} | "
-                     f"{r['rejected_rounds']} |")
-    lines += ["", f"**Compute** (n = {cf['n']} segments, s = {cf['s']}; provider round = H steps, a state hash "
-                  "every k steps, compression; verifier challenge = start + payload checks + s re-executed segments, "
-                  "the states decoded and hashed; one verifier, mean of the timed challenges):", "",
-              "| model (params) | k | H | provider round | verifier challenge | verifier / provider | "
-              "re-executed steps / provider steps |", "|---|---|---|---|---|---|---|"]
-    for cp in o["compute"]:
-        lines.append(f"| {cp['model']} ({cp['params']:,}) | {cp['k']} | {cp['H']} | {cp['provider_round_s']:.2f} s | "
-                     f"{cp['verifier_challenge_s']:.2f} s | **{100 * cp['ratio']:.1f} %** | "
-                     f"{100 * cp['steps_ratio']:.1f} % |")
+        lines.append(
+            f"| {r['mode']} | {r['segments']} | {r['rejected_segments']} | {r['rounds']} | "
+            f"{r['rejected_rounds']} |"
+        )
+    lines += [
+        "",
+        f"**Compute** (n = {cf['n']} segments, s = {cf['s']}; provider round = H steps, a state "
+        "hash "
+        "every k steps, compression; verifier challenge = start + payload checks + s re-executed "
+        "segments, "
+        "the states decoded and hashed; one verifier, mean of the timed challenges):",
+        "",
+    ]
+    lines += compute_table(o)
     lines += ["", NOTE, ""]
     return "\n".join(lines)
+
+
+def compute_table(o: dict) -> list[str]:
+    lines = [
+        "| model (params) | k | H | provider round | verifier challenge | verifier / provider | "
+        "re-executed steps / provider steps |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for cp in o["compute"]:
+        lines.append(
+            f"| {cp['model']} ({cp['params']:,}) | {cp['k']} | {cp['H']} | "
+            f"{cp['provider_round_s']:.2f} s | {cp['verifier_challenge_s']:.3f} s | "
+            f"**{100 * cp['ratio']:.1f} %** | {100 * cp['steps_ratio']:.1f} % |"
+        )
+    return lines
+
+
+def render_compute(o: dict, seconds: float, a: argparse.Namespace) -> str:
+    """The compute rows alone (``--compute-only``), with the command, machine and load."""
+    cf = o["config"]
+    load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    cmd = (
+        f"nice -n 10 .venv/bin/python benchmarks/verification.py --compute-only "
+        f"--compute {a.compute} --reps {a.reps} --provider-reps {a.provider_reps} "
+        "--results benchmarks/RESULTS.md"
+    )
+    return "\n".join(
+        [
+            f"### Compute rows re-timed ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
+            "",
+            f"Command: `{cmd}` ({seconds:.0f} s wall; {platform.machine()}, "
+            f"{torch.get_num_threads()} torch thread(s), {platform.python_version()}; stack "
+            f"`{cf['stack']}`). The machine was shared and loaded (load average {load} over "
+            "1/5/15 min at the end, 2 cores): CPU time (`time.process_time`) leaves other "
+            "processes out, but not their cache and memory-bandwidth contention, so these ratios "
+            "carry a few tenths of a percent of noise. n = "
+            f"{cf['n']}, s = {cf['s']}, codec `{cf['codec']}`, tolerance mode {cf['tolerance']:g}; "
+            f"provider = mean of {max(1, a.provider_reps)} rounds, verifier = mean of {a.reps} "
+            "challenges.",
+            "",
+            *compute_table(o),
+            "",
+        ]
+    )
+
+
+def add_compute_record(path: Path, md: str) -> None:
+    """Insert ``md`` at the end of the Verification section (earlier records are kept)."""
+    text = path.read_text()
+    head = "## Verification (`benchmarks/verification.py`)"
+    a = text.index(head)
+    b = text.find("\n## ", a + len(head))
+    b = len(text) if b == -1 else b + 1
+    path.write_text(text[:b].rstrip() + "\n\n" + md.rstrip() + "\n\n" + text[b:].lstrip("\n"))
 
 
 def write_section(path: Path, md: str) -> None:

@@ -23,12 +23,16 @@ class MissingArtifact(RuntimeError):
 def artifact(name: str) -> dict[str, Any]:
     path = BUILD / f"{name}.json"
     if not path.is_file():
-        raise MissingArtifact(f"{path} is missing: run `make setup` (it compiles contracts/src with solc from npm)")
+        raise MissingArtifact(
+            f"{path} is missing: run `make setup` (it compiles contracts/src with solc from npm)"
+        )
     data: dict[str, Any] = json.loads(path.read_text())
     return data
 
 
 def anvil_path() -> Path:
     if not ANVIL.is_file():
-        raise MissingArtifact(f"{ANVIL} is missing: run `make setup` (it installs anvil from npm into contracts/)")
+        raise MissingArtifact(
+            f"{ANVIL} is missing: run `make setup` (it installs anvil from npm into contracts/)"
+        )
     return ANVIL

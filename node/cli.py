@@ -7,22 +7,38 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import logging
+import os
+import re
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, NoReturn
 
+from node import safejson
+from node.errors import UsageError  # re-exported for the plugins
+
 DEFAULT_NODE = "http://127.0.0.1:26657"
 ULOCO = 1_000_000
+# --fee auto pays what the node's auth params ask: above this the CLI refuses to sign (the
+# default params ask ~0.66 LOCO for the largest tx, 64 KiB)
+DEFAULT_MAX_FEE = 10 * ULOCO
 # modules with `register(root_subparsers, tx_subparsers, query_subparsers)` adding their commands
-PLUGINS = ("node.cli_staking", "node.cli_market", "node.cli_evm", "node.testnet", "node.cli_blob", "node.cli_tx", "node.cli_explorer",
-           "node.worker.cli")
-
-
-from node.errors import UsageError  # re-exported for the plugins
+PLUGINS = (
+    "node.cli_staking",
+    "node.cli_market",
+    "node.cli_evm",
+    "node.cli_testnet",
+    "node.cli_blob",
+    "node.cli_tx",
+    "node.cli_explorer",
+    "node.worker.cli",
+)
 
 
 def parse_amount(text: str, what: str = "amount") -> int:
@@ -39,10 +55,18 @@ def parse_amount(text: str, what: str = "amount") -> int:
         v = Decimal(num)
     except InvalidOperation:
         v = None
-    if v is None or not v.is_finite() or not num or not num.lstrip("+-").replace(".", "", 1).isdigit():
+    if (
+        v is None
+        or not v.is_finite()
+        or not num
+        or not num.isascii()  # Decimal and isdigit() take '٥' (Arabic-Indic five) as 5
+        or not num.lstrip("+-").replace(".", "", 1).isdigit()
+    ):
         raise UsageError(f"bad {what} {text!r}: write e.g. 1000uloco or 2.5loco")
     if scale == 0:
-        raise UsageError(f"bad {what} {text!r}: give a unit, {num}uloco or {num}loco (1 LOCO = 10^6 uloco)")
+        raise UsageError(
+            f"bad {what} {text!r}: give a unit, {num}uloco or {num}loco (1 LOCO = 10^6 uloco)"
+        )
     n = v * scale
     if n != n.to_integral_value():
         raise UsageError(f"bad {what} {text!r}: the smallest unit is 1uloco (0.000001loco)")
@@ -51,18 +75,96 @@ def parse_amount(text: str, what: str = "amount") -> int:
     return int(n)
 
 
-def parse_fee(text: str) -> int:
-    """``--fee``: 100uloco or 0.001loco; a bare integer is uloco (the fee is always in uloco);
-    0 is allowed."""
+def parse_fee(text: str) -> int | None:
+    """``--fee``: auto (None: the chain's exact minimum, node/fees.py), 100uloco or 0.001loco;
+    a bare integer is uloco (the fee is always in uloco); 0 is allowed."""
     t = str(text).strip()
-    if t.isdigit():
+    if t.lower() == "auto":
+        return None
+    if t.isascii() and t.isdigit():  # ASCII: str.isdigit also takes '１２' and '²'
         n = int(t)
         if n > 2**64 - 1:
             raise UsageError(f"bad --fee {text!r}: at most 2^64-1 uloco")
         return n
-    if t.lower() in ("0uloco", "0loco"):
+    if re.fullmatch(r"0+(\.0*)?(u?loco)", t.lower()):  # 0loco, 0.0loco, 0uloco: no fee
         return 0
     return parse_amount(t, "--fee")
+
+
+def uint_arg(bits: int = 64, lo: int = 0) -> Callable[[str], int]:
+    """An argparse ``type``: an unsigned integer of ``bits`` bits in ASCII decimal digits. A sign,
+    Unicode digits (``١``), ``1e3`` or a value past the field's width is a usage error naming the
+    range (they were Python's int() letting ``١`` through, or protobuf's "Value out of range"
+    traceback when the message was built)."""
+    hi = (1 << bits) - 1
+
+    def parse(text: str) -> int:
+        t = text.strip()
+        if not (0 < len(t) <= 20 and t.isascii() and t.isdigit()) or not lo <= int(t) <= hi:
+            top = "2^64-1" if bits == 64 else "2^63-1" if bits == 63 else str(hi)
+            raise argparse.ArgumentTypeError(
+                f"{text[:40]!r} is not a whole number between {lo} and {top} (decimal digits)"
+            )
+        return int(t)
+
+    parse.__name__ = f"u{bits}"
+    return parse
+
+
+U64 = uint_arg(64)
+U32 = uint_arg(32)
+HEIGHT = uint_arg(63)  # CometBFT heights are int64
+POSITIVE = uint_arg(32, lo=1)  # counts and sizes: --procs, --quota-gib, --validators ...
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse ``type`` for a duration in seconds: finite and > 0 (nan, inf, 0, -1 refused)."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not (v > 0 and v < 10**9):
+        raise argparse.ArgumentTypeError(
+            f"{text[:40]!r} is not a number of seconds (more than 0, e.g. 2 or 0.5)"
+        )
+    return v
+
+
+MAX_INPUT_FILE = 64 << 20  # a JSON document, spec, payload or probe file given to a command
+
+
+def read_input_file(path: str, what: str, limit: int = MAX_INPUT_FILE) -> bytes:
+    """The bytes of a regular file named on the command line, at most ``limit``. A FIFO with no
+    writer blocked the command for ever (open() waits for one) and ``/dev/zero`` was read until
+    memory ran out: anything but a regular file, or one past ``limit``, is a UsageError. The
+    shell's own pipes (``/dev/stdin``, ``<(cmd)`` as ``/dev/fd/N``) have a writer: read, capped."""
+    import stat
+
+    try:
+        st = os.stat(path)
+        shell_pipe = path.startswith(("/dev/fd/", "/proc/self/fd/")) or path == "/dev/stdin"
+        if not (stat.S_ISREG(st.st_mode) or (shell_pipe and stat.S_ISFIFO(st.st_mode))):
+            kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise UsageError(f"cannot read {what} {path}: it is {kind}; give a file")
+        if stat.S_ISREG(st.st_mode) and st.st_size > limit:
+            raise UsageError(f"cannot read {what} {path}: larger than {limit >> 20} MiB")
+        # read in pieces: f.read(limit + 1) allocates the whole cap up front (a 64 GiB cap was a
+        # MemoryError on a 24 GiB machine for a 120 KB file); memory follows the bytes there are
+        parts: list[bytes] = []
+        total = 0
+        with open(path, "rb") as f:
+            while total <= limit:
+                piece = f.read(min(1 << 20, limit + 1 - total))
+                if not piece:
+                    break
+                parts.append(piece)
+                total += len(piece)
+        data = b"".join(parts)
+    except OSError as e:
+        raise UsageError(f"cannot read {what} {path}: {e.strerror or e}") from None
+    if len(data) > limit:
+        raise UsageError(f"cannot read {what} {path}: larger than {limit >> 20} MiB")
+    return data
 
 
 def fmt_loco(uloco: int) -> str:
@@ -87,13 +189,19 @@ def is_json(args: argparse.Namespace) -> bool:
 def cmd_init(args: argparse.Namespace) -> int:
     from node.init import init_home
 
-    info = init_home(Path(args.home), chain_id=args.chain_id, moniker=args.moniker, abci_address=args.abci_address)
+    info = init_home(
+        Path(args.home),
+        chain_id=args.chain_id,
+        moniker=args.moniker,
+        abci_address=args.abci_address,
+    )
     out(
         args,
         info,
         f"initialized {info['home']} (chain {info['chain_id']}, moniker {info['moniker']})\n"
         f"validator address: {info['validator_address']}\n"
-        f"validator account: {info['validator_account']} (key 'validator', funded with 1,000,000 LOCO)\n"
+        f"validator account: {info['validator_account']} (key 'validator', funded with 1,000,000 "
+        "LOCO)\n"
         f"start it with: loconet start --home {info['home']}",
     )
     return 0
@@ -108,17 +216,28 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 def cmd_abci(args: argparse.Namespace) -> int:
     from abci_app.server import ABCIServer
-    from abci_app.store import MerkleStore
-    from node.config import AppConfig, resolve_abci_address
+    from node.config import AppConfig, abci_address_problem, resolve_abci_address
+    from node.supervisor import lock_home, open_store
 
     home = Path(args.home)
     if not (home / "config" / "app.toml").is_file():
-        raise UsageError(f"{home} is not a loconet home (no config/app.toml): create it with `loconet init --home {home}`")
+        raise UsageError(
+            f"{home} is not a loconet home (no config/app.toml): create it with `loconet init "
+            f"--home {home}`"
+        )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cfg = AppConfig.load(home)
-    store = MerkleStore(home / "data" / "app.db", keep_recent=cfg.keep_recent)
+    if args.address and abci_address_problem(args.address):
+        raise UsageError(f"bad --address: {abci_address_problem(args.address)}")
+    lock_home(home)  # one node per home (node/supervisor.py); released when the process ends
+    store = open_store(home, cfg.keep_recent)
     address = resolve_abci_address(home, args.address) if args.address else cfg.abci_address
-    server = ABCIServer(cfg.application(home, store), address)
+    try:
+        app = cfg.application(home, store)
+    except ValueError as e:  # a bad key file or app.toml value: one line, as `start` says it
+        store.close()
+        raise UsageError(str(e)) from None
+    server = ABCIServer(app, address)
     try:
         asyncio.run(server.serve_forever())
     except KeyboardInterrupt:
@@ -143,15 +262,21 @@ def cmd_keys_add(args: argparse.Namespace) -> int:
         else:
             words = sys.stdin.readline()
         k = ring.add(args.name, seed=seed_from_mnemonic(words))
-        out(args, {"name": k.name, "address": k.address, "recovered": True},
-            f"recovered key {k.name!r}\naddress: {k.address}")
+        out(
+            args,
+            {"name": k.name, "address": k.address, "recovered": True},
+            f"recovered key {k.name!r}\naddress: {k.address}",
+        )
         return 0
     words = new_mnemonic()
     k = ring.add(args.name, seed=seed_from_mnemonic(words))
-    out(args, {"name": k.name, "address": k.address, "mnemonic": words},
+    out(
+        args,
+        {"name": k.name, "address": k.address, "mnemonic": words},
         f"added key {k.name!r}\naddress: {k.address}\n\n"
         "**Write this mnemonic down and keep it safe: it is the only way to recover the key** "
-        f"(`loconet keys add NAME --recover`)\n\n{words}")
+        f"(`loconet keys add NAME --recover`)\n\n{words}",
+    )
     return 0
 
 
@@ -163,10 +288,16 @@ def cmd_keys_delete(args: argparse.Namespace) -> int:
     if not args.yes:
         if not sys.stdin.isatty():
             raise UsageError(f"deleting key {args.name!r} cannot be undone: pass --yes to confirm")
-        if input(f"delete key {k.name!r} ({k.address})? it cannot be undone without its mnemonic [y/N]: ").strip().lower() not in ("y", "yes"):
+        if input(
+            f"delete key {k.name!r} ({k.address})? it cannot be undone without its mnemonic [y/N]: "
+        ).strip().lower() not in ("y", "yes"):
             raise UsageError("cancelled")
     address = ring.delete(args.name)
-    out(args, {"name": args.name, "address": address, "deleted": True}, f"deleted key {args.name!r} ({address})")
+    out(
+        args,
+        {"name": args.name, "address": address, "deleted": True},
+        f"deleted key {args.name!r} ({address})",
+    )
     return 0
 
 
@@ -187,8 +318,13 @@ def cmd_keys_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def broadcast(args: argparse.Namespace, key_name: str, msgs: list[Any], extra: dict[str, Any] | None = None,
-              from_events: dict[str, tuple[str, str]] | None = None) -> int:
+def broadcast(
+    args: argparse.Namespace,
+    key_name: str,
+    msgs: list[Any],
+    extra: dict[str, Any] | None = None,
+    from_events: dict[str, tuple[str, str]] | None = None,
+) -> int:
     """Sign msgs with a keyring key and send them (node.cli_tx.run_tx: --generate-only, --dry-run,
     --chain-id, --sequence, --yes; else broadcast_tx_sync, wait for the block, print hash, height
     and, with -o json, the tx's events). ``extra`` fields are printed with them; ``from_events``
@@ -202,12 +338,19 @@ def signing_key(args: argparse.Namespace, positional: str | None) -> str:
     """``--from KEY``; the old positional FROM_KEY is still read (deprecated: a warning)."""
     flag = getattr(args, "from_key", None)
     if positional and flag and positional != flag:
-        raise UsageError(f"two signers: positional {positional!r} and --from {flag!r}; give only --from")
+        raise UsageError(
+            f"two signers: positional {positional!r} and --from {flag!r}; give only --from"
+        )
     if positional and not flag:
-        print(f"warning: the positional signer is deprecated: write --from {positional}", file=sys.stderr)
+        print(
+            f"warning: the positional signer is deprecated: write --from {positional}",
+            file=sys.stderr,
+        )
         return positional
     if not flag:
-        raise UsageError("give the signing key with --from KEY (see `loconet keys list --home HOME`)")
+        raise UsageError(
+            "give the signing key with --from KEY (see `loconet keys list --home HOME`)"
+        )
     return str(flag)
 
 
@@ -234,18 +377,29 @@ def cmd_query_account(args: argparse.Namespace) -> int:
         qr = c.abci_query(f"/account/{args.address}", height=args.height or 0, prove=args.prove)
         if qr.code != 0:
             raise UsageError(f"query failed (code {qr.code}): {qr.log}")
-        data = json.loads(qr.value)
+        data = safejson.loads(qr.value)
         data["height"] = qr.height
         if args.prove:
-            v = verified_account(c, qr, addr)
+            v = verified_account(c, qr, addr, asked=args.height or 0)
             if (v["balance"], v["sequence"]) != (data["balance"], data["sequence"]):
-                raise UsageError("the node's answer disagrees with its own proof: do not trust this node")
+                raise UsageError(
+                    "the node's answer disagrees with its own proof: do not trust this node"
+                )
             data["proof"] = v["proof"]
             data["proof_verified"] = True
             data["app_hash"] = v["app_hash"]
-    text = f"address:  {data['address']}\nbalance:  {data['balance']} uloco ({fmt_loco(data['balance'])})\nsequence: {data['sequence']}\nheight:   {data['height']}"
+    text = (
+        f"address:  {data['address']}\n"
+        f"balance:  {data['balance']} uloco ({fmt_loco(data['balance'])})\n"
+        f"sequence: {data['sequence']}\n"
+        f"height:   {data['height']}"
+    )
     if args.prove:
-        text += f"\nproof:    verified against app hash {data['app_hash']} (header {data['height'] + 1}, signed by >2/3 of the validators)"
+        text += (
+            "\n"
+            f"proof:    verified against app hash {data['app_hash']} (header "
+            f"{data['height'] + 1}, signed by >2/3 of the validators)"
+        )
     out(args, data, text)
     return 0
 
@@ -267,8 +421,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         "validators": [{"address": v["address"], "power": int(v["voting_power"])} for v in vals],
     }
     text = (
-        f"chain id:  {data['chain_id']}\nmoniker:   {data['moniker']}\nheight:    {data['latest_height']} ({data['latest_block_time']})\n"
-        f"app hash:  {data['app_hash']}\nvalidators:\n" + "\n".join(f"  {v['address']}  power {v['power']}" for v in data["validators"])
+        f"chain id:  {data['chain_id']}\n"
+        f"moniker:   {data['moniker']}\n"
+        f"height:    {data['latest_height']} ({data['latest_block_time']})\n"
+        f"app hash:  {data['app_hash']}\n"
+        "validators:\n"
+        + "\n".join(f"  {v['address']}  power {v['power']}" for v in data["validators"])
     )
     out(args, data, text)
     return 0
@@ -277,9 +435,15 @@ def cmd_status(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------- parser
 
 
-def add_command(sub: Any, name: str, help: str, example: str, fn: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+def add_command(
+    sub: Any, name: str, help: str, example: str, fn: Callable[[argparse.Namespace], int]
+) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
-        name, help=help, description=help, epilog=f"example:\n  {example}", formatter_class=argparse.RawDescriptionHelpFormatter
+        name,
+        help=help,
+        description=help,
+        epilog=f"example:\n  {example}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.set_defaults(func=fn)
     return p
@@ -291,21 +455,42 @@ def _has(p: argparse.ArgumentParser, flag: str) -> bool:
 
 def add_node_flag(p: argparse.ArgumentParser) -> None:
     """--node (http://, tcp:// or HOST:PORT) and, if the command has none, an optional --home
-    whose client config or config.toml gives the node when --node is absent (node/client_config.py)."""
-    p.add_argument("--node", default=None, help=f"CometBFT RPC address: http://H:P, tcp://H:P or H:P (default: the "
-                   f"home's client config or config.toml, else {DEFAULT_NODE})")
+    whose client config or config.toml gives the node when --node is absent
+    (node/client_config.py)."""
+    p.add_argument(
+        "--node",
+        default=None,
+        help=f"CometBFT RPC address: http://H:P, tcp://H:P or H:P (default: the "
+        f"home's client config or config.toml, else {DEFAULT_NODE})",
+    )
     if not _has(p, "--home"):
-        p.add_argument("--home", default=None, help="node home to read the RPC address from (optional)")
+        p.add_argument(
+            "--home", default=None, help="node home to read the RPC address from (optional)"
+        )
 
 
 def add_output_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-o", "--output", choices=["text", "json"], default=None,
-                   help="output format (default: the client config's, else text); errors are JSON too")
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=["text", "json"],
+        default=None,
+        help="output format (default: the client config's, else text); errors are JSON too",
+    )
 
 
-def _fee_arg(text: str) -> int:
+def _fee_arg(text: str) -> int | None:
     try:
         return parse_fee(text)
+    except UsageError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _multiplier_arg(text: str) -> Any:
+    from node.fees import parse_multiplier
+
+    try:
+        return parse_multiplier(text)
     except UsageError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -315,14 +500,54 @@ def add_tx_flags(p: argparse.ArgumentParser) -> None:
     --generate-only, --dry-run, --yes, --memo, --node, -o."""
     if not _has(p, "--home"):
         p.add_argument("--home", required=True, help="home whose keyring holds the --from key")
-    p.add_argument("--fee", type=_fee_arg, default=100, help="fee: 100uloco, 0.001loco, or an integer of uloco (default 100uloco)")
-    p.add_argument("--chain-id", default=None, help="expected chain id (default: client config; checked against the node; "
-                   "needed offline)")
-    p.add_argument("--sequence", type=int, default=None, help="the signer's account sequence (default: asked from the node)")
+    p.add_argument(
+        "--fee",
+        type=_fee_arg,
+        default=None,
+        help="fee: auto (default: the chain's exact minimum for this tx, read from the node's "
+        "auth params), or 5000uloco, 0.005loco, an integer of uloco; below the minimum is refused",
+    )
+    p.add_argument(
+        "--fee-multiplier",
+        type=_multiplier_arg,
+        default=None,
+        help="with --fee auto: pay this multiple of the minimum, rounded up (e.g. 1.2; default 1)",
+    )
+    p.add_argument(
+        "--max-fee",
+        type=_fee_arg,
+        default=None,
+        help="with --fee auto: refuse to sign if the node's fee params ask more than this "
+        f"(default {DEFAULT_MAX_FEE // ULOCO}loco; a hostile --node could ask for your balance)",
+    )
+    p.add_argument(
+        "--chain-id",
+        default=None,
+        help="expected chain id (default: client config; checked against the node; needed offline)",
+    )
+    p.add_argument(
+        "--sequence",
+        type=U64,
+        default=None,
+        help="the signer's account sequence (default: asked from the node)",
+    )
     p.add_argument("--memo", default="", help="a note stored with the tx (at most 256 bytes)")
-    p.add_argument("--generate-only", action="store_true", help="print the unsigned tx as JSON (for `tx sign`), send nothing")
-    p.add_argument("--dry-run", action="store_true", help="simulate on the node (as CheckTx, nothing kept), broadcast nothing")
-    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation (asked only on a terminal)")
+    p.add_argument(
+        "--generate-only",
+        action="store_true",
+        help="print the unsigned tx as JSON (for `tx sign`), send nothing",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="simulate on the node (as CheckTx, nothing kept), broadcast nothing",
+    )
+    p.add_argument(
+        "-y",
+        "--yes",
+        action="store_true",
+        help="do not ask for confirmation (asked only on a terminal)",
+    )
     add_node_flag(p)
     add_output_flag(p)
 
@@ -333,7 +558,11 @@ def resolve_defaults(args: argparse.Namespace) -> None:
     from node import client_config
 
     home = getattr(args, "home", None)
-    cfg = client_config.load(home) if home and getattr(args, "command", "") not in ("init", "testnet") else {}
+    cfg = (
+        client_config.load(home)
+        if home and getattr(args, "command", "") not in ("init", "testnet")
+        else {}
+    )
     if hasattr(args, "output") and args.output is None:
         args.output = cfg.get("output", "text")
     if hasattr(args, "node") and args.node is None:
@@ -353,8 +582,14 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         a = Parser.argv
         if any(x in ("-ojson", "--output=json") for x in a) or any(
-                x in ("-o", "--output") and y == "json" for x, y in zip(a, a[1:])):
-            print(json.dumps({"error": f"{self.prog}: {message}", "usage": self.format_usage().strip()}, sort_keys=True))
+            x in ("-o", "--output") and y == "json" for x, y in itertools.pairwise(a)
+        ):
+            print(
+                json.dumps(
+                    {"error": f"{self.prog}: {message}", "usage": self.format_usage().strip()},
+                    sort_keys=True,
+                )
+            )
             sys.exit(2)
         super().error(message)
 
@@ -363,66 +598,166 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="loconet",
         description="loconet: a node for verifiable, decentralised low-communication AI training.",
-        epilog="examples:\n  loconet init --home ~/.loconet\n  loconet start --home ~/.loconet\n  loconet status",
+        epilog="examples:\n"
+        "  loconet init --home ~/.loconet\n"
+        "  loconet start --home ~/.loconet\n"
+        "  loconet status",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = add_command(sub, "init", "create a node home: config, keys, single-validator genesis", "loconet init --home ~/.loconet --chain-id loconet-local --moniker alice", cmd_init)
+    p = add_command(
+        sub,
+        "init",
+        "create a node home: config, keys, single-validator genesis",
+        "loconet init --home ~/.loconet --chain-id loconet-local --moniker alice",
+        cmd_init,
+    )
     p.add_argument("--home", required=True)
     p.add_argument("--chain-id", default="loconet-local")
     p.add_argument("--moniker", default="node0")
     p.add_argument(
-        "--abci-address", default="unix://data/abci.sock",
-        help="where the app listens for cometbft: a Unix socket in the home (default; only this user "
-        "can connect) or tcp://127.0.0.1:26658 when cometbft runs elsewhere",
+        "--abci-address",
+        default="unix://data/abci.sock",
+        help="where the app listens for cometbft: a Unix socket in the home (default; only this "
+        "user can connect) or tcp://127.0.0.1:26658 when cometbft runs elsewhere",
     )
     add_output_flag(p)
 
-    p = add_command(sub, "start", "run cometbft and the ABCI app together (Ctrl-C stops both)", "loconet start --home ~/.loconet", cmd_start)
+    p = add_command(
+        sub,
+        "start",
+        "run cometbft and the ABCI app together (Ctrl-C stops both)",
+        "loconet start --home ~/.loconet",
+        cmd_start,
+    )
     p.add_argument("--home", required=True)
-    p.add_argument("--log-console", action=argparse.BooleanOptionalAction, default=None,
-                   help="show cometbft's log on the console too (default: when stdout is a terminal); "
-                        "always in HOME/cometbft.log")
+    p.add_argument(
+        "--log-console",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show cometbft's log on the console too (default: when stdout is a terminal); "
+        "always in HOME/cometbft.log",
+    )
 
-    p = add_command(sub, "abci", "run only the ABCI server (cometbft started separately)", "loconet abci --home ~/.loconet", cmd_abci)
+    p = add_command(
+        sub,
+        "abci",
+        "run only the ABCI server (cometbft started separately)",
+        "loconet abci --home ~/.loconet",
+        cmd_abci,
+    )
     p.add_argument("--home", required=True)
-    p.add_argument("--address", help="listen address (unix://PATH or tcp://HOST:PORT), default from config/app.toml (a Unix socket in the home)")
+    p.add_argument(
+        "--address",
+        help="listen address (unix://PATH or tcp://HOST:PORT), default from config/app.toml (a "
+        "Unix socket in the home)",
+    )
 
-    keys = sub.add_parser("keys", help="manage account keys in HOME/keyring").add_subparsers(dest="keys_cmd", required=True, metavar="KEYS_COMMAND")
-    p = add_command(keys, "add", "create an ed25519 account key from a new 24-word BIP-39 mnemonic (printed once), "
-                    "or --recover one from its mnemonic (read from stdin)",
-                    "loconet keys add alice --home ~/.loconet\n  echo 'word1 ... word24' | loconet keys add alice2 --recover --home ~/.loconet", cmd_keys_add)
-    p.add_argument("name"); p.add_argument("--home", required=True)
-    p.add_argument("--recover", action="store_true", help="derive the key from a BIP-39 mnemonic (m/44'/118'/0'/0'/0', SLIP-0010)")
+    keys = sub.add_parser("keys", help="manage account keys in HOME/keyring").add_subparsers(
+        dest="keys_cmd", required=True, metavar="KEYS_COMMAND"
+    )
+    p = add_command(
+        keys,
+        "add",
+        "create an ed25519 account key from a new 24-word BIP-39 mnemonic (printed once), "
+        "or --recover one from its mnemonic (read from stdin)",
+        "loconet keys add alice --home ~/.loconet\n"
+        "  echo 'word1 ... word24' | loconet keys add alice2 --recover --home ~/.loconet",
+        cmd_keys_add,
+    )
+    p.add_argument("name")
+    p.add_argument("--home", required=True)
+    p.add_argument(
+        "--recover",
+        action="store_true",
+        help="derive the key from a BIP-39 mnemonic (m/44'/118'/0'/0'/0', SLIP-0010)",
+    )
     add_output_flag(p)
-    p = add_command(keys, "delete", "delete a key from the keyring (ask first on a terminal; --yes otherwise)",
-                    "loconet keys delete alice --yes --home ~/.loconet", cmd_keys_delete)
-    p.add_argument("name"); p.add_argument("--home", required=True); p.add_argument("-y", "--yes", action="store_true")
+    p = add_command(
+        keys,
+        "delete",
+        "delete a key from the keyring (ask first on a terminal; --yes otherwise)",
+        "loconet keys delete alice --yes --home ~/.loconet",
+        cmd_keys_delete,
+    )
+    p.add_argument("name")
+    p.add_argument("--home", required=True)
+    p.add_argument("-y", "--yes", action="store_true")
     add_output_flag(p)
-    p = add_command(keys, "show", "print a key's address", "loconet keys show alice --home ~/.loconet", cmd_keys_show)
-    p.add_argument("name"); p.add_argument("--home", required=True); add_output_flag(p)
-    p = add_command(keys, "list", "list keys and addresses", "loconet keys list --home ~/.loconet", cmd_keys_list)
-    p.add_argument("--home", required=True); add_output_flag(p)
+    p = add_command(
+        keys,
+        "show",
+        "print a key's address",
+        "loconet keys show alice --home ~/.loconet",
+        cmd_keys_show,
+    )
+    p.add_argument("name")
+    p.add_argument("--home", required=True)
+    add_output_flag(p)
+    p = add_command(
+        keys,
+        "list",
+        "list keys and addresses",
+        "loconet keys list --home ~/.loconet",
+        cmd_keys_list,
+    )
+    p.add_argument("--home", required=True)
+    add_output_flag(p)
 
-    tx = sub.add_parser("tx", help="sign and broadcast transactions").add_subparsers(dest="tx_module", required=True, metavar="MODULE")
+    tx = sub.add_parser("tx", help="sign and broadcast transactions").add_subparsers(
+        dest="tx_module", required=True, metavar="MODULE"
+    )
     tx_sub = tx
-    bank = tx.add_parser("bank", help="bank transactions").add_subparsers(dest="bank_cmd", required=True, metavar="BANK_COMMAND")
-    p = add_command(bank, "send", "send tokens from a keyring key to an address", "loconet tx bank send loco1... 2.5loco --from validator --home ~/.loconet --fee 100uloco", cmd_tx_bank_send)
-    p.add_argument("to_addr", metavar="TO_ADDR"); p.add_argument("amount", metavar="AMOUNT", help="with a unit: 1000uloco or 2.5loco")
-    p.add_argument("legacy_amount", nargs="?", help=argparse.SUPPRESS)  # deprecated: FROM_KEY TO_ADDR AMOUNT
+    bank = tx.add_parser("bank", help="bank transactions").add_subparsers(
+        dest="bank_cmd", required=True, metavar="BANK_COMMAND"
+    )
+    p = add_command(
+        bank,
+        "send",
+        "send tokens from a keyring key to an address",
+        "loconet tx bank send loco1... 2.5loco --from validator --home ~/.loconet",
+        cmd_tx_bank_send,
+    )
+    p.add_argument("to_addr", metavar="TO_ADDR")
+    p.add_argument("amount", metavar="AMOUNT", help="with a unit: 1000uloco or 2.5loco")
+    # deprecated: FROM_KEY TO_ADDR AMOUNT
+    p.add_argument("legacy_amount", nargs="?", help=argparse.SUPPRESS)
     p.add_argument("--from", dest="from_key", metavar="KEY", help="keyring key that signs and pays")
     add_tx_flags(p)
 
-    q = sub.add_parser("query", help="query chain state").add_subparsers(dest="query_cmd", required=True, metavar="WHAT")
+    q = sub.add_parser("query", help="query chain state").add_subparsers(
+        dest="query_cmd", required=True, metavar="WHAT"
+    )
     query_sub = q
-    p = add_command(q, "account", "balance and sequence of an address (optionally with a verified Merkle proof)", "loconet query account loco1... --prove -o json", cmd_query_account)
-    p.add_argument("address", metavar="ADDR"); p.add_argument("--height", type=int, default=0, help="state after this block (default latest)")
-    p.add_argument("--prove", action="store_true", help="fetch a Merkle proof and verify it against the next block header's app hash")
-    add_node_flag(p); add_output_flag(p)
+    p = add_command(
+        q,
+        "account",
+        "balance and sequence of an address (optionally with a verified Merkle proof)",
+        "loconet query account loco1... --prove -o json",
+        cmd_query_account,
+    )
+    p.add_argument("address", metavar="ADDR")
+    p.add_argument(
+        "--height", type=HEIGHT, default=0, help="state after this block (default latest)"
+    )
+    p.add_argument(
+        "--prove",
+        action="store_true",
+        help="fetch a Merkle proof and verify it against the next block header's app hash",
+    )
+    add_node_flag(p)
+    add_output_flag(p)
 
-    p = add_command(sub, "status", "chain id, latest height, app hash and validators of a node", "loconet status --node http://127.0.0.1:26657", cmd_status)
-    add_node_flag(p); add_output_flag(p)
+    p = add_command(
+        sub,
+        "status",
+        "chain id, latest height, app hash and validators of a node",
+        "loconet status --node http://127.0.0.1:26657",
+        cmd_status,
+    )
+    add_node_flag(p)
+    add_output_flag(p)
 
     import importlib
 
@@ -441,14 +776,103 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         register_train(sub)
+    complete_group_help(parser)
     return parser
 
 
+def first_examples(p: argparse.ArgumentParser) -> list[str]:
+    """The first example of ``p``'s help: its epilog's first line that runs ``p`` itself
+    (``loconet train verify ...``, else any ``loconet ...`` line) with its continuation lines,
+    or, for a command group, the first example of its first command."""
+    lines = (p.epilog or "").splitlines()
+    starts = [
+        i for i, x in enumerate(lines) if x.strip().startswith("loconet ") or "| loconet " in x
+    ]
+    own = [i for i in starts if f"{p.prog} " in lines[i] + " "]
+    for i in own[:1] or starts[:1]:
+        ex = [lines[i].strip()]
+        while ex[-1].endswith("\\") and i + len(ex) < len(lines):
+            ex.append("    " + lines[i + len(ex)].strip())
+        return ex
+    for a in p._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for child in a.choices.values():
+                if found := first_examples(child):
+                    return found
+    return []
+
+
+def wrap_command(line: str, width: int = 92) -> list[str]:
+    """A long example command as shell continuation lines (`` \\`` at the end), broken at
+    spaces outside quotes, so it still runs when pasted."""
+    words, cur, quote = [], "", ""
+    for ch in line:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == " ":
+            words.append(cur)
+            cur = ""
+            continue
+        cur += ch
+    words.append(cur)
+    pairs: list[str] = []  # a flag stays on the line of its value
+    for w in words:
+        if pairs and pairs[-1].startswith("-") and " " not in pairs[-1] and w[:1] not in "-|>":
+            pairs[-1] += " " + w
+        else:
+            pairs.append(w)
+    out = [""]
+    for w in pairs:
+        if out[-1] and len(out[-1]) + 1 + len(w) > width - 2:
+            out[-1] += " \\"
+            out.append("    " + w)
+        else:
+            out[-1] = f"{out[-1]} {w}" if out[-1] else w
+    return out
+
+
+def complete_group_help(p: argparse.ArgumentParser) -> None:
+    """Give every command group (``keys``, ``tx``, ``tx bank``, ``query`` ...) what a leaf
+    command has: a description (its one-line help) and an ``examples:`` section, one example per
+    subcommand taken from the subcommand's own help, so ``loconet tx --help`` shows how each
+    command under it is called."""
+    for a in p._actions:
+        if not isinstance(a, argparse._SubParsersAction):
+            continue
+        helps = {c.dest: c.help for c in a._choices_actions}
+        for name, child in a.choices.items():
+            if not any(isinstance(x, argparse._SubParsersAction) for x in child._actions):
+                continue
+            complete_group_help(child)
+            if child.description is None and helps.get(name):
+                child.description = helps[name]
+            if not child.epilog:
+                seen: dict[str, None] = {}
+                for x in child._actions:
+                    if isinstance(x, argparse._SubParsersAction):
+                        for sub in x.choices.values():
+                            ex = first_examples(sub)
+                            if len(ex) == 1:
+                                ex = wrap_command(ex[0])
+                            seen.update(dict.fromkeys(["\n".join(ex)]))
+                body = "\n".join("  " + e.replace("\n", "\n  ") for e in seen if e)
+                child.epilog = f"examples:\n{body}"
+                child.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
 def main(argv: list[str] | None = None) -> int:
+    # Ctrl-C / SIGINT always stops a command, even when the parent started us with SIGINT
+    # ignored (a shell's `cmd &` does that, and children inherit it): restore Python's handler
+    # so `blob serve`, `explorer`, `app` and asyncio.run see KeyboardInterrupt as they expect.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     parser = build_parser()
     Parser.argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     from abci_app.errors import LoconetError
+    from contracts import MissingArtifact
     from node.init import InitError
     from node.keys import KeyError_
     from node.paths import ToolMissing
@@ -456,8 +880,25 @@ def main(argv: list[str] | None = None) -> int:
     from node.rpc import RpcError, TxRejected
     from node.supervisor import StartError
 
-    known = (UsageError, LoconetError, InitError, KeyError_, ToolMissing, RpcError, StartError, ProofInvalid)
+    known = (
+        UsageError,
+        LoconetError,
+        InitError,
+        KeyError_,
+        ToolMissing,
+        RpcError,
+        StartError,
+        ProofInvalid,
+        MissingArtifact,
+    )
     try:
+        for flag in ("home", "dir", "data_dir", "blob_dir"):
+            if getattr(args, flag, None) is not None and not str(getattr(args, flag)).strip():
+                # an unset shell variable (--home "$H") read as the current folder: keys and
+                # homes were made wherever the command ran
+                raise UsageError(
+                    f"--{flag.replace('_', '-')} is empty: give a folder (was a variable unset?)"
+                )
         resolve_defaults(args)
         return int(args.func(args) or 0)
     except known as e:
@@ -465,29 +906,61 @@ def main(argv: list[str] | None = None) -> int:
         code = getattr(e, "code", None) if isinstance(e, (LoconetError, TxRejected)) else None
         space = getattr(e, "codespace", None) if code is not None else None
         return report_error(args, msg, code, space, reason=getattr(e, "reason", None))
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+    except UnicodeDecodeError as e:  # a file the command read is not UTF-8 text
+        return report_error(
+            args,
+            f"a file given to this command is not UTF-8 text ({e.reason} at byte {e.start}): give "
+            "the file the command expects (JSON, TOML or text)",
+            None,
+            None,
+            reason="usage",
+        )
+    except UnicodeEncodeError as e:  # an argument with bytes that are not UTF-8 (surrogates)
+        return report_error(
+            args,
+            f"an argument is not valid UTF-8 text ({e.object[e.start : e.end]!r} at position "
+            f"{e.start}): retype it, or check the terminal's encoding",
+            None,
+            None,
+            reason="usage",
+        )
+    # RecursionError: a peer's JSON nested past the interpreter's limit where it was parsed
+    # with json.loads, not safejson
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
         from node.rpc import Client
 
         if not Client.answers:  # no node answered: a bug of this CLI, keep its traceback
             raise
         # a node answered JSON-RPC, but not with what a loconet node of this version sends
-        return report_error(args, f"the node's answer is not what loconet expects ({type(e).__name__}: {e}); "
-                                  "is --node a loconet node of this version?", None, None, reason="malformed")
+        return report_error(
+            args,
+            f"the node's answer is not what loconet expects ({type(e).__name__}: {e}); "
+            "is --node a loconet node of this version?",
+            None,
+            None,
+            reason="malformed",
+        )
+    except BrokenPipeError:  # output piped into `head` and the like (before OSError: a subclass)
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except OSError as e:  # a file the command needed: one line, never a traceback
         what = f"{e.strerror}: {e.filename}" if e.filename else str(e)
         return report_error(args, what, None, None)
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # output piped into `head` and the like
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
 
 
-def report_error(args: argparse.Namespace, msg: str, code: int | None, codespace: str | None,
-                 reason: str | None = None) -> int:
-    """``error (code space/n): msg`` on stderr; with -o json, {"error", "code", "codespace"} on stdout."""
+def report_error(
+    args: argparse.Namespace,
+    msg: str,
+    code: int | None,
+    codespace: str | None,
+    reason: str | None = None,
+) -> int:
+    """``error (code space/n): msg`` on stderr; with -o json, {"error", "code", "codespace"} on
+    stdout."""
     if is_json(args):
         body: dict[str, Any] = {"error": msg}
         if code is not None:

@@ -1,7 +1,7 @@
 """EVM settlement commands (a CLI plugin: node/cli.py calls ``register``):
 
-    loconet tx settlement withdraw|set-key ...     loconet query checkpoint|claim ...
-    loconet evm deploy|claim|balance ...           loconet relayer run ...
+loconet tx settlement withdraw|set-key ...     loconet query checkpoint|claim ...
+loconet evm deploy|claim|balance ...           loconet relayer run ...
 """
 
 from __future__ import annotations
@@ -13,7 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from node import safejson
 from node.cli import (
+    HEIGHT,
+    U64,
     UsageError,
     add_command,
     add_node_flag,
@@ -23,6 +26,7 @@ from node.cli import (
     fmt_loco,
     out,
     parse_amount,
+    positive_seconds,
     signing_key,
 )
 
@@ -31,9 +35,22 @@ def _evm_address(text: str) -> bytes:
     from abci_app.settlement import evm
 
     try:
-        return evm.parse_address(text)
+        raw = evm.parse_address(text)
     except ValueError as e:
         raise UsageError(f"{e} (e.g. 0x70997970C51812dc3A010C7d01b50e0d17dc79C8)") from None
+    digits = text[2:]
+    if (
+        digits != digits.lower()
+        and digits != digits.upper()
+        and text[2:] != evm.to_checksum(raw)[2:]
+    ):
+        # EIP-55: mixed case is a checksum; a typo that breaks it sent the LOCO to an address
+        # nobody holds (all-lower or all-upper carries no checksum and is taken as it is)
+        raise UsageError(
+            f"EVM address {text} fails its EIP-55 checksum (a mistyped character?): the "
+            f"checksummed form of these digits is {evm.to_checksum(raw)}; check the address"
+        )
+    return raw
 
 
 def _query(node: str, path: str, height: int = 0) -> Any:
@@ -43,7 +60,7 @@ def _query(node: str, path: str, height: int = 0) -> Any:
         qr = c.abci_query(path, height=height)
     if qr.code != 0:
         raise UsageError(f"query {path} failed: {qr.log}")
-    return json.loads(qr.value)
+    return safejson.loads(qr.value)
 
 
 def _chain_id(node: str) -> str:
@@ -59,13 +76,16 @@ def _evm_key(text: str) -> Any:
 
     raw = text.strip()
     p = Path(raw)
-    if not raw.startswith("0x") and p.exists():
-        content = p.read_text().strip()
-        raw = json.loads(content)["secret"] if content.startswith("{") else content
     try:
+        if not raw.startswith("0x") and p.exists():
+            content = p.read_text().strip()
+            # a settlement_key.json that is not JSON, or has no secret, was a traceback
+            raw = str(json.loads(content)["secret"]) if content.startswith("{") else content
         return Account.from_key(raw if raw.startswith("0x") else "0x" + raw)
-    except (ValueError, TypeError):
-        raise UsageError("--from-key must be a 0x-prefixed 32-byte hex secret or a file holding one") from None
+    except (ValueError, TypeError, KeyError):
+        raise UsageError(
+            "--from-key must be a 0x-prefixed 32-byte hex secret or a file holding one"
+        ) from None
 
 
 def _w3(url: str) -> Any:
@@ -75,7 +95,10 @@ def _w3(url: str) -> Any:
     try:
         _ = w3.eth.chain_id
     except Exception as e:  # noqa: BLE001 - any transport error: one line naming the fix
-        raise UsageError(f"no EVM node answers at {url} ({type(e).__name__}): start one (e.g. `loconet testnet up --evm`) or fix --evm-rpc") from None
+        raise UsageError(
+            f"no EVM node answers at {url} ({type(e).__name__}): start one (e.g. `loconet testnet "
+            "up --evm`) or fix --evm-rpc"
+        ) from None
     return w3
 
 
@@ -94,7 +117,9 @@ def _deployment(path: str) -> Any:
 def cmd_withdraw(args: argparse.Namespace) -> int:
     from abci_app.pb import settlement_pb2, tx_pb2
 
-    msg = settlement_pb2.MsgWithdrawToEvm(evm_address=_evm_address(args.evm_address), amount=parse_amount(args.amount))
+    msg = settlement_pb2.MsgWithdrawToEvm(
+        evm_address=_evm_address(args.evm_address), amount=parse_amount(args.amount)
+    )
     return broadcast(args, signing_key(args, None), [tx_pb2.Msg(withdraw_to_evm=msg)])
 
 
@@ -107,30 +132,46 @@ def cmd_set_key(args: argparse.Namespace) -> int:
     pv = home / "config" / "priv_validator_key.json"
     if not pv.exists():
         raise UsageError(f"{pv} not found: --validator-home must be the validator node's home")
-    cons = bytes.fromhex(json.loads(pv.read_text())["address"])
-    secret = settlement_key.load(home)
+    from node.config import read_priv_validator_key
+
+    cons = read_priv_validator_key(pv)[0]
+    try:
+        secret = settlement_key.load(home)
+    except ValueError as e:  # a corrupt settlement_key.json: one line, not a traceback
+        raise UsageError(str(e)) from None
     if secret is None:
         settlement_key.create(home)
         secret = settlement_key.load(home)
         assert secret is not None
-        print(f"created {settlement_key.path(home)}; restart the node so it signs checkpoints", file=sys.stderr)
+        print(
+            f"created {settlement_key.path(home)}; restart the node so it signs checkpoints",
+            file=sys.stderr,
+        )
     chain_id = args.chain_id or _chain_id(args.node)
     addr = evm.address_of_private_key(secret)
     sig = evm.sign_digest(secret, keeper.key_proof_digest(chain_id, cons))
     msg = settlement_pb2.MsgSetSettlementKey(validator=cons, evm_address=addr, signature=sig)
-    return broadcast(args, signing_key(args, None), [tx_pb2.Msg(set_settlement_key=msg)],
-                     extra={"evm_address": "0x" + addr.hex()})
+    return broadcast(
+        args,
+        signing_key(args, None),
+        [tx_pb2.Msg(set_settlement_key=msg)],
+        extra={"evm_address": "0x" + addr.hex()},
+    )
 
 
 def _checkpoint_text(cp: dict[str, Any]) -> str:
     state = f"final at height {cp['final_height']}" if cp["final"] else "pending"
-    return "\n".join([
-        f"checkpoint {cp['number']}: height {cp['height']}, {state}",
-        f"app hash:      {cp['app_hash']}",
-        f"rewards root:  {cp['rewards_root']}",
-        f"signed:        {cp['signed_power']} of {cp['total_power']} power ({len(cp['signatures'])} of {len(cp['signers'])} signers)",
-        f"set hash:      {cp['set_hash']}" + ("" if cp["next_set_hash"] == cp["set_hash"] else f" -> next {cp['next_set_hash']}"),
-    ])
+    return "\n".join(
+        [
+            f"checkpoint {cp['number']}: height {cp['height']}, {state}",
+            f"app hash:      {cp['app_hash']}",
+            f"rewards root:  {cp['rewards_root']}",
+            f"signed:        {cp['signed_power']} of {cp['total_power']} power "
+            f"({len(cp['signatures'])} of {len(cp['signers'])} signers)",
+            f"set hash:      {cp['set_hash']}"
+            + ("" if cp["next_set_hash"] == cp["set_hash"] else f" -> next {cp['next_set_hash']}"),
+        ]
+    )
 
 
 def cmd_query_checkpoint(args: argparse.Namespace) -> int:
@@ -141,8 +182,12 @@ def cmd_query_checkpoint(args: argparse.Namespace) -> int:
 
 def cmd_query_claim(args: argparse.Namespace) -> int:
     c = _query(args.node, f"/claim/0x{_evm_address(args.evm_address).hex()}", args.height)
-    out(args, c, f"{c['evm_address']}: {c['cumulative']} uloco ({fmt_loco(c['cumulative'])}) withdrawn in total; "
-        f"proof of {len(c['proof'])} hashes against root {c['rewards_root']}")
+    out(
+        args,
+        c,
+        f"{c['evm_address']}: {c['cumulative']} uloco ({fmt_loco(c['cumulative'])}) withdrawn in "
+        f"total; proof of {len(c['proof'])} hashes against root {c['rewards_root']}",
+    )
     return 0
 
 
@@ -154,16 +199,27 @@ def cmd_evm_deploy(args: argparse.Namespace) -> int:
 
     s = _query(args.node, "/settlement")
     if not s["signer_set"]:
-        raise UsageError("no validator has a settlement key yet: register one with `loconet tx settlement set-key`")
+        raise UsageError(
+            "no validator has a settlement key yet: register one with `loconet tx settlement "
+            "set-key`"
+        )
     chain_id = _chain_id(args.node)
     w3 = _w3(args.evm_rpc)
     signers, powers = client.set_of(s["signer_set"])
-    d = client.deploy(w3, _evm_key(args.from_key), chain_id, signers, powers, int(s["latest_final"]))
+    d = client.deploy(
+        w3, _evm_key(args.from_key), chain_id, signers, powers, int(s["latest_final"])
+    )
     d.save(Path(args.out))
-    out(args, {"deployment": str(args.out), **d.__dict__},
-        f"Checkpoints        {d.checkpoints}\nRewardsDistributor {d.distributor}\nLocoToken          {d.token}\n"
-        f"signer set of {len(signers)} validators (total power {sum(powers)}), next checkpoint {d.start_number + 1}\n"
-        f"deployment written to {args.out}")
+    out(
+        args,
+        {"deployment": str(args.out), **d.__dict__},
+        f"Checkpoints        {d.checkpoints}\n"
+        f"RewardsDistributor {d.distributor}\n"
+        f"LocoToken          {d.token}\n"
+        f"signer set of {len(signers)} validators (total power {sum(powers)}), next checkpoint "
+        f"{d.start_number + 1}\n"
+        f"deployment written to {args.out}",
+    )
     return 0
 
 
@@ -179,22 +235,43 @@ def cmd_evm_claim(args: argparse.Namespace) -> int:
     cps, dist = client.checkpoints(w3, d), client.distributor(w3, d)
     height = int(cps.functions.lastHeight().call())
     if height == 0:
-        raise UsageError("the contract holds no checkpoint yet: run the relayer (`loconet relayer run`) and retry")
+        raise UsageError(
+            "the contract holds no checkpoint yet: run the relayer (`loconet relayer run`) and "
+            "retry"
+        )
     claim = _query(args.node, f"/claim/0x{account.hex()}", height)
     root = cps.functions.rewardsRoot().call()
     if bytes.fromhex(claim["rewards_root"]) != root:
-        raise UsageError(f"loconet's rewards root at height {height} does not match the contract's: is --node the chain of this deployment?")
+        raise UsageError(
+            f"loconet's rewards root at height {height} does not match the contract's: is --node "
+            "the chain of this deployment?"
+        )
     already = int(dist.functions.claimed(Web3.to_checksum_address(account)).call())
     if claim["cumulative"] <= already:
-        raise UsageError(f"nothing to claim: {already} uloco already claimed of {claim['cumulative']} proven at height {height}; "
-                         "a newer withdrawal becomes claimable after the next checkpoint is posted")
+        raise UsageError(
+            f"nothing to claim: {already} uloco already claimed of {claim['cumulative']} proven "
+            f"at height {height}; a newer withdrawal becomes claimable after the next checkpoint "
+            "is posted"
+        )
     r = client.send(w3, dist.functions.claim(*client.claim_args(claim)), sender)
     paid = claim["cumulative"] - already
     bal = int(client.token(w3, d).functions.balanceOf(Web3.to_checksum_address(account)).call())
-    out(args, {"account": Web3.to_checksum_address(account), "paid": paid, "cumulative": claim["cumulative"], "balance": bal,
-               "tx": r["transactionHash"].hex(), "gas_used": r["gasUsed"], "checkpoint_height": height},
-        f"claimed {paid} ({fmt_loco(paid)}) for {Web3.to_checksum_address(account)} against checkpoint height {height}\n"
-        f"tx 0x{r['transactionHash'].hex().removeprefix('0x')} (gas {r['gasUsed']}); LOCO balance now {bal} ({fmt_loco(bal)})")
+    out(
+        args,
+        {
+            "account": Web3.to_checksum_address(account),
+            "paid": paid,
+            "cumulative": claim["cumulative"],
+            "balance": bal,
+            "tx": r["transactionHash"].hex(),
+            "gas_used": r["gasUsed"],
+            "checkpoint_height": height,
+        },
+        f"claimed {paid} ({fmt_loco(paid)}) for {Web3.to_checksum_address(account)} against "
+        f"checkpoint height {height}\n"
+        f"tx 0x{r['transactionHash'].hex().removeprefix('0x')} (gas {r['gasUsed']}); LOCO balance "
+        f"now {bal} ({fmt_loco(bal)})",
+    )
     return 0
 
 
@@ -209,25 +286,44 @@ def cmd_evm_balance(args: argparse.Namespace) -> int:
     bal = int(client.token(w3, d).functions.balanceOf(a).call())
     claimed = int(client.distributor(w3, d).functions.claimed(a).call())
     n = int(client.checkpoints(w3, d).functions.lastNumber().call())
-    out(args, {"address": a, "balance": bal, "claimed": claimed, "last_checkpoint": n},
-        f"{a}: {bal} LOCO units ({fmt_loco(bal)}); claimed in total {claimed}; contract at checkpoint {n}")
+    out(
+        args,
+        {"address": a, "balance": bal, "claimed": claimed, "last_checkpoint": n},
+        f"{a}: {bal} LOCO units ({fmt_loco(bal)}); claimed in total {claimed}; contract at "
+        f"checkpoint {n}",
+    )
     return 0
 
 
 def cmd_relayer_run(args: argparse.Namespace) -> int:
     from node.evm.relayer import LoconetSource, Relayer
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s relayer %(message)s", stream=sys.stdout, force=True)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s relayer %(message)s", stream=sys.stdout, force=True
+    )
     for noisy in ("httpx", "httpcore", "web3", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     d = _deployment(args.deployment)
-    w3 = _w3(args.evm_rpc)
     journal = Path(args.journal or (str(args.deployment) + ".relayer.json"))
+    from node.atomic import Held, hold
+
+    try:  # two relayers on one journal both posted each checkpoint (and overwrote its record)
+        hold(Path(str(journal) + ".lock"))
+    except Held as e:
+        raise UsageError(
+            f"another relayer (pid {e.pid}) runs with the journal {journal}: stop it first, or "
+            "give this one its own --journal (it still posts each checkpoint the contract lacks)"
+        ) from None
+    w3 = _w3(args.evm_rpc)
     r = Relayer(w3, d, _evm_key(args.from_key), LoconetSource(args.node), journal)
     if args.once:
         posted = r.step()
-        out(args, [p.__dict__ for p in posted], "\n".join(f"posted checkpoint {p.number}: {p.tx_hash} gas {p.gas_used}" for p in posted)
-            or "nothing to post")
+        out(
+            args,
+            [p.__dict__ for p in posted],
+            "\n".join(f"posted checkpoint {p.number}: {p.tx_hash} gas {p.gas_used}" for p in posted)
+            or "nothing to post",
+        )
         return 0
     r.run(poll=args.poll, until=args.until)
     return 0
@@ -237,60 +333,151 @@ def cmd_relayer_run(args: argparse.Namespace) -> int:
 
 
 def _evm_flags(p: argparse.ArgumentParser, deployment: bool = True) -> None:
-    p.add_argument("--evm-rpc", default="http://127.0.0.1:8545", help="EVM JSON-RPC URL (default http://127.0.0.1:8545, anvil's)")
+    p.add_argument(
+        "--evm-rpc",
+        default="http://127.0.0.1:8545",
+        help="EVM JSON-RPC URL (default http://127.0.0.1:8545, anvil's)",
+    )
     if deployment:
-        p.add_argument("--deployment", required=True, help="deployment file written by `loconet evm deploy`")
+        p.add_argument(
+            "--deployment", required=True, help="deployment file written by `loconet evm deploy`"
+        )
 
 
 def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
-    st = tx_sub.add_parser("settlement", help="withdrawals to the EVM chain, settlement keys").add_subparsers(
-        dest="settlement_cmd", required=True, metavar="SETTLEMENT_COMMAND")
-    p = add_command(st, "withdraw", "move LOCO into the settlement escrow, claimable as ERC-20 by an EVM address after the next checkpoint",
-                    "loconet tx settlement withdraw 0x70997970C51812dc3A010C7d01b50e0d17dc79C8 5loco --from validator0 --home .loconet-testnet", cmd_withdraw)
-    p.add_argument("evm_address", metavar="EVM_ADDRESS"); p.add_argument("amount", metavar="AMOUNT", help="5loco or 5000000uloco")
+    st = tx_sub.add_parser(
+        "settlement", help="withdrawals to the EVM chain, settlement keys"
+    ).add_subparsers(dest="settlement_cmd", required=True, metavar="SETTLEMENT_COMMAND")
+    p = add_command(
+        st,
+        "withdraw",
+        "move LOCO into the settlement escrow, claimable as ERC-20 by an EVM address after the "
+        "next checkpoint",
+        "loconet tx settlement withdraw 0x70997970C51812dc3A010C7d01b50e0d17dc79C8 5loco --from "
+        "validator0 --home .loconet-testnet",
+        cmd_withdraw,
+    )
+    p.add_argument("evm_address", metavar="EVM_ADDRESS")
+    p.add_argument("amount", metavar="AMOUNT", help="5loco or 5000000uloco")
     p.add_argument("--from", dest="from_key", metavar="KEY", help="keyring key that pays")
     add_tx_flags(p)
-    p = add_command(st, "set-key", "register the validator's settlement key (HOME/config/settlement_key.json, created if missing) with a proof of possession",
-                    "loconet tx settlement set-key --validator-home ~/.loconet-node4 --from alice --home ~/.loconet", cmd_set_key)
-    p.add_argument("--validator-home", required=True, help="the validator node's home (priv_validator_key.json, settlement_key.json)")
+    p = add_command(
+        st,
+        "set-key",
+        "register the validator's settlement key (HOME/config/settlement_key.json, created if "
+        "missing) with a proof of possession",
+        "loconet tx settlement set-key --validator-home ~/.loconet-node4 --from alice --home "
+        "~/.loconet",
+        cmd_set_key,
+    )
+    p.add_argument(
+        "--validator-home",
+        required=True,
+        help="the validator node's home (priv_validator_key.json, settlement_key.json)",
+    )
     p.add_argument("--from", dest="from_key", metavar="KEY", help="the validator's operator key")
     add_tx_flags(p)
 
-    p = add_command(query_sub, "checkpoint", "a settlement checkpoint: N, latest (newest final) or pending",
-                    "loconet query checkpoint latest -o json", cmd_query_checkpoint)
-    p.add_argument("number", metavar="N|latest|pending"); p.add_argument("--height", type=int, default=0)
-    add_node_flag(p); add_output_flag(p)
-    p = add_command(query_sub, "claim", "cumulative withdrawals to an EVM address and its Merkle proof (at --height: a checkpoint's)",
-                    "loconet query claim 0x70997970C51812dc3A010C7d01b50e0d17dc79C8 --height 40", cmd_query_claim)
-    p.add_argument("evm_address", metavar="EVM_ADDRESS"); p.add_argument("--height", type=int, default=0)
-    add_node_flag(p); add_output_flag(p)
+    p = add_command(
+        query_sub,
+        "checkpoint",
+        "a settlement checkpoint: N, latest (newest final) or pending",
+        "loconet query checkpoint latest -o json",
+        cmd_query_checkpoint,
+    )
+    p.add_argument("number", metavar="N|latest|pending")
+    p.add_argument("--height", type=HEIGHT, default=0)
+    add_node_flag(p)
+    add_output_flag(p)
+    p = add_command(
+        query_sub,
+        "claim",
+        "cumulative withdrawals to an EVM address and its Merkle proof (at --height: a "
+        "checkpoint's)",
+        "loconet query claim 0x70997970C51812dc3A010C7d01b50e0d17dc79C8 --height 40",
+        cmd_query_claim,
+    )
+    p.add_argument("evm_address", metavar="EVM_ADDRESS")
+    p.add_argument("--height", type=HEIGHT, default=0)
+    add_node_flag(p)
+    add_output_flag(p)
 
-    ev = root_sub.add_parser("evm", help="the EVM side of settlement: contracts, claims, balances").add_subparsers(
-        dest="evm_cmd", required=True, metavar="EVM_COMMAND")
-    p = add_command(ev, "deploy", "deploy Checkpoints, RewardsDistributor and LocoToken with loconet's current signer set",
-                    "loconet evm deploy --evm-rpc http://127.0.0.1:8545 --from-key 0xac09...ff80 --out deployment.json", cmd_evm_deploy)
+    ev = root_sub.add_parser(
+        "evm", help="the EVM side of settlement: contracts, claims, balances"
+    ).add_subparsers(dest="evm_cmd", required=True, metavar="EVM_COMMAND")
+    p = add_command(
+        ev,
+        "deploy",
+        "deploy Checkpoints, RewardsDistributor and LocoToken with loconet's current signer set",
+        "loconet evm deploy --evm-rpc http://127.0.0.1:8545 --from-key 0xac09...ff80 --out "
+        "deployment.json",
+        cmd_evm_deploy,
+    )
     _evm_flags(p, deployment=False)
-    p.add_argument("--from-key", required=True, help="EVM deployer key: 0x-hex secret or a file holding it")
-    p.add_argument("--out", default="deployment.json", help="deployment file to write (default deployment.json)")
-    add_node_flag(p); add_output_flag(p)
-    p = add_command(ev, "claim", "claim the LOCO withdrawn to an EVM address, with the proof fetched from loconet",
-                    "loconet evm claim --deployment deployment.json --from-key 0x5de4...a1 --node http://127.0.0.1:26657", cmd_evm_claim)
+    p.add_argument(
+        "--from-key", required=True, help="EVM deployer key: 0x-hex secret or a file holding it"
+    )
+    p.add_argument(
+        "--out",
+        default="deployment.json",
+        help="deployment file to write (default deployment.json)",
+    )
+    add_node_flag(p)
+    add_output_flag(p)
+    p = add_command(
+        ev,
+        "claim",
+        "claim the LOCO withdrawn to an EVM address, with the proof fetched from loconet",
+        "loconet evm claim --deployment deployment.json --from-key 0x5de4...a1 --node http://127.0.0.1:26657",
+        cmd_evm_claim,
+    )
     _evm_flags(p)
-    p.add_argument("--from-key", required=True, help="EVM key that sends (and, without --account, receives)")
-    p.add_argument("--account", help="claim for this EVM address instead (anyone may send a claim; the tokens go to the account)")
-    add_node_flag(p); add_output_flag(p)
-    p = add_command(ev, "balance", "LOCO ERC-20 balance and claimed total of an EVM address",
-                    "loconet evm balance 0x70997970C51812dc3A010C7d01b50e0d17dc79C8 --deployment deployment.json", cmd_evm_balance)
-    p.add_argument("address", metavar="EVM_ADDRESS"); _evm_flags(p); add_output_flag(p)
+    p.add_argument(
+        "--from-key", required=True, help="EVM key that sends (and, without --account, receives)"
+    )
+    p.add_argument(
+        "--account",
+        help="claim for this EVM address instead (anyone may send a claim; the tokens go to the "
+        "account)",
+    )
+    add_node_flag(p)
+    add_output_flag(p)
+    p = add_command(
+        ev,
+        "balance",
+        "LOCO ERC-20 balance and claimed total of an EVM address",
+        "loconet evm balance 0x70997970C51812dc3A010C7d01b50e0d17dc79C8 --deployment "
+        "deployment.json",
+        cmd_evm_balance,
+    )
+    p.add_argument("address", metavar="EVM_ADDRESS")
+    _evm_flags(p)
+    add_output_flag(p)
 
-    rl = root_sub.add_parser("relayer", help="post loconet checkpoints to the EVM contract").add_subparsers(
-        dest="relayer_cmd", required=True, metavar="RELAYER_COMMAND")
-    p = add_command(rl, "run", "post every final checkpoint to the Checkpoints contract (resumes after a restart without double posting)",
-                    "loconet relayer run --evm-rpc http://127.0.0.1:8545 --deployment deployment.json --from-key 0x59c6...690d", cmd_relayer_run)
+    rl = root_sub.add_parser(
+        "relayer", help="post loconet checkpoints to the EVM contract"
+    ).add_subparsers(dest="relayer_cmd", required=True, metavar="RELAYER_COMMAND")
+    p = add_command(
+        rl,
+        "run",
+        "post every final checkpoint to the Checkpoints contract (resumes after a restart "
+        "without double posting)",
+        "loconet relayer run --evm-rpc http://127.0.0.1:8545 --deployment deployment.json "
+        "--from-key 0x59c6...690d",
+        cmd_relayer_run,
+    )
     _evm_flags(p)
     p.add_argument("--from-key", required=True, help="EVM key that pays for the submissions")
-    p.add_argument("--poll", type=float, default=1.0, help="seconds between passes (default 1)")
-    p.add_argument("--until", type=int, default=None, help="exit once the contract holds this checkpoint number")
+    p.add_argument(
+        "--poll", type=positive_seconds, default=1.0, help="seconds between passes (default 1)"
+    )
+    p.add_argument(
+        "--until",
+        type=U64,
+        default=None,
+        help="exit once the contract holds this checkpoint number",
+    )
     p.add_argument("--once", action="store_true", help="one pass, then exit")
     p.add_argument("--journal", help="in-flight tx journal (default: DEPLOYMENT.relayer.json)")
-    add_node_flag(p); add_output_flag(p)
+    add_node_flag(p)
+    add_output_flag(p)

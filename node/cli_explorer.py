@@ -12,7 +12,9 @@ def parse_listen(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise UsageError(f"bad --listen {text!r}: write HOST:PORT, e.g. 127.0.0.1:8080")
-    return host, int(port)
+    # [::1]:8080: the brackets are URL syntax, not part of the host (bind() said "Name or
+    # service not known"), as `blob serve --listen` reads it
+    return host.strip("[]"), int(port)
 
 
 def cmd_explorer(a: argparse.Namespace) -> int:
@@ -21,23 +23,31 @@ def cmd_explorer(a: argparse.Namespace) -> int:
 
     host, port = parse_listen(a.listen)
     node = normalize_url(a.node)  # http://, tcp:// or HOST:PORT; anything else names the forms
-    if a.poll <= 0:
+    if not 0 < a.poll < 10**9:  # nan and inf too
         raise UsageError("--poll must be a positive number of seconds")
     try:
         serve(node, host, port, a.poll)
     except OSError as e:
-        raise UsageError(f"cannot listen on {a.listen}: {e.strerror or e}; pick another --listen port") from None
+        raise UsageError(
+            f"cannot listen on {a.listen}: {e.strerror or e}; pick another --listen port"
+        ) from None
     return 0
 
 
 def register(root: Any, tx_sub: Any, query_sub: Any) -> None:
     p = add_command(
-        root, "explorer",
-        "serve a web page of the network: validators, providers with their SLA figures and earnings, "
-        "jobs and rounds, model lineage, charts (state proven against signed headers; live)",
+        root,
+        "explorer",
+        "serve a web page of the network: validators, providers with their SLA figures and "
+        "earnings, jobs and rounds, model lineage, charts (state proven against signed headers; "
+        "live)",
         "loconet explorer --node http://127.0.0.1:26657 --listen 127.0.0.1:8080   # then open http://127.0.0.1:8080/",
         cmd_explorer,
     )
     add_node_flag(p)
-    p.add_argument("--listen", default="127.0.0.1:8080", help="HOST:PORT to serve on (default 127.0.0.1:8080)")
-    p.add_argument("--poll", type=float, default=2.0, help="seconds between reads of the node (default 2)")
+    p.add_argument(
+        "--listen", default="127.0.0.1:8080", help="HOST:PORT to serve on (default 127.0.0.1:8080)"
+    )
+    p.add_argument(
+        "--poll", type=float, default=2.0, help="seconds between reads of the node (default 2)"
+    )

@@ -1,5 +1,6 @@
-"""``loconet tx provider|job|round ...`` and ``loconet query provider|providers|job|jobs|round|rounds|market-params``
-(a CLI plugin: node/cli.py calls ``register``).
+"""``loconet tx provider|job|round ...`` and ``loconet query
+provider|providers|job|jobs|round|rounds|market-params`` (a CLI plugin: node/cli.py calls
+``register``).
 
 Three parts: the commands (argparse namespace -> a message from node/market_msgs.py, signed and
 sent; or a query, verified with --prove and rendered by node/market_render.py), and at the end
@@ -14,8 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from node import market_render
+from node import market_render, safejson
 from node.cli import (
+    HEIGHT,
+    U32,
+    U64,
     UsageError,
     add_command,
     add_node_flag,
@@ -24,12 +28,14 @@ from node.cli import (
     broadcast,
     out,
     parse_amount,
+    read_input_file,
 )
 from node.market_msgs import (
     build_attest,
     build_cancel_job,
     build_create_job,
     build_exit_provider,
+    build_open_end,
     build_register_provider,
     build_reveal_from_trace,
     build_reveal_vote,
@@ -37,6 +43,7 @@ from node.market_msgs import (
     build_update_provider,
     build_verdict,
     hex32,
+    probe_fields,
     read_trace,
 )
 
@@ -49,14 +56,22 @@ def cmd_provider_register(a: argparse.Namespace) -> int:
         try:
             from node.worker.ml import detect_hardware
         except ImportError:
-            raise UsageError("torch is not installed here: give the hardware with --gpu MODEL:COUNT:MEMORY_MIB") from None
+            raise UsageError(
+                "torch is not installed here: give the hardware with --gpu MODEL:COUNT:MEMORY_MIB"
+            ) from None
         gpus = detect_hardware()
-    return broadcast(a, a.from_key, [build_register_provider(parse_amount(a.bond), gpus, a.throughput, a.region, a.endpoint)])
+    return broadcast(
+        a,
+        a.from_key,
+        [build_register_provider(parse_amount(a.bond), gpus, a.throughput, a.region, a.endpoint)],
+    )
 
 
 def cmd_provider_update(a: argparse.Namespace) -> int:
     add = parse_amount(a.add_bond) if a.add_bond else 0
-    return broadcast(a, a.from_key, [build_update_provider(add, a.gpu or (), a.throughput, a.region, a.endpoint)])
+    return broadcast(
+        a, a.from_key, [build_update_provider(add, a.gpu or (), a.throughput, a.region, a.endpoint)]
+    )
 
 
 def cmd_provider_exit(a: argparse.Namespace) -> int:
@@ -67,42 +82,73 @@ def cmd_job_create(a: argparse.Namespace) -> int:
     d: dict[str, Any] = {}
     if a.spec:
         try:
-            d = json.loads(Path(a.spec).read_text())
-        except (OSError, ValueError) as e:
+            d = json.loads(read_input_file(a.spec, "--spec"))
+        except (OSError, ValueError, RecursionError) as e:  # RecursionError: [[[[...
             raise UsageError(f"cannot read --spec {a.spec}: {e}") from None
+        if not isinstance(d, dict):  # a list was an AttributeError traceback
+            raise UsageError(
+                f"--spec {a.spec} must hold a JSON object (the fields of `query job -o json`'s "
+                f"spec, plus rounds and rewards), not {type(d).__name__}"
+            )
     flags = {
-        "rounds": a.rounds, "reward_per_round": parse_amount(a.reward_per_round) if a.reward_per_round else None,
+        "rounds": a.rounds,
+        "reward_per_round": parse_amount(a.reward_per_round) if a.reward_per_round else None,
         "verifier_reward_per_round": parse_amount(a.verifier_reward) if a.verifier_reward else None,
-        "initial_model_hash": a.initial_model, "dataset_id": a.dataset_id, "inner_steps": a.inner_steps,
-        "trace_interval": a.trace_interval, "compression_policy": a.compression, "participants_per_round": a.participants,
-        "num_shards": a.shards, "tokens_per_step": a.tokens_per_step, "min_reputation": a.min_reputation,
-        "min_stake": parse_amount(a.min_stake) if a.min_stake else None, "challenge_bps": a.challenge_bps,
-        "verifiers_per_challenge": a.verifiers, "segments_per_challenge": a.segments,
-        "determinism_mode": a.determinism, "tolerance_ppm": a.tolerance_ppm, "stack": a.stack,
+        "initial_model_hash": a.initial_model,
+        "dataset_id": a.dataset_id,
+        "inner_steps": a.inner_steps,
+        "trace_interval": a.trace_interval,
+        "compression_policy": a.compression,
+        "participants_per_round": a.participants,
+        "num_shards": a.shards,
+        "tokens_per_step": a.tokens_per_step,
+        "min_reputation": a.min_reputation,
+        "min_stake": parse_amount(a.min_stake) if a.min_stake else None,
+        "challenge_bps": a.challenge_bps,
+        "verifiers_per_challenge": a.verifiers,
+        "segments_per_challenge": a.segments,
+        "determinism_mode": a.determinism,
+        "tolerance_ppm": a.tolerance_ppm,
+        "stack": a.stack,
     }
     d.update({k: v for k, v in flags.items() if v is not None})
     if a.windows:
         c, r, v, at = _ints(a.windows, 4, "--windows COMMIT,REVEAL,VERDICT,ATTEST")
         d["windows"] = {"commit": c, "reveal": r, "verdict": v, "attest": at}
     if a.model:
-        n_layers, n_heads, d_model, ctx, vocab = _ints(a.model, 5, "--model LAYERS,HEADS,D_MODEL,CONTEXT,VOCAB")
-        d["model"] = {"n_layers": n_layers, "n_heads": n_heads, "d_model": d_model, "context_len": ctx, "vocab_size": vocab}
+        n_layers, n_heads, d_model, ctx, vocab = _ints(
+            a.model, 5, "--model LAYERS,HEADS,D_MODEL,CONTEXT,VOCAB"
+        )
+        d["model"] = {
+            "n_layers": n_layers,
+            "n_heads": n_heads,
+            "d_model": d_model,
+            "context_len": ctx,
+            "vocab_size": vocab,
+        }
     for kv in a.compression_param or ():
         k, _, v = kv.partition("=")
-        if not v.isdigit():
+        if not (v.isascii() and v.isdigit()):
             raise UsageError(f"bad --compression-param {kv!r}: write KEY=INTEGER")
         d.setdefault("compression_params", {})[k] = int(v)
     d.setdefault("windows", {"commit": 10, "reveal": 5, "verdict": 5, "attest": 5})
     d.setdefault("compression_policy", "dense")
     d["compression_policy"] = _canonical_compression(a, str(d["compression_policy"]))
     missing = [flag for flag, key in JOB_REQUIRED if key not in d]
-    if a.initial_model is None and a.init_seed is None and a.init_model is None and "initial_model_hash" not in d:
+    if (
+        a.initial_model is None
+        and a.init_seed is None
+        and a.init_model is None
+        and "initial_model_hash" not in d
+    ):
         missing.append("--init-seed N, --init-model FILE or --initial-model HEX")
     if a.dataset_id is None and a.data is None and "dataset_id" not in d:
         missing.append("--data FILE or --dataset-id HEX")
     if missing:
-        raise UsageError(f"missing {', '.join(missing)}: required (or give them in --spec FILE); "
-                         "see `loconet tx job create --help`")
+        raise UsageError(
+            f"missing {', '.join(missing)}: required (or give them in --spec FILE); "
+            "see `loconet tx job create --help`"
+        )
     # audit defaults (abci_app/jobs/README.md "Enough segments"): every commitment challenged,
     # 15 segments re-executed; with H/k >= 480 that catches a 10 % faker with >= 99 % in 3 rounds
     # while a verifier re-executes 3.1 % of the steps
@@ -111,14 +157,28 @@ def cmd_job_create(a: argparse.Namespace) -> int:
     d.setdefault("determinism_mode", "tolerance")
     d.setdefault("tolerance_ppm", 1_000 if d["determinism_mode"] == "tolerance" else 0)
     d.setdefault("verifiers_per_challenge", 1)
-    d.setdefault("model", {"n_layers": 2, "n_heads": 2, "d_model": 64, "context_len": 64, "vocab_size": 256})
+    d.setdefault(
+        "model", {"n_layers": 2, "n_heads": 2, "d_model": 64, "context_len": 64, "vocab_size": 256}
+    )
     extra = _job_inputs(a, d)
-    return broadcast(a, a.from_key, [build_create_job(d)], extra, from_events={"job_id": ("job.created", "job_id")})
+    return broadcast(
+        a,
+        a.from_key,
+        [build_create_job(d)],
+        extra,
+        from_events={"job_id": ("job.created", "job_id")},
+    )
 
 
-JOB_REQUIRED = (("--rounds", "rounds"), ("--reward-per-round", "reward_per_round"), ("--inner-steps", "inner_steps"),
-                ("--trace-interval", "trace_interval"), ("--participants", "participants_per_round"),
-                ("--shards", "num_shards"), ("--tokens-per-step", "tokens_per_step"))
+JOB_REQUIRED = (
+    ("--rounds", "rounds"),
+    ("--reward-per-round", "reward_per_round"),
+    ("--inner-steps", "inner_steps"),
+    ("--trace-interval", "trace_interval"),
+    ("--participants", "participants_per_round"),
+    ("--shards", "num_shards"),
+    ("--tokens-per-step", "tokens_per_step"),
+)
 
 
 def _canonical_compression(a: argparse.Namespace, text: str) -> str:
@@ -154,25 +214,35 @@ def _job_inputs(a: argparse.Namespace, d: dict[str, Any]) -> dict[str, Any]:
     if (a.init_seed is not None or a.init_model is not None) and a.initial_model:
         raise UsageError("give --init-seed/--init-model or --initial-model HEX, not both")
     if not d.get("blob_sources"):
-        raise UsageError("providers must be able to fetch the data and the model: add --blob-source URL, where "
-                         "the store is served (e.g. `loconet blob serve --home HOME --listen 0.0.0.0:26680`)")
+        raise UsageError(
+            "providers must be able to fetch the data and the model: add --blob-source URL, where "
+            "the store is served (e.g. `loconet blob serve --home HOME --listen 0.0.0.0:26680`)"
+        )
     root = Path(a.blob_dir) if a.blob_dir else default_root(a.home)
-    with BlobStore(root) as store:
-        inputs = prepare_job_inputs(store, d["model"], data=Path(a.data) if a.data else None,
-                                    init_seed=a.init_seed, init_model=Path(a.init_model) if a.init_model else None)
+    kw: dict[str, Any] = {
+        "data": Path(a.data) if a.data else None,
+        "init_seed": a.init_seed,
+        "init_model": Path(a.init_model) if a.init_model else None,
+    }
+    dry = bool(getattr(a, "dry_run", False))
+    if dry:  # a dry run hashes only: it pinned a copy of the dataset in the store for nothing
+        inputs = prepare_job_inputs(None, d["model"], **kw)
+    else:
+        with BlobStore(root) as store:
+            inputs = prepare_job_inputs(store, d["model"], **kw)
     fields = inputs.spec_fields()
     d.update(fields)
     if a.output != "json":
         import sys
 
-        print(f"stored in {root} (pinned): "
-              + ", ".join(f"{k} {v}" for k, v in fields.items()), file=sys.stderr)
+        where = "hashed, not stored (dry run)" if dry else f"stored in {root} (pinned)"
+        print(f"{where}: " + ", ".join(f"{k} {v}" for k, v in fields.items()), file=sys.stderr)
     return {k: v for k, v in fields.items() if k in ("dataset_id", "initial_model_hash")}
 
 
 def _ints(text: str, n: int, what: str) -> list[int]:
     parts = text.split(",")
-    if len(parts) != n or not all(p.strip().isdigit() for p in parts):
+    if len(parts) != n or not all(p.strip().isascii() and p.strip().isdigit() for p in parts):
         raise UsageError(f"bad value {text!r}: write {what}")
     return [int(p) for p in parts]
 
@@ -207,118 +277,275 @@ def cmd_round_submit(a: argparse.Namespace) -> int:
     me = _signer_address(a)
     if a.trace_file:
         if a.trace_root or a.trace_proof is not None:
-            raise UsageError("give either --trace-file or --trace-root with --trace-proof, not both")
+            raise UsageError(
+                "give either --trace-file or --trace-root with --trace-proof, not both"
+            )
         leaves = bound_trace_leaves(me, a.job_id, a.round, base, read_trace(a.trace_file))
         trace_root, trace_proof = merkle_root(leaves), merkle_proof(leaves, BINDING_INDEX)
     elif a.trace_root and a.trace_proof is not None:
-        trace_root, trace_proof = hex32(a.trace_root, "--trace-root"), _hex_list(a.trace_proof, "--trace-proof")
+        trace_root, trace_proof = (
+            hex32(a.trace_root, "--trace-root"),
+            _hex_list(a.trace_proof, "--trace-proof"),
+        )
     else:
-        raise UsageError("give --trace-file FILE, or --trace-root HEX with --trace-proof HEX,HEX,...")
+        raise UsageError(
+            "give --trace-file FILE, or --trace-root HEX with --trace-proof HEX,HEX,..."
+        )
     if a.payload_file:
         if a.update_root or a.update_proof is not None:
-            raise UsageError("give either --payload-file or --update-root with --update-proof, not both")
+            raise UsageError(
+                "give either --payload-file or --update-root with --update-proof, not both"
+            )
         try:
-            payload = Path(a.payload_file).read_bytes()
+            payload = read_input_file(a.payload_file, "payload file", limit=1 << 36)
         except OSError as e:
             raise UsageError(f"cannot read payload file {a.payload_file}: {e}") from None
         if a.payload_size is not None and a.payload_size != len(payload):
-            raise UsageError(f"--payload-size {a.payload_size} is not the payload file's size {len(payload)}")
+            raise UsageError(
+                f"--payload-size {a.payload_size} is not the payload file's size {len(payload)}"
+            )
         leaves = bound_update_leaves(me, a.job_id, a.round, base, payload)
-        update_root, update_proof, size = merkle_root(leaves), merkle_proof(leaves, BINDING_INDEX), len(payload)
+        update_root, update_proof, size = (
+            merkle_root(leaves),
+            merkle_proof(leaves, BINDING_INDEX),
+            len(payload),
+        )
     elif a.update_root and a.update_proof is not None and a.payload_size is not None:
-        update_root, update_proof = hex32(a.update_root, "--update-root"), _hex_list(a.update_proof, "--update-proof")
+        update_root, update_proof = (
+            hex32(a.update_root, "--update-root"),
+            _hex_list(a.update_proof, "--update-proof"),
+        )
         size = a.payload_size
     else:
-        raise UsageError("give --payload-file FILE, or --update-root HEX with --update-proof HEX,HEX,... and --payload-size")
+        raise UsageError(
+            "give --payload-file FILE, or --update-root HEX with --update-proof HEX,HEX,... and "
+            "--payload-size"
+        )
     msg = build_submit_update(
-        a.job_id, a.round, base_model=base, update_root=update_root, payload_size=size, trace_root=trace_root,
-        tokens=a.tokens, loss_before=a.loss_before, loss_after=a.loss_after, blob=a.blob,
-        update_binding_proof=update_proof, trace_binding_proof=trace_proof)
+        a.job_id,
+        a.round,
+        base_model=base,
+        update_root=update_root,
+        payload_size=size,
+        trace_root=trace_root,
+        tokens=a.tokens,
+        loss_before=a.loss_before,
+        loss_after=a.loss_after,
+        blob=a.blob,
+        update_binding_proof=update_proof,
+        trace_binding_proof=trace_proof,
+        **probe_fields(a.job_id, a.round, me, base, read_probes(a.probe_file))
+        if a.probe_file
+        else {},
+    )
     return broadcast(a, a.from_key, [msg])
+
+
+def _round_base(a: argparse.Namespace) -> bytes:
+    """--base-model, or the round's base model asked from --node (what the signer's binding
+    leaves commit to)."""
+    if a.base_model:
+        return hex32(a.base_model, "--base-model")
+    from node.rpc import Client
+
+    with Client(a.node) as c:
+        qr = c.abci_query(f"/round/{a.job_id}/{a.round}")
+        if qr.code != 0:
+            raise UsageError(f"query round {a.job_id}/{a.round} failed (code {qr.code}): {qr.log}")
+        return bytes.fromhex(safejson.loads(qr.value)["base_model_hash"])
+
+
+def _segments(text: str) -> list[int]:
+    segs = [p.strip() for p in str(text).split(",")]
+    if not all(
+        p.isascii() and p.isdigit() and len(p) <= 10 and int(p) < 2**32 for p in segs
+    ) or len(set(segs)) != len(segs):
+        raise UsageError(
+            f"bad --segment {text!r}: write the challenged segments, e.g. 2 or 1,5,9 "
+            "(`loconet query round JOB ROUND` shows them under challenge.segments)"
+        )
+    return [int(x) for x in segs]
 
 
 def cmd_round_reveal(a: argparse.Namespace) -> int:
     trace = read_trace(a.trace_file)
-    if a.base_model:
-        base = hex32(a.base_model, "--base-model")
-    else:  # the round's base model, as committed in the signer's binding leaf
-        from node.rpc import Client
-
-        with Client(a.node) as c:
-            qr = c.abci_query(f"/round/{a.job_id}/{a.round}")
-            if qr.code != 0:
-                raise UsageError(f"query round {a.job_id}/{a.round} failed (code {qr.code}): {qr.log}")
-            base = bytes.fromhex(json.loads(qr.value)["base_model_hash"])
-    segs = [p.strip() for p in str(a.segment).split(",")]
-    if not all(p.isdigit() for p in segs) or len(set(segs)) != len(segs):
-        raise UsageError(f"bad --segment {a.segment!r}: write the challenged segments, e.g. 2 or 1,5,9 "
-                         "(`loconet query round JOB ROUND` shows them under challenge.segments)")
-    msgs = [build_reveal_from_trace(a.job_id, a.round, int(sg), trace, a.start_location, a.end_location,
-                                    provider=_signer_address(a), base_model=base) for sg in segs]
+    base = _round_base(a)
+    segs = _segments(a.segment)
+    msgs = [
+        build_reveal_from_trace(
+            a.job_id,
+            a.round,
+            sg,
+            trace,
+            a.start_location,
+            "",
+            provider=_signer_address(a),
+            base_model=base,
+            segments=segs,  # the list masks every challenged segment's end
+        )
+        for sg in segs
+    ]
     return broadcast(a, a.from_key, msgs)
 
 
-def _vote_args(a: argparse.Namespace) -> tuple[Any, bytes, bytes]:
+def read_probes(path: str, what: str = "--probe-file") -> list[list[int]]:
+    """A probe file: JSON list of lists of 32 integers (abci_app.jobs.probe.PROBE_DIM)."""
+    from abci_app.jobs.probe import PROBE_DIM, check_probe
+
+    try:
+        items = json.loads(read_input_file(path, what))
+    except (OSError, ValueError, RecursionError) as e:
+        raise UsageError(f"cannot read {what} {path}: {e}") from None
+    if not isinstance(items, list) or not items:
+        raise UsageError(f"{what} {path}: a JSON list of probes ({PROBE_DIM} integers each)")
+    out = []
+    for i, p in enumerate(items):
+        if not isinstance(p, list) or not all(isinstance(x, int) for x in p):
+            raise UsageError(f"{what} {path}: entry {i} is not a list of integers")
+        why = check_probe(p)
+        if why:
+            raise UsageError(f"{what} {path}: entry {i}: {why}")
+        out.append([int(x) for x in p])
+    return out
+
+
+def _vote_args(a: argparse.Namespace) -> tuple[Any, bytes, list[bytes], list[int] | None]:
+    """(signer, target, reached end states (exact mode), flat probes (tolerance mode) or None)."""
     from abci_app.codec.address import from_bech32
     from node.keys import Keyring
 
     if a.valid == a.invalid:
         raise UsageError("give exactly one of --valid or --invalid")
-    from abci_app.jobs.incentives import compute_evidence
-
+    if bool(a.evidence) == bool(a.probes):
+        raise UsageError(
+            "give --evidence HEX,... (exact-mode job: the end states your re-execution reached)"
+            " or --probes FILE (tolerance-mode job: their probes), not both"
+        )
     signer = Keyring(Path(a.home)).get(a.from_key).signer
+    if a.probes:
+        flat = [x for p in read_probes(a.probes, "--probes") for x in p]
+        return signer, from_bech32(a.target), [], flat
     ends = [hex32(x, "--evidence") for x in a.evidence.split(",") if x]
     if not ends:
-        raise UsageError("--evidence: give the end state hash your re-execution reached for each challenged segment")
-    return signer, from_bech32(a.target), compute_evidence(ends)
+        raise UsageError(
+            "--evidence: give the end state hash your re-execution reached for each challenged "
+            "segment"
+        )
+    return signer, from_bech32(a.target), ends, None
 
 
 def cmd_round_verdict(a: argparse.Namespace) -> int:
-    signer, target, evidence = _vote_args(a)
-    return broadcast(a, a.from_key, [build_verdict(signer, a.job_id, a.round, target, a.valid, a.quality, evidence)])
+    from abci_app.jobs.incentives import compute_evidence
+    from abci_app.jobs.probe import compute_probe_evidence
+
+    signer, target, reached, probes = _vote_args(a)
+    evidence = compute_evidence(reached) if probes is None else compute_probe_evidence(probes)
+    return broadcast(
+        a,
+        a.from_key,
+        [
+            build_verdict(
+                signer,
+                a.job_id,
+                a.round,
+                target,
+                a.valid,
+                a.quality,
+                evidence,
+                blind=probes is not None,
+            )
+        ],
+    )
 
 
 def cmd_round_reveal_vote(a: argparse.Namespace) -> int:
-    signer, target, evidence = _vote_args(a)
-    return broadcast(a, a.from_key, [build_reveal_vote(signer, a.job_id, a.round, target, a.valid, a.quality, evidence)])
+    signer, target, reached, probes = _vote_args(a)
+    return broadcast(
+        a,
+        a.from_key,
+        [
+            build_reveal_vote(
+                signer, a.job_id, a.round, target, a.valid, a.quality, reached, probes=probes
+            )
+        ],
+    )
+
+
+def cmd_round_open_end(a: argparse.Namespace) -> int:
+    """MsgOpenEnd for each given segment (tolerance mode, vote-reveal window)."""
+    trace = read_trace(a.trace_file)
+    probes = read_probes(a.probe_file)
+    base = _round_base(a)
+    segs = _segments(a.segment)
+    msgs = [
+        build_open_end(
+            a.job_id,
+            a.round,
+            sg,
+            trace,
+            probes,
+            a.end_location,
+            provider=_signer_address(a),
+            base_model=base,
+        )
+        for sg in segs
+    ]
+    return broadcast(a, a.from_key, msgs)
 
 
 def cmd_round_attest(a: argparse.Namespace) -> int:
-    return broadcast(a, a.from_key, [build_attest(a.job_id, a.round, hex32(a.model_hash, "MODEL_HASH"))])
+    return broadcast(
+        a, a.from_key, [build_attest(a.job_id, a.round, hex32(a.model_hash, "MODEL_HASH"))]
+    )
 
 
 # ----------------------------------------------------------------------------- queries
 
 
-def _query(a: argparse.Namespace, path: str, rederive: Callable[[dict[bytes, bytes | None]], Any] | None = None) -> Any:
+def _query(
+    a: argparse.Namespace,
+    path: str,
+    rederive: Callable[[dict[bytes, bytes | None]], Any] | None = None,
+) -> Any:
     """Run an abci_query; with --prove, verify every proof against the next header's app hash and
     re-derive the answer from the proven bytes (it must equal what the node said)."""
     from node.proofs import ProofInvalid, verify_query
     from node.rpc import Client
 
     if getattr(a, "legacy_page_from", None) is not None:
-        raise UsageError(f"--from is the signing key of tx commands; the page offset is --offset: "
-                         f"write --offset {a.legacy_page_from}")
+        raise UsageError(
+            f"--from is the signing key of tx commands; the page offset is --offset: "
+            f"write --offset {a.legacy_page_from}"
+        )
     prove = bool(getattr(a, "prove", False))
     with Client(a.node) as c:
         qr = c.abci_query(path, height=getattr(a, "height", 0) or 0, prove=prove)
         if qr.code != 0:
             raise UsageError(f"query {path} failed (code {qr.code}): {qr.log}")
-        data = json.loads(qr.value)
+        data = safejson.loads(qr.value)
         if prove:
             if rederive is None:
                 raise UsageError("--prove is not available for this query")
             try:
-                root, proven = verify_query(c, qr)
+                root, proven = verify_query(c, qr, asked=getattr(a, "height", 0) or 0)
             except ProofInvalid as e:
                 raise UsageError(f"proof check failed: {e}: do not trust this node") from None
             if rederive(proven) != data:
-                raise UsageError("the node's answer disagrees with its own proof: do not trust this node")
-            return {"height": qr.height, "result": data, "proof_verified": True, "app_hash": root.hex().upper()}
+                raise UsageError(
+                    "the node's answer disagrees with its own proof: do not trust this node"
+                )
+            return {
+                "height": qr.height,
+                "result": data,
+                "proof_verified": True,
+                "app_hash": root.hex().upper(),
+            }
     return {"height": qr.height, "result": data}
 
 
-def _proven_one(decode: Callable[[bytes], Any], to_json: Callable[[Any], Any]) -> Callable[[dict[bytes, bytes | None]], Any]:
+def _proven_one(
+    decode: Callable[[bytes], Any], to_json: Callable[[Any], Any]
+) -> Callable[[dict[bytes, bytes | None]], Any]:
     def f(proven: dict[bytes, bytes | None]) -> Any:
         if len(proven) != 1:
             raise UsageError("proof covers an unexpected set of keys")
@@ -326,6 +553,7 @@ def _proven_one(decode: Callable[[bytes], Any], to_json: Callable[[Any], Any]) -
         if raw is None:
             raise UsageError("the proof shows the record does not exist")
         return to_json(decode(raw))
+
     return f
 
 
@@ -347,6 +575,7 @@ def _proven_sla(address: str) -> Callable[[dict[bytes, bytes | None]], Any]:
             raise UsageError("proof covers an unexpected set of keys")
         (raw,) = proven.values()
         return sla_to_json(from_bech32(address), sla.Sla() if raw is None else sla.decode_sla(raw))
+
     return f
 
 
@@ -355,7 +584,11 @@ def cmd_query_provider(a: argparse.Namespace) -> int:
     from abci_app.pb import providers_pb2
     from abci_app.providers.queries import provider_to_json
 
-    res = _query(a, f"/provider/{a.address}", _proven_one(lambda b: decode_msg(providers_pb2.Provider, b), provider_to_json))
+    res = _query(
+        a,
+        f"/provider/{a.address}",
+        _proven_one(lambda b: decode_msg(providers_pb2.Provider, b), provider_to_json),
+    )
     res["result"]["sla"] = _query(a, f"/provider/{a.address}/sla", _proven_sla(a.address))["result"]
     text = market_render.provider_text(res["result"], res["height"])
     return _emit(a, res, text)
@@ -372,13 +605,19 @@ def cmd_query_job(a: argparse.Namespace) -> int:
     from abci_app.jobs.queries import job_to_json
     from abci_app.pb import jobs_pb2
 
-    res = _query(a, f"/job/{a.job_id}", _proven_one(lambda b: decode_msg(jobs_pb2.Job, b), job_to_json))
+    res = _query(
+        a, f"/job/{a.job_id}", _proven_one(lambda b: decode_msg(jobs_pb2.Job, b), job_to_json)
+    )
     text = market_render.job_text(res["result"], res["height"])
     return _emit(a, res, text)
 
 
 def cmd_query_jobs(a: argparse.Namespace) -> int:
-    q = f"/jobs?from={a.start}&limit={a.limit}" + (f"&owner={a.owner}" if a.owner else "") + (f"&status={a.status}" if a.status else "")
+    q = (
+        f"/jobs?from={a.start}&limit={a.limit}"
+        + (f"&owner={a.owner}" if a.owner else "")
+        + (f"&status={a.status}" if a.status else "")
+    )
     res = _query(a, q)
     return _emit(a, res, market_render.jobs_table(res))
 
@@ -388,7 +627,11 @@ def cmd_query_round(a: argparse.Namespace) -> int:
     from abci_app.jobs.queries import round_to_json
     from abci_app.pb import jobs_pb2
 
-    res = _query(a, f"/round/{a.job_id}/{a.round}", _proven_one(lambda b: decode_msg(jobs_pb2.Round, b), round_to_json))
+    res = _query(
+        a,
+        f"/round/{a.job_id}/{a.round}",
+        _proven_one(lambda b: decode_msg(jobs_pb2.Round, b), round_to_json),
+    )
     return _emit(a, res, market_render.round_table(res["result"]) + f"\nheight: {res['height']}")
 
 
@@ -398,13 +641,24 @@ def cmd_query_rounds(a: argparse.Namespace) -> int:
     from abci_app.pb import jobs_pb2
 
     def rederive(proven: dict[bytes, bytes | None]) -> Any:
-        rounds = [round_to_json(decode_msg(jobs_pb2.Round, v)) for _, v in sorted(proven.items()) if v is not None]
+        rounds = [
+            round_to_json(decode_msg(jobs_pb2.Round, v))
+            for _, v in sorted(proven.items())
+            if v is not None
+        ]
         return {"rounds": rounds, "total": total[0]}
 
     total = [0]
-    res0 = _query(argparse.Namespace(**{**vars(a), "prove": False}), f"/rounds/{a.job_id}?from={a.start}&limit={a.limit}")
+    res0 = _query(
+        argparse.Namespace(**{**vars(a), "prove": False}),
+        f"/rounds/{a.job_id}?from={a.start}&limit={a.limit}",
+    )
     total[0] = res0["result"]["total"]
-    res = _query(a, f"/rounds/{a.job_id}?from={a.start}&limit={a.limit}", rederive) if a.prove else res0
+    res = (
+        _query(a, f"/rounds/{a.job_id}?from={a.start}&limit={a.limit}", rederive)
+        if a.prove
+        else res0
+    )
     return _emit(a, res, market_render.rounds_table(res))
 
 
@@ -420,7 +674,10 @@ def cmd_query_market_params(a: argparse.Namespace) -> int:
         pv, jv = proven.get(PK), proven.get(JK)
         if pv is None or jv is None:
             raise UsageError("proof does not cover both params keys")
-        return {"providers": pp_json(decode_msg(providers_pb2.ProvidersParams, pv)), "jobs": params_to_json(decode_msg(jobs_pb2.JobsParams, jv))}
+        return {
+            "providers": pp_json(decode_msg(providers_pb2.ProvidersParams, pv)),
+            "jobs": params_to_json(decode_msg(jobs_pb2.JobsParams, jv)),
+        }
 
     res = _query(a, "/market_params", rederive)
     text = market_render.market_params_text(res["result"])
@@ -435,15 +692,36 @@ def A(*names: str, **kw: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
     return names, kw
 
 
-JOB_ID = A("job_id", type=int, metavar="JOB_ID")
-ROUND = A("round", type=int, metavar="ROUND")
-LIST_FLAGS = (A("--offset", dest="start", type=int, default=0, help="skip this many entries (paging)"),
-              A("--limit", type=int, default=100),
-              A("--from", dest="legacy_page_from", default=None, help=argparse.SUPPRESS))  # now --offset
-VOTE_ARGS = (JOB_ID, ROUND, A("target", metavar="TARGET"), A("--valid", action="store_true"),
-             A("--invalid", action="store_true"), A("--quality", type=int, default=0, help="0..10000"),
-             A("--evidence", required=True, help="HEX,HEX,...: the end state hash your re-execution of each challenged"
-               " segment reached, in segment order (hashed on chain with incentives.compute_evidence)"))
+JOB_ID = A("job_id", type=U64, metavar="JOB_ID")
+ROUND = A("round", type=U64, metavar="ROUND")
+# now --offset
+LIST_FLAGS = (
+    A("--offset", dest="start", type=U64, default=0, help="skip this many entries (paging)"),
+    A("--limit", type=U64, default=100),
+    A("--from", dest="legacy_page_from", default=None, help=argparse.SUPPRESS),
+)
+VOTE_ARGS = (
+    JOB_ID,
+    ROUND,
+    A("target", metavar="TARGET"),
+    A("--valid", action="store_true"),
+    A("--invalid", action="store_true"),
+    A("--quality", type=U32, default=0, help="0..10000"),
+    A(
+        "--evidence",
+        help="exact mode: HEX,HEX,...: the end state hash your re-execution of each challenged"
+        " segment reached, in segment order (the vote commits to incentives.compute_evidence of"
+        " them; reveal-vote opens them: a valid vote's must be the committed ends, which only"
+        " re-execution yields)",
+    ),
+    A(
+        "--probes",
+        help="tolerance mode (instead of --evidence): JSON file, one list of 32 integers per"
+        " challenged segment in segment order, the probe (trainer.probe.compute_probe) of the end"
+        " your re-execution reached; verdict commits a blind vote on them, reveal-vote opens it"
+        " (--valid/--invalid and --quality are given then)",
+    ),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -454,126 +732,367 @@ class Command:
     example: str
     func: Callable[[argparse.Namespace], int]
     args: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = ()
-    flags: str = "tx"  # "tx": --from --home --fee --node -o; "query": --height --prove --node -o; "list": no --prove
+    # "tx": --from --home --fee --node -o; "query": --height --prove --node -o; "list": no --prove
+    flags: str = "tx"
 
 
 COMMANDS: tuple[Command, ...] = (
     # ---- tx provider
-    Command("tx provider", "register", "register as a GPU provider, bonding BOND",
-            "loconet tx provider register --from alice --bond 2000loco --gpu H100:8:81920 --throughput 50000 "
-            "--region eu-west --endpoint http://10.0.0.1:26680 --home ~/.loconet", cmd_provider_register, (
-                A("--bond", required=True, help="e.g. 2000loco (>= min_provider_stake)"),
-                A("--gpu", action="append", help="MODEL:COUNT:MEMORY_MIB (repeatable; default: what torch sees, "
-                                                  "e.g. H100:8:81920 or cpu:16:131072)"),
-                A("--throughput", type=int, required=True, help="claimed tokens/s"),
-                A("--region", required=True),
-                A("--endpoint", required=True, help="blob endpoint http(s) URL"))),
-    Command("tx provider", "update", "change hardware, throughput, region, endpoint or top up the bond",
-            "loconet tx provider update --from alice --add-bond 100loco --home ~/.loconet", cmd_provider_update, (
-                A("--add-bond"), A("--gpu", action="append"), A("--throughput", type=int, default=0),
-                A("--region", default=""), A("--endpoint", default=""))),
-    Command("tx provider", "exit", "leave: the bond unbonds over unbonding_blocks (still slashable)",
-            "loconet tx provider exit --from alice --home ~/.loconet", cmd_provider_exit),
+    Command(
+        "tx provider",
+        "register",
+        "register as a GPU provider, bonding BOND",
+        "loconet tx provider register --from alice --bond 2000loco --gpu H100:8:81920 "
+        "--throughput 50000 --region eu-west --endpoint http://10.0.0.1:26680 --home ~/.loconet",
+        cmd_provider_register,
+        (
+            A("--bond", required=True, help="e.g. 2000loco (>= min_provider_stake)"),
+            A(
+                "--gpu",
+                action="append",
+                help="MODEL:COUNT:MEMORY_MIB (repeatable; default: what torch sees, "
+                "e.g. H100:8:81920 or cpu:16:131072)",
+            ),
+            A("--throughput", type=U64, required=True, help="claimed tokens/s"),
+            A("--region", required=True),
+            A("--endpoint", required=True, help="blob endpoint http(s) URL"),
+        ),
+    ),
+    Command(
+        "tx provider",
+        "update",
+        "change hardware, throughput, region, endpoint or top up the bond",
+        "loconet tx provider update --from alice --add-bond 100loco --home ~/.loconet",
+        cmd_provider_update,
+        (
+            A("--add-bond"),
+            A("--gpu", action="append"),
+            A("--throughput", type=U64, default=0),
+            A("--region", default=""),
+            A("--endpoint", default=""),
+        ),
+    ),
+    Command(
+        "tx provider",
+        "exit",
+        "leave: the bond unbonds over unbonding_blocks (still slashable)",
+        "loconet tx provider exit --from alice --home ~/.loconet",
+        cmd_provider_exit,
+    ),
     # ---- tx job
-    Command("tx job", "create", "create a training job, escrowing rounds x (reward + verifier reward)",
-            "loconet tx job create --from owner --rounds 3 --reward-per-round 10loco --verifier-reward 1loco "
-            "--data corpus.txt --init-seed 0 --blob-source http://10.0.0.1:26680 --inner-steps 8 --trace-interval 2 "
-            "--compression topk:0.01+int4 --participants 2 --shards 4 --tokens-per-step 1024 --windows 4,2,2,2 "
-            "--challenge-bps 10000 --verifiers 1 --segments 4 --home ~/.loconet",
-            cmd_job_create, (
-                A("--spec", help="JSON file with the job (fields as in `query job -o json` spec, plus rounds and "
-                                 "rewards); flags override it"),
-                A("--rounds", type=int, help="required"), A("--reward-per-round", help="required: e.g. 10loco"), A("--verifier-reward"),
-                A("--initial-model", help="64-hex model hash (or --init-seed / --init-model)"),
-                A("--dataset-id", help="64-hex sha256 of the data (or --data)"),
-                A("--data", metavar="FILE", help="the training data: its sha256 is the dataset id; stored pinned in "
-                                                 "HOME/blobs for providers to fetch"),
-                A("--init-seed", type=int, metavar="N", help="initial model from seed N (trainer.portable_init: the "
-                                                             "same bytes on every machine), stored in HOME/blobs"),
-                A("--init-model", metavar="FILE", help="initial model file (trainer canonical model bytes, the job's "
-                                                       "--model shape), stored in HOME/blobs"),
-                A("--blob-source", action="append", metavar="URL",
-                  help="blob server URL where providers fetch the data and model (repeatable, at most 8)"),
-                A("--blob-dir", metavar="DIR", help="the blob store to put them in, the one --blob-source serves "
-                                                    "(default HOME/blobs; a provider worker's is DATA_DIR/blobs)"),
-                A("--inner-steps", type=int, help="required: H"), A("--trace-interval", type=int, help="required: k"),
-                A("--compression", default=None, help="compression policy the trainer runs, e.g. topk:0.01+int4 or "
-                  "chunk:64/4096+int2 (default dense; grammar in abci_app/jobs/policy.py); trainer spellings "
-                  "such as int8 are written canonically (dense+int8) before signing"),
-                A("--compression-param", action="append",
-                  help="reserved: no policy takes parameters yet, the chain refuses any (write them in --compression)"),
-                A("--participants", type=int, help="required: providers drawn per round"), A("--shards", type=int, help="required: data shards"), A("--tokens-per-step", type=int, help="required: tokens per inner step"),
-                A("--windows", help="COMMIT,REVEAL,VERDICT,ATTEST in blocks (default 10,5,5,5)"),
-                A("--model", help="LAYERS,HEADS,D_MODEL,CONTEXT,VOCAB (default 2,2,64,64,256)"),
-                A("--min-reputation", type=int), A("--min-stake"), A("--challenge-bps", type=int),
-                A("--verifiers", type=int,
-                  help="verifiers per challenge (default 1); proving fraud needs >= min_fraud_verifiers (3)"),
-                A("--segments", type=int, help="trace segments re-executed per challenge (default 15; see "
-                                               "`query job` audit for the catch rate it buys)"),
-                A("--determinism", choices=("exact", "tolerance"),
-                  help="exact: identical state bytes, verifiers on --stack only; tolerance (default): "
-                       "every state part within --tolerance-ppm"),
-                A("--tolerance-ppm", type=int, help="tolerance mode: relative distance x 10^6 (default 1000)"),
-                A("--stack", help="exact mode: the stack it holds on (python -c 'from trainer.determinism "
-                                  "import stack_id; print(stack_id())')"))),
-    Command("tx job", "cancel", "cancel a job: no new rounds; unspent escrow refunded when the rounds in flight are final",
-            "loconet tx job cancel 1 --from owner --home ~/.loconet", cmd_job_cancel, (JOB_ID,)),
+    Command(
+        "tx job",
+        "create",
+        "create a training job, escrowing rounds x (reward + verifier reward)",
+        "loconet tx job create --from owner --rounds 3 --reward-per-round 10loco "
+        "--verifier-reward 1loco --data corpus.txt --init-seed 0 --blob-source "
+        "http://10.0.0.1:26680 --inner-steps 8 --trace-interval 2 --compression topk:0.01+int4 "
+        "--participants 2 --shards 4 --tokens-per-step 1024 --windows 4,2,2,2 --challenge-bps "
+        "10000 --verifiers 1 --segments 4 --home ~/.loconet",
+        cmd_job_create,
+        (
+            A(
+                "--spec",
+                help="JSON file with the job (fields as in `query job -o json` spec, plus rounds "
+                "and rewards); flags override it",
+            ),
+            A("--rounds", type=U32, help="required"),
+            A("--reward-per-round", help="required: e.g. 10loco"),
+            A("--verifier-reward"),
+            A("--initial-model", help="64-hex model hash (or --init-seed / --init-model)"),
+            A("--dataset-id", help="64-hex sha256 of the data (or --data)"),
+            A(
+                "--data",
+                metavar="FILE",
+                help="the training data: its sha256 is the dataset id; stored pinned in "
+                "HOME/blobs for providers to fetch",
+            ),
+            A(
+                "--init-seed",
+                type=U64,
+                metavar="N",
+                help="initial model from seed N (trainer.portable_init: the "
+                "same bytes on every machine), stored in HOME/blobs",
+            ),
+            A(
+                "--init-model",
+                metavar="FILE",
+                help="initial model file (trainer canonical model bytes, the job's "
+                "--model shape), stored in HOME/blobs",
+            ),
+            A(
+                "--blob-source",
+                action="append",
+                metavar="URL",
+                help="blob server URL where providers fetch the data and model (repeatable, at "
+                "most 8)",
+            ),
+            A(
+                "--blob-dir",
+                metavar="DIR",
+                help="the blob store to put them in, the one --blob-source serves "
+                "(default HOME/blobs; a provider worker's is DATA_DIR/blobs)",
+            ),
+            A("--inner-steps", type=U32, help="required: H"),
+            A("--trace-interval", type=U32, help="required: k"),
+            A(
+                "--compression",
+                default=None,
+                help="compression policy the trainer runs, e.g. topk:0.01+int4 or "
+                "chunk:64/4096+int2 (default dense; grammar in abci_app/jobs/policy.py); "
+                "trainer spellings such as int8 are written canonically (dense+int8) before "
+                "signing",
+            ),
+            A(
+                "--compression-param",
+                action="append",
+                help="reserved: no policy takes parameters yet, the chain refuses any (write them "
+                "in --compression)",
+            ),
+            A("--participants", type=U32, help="required: providers drawn per round"),
+            A("--shards", type=U32, help="required: data shards"),
+            A("--tokens-per-step", type=U64, help="required: tokens per inner step"),
+            A("--windows", help="COMMIT,REVEAL,VERDICT,ATTEST in blocks (default 10,5,5,5)"),
+            A("--model", help="LAYERS,HEADS,D_MODEL,CONTEXT,VOCAB (default 2,2,64,64,256)"),
+            A("--min-reputation", type=U32),
+            A("--min-stake"),
+            A("--challenge-bps", type=U32),
+            A(
+                "--verifiers",
+                type=U32,
+                help="verifiers per challenge (default 1); proving fraud needs >= "
+                "min_fraud_verifiers (3)",
+            ),
+            A(
+                "--segments",
+                type=U32,
+                help="trace segments re-executed per challenge (default 15; see "
+                "`query job` audit for the catch rate it buys)",
+            ),
+            A(
+                "--determinism",
+                choices=("exact", "tolerance"),
+                help="exact: identical state bytes, verifiers on --stack only; tolerance "
+                "(default): every state part within --tolerance-ppm",
+            ),
+            A(
+                "--tolerance-ppm",
+                type=U32,
+                help="tolerance mode: relative distance x 10^6 (default 1000)",
+            ),
+            A(
+                "--stack",
+                help="exact mode: the stack it holds on (python -c 'from trainer.determinism "
+                "import stack_id; print(stack_id())')",
+            ),
+        ),
+    ),
+    Command(
+        "tx job",
+        "cancel",
+        "cancel a job: no new rounds; unspent escrow refunded when the rounds in flight are final",
+        "loconet tx job cancel 1 --from owner --home ~/.loconet",
+        cmd_job_cancel,
+        (JOB_ID,),
+    ),
     # ---- tx round
-    Command("tx round", "submit-update",
-            "commit to this round's update (commit window); both roots are bound to the signer: "
-            "leaf 0 = binding_leaf(update|trace, signer, job, round, base) (abci_app/merkle.py), proven on chain",
-            "loconet tx round submit-update 1 0 --from alice --base-model HEX --payload-file update.bin "
-            "--trace-file trace.json --tokens 8192 --loss-before 5500 --loss-after 5200 "
-            "--blob http://10.0.0.1:26680/blob/HEX --home ~/.loconet", cmd_round_submit, (
-                JOB_ID, ROUND, A("--base-model", required=True),
-                A("--payload-file", help="the compressed update payload: bound update root, its leaf-0 proof and "
-                                         "the size computed here"),
-                A("--update-root", help="expert: a bound update root (leaf 0 = binding_leaf(b'update', ...)); "
-                                        "needs --update-proof and --payload-size"),
-                A("--update-proof", help="expert: HEX,HEX,... sibling hashes of leaf 0 under --update-root"),
-                A("--payload-size", type=int, help="bytes (taken from --payload-file when given)"),
-                A("--trace-file", help="JSON list of hex state hashes (bound root and leaf-0 proof computed here)"),
-                A("--trace-root", help="expert: a bound trace root; needs --trace-proof"),
-                A("--trace-proof", help="expert: HEX,HEX,... sibling hashes of leaf 0 under --trace-root"),
-                A("--tokens", type=int, required=True), A("--loss-before", type=int, required=True, help="milli-nats"),
-                A("--loss-after", type=int, required=True, help="milli-nats"),
-                A("--blob", required=True, help="http(s) URL of the payload"))),
-    Command("tx round", "reveal",
-            "reveal the challenged trace segments (one message each, one tx) with Merkle proofs in the signer's bound trace (reveal window)",
-            "loconet tx round reveal 1 0 --from alice --segment 2,5 --trace-file trace.json --start-location URL "
-            "--end-location URL --home ~/.loconet", cmd_round_reveal, (
-                JOB_ID, ROUND, A("--segment", required=True, help="the challenged segments, comma-separated"), A("--trace-file", required=True),
-                A("--base-model", help="the round's base model (default: asked from --node)"),
-                A("--start-location", required=True), A("--end-location", required=True))),
-    Command("tx round", "verdict",
-            "commit a secret vote on a challenged segment (verdict window, or appeal window for the appeal panel);"
-            " open it with reveal-vote and the same arguments in the next window",
-            "loconet tx round verdict 1 0 loco1target... --valid --quality 8000 --evidence HEX --from bob --home ~/.loconet",
-            cmd_round_verdict, VOTE_ARGS),
-    Command("tx round", "reveal-vote", "open the vote committed with verdict (vote-reveal or appeal-reveal window)",
-            "loconet tx round reveal-vote 1 0 loco1target... --valid --quality 8000 --evidence HEX --from bob --home ~/.loconet",
-            cmd_round_reveal_vote, VOTE_ARGS),
-    Command("tx round", "attest", "attest the aggregated model hash (attest window)",
-            "loconet tx round attest 1 0 HEX --from alice --home ~/.loconet", cmd_round_attest,
-            (JOB_ID, ROUND, A("model_hash", metavar="MODEL_HASH"))),
+    Command(
+        "tx round",
+        "submit-update",
+        "commit to this round's update (commit window); both roots are bound to the signer: leaf "
+        "0 = binding_leaf(update|trace, signer, job, round, base) (abci_app/merkle.py), proven "
+        "on chain",
+        "loconet tx round submit-update 1 0 --from alice --base-model HEX --payload-file "
+        "update.bin --trace-file trace.json --tokens 8192 --loss-before 5500 --loss-after 5200 "
+        "--blob http://10.0.0.1:26680/blob/HEX --home ~/.loconet",
+        cmd_round_submit,
+        (
+            JOB_ID,
+            ROUND,
+            A("--base-model", required=True),
+            A(
+                "--payload-file",
+                help="the compressed update payload: bound update root, its leaf-0 proof and "
+                "the size computed here",
+            ),
+            A(
+                "--update-root",
+                help="expert: a bound update root (leaf 0 = binding_leaf(b'update', ...)); "
+                "needs --update-proof and --payload-size",
+            ),
+            A(
+                "--update-proof",
+                help="expert: HEX,HEX,... sibling hashes of leaf 0 under --update-root",
+            ),
+            A("--payload-size", type=U64, help="bytes (taken from --payload-file when given)"),
+            A(
+                "--trace-file",
+                help="JSON list of hex state hashes (bound root and leaf-0 proof computed here)",
+            ),
+            A("--trace-root", help="expert: a bound trace root; needs --trace-proof"),
+            A(
+                "--trace-proof",
+                help="expert: HEX,HEX,... sibling hashes of leaf 0 under --trace-root",
+            ),
+            A("--tokens", type=U64, required=True),
+            A("--loss-before", type=U64, required=True, help="milli-nats"),
+            A("--loss-after", type=U64, required=True, help="milli-nats"),
+            A("--blob", required=True, help="http(s) URL of the payload"),
+            A(
+                "--probe-file",
+                help="tolerance-mode job (required there): JSON list of the H/k + 1 trace"
+                " entries' probes, 32 integers each (trainer.probe.trace_probes); the bound probe"
+                " root and its leaf-0 proof are computed here",
+            ),
+        ),
+    ),
+    Command(
+        "tx round",
+        "reveal",
+        "reveal the challenged trace segments (one message each, one tx) with Merkle proofs in "
+        "the signer's bound trace (reveal window)",
+        "loconet tx round reveal 1 0 --from alice --segment 2,5 --trace-file trace.json "
+        "--start-location URL --home ~/.loconet",
+        cmd_round_reveal,
+        (
+            JOB_ID,
+            ROUND,
+            A(
+                "--segment",
+                required=True,
+                help="the challenged segments, comma-separated (all of them: the trace list"
+                " masks the end of each, opened by its Merkle leaf hash only)",
+            ),
+            A("--trace-file", required=True),
+            A("--base-model", help="the round's base model (default: asked from --node)"),
+            A("--start-location", required=True),
+            A(
+                "--end-location",
+                help="ignored (kept for old scripts): the ends stay secret until the votes are"
+                " committed; a tolerance-mode job opens them with `tx round open-end`",
+            ),
+            A("--exact", action="store_true", help="ignored (kept for old scripts): both modes"),
+        ),
+    ),
+    Command(
+        "tx round",
+        "open-end",
+        "tolerance mode: open the end of each opened segment and its committed probe (vote-reveal"
+        " window, after the first panel committed its votes; not opening them is a missed"
+        " reveal)",
+        "loconet tx round open-end 1 0 --from alice --segment 2,5 --trace-file trace.json "
+        "--probe-file probes.json --end-location http://10.0.0.1:26680/e --home ~/.loconet",
+        cmd_round_open_end,
+        (
+            JOB_ID,
+            ROUND,
+            A("--segment", required=True, help="the opened segments, comma-separated"),
+            A("--trace-file", required=True),
+            A(
+                "--probe-file",
+                required=True,
+                help="the probes committed with submit-update (--probe-file there)",
+            ),
+            A("--base-model", help="the round's base model (default: asked from --node)"),
+            A("--end-location", required=True, help="http(s) URL where the end states are served"),
+        ),
+    ),
+    Command(
+        "tx round",
+        "verdict",
+        "commit a secret vote on a challenged segment (verdict window; appeal or final window for"
+        " the appeal or final panel);"
+        " open it with reveal-vote and the same arguments in the next window",
+        "loconet tx round verdict 1 0 loco1target... --valid --quality 8000 --evidence HEX "
+        "--from bob --home ~/.loconet",
+        cmd_round_verdict,
+        VOTE_ARGS,
+    ),
+    Command(
+        "tx round",
+        "reveal-vote",
+        "open the vote committed with verdict (vote-reveal, appeal-reveal or final-reveal window)",
+        "loconet tx round reveal-vote 1 0 loco1target... --valid --quality 8000 --evidence HEX "
+        "--from bob --home ~/.loconet",
+        cmd_round_reveal_vote,
+        VOTE_ARGS,
+    ),
+    Command(
+        "tx round",
+        "attest",
+        "attest the aggregated model hash (attest window)",
+        "loconet tx round attest 1 0 HEX --from alice --home ~/.loconet",
+        cmd_round_attest,
+        (JOB_ID, ROUND, A("model_hash", metavar="MODEL_HASH")),
+    ),
     # ---- query
-    Command("query", "provider", "a provider's bond, status, reputation and hardware",
-            "loconet query provider loco1... --prove -o json", cmd_query_provider,
-            (A("address", metavar="ADDR"),), flags="query"),
-    Command("query", "providers", "list providers", "loconet query providers --status active", cmd_query_providers,
-            (A("--status", choices=["active", "jailed", "exiting"]), *LIST_FLAGS), flags="list"),
-    Command("query", "job", "a job: spec, escrow, progress", "loconet query job 1 --prove", cmd_query_job,
-            (JOB_ID,), flags="query"),
-    Command("query", "jobs", "list jobs", "loconet query jobs --owner loco1... -o json", cmd_query_jobs, (
-        A("--owner"), A("--status", choices=["active", "cancelling", "cancelled", "completed"]), *LIST_FLAGS),
-        flags="list"),
-    Command("query", "round", "one round: phase, participants and shards, commitments, challenges, verdicts, "
-            "attested model, payouts, slashes", "loconet query round 1 0 --prove", cmd_query_round,
-            (JOB_ID, ROUND), flags="query"),
-    Command("query", "rounds", "a job's rounds", "loconet query rounds 1 --offset 0 --limit 20", cmd_query_rounds,
-            (JOB_ID, *LIST_FLAGS), flags="query"),
-    Command("query", "market-params", "providers and jobs params (abci path /market_params)",
-            "loconet query market-params -o json", cmd_query_market_params, flags="query"),
+    Command(
+        "query",
+        "provider",
+        "a provider's bond, status, reputation and hardware",
+        "loconet query provider loco1... --prove -o json",
+        cmd_query_provider,
+        (A("address", metavar="ADDR"),),
+        flags="query",
+    ),
+    Command(
+        "query",
+        "providers",
+        "list providers",
+        "loconet query providers --status active",
+        cmd_query_providers,
+        (A("--status", choices=["active", "jailed", "exiting"]), *LIST_FLAGS),
+        flags="list",
+    ),
+    Command(
+        "query",
+        "job",
+        "a job: spec, escrow, progress",
+        "loconet query job 1 --prove",
+        cmd_query_job,
+        (JOB_ID,),
+        flags="query",
+    ),
+    Command(
+        "query",
+        "jobs",
+        "list jobs",
+        "loconet query jobs --owner loco1... -o json",
+        cmd_query_jobs,
+        (
+            A("--owner"),
+            A("--status", choices=["active", "cancelling", "cancelled", "completed"]),
+            *LIST_FLAGS,
+        ),
+        flags="list",
+    ),
+    Command(
+        "query",
+        "round",
+        "one round: phase, participants and shards, commitments, challenges, verdicts, "
+        "attested model, payouts, slashes",
+        "loconet query round 1 0 --prove",
+        cmd_query_round,
+        (JOB_ID, ROUND),
+        flags="query",
+    ),
+    Command(
+        "query",
+        "rounds",
+        "a job's rounds",
+        "loconet query rounds 1 --offset 0 --limit 20",
+        cmd_query_rounds,
+        (JOB_ID, *LIST_FLAGS),
+        flags="query",
+    ),
+    Command(
+        "query",
+        "market-params",
+        "providers and jobs params (abci path /market_params)",
+        "loconet query market-params -o json",
+        cmd_query_market_params,
+        flags="query",
+    ),
 )
 
 GROUP_HELP = {
@@ -585,13 +1104,20 @@ GROUP_HELP = {
 
 def _common_flags(p: argparse.ArgumentParser, kind: str) -> None:
     if kind == "tx":
-        p.add_argument("--from", dest="from_key", required=True, metavar="KEY", help="keyring key that signs")
+        p.add_argument(
+            "--from", dest="from_key", required=True, metavar="KEY", help="keyring key that signs"
+        )
         add_tx_flags(p)
         return
-    p.add_argument("--height", type=int, default=0, help="state after this block (default latest)")
+    p.add_argument(
+        "--height", type=HEIGHT, default=0, help="state after this block (default latest)"
+    )
     if kind == "query":
-        p.add_argument("--prove", action="store_true",
-                       help="verify a Merkle proof against the next block header's app hash")
+        p.add_argument(
+            "--prove",
+            action="store_true",
+            help="verify a Merkle proof against the next block header's app hash",
+        )
     add_node_flag(p)
     add_output_flag(p)
 
@@ -602,7 +1128,9 @@ def register(root: Any, tx: Any, query: Any) -> None:
         if c.group not in groups:
             name = c.group.split()[1]
             help_, dest = GROUP_HELP[name]
-            groups[c.group] = tx.add_parser(name, help=help_).add_subparsers(dest=dest, required=True, metavar="CMD")
+            groups[c.group] = tx.add_parser(name, help=help_).add_subparsers(
+                dest=dest, required=True, metavar="CMD"
+            )
         p = add_command(groups[c.group], c.name, c.help, c.example, c.func)
         for names, kw in c.args:
             p.add_argument(*names, **kw)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import argparse
 import base64
-import json
 from pathlib import Path
 from typing import Any
 
+from node import safejson
 from node.cli import (
+    HEIGHT,
     UsageError,
     add_command,
     add_node_flag,
@@ -29,7 +30,10 @@ def _cons_address(text: str) -> bytes:
     except ValueError:
         raw = b""
     if len(raw) != 20:
-        raise UsageError(f"bad validator address {text!r}: give the 40-hex-character consensus address (see `loconet query validators`)")
+        raise UsageError(
+            f"bad validator address {text!r}: give the 40-hex-character consensus address (see "
+            "`loconet query validators`)"
+        )
     return raw
 
 
@@ -38,12 +42,18 @@ def _consensus_pubkey(args: argparse.Namespace) -> bytes:
         try:
             pk = base64.b64decode(args.pubkey, validate=True)
         except ValueError:
-            raise UsageError("--pubkey must be base64 (the pub_key.value of priv_validator_key.json)") from None
+            raise UsageError(
+                "--pubkey must be base64 (the pub_key.value of priv_validator_key.json)"
+            ) from None
     else:
         path = Path(args.validator_home) / "config" / "priv_validator_key.json"
         if not path.exists():
-            raise UsageError(f"{path} not found: pass --validator-home of an initialized node, or --pubkey")
-        pk = base64.b64decode(json.loads(path.read_text())["pub_key"]["value"])
+            raise UsageError(
+                f"{path} not found: pass --validator-home of an initialized node, or --pubkey"
+            )
+        from node.config import read_priv_validator_key
+
+        pk = read_priv_validator_key(path)[1]
     if len(pk) != 32:
         raise UsageError("the consensus key must be a 32-byte ed25519 public key")
     return pk
@@ -52,7 +62,11 @@ def _consensus_pubkey(args: argparse.Namespace) -> bytes:
 def cmd_create_validator(args: argparse.Namespace) -> int:
     from abci_app.pb import staking_pb2, tx_pb2
 
-    msg = staking_pb2.MsgCreateValidator(pub_key=_consensus_pubkey(args), self_bond=parse_amount(args.self_bond), moniker=args.moniker)
+    msg = staking_pb2.MsgCreateValidator(
+        pub_key=_consensus_pubkey(args),
+        self_bond=parse_amount(args.self_bond),
+        moniker=args.moniker,
+    )
     return broadcast(args, signing_key(args, args.legacy_from), [tx_pb2.Msg(create_validator=msg)])
 
 
@@ -72,7 +86,9 @@ def cmd_bond(args: argparse.Namespace) -> int:
     from abci_app.pb import staking_pb2, tx_pb2
 
     key = signing_key(args, _legacy(args, 2))
-    msg = staking_pb2.MsgBond(validator=_cons_address(args.validator), amount=parse_amount(args.amount))
+    msg = staking_pb2.MsgBond(
+        validator=_cons_address(args.validator), amount=parse_amount(args.amount)
+    )
     return broadcast(args, key, [tx_pb2.Msg(bond=msg)])
 
 
@@ -80,7 +96,9 @@ def cmd_unbond(args: argparse.Namespace) -> int:
     from abci_app.pb import staking_pb2, tx_pb2
 
     key = signing_key(args, _legacy(args, 2))
-    msg = staking_pb2.MsgUnbond(validator=_cons_address(args.validator), amount=parse_amount(args.amount))
+    msg = staking_pb2.MsgUnbond(
+        validator=_cons_address(args.validator), amount=parse_amount(args.amount)
+    )
     return broadcast(args, key, [tx_pb2.Msg(unbond=msg)])
 
 
@@ -88,7 +106,11 @@ def cmd_unjail(args: argparse.Namespace) -> int:
     from abci_app.pb import staking_pb2, tx_pb2
 
     key = signing_key(args, _legacy(args, 1))
-    return broadcast(args, key, [tx_pb2.Msg(unjail=staking_pb2.MsgUnjail(validator=_cons_address(args.validator)))])
+    return broadcast(
+        args,
+        key,
+        [tx_pb2.Msg(unjail=staking_pb2.MsgUnjail(validator=_cons_address(args.validator)))],
+    )
 
 
 def _query(args: argparse.Namespace, path: str) -> Any:
@@ -98,7 +120,7 @@ def _query(args: argparse.Namespace, path: str) -> Any:
         qr = c.abci_query(path, height=getattr(args, "height", 0) or 0)
     if qr.code != 0:
         raise UsageError(f"query {path} failed (code {qr.code}): {qr.log}")
-    return json.loads(qr.value)
+    return safejson.loads(qr.value)
 
 
 def _status(v: dict[str, Any]) -> str:
@@ -107,74 +129,167 @@ def _status(v: dict[str, Any]) -> str:
 
 def cmd_query_validators(args: argparse.Namespace) -> int:
     vals = _query(args, "/validators")
-    lines = [f"{'MONIKER':12s} {'ADDRESS':40s} {'POWER':>8s} {'STAKE':>16s} {'SLASHED':>12s}  STATUS"]
+    lines = [
+        f"{'MONIKER':12s} {'ADDRESS':40s} {'POWER':>8s} {'STAKE':>16s} {'SLASHED':>12s}  STATUS"
+    ]
     for v in vals:
-        lines.append(f"{v['moniker'] or '-':12s} {v['address']} {v['power']:>8d} {fmt_loco(v['tokens']):>16s} {fmt_loco(v['slashed']):>12s}  {_status(v)}")
+        lines.append(
+            f"{v['moniker'] or '-':12s} {v['address']} {v['power']:>8d} "
+            f"{fmt_loco(v['tokens']):>16s} {fmt_loco(v['slashed']):>12s}  {_status(v)}"
+        )
     out(args, vals, "\n".join(lines))
     return 0
 
 
 def cmd_query_validator(args: argparse.Namespace) -> int:
     v = _query(args, f"/validator/{_cons_address(args.validator).hex().upper()}")
-    text = "\n".join([
-        f"moniker:   {v['moniker']}", f"address:   {v['address']}", f"operator:  {v['operator']}",
-        f"status:    {_status(v)}", f"power:     {v['power']}", f"stake:     {v['tokens']} uloco ({fmt_loco(v['tokens'])})",
-        f"self bond: {v['self_bond']} uloco", f"slashed:   {v['slashed']} uloco",
-        "bonds:", *[f"  {b['delegator']}  {b['amount']} uloco" for b in v["bonds"]],
-        "unbonding:", *[f"  {u['delegator']}  {u['amount']} uloco at height {u['completion_height']}" for u in v["unbonding"]],
-    ])
+    text = "\n".join(
+        [
+            f"moniker:   {v['moniker']}",
+            f"address:   {v['address']}",
+            f"operator:  {v['operator']}",
+            f"status:    {_status(v)}",
+            f"power:     {v['power']}",
+            f"stake:     {v['tokens']} uloco ({fmt_loco(v['tokens'])})",
+            f"self bond: {v['self_bond']} uloco",
+            f"slashed:   {v['slashed']} uloco",
+            "bonds:",
+            *[f"  {b['delegator']}  {b['amount']} uloco" for b in v["bonds"]],
+            "unbonding:",
+            *[
+                f"  {u['delegator']}  {u['amount']} uloco at height {u['completion_height']}"
+                for u in v["unbonding"]
+            ],
+        ]
+    )
     out(args, v, text)
     return 0
 
 
 def cmd_query_params(args: argparse.Namespace) -> int:
     p = _query(args, "/params")
-    out(args, p, "\n".join(f"{mod}.{k} = {val}" for mod in sorted(p) for k, val in sorted(p[mod].items())))
+    out(
+        args,
+        p,
+        "\n".join(f"{mod}.{k} = {val}" for mod in sorted(p) for k, val in sorted(p[mod].items())),
+    )
     return 0
 
 
 def cmd_query_signing_info(args: argparse.Namespace) -> int:
     info = _query(args, f"/signing_info/{_cons_address(args.validator).hex().upper()}")
-    out(args, info, f"missed {info['missed_blocks_counter']} of the last {min(info['index_offset'], info['window'])} blocks "
-        f"(jailed above {info['max_missed']} in a window of {info['window']}); counting since height {info['start_height']}")
+    out(
+        args,
+        info,
+        f"missed {info['missed_blocks_counter']} of the last "
+        f"{min(info['index_offset'], info['window'])} blocks (jailed above {info['max_missed']} "
+        f"in a window of {info['window']}); counting since height {info['start_height']}",
+    )
     return 0
 
 
 def _tx_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--from", dest="from_key", metavar="KEY", help="keyring key that signs (the operator or delegator)")
+    p.add_argument(
+        "--from",
+        dest="from_key",
+        metavar="KEY",
+        help="keyring key that signs (the operator or delegator)",
+    )
     add_tx_flags(p)
 
 
 def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
-    st = tx_sub.add_parser("staking", help="validator and stake transactions").add_subparsers(dest="staking_cmd", required=True, metavar="STAKING_COMMAND")
-    p = add_command(st, "create-validator", "register a consensus key as a validator and self-bond stake",
-                    "loconet tx staking create-validator --from alice --validator-home ~/.loconet-node4 --self-bond 100loco --moniker node4 --home ~/.loconet", cmd_create_validator)
-    p.add_argument("legacy_from", nargs="?", help=argparse.SUPPRESS)  # deprecated: the signer as FROM_KEY
+    st = tx_sub.add_parser("staking", help="validator and stake transactions").add_subparsers(
+        dest="staking_cmd", required=True, metavar="STAKING_COMMAND"
+    )
+    p = add_command(
+        st,
+        "create-validator",
+        "register a consensus key as a validator and self-bond stake",
+        "loconet tx staking create-validator --from alice --validator-home ~/.loconet-node4 "
+        "--self-bond 100loco --moniker node4 --home ~/.loconet",
+        cmd_create_validator,
+    )
+    # deprecated: the signer as FROM_KEY
+    p.add_argument("legacy_from", nargs="?", help=argparse.SUPPRESS)
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--validator-home", help="node home whose config/priv_validator_key.json holds the consensus key")
+    g.add_argument(
+        "--validator-home",
+        help="node home whose config/priv_validator_key.json holds the consensus key",
+    )
     g.add_argument("--pubkey", help="the consensus public key, base64")
-    p.add_argument("--self-bond", required=True, help="e.g. 100loco (at least params.min_self_bond)")
+    p.add_argument(
+        "--self-bond", required=True, help="e.g. 100loco (at least params.min_self_bond)"
+    )
     p.add_argument("--moniker", required=True)
     _tx_flags(p)
-    for name, fn, what in (("bond", cmd_bond, "bond stake to a validator"), ("unbond", cmd_unbond, "start unbonding stake (paid after params.unbonding_blocks)")):
-        p = add_command(st, name, what, f"loconet tx staking {name} 61D6804A65EEC83E7F1D3A01649AF505CDB969CA 10loco --from alice --home ~/.loconet", fn)
+    for name, fn, what in (
+        ("bond", cmd_bond, "bond stake to a validator"),
+        ("unbond", cmd_unbond, "start unbonding stake (paid after params.unbonding_blocks)"),
+    ):
+        p = add_command(
+            st,
+            name,
+            what,
+            f"loconet tx staking {name} 61D6804A65EEC83E7F1D3A01649AF505CDB969CA 10loco --from "
+            "alice --home ~/.loconet",
+            fn,
+        )
         p.add_argument("validator", metavar="VALIDATOR", help="consensus address (hex)")
         p.add_argument("amount", metavar="AMOUNT", help="with a unit: 1000uloco or 2.5loco")
-        p.add_argument("legacy", nargs="?", help=argparse.SUPPRESS)  # deprecated: FROM_KEY VALIDATOR AMOUNT
+        # deprecated: FROM_KEY VALIDATOR AMOUNT
+        p.add_argument("legacy", nargs="?", help=argparse.SUPPRESS)
         _tx_flags(p)
-    p = add_command(st, "unjail", "bring a jailed validator back after its jail period (operator only)",
-                    "loconet tx staking unjail 61D6804A65EEC83E7F1D3A01649AF505CDB969CA --from validator --home ~/.loconet", cmd_unjail)
+    p = add_command(
+        st,
+        "unjail",
+        "bring a jailed validator back after its jail period (operator only)",
+        "loconet tx staking unjail 61D6804A65EEC83E7F1D3A01649AF505CDB969CA --from validator "
+        "--home ~/.loconet",
+        cmd_unjail,
+    )
     p.add_argument("validator", metavar="VALIDATOR")
     p.add_argument("legacy", nargs="?", help=argparse.SUPPRESS)  # deprecated: FROM_KEY VALIDATOR
     _tx_flags(p)
 
-    p = add_command(query_sub, "validators", "every validator: power, stake, slashed, status", "loconet query validators -o json", cmd_query_validators)
-    p.add_argument("--height", type=int, default=0); add_node_flag(p); add_output_flag(p)
-    p = add_command(query_sub, "validator", "one validator with its bonds and unbonding entries",
-                    "loconet query validator 61D6804A65EEC83E7F1D3A01649AF505CDB969CA", cmd_query_validator)
-    p.add_argument("validator", metavar="VALIDATOR"); p.add_argument("--height", type=int, default=0); add_node_flag(p); add_output_flag(p)
-    p = add_command(query_sub, "params", "staking and slashing parameters", "loconet query params -o json", cmd_query_params)
-    p.add_argument("--height", type=int, default=0); add_node_flag(p); add_output_flag(p)
-    p = add_command(query_sub, "signing-info", "a validator's missed blocks in the liveness window",
-                    "loconet query signing-info 61D6804A65EEC83E7F1D3A01649AF505CDB969CA", cmd_query_signing_info)
-    p.add_argument("validator", metavar="VALIDATOR"); add_node_flag(p); add_output_flag(p)
+    p = add_command(
+        query_sub,
+        "validators",
+        "every validator: power, stake, slashed, status",
+        "loconet query validators -o json",
+        cmd_query_validators,
+    )
+    p.add_argument("--height", type=HEIGHT, default=0)
+    add_node_flag(p)
+    add_output_flag(p)
+    p = add_command(
+        query_sub,
+        "validator",
+        "one validator with its bonds and unbonding entries",
+        "loconet query validator 61D6804A65EEC83E7F1D3A01649AF505CDB969CA",
+        cmd_query_validator,
+    )
+    p.add_argument("validator", metavar="VALIDATOR")
+    p.add_argument("--height", type=HEIGHT, default=0)
+    add_node_flag(p)
+    add_output_flag(p)
+    p = add_command(
+        query_sub,
+        "params",
+        "staking and slashing parameters",
+        "loconet query params -o json",
+        cmd_query_params,
+    )
+    p.add_argument("--height", type=HEIGHT, default=0)
+    add_node_flag(p)
+    add_output_flag(p)
+    p = add_command(
+        query_sub,
+        "signing-info",
+        "a validator's missed blocks in the liveness window",
+        "loconet query signing-info 61D6804A65EEC83E7F1D3A01649AF505CDB969CA",
+        cmd_query_signing_info,
+    )
+    p.add_argument("validator", metavar="VALIDATOR")
+    add_node_flag(p)
+    add_output_flag(p)

@@ -15,12 +15,26 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from node.cli import UsageError, add_command, add_node_flag, add_output_flag, fmt_loco, is_json, out
+from node import safejson
+from node.cli import (
+    HEIGHT,
+    U64,
+    UsageError,
+    add_command,
+    add_node_flag,
+    add_output_flag,
+    fmt_loco,
+    is_json,
+    out,
+    read_input_file,
+    uint_arg,
+)
 
 UNSIGNED = "loconet/unsigned-tx/v1"
 SIGNED = "loconet/signed-tx/v1"
@@ -41,8 +55,9 @@ def events_of(raw_events: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
 def _auth_bytes(public_key: bytes, sequence: int, fee: int, chain_id: str) -> bytes:
     from abci_app.pb import tx_pb2
 
-    return tx_pb2.AuthInfo(public_key=public_key, sequence=sequence, fee=fee,
-                           chain_id=chain_id).SerializeToString(deterministic=True)
+    return tx_pb2.AuthInfo(
+        public_key=public_key, sequence=sequence, fee=fee, chain_id=chain_id
+    ).SerializeToString(deterministic=True)
 
 
 def sign_body(signer: Any, body_bytes: bytes, *, sequence: int, fee: int, chain_id: str) -> bytes:
@@ -52,7 +67,9 @@ def sign_body(signer: Any, body_bytes: bytes, *, sequence: int, fee: int, chain_
 
     auth = _auth_bytes(signer.public_bytes(), sequence, fee, chain_id)
     sig = signer.sign(sign_bytes(chain_id, body_bytes, auth))
-    return tx_pb2.TxRaw(body_bytes=body_bytes, auth_info_bytes=auth, signature=sig).SerializeToString(deterministic=True)
+    return tx_pb2.TxRaw(
+        body_bytes=body_bytes, auth_info_bytes=auth, signature=sig
+    ).SerializeToString(deterministic=True)
 
 
 def body_of(msgs: list[Any], memo: str = "") -> bytes:
@@ -83,13 +100,17 @@ def msg_to_json(m: Any) -> dict[str, Any]:
                 return v.hex().upper() if "validator" in fd.name else to_bech32(v)
             return v.hex()
         if fd.type == FieldDescriptor.TYPE_ENUM:
-            return fd.enum_type.values_by_number[v].name if v in fd.enum_type.values_by_number else v
+            return (
+                fd.enum_type.values_by_number[v].name if v in fd.enum_type.values_by_number else v
+            )
         return v
 
     out: dict[str, Any] = {}
     for fd, v in m.ListFields():
         repeated = getattr(fd, "is_repeated", None)
-        is_rep = repeated if isinstance(repeated, bool) else fd.label == FieldDescriptor.LABEL_REPEATED
+        is_rep = (
+            repeated if isinstance(repeated, bool) else fd.label == FieldDescriptor.LABEL_REPEATED
+        )
         out[fd.name] = [conv(fd, x) for x in v] if is_rep else conv(fd, v)
     return out
 
@@ -109,19 +130,27 @@ def _chain_and_sequence(args: argparse.Namespace, client: Any, address: str) -> 
     if client is not None:
         node_chain = client.status()["node_info"]["network"]
         if chain_id and chain_id != node_chain:
-            raise UsageError(f"--chain-id {chain_id} but the node at {client.url} runs {node_chain}: "
-                             "fix --chain-id (or `loconet config set chain-id ...`) or --node")
+            raise UsageError(
+                f"--chain-id {chain_id} but the node at {client.url} runs {node_chain}: "
+                "fix --chain-id (or `loconet config set chain-id ...`) or --node"
+            )
         chain_id = node_chain
         if sequence is None:
             sequence = account_sequence(client, address)
     if not chain_id or sequence is None:
-        raise UsageError("offline: give both --chain-id and --sequence (or let the CLI ask a node with --node)")
+        raise UsageError(
+            "offline: give both --chain-id and --sequence (or let the CLI ask a node with --node)"
+        )
     return chain_id, int(sequence)
 
 
 def _confirm(args: argparse.Namespace, summary: str) -> None:
     """Ask before broadcasting when a person is at the terminal (skip with --yes)."""
-    if getattr(args, "yes", False) or is_json(args) or not (sys.stdin.isatty() and sys.stderr.isatty()):
+    if (
+        getattr(args, "yes", False)
+        or is_json(args)
+        or not (sys.stdin.isatty() and sys.stderr.isatty())
+    ):
         return
     print(summary, file=sys.stderr)
     answer = input("confirm transaction before signing and broadcasting [y/N]: ").strip().lower()
@@ -132,67 +161,204 @@ def _confirm(args: argparse.Namespace, summary: str) -> None:
 def _client_if_needed(args: argparse.Namespace) -> Any:
     from node.rpc import Client
 
-    offline = getattr(args, "generate_only", False) and getattr(args, "chain_id", None) and \
-        getattr(args, "sequence", None) is not None
+    offline = (
+        getattr(args, "generate_only", False)
+        and getattr(args, "chain_id", None)
+        and getattr(args, "sequence", None) is not None
+    )
     return None if offline else Client(args.node)
 
 
-def run_tx(args: argparse.Namespace, key_name: str, msgs: list[Any], extra: dict[str, Any] | None = None,
-           from_events: dict[str, tuple[str, str]] | None = None) -> int:
+def run_tx(
+    args: argparse.Namespace,
+    key_name: str,
+    msgs: list[Any],
+    extra: dict[str, Any] | None = None,
+    from_events: dict[str, tuple[str, str]] | None = None,
+) -> int:
     """The path of every ``tx`` command (module docstring). ``from_events`` names values to pick
     from the tx's events and print (e.g. {"job_id": ("job.created", "job_id")})."""
     from node.keys import Keyring
 
     key = Keyring(Path(args.home)).get(key_name)
-    fee = int(args.fee)
     body = body_of(msgs, getattr(args, "memo", "") or "")
     extra = dict(extra or {})
     client = _client_if_needed(args)
+    with contextlib.ExitStack() as stack:
+        if not (
+            getattr(args, "generate_only", False)
+            or getattr(args, "dry_run", False)
+            or getattr(args, "sequence", None) is not None
+        ):
+            # one signer at a time per key: two `tx` commands of one key at once read the same
+            # sequence, and identical messages made identical bytes (3 sends, 1 transfer, 3
+            # "successes"), different ones a wrong-sequence refusal; the lock is held until the
+            # tx is in a block, so the next one reads the next sequence
+            stack.enter_context(_key_lock(Path(args.home), key.name))
+        return _run_tx_locked(args, key, body, msgs, client, extra, from_events)
+
+
+def _key_lock(home: Path, name: str) -> Any:
+    from node.atomic import locked
+
+    keyring = home / "keyring"
+    try:
+        open(keyring / f".{name}.lock", "a").close()  # noqa: SIM115 (probe: writable?)
+    except OSError:  # a read-only keyring: no lock, as before
+        return contextlib.nullcontext()
+    return locked(keyring / f".{name}")
+
+
+def _run_tx_locked(
+    args: argparse.Namespace,
+    key: Any,
+    body: bytes,
+    msgs: list[Any],
+    client: Any,
+    extra: dict[str, Any],
+    from_events: dict[str, tuple[str, str]] | None,
+) -> int:
     try:
         chain_id, sequence = _chain_and_sequence(args, client, key.address)
+
+        def sign(f: int) -> bytes:
+            return sign_body(key.signer, body, sequence=sequence, fee=f, chain_id=chain_id)
+
+        fee, raw = _fee_and_tx(args, client, len(msgs), sign)
         if getattr(args, "generate_only", False):
-            doc = {"type": UNSIGNED, "chain_id": chain_id, "sequence": sequence, "fee": fee, "signer": key.address,
-                   "public_key": key.signer.public_bytes().hex(), "body_bytes": base64.b64encode(body).decode(),
-                   "messages": _messages_json(body)}
+            doc = {
+                "type": UNSIGNED,
+                "chain_id": chain_id,
+                "sequence": sequence,
+                "fee": fee,
+                "signer": key.address,
+                "public_key": key.signer.public_bytes().hex(),
+                "body_bytes": base64.b64encode(body).decode(),
+                "messages": _messages_json(body),
+            }
             print(json.dumps(doc, indent=2, sort_keys=True))
             return 0
-        raw = sign_body(key.signer, body, sequence=sequence, fee=fee, chain_id=chain_id)
         if getattr(args, "dry_run", False):
             return _simulate(args, client, raw)
-        _confirm(args, f"{key.name} ({key.address}) signs {len(msgs)} message(s) on {chain_id}, sequence "
-                       f"{sequence}, fee {fee} uloco:\n" + json.dumps(_messages_json(body), indent=2))
+        _confirm(
+            args,
+            f"{key.name} ({key.address}) signs {len(msgs)} message(s) on {chain_id}, sequence "
+            f"{sequence}, fee {fee} uloco:\n" + json.dumps(_messages_json(body), indent=2),
+        )
         return _send(args, client, raw, extra, from_events)
     finally:
         if client is not None:
             client.close()
 
 
+def _fee_and_tx(args: argparse.Namespace, client: Any, n_msgs: int, sign: Any) -> tuple[int, bytes]:
+    """``--fee auto`` (None, the default): the chain's exact minimum for the signed bytes (times
+    ``--fee-multiplier``), read from the node (node/fees.py); offline, from the chain's default
+    params (said on stderr). An explicit ``--fee`` below the minimum is refused here, naming the
+    minimum, unless ``--dry-run`` (which shows the chain's own answer) or offline (no node to
+    ask: the chain checks it)."""
+    from fractions import Fraction
+
+    from abci_app.auth.params import params_from_json
+    from node import fees
+
+    fee, mult = getattr(args, "fee", None), getattr(args, "fee_multiplier", None)
+    if fee is not None and mult is not None:
+        raise UsageError("--fee-multiplier applies to --fee auto: drop one of --fee and it")
+    if client is None:
+        if fee is not None:
+            return fee, sign(fee)
+        params = params_from_json({})
+        print(
+            f"offline: --fee auto uses the default minimum fee ({params.min_fee_per_byte} "
+            f"uloco/byte, {params.min_fee_per_msg} uloco/message); pass --fee if your chain's "
+            "auth params differ (`loconet query params`)",
+            file=sys.stderr,
+        )
+        return fees.auto_fee(params, n_msgs, sign, mult or Fraction(1))
+    params = fees.auth_params(client)
+    if fee is None:
+        from node.cli import DEFAULT_MAX_FEE, fmt_loco
+
+        fee, raw = fees.auto_fee(params, n_msgs, sign, mult or Fraction(1))
+        cap = getattr(args, "max_fee", None)
+        cap = DEFAULT_MAX_FEE if cap is None else cap
+        if fee > cap:  # the node's params decide an auto fee: a hostile node could ask anything
+            raise UsageError(
+                f"the node at {client.url} asks a fee of {fee} uloco ({fmt_loco(fee)}) for this "
+                f"tx ({fees.explain(params, len(raw), n_msgs)}), above --max-fee {cap} uloco: "
+                "if you trust this node, pass --max-fee or an explicit --fee"
+            )
+        return fee, raw
+    raw = sign(fee)
+    if not getattr(args, "dry_run", False):
+        fees.check_fee(params, raw, n_msgs, fee)
+    return fee, raw
+
+
 def _simulate(args: argparse.Namespace, client: Any, raw: bytes) -> int:
     qr = client.abci_query("/simulate", data=raw)
     if qr.code != 0:
-        raise UsageError(f"the node cannot simulate (code {qr.code}): {qr.log}; is it an older loconet?")
-    r = json.loads(qr.value)
-    data = {"dry_run": True, "would_succeed": r["code"] == 0, "code": r["code"], "codespace": r["codespace"],
-            "log": r["log"], "events": r["events"], "txhash": tx_hash(raw), "height": qr.height}
+        raise UsageError(
+            f"the node cannot simulate (code {qr.code}): {qr.log}; is it an older loconet?"
+        )
+    r = safejson.loads(qr.value)
+    data = {
+        "dry_run": True,
+        "would_succeed": r["code"] == 0,
+        "code": r["code"],
+        "codespace": r["codespace"],
+        "log": r["log"],
+        "events": r["events"],
+        "txhash": tx_hash(raw),
+        "height": qr.height,
+    }
     if r["code"] == 0:
-        text = (f"dry run: the tx would be accepted (state at height {qr.height}); nothing was broadcast\n"
-                + _events_text(r["events"]))
+        text = (
+            f"dry run: the tx would be accepted (state at height {qr.height}); nothing was "
+            "broadcast\n" + _events_text(r["events"])
+        )
     else:
-        text = f"dry run: the tx would be rejected with code {r['codespace']}/{r['code']}: {r['log']}"
+        text = (
+            f"dry run: the tx would be rejected with code {r['codespace']}/{r['code']}: {r['log']}"
+        )
     out(args, data, text)
     return 0 if r["code"] == 0 else 1
 
 
 def _events_text(evs: list[dict[str, Any]]) -> str:
-    return "\n".join(f"  {e['type']}: " + " ".join(f"{k}={v}" for k, v in e["attributes"].items()) for e in evs)
+    return "\n".join(
+        f"  {e['type']}: " + " ".join(f"{k}={v}" for k, v in e["attributes"].items()) for e in evs
+    )
 
 
-def _send(args: argparse.Namespace, client: Any, raw: bytes, extra: dict[str, Any],
-          from_events: dict[str, tuple[str, str]] | None) -> int:
-    h = client.broadcast_tx_sync(raw)
-    if not is_json(args):
-        print(f"broadcast {h}, waiting for a block...", file=sys.stderr)
-    res = client.wait_for_tx(h, resubmit=[raw])  # a tx that left the mempool without a block is sent again
+def _send(
+    args: argparse.Namespace,
+    client: Any,
+    raw: bytes,
+    extra: dict[str, Any],
+    from_events: dict[str, tuple[str, str]] | None,
+    resend: bool = False,
+) -> int:
+    """Broadcast ``raw`` and wait for its block. ``resend`` (``tx broadcast FILE``): signed bytes
+    the node already holds are waited for, not an error."""
+    from node.rpc import RpcError
+
+    try:
+        h = client.broadcast_tx_sync(raw)
+    except RpcError as err:
+        if not resend or "already exists in cache" not in str(err):
+            raise
+        # the same signed bytes were sent before (a second `tx broadcast` of one file): they
+        # execute at most once; report that execution instead of CometBFT's "Internal error"
+        h = tx_hash(raw)
+        if not is_json(args):
+            print(f"tx {h} was already broadcast; waiting for its block...", file=sys.stderr)
+    else:
+        if not is_json(args):
+            print(f"broadcast {h}, waiting for a block...", file=sys.stderr)
+    # a tx that left the mempool without a block is sent again
+    res = client.wait_for_tx(h, resubmit=[raw])
     evs = events_of(res["tx_result"].get("events"))
     for name, (etype, attr) in (from_events or {}).items():
         for e in evs:
@@ -200,9 +366,17 @@ def _send(args: argparse.Namespace, client: Any, raw: bytes, extra: dict[str, An
                 v = e["attributes"][attr]
                 extra[name] = int(v) if v.isdigit() else v
                 break
-    data = {**extra, "txhash": h, "height": int(res["height"]), "code": 0, "events": evs,
-            "gas_used": int(res["tx_result"].get("gas_used") or 0)}
-    text = "".join(f"{k}: {v}\n" for k, v in extra.items()) + f"txhash: {h}\nheight: {res['height']}"
+    data = {
+        **extra,
+        "txhash": h,
+        "height": int(res["height"]),
+        "code": 0,
+        "events": evs,
+        "gas_used": int(res["tx_result"].get("gas_used") or 0),
+    }
+    text = (
+        "".join(f"{k}: {v}\n" for k, v in extra.items()) + f"txhash: {h}\nheight: {res['height']}"
+    )
     out(args, data, text)
     return 0
 
@@ -212,16 +386,32 @@ def _send(args: argparse.Namespace, client: Any, raw: bytes, extra: dict[str, An
 
 def _read_doc(path: str) -> dict[str, Any]:
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+        text = sys.stdin.read() if path == "-" else read_input_file(path, "tx file").decode()
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror}") from None
+    except UnicodeDecodeError:  # a binary file: was a traceback
+        text = ""
     try:
         doc = json.loads(text)
-    except ValueError:
-        raise UsageError(f"{path} is not JSON: give the output of `--generate-only` or `tx sign`") from None
+    except (ValueError, RecursionError):
+        raise UsageError(
+            f"{path} is not JSON: give the output of `--generate-only` or `tx sign`"
+        ) from None
     if not isinstance(doc, dict) or doc.get("type") not in (UNSIGNED, SIGNED):
         raise UsageError(f"{path} is not a loconet tx document ({UNSIGNED} or {SIGNED})")
     return doc
+
+
+def _doc_uint(path: str, doc: dict[str, Any], field: str) -> int:
+    """An integer field of a tx document (fee in uloco, sequence): 0..2^64-1, a JSON integer
+    (1.5, "5" and true are refused: a hand-edited fee is signed exactly or not at all)."""
+    v = doc.get(field, 0)
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 2**64 - 1:
+        raise UsageError(
+            f"{path}: {field} must be an integer between 0 and 2^64-1 (uloco for the fee), "
+            f"got {v!r}"
+        )
+    return v
 
 
 def cmd_tx_sign(args: argparse.Namespace) -> int:
@@ -229,14 +419,33 @@ def cmd_tx_sign(args: argparse.Namespace) -> int:
 
     doc = _read_doc(args.file)
     if doc["type"] != UNSIGNED:
-        raise UsageError(f"{args.file} is already signed: broadcast it with `loconet tx broadcast {args.file}`")
+        raise UsageError(
+            f"{args.file} is already signed: broadcast it with `loconet tx broadcast {args.file}`"
+        )
     key = Keyring(Path(args.home)).get(args.from_key)
+    for field in ("chain_id", "public_key", "signer"):
+        if not isinstance(doc.get(field, ""), str):  # chain_id 5 was a TypeError traceback
+            raise UsageError(
+                f"{args.file}: {field} must be a string (as --generate-only wrote it), got "
+                f"{doc[field]!r}"[:300]
+            )
     if doc.get("public_key") and doc["public_key"] != key.signer.public_bytes().hex():
-        raise UsageError(f"the tx was generated for {doc.get('signer')}, not for key {key.name!r} ({key.address})")
+        raise UsageError(
+            f"the tx was generated for {doc.get('signer')}, not for key {key.name!r} "
+            f"({key.address})"
+        )
     if args.chain_id is None and doc.get("chain_id"):
         args.chain_id = doc["chain_id"]
+    fee = _doc_uint(args.file, doc, "fee")
     if args.sequence is None and doc.get("sequence") is not None:
-        args.sequence = int(doc["sequence"])
+        args.sequence = _doc_uint(args.file, doc, "sequence")
+    try:
+        body = base64.b64decode(doc["body_bytes"], validate=True)
+    except (KeyError, TypeError, ValueError):
+        raise UsageError(
+            f"{args.file}: body_bytes must be the base64 of the tx body (as --generate-only "
+            "wrote it)"
+        ) from None
     client = None
     if args.chain_id is None or args.sequence is None:
         from node.rpc import Client
@@ -247,14 +456,22 @@ def cmd_tx_sign(args: argparse.Namespace) -> int:
     finally:
         if client is not None:
             client.close()
-    body = base64.b64decode(doc["body_bytes"])
-    raw = sign_body(key.signer, body, sequence=sequence, fee=int(doc.get("fee", 0)), chain_id=chain_id)
-    signed = {"type": SIGNED, "chain_id": chain_id, "sequence": sequence, "fee": int(doc.get("fee", 0)),
-              "signer": key.address, "txhash": tx_hash(raw), "tx": base64.b64encode(raw).decode(),
-              "messages": doc.get("messages", [])}
+    raw = sign_body(key.signer, body, sequence=sequence, fee=fee, chain_id=chain_id)
+    signed = {
+        "type": SIGNED,
+        "chain_id": chain_id,
+        "sequence": sequence,
+        "fee": fee,
+        "signer": key.address,
+        "txhash": tx_hash(raw),
+        "tx": base64.b64encode(raw).decode(),
+        "messages": doc.get("messages", []),
+    }
     text = json.dumps(signed, indent=2, sort_keys=True)
     if args.output_document:
-        Path(args.output_document).write_text(text + "\n")
+        from node.atomic import write_atomic
+
+        write_atomic(Path(args.output_document), text + "\n")  # never half a signed tx
         print(f"signed tx {signed['txhash']} written to {args.output_document}", file=sys.stderr)
     else:
         print(text)
@@ -266,10 +483,18 @@ def cmd_tx_broadcast(args: argparse.Namespace) -> int:
 
     doc = _read_doc(args.file)
     if doc["type"] != SIGNED:
-        raise UsageError(f"{args.file} is not signed: sign it first with `loconet tx sign {args.file} --from KEY --home HOME`")
-    raw = base64.b64decode(doc["tx"])
+        raise UsageError(
+            f"{args.file} is not signed: sign it first with `loconet tx sign {args.file} --from "
+            "KEY --home HOME`"
+        )
+    try:
+        raw = base64.b64decode(doc["tx"], validate=True)
+    except (KeyError, TypeError, ValueError):
+        raise UsageError(
+            f"{args.file}: tx must be the base64 of the signed tx (as `tx sign` wrote it)"
+        ) from None
     with Client(args.node) as c:
-        return _send(args, c, raw, {}, None)
+        return _send(args, c, raw, {}, None, resend=True)
 
 
 # ----------------------------------------------------------------------------- queries
@@ -289,13 +514,31 @@ def tx_json(res: dict[str, Any]) -> dict[str, Any]:
 
     r = res["tx_result"]
     raw = base64.b64decode(res.get("tx", ""))
-    data: dict[str, Any] = {"txhash": res["hash"], "height": int(res["height"]), "code": int(r.get("code") or 0),
-                            "codespace": r.get("codespace", ""), "log": r.get("log", ""),
-                            "events": events_of(r.get("events"))}
+    data: dict[str, Any] = {
+        "txhash": res["hash"],
+        "height": int(res["height"]),
+        "code": int(r.get("code") or 0),
+        "codespace": r.get("codespace", ""),
+        "log": r.get("log", ""),
+        "events": events_of(r.get("events")),
+    }
+    from abci_app.vote_extensions import INJECTED_PREFIX
+
+    if raw.startswith(INJECTED_PREFIX):  # no signer, no messages: say what it is
+        data["kind"] = "vote_extensions"
+        return data
     try:
         t = decode_tx(raw)
-        data.update({"signer": to_bech32(t.signer), "sequence": t.sequence, "fee": t.fee, "memo": t.memo,
-                     "chain_id": t.chain_id, "messages": _messages_json(t.body_bytes)})
+        data.update(
+            {
+                "signer": to_bech32(t.signer),
+                "sequence": t.sequence,
+                "fee": t.fee,
+                "memo": t.memo,
+                "chain_id": t.chain_id,
+                "messages": _messages_json(t.body_bytes),
+            }
+        )
     except LoconetError:
         pass
     return data
@@ -304,9 +547,17 @@ def tx_json(res: dict[str, Any]) -> dict[str, Any]:
 def _tx_text(d: dict[str, Any]) -> str:
     status = "ok" if d["code"] == 0 else f"REJECTED {d['codespace']}/{d['code']}: {d['log']}"
     lines = [f"txhash:  {d['txhash']}", f"height:  {d['height']}", f"result:  {status}"]
+    if d.get("kind") == "vote_extensions":
+        lines.append(
+            "kind:    the validators' vote extensions (randomness-beacon shares, checkpoint "
+            "signatures) the block's proposer put first in the block; not a signed tx"
+        )
     if "signer" in d:
-        lines += [f"signer:  {d['signer']} (sequence {d['sequence']}, fee {d['fee']} uloco)",
-                  "messages:", *[f"  {json.dumps(m, sort_keys=True)}" for m in d["messages"]]]
+        lines += [
+            f"signer:  {d['signer']} (sequence {d['sequence']}, fee {d['fee']} uloco)",
+            "messages:",
+            *[f"  {json.dumps(m, sort_keys=True)}" for m in d["messages"]],
+        ]
     if d["events"]:
         lines += ["events:", _events_text(d["events"])]
     return "\n".join(lines)
@@ -323,7 +574,9 @@ def cmd_query_tx(args: argparse.Namespace) -> int:
     with _client(args) as c:
         res = c.tx(h)
     if res is None:
-        raise UsageError(f"tx {h} not found: not in a block yet, wrong --node, or the node does not index txs")
+        raise UsageError(
+            f"tx {h} not found: not in a block yet, wrong --node, or the node does not index txs"
+        )
     d = tx_json(res)
     out(args, d, _tx_text(d))
     return 0
@@ -339,9 +592,19 @@ def _event_query(items: list[str]) -> str:
                 continue
             key, op, val = clause.partition("=")
             if not op or "." not in key or not val:
-                raise UsageError(f"bad --events {clause!r}: write TYPE.KEY=VALUE, e.g. job.created.job_id=1")
+                raise UsageError(
+                    f"bad --events {clause!r}: write TYPE.KEY=VALUE, e.g. job.created.job_id=1"
+                )
             val = val.strip().strip("'\"")
-            if not val.isdigit():
+            name = key.strip().replace(".", "").replace("_", "").replace("-", "")
+            if "'" in val or "\\" in val or not (name.isascii() and name.isalnum()):
+                # a quote inside the value ended CometBFT's string and the node answered
+                # "Internal error offset 14: got tag"; keys are event type.attribute names
+                raise UsageError(
+                    f"bad --events {clause!r}: TYPE.KEY is letters, digits, '_', '-' and '.', "
+                    "and VALUE holds no quote or backslash"
+                )
+            if not (val.isascii() and val.isdigit()):
                 val = f"'{val}'"
             parts.append(f"{key.strip()}={val}")
     if not parts:
@@ -352,12 +615,17 @@ def _event_query(items: list[str]) -> str:
 def cmd_query_txs(args: argparse.Namespace) -> int:
     q = _event_query(args.events)
     with _client(args) as c:
-        res = c.call("tx_search", query=q, page=str(args.page), per_page=str(args.limit), order_by="desc")
+        res = c.call(
+            "tx_search", query=q, page=str(args.page), per_page=str(args.limit), order_by="desc"
+        )
     txs = [tx_json(t) for t in res.get("txs", [])]
     data = {"query": q, "total": int(res.get("total_count", 0)), "page": args.page, "txs": txs}
     rows = [f"{'HEIGHT':>7s}  {'TXHASH':64s}  {'CODE':>4s}  MESSAGES"]
-    rows += [f"{t['height']:>7d}  {t['txhash']:64s}  {t['code']:>4d}  "
-             + ",".join(next(iter(m), "?") for m in t.get("messages", [])) for t in txs]
+    rows += [
+        f"{t['height']:>7d}  {t['txhash']:64s}  {t['code']:>4d}  "
+        + ",".join(next(iter(m), "?") for m in t.get("messages", []))
+        for t in txs
+    ]
     out(args, data, "\n".join(rows) + f"\n{data['total']} tx(s) match {q}")
     return 0
 
@@ -370,19 +638,40 @@ def cmd_query_block(args: argparse.Namespace) -> int:
     hdr = b["block"]["header"]
     raw_txs = b["block"]["data"].get("txs") or []
     txs = []
-    for raw, r in zip(raw_txs, results.get("txs_results") or []):
-        txs.append({"txhash": tx_hash(base64.b64decode(raw)), "code": int(r.get("code") or 0),
-                    "log": r.get("log", ""), "events": events_of(r.get("events"))})
-    data = {"height": h, "hash": b["block_id"]["hash"], "time": hdr["time"], "chain_id": hdr["chain_id"],
-            "proposer": hdr["proposer_address"], "app_hash": hdr["app_hash"], "txs": txs,
-            "finalize_block_events": events_of(results.get("finalize_block_events")),
-            "validator_updates": results.get("validator_updates") or []}
-    text = (f"block {h} ({data['time']})\nhash:     {data['hash']}\nproposer: {data['proposer']}\n"
-            f"app hash: {data['app_hash']} (state after block {h - 1})\ntxs:      {len(txs)}\n"
-            + "\n".join(f"  {t['txhash']}  {'ok' if t['code'] == 0 else 'code ' + str(t['code'])}" for t in txs))
+    # a node that returns fewer results than txs: show what it returned (no traceback)
+    for raw, r in zip(raw_txs, results.get("txs_results") or [], strict=False):
+        txs.append(
+            {
+                "txhash": tx_hash(base64.b64decode(raw)),
+                "code": int(r.get("code") or 0),
+                "log": r.get("log", ""),
+                "events": events_of(r.get("events")),
+            }
+        )
+    data = {
+        "height": h,
+        "hash": b["block_id"]["hash"],
+        "time": hdr["time"],
+        "chain_id": hdr["chain_id"],
+        "proposer": hdr["proposer_address"],
+        "app_hash": hdr["app_hash"],
+        "txs": txs,
+        "finalize_block_events": events_of(results.get("finalize_block_events")),
+        "validator_updates": results.get("validator_updates") or [],
+    }
+    text = (
+        f"block {h} ({data['time']})\nhash:     {data['hash']}\nproposer: {data['proposer']}\n"
+        f"app hash: {data['app_hash']} (state after block {h - 1})\ntxs:      {len(txs)}\n"
+        + "\n".join(
+            f"  {t['txhash']}  {'ok' if t['code'] == 0 else 'code ' + str(t['code'])}" for t in txs
+        )
+    )
     if data["finalize_block_events"]:
-        text += f"\nblock events: {len(data['finalize_block_events'])} (" + ", ".join(
-            sorted({e['type'] for e in data['finalize_block_events']})) + ")"
+        text += (
+            f"\nblock events: {len(data['finalize_block_events'])} ("
+            + ", ".join(sorted({e["type"] for e in data["finalize_block_events"]}))
+            + ")"
+        )
     out(args, data, text)
     return 0
 
@@ -395,8 +684,13 @@ def cmd_query_balance(args: argparse.Namespace) -> int:
         qr = c.abci_query(f"/account/{args.address}", height=args.height or 0)
     if qr.code != 0:
         raise UsageError(f"query failed (code {qr.code}): {qr.log}")
-    acc = json.loads(qr.value)
-    data = {"address": args.address, "balance": acc["balance"], "denom": "uloco", "height": qr.height}
+    acc = safejson.loads(qr.value)
+    data = {
+        "address": args.address,
+        "balance": acc["balance"],
+        "denom": "uloco",
+        "height": qr.height,
+    }
     out(args, data, f"{acc['balance']} uloco ({fmt_loco(acc['balance'])}) at height {qr.height}")
     return 0
 
@@ -409,28 +703,68 @@ def cmd_query_rewards(args: argparse.Namespace) -> int:
 
     from_bech32(args.address)
     rows: list[dict[str, Any]] = []
+    matching: dict[str, int] = {}  # blocks with such a payout, and how many of them were read
+    searched: dict[str, int] = {}
     with _client(args) as c:
         for etype in ("reward.paid", "fee.distributed"):
             q = f"{etype}.recipient='{args.address}'"
-            res = c.call("block_search", query=q, page="1", per_page=str(min(args.limit, 100)), order_by="desc")
-            for blk in res.get("blocks", []):
+            res = c.call(
+                "block_search",
+                query=q,
+                page="1",
+                per_page=str(min(args.limit, 100)),
+                order_by="desc",
+            )
+            # a node whose answer has no "blocks" (not a block_search answer) is an error, not
+            # "nothing paid yet"; CometBFT sends [] for no match (null read as none too)
+            blocks = res["blocks"] or []
+            if not isinstance(blocks, list):
+                raise TypeError(f"block_search answered blocks={type(blocks).__name__}, not a list")
+            searched[etype] = len(blocks)
+            matching[etype] = int(res.get("total_count", len(blocks)))
+            for blk in blocks:
                 h = int(blk["block"]["header"]["height"])
                 br = c.call("block_results", height=str(h))
                 for e in events_of(br.get("finalize_block_events")):
                     a = e["attributes"]
                     if e["type"] == etype and a.get("recipient") == args.address:
                         kind = a.get("payout", "validator")
-                        where = f"job {a['job_id']} round {a['round']}" if "job_id" in a else "block reward + fees"
-                        rows.append({"height": h, "kind": kind, "amount": int(a["amount"]), "source": where})
+                        where = (
+                            f"job {a['job_id']} round {a['round']}"
+                            if "job_id" in a
+                            else "block reward + fees"
+                        )
+                        rows.append(
+                            {"height": h, "kind": kind, "amount": int(a["amount"]), "source": where}
+                        )
     rows.sort(key=lambda r: (-r["height"], r["kind"]))
     totals: dict[str, int] = {}
     for r in rows:
         totals[r["kind"]] = totals.get(r["kind"], 0) + r["amount"]
-    data = {"address": args.address, "total": sum(totals.values()), "by_kind": totals, "payouts": rows}
-    text = "\n".join([f"{'HEIGHT':>7s}  {'KIND':11s} {'AMOUNT (uloco)':>16s}  SOURCE"]
-                     + [f"{r['height']:>7d}  {r['kind']:11s} {r['amount']:>16d}  {r['source']}" for r in rows])
+    data = {
+        "address": args.address,
+        "total": sum(totals.values()),
+        "by_kind": totals,
+        "payouts": rows,
+        "blocks_matching": matching,
+        "blocks_searched": searched,
+        "complete": all(searched[k] >= matching[k] for k in matching),
+    }
+    text = "\n".join(
+        [f"{'HEIGHT':>7s}  {'KIND':11s} {'AMOUNT (uloco)':>16s}  SOURCE"]
+        + [f"{r['height']:>7d}  {r['kind']:11s} {r['amount']:>16d}  {r['source']}" for r in rows]
+    )
     text += f"\ntotal {data['total']} uloco ({fmt_loco(data['total'])}): " + (
-        ", ".join(f"{k} {v}" for k, v in sorted(totals.items())) or "nothing paid yet")
+        ", ".join(f"{k} {v}" for k, v in sorted(totals.items())) or "nothing paid yet"
+    )
+    kinds = {"reward.paid": "job payouts", "fee.distributed": "validator rewards"}
+    cut = [
+        f"the {searched[k]} most recent of {matching[k]} blocks with {kinds[k]}"
+        for k in matching
+        if searched[k] < matching[k]
+    ]
+    if cut:  # the total is of the rows shown, not of everything ever paid
+        text += f"\n(only {' and '.join(cut)} were read: the total covers those)"
     out(args, data, text)
     return 0
 
@@ -452,11 +786,17 @@ def cmd_config_get(args: argparse.Namespace) -> int:
     cfg = client_config.load(Path(args.home))
     if args.key:
         if args.key not in cfg:
-            raise UsageError(f"{args.key} is not set in {client_config.path_of(Path(args.home))}: "
-                             f"`loconet config set {args.key} VALUE --home {args.home}`")
+            raise UsageError(
+                f"{args.key} is not set in {client_config.path_of(Path(args.home))}: "
+                f"`loconet config set {args.key} VALUE --home {args.home}`"
+            )
         out(args, {args.key: cfg[args.key]}, cfg[args.key])
         return 0
-    out(args, cfg, "\n".join(f"{k} = {v}" for k, v in cfg.items()) or "no client config (defaults apply)")
+    out(
+        args,
+        cfg,
+        "\n".join(f"{k} = {v}" for k, v in cfg.items()) or "no client config (defaults apply)",
+    )
     return 0
 
 
@@ -464,47 +804,132 @@ def cmd_config_get(args: argparse.Namespace) -> int:
 
 
 def register(root: Any, tx: Any, query: Any) -> None:
-    p = add_command(tx, "sign", "sign a tx made with --generate-only (offline with --chain-id and --sequence)",
-                    "loconet tx sign unsigned.json --from alice --home ~/.loconet > signed.json", cmd_tx_sign)
+    p = add_command(
+        tx,
+        "sign",
+        "sign a tx made with --generate-only (offline with --chain-id and --sequence)",
+        "loconet tx sign unsigned.json --from alice --home ~/.loconet > signed.json",
+        cmd_tx_sign,
+    )
     p.add_argument("file", metavar="FILE", help="the --generate-only JSON (- for stdin)")
-    p.add_argument("--from", dest="from_key", required=True, metavar="KEY", help="keyring key that signs")
+    p.add_argument(
+        "--from", dest="from_key", required=True, metavar="KEY", help="keyring key that signs"
+    )
     p.add_argument("--home", required=True)
     p.add_argument("--chain-id", help="default: the file's, else the node's")
-    p.add_argument("--sequence", type=int, help="the signer's account sequence (default: the file's, else the node's)")
-    p.add_argument("--output-document", metavar="PATH", help="write the signed tx here instead of stdout")
+    p.add_argument(
+        "--sequence",
+        type=U64,
+        help="the signer's account sequence (default: the file's, else the node's)",
+    )
+    p.add_argument(
+        "--output-document", metavar="PATH", help="write the signed tx here instead of stdout"
+    )
     add_node_flag(p)
-    p = add_command(tx, "broadcast", "broadcast a signed tx (from `tx sign`) and wait for its block",
-                    "loconet tx broadcast signed.json --node http://127.0.0.1:26657", cmd_tx_broadcast)
+    add_output_flag(p)  # the signed tx is JSON either way; -o json makes errors JSON too
+    p = add_command(
+        tx,
+        "broadcast",
+        "broadcast a signed tx (from `tx sign`) and wait for its block",
+        "loconet tx broadcast signed.json --node http://127.0.0.1:26657",
+        cmd_tx_broadcast,
+    )
     p.add_argument("file", metavar="FILE", help="the `tx sign` JSON (- for stdin)")
-    add_node_flag(p); add_output_flag(p)
+    add_node_flag(p)
+    add_output_flag(p)
 
-    p = add_command(query, "tx", "a tx by hash: result, events, messages", "loconet query tx 9DC78738...037B -o json", cmd_query_tx)
-    p.add_argument("hash", metavar="HASH"); add_node_flag(p); add_output_flag(p)
-    p = add_command(query, "txs", "search txs by their events (ANDed)",
-                    "loconet query txs --events \"job.created.owner=loco1...\" --events tx.signer=loco1...", cmd_query_txs)
-    p.add_argument("--events", action="append", required=True, metavar="TYPE.KEY=VALUE",
-                   help="event condition (repeatable, or joined with &)")
-    p.add_argument("--page", type=int, default=1); p.add_argument("--limit", type=int, default=30)
-    add_node_flag(p); add_output_flag(p)
-    p = add_command(query, "block", "a block: hash, time, proposer, app hash, its txs with results and events",
-                    "loconet query block 6", cmd_query_block)
-    p.add_argument("height", metavar="HEIGHT", type=int, nargs="?", default=0, help="default: the latest")
-    add_node_flag(p); add_output_flag(p)
-    p = add_command(query, "balance", "the balance of an address in uloco", "loconet query balance loco1...", cmd_query_balance)
-    p.add_argument("address", metavar="ADDR"); p.add_argument("--height", type=int, default=0)
-    add_node_flag(p); add_output_flag(p)
-    p = add_command(query, "rewards", "rewards paid to an address: job payouts (participant, verifier, bounty) and "
-                    "validator rewards, from indexed block events", "loconet query rewards loco1... -o json", cmd_query_rewards)
+    p = add_command(
+        query,
+        "tx",
+        "a tx by hash: result, events, messages",
+        "loconet query tx 9DC78738...037B -o json",
+        cmd_query_tx,
+    )
+    p.add_argument("hash", metavar="HASH")
+    add_node_flag(p)
+    add_output_flag(p)
+    p = add_command(
+        query,
+        "txs",
+        "search txs by their events (ANDed)",
+        'loconet query txs --events "job.created.owner=loco1..." --events tx.signer=loco1...',
+        cmd_query_txs,
+    )
+    p.add_argument(
+        "--events",
+        action="append",
+        required=True,
+        metavar="TYPE.KEY=VALUE",
+        help="event condition (repeatable, or joined with &)",
+    )
+    p.add_argument("--page", type=uint_arg(32, lo=1), default=1, help="from 1 (default 1)")
+    p.add_argument(
+        "--limit", type=uint_arg(32, lo=1), default=30, help="txs per page, 1..100 (default 30)"
+    )
+    add_node_flag(p)
+    add_output_flag(p)
+    p = add_command(
+        query,
+        "block",
+        "a block: hash, time, proposer, app hash, its txs with results and events",
+        "loconet query block 6",
+        cmd_query_block,
+    )
+    p.add_argument(
+        "height", metavar="HEIGHT", type=HEIGHT, nargs="?", default=0, help="default: the latest"
+    )
+    add_node_flag(p)
+    add_output_flag(p)
+    p = add_command(
+        query,
+        "balance",
+        "the balance of an address in uloco",
+        "loconet query balance loco1...",
+        cmd_query_balance,
+    )
     p.add_argument("address", metavar="ADDR")
-    p.add_argument("--limit", type=int, default=100, help="most recent blocks searched per kind (default 100, max 100)")
-    add_node_flag(p); add_output_flag(p)
+    p.add_argument("--height", type=HEIGHT, default=0)
+    add_node_flag(p)
+    add_output_flag(p)
+    p = add_command(
+        query,
+        "rewards",
+        "rewards paid to an address: job payouts (participant, verifier, bounty) and "
+        "validator rewards, from indexed block events",
+        "loconet query rewards loco1... -o json",
+        cmd_query_rewards,
+    )
+    p.add_argument("address", metavar="ADDR")
+    p.add_argument(
+        "--limit",
+        type=uint_arg(32, lo=1),
+        default=100,
+        help="most recent blocks searched per kind (default 100, max 100)",
+    )
+    add_node_flag(p)
+    add_output_flag(p)
 
-    cfg = root.add_parser("config", help="client config in HOME/config/client.toml: node, chain-id, output").add_subparsers(
-        dest="config_cmd", required=True, metavar="CONFIG_COMMAND")
-    p = add_command(cfg, "set", "set a client default (node, chain-id or output)",
-                    "loconet config set node tcp://127.0.0.1:26657 --home ~/.loconet", cmd_config_set)
-    p.add_argument("key", metavar="KEY", choices=["node", "chain-id", "output"]); p.add_argument("value", metavar="VALUE")
-    p.add_argument("--home", required=True); add_output_flag(p)
-    p = add_command(cfg, "get", "print the client config, or one key", "loconet config get node --home ~/.loconet", cmd_config_get)
+    cfg = root.add_parser(
+        "config", help="client config in HOME/config/client.toml: node, chain-id, output"
+    ).add_subparsers(dest="config_cmd", required=True, metavar="CONFIG_COMMAND")
+    p = add_command(
+        cfg,
+        "set",
+        "set a client default (node, chain-id or output)",
+        "loconet config set node tcp://127.0.0.1:26657 --home ~/.loconet",
+        cmd_config_set,
+    )
+    p.add_argument("key", metavar="KEY", choices=["node", "chain-id", "output"])
+    p.add_argument("value", metavar="VALUE")
+    p.add_argument("--home", required=True)
+    add_output_flag(p)
+    p = add_command(
+        cfg,
+        "get",
+        "print the client config, or one key",
+        "loconet config get node --home ~/.loconet",
+        cmd_config_get,
+    )
     p.add_argument("key", metavar="KEY", nargs="?", choices=["node", "chain-id", "output"])
-    p.add_argument("--home", required=True); add_output_flag(p)
+    p.add_argument("--home", required=True)
+    add_output_flag(p)

@@ -19,6 +19,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from node.atomic import locked, write_atomic
 from node.errors import UsageError
 
 KEYS = ("node", "chain-id", "output")
@@ -38,7 +39,7 @@ def load(home: Path | str | None) -> dict[str, str]:
         return {}
     try:
         data = tomllib.loads(p.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as e:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as e:
         raise UsageError(f"cannot read {p}: {e}; fix it or remove it") from None
     return {k: str(v) for k, v in data.items() if k in KEYS}
 
@@ -64,16 +65,23 @@ def check_value(key: str, value: str) -> str:
 def set_value(home: Path, key: str, value: str) -> dict[str, str]:
     home = Path(home)
     if not home.is_dir():
-        raise UsageError(f"{home} does not exist: create a home with `loconet init --home {home}` first")
-    cfg = load(home)
-    cfg[key] = check_value(key, value)
+        raise UsageError(
+            f"{home} does not exist: create a home with `loconet init --home {home}` first"
+        )
+    checked = check_value(key, value)
     p = path_of(home)
     p.parent.mkdir(parents=True, exist_ok=True)
-    body = "# loconet client config: defaults for --node, --chain-id and -o (loconet config set KEY VALUE)\n"
-    body += "".join(f"{k} = {json.dumps(cfg[k])}\n" for k in KEYS if k in cfg)
-    tmp = p.with_suffix(".tmp")
-    tmp.write_text(body)
-    tmp.replace(p)
+    # read-modify-write under a lock (two `config set` at once keep both keys), written to a
+    # private temp file renamed into place (a kill -9 leaves the old file or the new one)
+    with locked(p):
+        cfg = load(home)
+        cfg[key] = checked
+        body = (
+            "# loconet client config: defaults for --node, --chain-id and -o (loconet config set "
+            "KEY VALUE)\n"
+        )
+        body += "".join(f"{k} = {json.dumps(cfg[k])}\n" for k in KEYS if k in cfg)
+        write_atomic(p, body)
     return cfg
 
 
@@ -89,7 +97,7 @@ def node_from_home(home: Path | str | None) -> str | None:
     if ctoml.is_file():
         try:
             laddr = str(tomllib.loads(ctoml.read_text())["rpc"]["laddr"])
-        except (OSError, KeyError, tomllib.TOMLDecodeError):
+        except (OSError, KeyError, TypeError, ValueError, RecursionError):  # TOMLDecodeError too
             return None
         hostport = laddr.split("://", 1)[-1]
         host, _, port = hostport.rpartition(":")

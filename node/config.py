@@ -19,12 +19,15 @@ elsewhere; ``loconet start`` passes the resolved address to cometbft as ``--prox
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from node.atomic import write_atomic
 
 if TYPE_CHECKING:
     from abci_app.app import Application
@@ -48,18 +51,41 @@ def resolve_abci_address(home: Path, address: str) -> str:
     return f"unix://{path}"
 
 
+def abci_address_problem(address: str) -> str | None:
+    """None if ``address`` is ``unix://PATH`` or ``tcp://HOST:PORT`` with a port 1..65535, else
+    what is wrong with it, naming both forms."""
+    if address.startswith("unix://") and len(address) > len("unix://"):
+        return None
+    host, sep, port = address.removeprefix("tcp://").rpartition(":")
+    if (
+        address.startswith("tcp://")
+        and sep
+        and host
+        and port.isascii()
+        and port.isdigit()
+        and 0 < int(port[:6]) < 65536
+    ):
+        return None
+    return (
+        f"{address[:80]!r} is not unix://PATH (relative to the home) or tcp://HOST:PORT "
+        "(e.g. tcp://127.0.0.1:26658, a port 1..65535)"
+    )
+
+
 # Settings for a node on one machine (loopback). Defaults are tuned for a LAN/WAN; on loopback
 # they add hundreds of ms per block for nothing.
 LOCAL_TUNING: dict[str, dict[str, str]] = {
     "": {"log_level": '"main:info,state:info,consensus:error,p2p:error,*:error"'},
     "p2p": {
-        "flush_throttle_timeout": '"10ms"',  # default 100ms: batches p2p writes; needless on loopback
+        # default 100ms: batches p2p writes; needless on loopback
+        "flush_throttle_timeout": '"10ms"',
         "allow_duplicate_ip": "true",  # several nodes on 127.0.0.1
         "addr_book_strict": "false",  # accept private/loopback peer addresses
     },
     "consensus": {
         "timeout_propose": '"1s"',  # default 3s: how long to wait for a missing proposal
-        "timeout_commit": '"500ms"',  # default 1s: the pause after each commit = the block time floor
+        # default 1s: the pause after each commit = the block time floor
+        "timeout_commit": '"500ms"',
         "peer_gossip_sleep_duration": '"10ms"',  # default 100ms: gossip loop sleep
     },
     "mempool": {"size": "20000", "cache_size": "100000"},
@@ -101,19 +127,26 @@ class Ports:
 
 
 def tune_cometbft_config(
-    home: Path, moniker: str, ports: Ports, persistent_peers: str = "", abci_address: str = DEFAULT_ABCI_ADDRESS
+    home: Path,
+    moniker: str,
+    ports: Ports,
+    persistent_peers: str = "",
+    abci_address: str = DEFAULT_ABCI_ADDRESS,
 ) -> None:
     path = home / "config" / "config.toml"
     values = {k: dict(v) for k, v in LOCAL_TUNING.items()}
-    values[""]["moniker"] = f'"{moniker}"'
+    values[""]["moniker"] = json.dumps(moniker)  # a TOML basic string: quotes escaped
     values[""]["proxy_app"] = f'"{resolve_abci_address(home, abci_address)}"'
     values["rpc"]["laddr"] = f'"tcp://127.0.0.1:{ports.rpc}"'
     values["p2p"]["laddr"] = f'"tcp://127.0.0.1:{ports.p2p}"'
     values["p2p"]["persistent_peers"] = f'"{persistent_peers}"'
     # CometBFT's own Prometheus metrics (consensus, p2p, mempool) at :metrics/metrics; the app's
     # are one port up (AppConfig.metrics_listen, node/metrics.py)
-    values["instrumentation"] = {"prometheus": "true", "prometheus_listen_addr": f'":{ports.metrics}"'}
-    path.write_text(set_toml_values(path.read_text(), values))
+    values["instrumentation"] = {
+        "prometheus": "true",
+        "prometheus_listen_addr": f'":{ports.metrics}"',
+    }
+    write_atomic(path, set_toml_values(path.read_text(), values))
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,14 +160,15 @@ class AppConfig:
     metrics_address: str | None = None  # app /metrics; None: CometBFT's metrics port + 1; "": off
 
     def metrics_listen(self, home: Path) -> str:
-        """HOST:PORT of the app's /metrics ("" = off): ``metrics_address`` in app.toml, else one port
-        above CometBFT's ``prometheus_listen_addr`` on 127.0.0.1 (26661 + 100·i in a testnet)."""
+        """HOST:PORT of the app's /metrics ("" = off): ``metrics_address`` in app.toml, else one
+        port above CometBFT's ``prometheus_listen_addr`` on 127.0.0.1 (26661 + 100·i in a
+        testnet)."""
         if self.metrics_address is not None:
             return self.metrics_address
         try:
             ctoml = tomllib.loads((home / "config" / "config.toml").read_text())
             port = int(str(ctoml["instrumentation"]["prometheus_listen_addr"]).rsplit(":", 1)[1])
-        except (OSError, KeyError, ValueError, IndexError):
+        except (OSError, KeyError, TypeError, ValueError, IndexError, RecursionError):
             port = Ports().metrics
         return f"127.0.0.1:{port + 1}"
 
@@ -148,15 +182,20 @@ class AppConfig:
             "# check every module invariant after each block (slow; for debugging)\n"
             f"check_invariants = {'true' if self.check_invariants else 'false'}\n"
             "# state-sync snapshots of the committed state every N heights (0: none), written in\n"
-            "# the background to data/snapshots/; new nodes join from them (`[statesync]` in config.toml)\n"
+            "# the background to data/snapshots/; new nodes join from them (`[statesync]` in "
+            "config.toml)\n"
             f"snapshot_interval = {self.snapshot_interval}\n"
             f"snapshot_keep = {self.snapshot_keep}\n"
             "# chunk size; peers with the same value serve the same snapshot\n"
             f"snapshot_chunk_bytes = {self.snapshot_chunk_bytes}\n"
-            "# the app's Prometheus /metrics (node/metrics.py): HOST:PORT, \"\" for none; default one port\n"
+            "# the app's Prometheus /metrics (node/metrics.py): HOST:PORT, "
+            '"" for none; default one port\n'
             "# above CometBFT's prometheus_listen_addr in config.toml, on 127.0.0.1\n"
-            + (f'metrics_address = "{self.metrics_address}"\n' if self.metrics_address is not None
-               else '# metrics_address = "127.0.0.1:26661"\n')
+            + (
+                f'metrics_address = "{self.metrics_address}"\n'
+                if self.metrics_address is not None
+                else '# metrics_address = "127.0.0.1:26661"\n'
+            )
         )
 
     @classmethod
@@ -168,12 +207,18 @@ class AppConfig:
         path = home / "config" / "app.toml"
         try:
             data = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as e:
-            raise UsageError(f"{path} is not valid TOML ({e}); fix it, or move it away and rerun "
-                             "`loconet init` in a new home to see the defaults") from None
+        except (tomllib.TOMLDecodeError, RecursionError) as e:  # [[[[...: RecursionError
+            raise UsageError(
+                f"{path} is not valid TOML ({e}); fix it, or move it away and rerun "
+                "`loconet init` in a new home to see the defaults"
+            ) from None
+        abci = str(data.get("abci_address", DEFAULT_ABCI_ADDRESS))
+        problem = abci_address_problem(abci)
+        if problem:
+            raise UsageError(f"{path}: abci_address {problem}")
         try:
-            return cls(
-                abci_address=resolve_abci_address(home, str(data.get("abci_address", DEFAULT_ABCI_ADDRESS))),
+            cfg = cls(
+                abci_address=resolve_abci_address(home, abci),
                 keep_recent=int(data.get("keep_recent", 1000)),
                 check_invariants=bool(data.get("check_invariants", False)),
                 snapshot_interval=int(data.get("snapshot_interval", 0)),
@@ -182,8 +227,27 @@ class AppConfig:
                 metrics_address=str(data["metrics_address"]) if "metrics_address" in data else None,
             )
         except (TypeError, ValueError) as e:
-            raise UsageError(f"{path}: a value has the wrong type ({e}); keep_recent, snapshot_interval, "
-                             "snapshot_keep and snapshot_chunk_bytes are integers") from None
+            raise UsageError(
+                f"{path}: a value has the wrong type ({e}); keep_recent, snapshot_interval, "
+                "snapshot_keep and snapshot_chunk_bytes are integers"
+            ) from None
+        # out-of-range values were tracebacks at start (StoreError, the metrics ValueError)
+        for key, value, lo in (
+            ("keep_recent", cfg.keep_recent, 1),
+            ("snapshot_interval", cfg.snapshot_interval, 0),
+            ("snapshot_keep", cfg.snapshot_keep, 1),
+            ("snapshot_chunk_bytes", cfg.snapshot_chunk_bytes, 1),
+        ):
+            if not lo <= value < 2**63:
+                raise UsageError(f"{path}: {key} must be between {lo} and 2^63-1, got {value}")
+        if cfg.metrics_address:
+            from node.metrics import parse_listen
+
+            try:
+                parse_listen(cfg.metrics_address)
+            except ValueError as e:
+                raise UsageError(f"{path}: metrics_address: {e}") from None
+        return cfg
 
     def application(self, home: Path, store: MerkleStore, metrics: Any = None) -> Application:
         """The node's Application over ``store``, with its snapshots in HOME/data/snapshots
@@ -192,26 +256,68 @@ class AppConfig:
         from abci_app.snapshots import Snapshotter
 
         if self.snapshot_interval < 0 or self.snapshot_keep < 1 or self.snapshot_chunk_bytes < 1:
-            raise ValueError(f"{home / 'config' / 'app.toml'}: snapshot_interval must be >= 0, snapshot_keep >= 1 and "
-                             "snapshot_chunk_bytes >= 1")
-        snaps = Snapshotter(store, home / "data" / "snapshots", interval=self.snapshot_interval,
-                            keep=self.snapshot_keep, chunk_bytes=self.snapshot_chunk_bytes)
+            raise ValueError(
+                f"{home / 'config' / 'app.toml'}: snapshot_interval must be >= 0, snapshot_keep "
+                ">= 1 and snapshot_chunk_bytes >= 1"
+            )
+        snaps = Snapshotter(
+            store,
+            home / "data" / "snapshots",
+            interval=self.snapshot_interval,
+            keep=self.snapshot_keep,
+            chunk_bytes=self.snapshot_chunk_bytes,
+        )
         from abci_app.vote_extensions import ExtensionKeys
         from node import settlement_key
 
-        keys = ExtensionKeys(settlement=settlement_key.load(home),  # signs checkpoints in ExtendVote
-                             consensus=consensus_seed(home))  # the beacon share (abci_app/beacon.py)
+        # the beacon share (abci_app/beacon.py)
+        keys = ExtensionKeys(
+            settlement=settlement_key.load(home),  # signs checkpoints in ExtendVote
+            consensus=consensus_seed(home),
+        )
         if metrics is not None:
             from node.metrics import MeteredApplication
 
-            return MeteredApplication(store, check_invariants=self.check_invariants, snapshots=snaps, metrics=metrics,
-                                      extension_keys=keys)
-        return Application(store, check_invariants=self.check_invariants, snapshots=snaps, extension_keys=keys)
+            return MeteredApplication(
+                store,
+                check_invariants=self.check_invariants,
+                snapshots=snaps,
+                metrics=metrics,
+                extension_keys=keys,
+            )
+        return Application(
+            store, check_invariants=self.check_invariants, snapshots=snaps, extension_keys=keys
+        )
+
+
+def read_priv_validator_key(path: Path) -> tuple[bytes, bytes]:
+    """(consensus address, ed25519 public key) of a CometBFT priv_validator_key.json; a
+    UsageError naming the file when it is not one (a JSONDecodeError / binascii.Error /
+    TypeError traceback in create-validator and set-key)."""
+    import base64
+    import json
+
+    from node.errors import UsageError
+
+    try:
+        d = json.loads(path.read_text())
+        address = bytes.fromhex(d["address"])
+        pub = base64.b64decode(d["pub_key"]["value"], validate=True)
+        if len(address) != 20 or len(pub) != 32:
+            raise ValueError("the address must be 20 bytes and the public key 32")
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}") from None
+    except (ValueError, KeyError, TypeError, RecursionError) as e:
+        raise UsageError(
+            f"{path} is not a CometBFT priv_validator_key.json ({type(e).__name__}: {e}); give "
+            "the home of an initialized node"
+        ) from None
+    return address, pub
 
 
 def consensus_seed(home: Path) -> bytes | None:
-    """The 32-byte ed25519 seed of config/priv_validator_key.json (CometBFT writes seed | public key,
-    base64), or None without the file (a node with a remote signer produces no beacon share, so
+    """The 32-byte ed25519 seed of config/priv_validator_key.json (CometBFT writes seed | public
+    key, base64), or None without the file (a node with a remote signer produces no beacon share, so
     the other validators refuse its vote extensions: keep the key file on a validator)."""
     import base64
     import json
@@ -219,7 +325,13 @@ def consensus_seed(home: Path) -> bytes | None:
     p = Path(home) / "config" / "priv_validator_key.json"
     if not p.exists():
         return None
-    raw = base64.b64decode(json.loads(p.read_text())["priv_key"]["value"])
+    try:
+        raw = base64.b64decode(json.loads(p.read_text())["priv_key"]["value"], validate=True)
+    except (ValueError, KeyError, TypeError, RecursionError) as e:  # KeyError was a traceback
+        raise ValueError(
+            f"{p} is not a CometBFT key file ({type(e).__name__}: {e}); restore it from your "
+            "backup (a validator's consensus key cannot be regenerated)"
+        ) from None
     if len(raw) != 64:
         raise ValueError(f"{p}: priv_key.value must be 64 bytes (ed25519 seed | public key)")
     return raw[:32]

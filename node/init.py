@@ -8,7 +8,14 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from node.config import DEFAULT_ABCI_ADDRESS, AppConfig, Ports, tune_cometbft_config
+from node.atomic import write_atomic
+from node.config import (
+    DEFAULT_ABCI_ADDRESS,
+    AppConfig,
+    Ports,
+    abci_address_problem,
+    tune_cometbft_config,
+)
 from node.keys import Keyring
 from node.paths import cometbft_binary
 
@@ -20,6 +27,41 @@ class InitError(Exception):
     pass
 
 
+MAX_CHAIN_ID = 50  # CometBFT's MaxChainIDLen: a longer one is refused by `cometbft start`
+MAX_MONIKER = 64  # the staking module's limit for create-validator
+
+
+def check_chain_id(chain_id: str) -> None:
+    """1..50 printable ASCII characters without spaces or quotes (CometBFT refuses an empty or
+    longer one only at `start`; the client config refuses spaces and quotes)."""
+    if not (
+        1 <= len(chain_id) <= MAX_CHAIN_ID
+        and chain_id.isascii()
+        and chain_id.isprintable()
+        and not any(c.isspace() or c in "\"'\\" for c in chain_id)
+    ):
+        raise InitError(
+            f"bad --chain-id {chain_id[:60]!r}: 1..{MAX_CHAIN_ID} ASCII characters without spaces "
+            "or quotes, e.g. loconet-local"
+        )
+
+
+def check_moniker(moniker: str) -> None:
+    if not 1 <= len(moniker) <= MAX_MONIKER or not moniker.isprintable():
+        raise InitError(
+            f"bad --moniker {moniker[:80]!r}: 1..{MAX_MONIKER} printable characters (no newline "
+            "or control characters), e.g. alice"
+        )
+
+
+def check_abci_address(address: str) -> None:
+    """``unix://PATH`` or ``tcp://HOST:PORT`` (``garbage`` or port 99999 made `loconet start`
+    fail with a traceback)."""
+    problem = abci_address_problem(address)
+    if problem:
+        raise InitError(f"bad --abci-address: {problem}")
+
+
 def init_home(
     home: Path,
     chain_id: str = "loconet-local",
@@ -28,25 +70,68 @@ def init_home(
     abci_address: str = DEFAULT_ABCI_ADDRESS,
 ) -> dict[str, Any]:
     home = Path(home)
-    if (home / "config" / "genesis.json").exists():
-        raise InitError(f"{home} is already initialized: pick another --home or remove it")
+    check_chain_id(chain_id)
+    check_moniker(moniker)
+    check_abci_address(abci_address)
+    gpath = home / "config" / "genesis.json"
+    _refuse_existing(home, gpath, unfinished_too=False)  # unfinished: maybe one running now
     ports = ports or Ports()
     try:  # cometbft answers an uncreatable home with a Go panic and its stack: say it in one line
         home.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise InitError(f"cannot create the home {home}: {e.strerror or e}; pick a --home you can write to") from None
+        raise InitError(
+            f"cannot create the home {home}: {e.strerror or e}; pick a --home you can write to"
+        ) from None
+    import os
+
+    from node.atomic import Held, hold
+
+    lock = home / ".init.lock"
+    try:  # two inits of one home at once mixed their configs and keys
+        fd = hold(lock)
+    except Held as e:
+        raise InitError(f"another `loconet init` (pid {e.pid}) is creating {home}") from None
+    try:
+        _refuse_existing(home, gpath)  # again, under the lock: the other one may have finished
+        return _init_locked(home, gpath, chain_id, moniker, ports, abci_address)
+    finally:
+        lock.unlink(missing_ok=True)
+        os.close(fd)
+
+
+def _refuse_existing(home: Path, gpath: Path, unfinished_too: bool = True) -> None:
+    if gpath.exists():
+        try:
+            finished = "app_state" in json.loads(gpath.read_text())
+        except (OSError, ValueError, RecursionError):
+            finished = False
+        if not finished and not unfinished_too:
+            return
+        if not finished:  # cometbft's own genesis, not yet ours: an init stopped midway
+            raise InitError(
+                f"{home} holds an unfinished init (interrupted?): remove it (`rm -r {home}`) and "
+                "rerun `loconet init`"
+            )
+        raise InitError(f"{home} is already initialized: pick another --home or remove it")
+
+
+def _init_locked(
+    home: Path, gpath: Path, chain_id: str, moniker: str, ports: Ports, abci_address: str
+) -> dict[str, Any]:
     r = subprocess.run(
-        [cometbft_binary(), "init", "--home", str(home)], capture_output=True, text=True, check=False
+        [cometbft_binary(), "init", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if r.returncode != 0:
         raise InitError(f"cometbft init failed: {r.stderr.strip() or r.stdout.strip()}")
     tune_cometbft_config(home, moniker, ports, abci_address=abci_address)
-    (home / "config" / "app.toml").write_text(AppConfig(abci_address=abci_address).to_toml())
+    write_atomic(home / "config" / "app.toml", AppConfig(abci_address=abci_address).to_toml())
     (home / "data").mkdir(mode=0o700, exist_ok=True)
     (home / "data").chmod(0o700)
     key = Keyring(home).add("validator")
 
-    gpath = home / "config" / "genesis.json"
     genesis = json.loads(gpath.read_text())
     pv = json.loads((home / "config" / "priv_validator_key.json").read_text())
     genesis["chain_id"] = chain_id
@@ -63,13 +148,22 @@ def init_home(
     genesis["app_state"] = {
         "settlement": {"keys": [{"validator": pv["address"], "evm_address": evm_address}]},
         "bank": {"balances": [{"address": key.address, "amount": str(VALIDATOR_FUNDS)}]},
-        "staking": {  # the genesis self-bond (100,000 of the 1,000,000 LOCO) gives the validator its power
+        # the genesis self-bond (100,000 of the 1,000,000 LOCO) gives the validator its power
+        "staking": {
             "params": {"block_reward": str(ULOCO_PER_LOCO)},
-            "validators": [{"pub_key": pv["pub_key"]["value"], "operator": key.address, "moniker": moniker,
-                            "self_bond": str(VALIDATOR_FUNDS // 10)}],
+            "validators": [
+                {
+                    "pub_key": pv["pub_key"]["value"],
+                    "operator": key.address,
+                    "moniker": moniker,
+                    "self_bond": str(VALIDATOR_FUNDS // 10),
+                }
+            ],
         },
     }
-    gpath.write_text(json.dumps(genesis, indent=2) + "\n")
+    # last, in one step: until this rename the genesis is cometbft's (no app_state), which the
+    # check above reads as an unfinished init
+    write_atomic(gpath, json.dumps(genesis, indent=2) + "\n")
     return {
         "home": str(home),
         "chain_id": chain_id,

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from abci_app.codec.address import to_bech32
 from abci_app.codec.tx import Ed25519Signer
+from node.atomic import write_new_atomic
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}\Z")  # \Z, not $: "bob\n" is not a name
 HD_PATH = "m/44'/118'/0'/0'/0'"
@@ -105,13 +106,21 @@ class Keyring:
         self.dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.dir, 0o700)
         body = json.dumps(
-            {"name": name, "type": "ed25519", "address": to_bech32(signer.address),
-             "public_key": signer.public_bytes().hex(), "seed": signer.seed.hex()},
+            {
+                "name": name,
+                "type": "ed25519",
+                "address": to_bech32(signer.address),
+                "public_key": signer.public_bytes().hex(),
+                "seed": signer.seed.hex(),
+            },
             indent=2,
         )
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(body + "\n")
+        try:  # complete or absent: a kill -9 mid-write never leaves a half key under NAME.json
+            write_new_atomic(path, body + "\n", 0o600)
+        except FileExistsError:  # a concurrent `keys add` of the same name won
+            raise KeyError_(
+                f"key {name!r} already exists in {self.dir}: pick another name"
+            ) from None
         return Key(name, signer)
 
     def delete(self, name: str) -> str:
@@ -124,17 +133,36 @@ class Keyring:
         path = self._path(name)
         if not path.exists():
             known = ", ".join(self.names()) or "none"
-            raise KeyError_(f"no key named {name!r} in {self.dir} (known: {known}); add it with `loconet keys add {name} --home ...`")
+            raise KeyError_(
+                f"no key named {name!r} in {self.dir} (known: {known}); add it with `loconet keys "
+                f"add {name} --home ...`"
+            )
         try:
             return Key(name, Ed25519Signer(bytes.fromhex(json.loads(path.read_text())["seed"])))
-        except (ValueError, KeyError, TypeError) as e:  # not JSON, no seed, not 32 bytes of hex
-            raise KeyError_(f"key file {path} is corrupt ({type(e).__name__}: {e}); move it away (`mv {path} "
-                            f"{path}.bad`), then restore the key from its mnemonic: `loconet keys add {name} --recover`") from None
+        except (ValueError, KeyError, TypeError, RecursionError) as e:  # not JSON, no seed, [[[[..
+            raise KeyError_(
+                f"key file {path} is corrupt ({type(e).__name__}: {e}); move it away (`mv {path} "
+                f"{path}.bad`), then restore the key from its mnemonic: `loconet keys add {name} "
+                "--recover`"
+            ) from None
 
     def names(self) -> list[str]:
+        """The keys: NAME.json files whose NAME is a key name (a stray ``notes 2.json`` or a
+        folder is not a key and does not stop ``keys list``)."""
         if not self.dir.is_dir():
             return []
-        return sorted(p.stem for p in self.dir.glob("*.json"))
+        try:  # not Path.glob: it reads an unreadable folder as empty ("no keys")
+            entries = list(os.scandir(self.dir))
+        except PermissionError as e:
+            raise KeyError_(
+                f"cannot read the keyring {self.dir} ({e.strerror}): run as the user who owns "
+                "the home"
+            ) from None
+        return sorted(
+            e.name[:-5]
+            for e in entries
+            if e.name.endswith(".json") and NAME_RE.match(e.name[:-5]) and e.is_file()
+        )
 
     def list(self) -> list[Key]:
         return [self.get(n) for n in self.names()]

@@ -78,13 +78,17 @@ def header_hash(h: dict[str, Any]) -> bytes:
     from tendermint.types import types_pb2
     from tendermint.version import types_pb2 as version_pb2
 
-    version = version_pb2.Consensus(block=int(h["version"]["block"]), app=int(h["version"].get("app", 0)))
+    version = version_pb2.Consensus(
+        block=int(h["version"]["block"]), app=int(h["version"].get("app", 0))
+    )
     secs, nanos = parse_time(h["time"])
     ts = timestamp_pb2.Timestamp(seconds=secs, nanos=nanos)
     lbi = h["last_block_id"]
     block_id = types_pb2.BlockID(
         hash=_hex(lbi["hash"]),
-        part_set_header=types_pb2.PartSetHeader(total=int(lbi["parts"]["total"]), hash=_hex(lbi["parts"]["hash"])),
+        part_set_header=types_pb2.PartSetHeader(
+            total=int(lbi["parts"]["total"]), hash=_hex(lbi["parts"]["hash"])
+        ),
     )
 
     def b(name: str) -> bytes:
@@ -96,8 +100,15 @@ def header_hash(h: dict[str, Any]) -> bytes:
         wrappers_pb2.Int64Value(value=int(h["height"])).SerializeToString(),
         ts.SerializeToString(),
         block_id.SerializeToString(),
-        b("last_commit_hash"), b("data_hash"), b("validators_hash"), b("next_validators_hash"),
-        b("consensus_hash"), b("app_hash"), b("last_results_hash"), b("evidence_hash"), b("proposer_address"),
+        b("last_commit_hash"),
+        b("data_hash"),
+        b("validators_hash"),
+        b("next_validators_hash"),
+        b("consensus_hash"),
+        b("app_hash"),
+        b("last_results_hash"),
+        b("evidence_hash"),
+        b("proposer_address"),
     ]
     return merkle_root(fields)
 
@@ -113,13 +124,19 @@ def validator_set_hash(vals: Iterable[Validator]) -> bytes:
     from tendermint.crypto import keys_pb2 as ckeys
     from tendermint.types import validator_pb2
 
-    return merkle_root([
-        validator_pb2.SimpleValidator(pub_key=ckeys.PublicKey(ed25519=v.pub_key), voting_power=v.power).SerializeToString()
-        for v in vals
-    ])
+    return merkle_root(
+        [
+            validator_pb2.SimpleValidator(
+                pub_key=ckeys.PublicKey(ed25519=v.pub_key), voting_power=v.power
+            ).SerializeToString()
+            for v in vals
+        ]
+    )
 
 
-def vote_sign_bytes(chain_id: str, height: int, round_: int, block_id: dict[str, Any], timestamp: str) -> bytes:
+def vote_sign_bytes(
+    chain_id: str, height: int, round_: int, block_id: dict[str, Any], timestamp: str
+) -> bytes:
     from google.protobuf import timestamp_pb2
     from tendermint.types import canonical_pb2
 
@@ -159,28 +176,55 @@ def verify_signed_header(signed_header: dict[str, Any], vals: list[Validator]) -
         v = by_addr.get(addr)
         if v is None or addr in seen:
             continue
-        msg = vote_sign_bytes(h["chain_id"], int(commit["height"]), int(commit["round"]), commit["block_id"], sig["timestamp"])
+        msg = vote_sign_bytes(
+            h["chain_id"],
+            int(commit["height"]),
+            int(commit["round"]),
+            commit["block_id"],
+            sig["timestamp"],
+        )
         try:
             VerifyKey(v.pub_key).verify(msg, base64.b64decode(sig["signature"]))
         except (BadSignatureError, ValueError):
-            raise HeaderInvalid(f"bad commit signature by {addr.hex().upper()} at height {h['height']}") from None
+            raise HeaderInvalid(
+                f"bad commit signature by {addr.hex().upper()} at height {h['height']}"
+            ) from None
         seen.add(addr)
         signed += v.power
     if 3 * signed <= 2 * total:
-        raise HeaderInvalid(f"commit for height {h['height']} has {signed}/{total} voting power: not more than 2/3")
+        raise HeaderInvalid(
+            f"commit for height {h['height']} has {signed}/{total} voting power: not more than 2/3"
+        )
     return h
 
 
 def fetch_validators(client: Client, height: int) -> list[Validator]:
-    res = client.call("validators", height=str(height), per_page="100")
-    return [
-        Validator(_hex(v["address"]), base64.b64decode(v["pub_key"]["value"]), int(v["voting_power"]))
-        for v in res["validators"]
-    ]
+    """The whole validator set of ``height``, page by page (one page of 100 left a larger set
+    short, and its hash never matched the header's)."""
+    out: list[Validator] = []
+    page = 1
+    while True:
+        res = client.call("validators", height=str(height), page=str(page), per_page="100")
+        out += [
+            Validator(
+                _hex(v["address"]), base64.b64decode(v["pub_key"]["value"]), int(v["voting_power"])
+            )
+            for v in res["validators"]
+        ]
+        if not res["validators"] or len(out) >= int(res.get("total", len(out))) or page >= 100:
+            return out
+        page += 1
 
 
-def verified_app_hash(client: Client, height: int, trusted_vals: list[Validator] | None = None) -> bytes:
+def verified_app_hash(
+    client: Client, height: int, trusted_vals: list[Validator] | None = None
+) -> bytes:
     """The app hash in header ``height``, after checking that header as above."""
     signed_header = client.call("commit", height=str(height))["signed_header"]
+    got = (signed_header["header"]["height"], signed_header["commit"]["height"])
+    if {int(x) for x in got} != {height}:
+        # a real, validly signed header of another height would prove a value of another
+        # state (an old balance shown as today's)
+        raise HeaderInvalid(f"asked for header {height}, the node answered heights {got}")
     vals = trusted_vals if trusted_vals is not None else fetch_validators(client, height)
     return _hex(verify_signed_header(signed_header, vals)["app_hash"])

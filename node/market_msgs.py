@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from abci_app.merkle import (
@@ -24,6 +23,7 @@ from abci_app.merkle import (
     merkle_proof,
     merkle_root,
 )
+from node import safejson
 from node.errors import UsageError
 
 __all__ = [
@@ -62,7 +62,9 @@ def parse_gpu(text: str) -> Any:
     from abci_app.pb import providers_pb2
 
     parts = text.rsplit(":", 2)
-    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+    if len(parts) != 3 or not all(
+        p.isascii() and p.isdigit() and len(p) <= 10 and int(p) < 2**32 for p in parts[1:]
+    ):  # ASCII: isdigit() alone takes '٨'; COUNT and MEMORY_MIB are uint32 on chain
         raise UsageError(f"bad --gpu {text!r}: write MODEL:COUNT:MEMORY_MIB, e.g. H100:8:81920")
     return providers_pb2.GpuSpec(model=parts[0], count=int(parts[1]), memory_mib=int(parts[2]))
 
@@ -70,21 +72,49 @@ def parse_gpu(text: str) -> Any:
 # ----------------------------------------------------------------------------- providers
 
 
-def build_register_provider(bond: int, gpus: Sequence[str], throughput: int, region: str, endpoint: str) -> Any:
+def build_register_provider(
+    bond: int,
+    gpus: Sequence[str],
+    throughput: int,
+    region: str,
+    endpoint: str,
+    *,
+    min_slot_reward: int = 0,
+) -> Any:
+    """``min_slot_reward`` > 0 sets the opt-in policy: drawn only for jobs paying at least that
+    per slot (0: no policy, every job)."""
     from abci_app.pb import providers_pb2, tx_pb2
 
-    return tx_pb2.Msg(register_provider=providers_pb2.MsgRegisterProvider(
-        bond=bond, hardware=[parse_gpu(g) for g in gpus], throughput_tokens_per_sec=throughput, region=region,
-        endpoint=endpoint))
+    msg = providers_pb2.MsgRegisterProvider(
+        bond=bond,
+        hardware=[parse_gpu(g) for g in gpus],
+        throughput_tokens_per_sec=throughput,
+        region=region,
+        endpoint=endpoint,
+    )
+    if min_slot_reward:
+        msg.policy.min_slot_reward = min_slot_reward
+    return tx_pb2.Msg(register_provider=msg)
 
 
-def build_update_provider(add_bond: int = 0, gpus: Sequence[str] = (), throughput: int = 0, region: str = "",
-                          endpoint: str = "") -> Any:
+def build_update_provider(
+    add_bond: int = 0,
+    gpus: Sequence[str] = (),
+    throughput: int = 0,
+    region: str = "",
+    endpoint: str = "",
+) -> Any:
     from abci_app.pb import providers_pb2, tx_pb2
 
-    return tx_pb2.Msg(update_provider=providers_pb2.MsgUpdateProvider(
-        add_bond=add_bond, hardware=[parse_gpu(g) for g in gpus], throughput_tokens_per_sec=throughput,
-        region=region, endpoint=endpoint))
+    return tx_pb2.Msg(
+        update_provider=providers_pb2.MsgUpdateProvider(
+            add_bond=add_bond,
+            hardware=[parse_gpu(g) for g in gpus],
+            throughput_tokens_per_sec=throughput,
+            region=region,
+            endpoint=endpoint,
+        )
+    )
 
 
 def build_exit_provider() -> Any:
@@ -99,7 +129,8 @@ def build_exit_provider() -> Any:
 def build_create_job(d: dict[str, Any]) -> Any:
     """From a dict shaped like ``/job`` JSON's ``spec`` plus ``rounds``, ``reward_per_round`` and
     ``verifier_reward_per_round`` (hashes hex, windows as {commit, reveal, verdict, attest};
-    ``blob_sources``, ``initial_model_bytes`` and ``dataset_bytes`` optional: node/job_inputs.py)."""
+    ``blob_sources``, ``initial_model_bytes`` and ``dataset_bytes`` optional:
+    node/job_inputs.py)."""
     from abci_app.pb import jobs_pb2, tx_pb2
 
     try:
@@ -108,25 +139,40 @@ def build_create_job(d: dict[str, Any]) -> Any:
             model=jobs_pb2.ModelConfig(**{k: int(v) for k, v in d["model"].items()}),
             initial_model_hash=hex32(d["initial_model_hash"], "initial_model_hash"),
             dataset_id=hex32(d["dataset_id"], "dataset_id"),
-            inner_steps=int(d["inner_steps"]), trace_interval=int(d["trace_interval"]),
+            inner_steps=int(d["inner_steps"]),
+            trace_interval=int(d["trace_interval"]),
             compression_policy=str(d["compression_policy"]),
-            compression_params=[jobs_pb2.CompressionParam(key=k, value=int(v))
-                                for k, v in sorted(d.get("compression_params", {}).items())],
-            participants_per_round=int(d["participants_per_round"]), num_shards=int(d["num_shards"]),
+            compression_params=[
+                jobs_pb2.CompressionParam(key=k, value=int(v))
+                for k, v in sorted(d.get("compression_params", {}).items())
+            ],
+            participants_per_round=int(d["participants_per_round"]),
+            num_shards=int(d["num_shards"]),
             tokens_per_step=int(d["tokens_per_step"]),
-            commit_blocks=int(w["commit"]), reveal_blocks=int(w["reveal"]), verdict_blocks=int(w["verdict"]),
-            attest_blocks=int(w["attest"]), min_reputation=int(d.get("min_reputation", 0)),
-            min_stake=int(d.get("min_stake", 0)), challenge_bps=int(d["challenge_bps"]),
+            commit_blocks=int(w["commit"]),
+            reveal_blocks=int(w["reveal"]),
+            verdict_blocks=int(w["verdict"]),
+            attest_blocks=int(w["attest"]),
+            min_reputation=int(d.get("min_reputation", 0)),
+            min_stake=int(d.get("min_stake", 0)),
+            challenge_bps=int(d["challenge_bps"]),
             verifiers_per_challenge=int(d["verifiers_per_challenge"]),
             blob_sources=[str(u) for u in d.get("blob_sources", ())],
-            initial_model_bytes=int(d.get("initial_model_bytes", 0)), dataset_bytes=int(d.get("dataset_bytes", 0)),
+            initial_model_bytes=int(d.get("initial_model_bytes", 0)),
+            dataset_bytes=int(d.get("dataset_bytes", 0)),
             segments_per_challenge=int(d.get("segments_per_challenge", 1)),
             determinism_mode=_determinism_mode(str(d.get("determinism_mode", "tolerance"))),
-            tolerance_ppm=int(d.get("tolerance_ppm", 0)), stack=str(d.get("stack", "")),
+            tolerance_ppm=int(d.get("tolerance_ppm", 0)),
+            stack=str(d.get("stack", "")),
         )
-        return tx_pb2.Msg(create_job=jobs_pb2.MsgCreateJob(
-            spec=spec, rounds=int(d["rounds"]), reward_per_round=int(d["reward_per_round"]),
-            verifier_reward_per_round=int(d.get("verifier_reward_per_round", 0))))
+        return tx_pb2.Msg(
+            create_job=jobs_pb2.MsgCreateJob(
+                spec=spec,
+                rounds=int(d["rounds"]),
+                reward_per_round=int(d["reward_per_round"]),
+                verifier_reward_per_round=int(d.get("verifier_reward_per_round", 0)),
+            )
+        )
     except KeyError as e:
         raise UsageError(f"job spec is missing {e.args[0]!r}") from None
     except (TypeError, ValueError) as e:
@@ -151,47 +197,197 @@ def build_cancel_job(job_id: int) -> Any:
 # ----------------------------------------------------------------------------- round duties
 
 
-def build_submit_update(job_id: int, round_: int, *, base_model: bytes, update_root: bytes, payload_size: int,
-                        trace_root: bytes, tokens: int, loss_before: int, loss_after: int, blob: str,
-                        update_binding_proof: Sequence[bytes] = (), trace_binding_proof: Sequence[bytes] = ()) -> Any:
+def build_submit_update(
+    job_id: int,
+    round_: int,
+    *,
+    base_model: bytes,
+    update_root: bytes,
+    payload_size: int,
+    trace_root: bytes,
+    tokens: int,
+    loss_before: int,
+    loss_after: int,
+    blob: str,
+    update_binding_proof: Sequence[bytes] = (),
+    trace_binding_proof: Sequence[bytes] = (),
+    probe_root: bytes = b"",
+    probe_binding_proof: Sequence[bytes] = (),
+) -> Any:
     from abci_app.pb import jobs_pb2, tx_pb2
 
-    return tx_pb2.Msg(submit_update=jobs_pb2.MsgSubmitUpdate(
-        job_id=job_id, round=round_, base_model_hash=base_model, update_root=update_root, payload_size=payload_size,
-        trace_root=trace_root, tokens_processed=tokens, loss_before_mnats=loss_before, loss_after_mnats=loss_after,
-        blob_location=blob, update_binding_proof=list(update_binding_proof),
-        trace_binding_proof=list(trace_binding_proof)))
+    return tx_pb2.Msg(
+        submit_update=jobs_pb2.MsgSubmitUpdate(
+            job_id=job_id,
+            round=round_,
+            base_model_hash=base_model,
+            update_root=update_root,
+            payload_size=payload_size,
+            trace_root=trace_root,
+            tokens_processed=tokens,
+            loss_before_mnats=loss_before,
+            loss_after_mnats=loss_after,
+            blob_location=blob,
+            update_binding_proof=list(update_binding_proof),
+            trace_binding_proof=list(trace_binding_proof),
+            probe_root=probe_root,
+            probe_binding_proof=list(probe_binding_proof),
+        )
+    )
 
 
-def build_bound_submit(job_id: int, round_: int, *, provider: bytes, base_model: bytes, payload: bytes,
-                       trace: Sequence[bytes], tokens: int, loss_before: int, loss_after: int, blob: str) -> Any:
+def build_bound_submit(
+    job_id: int,
+    round_: int,
+    *,
+    provider: bytes,
+    base_model: bytes,
+    payload: bytes,
+    trace: Sequence[bytes],
+    tokens: int,
+    loss_before: int,
+    loss_after: int,
+    blob: str,
+    probes: Sequence[Sequence[int]] | None = None,
+) -> Any:
     """MsgSubmitUpdate with both roots bound to ``provider`` (abci_app.merkle layout) and the
-    proofs of the binding leaf computed from the payload bytes and the trace's state hashes."""
+    proofs of the binding leaf computed from the payload bytes and the trace's state hashes.
+    ``probes`` (a tolerance-mode job: trainer.probe.trace_probes of the states, one per trace
+    entry): with the bound probe root and its binding proof."""
     ul = bound_update_leaves(provider, job_id, round_, base_model, payload)
     try:
         tl = bound_trace_leaves(provider, job_id, round_, base_model, trace)
     except ValueError as e:
         raise UsageError(str(e)) from None
     return build_submit_update(
-        job_id, round_, base_model=base_model, update_root=merkle_root(ul), payload_size=len(payload),
-        trace_root=merkle_root(tl), tokens=tokens, loss_before=loss_before, loss_after=loss_after, blob=blob,
-        update_binding_proof=merkle_proof(ul, BINDING_INDEX), trace_binding_proof=merkle_proof(tl, BINDING_INDEX))
+        job_id,
+        round_,
+        base_model=base_model,
+        update_root=merkle_root(ul),
+        payload_size=len(payload),
+        trace_root=merkle_root(tl),
+        tokens=tokens,
+        loss_before=loss_before,
+        loss_after=loss_after,
+        blob=blob,
+        update_binding_proof=merkle_proof(ul, BINDING_INDEX),
+        trace_binding_proof=merkle_proof(tl, BINDING_INDEX),
+        **probe_fields(job_id, round_, provider, base_model, probes),
+    )
 
 
-def build_reveal_from_trace(job_id: int, round_: int, segment: int, trace: Sequence[bytes], start_location: str,
-                            end_location: str, *, provider: bytes, base_model: bytes) -> Any:
+def _probe_leaves(
+    job_id: int, round_: int, provider: bytes, base_model: bytes, probes: Sequence[Sequence[int]]
+) -> list[bytes]:
+    from abci_app.jobs.probe import encode_probe
+    from abci_app.merkle import binding_leaf
+
+    try:
+        return [binding_leaf(b"probe", provider, job_id, round_, base_model)] + [
+            encode_probe(p) for p in probes
+        ]
+    except ValueError as e:
+        raise UsageError(f"probes: {e}") from None
+
+
+def probe_fields(
+    job_id: int,
+    round_: int,
+    provider: bytes,
+    base_model: bytes,
+    probes: Sequence[Sequence[int]] | None,
+) -> dict[str, Any]:
+    if probes is None:
+        return {}
+    pl = _probe_leaves(job_id, round_, provider, base_model, probes)
+    return {"probe_root": merkle_root(pl), "probe_binding_proof": merkle_proof(pl, BINDING_INDEX)}
+
+
+def build_open_end(
+    job_id: int,
+    round_: int,
+    segment: int,
+    trace: Sequence[bytes],
+    probes: Sequence[Sequence[int]],
+    end_location: str,
+    *,
+    provider: bytes,
+    base_model: bytes,
+) -> Any:
+    """MsgOpenEnd (tolerance mode, vote-reveal window): the end of ``segment`` (trace entry
+    ``segment + 1``), where it is served, and its committed probe with its proof under the probe
+    root ``build_bound_submit`` committed."""
+    from abci_app.pb import jobs_pb2, tx_pb2
+
+    if not 0 <= segment < len(trace) - 1 or len(probes) != len(trace):
+        raise UsageError(f"segment {segment} is outside the trace, or probes do not match it")
+    pl = _probe_leaves(job_id, round_, provider, base_model, probes)
+    return tx_pb2.Msg(
+        open_end=jobs_pb2.MsgOpenEnd(
+            job_id=job_id,
+            round=round_,
+            segment=segment,
+            end_state_hash=trace[segment + 1],
+            end_location=end_location,
+            probe=list(probes[segment + 1]),
+            probe_proof=merkle_proof(pl, entry_leaf(segment + 1)),
+        )
+    )
+
+
+def build_reveal_from_trace(
+    job_id: int,
+    round_: int,
+    segment: int,
+    trace: Sequence[bytes],
+    start_location: str,
+    end_location: str,
+    *,
+    provider: bytes,
+    base_model: bytes,
+    with_list: bool = True,
+    exact: bool = False,
+    segments: Sequence[int] = (),
+) -> Any:
     """Reveal trace entries ``segment`` and ``segment+1`` with their Merkle proofs in the
-    provider's bound trace (leaves ``entry_leaf(segment)`` and ``entry_leaf(segment + 1)``)."""
+    provider's bound trace (leaves ``entry_leaf(segment)`` and ``entry_leaf(segment + 1)``),
+    and the trace list's hash (sha256 of the concatenated state hashes: the blob a verifier
+    fetches) with the list itself (``with_list``; required in the participant's first opening,
+    where the chain proves it against the trace root; later openings may leave it out).
+    The end is opened by its leaf hash only (``hash_leaf(state hash)``, both modes; ``exact`` is
+    ignored), its state hash and location stay secret until the votes are committed
+    (tolerance mode: ``build_open_end`` opens them then), and the list holds the secret ends of
+    all the challenged ``segments`` as their leaf hashes (incentives.mask_trace;
+    abci_app/jobs/README.md *Evidence only re-execution yields*); ``end_location`` is
+    ignored."""
+    import hashlib
+
+    from abci_app.jobs.incentives import compute_hidden_entries, mask_trace
+    from abci_app.merkle import hash_leaf
     from abci_app.pb import jobs_pb2, tx_pb2
 
     if not 0 <= segment < len(trace) - 1:
         raise UsageError(f"segment {segment} is outside the trace's {len(trace) - 1} segments")
+    hidden = compute_hidden_entries(list(segments) or [segment], len(trace) - 1)
+    trace_list = b"".join(mask_trace(list(trace), hidden))
     leaves = bound_trace_leaves(provider, job_id, round_, base_model, trace)
-    return tx_pb2.Msg(reveal_segment=jobs_pb2.MsgRevealSegment(
-        job_id=job_id, round=round_, segment=segment, start_state_hash=trace[segment],
-        end_state_hash=trace[segment + 1], start_proof=merkle_proof(leaves, entry_leaf(segment)),
-        end_proof=merkle_proof(leaves, entry_leaf(segment + 1)),
-        start_location=start_location, end_location=end_location))
+    end = trace[segment + 1]
+    return tx_pb2.Msg(
+        reveal_segment=jobs_pb2.MsgRevealSegment(
+            job_id=job_id,
+            round=round_,
+            segment=segment,
+            start_state_hash=trace[segment],
+            end_state_hash=b"",
+            start_proof=merkle_proof(leaves, entry_leaf(segment)),
+            end_proof=merkle_proof(leaves, entry_leaf(segment + 1)),
+            start_location=start_location,
+            end_location="",
+            trace_list_hash=hashlib.sha256(trace_list).digest(),
+            trace_list=trace_list if with_list else b"",
+            end_leaf_hash=hash_leaf(end),
+        )
+    )
 
 
 def vote_salt(signer: Any, job_id: int, round_: int, target: bytes) -> bytes:
@@ -199,43 +395,103 @@ def vote_salt(signer: Any, job_id: int, round_: int, target: bytes) -> bytes:
     deterministic): ``verdict`` and ``reveal-vote`` compute the same one, nobody else can."""
     import hashlib
 
-    sig = signer.sign(b"loconet/vote-salt/v1" + job_id.to_bytes(8, "big") + round_.to_bytes(8, "big") + target)
+    sig = signer.sign(
+        b"loconet/vote-salt/v1" + job_id.to_bytes(8, "big") + round_.to_bytes(8, "big") + target
+    )
     return hashlib.sha256(sig).digest()
 
 
-def build_verdict(signer: Any, job_id: int, round_: int, target: bytes, valid: bool, quality: int,
-                  evidence: bytes) -> Any:
-    """MsgVerdict: the hash of the vote (abci_app.jobs.incentives.compute_vote_hash)."""
-    from abci_app.jobs.incentives import compute_vote_hash
+def build_verdict(
+    signer: Any,
+    job_id: int,
+    round_: int,
+    target: bytes,
+    valid: bool,
+    quality: int,
+    evidence: bytes,
+    *,
+    blind: bool = False,
+) -> Any:
+    """MsgVerdict: the hash of the vote (abci_app.jobs.incentives.compute_vote_hash);
+    ``blind`` (tolerance mode): of the evidence and salt only (compute_blind_vote_hash: valid and
+    quality are given when it is opened)."""
+    from abci_app.jobs.incentives import compute_blind_vote_hash, compute_vote_hash
     from abci_app.pb import jobs_pb2, tx_pb2
 
+    if blind:
+        salt = vote_salt(signer, job_id, round_, target)
+        h = compute_blind_vote_hash(job_id, round_, target, signer.address, evidence, salt)
+        return tx_pb2.Msg(
+            verdict=jobs_pb2.MsgVerdict(job_id=job_id, round=round_, target=target, vote_hash=h)
+        )
     q = quality if valid else 0
-    h = compute_vote_hash(job_id, round_, target, signer.address, valid, q, evidence,
-                          vote_salt(signer, job_id, round_, target))
-    return tx_pb2.Msg(verdict=jobs_pb2.MsgVerdict(job_id=job_id, round=round_, target=target, vote_hash=h))
+    h = compute_vote_hash(
+        job_id,
+        round_,
+        target,
+        signer.address,
+        valid,
+        q,
+        evidence,
+        vote_salt(signer, job_id, round_, target),
+    )
+    return tx_pb2.Msg(
+        verdict=jobs_pb2.MsgVerdict(job_id=job_id, round=round_, target=target, vote_hash=h)
+    )
 
 
-def build_reveal_vote(signer: Any, job_id: int, round_: int, target: bytes, valid: bool, quality: int,
-                      evidence: bytes) -> Any:
-    """MsgRevealVote opening what ``build_verdict`` committed with the same arguments."""
+def build_reveal_vote(
+    signer: Any,
+    job_id: int,
+    round_: int,
+    target: bytes,
+    valid: bool,
+    quality: int,
+    reached: Sequence[bytes],
+    probes: Sequence[int] | None = None,
+) -> Any:
+    """MsgRevealVote opening what ``build_verdict`` committed with the same arguments: the end
+    states the re-execution reached (one per opened segment, segment order) and their digest
+    ``compute_evidence(reached)``, the ``evidence`` the vote hash committed to. ``probes``
+    (tolerance mode, a blind vote): the flat probes of the reached states instead, evidence
+    ``compute_probe_evidence(probes)``."""
+    from abci_app.jobs.incentives import compute_evidence
+    from abci_app.jobs.probe import compute_probe_evidence
     from abci_app.pb import jobs_pb2, tx_pb2
 
-    return tx_pb2.Msg(reveal_vote=jobs_pb2.MsgRevealVote(
-        job_id=job_id, round=round_, target=target, valid=valid, quality=quality if valid else 0, evidence=evidence,
-        salt=vote_salt(signer, job_id, round_, target)))
+    tolerance = probes is not None
+    return tx_pb2.Msg(
+        reveal_vote=jobs_pb2.MsgRevealVote(
+            job_id=job_id,
+            round=round_,
+            target=target,
+            valid=valid,
+            quality=quality if valid else 0,
+            evidence=compute_probe_evidence(list(probes or []))
+            if tolerance
+            else compute_evidence(list(reached)),
+            salt=vote_salt(signer, job_id, round_, target),
+            reached=[] if tolerance else list(reached),
+            probes=list(probes or []),
+        )
+    )
 
 
 def build_attest(job_id: int, round_: int, model_hash: bytes) -> Any:
     from abci_app.pb import jobs_pb2, tx_pb2
 
-    return tx_pb2.Msg(attest_model=jobs_pb2.MsgAttestModel(job_id=job_id, round=round_, model_hash=model_hash))
+    return tx_pb2.Msg(
+        attest_model=jobs_pb2.MsgAttestModel(job_id=job_id, round=round_, model_hash=model_hash)
+    )
 
 
 def read_trace(path: str) -> list[bytes]:
     """A trace file: JSON list of the 64-hex state hashes (steps 0, k, ..., H)."""
+    from node.cli import read_input_file  # a FIFO or /dev/zero: a UsageError, not a hang
+
     try:
-        items = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as e:
+        items = json.loads(read_input_file(path, "trace file"))
+    except (OSError, ValueError, RecursionError) as e:  # RecursionError: [[[[... (a traceback)
         raise UsageError(f"cannot read trace file {path}: {e}") from None
     if not isinstance(items, list) or len(items) < 2:
         raise UsageError(f"{path}: a trace is a JSON list of at least 2 hex state hashes")
@@ -248,13 +504,23 @@ WRONG_SEQUENCE = ("tx", 6)  # abci_app.errors.ErrWrongSequence
 
 
 def account_sequence(client: Any, address: str) -> int:
-    acc = json.loads(client.abci_query(f"/account/{address}").value or b"{}")
+    acc = safejson.loads(client.abci_query(f"/account/{address}").value or b"{}")
     return int(acc.get("sequence", 0))
 
 
-def send_tx(client: Any, signer: Any, msgs: list[Any], *, fee: int = 100, wait: bool = True,
-            sequence_retries: int = 3, timeout: float = 30.0,
-            on_broadcast: Callable[[str], None] | None = None) -> dict[str, Any]:
+def send_tx(
+    client: Any,
+    signer: Any,
+    msgs: list[Any],
+    *,
+    fee: int | None = None,
+    fee_floor: int = 0,
+    wait: bool = True,
+    sequence_retries: int = 3,
+    timeout: float = 30.0,
+    on_broadcast: Callable[[str], None] | None = None,
+    max_fee: int = 10_000_000,
+) -> dict[str, Any]:
     """Sign ``msgs`` with the account's current sequence, broadcast_tx_sync and (``wait``) wait
     for the block. A tx refused for a wrong sequence (another tx of this account landed in
     between) is re-signed with the fresh sequence, up to ``sequence_retries`` times; any other
@@ -262,15 +528,36 @@ def send_tx(client: Any, signer: Any, msgs: list[Any], *, fee: int = 100, wait: 
     a block (dropped or evicted: ``Client.wait_for_tx``) is broadcast again, and re-signed if
     its sequence was taken meanwhile. ``on_broadcast(txhash)`` is called once CheckTx passed.
     Returns {"txhash", "height", "tx"} (height 0 if not waited; "tx" = the signed bytes, for
-    ``wait_for_tx(..., resubmit=[tx])`` when the caller waits itself)."""
+    ``wait_for_tx(..., resubmit=[tx])`` when the caller waits itself). ``fee=None`` (the
+    default) pays the chain's exact minimum for the signed bytes (node/fees.py); an explicit
+    fee is sent as it is (the chain refuses it below the minimum, code tx/13). ``fee_floor``
+    (with ``fee=None``) pays at least that much, and the exact minimum when that is higher: what a
+    worker needs, whose txs must never be refused for their fee (a refused reveal is slashed).
+    An auto fee above ``max_fee`` (10 LOCO; the floor if higher) is refused unsigned
+    (UsageError): the node's auth params decide it, and a hostile node could ask the balance."""
     from abci_app.codec.address import to_bech32
     from abci_app.codec.tx import build_tx
+    from node.fees import auth_params, auto_fee
     from node.rpc import TxRejected
 
     chain_id = client.status()["node_info"]["network"]
     address = to_bech32(signer.address)
+    params = auth_params(client) if fee is None else None
     for attempt in range(sequence_retries + 1):
-        raw = build_tx(signer, chain_id=chain_id, msgs=msgs, sequence=account_sequence(client, address), fee=fee)
+
+        def build(f: int, seq: int = account_sequence(client, address)) -> bytes:
+            return build_tx(signer, chain_id=chain_id, msgs=msgs, sequence=seq, fee=f)
+
+        if params is not None:
+            auto, raw = auto_fee(params, len(msgs), build, floor=fee_floor)
+            if auto > max(max_fee, fee_floor):  # a node's params decide it: never sign a drain
+                raise UsageError(
+                    f"the node at {getattr(client, 'url', '?')} asks a fee of {auto} uloco for "
+                    f"this tx, above the cap of {max_fee} uloco: not signed (is that node "
+                    "yours? pass an explicit fee to pay it)"
+                )
+        else:
+            raw = build(fee or 0)
         try:
             tx_hash = client.broadcast_tx_sync(raw)
             if on_broadcast is not None:

@@ -10,11 +10,20 @@ from node.cli import fmt_loco
 
 def provider_text(p: dict[str, Any], height: int) -> str:
     hw = ", ".join(f"{g['count']}x {g['model']} ({g['memory_mib']} MiB)" for g in p["hardware"])
-    return (f"provider:   {p['address']}\nstatus:     {p['status']}\nbond:       {p['bond']} uloco ({fmt_loco(p['bond'])})\n"
-            f"unbonding:  {p['unbonding']} uloco (at height {p['unbonding_height']})\nreputation: {p['reputation']} / 10000\n"
-            f"hardware:   {hw}\nthroughput: {p['throughput_tokens_per_sec']} tokens/s\nregion:     {p['region']}\n"
-            f"endpoint:   {p['endpoint']}\nslashed:    {p['slashed_total']} uloco\n"
-            + (sla_text(p["sla"]) + "\n" if p.get("sla") else "") + f"height:     {height}")
+    return (
+        f"provider:   {p['address']}\n"
+        f"status:     {p['status']}\n"
+        f"bond:       {p['bond']} uloco ({fmt_loco(p['bond'])})\n"
+        f"unbonding:  {p['unbonding']} uloco (at height {p['unbonding_height']})\n"
+        f"reputation: {p['reputation']} / 10000\n"
+        f"hardware:   {hw}\n"
+        f"throughput: {p['throughput_tokens_per_sec']} tokens/s\n"
+        f"region:     {p['region']}\n"
+        f"endpoint:   {p['endpoint']}\n"
+        f"slashed:    {p['slashed_total']} uloco\n"
+        + (sla_text(p["sla"]) + "\n" if p.get("sla") else "")
+        + f"height:     {height}"
+    )
 
 
 def _pct(bps: int | None) -> str:
@@ -23,53 +32,81 @@ def _pct(bps: int | None) -> str:
 
 def sla_text(s: dict[str, Any]) -> str:
     """SLA figures (``/provider/{addr}/sla``): each duty as kept/due with its rate."""
-    return (f"sla:        uptime {_pct(s['uptime_bps'])} over its last {s['window_len']} duties "
-            f"(window {s['window_size']}; last duty at height {s['last_duty_height']})\n"
-            f"  rounds drawn      {s['rounds_drawn']}\n"
-            f"  committed on time {s['committed_on_time']}/{s['commits_due']} ({_pct(s['commit_rate_bps'])})\n"
-            f"  revealed          {s['revealed']}/{s['reveals_due']} challenged ({_pct(s['reveal_rate_bps'])})\n"
-            f"  verdicts          {s['verdicts_accepted']} accepted, {s['verdicts_against']} rejected or fraud\n"
-            f"  attested          {s['attested']}/{s['attests_due']}\n"
-            f"  verifier votes    {s['verifier_voted']}/{s['verifier_assigned']} ({_pct(s['verifier_duty_bps'])})\n"
-            f"earned:     {s['earned_total']} uloco ({fmt_loco(s['earned_total'])}): {s['earned_participant']} training, "
-            f"{s['earned_verifier']} verifying, {s['earned_bounty']} bounties; slashed in rounds {s['slashed']} uloco")
+    return (
+        f"sla:        uptime {_pct(s['uptime_bps'])} over its last {s['window_len']} duties "
+        f"(window {s['window_size']}; last duty at height {s['last_duty_height']})\n"
+        f"  rounds drawn      {s['rounds_drawn']}\n"
+        f"  committed on time {s['committed_on_time']}/{s['commits_due']} "
+        f"({_pct(s['commit_rate_bps'])})\n"
+        f"  revealed          {s['revealed']}/{s['reveals_due']} challenged "
+        f"({_pct(s['reveal_rate_bps'])})\n"
+        f"  verdicts          {s['verdicts_accepted']} accepted, {s['verdicts_against']} rejected "
+        "or fraud\n"
+        f"  attested          {s['attested']}/{s['attests_due']}\n"
+        f"  verifier votes    {s['verifier_voted']}/{s['verifier_assigned']} "
+        f"({_pct(s['verifier_duty_bps'])})\n"
+        f"earned:     {s['earned_total']} uloco ({fmt_loco(s['earned_total'])}): "
+        f"{s['earned_participant']} training, {s['earned_verifier']} verifying, "
+        f"{s['earned_bounty']} bounties; slashed in rounds {s['slashed']} uloco"
+    )
 
 
 def providers_table(res: dict[str, Any]) -> str:
     rows = [f"{'address':44s} {'status':8s} {'bond (uloco)':>16s} {'rep':>5s}  region"]
-    rows += [f"{p['address']:44s} {p['status']:8s} {p['bond']:>16d} {p['reputation']:>5d}  {p['region']}"
-             for p in res["result"]["providers"]]
+    rows += [
+        f"{p['address']:44s} {p['status']:8s} {p['bond']:>16d} {p['reputation']:>5d}  {p['region']}"
+        for p in res["result"]["providers"]
+    ]
     return "\n".join(rows) + f"\n{res['result']['total']} provider(s) at height {res['height']}"
 
 
 def job_text(j: dict[str, Any], height: int) -> str:
     s = j["spec"]
     w, m = s["windows"], s["model"]
-    return "\n".join([
-        f"job:         {j['id']} ({j['status']})",
-        f"owner:       {j['owner']}",
-        f"rounds:      {j['rounds_finalized']} finalized / {j['rounds_opened']} opened / {j['rounds']}",
-        (f"reward:      {fmt_loco(j['reward_per_round'])} per round to participants + "
-        f"{fmt_loco(j['verifier_reward_per_round'])} to verifiers"),
-        (f"escrow:      {fmt_loco(j['escrow'])} (funded {fmt_loco(j['escrow_funded'])}, paid {fmt_loco(j['paid_total'])}, "
-        f"refunded {fmt_loco(j['refunded'])})"),
-        f"model:       {j['current_model_hash']}",
-        f"dataset:     {s['dataset_id']}",
-        (f"training:    H={s['inner_steps']} inner steps, trace every k={s['trace_interval']}, "
-        f"{s['tokens_per_step']} tokens/step, compression {s['compression_policy']}"),
-        (f"network:     {m['n_layers']} layers, {m['n_heads']} heads, d_model {m['d_model']}, "
-        f"context {m['context_len']}, vocab {m['vocab_size']}"),
-        (f"draw:        {s['participants_per_round']} participants over {s['num_shards']} shards; "
-        f"challenge {s['challenge_bps'] / 100:g} %, {s['verifiers_per_challenge']} verifier(s) each"),
-        f"windows:     commit {w['commit']}, reveal {w['reveal']}, verdict {w['verdict']}, attest {w['attest']} blocks",
-        f"height:      {height}",
-    ])
+    return "\n".join(
+        [
+            f"job:         {j['id']} ({j['status']})",
+            f"owner:       {j['owner']}",
+            f"rounds:      {j['rounds_finalized']} finalized / {j['rounds_opened']} opened / "
+            f"{j['rounds']}",
+            (
+                f"reward:      {fmt_loco(j['reward_per_round'])} per round to participants + "
+                f"{fmt_loco(j['verifier_reward_per_round'])} to verifiers"
+            ),
+            (
+                f"escrow:      {fmt_loco(j['escrow'])} (funded {fmt_loco(j['escrow_funded'])}, "
+                f"paid {fmt_loco(j['paid_total'])}, refunded {fmt_loco(j['refunded'])})"
+            ),
+            f"model:       {j['current_model_hash']}",
+            f"dataset:     {s['dataset_id']}",
+            (
+                f"training:    H={s['inner_steps']} inner steps, trace every "
+                f"k={s['trace_interval']}, {s['tokens_per_step']} tokens/step, compression "
+                f"{s['compression_policy']}"
+            ),
+            (
+                f"network:     {m['n_layers']} layers, {m['n_heads']} heads, d_model "
+                f"{m['d_model']}, context {m['context_len']}, vocab {m['vocab_size']}"
+            ),
+            (
+                f"draw:        {s['participants_per_round']} participants over {s['num_shards']} "
+                f"shards; challenge {s['challenge_bps'] / 100:g} %, "
+                f"{s['verifiers_per_challenge']} verifier(s) each"
+            ),
+            f"windows:     commit {w['commit']}, reveal {w['reveal']}, verdict {w['verdict']}, "
+            f"attest {w['attest']} blocks",
+            f"height:      {height}",
+        ]
+    )
 
 
 def jobs_table(res: dict[str, Any]) -> str:
     rows = [f"{'id':>5s} {'status':10s} {'rounds':>9s} {'escrow (uloco)':>16s}  owner"]
-    rows += [f"{j['id']:>5d} {j['status']:10s} {j['rounds_finalized']:>4d}/{j['rounds']:<4d} {j['escrow']:>16d}  {j['owner']}"
-             for j in res["result"]["jobs"]]
+    rows += [
+        f"{j['id']:>5d} {j['status']:10s} {j['rounds_finalized']:>4d}/{j['rounds']:<4d} "
+        f"{j['escrow']:>16d}  {j['owner']}"
+        for j in res["result"]["jobs"]
+    ]
     return "\n".join(rows) + f"\n{res['result']['total']} job(s) at height {res['height']}"
 
 
@@ -82,34 +119,54 @@ def round_table(r: dict[str, Any]) -> str:
 
     lines = [
         f"round {r['job_id']}/{r['round']}  phase {r['phase']}",
-        f"windows: opened {w['open_height']} | commit ≤{w['commit_deadline']} | reveal ≤{w['reveal_end']} | "
-        f"votes ≤{w['verdict_end']} | opened ≤{w['vote_reveal_end']} | "
-        + (f"appeal ≤{w['appeal_end']} | opened ≤{w['appeal_reveal_end']} | " if w.get("appeal_end") else "")
+        f"windows: opened {w['open_height']} | commit ≤{w['commit_deadline']} | reveal "
+        f"≤{w['reveal_end']} | votes ≤{w['verdict_end']} | opened ≤{w['vote_reveal_end']} | "
+        + (
+            f"appeal ≤{w['appeal_end']} | opened ≤{w['appeal_reveal_end']} | "
+            if w.get("appeal_end")
+            else ""
+        )
+        + (
+            f"final ≤{w['final_end']} | opened ≤{w['final_reveal_end']} | "
+            if w.get("final_end")
+            else ""
+        )
         + f"attest ≤{w['attest_end']}"
         + (f" | finalized at {r['finalized_height']}" if r["finalized_height"] else ""),
         f"base model: {short(r['base_model_hash'])}   attested: {short(r['attested_model_hash'])}",
         "",
-        (f"{'participant':44s} {'shard':>5s} {'rep':>5s} {'commit':6s} {'seg':>3s} {'reveal':6s} {'votes':9s} "
-        f"{'outcome':13s} {'quality':>7s} {'reward':>10s} {'slashed':>10s}"),
+        (
+            f"{'participant':44s} {'shard':>5s} {'rep':>5s} {'commit':6s} {'seg':>3s} "
+            f"{'reveal':6s} {'votes':9s} {'outcome':13s} {'quality':>7s} {'reward':>10s} "
+            f"{'slashed':>10s}"
+        ),
     ]
     for p in r["participants"]:
         ch = p["challenge"]
         votes = "-"
         if ch:
             vs = ch["verifiers"]
-            votes = (f"{sum(v['voted'] and v['valid'] for v in vs)}✓"
-                     f"{sum(v['voted'] and not v['valid'] for v in vs)}✗/{len(vs)}" + ("↑" if p.get("escalated") else ""))
+            votes = (
+                f"{sum(v['voted'] and v['valid'] for v in vs)}✓"
+                f"{sum(v['voted'] and not v['valid'] for v in vs)}✗/{len(vs)}"
+                + ("↑" if p.get("escalated") else "")
+            )
         seg = str(ch["segment"]) if ch else "-"
         reveal = ("yes" if ch["reveal"] else "no") if ch else "-"
         lines.append(
-            f"{p['address']:44s} {p['shard']:>5d} {p['reputation']:>5d} {'yes' if p['commitment'] else 'no':6s} "
-            f"{seg:>3s} {reveal:6s} {votes:9s} {p['outcome']:13s} {p['quality']:>7d} {p['reward']:>10d} {p['slashed']:>10d}"
+            f"{p['address']:44s} {p['shard']:>5d} {p['reputation']:>5d} "
+            f"{'yes' if p['commitment'] else 'no':6s} {seg:>3s} {reveal:6s} {votes:9s} "
+            f"{p['outcome']:13s} {p['quality']:>7d} {p['reward']:>10d} {p['slashed']:>10d}"
         )
     lines.append("")
-    lines.append(f"paid: {r['reward_paid']} uloco to participants, {r['verifier_paid']} uloco to verifiers; "
-                 f"{r['returned_to_escrow']} uloco back to escrow")
+    lines.append(
+        f"paid: {r['reward_paid']} uloco to participants, {r['verifier_paid']} uloco to verifiers; "
+        f"{r['returned_to_escrow']} uloco back to escrow"
+    )
     for s in r["slashes"]:
-        lines.append(f"slashed: {s['address']} {s['amount']} uloco ({s['reason']}; {s['burned']} burned)")
+        lines.append(
+            f"slashed: {s['address']} {s['amount']} uloco ({s['reason']}; {s['burned']} burned)"
+        )
     for p in r["payouts"]:
         if p["kind"] == "bounty":
             lines.append(f"bounty: {p['address']} {p['amount']} uloco")
@@ -117,14 +174,21 @@ def round_table(r: dict[str, Any]) -> str:
 
 
 def rounds_table(res: dict[str, Any]) -> str:
-    rows = [f"{'round':>5s} {'phase':10s} {'participants':>12s} {'accepted':>8s} {'paid':>10s}  attested"]
+    rows = [
+        f"{'round':>5s} {'phase':10s} {'participants':>12s} {'accepted':>8s} {'paid':>10s}  "
+        "attested"
+    ]
     for r in res["result"]["rounds"]:
         acc = sum(p["outcome"] == "accepted" for p in r["participants"])
-        rows.append(f"{r['round']:>5d} {r['phase']:10s} {len(r['participants']):>12d} {acc:>8d} "
-                    f"{r['reward_paid'] + r['verifier_paid']:>10d}  {r['attested_model_hash'][:16] or '-'}")
+        rows.append(
+            f"{r['round']:>5d} {r['phase']:10s} {len(r['participants']):>12d} {acc:>8d} "
+            f"{r['reward_paid'] + r['verifier_paid']:>10d}  {r['attested_model_hash'][:16] or '-'}"
+        )
     return "\n".join(rows) + f"\n{res['result']['total']} round(s) opened; height {res['height']}"
 
 
 def market_params_text(d: dict[str, Any]) -> str:
-    return "\n".join([f"providers.{k} = {v}" for k, v in d["providers"].items()]
-                     + [f"jobs.{k} = {v}" for k, v in d["jobs"].items()])
+    return "\n".join(
+        [f"providers.{k} = {v}" for k, v in d["providers"].items()]
+        + [f"jobs.{k} = {v}" for k, v in d["jobs"].items()]
+    )

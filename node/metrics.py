@@ -53,7 +53,13 @@ RECHECK = abci.CheckTxType.Value("RECHECK")  # CometBFT re-checking its mempool 
 
 BLOCK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-SLASH_EVENTS = ("validator.slashed", "provider.slashed", "provider.jailed", "validator.jailed", "validator.tombstoned")
+SLASH_EVENTS = (
+    "validator.slashed",
+    "provider.slashed",
+    "provider.jailed",
+    "validator.jailed",
+    "validator.tombstoned",
+)
 
 
 def parse_listen(address: str) -> tuple[str, int]:
@@ -61,12 +67,16 @@ def parse_listen(address: str) -> tuple[str, int]:
     hostport = address.split("://", 1)[-1]
     host, _, port = hostport.rpartition(":")
     if not (port.isascii() and port.isdigit() and int(port) < 65536):
-        raise ValueError(f"metrics address {address!r}: write HOST:PORT with a port in 0..65535 (0: any free port), "
-                         "e.g. 127.0.0.1:26661")
+        raise ValueError(
+            f"metrics address {address!r}: write HOST:PORT with a port in 0..65535 (0: any free "
+            "port), e.g. 127.0.0.1:26661"
+        )
     return host or "127.0.0.1", int(port)
 
 
 CLIENT_TIMEOUT_S = 10.0  # a scrape client that sends nothing for this long is dropped
+REQUEST_DEADLINE_S = 30.0  # and one still connected this long after it opened (a dripping one)
+MAX_SCRAPERS = 32  # connections served at once (a thread each); more are closed at once
 
 
 def serve(registry: CollectorRegistry, address: str) -> tuple[Any, Any]:
@@ -83,8 +93,28 @@ def serve(registry: CollectorRegistry, address: str) -> tuple[Any, Any]:
 
     host, port = parse_listen(address)
 
+    deadline_s, max_scrapers = REQUEST_DEADLINE_S, MAX_SCRAPERS
+
     class Handler(WSGIRequestHandler):
         timeout = CLIENT_TIMEOUT_S
+
+        def setup(self) -> None:
+            super().setup()
+            # the timeout above is per read: a client dripping a byte every few seconds held
+            # its thread for ever; past the deadline its socket is shut, whatever it sends
+            self._deadline = threading.Timer(deadline_s, self._expire)
+            self._deadline.daemon = True
+            self._deadline.start()
+
+        def _expire(self) -> None:
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+        def finish(self) -> None:
+            self._deadline.cancel()
+            super().finish()
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -92,8 +122,35 @@ def serve(registry: CollectorRegistry, address: str) -> tuple[Any, Any]:
     class Server(socketserver.ThreadingMixIn, WSGIServer):
         daemon_threads = True
         address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        slots = threading.BoundedSemaphore(max_scrapers)
 
-    httpd = make_server(host.strip("[]"), port, make_wsgi_app(registry), Server, handler_class=Handler)
+        def process_request(self, request: Any, client_address: Any) -> None:
+            if not self.slots.acquire(blocking=False):  # a flood of connections: no thread each
+                self.shutdown_request(request)
+                return
+            try:
+                super().process_request(request, client_address)
+            except BaseException:
+                self.slots.release()
+                raise
+
+        def process_request_thread(self, request: Any, client_address: Any) -> None:
+            try:
+                super().process_request_thread(request, client_address)
+            finally:
+                self.slots.release()
+
+    exposition = make_wsgi_app(registry)
+
+    def app(environ: dict[str, Any], start_response: Any) -> Any:
+        # prometheus_client answers 200 with every metric on any path (/x, /%ff, /favicon.ico
+        # empty): only / and /metrics are the metrics; anything else is a 404 saying where
+        if environ.get("PATH_INFO", "/") not in ("/", "/metrics"):
+            start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+            return [b"not found: the metrics are at /metrics\n"]
+        return exposition(environ, start_response)
+
+    httpd = make_server(host.strip("[]"), port, app, Server, handler_class=Handler)
     t = threading.Thread(target=httpd.serve_forever, name="metrics", daemon=True)
     t.start()
     return httpd, t
@@ -102,18 +159,34 @@ def serve(registry: CollectorRegistry, address: str) -> tuple[Any, Any]:
 class NodeMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
-        self.block_seconds = Histogram("loconet_block_execution_seconds", "FinalizeBlock wall time",
-                                       buckets=BLOCK_BUCKETS, registry=registry)
+        self.block_seconds = Histogram(
+            "loconet_block_execution_seconds",
+            "FinalizeBlock wall time",
+            buckets=BLOCK_BUCKETS,
+            registry=registry,
+        )
         self.blocks = Counter("loconet_blocks", "blocks finalized", registry=registry)
         self.commits = Counter("loconet_commits", "blocks committed", registry=registry)
         self.height = Gauge("loconet_height", "last committed height", registry=registry)
-        self.txs = Counter("loconet_txs", "txs by result (code 0 = accepted)", ["stage", "codespace", "code"],
-                           registry=registry)
-        self.events = Counter("loconet_events", "events emitted by blocks and txs", ["type"], registry=registry)
+        self.txs = Counter(
+            "loconet_txs",
+            "txs by result (code 0 = accepted)",
+            ["stage", "codespace", "code"],
+            registry=registry,
+        )
+        self.events = Counter(
+            "loconet_events", "events emitted by blocks and txs", ["type"], registry=registry
+        )
         self.rounds = Gauge("loconet_rounds", "open rounds by phase", ["phase"], registry=registry)
-        self.verdicts = Counter("loconet_verdicts", "decided verdicts by outcome", ["outcome"], registry=registry)
-        self.slashes = Counter("loconet_slashes", "slashes and jailings by kind", ["kind"], registry=registry)
-        self.slashed = Counter("loconet_slashed_uloco", "uloco slashed by kind", ["kind"], registry=registry)
+        self.verdicts = Counter(
+            "loconet_verdicts", "decided verdicts by outcome", ["outcome"], registry=registry
+        )
+        self.slashes = Counter(
+            "loconet_slashes", "slashes and jailings by kind", ["kind"], registry=registry
+        )
+        self.slashed = Counter(
+            "loconet_slashed_uloco", "uloco slashed by kind", ["kind"], registry=registry
+        )
 
     def observe_events(self, events: Any) -> None:
         counts: dict[str, int] = {}
@@ -137,11 +210,14 @@ class NodeMetrics:
 def _never_fatal(where: str) -> Iterator[None]:
     """Measuring runs on the consensus path, after the app has answered: a metrics bug (an
     event attribute that is not what it expects, say) is logged and the block goes on; an
-    exception here would reach the ABCI server as a FinalizeBlock/Commit failure and halt the node."""
+    exception here would reach the ABCI server as a FinalizeBlock/Commit failure and halt the
+    node."""
     try:
         yield
     except Exception:
-        logging.getLogger("loconet.metrics").exception("metrics after %s failed (the node goes on)", where)
+        logging.getLogger("loconet.metrics").exception(
+            "metrics after %s failed (the node goes on)", where
+        )
 
 
 class MeteredApplication(Application):
@@ -159,7 +235,9 @@ class MeteredApplication(Application):
             key = ("recheck" if req.type == RECHECK else "check", res.codespace, res.code)
             child = self._check_counters.get(key)
             if child is None:  # the labelled child, looked up once per (stage, code)
-                child = self._check_counters[key] = self.metrics.txs.labels(key[0], key[1], str(key[2]))
+                child = self._check_counters[key] = self.metrics.txs.labels(
+                    key[0], key[1], str(key[2])
+                )
             child.inc()
         return res
 
@@ -195,7 +273,9 @@ class MeteredApplication(Application):
         from abci_app.jobs.keys import ROUND_DUE_PREFIX, parse_round_due_key
         from abci_app.pb import jobs_pb2
 
-        counts: dict[str, int] = {name.removeprefix("PHASE_").lower(): 0 for name in jobs_pb2.Phase.keys()}  # noqa: SIM118 (an EnumTypeWrapper)
+        counts: dict[str, int] = {
+            name.removeprefix("PHASE_").lower(): 0 for name in jobs_pb2.Phase.keys()
+        }  # noqa: SIM118 (an EnumTypeWrapper)
         seen: set[tuple[int, int]] = set()
         for key, _ in self.store.iterate(ROUND_DUE_PREFIX, prefix_end(ROUND_DUE_PREFIX)):
             _, job_id, rnd = parse_round_due_key(key)
@@ -217,11 +297,25 @@ class WorkerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
-        self.blob_bytes = Counter("loconet_blob_bytes", "blob bytes fetched (in) and served (out)", ["direction"], registry=r)
-        self.loss = Gauge("loconet_training_loss", "last inner-step training loss (nats)", registry=r)
-        self.step_seconds = Histogram("loconet_training_step_seconds", "time of one inner step", buckets=STEP_BUCKETS, registry=r)
+        self.blob_bytes = Counter(
+            "loconet_blob_bytes",
+            "blob bytes fetched (in) and served (out)",
+            ["direction"],
+            registry=r,
+        )
+        self.loss = Gauge(
+            "loconet_training_loss", "last inner-step training loss (nats)", registry=r
+        )
+        self.step_seconds = Histogram(
+            "loconet_training_step_seconds",
+            "time of one inner step",
+            buckets=STEP_BUCKETS,
+            registry=r,
+        )
         self.steps = Counter("loconet_training_steps", "inner steps done", registry=r)
-        self.rounds = Counter("loconet_rounds_done", "provider rounds by result", ["result"], registry=r)
+        self.rounds = Counter(
+            "loconet_rounds_done", "provider rounds by result", ["result"], registry=r
+        )
         self.blob_bytes.labels("in")
         self.blob_bytes.labels("out")
 

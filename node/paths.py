@@ -18,7 +18,9 @@ def cometbft_binary() -> str:
     env = os.environ.get("LOCONET_COMETBFT")
     if env:
         if not os.access(env, os.X_OK):
-            raise ToolMissing(f"LOCONET_COMETBFT={env} is not an executable file: fix the path or unset it")
+            raise ToolMissing(
+                f"LOCONET_COMETBFT={env} is not an executable file: fix the path or unset it"
+            )
         return env
     local = PROJECT_ROOT / ".bin" / "cometbft"
     if local.is_file() and os.access(local, os.X_OK):

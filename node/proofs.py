@@ -29,8 +29,14 @@ class ProofInvalid(Exception):
     pass
 
 
-def verify_query(client: Client, qr: QueryResult, wait: float = 30.0) -> tuple[bytes, dict[bytes, bytes | None]]:
-    """Returns (app hash used, {store key: proven value or None}). Raises ProofInvalid."""
+def verify_query(
+    client: Client, qr: QueryResult, wait: float = 30.0, asked: int = 0
+) -> tuple[bytes, dict[bytes, bytes | None]]:
+    """Returns (app hash used, {store key: proven value or None}). Raises ProofInvalid.
+    ``asked``: the height the caller queried (0: the latest); an answer for another height is
+    refused (the state of another height, proven, read as the asked one's)."""
+    if asked and qr.height != asked:
+        raise ProofInvalid(f"asked for height {asked}, the node answered for height {qr.height}")
     if not qr.proof_ops:
         raise ProofInvalid("the node returned no proof")
     client.wait_for_height(qr.height + 1, timeout=wait)
@@ -56,21 +62,34 @@ def verify_ops(qr: QueryResult, root: bytes) -> dict[bytes, bytes | None]:
         except StoreError as e:
             raise ProofInvalid(f"malformed proof: {e}") from None
         if proof.key != op["key"] or not verify_proof(proof, root, op["key"], proof.value):
-            raise ProofInvalid(f"proof for key {op['key'].hex()} does not verify against app hash {root.hex()}")
+            raise ProofInvalid(
+                f"proof for key {op['key'].hex()} does not verify against app hash {root.hex()}"
+            )
         proven[op["key"]] = proof.value
     return proven
 
 
-def verified_account(client: Client, qr: QueryResult, address: bytes) -> dict[str, Any]:
+def verified_account(
+    client: Client, qr: QueryResult, address: bytes, asked: int = 0
+) -> dict[str, Any]:
     """Balance and sequence re-derived from the proven store values."""
-    root, proven = verify_query(client, qr)
+    root, proven = verify_query(client, qr, asked=asked)
     bk, ak = balance_key(address), account_key(address)
     if bk not in proven or ak not in proven:
         raise ProofInvalid("proof does not cover the account's balance and sequence keys")
     raw_acc = proven[ak]
     seq = decode_msg(state_pb2.Account, raw_acc).sequence if raw_acc else 0
     proof_json = [
-        {"type": PROOF_TYPE, "key": base64.b64encode(op["key"]).decode(), "data": base64.b64encode(op["data"]).decode()}
+        {
+            "type": PROOF_TYPE,
+            "key": base64.b64encode(op["key"]).decode(),
+            "data": base64.b64encode(op["data"]).decode(),
+        }
         for op in qr.proof_ops
     ]
-    return {"balance": decode_amount(proven[bk]), "sequence": seq, "app_hash": root.hex().upper(), "proof": proof_json}
+    return {
+        "balance": decode_amount(proven[bk]),
+        "sequence": seq,
+        "app_hash": root.hex().upper(),
+        "proof": proof_json,
+    }

@@ -14,17 +14,21 @@ from __future__ import annotations
 
 import base64
 import errno
-import json
+import re
 import socket
 import time
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Self
 
 import httpx
 
+from node import safejson
+
 DEFAULT_NODE = "http://127.0.0.1:26657"
-RESUBMIT_AFTER_S = 5.0  # wait_for_tx: rebroadcast a tx not in a block this long after its submission (~5 blocks)
+RESUBMIT_AFTER_S = (
+    5.0  # wait_for_tx: rebroadcast a tx not in a block this long after its submission (~5 blocks)
+)
 MAX_RESPONSE_BYTES = 256 << 20  # a block of CometBFT's largest size (100 MiB) in base64 JSON fits
 
 
@@ -48,8 +52,20 @@ def normalize_url(url: str) -> str:
         u = "http://" + u
     scheme = u.split("://", 1)[0]
     if scheme not in ("http", "https") or not u.split("://", 1)[1]:
-        raise NodeUnreachable(f"--node {url!r}: write http://HOST:PORT, tcp://HOST:PORT or HOST:PORT "
-                              "(e.g. http://127.0.0.1:26657)", "protocol")
+        raise NodeUnreachable(
+            f"--node {url!r}: write http://HOST:PORT, tcp://HOST:PORT or HOST:PORT "
+            "(e.g. http://127.0.0.1:26657)",
+            "protocol",
+        )
+    # a port past 65535 (or 0) reached connect() and was reported as "connection refused ...
+    # nothing listens" (or an OverflowError): say what is wrong with it instead
+    port = re.fullmatch(r"[^/?#]*:(\d+)", u.split("://", 1)[1].split("/", 1)[0])
+    if port and not 1 <= int(port[1]) <= 65535:
+        raise NodeUnreachable(
+            f"--node {url!r}: port {port[1]} is not a TCP port (1..65535); write http://HOST:PORT "
+            "(e.g. http://127.0.0.1:26657)",
+            "protocol",
+        )
     return u
 
 
@@ -62,18 +78,33 @@ def explain_transport_error(url: str, e: BaseException) -> NodeUnreachable:
         cur = cur.__cause__ or cur.__context__
     host = url.split("://", 1)[-1].split("/", 1)[0]
     if any(isinstance(c, socket.gaierror) for c in chain) or "Name or service not known" in str(e):
-        return NodeUnreachable(f"cannot resolve the host of {url}: {host.rsplit(':', 1)[0]!r} is not a known "
-                               "name; check --node (or `node` in the client config)", "dns")
+        return NodeUnreachable(
+            f"cannot resolve the host of {url}: {host.rsplit(':', 1)[0]!r} is not a known "
+            "name; check --node (or `node` in the client config)",
+            "dns",
+        )
     if isinstance(e, httpx.TimeoutException):
         what = "connecting" if isinstance(e, httpx.ConnectTimeout) else "waiting for an answer"
-        return NodeUnreachable(f"timed out {what} to {url}: the node is overloaded, still starting, or a "
-                               "firewall drops the packets; retry, or check the address", "timeout")
+        return NodeUnreachable(
+            f"timed out {what} to {url}: the node is overloaded, still starting, or a "
+            "firewall drops the packets; retry, or check the address",
+            "timeout",
+        )
     if any(isinstance(c, ConnectionRefusedError) for c in chain) or "Connection refused" in str(e):
-        return NodeUnreachable(f"connection refused by {host}: nothing listens on {url}; start the node "
-                               "(`loconet start --home HOME`) or pass the right --node", "refused")
-    if any(isinstance(c, OSError) and c.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH) for c in chain):
-        return NodeUnreachable(f"no route to {host} ({url}): check the address and the network", "network")
-    return NodeUnreachable(f"cannot reach the node at {url} ({e.__class__.__name__}: {e}); check --node", "network")
+        return NodeUnreachable(
+            f"connection refused by {host}: nothing listens on {url}; start the node "
+            "(`loconet start --home HOME`) or pass the right --node",
+            "refused",
+        )
+    if any(
+        isinstance(c, OSError) and c.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH) for c in chain
+    ):
+        return NodeUnreachable(
+            f"no route to {host} ({url}): check the address and the network", "network"
+        )
+    return NodeUnreachable(
+        f"cannot reach the node at {url} ({e.__class__.__name__}: {e}); check --node", "network"
+    )
 
 
 class TxRejected(RpcError):
@@ -93,14 +124,23 @@ class QueryResult:
 
 class Client:
     answers = 0  # JSON-RPC answers received by this process (any client)
-    def __init__(self, url: str = DEFAULT_NODE, timeout: float = 10.0, transport: httpx.BaseTransport | None = None) -> None:
+
+    def __init__(
+        self,
+        url: str = DEFAULT_NODE,
+        timeout: float = 10.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
         self.url = normalize_url(url)
         self.resubmitted = 0  # txs broadcast again by wait_for_tx (they had left the mempool)
         try:
             self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
         except httpx.InvalidURL as e:  # http://[::1, HOST:abc: a one-line error, not a traceback
-            raise NodeUnreachable(f"--node {url!r} is not a valid URL ({e}): write http://HOST:PORT, tcp://HOST:PORT "
-                                  "or HOST:PORT (e.g. http://127.0.0.1:26657)", "protocol") from None
+            raise NodeUnreachable(
+                f"--node {url!r} is not a valid URL ({e}): write http://HOST:PORT, tcp://HOST:PORT "
+                "or HOST:PORT (e.g. http://127.0.0.1:26657)",
+                "protocol",
+            ) from None
 
     def close(self) -> None:
         self._http.close()
@@ -116,22 +156,34 @@ class Client:
         not an object, no result, a body over MAX_RESPONSE_BYTES once decoded) is an RpcError
         naming what came back, never a KeyError or a MemoryError in the caller."""
         try:
-            with self._http.stream("POST", "/", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}) as r:
+            with self._http.stream(
+                "POST", "/", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+            ) as r:
                 data = bytearray()
                 for chunk in r.iter_bytes():  # decoded: a gzip bomb counts at its real size
                     data += chunk
                     if len(data) > MAX_RESPONSE_BYTES:
-                        raise RpcError(f"{method}: the node's answer is over {MAX_RESPONSE_BYTES >> 20} MiB; refusing it")
+                        raise RpcError(
+                            f"{method}: the node's answer is over {MAX_RESPONSE_BYTES >> 20} MiB; "
+                            "refusing it"
+                        )
         except httpx.TransportError as e:
             raise explain_transport_error(self.url, e) from None
         except httpx.HTTPError as e:  # e.g. a malformed gzip body
-            raise RpcError(f"{method}: could not read the node's answer ({type(e).__name__}: {e})") from None
+            raise RpcError(
+                f"{method}: could not read the node's answer ({type(e).__name__}: {e})"
+            ) from None
         try:
-            body = json.loads(bytes(data))
+            body = safejson.loads(bytes(data))  # a hostile node nests [[[[... 10^5 deep
         except (ValueError, RecursionError):
-            raise RpcError(f"{method}: node answered HTTP {r.status_code} with non-JSON body") from None
+            raise RpcError(
+                f"{method}: node answered HTTP {r.status_code} with non-JSON body"
+            ) from None
         if not isinstance(body, dict) or ("result" not in body and not body.get("error")):
-            raise RpcError(f"{method}: node answered HTTP {r.status_code} with JSON that is not a JSON-RPC answer")
+            raise RpcError(
+                f"{method}: node answered HTTP {r.status_code} with JSON that is not a JSON-RPC "
+                "answer"
+            )
         if body.get("error"):
             err = body["error"]
             if not isinstance(err, dict):
@@ -142,13 +194,13 @@ class Client:
 
     # -- chain ----------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
-        return self.call("status")  # type: ignore[no-any-return]
+        return self.call("status")
 
     def latest_height(self) -> int:
         return int(self.status()["sync_info"]["latest_block_height"])
 
     def block(self, height: int | None = None) -> dict[str, Any]:
-        return self.call("block", **({"height": str(height)} if height else {}))  # type: ignore[no-any-return]
+        return self.call("block", **({"height": str(height)} if height else {}))
 
     def app_hash_at(self, height: int) -> bytes:
         """The app hash in the header of block ``height`` (= state root after block height-1)."""
@@ -171,7 +223,9 @@ class Client:
         """Submit through CheckTx; returns the tx hash (hex) or raises TxRejected."""
         res = self.call("broadcast_tx_sync", tx=base64.b64encode(tx).decode())
         if int(res["code"]) != 0:
-            raise TxRejected(int(res["code"]), res.get("codespace", ""), res.get("log", ""), "CheckTx")
+            raise TxRejected(
+                int(res["code"]), res.get("codespace", ""), res.get("log", ""), "CheckTx"
+            )
         return str(res["hash"])
 
     def broadcast_tx_async(self, tx: bytes) -> str:
@@ -179,14 +233,19 @@ class Client:
 
     def tx(self, tx_hash: str) -> dict[str, Any] | None:
         try:
-            return self.call("tx", hash=base64.b64encode(bytes.fromhex(tx_hash)).decode())  # type: ignore[no-any-return]
+            return self.call("tx", hash=base64.b64encode(bytes.fromhex(tx_hash)).decode())
         except RpcError as e:
             if "not found" in str(e):
                 return None
             raise
 
-    def wait_for_tx(self, tx_hash: str, timeout: float = 30.0, resubmit: Sequence[bytes] = (),
-                    resubmit_after: float = RESUBMIT_AFTER_S) -> dict[str, Any]:
+    def wait_for_tx(
+        self,
+        tx_hash: str,
+        timeout: float = 30.0,
+        resubmit: Sequence[bytes] = (),
+        resubmit_after: float = RESUBMIT_AFTER_S,
+    ) -> dict[str, Any]:
         """Wait until the tx is in a block; raise TxRejected if the block rejected it.
 
         A tx that passed CheckTx can still leave the mempool without a block: dropped when the
@@ -206,11 +265,18 @@ class Client:
             if res is not None:
                 r = res["tx_result"]
                 if int(r.get("code", 0)) != 0:
-                    raise TxRejected(int(r["code"]), r.get("codespace", ""), r.get("log", ""), f"block {res['height']}")
+                    raise TxRejected(
+                        int(r["code"]),
+                        r.get("codespace", ""),
+                        r.get("log", ""),
+                        f"block {res['height']}",
+                    )
                 return res
             if time.monotonic() > deadline:
-                raise RpcError(f"tx {tx_hash} not in a block after {timeout:.0f}s"
-                               + (f" ({self.resubmitted} rebroadcasts)" if resubmit else ""))
+                raise RpcError(
+                    f"tx {tx_hash} not in a block after {timeout:.0f}s"
+                    + (f" ({self.resubmitted} rebroadcasts)" if resubmit else "")
+                )
             if resubmit and time.monotonic() >= next_submit:
                 self._rebroadcast(tx_hash, resubmit)
                 next_submit = time.monotonic() + resubmit_after
@@ -234,8 +300,12 @@ class Client:
                     return
 
     # -- state ----------------------------------------------------------------------------------
-    def abci_query(self, path: str, data: bytes = b"", height: int = 0, prove: bool = False) -> QueryResult:
-        result = self.call("abci_query", path=path, data=data.hex(), height=str(height), prove=prove)
+    def abci_query(
+        self, path: str, data: bytes = b"", height: int = 0, prove: bool = False
+    ) -> QueryResult:
+        result = self.call(
+            "abci_query", path=path, data=data.hex(), height=str(height), prove=prove
+        )
         try:
             res = result["response"]
             ops = (res.get("proofOps") or {}).get("ops") or []
@@ -244,8 +314,21 @@ class Client:
                 log=str(res.get("log", "")),
                 height=int(res.get("height", 0)),
                 value=base64.b64decode(res.get("value") or "", validate=True),
-                proof_ops=[{"type": o["type"], "key": base64.b64decode(o["key"], validate=True),
-                            "data": base64.b64decode(o["data"], validate=True)} for o in ops],
+                proof_ops=[
+                    {
+                        "type": o["type"],
+                        "key": base64.b64decode(o["key"], validate=True),
+                        "data": base64.b64decode(o["data"], validate=True),
+                    }
+                    for o in ops
+                ],
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as e:  # binascii.Error is a ValueError
-            raise RpcError(f"abci_query {path}: the node's answer is malformed ({type(e).__name__}: {e})") from None
+        except (
+            KeyError,
+            TypeError,
+            ValueError,
+            AttributeError,
+        ) as e:  # binascii.Error is a ValueError
+            raise RpcError(
+                f"abci_query {path}: the node's answer is malformed ({type(e).__name__}: {e})"
+            ) from None

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from abci_app.settlement import evm
+from node.atomic import write_new_atomic
 
 FILE = Path("config") / "settlement_key.json"
 
@@ -33,9 +34,8 @@ def create(home: Path) -> str:
         secret = os.urandom(32)
     addr = "0x" + evm.address_of_private_key(secret).hex()
     p.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps({"evm_address": addr, "secret": secret.hex()}, indent=1, sort_keys=True) + "\n")
+    body = json.dumps({"evm_address": addr, "secret": secret.hex()}, indent=1, sort_keys=True)
+    write_new_atomic(p, body + "\n", 0o600)  # never half a key under the file's name
     return addr
 
 
@@ -46,8 +46,10 @@ def load(home: Path) -> bytes | None:
         return None
     try:
         secret = bytes.fromhex(json.loads(p.read_text())["secret"])
-    except (ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"{p}: not a settlement key file ({e}); move it away to start without one") from None
+    except (ValueError, KeyError, TypeError, RecursionError) as e:
+        raise ValueError(
+            f"{p}: not a settlement key file ({e}); move it away to start without one"
+        ) from None
     if len(secret) != 32:
         raise ValueError(f"{p}: the secret must be 32 bytes of hex")
     return secret

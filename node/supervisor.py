@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -32,7 +33,89 @@ class StartError(Exception):
 
 
 def _port_of(addr: str) -> int:
-    return int(addr.rsplit(":", 1)[1])
+    port = addr.rsplit(":", 1)[1]
+    if not (port.isascii() and port.isdigit() and 0 < int(port[:6]) < 65536):
+        raise ValueError(f"{addr!r} has no port 1..65535")
+    return int(port)
+
+
+def lock_home(home: Path) -> int:
+    """Hold HOME/data/loconet.lock (flock, released when the process ends, kill -9 included) for
+    this process's life; StartError naming the holder if another `loconet start` or `loconet
+    abci` runs on the home. Two on one home opened one store twice, and the second unlinked the
+    first's ABCI socket (abci_app/server.py) and bound its own in its place."""
+    from node.atomic import Held, hold
+
+    (home / "data").mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        return hold(home / "data" / "loconet.lock")
+    except Held as e:
+        raise StartError(
+            f"another loconet node (pid {e.pid}) runs on {home}: stop it first (Ctrl-C, or "
+            f"`kill {e.pid}`), or pick another --home"
+        ) from None
+
+
+def open_store(home: Path, keep_recent: int) -> MerkleStore:
+    """HOME/data/app.db; StartError naming it and the way out when it cannot be opened (a file
+    that is not SQLite, a folder: tracebacks before)."""
+    import sqlite3
+
+    from abci_app.store import StoreError
+
+    path = home / "data" / "app.db"
+    try:
+        return MerkleStore(path, keep_recent=keep_recent)
+    except (StoreError, sqlite3.DatabaseError) as e:
+        raise StartError(
+            f"cannot open the app's state {path} ({e}): if it is damaged, move it away (`mv "
+            f"{path} {path}.bad`) and start again: cometbft replays its blocks into a new one"
+        ) from None
+
+
+def cometbft_failure(log_path: Path, start: int) -> str:
+    """The reason cometbft gave for exiting, from what it logged since offset ``start`` (its
+    ``ERROR: ...`` line, else its last error line), or "" when there is none."""
+    try:
+        with open(log_path, "rb") as f:
+            size = f.seek(0, 2)
+            f.seek(max(start, size - 65536))  # the tail only: a long run logged gigabytes
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        if line.startswith("ERROR:"):
+            return line.removeprefix("ERROR:").strip()[:500]
+    for line in reversed(lines):
+        if line.startswith("E[") or "panic:" in line:
+            return line.strip()[:500]
+    return ""
+
+
+def read_cometbft_config(home: Path) -> dict[str, str]:
+    """The RPC and P2P listen addresses of HOME/config/config.toml; StartError naming the file
+    when it is not TOML or lacks them (a traceback before)."""
+    path = home / "config" / "config.toml"
+    try:
+        ctoml = tomllib.loads(path.read_text())
+        addrs = {"rpc": str(ctoml["rpc"]["laddr"]), "p2p": str(ctoml["p2p"]["laddr"])}
+        for a in addrs.values():
+            _port_of(a)
+    except OSError as e:
+        raise StartError(f"cannot read {path}: {e.strerror}") from None
+    except (
+        tomllib.TOMLDecodeError,
+        KeyError,
+        TypeError,
+        ValueError,
+        IndexError,
+        RecursionError,
+    ) as e:
+        raise StartError(
+            f"{path} is not a usable cometbft config ({type(e).__name__}: {e}); [rpc] laddr and "
+            "[p2p] laddr must be tcp://HOST:PORT: fix it, or compare with a fresh `loconet init`"
+        ) from None
+    return addrs
 
 
 def check_port_free(port: int, what: str) -> None:
@@ -51,8 +134,18 @@ async def run_node(home: Path, log_console: bool | None = None) -> int:
         raise StartError(f"{home} is not a loconet home: run `loconet init --home {home}` first")
     binary = cometbft_binary()
     cfg = AppConfig.load(home)
-    ctoml = tomllib.loads((home / "config" / "config.toml").read_text())
-    for addr, what in ((ctoml["rpc"]["laddr"], "cometbft RPC"), (ctoml["p2p"]["laddr"], "cometbft P2P")):
+    laddr = read_cometbft_config(home)
+    lock_fd = lock_home(home)
+    try:
+        return await _run_locked(home, binary, cfg, laddr, log_console)
+    finally:
+        os.close(lock_fd)
+
+
+async def _run_locked(
+    home: Path, binary: str, cfg: AppConfig, laddr: dict[str, str], log_console: bool | None
+) -> int:
+    for addr, what in ((laddr["rpc"], "cometbft RPC"), (laddr["p2p"], "cometbft P2P")):
         check_port_free(_port_of(addr), what)
 
     metrics_addr = cfg.metrics_listen(home)
@@ -65,9 +158,13 @@ async def run_node(home: Path, log_console: bool | None = None) -> int:
         if is_port_free(parse_listen(metrics_addr)[1]):
             metrics = NodeMetrics(CollectorRegistry())
         else:  # metrics are not worth refusing to run the node for
-            print(f"warning: app metrics off: {metrics_addr} is in use; set metrics_address in "
-                  f"{home / 'config' / 'app.toml'} (\"\" turns them off)", file=sys.stderr, flush=True)
-    store = MerkleStore(home / "data" / "app.db", keep_recent=cfg.keep_recent)
+            print(
+                f"warning: app metrics off: {metrics_addr} is in use; set metrics_address in "
+                f'{home / "config" / "app.toml"} ("" turns them off)',
+                file=sys.stderr,
+                flush=True,
+            )
+    store = open_store(home, cfg.keep_recent)
     try:
         app = cfg.application(home, store, metrics=metrics)
     except ValueError as e:
@@ -78,7 +175,9 @@ async def run_node(home: Path, log_console: bool | None = None) -> int:
         await server.start()
     except OSError as e:
         store.close()
-        raise StartError(f"cannot listen on {cfg.abci_address} (ABCI): {e.strerror}; is another node running?") from None
+        raise StartError(
+            f"cannot listen on {cfg.abci_address} (ABCI): {e.strerror}; is another node running?"
+        ) from None
     log.info("ABCI server on %s (height %d)", cfg.abci_address, store.height)
     metrics_server = None
     if metrics is not None:
@@ -88,17 +187,25 @@ async def run_node(home: Path, log_console: bool | None = None) -> int:
             metrics_server, _ = serve_metrics(metrics.registry, metrics_addr)
             log.info("app metrics on http://%s/metrics", metrics_addr)
         except OSError as e:
-            print(f"warning: app metrics off: cannot listen on {metrics_addr} ({e.strerror})", file=sys.stderr, flush=True)
+            print(
+                f"warning: app metrics off: cannot listen on {metrics_addr} ({e.strerror})",
+                file=sys.stderr,
+                flush=True,
+            )
 
     # the log file lives as long as the child; both calls return at once (no need for a thread)
     logf = open(home / "cometbft.log", "ab")  # noqa: ASYNC230, SIM115
+    log_start = logf.tell()
     echo = sys.stdout.isatty() if log_console is None else log_console
     proc = subprocess.Popen(  # noqa: ASYNC220
         [binary, "start", "--home", str(home), "--proxy_app", cfg.abci_address],
-        stdout=subprocess.PIPE if echo else logf, stderr=subprocess.STDOUT, start_new_session=False
+        stdout=subprocess.PIPE if echo else logf,
+        stderr=subprocess.STDOUT,
+        start_new_session=False,
     )
     pump = None
     if echo:  # the log file and the console both get every line
+
         def copy_lines() -> None:
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -109,8 +216,12 @@ async def run_node(home: Path, log_console: bool | None = None) -> int:
 
         pump = threading.Thread(target=copy_lines, name="cometbft-log", daemon=True)
         pump.start()
-    print(f"node started: cometbft pid {proc.pid}, log {home / 'cometbft.log'}, RPC {ctoml['rpc']['laddr']}"
-          + (f", metrics http://{metrics_addr}/metrics" if metrics_server is not None else ""), flush=True)
+    print(
+        f"node started: cometbft pid {proc.pid}, log {home / 'cometbft.log'}, RPC "
+        f"{laddr['rpc']}"
+        + (f", metrics http://{metrics_addr}/metrics" if metrics_server is not None else ""),
+        flush=True,
+    )
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -124,7 +235,13 @@ async def run_node(home: Path, log_console: bool | None = None) -> int:
     rc = 0
     if comet in done:
         rc = proc.returncode or 1
-        print(f"cometbft exited with status {proc.returncode}; see {home / 'cometbft.log'}", file=sys.stderr)
+        why = cometbft_failure(home / "cometbft.log", log_start)
+        print(
+            f"cometbft exited with status {proc.returncode}"
+            + (f": {why}" if why else "")
+            + f"; see {home / 'cometbft.log'}",
+            file=sys.stderr,
+        )
     elif serve in done and server.fatal_error is not None:
         rc = 1
         print(f"state machine halted: {server.fatal_error}", file=sys.stderr)
@@ -139,7 +256,8 @@ async def run_node(home: Path, log_console: bool | None = None) -> int:
     stopper.cancel()
     await server.stop()
     if app.snapshots is not None:
-        app.snapshots.close()  # lets a snapshot being written finish (else its tmp folder is dropped at the next start)
+        # lets a snapshot being written finish (else its tmp folder is dropped at the next start)
+        app.snapshots.close()
     store.close()
     if pump is not None:
         pump.join(5)

@@ -4,7 +4,8 @@ Provider i: key ``provider{i}`` in the shared keyring (funded at genesis), bonde
 ``PROVIDER_BOND``, its blob endpoint at ``http://127.0.0.1:{base+24+100·i}`` (26680 + 100·i for
 the default base), and one ``loconet provider run`` process with its folder ``DIR/provider{i}/``
 (blob store, progress.json, worker.log, worker.pid) following node i mod N, with the next node
-as fallback. ``--cheaters KIND:COUNT`` makes the last COUNT providers run ``--behaviour KIND``.
+as fallback. ``--cheaters KIND:COUNT[,KIND:COUNT...]`` (repeatable) makes the last providers run
+``--behaviour KIND``, in the order given.
 
 The built-in job (unless ``--no-job``): a small byte-level GPT on the built-in text corpus
 (trainer.data.default_corpus_bytes: Python standard-library sources, named by sha256),
@@ -13,47 +14,67 @@ lets a round's participants verify each other, so the providers split: P − V t
 and V = min(3, P // 2) verify, and the testnet genesis sets jobs.min_fraud_verifiers to 2 so two
 invalid votes prove fraud. A cheater bonds CHEATER_BOND_FACTOR x more than the others (a rational
 cheater wants to be drawn: the draw is weighted by bond x reputation), which also makes its
-slash visible. The job's owner (validator0) hands
+slash visible. A lazy verifier bonds like an honest provider and takes no training slot (its
+cheat is in its votes; see ``plan_roles``): with 4x it would hold 2/3 of a 3-verifier panel's
+stake, and since a testnet this small has nobody left to draw an appeal panel from, the first
+panel's 2/3 decides alone: its VALID would accept a poisoned update and slash the honest
+verifiers (the *whale verifier* limit of abci_app/jobs/README.md, which an appeal panel drawn
+from a larger network is what answers).
+
+Roles (``plan_roles``): by default every provider except a lazy verifier may be drawn to train
+and whoever is not drawn verifies. With ``--fixed-roles`` the roles are fixed, so every cheater
+is examined in every round until it is jailed, by construction rather than by the luck of the
+draw: V providers only verify (the lazy verifiers first, then honest ones from the last) and the
+P − V others, every participant-side cheater among them, train in every round (the job draws
+P − V participants). A verify-only provider registers with an opt-in policy whose minimum slot
+reward (``VERIFY_ONLY_SLOT``) no job here pays: the draw of participants skips it, the draw of
+verifiers (which ignores policies and job filters) does not.
+
+The job's owner (validator0) hands
 the dataset and the initial model to the providers the way an owner would: it writes both into
 every provider's blob store, so each worker finds them by the hashes the job records.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from node.paths import PROJECT_ROOT
+from node import procs
+from node.testnet import TestnetError as TestnetMarketError
 
 LOCO = 1_000_000
 PROVIDER_BOND = 2_000 * LOCO
 CHEATER_BOND_FACTOR = 4
 BLOB_OFFSET = 24  # 26656 + 24 = 26680
 CHEAT_KINDS = ("random-root", "withhold", "lazy-verifier", "poison")
+VERIFIER_CHEATS = ("lazy-verifier",)  # cheats in its votes: bonds like an honest one, never trains
+VERIFY_ONLY_SLOT = 1_000_000 * LOCO  # policy min_slot_reward of a verify-only provider
 
 # the built-in job: ~25k parameters, H = 40 steps of 8 x 32 bytes, a state every 10 steps
 BUILTIN_JOB: dict[str, Any] = {
     "model": {"n_layers": 2, "n_heads": 2, "d_model": 32, "context_len": 32, "vocab_size": 256},
-    "inner_steps": 40, "trace_interval": 10, "tokens_per_step": 256, "compression_policy": "dense+int8",
+    "inner_steps": 40,
+    "trace_interval": 10,
+    "tokens_per_step": 256,
+    "compression_policy": "dense+int8",
     # commit >= reveal + 2 x verdict (votes committed, then opened) + attest: round r+1 (opened at
     # r's commit deadline) trains on the model of round r-1, never older
     # (verdict 16: a verifier that is also training fetches the trace list, entries 0 and H/k and
     # the payload, checks start and payload, and re-executes 2 targets x 2 segments, in time on a
     # loaded 2-core machine; 8 and then 12 left a round undecided now and then)
     "windows": {"commit": 42, "reveal": 5, "verdict": 16, "attest": 5},
-    "challenge_bps": 10_000, "reward_per_round": 10 * LOCO, "verifier_reward_per_round": LOCO,
+    "challenge_bps": 10_000,
+    "reward_per_round": 10 * LOCO,
+    "verifier_reward_per_round": LOCO,
     # 2 of the H/k = 4 segments opened and re-executed per challenge; exact mode: all workers
     # share this machine's stack (trainer.determinism.stack_id)
-    "segments_per_challenge": 2, "determinism_mode": "exact",
+    "segments_per_challenge": 2,
+    "determinism_mode": "exact",
 }
-
-
-from node.testnet import TestnetError as TestnetMarketError
 
 
 @dataclass(slots=True)
@@ -65,6 +86,7 @@ class WorkerInfo:
     blob_port: int
     nodes: list[str]  # RPC URLs, first = primary
     behaviour: str = "honest"
+    role: str = "any"  # "train" | "verify" (fixed by its opt-in policy) | "any" (drawn)
 
     @property
     def path(self) -> Path:
@@ -76,16 +98,57 @@ class WorkerInfo:
 
 
 def parse_cheaters(items: list[str], providers: int) -> list[str]:
-    """``KIND:COUNT`` items -> the behaviour of each provider (cheaters last)."""
+    """``KIND:COUNT`` items (each may hold several, comma-separated: ``poison:1,withhold:1``) ->
+    the behaviour of each provider (honest first, then the cheaters in the order given)."""
     kinds: list[str] = []
-    for it in items:
+    for it in [part.strip() for item in items for part in item.split(",")]:
         kind, _, count = it.partition(":")
-        if kind not in CHEAT_KINDS or not (count or "1").isdigit():
-            raise TestnetMarketError(f"bad --cheaters {it!r}: write KIND:COUNT with KIND one of {', '.join(CHEAT_KINDS)}")
-        kinds += [kind] * int(count or "1")
-    if len(kinds) > providers:
-        raise TestnetMarketError(f"--cheaters asks for {len(kinds)} cheaters but --providers is {providers}")
+        count = count or "1"
+        # ASCII digits only ('１' is isdigit too); the count is checked against --providers
+        # before the list is built (poison:10**12 raised MemoryError)
+        if kind not in CHEAT_KINDS or not (count.isascii() and count.isdigit()):
+            raise TestnetMarketError(
+                f"bad --cheaters {it!r}: write KIND:COUNT[,KIND:COUNT...] with KIND one of "
+                f"{', '.join(CHEAT_KINDS)}, e.g. --cheaters poison:1,withhold:1"
+            )
+        n = len(kinds) + int(count)
+        if n > providers:
+            raise TestnetMarketError(
+                f"--cheaters asks for {n if len(count) < 20 else 'more than 10^19'} cheaters but "
+                f"--providers is {providers}: lower the counts or raise --providers"
+            )
+        kinds += [kind] * int(count)
     return ["honest"] * (providers - len(kinds)) + kinds
+
+
+def verifier_seats(n: int) -> int:
+    """Verifiers per challenge of the built-in job with ``n`` providers (the others train)."""
+    return max(1, min(3, n // 2)) if n > 1 else 1
+
+
+def plan_roles(behaviours: list[str], fixed: bool) -> list[str]:
+    """Each provider's role: a lazy verifier always ``verify``; with ``fixed`` the verifier seats
+    left go to honest providers from the last, and everyone else ``train``s (all of them drawn
+    every round); without, ``any`` (the draw decides)."""
+    roles = ["verify" if b in VERIFIER_CHEATS else "any" for b in behaviours]
+    if not fixed:
+        return roles
+    seats = verifier_seats(len(behaviours))
+    lazy = roles.count("verify")
+    if lazy > seats:
+        raise TestnetMarketError(
+            f"--fixed-roles: {lazy} lazy verifiers but the job has {seats} verifier seats: "
+            f"use fewer lazy-verifier cheaters or more --providers"
+        )
+    honest = [i for i, b in enumerate(behaviours) if b == "honest"]
+    if len(honest) < seats - lazy + 1:
+        raise TestnetMarketError(
+            f"--fixed-roles needs {seats - lazy + 1} honest providers ({seats - lazy} to verify, "
+            f"1 to train) but has {len(honest)}: add --providers or fewer --cheaters"
+        )
+    for i in honest[len(honest) - (seats - lazy) :]:
+        roles[i] = "verify"
+    return ["verify" if r == "verify" else "train" for r in roles]
 
 
 def workers_of(m: dict[str, Any]) -> list[WorkerInfo]:
@@ -99,16 +162,29 @@ def find_worker(m: dict[str, Any], name: str) -> WorkerInfo | None:
     return None
 
 
-def plan_workers(d: Path, m: dict[str, Any], behaviours: list[str]) -> list[WorkerInfo]:
+def plan_workers(
+    d: Path, m: dict[str, Any], behaviours: list[str], *, fixed_roles: bool = False
+) -> list[WorkerInfo]:
     from node.keys import Keyring
 
+    roles = plan_roles(behaviours, fixed_roles)
     rpcs = [f"http://127.0.0.1:{n['rpc']}" for n in m["nodes"]]
     out = []
     for i, b in enumerate(behaviours):
         key = Keyring(d).get(f"provider{i}")
         nodes = [rpcs[(i + j) % len(rpcs)] for j in range(min(2, len(rpcs)))]
-        out.append(WorkerInfo(f"provider{i}", key.name, key.address, str((d / f"provider{i}").resolve()),
-                              m["base_port"] + BLOB_OFFSET + 100 * i, nodes, b))
+        out.append(
+            WorkerInfo(
+                f"provider{i}",
+                key.name,
+                key.address,
+                str((d / f"provider{i}").resolve()),
+                m["base_port"] + BLOB_OFFSET + 100 * i,
+                nodes,
+                b,
+                roles[i],
+            )
+        )
     return out
 
 
@@ -134,14 +210,33 @@ def register_providers(d: Path, rpc: str, workers: list[WorkerInfo]) -> None:
     from node.worker.ml import detect_hardware
 
     hw = detect_hardware()
-    _send_all(rpc, d, [(w.key, build_register_provider(
-        PROVIDER_BOND * (1 if w.behaviour == "honest" else CHEATER_BOND_FACTOR), hw, 50_000, "local", w.endpoint))
-        for w in workers])
+    _send_all(
+        rpc,
+        d,
+        [
+            (
+                w.key,
+                build_register_provider(
+                    PROVIDER_BOND
+                    * (1 if w.behaviour in ("honest", *VERIFIER_CHEATS) else CHEATER_BOND_FACTOR),
+                    hw,
+                    50_000,
+                    "local",
+                    w.endpoint,
+                    min_slot_reward=VERIFY_ONLY_SLOT if w.role == "verify" else 0,
+                ),
+            )
+            for w in workers
+        ],
+    )
 
 
-def builtin_job(rounds: int, workers: list[WorkerInfo]) -> tuple[dict[str, Any], bytes, bytes]:
+def builtin_job(
+    rounds: int, workers: list[WorkerInfo], determinism: str = "exact"
+) -> tuple[dict[str, Any], bytes, bytes]:
     """(job dict for market_msgs.build_create_job, dataset bytes, initial model bytes); the
-    blob sources are the workers' endpoints (each holds both blobs: seed_stores)."""
+    blob sources are the workers' endpoints (each holds both blobs: seed_stores).
+    ``determinism`` "tolerance": a tolerance-mode job (1,000 ppm; probes, jobs README)."""
     import hashlib
 
     from trainer.data import default_corpus_bytes
@@ -150,14 +245,24 @@ def builtin_job(rounds: int, workers: list[WorkerInfo]) -> tuple[dict[str, Any],
 
     data = default_corpus_bytes(400_000)
     model = initial_model_bytes(config_from_job(BUILTIN_JOB["model"]), 0)
-    job = {k: v for k, v in BUILTIN_JOB.items()}
+    job = dict(BUILTIN_JOB)
     n = len(workers)
-    verifiers = max(1, min(3, n // 2)) if n > 1 else 1
+    verifiers = verifier_seats(n)
     p = max(1, n - verifiers)
-    job.update(rounds=rounds, initial_model_hash=hashlib.sha256(model).hexdigest(), initial_model_bytes=len(model),
-               dataset_id=hashlib.sha256(data).hexdigest(), dataset_bytes=len(data), participants_per_round=p,
-               num_shards=max(2 * p, 4), verifiers_per_challenge=verifiers,
-               blob_sources=[w.endpoint for w in workers[:8]], stack=stack_id("cpu"))
+    job.update(
+        rounds=rounds,
+        initial_model_hash=hashlib.sha256(model).hexdigest(),
+        initial_model_bytes=len(model),
+        dataset_id=hashlib.sha256(data).hexdigest(),
+        dataset_bytes=len(data),
+        participants_per_round=p,
+        num_shards=max(2 * p, 4),
+        verifiers_per_challenge=verifiers,
+        blob_sources=[w.endpoint for w in workers[:8]],
+        stack=stack_id("cpu"),
+    )
+    if determinism == "tolerance":
+        job.update(determinism_mode="tolerance", tolerance_ppm=1_000, stack="")
     return job, data, model
 
 
@@ -196,50 +301,50 @@ def create_job(d: Path, rpc: str, owner: str, job: dict[str, Any]) -> int:
 # ------------------------------------------------------------------------------- processes
 
 
-def _pid(w: WorkerInfo) -> int | None:
-    try:
-        return int((w.path / "worker.pid").read_text().strip())
-    except (OSError, ValueError):
-        return None
+def pid_of(w: WorkerInfo) -> int | None:
+    """The pid of the worker (``loconet provider run``) if it runs; else None."""
+    return procs.running(w.path / "worker.pid", "provider")
 
 
 def is_running(w: WorkerInfo) -> bool:
-    pid = _pid(w)
-    if pid is None:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X") and "provider" in cmd
+    return pid_of(w) is not None
 
 
 def start_worker(d: Path, w: WorkerInfo) -> int:
-    if is_running(w):
-        return _pid(w) or 0
+    pid = pid_of(w)
+    if pid is not None:
+        return pid
     w.path.mkdir(parents=True, exist_ok=True)
-    args = [sys.executable, "-m", "node.cli", "provider", "run", "--home", str(d), "--from", w.key,
-            "--data-dir", w.dir, "--listen", f"127.0.0.1:{w.blob_port}", "--device", "cpu",
-            "--behaviour", w.behaviour]
+    args = [
+        sys.executable,
+        "-m",
+        "node.cli",
+        "provider",
+        "run",
+        "--home",
+        str(d),
+        "--from",
+        w.key,
+        "--data-dir",
+        w.dir,
+        "--listen",
+        f"127.0.0.1:{w.blob_port}",
+        "--device",
+        "cpu",
+        "--behaviour",
+        w.behaviour,
+    ]
     for n in w.nodes:
         args += ["--node", n]
-    log = open(w.path / "worker.log", "ab")  # noqa: SIM115 (handed to the detached child)
-    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
-    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True, env=env, cwd=str(PROJECT_ROOT))
-    log.close()
-    (w.path / "worker.pid").write_text(f"{proc.pid}\n")
-    return proc.pid
+    log, pid_file = w.path / "worker.log", w.path / "worker.pid"
+    return procs.spawn(args, log=log, pid_file=pid_file, env={"OMP_NUM_THREADS": "1"})
 
 
 def stop_worker(w: WorkerInfo, *, kill: bool = False, timeout: float = 15.0) -> bool:
-    from node.testnet import stop_group
-
-    pid = _pid(w)
-    if pid is None or not is_running(w):
+    pid = pid_of(w)
+    if pid is None:
         return False
-    return stop_group(pid, kill=kill, timeout=timeout)
+    return procs.stop_group(pid, kill=kill, timeout=timeout)
 
 
 def worker_status(w: WorkerInfo) -> dict[str, Any]:
@@ -259,7 +364,8 @@ def worker_status(w: WorkerInfo) -> dict[str, Any]:
 
 
 def wait_serving(workers: list[WorkerInfo], timeout: float = 120.0) -> None:
-    """Until every worker's blob endpoint answers (its preflight passed and it follows the chain)."""
+    """Until every worker's blob endpoint answers (its preflight passed and it follows the
+    chain)."""
     deadline = time.monotonic() + timeout
     waiting = list(workers)
     while waiting:
@@ -268,6 +374,8 @@ def wait_serving(workers: list[WorkerInfo], timeout: float = 120.0) -> None:
             if not is_running(w):
                 raise TestnetMarketError(f"{w.name} exited: see {w.path / 'worker.log'}")
         if waiting and time.monotonic() > deadline:
-            raise TestnetMarketError(f"{', '.join(w.name for w in waiting)} not serving after {timeout:.0f}s: "
-                                     f"see their worker.log")
+            raise TestnetMarketError(
+                f"{', '.join(w.name for w in waiting)} not serving after {timeout:.0f}s: "
+                f"see their worker.log"
+            )
         time.sleep(0.3)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -26,7 +27,6 @@ ROOT = Path(__file__).resolve().parent.parent
 DIR = ROOT / ".loconet-demo"
 LOCONET = [sys.executable, "-m", "node.cli"]
 ROUNDS = 6
-sys.path.insert(0, str(ROOT))
 
 
 def step(text: str) -> None:
@@ -70,12 +70,31 @@ def main() -> int:
 
     t0 = time.monotonic()
     if DIR.exists():
-        subprocess.run([*LOCONET, "testnet", "down", "--dir", str(DIR)], check=False, capture_output=True, cwd=ROOT)
+        subprocess.run(
+            [*LOCONET, "testnet", "down", "--dir", str(DIR)],
+            check=False,
+            capture_output=True,
+            cwd=ROOT,
+        )
         shutil.rmtree(DIR)
     step("1. a 4-validator network, 4 provider workers (one cheats), and a training job")
     base = free_base()
-    run("testnet", "up", "--dir", str(DIR), "--validators", "4", "--providers", "4", "--cheaters", "random-root:1",
-        "--rounds", str(ROUNDS), "--base-port", str(base))
+    run(
+        "testnet",
+        "up",
+        "--dir",
+        str(DIR),
+        "--validators",
+        "4",
+        "--providers",
+        "4",
+        "--cheaters",
+        "random-root:1",
+        "--rounds",
+        str(ROUNDS),
+        "--base-port",
+        str(base),
+    )
     m = load(DIR)
     node = f"http://127.0.0.1:{base + 1}"
     job_id = m["job_id"]
@@ -93,11 +112,19 @@ def main() -> int:
 
     corpus = Corpus(blob(plan.dataset_id))
     losses = [("initial", ml.val_loss(plan, blob(job["spec"]["initial_model_hash"]), corpus))]
-    print(f"job {job_id}: {ROUNDS} rounds, H={plan.H} steps of {plan.batch_size}x{plan.model.block_size} bytes, "
-          f"a state every k={plan.k}, policy {plan.policy}, {job['spec']['participants_per_round']} providers train "
-          f"and {job['spec']['verifiers_per_challenge']} verify each round, challenge rate 100 %")
-    print(f"initial model {job['spec']['initial_model_hash'][:12]}: held-out loss {losses[0][1]:.3f}")
-    print(f"$ loconet query rounds {job_id} --node {node}   (what the rest of this demo reads, round by round)")
+    print(
+        f"job {job_id}: {ROUNDS} rounds, H={plan.H} steps of "
+        f"{plan.batch_size}x{plan.model.block_size} bytes, a state every k={plan.k}, policy "
+        f"{plan.policy}, {job['spec']['participants_per_round']} providers train and "
+        f"{job['spec']['verifiers_per_challenge']} verify each round, challenge rate 100 %"
+    )
+    print(
+        f"initial model {job['spec']['initial_model_hash'][:12]}: held-out loss {losses[0][1]:.3f}"
+    )
+    print(
+        f"$ loconet query rounds {job_id} --node {node}   (what the rest of this demo reads, "
+        "round by round)"
+    )
 
     step("2. the rounds, as the chain finalizes them")
     shown = 0
@@ -113,51 +140,90 @@ def main() -> int:
         if r["attested_model_hash"]:
             loss = ml.val_loss(plan, blob(r["attested_model_hash"]), corpus)
             losses.append((f"round {r['round']}", loss))
-            print(f"  attested model {r['attested_model_hash'][:12]} by {r['attest_stake'] // 1_000_000} LOCO of bond"
-                  f" (>= 2/3 of the accepted participants'): held-out loss {loss:.3f}")
+            print(
+                f"  attested model {r['attested_model_hash'][:12]} by "
+                f"{r['attest_stake'] // 1_000_000} LOCO of bond (>= 2/3 of the accepted "
+                f"participants'): held-out loss {loss:.3f}"
+            )
         shown += 1
     if shown < ROUNDS:
-        print(f"(stopped waiting after round {shown - 1}; the network keeps going until `testnet down`)")
+        print(
+            f"(stopped waiting after round {shown - 1}; the network keeps going until `testnet "
+            "down`)"
+        )
 
     step("3. who was paid, who was slashed")
     for w in workers:
         p = query(node, f"/provider/{w.address}")
-        paid = sum(q["reward"] for r in query(node, f"/rounds/{job_id}")["rounds"] for q in r["participants"]
-                   if q["address"] == w.address)
-        print(f"  {name[w.address]:11s} {w.behaviour:12s} status {p['status']:8s} reputation {p['reputation']:>5d}"
-              f"  earned {paid / 1e6:8.2f} LOCO  slashed {p['slashed_total'] / 1e6:8.2f} LOCO")
+        paid = sum(
+            q["reward"]
+            for r in query(node, f"/rounds/{job_id}")["rounds"]
+            for q in r["participants"]
+            if q["address"] == w.address
+        )
+        print(
+            f"  {name[w.address]:11s} {w.behaviour:12s} status {p['status']:8s} reputation "
+            f"{p['reputation']:>5d}  earned {paid / 1e6:8.2f} LOCO  slashed "
+            f"{p['slashed_total'] / 1e6:8.2f} LOCO"
+        )
     print("\nheld-out loss of the attested models, round by round:")
     print("  " + "  ".join(f"{i}: {v:.3f}" for i, v in losses))
-    print("  (round r+1 opens at round r's commit deadline, so it trains on the model attested two rounds\n"
-          "   before: each round improves on its base; neighbouring rounds share a base)")
+    print(
+        "  (round r+1 opens at round r's commit deadline, so it trains on the model attested two "
+        "rounds\n"
+        "   before: each round improves on its base; neighbouring rounds share a base)"
+    )
     plot(losses, DIR / "val_loss.png")
     print(f"plot: {DIR / 'val_loss.png'}")
     fetcher.close()
 
     step("4. stop everything cleanly")
     run("testnet", "down", "--dir", str(DIR))
-    print(f"\ndemo done in {time.monotonic() - t0:.0f}s. Explore further: loconet --help; "
-          f"loconet testnet up --providers 4 --dir {DIR} restarts it")
+    print(
+        f"\ndemo done in {time.monotonic() - t0:.0f}s. Explore further: `source .venv/bin/activate`"
+        f" (puts loconet on your PATH), then `loconet --help`; "
+        f"`loconet testnet up --providers 4 --dir {DIR}` restarts it"
+    )
     return 0
 
 
 def show_round(r: dict[str, Any], name: dict[str, str]) -> None:
     w = r["windows"]
-    print(f"round {r['round']}: opened at {w['open_height']}, commit <= {w['commit_deadline']}, "
-          f"finalized at {r['finalized_height']}; base model {r['base_model_hash'][:12]}")
+    print(
+        f"round {r['round']}: opened at {w['open_height']}, commit <= {w['commit_deadline']}, "
+        f"finalized at {r['finalized_height']}; base model {r['base_model_hash'][:12]}"
+    )
     for p in r["participants"]:
         c, ch = p["commitment"], p["challenge"]
         votes = ""
         if ch:
             vs = ch["verifiers"]
-            votes = " ".join(f"{name.get(v['address'], v['address'][:10])}:{'valid' if v['valid'] else 'INVALID'}"
-                             for v in vs if v["voted"]) or "no votes"
-        loss = f"loss {c['loss_before_mnats'] / 1000:.2f}->{c['loss_after_mnats'] / 1000:.2f}" if c else "no commitment"
+            votes = (
+                " ".join(
+                    f"{name.get(v['address'], v['address'][:10])}:"
+                    f"{'valid' if v['valid'] else 'INVALID'}"
+                    for v in vs
+                    if v["voted"]
+                )
+                or "no votes"
+            )
+        loss = (
+            f"loss {c['loss_before_mnats'] / 1000:.2f}->{c['loss_after_mnats'] / 1000:.2f}"
+            if c
+            else "no commitment"
+        )
         segs = ",".join(str(x) for x in (ch.get("segments") or [ch["segment"]])) if ch else ""
-        seg = f"segments {segs} {'revealed' if ch['reveal'] else 'NOT revealed'}" if ch else "unchallenged"
-        print(f"  {name.get(p['address'], p['address'][:12]):11s} shard {p['shard']:>2d}  {loss:20s} {seg:24s}"
-              f" votes [{votes}] -> {p['outcome']:9s} reward {p['reward'] / 1e6:6.2f} LOCO"
-              + (f"  SLASHED {p['slashed'] / 1e6:.2f} LOCO" if p["slashed"] else ""))
+        seg = (
+            f"segments {segs} {'revealed' if ch['reveal'] else 'NOT revealed'}"
+            if ch
+            else "unchallenged"
+        )
+        print(
+            f"  {name.get(p['address'], p['address'][:12]):11s} shard {p['shard']:>2d}  "
+            f"{loss:20s} {seg:24s} votes [{votes}] -> {p['outcome']:9s} reward "
+            f"{p['reward'] / 1e6:6.2f} LOCO"
+            + (f"  SLASHED {p['slashed'] / 1e6:.2f} LOCO" if p["slashed"] else "")
+        )
 
 
 def plot(losses: list[tuple[str, float]], path: Path) -> None:
@@ -178,5 +244,32 @@ def plot(losses: list[tuple[str, float]], path: Path) -> None:
     plt.close(fig)
 
 
+def _stop_network() -> None:
+    """Stop whatever the demo started (it runs beside this process: nodes and workers)."""
+    if DIR.exists():
+        subprocess.run(
+            [*LOCONET, "testnet", "down", "--dir", str(DIR)],
+            check=False,
+            capture_output=True,
+            cwd=ROOT,
+        )
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    # Ctrl-C, SIGTERM (`timeout`, a CI runner) or a failure midway stop the network too: the
+    # validators and workers are separate processes that would otherwise keep running
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _terminated)
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("\ninterrupted: stopping the network", file=sys.stderr)
+        _stop_network()
+        sys.exit(130)
+    except Exception:
+        _stop_network()
+        raise

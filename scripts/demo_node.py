@@ -1,6 +1,7 @@
 """`make demo-node`: a single local loconet node, end to end, with the commands a user would type.
 
-1. `loconet init` a fresh home in .loconet-demo-node/ (ports chosen free, so a running node is untouched)
+1. `loconet init` a fresh home in .loconet-demo-node/ (ports chosen free, so a running node is
+untouched)
 2. `loconet start` it in the background and wait for blocks
 3. `loconet keys add alice`, `loconet tx bank send <alice> 2.5loco --from validator`
 4. the balances (with Merkle proofs verified against the next header's app hash) and the block
@@ -25,7 +26,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 HOME = ROOT / ".loconet-demo-node"
 LOCONET = [sys.executable, "-m", "node.cli"]
-sys.path.insert(0, str(ROOT))
 
 
 def step(text: str) -> None:
@@ -47,12 +47,13 @@ def run(*args: str, show: bool = True) -> str:
 def free_base() -> int:
     from node.ports import find_free_base
 
-    return find_free_base(range(26656, 40000, 100), range(6))  # P2P, RPC, ABCI, -, CometBFT and app metrics
+    # P2P, RPC, ABCI, -, CometBFT and app metrics
+    return find_free_base(range(26656, 40000, 100), range(6))
 
 
 def main() -> int:
     from node.config import Ports, tune_cometbft_config
-    from node.rpc import Client
+    from node.rpc import Client, RpcError
 
     if HOME.exists():
         shutil.rmtree(HOME)
@@ -67,8 +68,14 @@ def main() -> int:
 
     step("2. start it (cometbft + ABCI app) and wait for blocks")
     print(f"$ loconet start --home {HOME}   (in the background; log in {HOME / 'node.out'})")
-    log = open(HOME / "node.out", "wb")
-    proc = subprocess.Popen([*LOCONET, "start", "--home", str(HOME)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    log = open(HOME / "node.out", "wb")  # noqa: SIM115 (the node's log for as long as it runs)
+    proc = subprocess.Popen(
+        [*LOCONET, "start", "--home", str(HOME)],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         with Client(node, timeout=3) as c:
             deadline = time.monotonic() + 60
@@ -76,20 +83,37 @@ def main() -> int:
                 try:
                     if c.latest_height() >= 2:
                         break
-                except Exception:
-                    pass
+                except (RpcError, KeyError, TypeError, ValueError):
+                    pass  # the node is still starting
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    sys.exit(f"demo failed: node did not produce blocks; see {HOME / 'node.out'} and {HOME / 'cometbft.log'}")
+                    sys.exit(
+                        f"demo failed: node did not produce blocks; see {HOME / 'node.out'} and "
+                        f"{HOME / 'cometbft.log'}"
+                    )
                 print(".", end="", flush=True)
                 time.sleep(0.5)
         print()
         run("status", "--node", node)
 
         step("3. a new account, and a transfer to it")
-        alice = json.loads(run("keys", "add", "alice", "--home", str(HOME), "-o", "json", show=False))["address"]
+        alice = json.loads(
+            run("keys", "add", "alice", "--home", str(HOME), "-o", "json", show=False)
+        )["address"]
         print(f"$ loconet keys add alice --home {HOME}\nadded key 'alice'\naddress: {alice}")
         validator = run("keys", "show", "validator", "--home", str(HOME), show=False).strip()
-        sent = run("tx", "bank", "send", alice, "2.5loco", "--from", "validator", "--home", str(HOME), "--node", node, "--fee", "100uloco")
+        sent = run(
+            "tx",
+            "bank",
+            "send",
+            alice,
+            "2.5loco",
+            "--from",
+            "validator",
+            "--home",
+            str(HOME),
+            "--node",
+            node,
+        )
         height = int(sent.split("height:")[1].split()[0])
 
         step("4. balances, proven against the app hash, and the block the transfer landed in")
@@ -98,8 +122,11 @@ def main() -> int:
         with Client(node) as c:
             blk = c.block(height)
         hdr = blk["block"]["header"]
-        print(f"block {hdr['height']}: hash {blk['block_id']['hash']}, {len(blk['block']['data']['txs'])} tx, "
-              f"proposer {hdr['proposer_address']}, time {hdr['time']}")
+        print(
+            f"block {hdr['height']}: hash {blk['block_id']['hash']}, "
+            f"{len(blk['block']['data']['txs'])} tx, proposer {hdr['proposer_address']}, time "
+            f"{hdr['time']}"
+        )
     finally:
         step("5. stop the node cleanly")
         proc.send_signal(signal.SIGTERM)
@@ -109,10 +136,30 @@ def main() -> int:
             alive = True
         except ProcessLookupError:
             alive = False
-        print(f"node exited with status {rc}; cometbft and the ABCI server {'STILL RUNNING' if alive else 'both stopped'}")
-    step("6. the trainer: 2 providers, 3 DiLoCo rounds with compressed updates, then a verifier re-executes a segment")
-    run("train", "simulate", "--workers", "2", "--rounds", "3", "--inner-steps", "20", "--model-size", "tiny",
-        "--compression", "topk:0.05+int8", "--out", str(HOME / "train"))
+        print(
+            f"node exited with status {rc}; cometbft and the ABCI server "
+            f"{'STILL RUNNING' if alive else 'both stopped'}"
+        )
+    step(
+        "6. the trainer: 2 providers, 3 DiLoCo rounds with compressed updates, then a verifier "
+        "re-executes a segment"
+    )
+    run(
+        "train",
+        "simulate",
+        "--workers",
+        "2",
+        "--rounds",
+        "3",
+        "--inner-steps",
+        "20",
+        "--model-size",
+        "tiny",
+        "--compression",
+        "topk:0.05+int8",
+        "--out",
+        str(HOME / "train"),
+    )
     run("train", "verify", "--segment", str(HOME / "train" / "segment"))
     print(f"plots: {HOME / 'train' / 'val_loss.png'}, {HOME / 'train' / 'bytes_per_round.png'}")
     print("\ndemo done. Explore further: loconet --help")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # loconet setup: idempotent; seconds when nothing changed.
-#   1. a virtualenv (.venv) with the project installed (editable) from pyproject.toml
+#   1. a virtualenv (.venv) with the project installed (editable) from pyproject.toml, with the
+#      test and dev extras (pytest; the pinned ruff, mypy and pre-commit of `make lint`)
 #   2. cometbft built with `go install` into .bin/ (found by the CLI, PATH untouched)
 #   3. Python protobuf stubs generated from the pinned cometbft module's proto/ folder,
 #      gogoproto, and our own proto/ files, into abci_app/codec/gen/ (build output).
@@ -30,7 +31,7 @@ fi
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "setup: installing Python dependencies (first run downloads torch; a few minutes)"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[test]'
+  .venv/bin/python -m pip install -q -e '.[test,dev]'
   touch "$stamp"
 fi
 

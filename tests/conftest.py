@@ -1,6 +1,6 @@
 import pytest
 
-from chainkit import Chain, new_chain
+from tests.kits.chainkit import Chain, new_chain
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -120,13 +121,16 @@ def heldout_full(corpus: Corpus, block_size: int, batch: int, device: str):
     idx = (torch.arange(n) * block_size).unsqueeze(1) + torch.arange(block_size + 1)
     seq = held[idx]
     xs, ys = seq[:, :-1].contiguous(), seq[:, 1:].contiguous()
-    return [(xs[i:i + batch].to(device), ys[i:i + batch].to(device)) for i in range(0, n, batch)]
+    return [
+        (xs[i : i + batch].to(device), ys[i : i + batch].to(device)) for i in range(0, n, batch)
+    ]
 
 
 def _loss(model: GPT):
     def f(params, x, y):
         _, loss = functional_call(model, params, (x, y))
         return loss
+
     return f
 
 
@@ -135,34 +139,11 @@ def evaluate_params(model: GPT, params: dict, batches) -> float:
     tot, n = 0.0, 0
     for x, y in batches:
         logits, _ = functional_call(model, params, (x,))
-        tot += float(F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1),
-                                     reduction="sum"))
+        tot += float(
+            F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1), reduction="sum")
+        )
         n += y.numel()
     return tot / n
-
-
-class _Adam:
-    """AdamW over a dict of (optionally stacked) tensors, as torch.optim.AdamW(foreach=False)."""
-
-    def __init__(self, params: dict, rc: RunConfig) -> None:
-        self.rc = rc
-        self.m = {n: torch.zeros_like(p) for n, p in params.items()}
-        self.v = {n: torch.zeros_like(p) for n, p in params.items()}
-        self.t = 0
-
-    @torch.no_grad()
-    def step(self, params: dict, grads: dict, lr: float) -> None:
-        rc = self.rc
-        self.t += 1
-        bc1 = 1 - rc.beta1 ** self.t
-        bc2 = 1 - rc.beta2 ** self.t
-        for n, p in params.items():
-            g = grads[n]
-            p.mul_(1 - lr * rc.weight_decay)
-            self.m[n].lerp_(g, 1 - rc.beta1)
-            self.v[n].mul_(rc.beta2).addcmul_(g, g, value=1 - rc.beta2)
-            denom = (self.v[n].sqrt() / math.sqrt(bc2)).add_(rc.eps)
-            p.addcdiv_(self.m[n], denom, value=-lr / bc1)
 
 
 def _clip(grads: dict, max_norm: float, stacked: bool) -> None:
@@ -195,35 +176,266 @@ class _Outer:
             if self.buf is None:
                 self.buf = {n: g[n].clone() for n in g}
             else:
-                for n in g:
-                    self.buf[n].mul_(mom).add_(g[n])
+                for n, gn in g.items():
+                    self.buf[n].mul_(mom).add_(gn)
             g = {n: g[n].add(self.buf[n], alpha=mom) for n in g} if rc.nesterov else self.buf
         for n, p in params.items():
             p.add_(g[n], alpha=-rc.outer_lr)
 
 
-def _compress(codec, deltas: list[dict], states: list[CompressionState], shapes) -> tuple[list, int]:
+def _compress(
+    codec, deltas: list[dict], states: list[CompressionState], shapes
+) -> tuple[list, int]:
     """Each worker's Δ through the codec's canonical bytes; (decoded Δs, largest payload)."""
     out, size = [], 0
-    for d, st in zip(deltas, states):
+    for d, st in zip(deltas, states, strict=True):
         b = encode(codec.compress(d, st))
         size = max(size, len(b))
         out.append(codec.decompress(decode(b), shapes))
     return out, size
 
 
+SHARED = (
+    "model",
+    "workers",
+    "batch_size",
+    "steps",
+    "H",
+    "warmup",
+    "schedule",
+    "min_lr_frac",
+    "beta1",
+    "beta2",
+    "eps",
+    "weight_decay",
+    "grad_clip",
+    "eval_every",
+    "eval_batch",
+    "device",
+)
+
+
+def _col(vals: list[float], reps: int, like: torch.Tensor, dims: int) -> torch.Tensor:
+    """Per-model scalars as a column that broadcasts over a stacked tensor of ``dims`` dims."""
+    t = torch.tensor(vals, dtype=like.dtype, device=like.device).repeat_interleave(reps)
+    return t.view(-1, *([1] * (dims - 1)))
+
+
+class _AdamStacked:
+    """AdamW over stacked parameters, one learning rate per stacked model (``_Adam`` with a
+    vector lr); the step count and betas are shared."""
+
+    def __init__(self, params: dict, rc: RunConfig) -> None:
+        self.rc = rc
+        self.m = {n: torch.zeros_like(p) for n, p in params.items()}
+        self.v = {n: torch.zeros_like(p) for n, p in params.items()}
+        self.t = 0
+
+    @torch.no_grad()
+    def step(self, params: dict, grads: dict, lrs: list[float], reps: int) -> None:
+        rc = self.rc
+        self.t += 1
+        bc1 = 1 - rc.beta1**self.t
+        bc2 = 1 - rc.beta2**self.t
+        for n, p in params.items():
+            g = grads[n]
+            lr = _col(lrs, reps, p, p.dim())
+            p.mul_(1 - lr * rc.weight_decay)
+            self.m[n].lerp_(g, 1 - rc.beta1)
+            self.v[n].mul_(rc.beta2).addcmul_(g, g, value=1 - rc.beta2)
+            denom = (self.v[n].sqrt() / math.sqrt(bc2)).add_(rc.eps)
+            p.sub_(self.m[n] / denom * (lr / bc1))
+
+
+class _OuterStacked:
+    """SGD with (Nesterov) momentum per stacked model (``_Outer`` with per-model lr, momentum
+    and Nesterov flag; momentum 0 is plain SGD, as torch.optim.SGD)."""
+
+    def __init__(self, rcs: list[RunConfig]) -> None:
+        self.rcs = rcs
+        self.buf: dict | None = None
+
+    @torch.no_grad()
+    def step(self, params: dict, g: dict) -> None:
+        if self.buf is None:
+            self.buf = {n: g[n].clone() for n in g}
+        else:
+            for n, gn in g.items():
+                mom = _col([rc.outer_momentum for rc in self.rcs], 1, gn, gn.dim())
+                self.buf[n].mul_(mom).add_(gn)
+        for n, p in params.items():
+            d = p.dim()
+            mom = _col([rc.outer_momentum for rc in self.rcs], 1, p, d)
+            nest = _col([float(rc.nesterov) for rc in self.rcs], 1, p, d)
+            has = _col([float(rc.outer_momentum != 0) for rc in self.rcs], 1, p, d)
+            upd = nest * (g[n] + mom * self.buf[n]) + (1 - nest) * self.buf[n]
+            upd = has * upd + (1 - has) * g[n]
+            p.sub_(upd * _col([rc.outer_lr for rc in self.rcs], 1, p, d))
+
+
+@torch.no_grad()
+def _evaluate_stacked(model: GPT, params: dict, batches) -> list[float]:
+    """Mean held-out loss of each of the M stacked models (one vmapped forward per batch)."""
+    M = next(iter(params.values())).shape[0]
+    fwd = vmap(lambda p, x: functional_call(model, p, (x,))[0], in_dims=(0, None))
+    tot = torch.zeros(M, dtype=torch.float64)
+    n = 0
+    for x, y in batches:
+        logits = fwd(params, x)  # (M, b, T, V)
+        V = logits.size(-1)
+        ce = F.cross_entropy(logits.reshape(-1, V), y.repeat(M, 1, 1).reshape(-1), reduction="none")
+        tot += ce.view(M, -1).double().sum(1).cpu()
+        n += y.numel()
+    return [float(t) / n for t in tot]
+
+
 def run(corpus: Corpus, rc: RunConfig, impl: str = "vmap", heldout=None) -> dict:
     """One run (DiLoCo if ``rc.H`` else AllReduce); returns the curve and the final loss."""
     if impl not in ("vmap", "loop"):
         raise ValueError(f"impl must be vmap or loop, got {impl!r}")
+    if impl == "loop":
+        return _run_loop(corpus, rc, heldout)
+    return run_many(corpus, [rc], heldout)[0]
+
+
+def run_many(corpus: Corpus, rcs: list[RunConfig], heldout=None, on_eval=None) -> list[dict]:
+    """Several runs as ONE batched model: M runs (e.g. the seeds of a table row, or an lr
+    sweep) x W workers stacked along the leading axis, one vmapped forward/backward per global
+    step. The runs may differ in ``seed`` (init and data order), ``lr``, the outer optimizer
+    (lr, momentum, Nesterov), ``compression`` and ``ef_decay``; everything else (``SHARED``)
+    must be equal. Each run computes what ``run`` computes for it alone (tested).
+    ``on_eval(step, losses)`` after each evaluation (the M held-out losses): partial results."""
+    if not rcs:
+        raise ValueError("run_many: no runs")
+    rc = rcs[0]
+    for o in rcs[1:]:
+        diff = [k for k in SHARED if getattr(o, k) != getattr(rc, k)]
+        if diff:
+            raise ValueError(f"run_many: runs differ in {diff} (only per-run fields may differ)")
+    dev = rc.device
+    M, W, B, T = len(rcs), rc.workers, rc.batch_size, rc.model.block_size
+    inits = [init_model(rc.model, o.seed, dev) for o in rcs]
+    model = inits[0]
+    model.train()
+    names = [n for n, _ in model.named_parameters()]
+    shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
+    n_params = model.num_params()
+    heldout = (
+        heldout
+        if heldout is not None
+        else heldout_full(corpus, rc.model.block_size, rc.eval_batch, dev)
+    )
+    by_seed: dict[int, Batches] = {}
+    for o in rcs:
+        if o.seed not in by_seed:
+            by_seed[o.seed] = Batches(corpus, o)
+    data = [by_seed[o.seed] for o in rcs]
+
+    def batch(s: int):
+        xs, ys = zip(*(d.get(s, dev) for d in data), strict=True)
+        return torch.stack(xs), torch.stack(ys)  # (M, W, B, T)
+
+    gparams = {
+        n: torch.stack([dict(m.named_parameters())[n].detach() for m in inits]).clone()
+        for n in names
+    }
+    v0 = _evaluate_stacked(model, gparams, heldout)
+    curves = [[{"step": 0, "tokens": 0, "val_loss": v0[i]}] for i in range(M)]
+    tok_per_step = W * B * T
+    t0 = time.perf_counter()
+    payload = [0] * M
+
+    def record(step: int) -> None:
+        vs = _evaluate_stacked(model, gparams, heldout)
+        for i in range(M):
+            curves[i].append({"step": step, "tokens": step * tok_per_step, "val_loss": vs[i]})
+        if on_eval is not None:
+            on_eval(step, vs)
+
+    if rc.H == 0:
+        every = rc.eval_every or max(1, rc.steps // 20)
+        fg = vmap(grad_and_value(_loss(model)))
+        opt = _AdamStacked(gparams, rc)
+        for s in range(rc.steps):
+            x, y = batch(s)
+            g, _ = fg(gparams, x.reshape(M, W * B, T), y.reshape(M, W * B, T))
+            _clip(g, rc.grad_clip, stacked=True)
+            opt.step(gparams, g, [lr_at(o, s) for o in rcs], 1)
+            if (s + 1) % every == 0 or s + 1 == rc.steps:
+                record(s + 1)
+        rounds = 0
+    else:
+        H = rc.H
+        rounds = rc.steps // H
+        every = max(1, (rc.eval_every or H) // H)  # rounds between evaluations
+        codecs = [make_codec(o.compression) for o in rcs]
+        cstates = [[CompressionState(ef_decay=o.ef_decay) for _ in range(W)] for o in rcs]
+        outer = _OuterStacked(rcs)
+        fg = vmap(grad_and_value(_loss(model)))
+        local = {n: gparams[n].repeat_interleave(W, dim=0) for n in names}  # (M*W, ...)
+        opt = _AdamStacked(local, rc)  # one AdamW state per worker, carried across rounds
+        for r in range(rounds):
+            with torch.no_grad():
+                for n in names:
+                    local[n].copy_(gparams[n].repeat_interleave(W, dim=0))
+            for h in range(H):
+                s = r * H + h
+                x, y = batch(s)
+                g, _ = fg(local, x.reshape(M * W, B, T), y.reshape(M * W, B, T))
+                _clip(g, rc.grad_clip, stacked=True)
+                opt.step(local, g, [lr_at(o, s) for o in rcs], W)
+            avg = {}
+            for mi, o in enumerate(rcs):
+                deltas = [
+                    {n: (gparams[n][mi] - local[n][mi * W + i]).float().cpu() for n in names}
+                    for i in range(W)
+                ]
+                if o.compression not in ("none", "dense"):
+                    deltas, size = _compress(codecs[mi], deltas, cstates[mi], shapes)
+                else:
+                    size = len(encode(codecs[mi].compress(deltas[0], CompressionState())))
+                payload[mi] += size
+                # sum() of tensors is a tensor (typeshed says int | tensor: it starts from 0)
+                avg[mi] = {n: cast(torch.Tensor, sum(d[n] for d in deltas)) / W for n in names}
+            outer.step(
+                gparams, {n: torch.stack([avg[i][n] for i in range(M)]).to(dev) for n in names}
+            )
+            if (r + 1) % every == 0 or r + 1 == rounds:
+                record((r + 1) * H)
+    elapsed = time.perf_counter() - t0
+    return [
+        {
+            "config": o.to_dict(),
+            "impl": "vmap",
+            "n_params": n_params,
+            "rounds": rounds,
+            "curve": curves[i],
+            "final_val_loss": curves[i][-1]["val_loss"],
+            "tokens": rc.steps * tok_per_step,
+            "payload_bytes_per_worker": payload[i],
+            "elapsed_s": elapsed,
+            "batched_runs": M,
+            "params": {n: gparams[n][i].detach().cpu() for n in names},
+        }
+        for i, o in enumerate(rcs)
+    ]
+
+
+def _run_loop(corpus: Corpus, rc: RunConfig, heldout=None) -> dict:
+    """The plain reference for one run: W ``GPT`` modules, ``torch.optim.AdamW``
+    (``foreach=False``), ``clip_grad_norm_``, ``torch.optim.SGD`` Nesterov, per-worker backward
+    passes; the AllReduce baseline averages the W per-worker gradients."""
     dev = rc.device
     model = init_model(rc.model, rc.seed, dev)
     model.train()
     names = [n for n, _ in model.named_parameters()]
     shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
     n_params = model.num_params()
-    heldout = heldout if heldout is not None else heldout_full(corpus, rc.model.block_size,
-                                                                rc.eval_batch, dev)
+    heldout = (
+        heldout
+        if heldout is not None
+        else heldout_full(corpus, rc.model.block_size, rc.eval_batch, dev)
+    )
     data = Batches(corpus, rc)
     W, B, T = rc.workers, rc.batch_size, rc.model.block_size
     gparams = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -231,106 +443,106 @@ def run(corpus: Corpus, rc: RunConfig, impl: str = "vmap", heldout=None) -> dict
     tok_per_step = W * B * T
     t0 = time.perf_counter()
     payload_bytes = 0
+
+    def adamw(params):
+        return torch.optim.AdamW(
+            params,
+            lr=rc.lr,
+            betas=(rc.beta1, rc.beta2),
+            eps=rc.eps,
+            weight_decay=rc.weight_decay,
+            foreach=False,
+        )
+
     if rc.H == 0:
         every = rc.eval_every or max(1, rc.steps // 20)
-        if impl == "vmap":
-            fg = grad_and_value(_loss(model))
-            opt = _Adam(gparams, rc)
-            for s in range(rc.steps):
-                x, y = data.get(s, dev)
-                g, _ = fg(gparams, x.reshape(W * B, T).contiguous(), y.reshape(W * B, T).contiguous())
-                _clip(g, rc.grad_clip, stacked=False)
-                opt.step(gparams, g, lr_at(rc, s))
-                if (s + 1) % every == 0 or s + 1 == rc.steps:
-                    curve.append({"step": s + 1, "tokens": (s + 1) * tok_per_step,
-                                  "val_loss": evaluate_params(model, gparams, heldout)})
-        else:
-            m = init_model(rc.model, rc.seed, dev)
-            opt_t = torch.optim.AdamW(m.parameters(), lr=rc.lr, betas=(rc.beta1, rc.beta2),
-                                      eps=rc.eps, weight_decay=rc.weight_decay, foreach=False)
-            ps = list(m.parameters())
-            for s in range(rc.steps):
-                x, y = data.get(s, dev)
-                acc = [torch.zeros_like(p) for p in ps]
-                for i in range(W):  # per-worker gradients, averaged (the AllReduce)
-                    m.zero_grad(set_to_none=True)
-                    m(x[i], y[i])[1].backward()
-                    for a, p in zip(acc, ps):
-                        a.add_(p.grad)
-                for a, p in zip(acc, ps):
-                    p.grad = a / W
-                if rc.grad_clip > 0:
-                    torch.nn.utils.clip_grad_norm_(ps, rc.grad_clip, foreach=False)
-                for grp in opt_t.param_groups:
-                    grp["lr"] = lr_at(rc, s)
-                opt_t.step()
-                if (s + 1) % every == 0 or s + 1 == rc.steps:
-                    gparams = {n: p.detach().clone() for n, p in m.named_parameters()}
-                    curve.append({"step": s + 1, "tokens": (s + 1) * tok_per_step,
-                                  "val_loss": evaluate_params(model, gparams, heldout)})
-            gparams = {n: p.detach().clone() for n, p in m.named_parameters()}
+        m = init_model(rc.model, rc.seed, dev)
+        opt_t = adamw(m.parameters())
+        ps = list(m.parameters())
+        for s in range(rc.steps):
+            x, y = data.get(s, dev)
+            acc = [torch.zeros_like(p) for p in ps]
+            for i in range(W):  # per-worker gradients, averaged (the AllReduce)
+                m.zero_grad(set_to_none=True)
+                m(x[i], y[i])[1].backward()
+                for a, p in zip(acc, ps, strict=True):
+                    assert p.grad is not None  # every parameter is in the loss
+                    a.add_(p.grad)
+            for a, p in zip(acc, ps, strict=True):
+                p.grad = a / W
+            if rc.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(ps, rc.grad_clip, foreach=False)
+            for grp in opt_t.param_groups:
+                grp["lr"] = lr_at(rc, s)
+            opt_t.step()
+            if (s + 1) % every == 0 or s + 1 == rc.steps:
+                gparams = {n: p.detach().clone() for n, p in m.named_parameters()}
+                curve.append(
+                    {
+                        "step": s + 1,
+                        "tokens": (s + 1) * tok_per_step,
+                        "val_loss": evaluate_params(model, gparams, heldout),
+                    }
+                )
+        gparams = {n: p.detach().clone() for n, p in m.named_parameters()}
         rounds = 0
     else:
         H = rc.H
         rounds = rc.steps // H
+        every = max(1, (rc.eval_every or H) // H)
         codec = make_codec(rc.compression)
         cstates = [CompressionState(ef_decay=rc.ef_decay) for _ in range(W)]
         outer = _Outer(rc)
-        if impl == "vmap":
-            fg = vmap(grad_and_value(_loss(model)))
-            local = {n: p.unsqueeze(0).repeat(W, *([1] * p.dim())) for n, p in gparams.items()}
-            opt = _Adam(local, rc)  # one AdamW state per worker (stacked), carried across rounds
-        else:
-            ms = [GPT(rc.model).to(dev) for _ in range(W)]
-            opts = [torch.optim.AdamW(mi.parameters(), lr=rc.lr, betas=(rc.beta1, rc.beta2),
-                                      eps=rc.eps, weight_decay=rc.weight_decay, foreach=False)
-                    for mi in ms]
+        ms = [GPT(rc.model).to(dev) for _ in range(W)]
+        opts = [adamw(mi.parameters()) for mi in ms]
         for r in range(rounds):
-            if impl == "vmap":
+            deltas = []
+            for i, (mi, oi) in enumerate(zip(ms, opts, strict=True)):
                 with torch.no_grad():
-                    for n in names:
-                        local[n].copy_(gparams[n].unsqueeze(0).expand_as(local[n]))
+                    for n, p in mi.named_parameters():
+                        p.copy_(gparams[n])
+                ps = list(mi.parameters())
                 for h in range(H):
                     s = r * H + h
                     x, y = data.get(s, dev)
-                    g, _ = fg(local, x, y)
-                    _clip(g, rc.grad_clip, stacked=True)
-                    opt.step(local, g, lr_at(rc, s))
-                deltas = [{n: (gparams[n] - local[n][i]).float().cpu() for n in names}
-                          for i in range(W)]
-            else:
-                deltas = []
-                for i, (mi, oi) in enumerate(zip(ms, opts)):
-                    with torch.no_grad():
-                        for n, p in mi.named_parameters():
-                            p.copy_(gparams[n])
-                    ps = list(mi.parameters())
-                    for h in range(H):
-                        s = r * H + h
-                        x, y = data.get(s, dev)
-                        mi.zero_grad(set_to_none=True)
-                        mi(x[i], y[i])[1].backward()
-                        if rc.grad_clip > 0:
-                            torch.nn.utils.clip_grad_norm_(ps, rc.grad_clip, foreach=False)
-                        for grp in oi.param_groups:
-                            grp["lr"] = lr_at(rc, s)
-                        oi.step()
-                    deltas.append({n: (gparams[n] - p.detach()).float().cpu()
-                                   for n, p in mi.named_parameters()})
+                    mi.zero_grad(set_to_none=True)
+                    mi(x[i], y[i])[1].backward()
+                    if rc.grad_clip > 0:
+                        torch.nn.utils.clip_grad_norm_(ps, rc.grad_clip, foreach=False)
+                    for grp in oi.param_groups:
+                        grp["lr"] = lr_at(rc, s)
+                    oi.step()
+                deltas.append(
+                    {n: (gparams[n] - p.detach()).float().cpu() for n, p in mi.named_parameters()}
+                )
             if rc.compression not in ("none", "dense"):
                 deltas, size = _compress(codec, deltas, cstates, shapes)
             else:
                 size = len(encode(codec.compress(deltas[0], CompressionState())))
             payload_bytes += size
-            avg = {n: (sum(d[n] for d in deltas) / W).to(dev) for n in names}
+            avg = {n: (cast(torch.Tensor, sum(d[n] for d in deltas)) / W).to(dev) for n in names}
             outer.step(gparams, avg)
-            curve.append({"step": (r + 1) * H, "tokens": (r + 1) * H * tok_per_step,
-                          "val_loss": evaluate_params(model, gparams, heldout)})
+            if (r + 1) % every == 0 or r + 1 == rounds:
+                curve.append(
+                    {
+                        "step": (r + 1) * H,
+                        "tokens": (r + 1) * H * tok_per_step,
+                        "val_loss": evaluate_params(model, gparams, heldout),
+                    }
+                )
     elapsed = time.perf_counter() - t0
-    return {"config": rc.to_dict(), "impl": impl, "n_params": n_params, "rounds": rounds,
-            "curve": curve, "final_val_loss": curve[-1]["val_loss"],
-            "tokens": rc.steps * tok_per_step, "payload_bytes_per_worker": payload_bytes,
-            "elapsed_s": elapsed, "params": {n: p.detach().cpu() for n, p in gparams.items()}}
+    return {
+        "config": rc.to_dict(),
+        "impl": "loop",
+        "n_params": n_params,
+        "rounds": rounds,
+        "curve": curve,
+        "final_val_loss": curve[-1]["val_loss"],
+        "tokens": rc.steps * tok_per_step,
+        "payload_bytes_per_worker": payload_bytes,
+        "elapsed_s": elapsed,
+        "params": {n: p.detach().cpu() for n, p in gparams.items()},
+    }
 
 
 def tokens_to_reach(curve: list[dict], target: float) -> float | None:

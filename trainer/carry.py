@@ -51,19 +51,25 @@ def carry_bytes(state: CompressionState) -> bytes:
 
 
 def carry_hash(state_or_bytes: CompressionState | bytes) -> bytes:
-    b = state_or_bytes if isinstance(state_or_bytes, (bytes, bytearray)) else carry_bytes(state_or_bytes)
+    b = (
+        state_or_bytes
+        if isinstance(state_or_bytes, (bytes, bytearray))
+        else carry_bytes(state_or_bytes)
+    )
     return hashlib.sha256(bytes(b)).digest()
 
 
 EMPTY_CARRY_HASH: bytes = carry_hash(CompressionState())
 
 
-def load_carry(buf: bytes, *, ef_decay: float = 1.0, error_feedback: bool = True) -> CompressionState:
+def load_carry(
+    buf: bytes, *, ef_decay: float = 1.0, error_feedback: bool = True
+) -> CompressionState:
     """A CompressionState from carry bytes; raise PayloadError if malformed."""
     p = decode(buf, expected_kind=KIND_CARRY)
     sent = p.meta.get("sent")
     if set(p.meta) != {"sent"} or not isinstance(sent, int) or isinstance(sent, bool) or sent < 0:
-        raise PayloadError("carry meta must be {\"sent\": n >= 0}")
+        raise PayloadError('carry meta must be {"sent": n >= 0}')
     st = CompressionState(error_feedback=error_feedback, ef_decay=ef_decay, sent=sent)
     for name, e in p.entries.items():
         if not set(e.parts) or not set(e.parts) <= {"residual", "q_warm"}:
@@ -80,19 +86,28 @@ def load_carry(buf: bytes, *, ef_decay: float = 1.0, error_feedback: bool = True
     return st
 
 
-def carry_after(delta: dict[str, torch.Tensor], carry_in: CompressionState, payload_bytes: bytes,
-                shapes: dict[str, tuple[int, ...]]) -> CompressionState:
+def carry_after(
+    delta: dict[str, torch.Tensor],
+    carry_in: CompressionState,
+    payload_bytes: bytes,
+    shapes: dict[str, tuple[int, ...]],
+) -> CompressionState:
     """The carry a round leaves, from its committed payload: residual = delta + decay·e_prev −
     decode(payload) per tensor (element-wise only), ``sent`` + 1. ``q_warm`` (low-rank codec) is
     taken from a re-compression, so it is exact-mode only; other codecs carry no Q."""
     payload = decode(payload_bytes, expected_kind=KIND_UPDATE)
     codec = codec_from_payload(payload)
     dec = codec.decompress(payload, shapes)
-    out = CompressionState(error_feedback=carry_in.error_feedback, ef_decay=carry_in.ef_decay,
-                           sent=carry_in.sent + 1)
-    if codec.sparsifier == "lowrank":
-        tmp = CompressionState(error_feedback=carry_in.error_feedback, ef_decay=carry_in.ef_decay,
-                               residual=dict(carry_in.residual), q_warm=dict(carry_in.q_warm))
+    out = CompressionState(
+        error_feedback=carry_in.error_feedback, ef_decay=carry_in.ef_decay, sent=carry_in.sent + 1
+    )
+    if codec.family == "lowrank":
+        tmp = CompressionState(
+            error_feedback=carry_in.error_feedback,
+            ef_decay=carry_in.ef_decay,
+            residual=dict(carry_in.residual),
+            q_warm=dict(carry_in.q_warm),
+        )
         codec.compress(delta, tmp)
         out.q_warm = tmp.q_warm
     if not carry_in.error_feedback:

@@ -54,10 +54,24 @@ def _policy_fields(policy: Any) -> dict[str, Any]:
     return out
 
 
-def save_simulation(path: str | Path, sim: Any, next_round: int, gmodel: Any, outer: Any, workers: list[Any],
-                    policy: Any, *, log: dict[str, Any], pending: dict[str, torch.Tensor] | None,
-                    last_local: dict[str, dict[str, torch.Tensor]], known_base: dict[str, torch.Tensor] | None,
-                    tokens: int, total_bytes: int, compute_s: float, prev_policy_loss: float) -> None:
+def save_simulation(
+    path: str | Path,
+    sim: Any,
+    next_round: int,
+    gmodel: Any,
+    outer: Any,
+    workers: list[Any],
+    policy: Any,
+    *,
+    log: dict[str, Any],
+    pending: dict[str, torch.Tensor] | None,
+    last_local: dict[str, dict[str, torch.Tensor]],
+    known_base: dict[str, torch.Tensor] | None,
+    tokens: int,
+    total_bytes: int,
+    compute_s: float,
+    prev_policy_loss: float,
+) -> None:
     from safetensors.torch import save_file
 
     t: dict[str, torch.Tensor] = {}
@@ -85,10 +99,20 @@ def save_simulation(path: str | Path, sim: Any, next_round: int, gmodel: Any, ou
     for prov, upd in last_local.items():
         for n, v in upd.items():
             t[f"last_local/{prov}/{n}"] = v
-    meta = {"format": FORMAT, "config": _config_key(sim), "next_round": next_round, "log": log,
-            "tokens": tokens, "total_bytes": total_bytes, "compute_s": compute_s,
-            "prev_policy_loss": prev_policy_loss, "workers": workers_meta, "policy": _policy_fields(policy),
-            "has_pending": pending is not None, "has_known_base": known_base is not None}
+    meta = {
+        "format": FORMAT,
+        "config": _config_key(sim),
+        "next_round": next_round,
+        "log": log,
+        "tokens": tokens,
+        "total_bytes": total_bytes,
+        "compute_s": compute_s,
+        "prev_policy_loss": prev_policy_loss,
+        "workers": workers_meta,
+        "policy": _policy_fields(policy),
+        "has_pending": pending is not None,
+        "has_known_base": known_base is not None,
+    }
     tensors = {k: v.detach().contiguous().cpu().clone() for k, v in t.items()}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -103,33 +127,46 @@ def load(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
 
     path = Path(path)
     if not path.is_file():
-        raise CheckpointError(f"no checkpoint at {path}: run without --resume first (it writes one every round)")
+        raise CheckpointError(
+            f"no checkpoint at {path}: run without --resume first (it writes one every round)"
+        )
     try:
         with safe_open(str(path), framework="pt") as f:
             meta = json.loads((f.metadata() or {}).get("loconet", "null"))
         tensors = load_file(str(path))
     except Exception as e:  # noqa: BLE001 (safetensors raises its own error types: a truncated or foreign file)
-        raise CheckpointError(f"{path} is not a loconet checkpoint ({e.__class__.__name__}: {e})") from None
+        raise CheckpointError(
+            f"{path} is not a loconet checkpoint ({e.__class__.__name__}: {e})"
+        ) from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a loconet checkpoint of format {FORMAT}")
     return tensors, meta
 
 
-def restore_simulation(path: str | Path | None, sim: Any, gmodel: Any, outer: Any, workers: list[Any],
-                       policy: Any) -> dict[str, Any]:
+def restore_simulation(
+    path: str | Path | None, sim: Any, gmodel: Any, outer: Any, workers: list[Any], policy: Any
+) -> dict[str, Any]:
     """Load the checkpoint into a freshly built run; returns the loop's variables."""
     if path is None:
-        raise CheckpointError("--resume needs --checkpoint PATH (or --out DIR: DIR/checkpoint.safetensors)")
+        raise CheckpointError(
+            "--resume needs --checkpoint PATH (or --out DIR: DIR/checkpoint.safetensors)"
+        )
     t, meta = load(path)
     want, have = _config_key(sim), meta["config"]
     if want != have:
         diff = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
-        raise CheckpointError(f"{path} was written by a run with other settings ({', '.join(diff)}): "
-                              "resume with the same flags (only --rounds, --device and --threads may change)")
+        raise CheckpointError(
+            f"{path} was written by a run with other settings ({', '.join(diff)}): "
+            "resume with the same flags (only --rounds, --device and --threads may change)"
+        )
     if meta["next_round"] >= sim.rounds:
-        raise CheckpointError(f"{path} is already at round {meta['next_round']}; ask for more --rounds to go on")
+        raise CheckpointError(
+            f"{path} is already at round {meta['next_round']}; ask for more --rounds to go on"
+        )
     if len(meta["workers"]) != len(workers):
-        raise CheckpointError(f"{path} holds {len(meta['workers'])} workers, this run has {len(workers)}")
+        raise CheckpointError(
+            f"{path} holds {len(meta['workers'])} workers, this run has {len(workers)}"
+        )
     dev = next(gmodel.parameters()).device
     with torch.no_grad():
         for n, p in gmodel.named_parameters():
@@ -140,27 +177,35 @@ def restore_simulation(path: str | Path | None, sim: Any, gmodel: Any, outer: An
         wdev = next(w.model.parameters()).device
         for n, p in w.model.named_parameters():
             prefix = f"w{i}/adam/{n}/"
-            st = {k[len(prefix):]: v for k, v in t.items() if k.startswith(prefix)}
+            st = {k[len(prefix) :]: v for k, v in t.items() if k.startswith(prefix)}
             if st:
-                # AdamW keeps "step" on the CPU (capturable=False); the moments on the param's device
+                # AdamW keeps "step" on the CPU (capturable=False); the moments on the param's
+                # device
                 w.opt.state[p] = {k: (v if k == "step" else v.to(wdev)) for k, v in st.items()}
-        w.cstate.residual = {k[len(f"w{i}/residual/"):]: v for k, v in t.items() if k.startswith(f"w{i}/residual/")}
-        w.cstate.q_warm = {k[len(f"w{i}/qwarm/"):]: v for k, v in t.items() if k.startswith(f"w{i}/qwarm/")}
+        w.cstate.residual = {
+            k[len(f"w{i}/residual/") :]: v for k, v in t.items() if k.startswith(f"w{i}/residual/")
+        }
+        w.cstate.q_warm = {
+            k[len(f"w{i}/qwarm/") :]: v for k, v in t.items() if k.startswith(f"w{i}/qwarm/")
+        }
         w.cstate.sent = int(meta["workers"][i]["sent"])
     for k, v in meta["policy"].items():
         setattr(policy, k, v)
 
     def group(prefix: str) -> dict[str, torch.Tensor]:
-        return {k[len(prefix):]: v.to(dev) for k, v in t.items() if k.startswith(prefix)}
+        return {k[len(prefix) :]: v.to(dev) for k, v in t.items() if k.startswith(prefix)}
 
     last_local: dict[str, dict[str, torch.Tensor]] = {}
     for k, v in t.items():
         if k.startswith("last_local/"):
-            prov, _, n = k[len("last_local/"):].partition("/")
+            prov, _, n = k[len("last_local/") :].partition("/")
             last_local.setdefault(prov, {})[n] = v
     return {
-        "next_round": int(meta["next_round"]), "log": meta["log"], "tokens": int(meta["tokens"]),
-        "total_bytes": int(meta["total_bytes"]), "compute_s": float(meta["compute_s"]),
+        "next_round": int(meta["next_round"]),
+        "log": meta["log"],
+        "tokens": int(meta["tokens"]),
+        "total_bytes": int(meta["total_bytes"]),
+        "compute_s": float(meta["compute_s"]),
         "prev_policy_loss": float(meta["prev_policy_loss"]),
         "pending": group("pending/") if meta["has_pending"] else None,
         "known_base": group("known_base/") if meta["has_known_base"] else None,

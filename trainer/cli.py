@@ -36,6 +36,22 @@ def _corpus(path: str | None):
     return Corpus(default_corpus_bytes())
 
 
+def write_atomic(path: Path, data: bytes) -> None:
+    """``path`` holds ``data`` complete or not at all (temp file, fsync, rename): a run killed
+    mid-write left half a log.json or segment under the name `train verify` reads."""
+    import os
+
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def _error(a: argparse.Namespace, msg: str) -> None:
     """``error: msg`` on stderr; with -o json, {"error": msg} on stdout (as the node CLI does)."""
     if getattr(a, "output", "text") == "json":
@@ -45,59 +61,104 @@ def _error(a: argparse.Namespace, msg: str) -> None:
 
 
 def _add_output(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-o", "--output", choices=["text", "json"], default="text",
-                   help="text (progress on stderr) or json (one JSON document on stdout)")
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=["text", "json"],
+        default="text",
+        help="text (progress on stderr) or json (one JSON document on stdout)",
+    )
 
 
 def register(subparsers) -> None:
     """Add the ``train`` command group (simulate, verify) to an argparse subparsers."""
-    train = subparsers.add_parser("train", help="DiLoCo trainer: simulate and verify",
-                                  description="DiLoCo trainer tools (no chain needed).")
+    train = subparsers.add_parser(
+        "train",
+        help="DiLoCo trainer: simulate and verify",
+        description="DiLoCo trainer tools (no chain needed).",
+    )
     sub = train.add_subparsers(dest="train_cmd", metavar="{simulate,verify}")
     sub.required = True
 
-    s = sub.add_parser("simulate", help="run W providers in one process, without a chain",
-                       description="Run W DiLoCo providers in one process and log/plot the run.",
-                       epilog=SIMULATE_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    s = sub.add_parser(
+        "simulate",
+        help="run W providers in one process, without a chain",
+        description="Run W DiLoCo providers in one process and log/plot the run.",
+        epilog=SIMULATE_EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     s.add_argument("--data", help="text file to train on (default: built-in corpus)")
     s.add_argument("--workers", type=int, default=4)
     s.add_argument("--rounds", type=int, default=10)
     s.add_argument("--inner-steps", type=int, default=50, help="H, inner AdamW steps per round")
-    s.add_argument("--compression", default="dense",
-                   help="compression policy, e.g. topk:0.01+int4 (default dense; see below)")
-    s.add_argument("--overlap", action="store_true", help="one-step-delay overlap of sync and compute")
+    s.add_argument(
+        "--compression",
+        default="dense",
+        help="compression policy, e.g. topk:0.01+int4 (default dense; see below)",
+    )
+    s.add_argument(
+        "--overlap", action="store_true", help="one-step-delay overlap of sync and compute"
+    )
     s.add_argument("--out", help="folder for log.json, plots and a verifiable segment")
     s.add_argument("--model-size", default="small", choices=["tiny", "small", "medium", "large"])
     s.add_argument("--batch-size", type=int, default=8)
     s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--trace-every", type=int, default=0, help="k: state hash every k steps (0: off)")
+    s.add_argument(
+        "--trace-every", type=int, default=0, help="k: state hash every k steps (0: off)"
+    )
     s.add_argument("--inner-lr", type=float, default=3e-3)
     s.add_argument("--outer-lr", type=float, default=0.7)
     s.add_argument("--outer-momentum", type=float, default=0.9)
-    s.add_argument("--threads", type=int, default=1,
-                   help="torch intra-op CPU threads (default 1: bitwise reproducible reductions)")
-    s.add_argument("--device", default="cpu",
-                   help="cpu (default), cuda, cuda:N, mps or auto (cuda when available, else cpu)")
-    s.add_argument("--checkpoint", metavar="PATH",
-                   help="safetensors checkpoint written after every round (default with --out: "
-                        "OUT/checkpoint.safetensors)")
-    s.add_argument("--resume", action="store_true",
-                   help="continue from --checkpoint (same flags; --rounds may grow): ends where an "
-                        "uninterrupted run ends, same model hash")
+    s.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op CPU threads (default 1: bitwise reproducible reductions)",
+    )
+    s.add_argument(
+        "--device",
+        default="cpu",
+        help="cpu (default), cuda, cuda:N, mps or auto (cuda when available, else cpu)",
+    )
+    s.add_argument(
+        "--checkpoint",
+        metavar="PATH",
+        help="safetensors checkpoint written after every round (default with --out: "
+        "OUT/checkpoint.safetensors)",
+    )
+    s.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from --checkpoint (same flags; --rounds may grow): ends where an "
+        "uninterrupted run ends, same model hash",
+    )
     _add_output(s)
     s.set_defaults(func=cmd_simulate)
 
-    v = sub.add_parser("verify", help="re-execute a saved segment and judge its end state",
-                       description="Re-run the k steps of a saved segment and compare end states.",
-                       epilog=VERIFY_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    v.add_argument("--segment", required=True, help="folder with start.state, end.state, segment.json")
+    v = sub.add_parser(
+        "verify",
+        help="re-execute a saved segment and judge its end state",
+        description="Re-run the k steps of a saved segment and compare end states.",
+        epilog=VERIFY_EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    v.add_argument(
+        "--segment", required=True, help="folder with start.state, end.state, segment.json"
+    )
     v.add_argument("--data", help="the dataset file (must hash to the segment's dataset id)")
-    v.add_argument("--tolerance", type=float, default=None,
-                   help="relative distance allowed (default: exact byte equality)")
-    v.add_argument("--device", default="cpu",
-                   help="cpu (default), cuda, cuda:N, mps or auto; exact mode only matches a "
-                        "provider on the same stack (device class included), so re-execute on "
-                        "another device with --tolerance")
+    v.add_argument(
+        "--tolerance",
+        type=float,
+        default=None,
+        help="relative distance allowed (default: exact byte equality)",
+    )
+    v.add_argument(
+        "--device",
+        default="cpu",
+        help="cpu (default), cuda, cuda:N, mps or auto; exact mode only matches a "
+        "provider on the same stack (device class included), so re-execute on "
+        "another device with --tolerance",
+    )
     _add_output(v)
     v.set_defaults(func=cmd_verify)
 
@@ -113,11 +174,15 @@ def resolve_device(name: str) -> str:
         return name
     if name == "cuda" or name.startswith("cuda:"):
         if not torch.cuda.is_available():
-            raise ValueError(f"--device {name}: no CUDA device here (torch {torch.__version__}, "
-                             f"built for CUDA {torch.version.cuda or 'none'}); use --device cpu or auto")
+            raise ValueError(
+                f"--device {name}: no CUDA device here (torch {torch.__version__}, "
+                f"built for CUDA {torch.version.cuda or 'none'}); use --device cpu or auto"
+            )
         idx = int(name.split(":", 1)[1]) if ":" in name and name.split(":", 1)[1].isdigit() else 0
         if idx >= torch.cuda.device_count():
-            raise ValueError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+            raise ValueError(
+                f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s)"
+            )
         return name
     if name == "mps":
         if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
@@ -148,10 +213,18 @@ class StepProgress:
                 TimeRemainingColumn,
             )
 
-            self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TextColumn("steps"), TimeElapsedColumn(), TextColumn("ETA"),
-                                TimeRemainingColumn(), TextColumn("{task.fields[loss]}"),
-                                console=Console(stderr=True), transient=True)
+            self.bar = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("steps"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                TextColumn("{task.fields[loss]}"),
+                console=Console(stderr=True),
+                transient=True,
+            )
             self.task = self.bar.add_task(f"round {first_round + 1}/{rounds}", total=total, loss="")
             self.bar.start()
 
@@ -162,17 +235,25 @@ class StepProgress:
         if not self.enabled:
             return
         if self.bar is not None:
-            self.bar.update(self.task, advance=1, description=f"round {r + 1}/{self.rounds} worker {wi}",
-                            loss=f"loss {loss:.4f}")
+            self.bar.update(
+                self.task,
+                advance=1,
+                description=f"round {r + 1}/{self.rounds} worker {wi}",
+                loss=f"loss {loss:.4f}",
+            )
             return
         now = time.monotonic()
         if now >= self.next_line or self.done == self.total:
             self.next_line = now + 5
             rate = self.done / max(now - self.t0, 1e-9)
             eta = (self.total - self.done) / rate if rate > 0 else 0.0
-            print(f"step {self.done}/{self.total} ({100 * self.done // max(1, self.total)}%)  round {r + 1}/"
-                  f"{self.rounds} worker {wi} step {s + 1}  loss {loss:.4f}  {rate:.1f} steps/s  "
-                  f"ETA {_hms(eta)}", file=sys.stderr, flush=True)
+            print(
+                f"step {self.done}/{self.total} ({100 * self.done // max(1, self.total)}%)  round "
+                f"{r + 1}/{self.rounds} worker {wi} step {s + 1}  loss {loss:.4f}  {rate:.1f} "
+                f"steps/s  ETA {_hms(eta)}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def say(self, line: str) -> None:
         if not self.enabled:
@@ -189,7 +270,11 @@ class StepProgress:
 
 def _hms(seconds: float) -> str:
     s = int(seconds + 0.5)
-    return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+    return (
+        f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s"
+        if s >= 3600
+        else f"{s // 60}m{s % 60:02d}s"
+    )
 
 
 def cmd_simulate(a: argparse.Namespace) -> int:
@@ -205,11 +290,29 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     except PolicyError as exc:
         _error(a, f"--compression: {exc}")
         return 2
-    for flag, v in (("--workers", a.workers), ("--rounds", a.rounds), ("--inner-steps", a.inner_steps),
-                    ("--batch-size", a.batch_size), ("--threads", a.threads)):
+    for flag, v in (
+        ("--workers", a.workers),
+        ("--rounds", a.rounds),
+        ("--inner-steps", a.inner_steps),
+        ("--batch-size", a.batch_size),
+        ("--threads", a.threads),
+    ):
         if v < 1:
             _error(a, f"{flag} must be at least 1, got {v}")
             return 2
+    for flag, x, ok in (  # nan or a negative rate reached torch: "Invalid learning rate" traceback
+        ("--inner-lr", a.inner_lr, 0 < a.inner_lr < 1e6),
+        ("--outer-lr", a.outer_lr, 0 < a.outer_lr < 1e6),
+        ("--outer-momentum", a.outer_momentum, 0 <= a.outer_momentum < 1),
+    ):
+        if not ok:
+            what = "in [0, 1)" if flag == "--outer-momentum" else "a positive number"
+            _error(a, f"{flag} must be {what}, got {x}")
+            return 2
+    if a.out and Path(a.out).exists() and not Path(a.out).is_dir():
+        # found only after the whole run, when the log was written
+        _error(a, f"--out {a.out} is a file: give a folder (it is created if missing)")
+        return 2
     try:
         device = resolve_device(a.device)
     except ValueError as exc:
@@ -218,8 +321,11 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     try:
         corpus = _corpus(a.data)
     except OSError as exc:
-        _error(a, f"--data {a.data}: {exc.strerror or exc}; give a readable text file (or no --data for the "
-              "built-in corpus)")
+        _error(
+            a,
+            f"--data {a.data}: {exc.strerror or exc}; give a readable text file (or no --data for "
+            "the built-in corpus)",
+        )
         return 2
     except ValueError as exc:
         _error(a, f"--data {a.data}: {exc}")
@@ -228,18 +334,30 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     if a.resume and checkpoint is None:
         _error(a, "--resume needs --checkpoint PATH or --out DIR")
         return 2
-    sim = SimConfig(workers=a.workers, rounds=a.rounds, inner_steps=a.inner_steps,
-                    compression=a.compression, overlap=a.overlap, seed=a.seed,
-                    batch_size=a.batch_size, trace_every=a.trace_every,
-                    model=GPTConfig.preset(a.model_size), inner=InnerConfig(lr=a.inner_lr),
-                    outer=OuterConfig(lr=a.outer_lr, momentum=a.outer_momentum), threads=a.threads,
-                    device=device)
+    sim = SimConfig(
+        workers=a.workers,
+        rounds=a.rounds,
+        inner_steps=a.inner_steps,
+        compression=a.compression,
+        overlap=a.overlap,
+        seed=a.seed,
+        batch_size=a.batch_size,
+        trace_every=a.trace_every,
+        model=GPTConfig.preset(a.model_size),
+        inner=InnerConfig(lr=a.inner_lr),
+        outer=OuterConfig(lr=a.outer_lr, momentum=a.outer_momentum),
+        threads=a.threads,
+        device=device,
+    )
     text = a.output == "text"
     if text:
-        print(f"dataset {corpus.id} ({len(corpus.data)} bytes), model {a.model_size}, "
-              f"{a.workers} workers x {a.rounds} rounds x H={a.inner_steps}, "
-              f"compression {a.compression}{', overlap' if a.overlap else ''}, device {device}, "
-              f"{a.threads} thread(s)" + (f", resuming from {checkpoint}" if a.resume else ""), file=sys.stderr)
+        print(
+            f"dataset {corpus.id} ({len(corpus.data)} bytes), model {a.model_size}, "
+            f"{a.workers} workers x {a.rounds} rounds x H={a.inner_steps}, "
+            f"compression {a.compression}{', overlap' if a.overlap else ''}, device {device}, "
+            f"{a.threads} thread(s)" + (f", resuming from {checkpoint}" if a.resume else ""),
+            file=sys.stderr,
+        )
     first = 0
     if a.resume:
         from trainer.checkpoint import load
@@ -252,12 +370,16 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     bar = StepProgress(max(0, a.rounds - first) * a.workers * a.inner_steps, first, a.rounds, text)
 
     def progress(rec: dict) -> None:
-        bar.say(f"round {rec['round'] + 1:4d}/{a.rounds}  val {rec['val_loss']:.4f}  "
-                f"train {rec['train_loss']:.4f}  sent {rec['bytes_per_worker']:>10,d} B/worker  "
-                f"[{rec['codec']}]  model {rec['model_hash'][:12]}")
+        bar.say(
+            f"round {rec['round'] + 1:4d}/{a.rounds}  val {rec['val_loss']:.4f}  "
+            f"train {rec['train_loss']:.4f}  sent {rec['bytes_per_worker']:>10,d} B/worker  "
+            f"[{rec['codec']}]  model {rec['model_hash'][:12]}"
+        )
 
     try:
-        log = simulate(corpus, sim, progress, on_step=bar.step, checkpoint=checkpoint, resume=a.resume)
+        log = simulate(
+            corpus, sim, progress, on_step=bar.step, checkpoint=checkpoint, resume=a.resume
+        )
     except CheckpointError as exc:
         _error(a, f"{exc}")
         return 2
@@ -266,15 +388,22 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     if a.out:
         out = Path(a.out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "log.json").write_text(json.dumps(log, indent=1))
+        write_atomic(out / "log.json", json.dumps(log, indent=1).encode())
         plot_run(log, out)
         save_segment(out / "segment", corpus, sim, a.data)
         log["out"] = str(out)
     if text:
-        print(f"final val loss {log['final_val_loss']:.4f}; {log['bytes_per_worker']:,d} bytes sent "
-              f"per worker; final model {log['final_model_hash'][:16]}"
-              + (f"; wrote {a.out}/log.json, plots, segment/, checkpoint.safetensors" if a.out else "")
-              + (f"; checkpoint {checkpoint}" if checkpoint and not a.out else ""), file=sys.stderr)
+        print(
+            f"final val loss {log['final_val_loss']:.4f}; {log['bytes_per_worker']:,d} bytes sent "
+            f"per worker; final model {log['final_model_hash'][:16]}"
+            + (
+                f"; wrote {a.out}/log.json, plots, segment/, checkpoint.safetensors"
+                if a.out
+                else ""
+            )
+            + (f"; checkpoint {checkpoint}" if checkpoint and not a.out else ""),
+            file=sys.stderr,
+        )
     else:
         print(json.dumps(log))
     return 0
@@ -290,16 +419,23 @@ def save_segment(folder: Path, corpus, sim, data_path: str | None, k: int = 10) 
 
     set_determinism(sim.seed, threads=1)
     k = min(k, sim.inner_steps)
-    spec = ShardSpec(dataset_id=corpus.id, seed=sim.seed, job=sim.job, round=0,
-                     provider=provider_id(0), n_shards=sim.n_shards, batch_size=sim.batch_size,
-                     block_size=sim.model.block_size,
-                     shard=assign_shards(sim.seed, sim.job, 0, sim.n_shards, sim.workers)[0])
+    spec = ShardSpec(
+        dataset_id=corpus.id,
+        seed=sim.seed,
+        job=sim.job,
+        round=0,
+        provider=provider_id(0),
+        n_shards=sim.n_shards,
+        batch_size=sim.batch_size,
+        block_size=sim.model.block_size,
+        shard=assign_shards(sim.seed, sim.job, 0, sim.n_shards, sim.workers)[0],
+    )
     start, end = make_segment(init_model(sim.model, sim.seed), sim.inner, corpus, spec, 0, k)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "start.state").write_bytes(start)
-    (folder / "end.state").write_bytes(end)
-    (folder / "segment.json").write_text(json.dumps(
-        {"shard_spec": spec.to_dict(), "k": k, "data": data_path}, indent=1))
+    write_atomic(folder / "start.state", start)
+    write_atomic(folder / "end.state", end)
+    meta = {"shard_spec": spec.to_dict(), "k": k, "data": data_path}
+    write_atomic(folder / "segment.json", json.dumps(meta, indent=1).encode())
 
 
 def cmd_verify(a: argparse.Namespace) -> int:
@@ -311,23 +447,37 @@ def cmd_verify(a: argparse.Namespace) -> int:
         meta = json.loads((seg / "segment.json").read_text())
         start = (seg / "start.state").read_bytes()
         end = (seg / "end.state").read_bytes()
-    except (OSError, ValueError) as exc:
-        _error(a, f"cannot read segment {seg}: {exc} (make one with "
-              "`loconet train simulate --out DIR`)")
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: [[[[... (a traceback)
+        _error(
+            a,
+            f"cannot read segment {seg}: {exc} (make one with `loconet train simulate --out DIR`)",
+        )
         return 2
-    spec = ShardSpec.from_dict(meta["shard_spec"])
+    try:  # a hand-edited segment.json: KeyError / TypeError tracebacks
+        spec = ShardSpec.from_dict(meta["shard_spec"])
+        k = int(meta["k"])
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+    except (KeyError, TypeError, ValueError) as exc:
+        _error(a, f"{seg / 'segment.json'} is not a segment description ({exc!r})")
+        return 2
+    if a.tolerance is not None and not 0 <= a.tolerance < 1e9:  # nan, inf, negative
+        _error(a, f"--tolerance must be a non-negative number, got {a.tolerance}")
+        return 2
     corpus = _corpus(a.data or meta.get("data"))
     if corpus.id != spec.dataset_id:
-        _error(a, f"dataset {corpus.id[:16]} is not the segment's {spec.dataset_id[:16]}: "
-              "pass the same --data file")
+        _error(
+            a,
+            f"dataset {corpus.id[:16]} is not the segment's {spec.dataset_id[:16]}: "
+            "pass the same --data file",
+        )
         return 2
     try:
         device = resolve_device(a.device)
     except ValueError as exc:
         _error(a, str(exc))
         return 2
-    v = verify_segment(start, spec, int(meta["k"]), end, corpus=corpus, tolerance=a.tolerance,
-                       device=device)
+    v = verify_segment(start, spec, k, end, corpus=corpus, tolerance=a.tolerance, device=device)
     if a.output == "json":
         print(json.dumps(v.to_dict()))
     else:
@@ -338,9 +488,16 @@ def cmd_verify(a: argparse.Namespace) -> int:
 def _settings(log: dict) -> str:
     c = log["config"]
     m = c.get("model", {})
-    size = f"{log.get('n_params', 0) / 1e6:.2f}M params" if log.get("n_params") else f"d_model {m.get('d_model')}"
-    return (f"{c['workers']} workers, H={c['inner_steps']}, {c['compression']}"
-            f"{', overlap' if c.get('overlap') else ''}, {size}, batch {c['batch_size']}, seed {c['seed']}")
+    size = (
+        f"{log.get('n_params', 0) / 1e6:.2f}M params"
+        if log.get("n_params")
+        else f"d_model {m.get('d_model')}"
+    )
+    return (
+        f"{c['workers']} workers, H={c['inner_steps']}, "
+        f"{c['compression']}{', overlap' if c.get('overlap') else ''}, {size}, batch "
+        f"{c['batch_size']}, seed {c['seed']}"
+    )
 
 
 def plot_run(log: dict, out: Path) -> None:
@@ -357,11 +514,35 @@ def plot_run(log: dict, out: Path) -> None:
     rounds = log["rounds"]
     xs = [r["round"] + 1 for r in rounds]
     settings = _settings(log)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    ax.plot([0] + xs, [log["val_curve"][0]["val_loss"]] + [r["val_loss"] for r in rounds], marker="o",
-            label="validation (held-out, after the round)")
-    ax.plot(xs, [r["train_loss"] for r in rounds], marker="s", linestyle="--",
-            label="train (mean over the round's inner steps)")
+    overlap = bool(log["config"].get("overlap"))
+    fig, ax = plt.subplots(figsize=(7, 5.6))
+    ax.plot(
+        [0] + xs,
+        [log["val_curve"][0]["val_loss"]] + [r["val_loss"] for r in rounds],
+        marker="o",
+        label="validation (held-out, after the round)"
+        + ("\n(overlap: each round's update lands a round later)" if overlap else ""),
+    )
+    ax.plot(
+        xs,
+        [r["train_loss"] for r in rounds],
+        marker="s",
+        linestyle="--",
+        label="train (mean over the round's inner steps)",
+    )
+    final = log.get("final_val_loss")
+    if rounds and final is not None and final != rounds[-1]["val_loss"]:
+        # with --overlap the last round's update lands after the run: the final model (what
+        # the console's "final val loss" and final model hash are) is one more point
+        ax.plot(
+            [xs[-1]],
+            [final],
+            marker="*",
+            markersize=13,
+            linestyle="none",
+            color="C2",
+            label=f"final model (last round's update applied after the run): {final:.3f}",
+        )
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlim(-0.3, max(xs + [1]) + 0.3)
     tokens = log.get("tokens") or (rounds[-1]["tokens"] if rounds else 0)
@@ -369,7 +550,8 @@ def plot_run(log: dict, out: Path) -> None:
     ax.set_ylabel("loss (nats per byte)")
     ax.set_title(f"DiLoCo loss by round\n{settings}", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend()
+    # under the axes: inside, it covered the curve's first rounds
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=9, frameon=False)
     fig.tight_layout()
     fig.savefig(out / "val_loss.png", dpi=110)
     plt.close(fig)

@@ -47,8 +47,8 @@ import json
 import math
 import struct
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import torch
 
@@ -83,6 +83,8 @@ DTYPE_CODES: dict[torch.dtype, int] = {
 }
 CODE_DTYPES = {v: k for k, v in DTYPE_CODES.items()}
 FLOAT_DTYPES = {torch.float32, torch.float16, torch.bfloat16, torch.float64}
+ELEMENT_SIZE = {dt: torch.empty((), dtype=dt).element_size() for dt in DTYPE_CODES}
+_STRUCTS: dict[str, struct.Struct] = {}
 
 MAX_NDIM = 8
 MAX_ENTRIES = 1 << 16
@@ -116,8 +118,9 @@ class Payload:
 
 
 def canonical_json(obj: object) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False,
-                      ensure_ascii=True).encode("ascii")
+    return json.dumps(
+        obj, sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=True
+    ).encode("ascii")
 
 
 def _tensor_bytes(t: torch.Tensor) -> bytes:
@@ -139,22 +142,38 @@ def encode(p: Payload) -> bytes:
     meta = canonical_json(p.meta)
     if len(codec) > 255 or len(meta) > MAX_META:
         raise PayloadError("codec name or meta too long")
-    head = [MAGIC, struct.pack(">HBB", VERSION, p.kind, 0), struct.pack(">B", len(codec)), codec,
-            struct.pack(">I", len(meta)), meta, struct.pack(">I", len(p.entries))]
+    head = [
+        MAGIC,
+        struct.pack(">HBB", VERSION, p.kind, 0),
+        struct.pack(">B", len(codec)),
+        codec,
+        struct.pack(">I", len(meta)),
+        meta,
+        struct.pack(">I", len(p.entries)),
+    ]
     table: list[bytes] = []
     data: list[bytes] = []
     for name in sorted(p.entries, key=lambda s: s.encode("utf-8")):
         e = p.entries[name]
         nb = name.encode("utf-8")
-        table += [struct.pack(">H", len(nb)), nb, struct.pack(">B", DTYPE_CODES[e.dtype]),
-                  _dims(e.shape), struct.pack(">B", len(e.parts))]
+        table += [
+            struct.pack(">H", len(nb)),
+            nb,
+            struct.pack(">B", DTYPE_CODES[e.dtype]),
+            _dims(e.shape),
+            struct.pack(">B", len(e.parts)),
+        ]
         for pname in sorted(e.parts):
             t = e.parts[pname]
             pb = pname.encode("ascii")
             if t.dtype not in DTYPE_CODES:
                 raise PayloadError(f"{name}/{pname}: dtype {t.dtype} has no code")
-            table += [struct.pack(">B", len(pb)), pb, struct.pack(">B", DTYPE_CODES[t.dtype]),
-                      _dims(tuple(t.shape))]
+            table += [
+                struct.pack(">B", len(pb)),
+                pb,
+                struct.pack(">B", DTYPE_CODES[t.dtype]),
+                _dims(tuple(t.shape)),
+            ]
             data.append(_tensor_bytes(t))
     return b"".join(head + table + data)
 
@@ -175,7 +194,12 @@ class _Reader:
         return out
 
     def u(self, fmt: str, what: str) -> int:
-        return struct.unpack(fmt, self.take(struct.calcsize(fmt), what))[0]
+        st = _STRUCTS.get(fmt) or _STRUCTS.setdefault(fmt, struct.Struct(fmt))
+        if self.pos + st.size > len(self.buf):
+            self.take(st.size, what)  # raises the truncation error
+        out = st.unpack_from(self.buf, self.pos)[0]
+        self.pos += st.size
+        return int(out)
 
     def dtype(self, what: str) -> torch.dtype:
         code = self.u(">B", what)
@@ -193,7 +217,7 @@ class _Reader:
         return dims
 
 
-def _read_header(r: "_Reader", expected_kind: int | None) -> tuple[int, str, dict]:
+def _read_header(r: _Reader, expected_kind: int | None) -> tuple[int, str, dict]:
     """(kind, codec, meta) of the header at the reader's start, fully validated."""
     if r.take(4, "magic") != MAGIC:
         raise PayloadError("not a loconet payload (bad magic)")
@@ -230,16 +254,28 @@ def decode_meta(buf: bytes, expected_kind: int | None = None) -> dict:
     return _read_header(_Reader(memoryview(buf)[: 14 + MAX_META + 256].tobytes()), expected_kind)[2]
 
 
-def decode(buf: bytes, expected_kind: int | None = None, check_finite: bool = True) -> Payload:
-    """Parse and validate canonical bytes; raise ``PayloadError`` on any defect."""
-    if not isinstance(buf, (bytes, bytearray, memoryview)):
-        raise PayloadError(f"payload must be bytes, got {type(buf).__name__}")
-    r = _Reader(buf if isinstance(buf, bytes) else bytes(buf))
-    kind, codec, meta = _read_header(r, expected_kind)
-    n = r.u(">I", "entry count")
-    if n > MAX_ENTRIES:
-        raise PayloadError(f"absurd entry count {n} (max {MAX_ENTRIES})")
-    layout: list[tuple[str, torch.dtype, tuple[int, ...], list[tuple[str, torch.dtype, tuple]]]] = []
+_Layout = list[tuple[str, torch.dtype, tuple[int, ...], list[tuple[str, torch.dtype, tuple]]]]
+# tensor tables parsed lately (entry count, the table's bytes, its layout, its data size): a
+# trainer decodes many states of one model, whose tables are byte for byte the same; the same
+# bytes parse to the same layout and pass the same checks, so a byte-equal table is not parsed
+# again
+_TABLE_CACHE: list[tuple[int, bytes, _Layout, int]] = []
+_TABLE_CACHE_SIZE = 8
+
+
+def _table_cache_hit(r: _Reader, n: int) -> tuple[_Layout, int] | None:
+    for cn, raw, layout, total in reversed(tuple(_TABLE_CACHE)):  # a snapshot: threads decode
+        end = r.pos + len(raw)
+        if cn == n and end <= len(r.buf) and r.buf[r.pos : end] == raw:
+            r.pos = end
+            return layout, total
+    return None
+
+
+def _read_table(r: _Reader, n: int) -> tuple[_Layout, int]:
+    """The tensor table of ``n`` entries at the reader's position (every field checked) and the
+    data size it declares."""
+    layout: _Layout = []
     total = 0
     prev: bytes | None = None
     for i in range(n):
@@ -269,25 +305,61 @@ def decode(buf: bytes, expected_kind: int | None = None, check_finite: bool = Tr
                 raise PayloadError(f"{name}: part name is not ASCII") from None
             pdt = r.dtype(f"{name}/{pname}")
             pshape = r.shape(f"{name}/{pname}")
-            total += math.prod(pshape) * torch.empty((), dtype=pdt).element_size()
+            total += math.prod(pshape) * ELEMENT_SIZE[pdt]
             parts.append((pname, pdt, pshape))
         layout.append((name, dt, shape, parts))
+    return layout, total
+
+
+def decode(buf: bytes, expected_kind: int | None = None, check_finite: bool = True) -> Payload:
+    """Parse and validate canonical bytes; raise ``PayloadError`` on any defect."""
+    if not isinstance(buf, (bytes, bytearray, memoryview)):
+        raise PayloadError(f"payload must be bytes, got {type(buf).__name__}")
+    r = _Reader(buf if isinstance(buf, bytes) else bytes(buf))
+    kind, codec, meta = _read_header(r, expected_kind)
+    n = r.u(">I", "entry count")
+    if n > MAX_ENTRIES:
+        raise PayloadError(f"absurd entry count {n} (max {MAX_ENTRIES})")
+    table_at = r.pos
+    cached = _table_cache_hit(r, n)
+    if cached is not None:
+        layout, total = cached
+    else:
+        layout, total = _read_table(r, n)
+        _TABLE_CACHE.append((n, bytes(r.buf[table_at : r.pos]), layout, total))
+        del _TABLE_CACHE[:-_TABLE_CACHE_SIZE]
     left = len(r.buf) - r.pos
     if total != left:
         kind_ = "truncated" if total > left else "trailing bytes in"
         raise PayloadError(f"{kind_} payload: table declares {total} data bytes, {left} present")
+    # one copy of the data section (the table already checked its length); each part is a view
+    # of it where its offset suits its dtype, else a copy of its own
+    whole = torch.frombuffer(bytearray(r.buf[r.pos :]), dtype=torch.uint8) if left else None
+    dtypes = {pdt for _, _, _, parts in layout for _, pdt, _ in parts}
+    # a state or a model is float32 throughout: one finiteness check over the whole section
+    # (a failure falls back to the per-part check below, which names the tensor)
+    per_part = check_finite and not (
+        dtypes == {torch.float32}
+        and whole is not None
+        and bool(torch.isfinite(whole.view(torch.float32)).all())
+    )
     entries: dict[str, Entry] = {}
+    off = 0
     for name, dt, shape, parts in layout:
         tensors: dict[str, torch.Tensor] = {}
         for pname, pdt, pshape in parts:
-            size = math.prod(pshape) * torch.empty((), dtype=pdt).element_size()
-            if size == 0:
+            size = math.prod(pshape) * ELEMENT_SIZE[pdt]
+            if size == 0 or whole is None:
                 t = torch.empty(pshape, dtype=pdt)
-            else:  # one copy, straight from the buffer (the table already checked the length)
-                t = torch.frombuffer(bytearray(r.buf[r.pos : r.pos + size]), dtype=torch.uint8)
+            elif off % ELEMENT_SIZE[pdt] == 0:
+                t = whole[off : off + size].view(pdt).reshape(pshape)
+            else:
+                t = torch.frombuffer(
+                    bytearray(r.buf[r.pos + off : r.pos + off + size]), dtype=torch.uint8
+                )
                 t = t.view(pdt).reshape(pshape)
-            r.pos += size
-            if check_finite and pdt in FLOAT_DTYPES and not bool(torch.isfinite(t).all()):
+            off += size
+            if per_part and pdt in FLOAT_DTYPES and not bool(torch.isfinite(t).all()):
                 raise PayloadError(f"{name}/{pname}: contains NaN or inf")
             tensors[pname] = t
         entries[name] = Entry(dtype=dt, shape=shape, parts=tensors)
@@ -347,7 +419,9 @@ def update_root(payload_bytes: bytes, binding: Binding | None = None) -> bytes:
     return merkle_root_of_bytes(payload_bytes, head=[binding.leaf(b"update")])
 
 
-def chunk_proof(payload_bytes: bytes, index: int, binding: Binding | None = None) -> tuple[bytes, list[bytes], int]:
+def chunk_proof(
+    payload_bytes: bytes, index: int, binding: Binding | None = None
+) -> tuple[bytes, list[bytes], int]:
     """(chunk, proof, n_chunks) for chunk ``index`` of a payload (bound: the proof of leaf
     ``entry_leaf(index)`` in a tree of ``n_update_leaves`` leaves)."""
     leaves = update_leaves(payload_bytes, binding)
@@ -355,8 +429,14 @@ def chunk_proof(payload_bytes: bytes, index: int, binding: Binding | None = None
     return leaves[index + off], merkle_proof(leaves, index + off), len(leaves) - off
 
 
-def verify_chunk(root: bytes, chunk: bytes, index: int, n_chunks: int, proof: Sequence[bytes],
-                 bound: bool = False) -> bool:
+def verify_chunk(
+    root: bytes,
+    chunk: bytes,
+    index: int,
+    n_chunks: int,
+    proof: Sequence[bytes],
+    bound: bool = False,
+) -> bool:
     off = _offset(bound)
     return verify_merkle_proof(root, chunk, index + off, n_chunks + off, proof)
 
@@ -367,7 +447,9 @@ def trace_root(state_hashes: Sequence[bytes], binding: Binding | None = None) ->
     return merkle_root(trace_leaves(state_hashes, binding))
 
 
-def trace_proof(state_hashes: Sequence[bytes], index: int, binding: Binding | None = None) -> list[bytes]:
+def trace_proof(
+    state_hashes: Sequence[bytes], index: int, binding: Binding | None = None
+) -> list[bytes]:
     """Proof of trace entry ``index`` (bound: leaf ``entry_leaf(index)``)."""
     return merkle_proof(trace_leaves(state_hashes, binding), index + _offset(binding is not None))
 
@@ -382,10 +464,37 @@ def binding_proof(kind: bytes, data: bytes | Sequence[bytes], binding: Binding) 
     raise ValueError("binding_proof: kind must be b'update' or b'trace'")
 
 
+def probe_leaves(probes: Sequence[Sequence[int]], binding: Binding) -> list[bytes]:
+    """Leaf data of the bound probe tree (tolerance mode): ``binding_leaf(b"probe", ...)``, then
+    ``abci_app.jobs.probe.encode_probe`` of each trace entry's probe (entry i is leaf i + 1, the
+    trace's layout)."""
+    from abci_app.jobs.probe import encode_probe
+
+    return [binding.leaf(b"probe")] + [encode_probe(p) for p in probes]
+
+
+def probe_root(probes: Sequence[Sequence[int]], binding: Binding) -> bytes:
+    """MsgSubmitUpdate.probe_root: the Merkle root of ``probe_leaves``."""
+    return merkle_root(probe_leaves(probes, binding))
+
+
+def probe_proof(probes: Sequence[Sequence[int]], index: int, binding: Binding) -> list[bytes]:
+    """Proof of trace entry ``index``'s probe (leaf ``entry_leaf(index)``), MsgOpenEnd's
+    probe_proof; ``index`` = BINDING_INDEX - ENTRY_OFFSET (-1) gives the binding proof."""
+    return merkle_proof(probe_leaves(probes, binding), index + ENTRY_OFFSET)
+
+
 def verify_trace_entry(
-    root: bytes, state_hash: bytes, index: int, n_entries: int, proof: Sequence[bytes], bound: bool = False
+    root: bytes,
+    state_hash: bytes,
+    index: int,
+    n_entries: int,
+    proof: Sequence[bytes],
+    bound: bool = False,
 ) -> bool:
     """What the chain runs: is ``state_hash`` entry ``index`` of the committed trace? (bound:
     leaf ``index + 1`` of ``n_entries + 1``, as MsgRevealSegment is checked)."""
     off = _offset(bound)
-    return len(state_hash) == 32 and verify_merkle_proof(root, state_hash, index + off, n_entries + off, proof)
+    return len(state_hash) == 32 and verify_merkle_proof(
+        root, state_hash, index + off, n_entries + off, proof
+    )

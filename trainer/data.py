@@ -54,7 +54,7 @@ class ShardSpec:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "ShardSpec":
+    def from_dict(cls, d: dict) -> ShardSpec:
         return cls(**d)
 
 
@@ -71,7 +71,7 @@ class Corpus:
         self._heldout = torch.frombuffer(bytearray(self.data[-n_held:]), dtype=torch.uint8)
 
     @classmethod
-    def from_file(cls, path: str | Path, heldout_fraction: float = 0.1) -> "Corpus":
+    def from_file(cls, path: str | Path, heldout_fraction: float = 0.1) -> Corpus:
         p = Path(path)
         if not p.is_file():
             raise FileNotFoundError(f"dataset file not found: {p} (pass --data FILE)")
@@ -101,9 +101,7 @@ class Corpus:
     def batch_offsets(self, spec: ShardSpec, step: int) -> list[int]:
         """Start offsets (into the train split) of the batch of inner ``step``."""
         lo, hi = self.shard_bounds(spec)
-        rng = DetRNG(
-            "batch", spec.dataset_id, spec.seed, spec.job, spec.round, spec.provider, step
-        )
+        rng = DetRNG("batch", spec.dataset_id, spec.seed, spec.job, spec.round, spec.provider, step)
         span = hi - lo - spec.block_size - 1
         return [lo + rng.randbelow(span + 1) for _ in range(spec.batch_size)]
 
@@ -127,8 +125,9 @@ class Corpus:
             return self._heldout[half:]
         raise ValueError(f"held-out part must be 'eval' or 'policy', got {part!r}")
 
-    def heldout_batches(self, block_size: int, batch_size: int = 32, max_batches: int = 8,
-                        part: str = "eval"):
+    def heldout_batches(
+        self, block_size: int, batch_size: int = 32, max_batches: int = 8, part: str = "eval"
+    ):
         """Fixed, non-overlapping windows from one half of the held-out split (``part``)."""
         held = self.heldout_part(part)
         T = block_size
@@ -138,7 +137,10 @@ class Corpus:
             raise ValueError("held-out split is shorter than one context")
         xs = torch.stack([held[i * T : i * T + T] for i in range(n_windows)]).long()
         ys = torch.stack([held[i * T + 1 : i * T + T + 1] for i in range(n_windows)]).long()
-        return [(xs[i : i + batch_size], ys[i : i + batch_size]) for i in range(0, n_windows, batch_size)]
+        return [
+            (xs[i : i + batch_size], ys[i : i + batch_size])
+            for i in range(0, n_windows, batch_size)
+        ]
 
 
 def default_corpus_bytes(min_bytes: int = 400_000) -> bytes:
@@ -151,9 +153,26 @@ def default_corpus_bytes(min_bytes: int = 400_000) -> bytes:
     import importlib.util
 
     names = [
-        "argparse", "dataclasses", "textwrap", "string", "fractions", "statistics",
-        "difflib", "heapq", "bisect", "calendar", "csv", "json.decoder", "json.encoder",
-        "pprint", "shlex", "tokenize", "typing", "enum", "functools", "inspect",
+        "argparse",
+        "dataclasses",
+        "textwrap",
+        "string",
+        "fractions",
+        "statistics",
+        "difflib",
+        "heapq",
+        "bisect",
+        "calendar",
+        "csv",
+        "json.decoder",
+        "json.encoder",
+        "pprint",
+        "shlex",
+        "tokenize",
+        "typing",
+        "enum",
+        "functools",
+        "inspect",
     ]
     out = bytearray()
     for n in names:

@@ -3,25 +3,37 @@
 One provider = one commitment, whatever its GPU count: every rank holds the same model and
 AdamW state; inner step s takes the spec's batch (``Corpus.batch(spec, s)``, the same batch a
 single-device provider and the verifier use), rank r computes the loss of rows
-``[r·B/n, (r+1)·B/n)``, DDP averages the gradients (= the full batch's mean gradient, since the
-slices are equal), then every rank clips and steps identically. Rank 0 writes the state bytes
-/ trace; the others hold the same model (the test checks their hashes agree).
+``[r·B/n, (r+1)·B/n)``, DDP hands the ranks' gradients to ``ordered_mean_hook`` (an all-gather,
+then the n slice gradients summed in rank order and divided by n, the same bytes on every
+rank), then every rank clips and steps identically. Rank 0 writes the state bytes / trace /
+payload; the others hold the same model (the test checks their hashes agree).
+
+**Re-execution by one process.** The island's gradient is exactly
+``trainer.state.sliced_grads(model, x, y, n)``: the n slices' gradients computed one after the
+other in one process and summed in the same order. Every trace state names ``slices = n``
+(trainer/state.py), and ``verify_segment`` re-runs a segment as n slices, so a verifier with one
+device reproduces an island's state bytes, in exact mode too, on the island's stack (same torch,
+device class and dtype: ``stack_id``); tolerance mode across stacks as for any provider. DDP's
+default hook (a ring all-reduce, each rank's gradient pre-divided by n) sums in the backend's
+order, which no single process can replay bit for bit; the ordered all-gather costs n x the
+gradient's bytes per step instead of 2(n-1)/n x, a price paid on the island's own fast links.
 
 Backends: NCCL on CUDA (rank r on ``cuda:LOCAL_RANK``), gloo on CPU. Run under torchrun:
 
     torchrun --standalone --nproc_per_node 8 -m trainer.ddp --data corpus.txt --steps 50 \\
         --device cuda --out island/
+    torchrun --standalone --nproc_per_node 2 -m trainer.ddp --round DIR   # one worker round
 
-Determinism: DDP sums the ranks' gradients in the backend's order, and each rank's loss is a mean
-over its slice, so the result equals the single-device step to float rounding, not bit for bit:
-a multi-GPU provider belongs in a ``tolerance``-mode job (trainer/determinism.py), or in an exact
-job whose stack pins the same world size and backend. Within one world size and backend a
-rerun is bitwise reproducible on CPU/gloo (set_determinism; tested).
+``--round DIR`` is what ``loconet provider run --procs N`` starts for each round
+(node/worker/ml.py:train_island): DIR/round.json names the job's configs, the shard spec, H, k,
+the codec, the binding and the corpus file; DIR/base.model holds the base model bytes; rank 0
+writes DIR/out/ (the trace states, the payload, result.json).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -32,40 +44,237 @@ import torch.distributed as dist
 
 from trainer.data import Corpus, ShardSpec, synthetic_text
 from trainer.determinism import set_determinism
-from trainer.model import GPTConfig, init_model
-from trainer.state import InnerConfig, make_inner_optimizer, model_hash, state_bytes
+from trainer.model import GPT, GPTConfig, init_model
+from trainer.state import (
+    InnerConfig,
+    make_inner_optimizer,
+    model_hash,
+    state_bytes,
+    state_hash,
+)
 
 
-def island_steps(model, opt, icfg: InnerConfig, corpus: Corpus, spec: ShardSpec, start_step: int,
-                 n_steps: int, *, device: str) -> list[float]:
+def ordered_mean_hook(_state, bucket) -> torch.futures.Future:
+    """DDP comm hook: all-gather the ranks' gradient buckets, sum them in rank order, divide by
+    the world size. Every rank gets the same bytes, and they equal ``sliced_grads``'s."""
+    t = bucket.buffer()
+    world = dist.get_world_size()
+    parts = [torch.empty_like(t) for _ in range(world)]
+    dist.all_gather(parts, t)
+    acc = parts[0].clone()
+    for q in parts[1:]:
+        acc.add_(q)
+    fut: torch.futures.Future = torch.futures.Future()
+    fut.set_result(acc.div_(world))
+    return fut
+
+
+# DDP checks the hook's return annotation as an object (this module's are strings)
+ordered_mean_hook.__annotations__["return"] = torch.futures.Future[torch.Tensor]
+
+
+def wrap(model: GPT, device: str) -> torch.nn.parallel.DistributedDataParallel:
+    ddp = torch.nn.parallel.DistributedDataParallel(
+        model,
+        device_ids=[torch.device(device).index] if device.startswith("cuda") else None,
+        broadcast_buffers=False,
+    )
+    ddp.register_comm_hook(None, ordered_mean_hook)
+    return ddp
+
+
+def _step(ddp, model, opt, icfg: InnerConfig, x, y) -> float:
+    """One island step on this rank's slice of the batch; returns the batch's mean loss."""
+    world, rank = dist.get_world_size(), dist.get_rank()
+    b = x.shape[0] // world
+    model.train()
+    opt.zero_grad(set_to_none=True)
+    _, loss = ddp(x[rank * b : (rank + 1) * b], y[rank * b : (rank + 1) * b])
+    loss.backward()  # the hook leaves (g_0 + ... + g_{n-1}) / n in every rank's .grad
+    if icfg.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), icfg.grad_clip, foreach=False)
+    opt.step()
+    t = loss.detach().clone()
+    dist.all_reduce(t)
+    return float(t) / world
+
+
+def _check_world(batch_size: int) -> int:
+    world = dist.get_world_size()
+    if batch_size % world:
+        raise ValueError(f"batch size {batch_size} is not a multiple of the {world} ranks")
+    return world
+
+
+def island_steps(
+    model,
+    opt,
+    icfg: InnerConfig,
+    corpus: Corpus,
+    spec: ShardSpec,
+    start_step: int,
+    n_steps: int,
+    *,
+    device: str,
+) -> list[float]:
     """Inner steps on this rank's slice of each batch; ``model`` is the plain GPT (wrapped
     here). Returns the full-batch mean loss of each step (averaged over ranks)."""
-    world, rank = dist.get_world_size(), dist.get_rank()
-    if spec.batch_size % world:
-        raise ValueError(f"batch size {spec.batch_size} is not a multiple of the {world} ranks")
-    b = spec.batch_size // world
-    ddp = torch.nn.parallel.DistributedDataParallel(
-        model, device_ids=[torch.device(device).index] if device.startswith("cuda") else None,
-        broadcast_buffers=False)
+    _check_world(spec.batch_size)
+    ddp = wrap(model, device)
+    return [
+        _step(ddp, model, opt, icfg, *corpus.batch(spec, start_step + i, device))
+        for i in range(n_steps)
+    ]
+
+
+def island_round(
+    model: GPT,
+    icfg: InnerConfig,
+    corpus: Corpus,
+    spec: ShardSpec,
+    H: int,
+    k: int,
+    codec,
+    binding,
+    *,
+    device: str,
+    poison: float = 1.0,
+):
+    """One provider round on the island (``trainer.diloco.commit_round``'s artifacts): H steps
+    from ``model`` (the base) with a fresh AdamW state and an empty carry, the state every k
+    steps (naming ``slices`` = world size), the payload compress(θ_base − θ_H). Every rank
+    trains; rank 0 returns the ``RoundArtifacts``, the others None. ``poison`` scales Δ (the
+    worker's test behaviour)."""
+    from trainer.carry import carry_bytes, carry_hash
+    from trainer.commit import encode, trace_root, update_root
+    from trainer.compression import CompressionState
+    from trainer.diloco import RoundArtifacts
+
+    if H % k:
+        raise ValueError(f"H = {H} must be a multiple of k = {k}")
+    world, rank = _check_world(spec.batch_size), dist.get_rank()
+    base = {n: p.detach().clone() for n, p in model.named_parameters()}
+    opt = make_inner_optimizer(model, icfg)
+    cstate = CompressionState()
+    carry, ch = carry_bytes(cstate), carry_hash(cstate)
+    shard = spec.shard_index()
+    states: list[bytes] = []
+
+    def snap(s: int) -> None:
+        if rank == 0:
+            states.append(
+                state_bytes(
+                    model,
+                    opt,
+                    icfg,
+                    round=spec.round,
+                    inner_step=s,
+                    shard=shard,
+                    carry=ch,
+                    slices=world,
+                )
+            )
+
+    ddp = wrap(model, device)
     losses = []
-    for i in range(n_steps):
-        x, y = corpus.batch(spec, start_step + i, device)
-        x, y = x[rank * b:(rank + 1) * b], y[rank * b:(rank + 1) * b]
-        model.train()
-        opt.zero_grad(set_to_none=True)
-        _, loss = ddp(x, y)
-        loss.backward()  # DDP all-reduces (averages) the gradients here
-        if icfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), icfg.grad_clip, foreach=False)
-        opt.step()
-        t = loss.detach().clone()
-        dist.all_reduce(t)
-        losses.append(float(t) / world)
-    return losses
+    for s in range(H):
+        if s % k == 0:
+            snap(s)
+        losses.append(_step(ddp, model, opt, icfg, *corpus.batch(spec, s, device)))
+    snap(H)
+    if rank != 0:
+        return None
+    with torch.no_grad():
+        delta = {
+            n: (base[n] - p.detach()).float().cpu() * poison for n, p in model.named_parameters()
+        }
+    payload = encode(codec.compress(delta, cstate))
+    trace = [state_hash(b) for b in states]
+    return RoundArtifacts(
+        states=states,
+        trace=trace,
+        carry=carry,
+        payload=payload,
+        binding=binding,
+        trace_root=trace_root(trace, binding),
+        update_root=update_root(payload, binding),
+        losses=losses,
+    )
+
+
+def _load_model(buf: bytes, cfg: GPTConfig, device: str) -> GPT:
+    from trainer.commit import KIND_MODEL, decode
+
+    p = decode(buf, expected_kind=KIND_MODEL)
+    if p.meta.get("model") != cfg.to_dict():
+        raise ValueError("base model's config differs from the round's model")
+    with torch.random.fork_rng(devices=[]):
+        model = GPT(cfg)
+    named = dict(model.named_parameters())
+    if set(named) != set(p.entries):
+        raise ValueError("base model's tensors do not match the model")
+    with torch.no_grad():
+        for n, t in named.items():
+            t.copy_(p.entries[n].parts["param"])
+    return model.to(device)
+
+
+def run_round_dir(d: Path, device: str) -> None:
+    """``--round DIR``: one worker round (see the module docstring)."""
+    from trainer.commit import Binding
+    from trainer.compression import make_codec
+
+    job = json.loads((d / "round.json").read_text())
+    cfg = GPTConfig.from_dict(job["model"])
+    icfg = InnerConfig(**job["inner"])
+    spec = ShardSpec.from_dict(job["spec"])
+    b = job["binding"]
+    binding = Binding(
+        bytes.fromhex(b["provider"]), int(b["job"]), int(b["round"]), bytes.fromhex(b["base"])
+    )
+    corpus = Corpus.from_file(job["corpus"])
+    if corpus.id != spec.dataset_id:
+        raise ValueError(
+            f"corpus {corpus.id[:12]} is not the spec's dataset {spec.dataset_id[:12]}"
+        )
+    model = _load_model((d / "base.model").read_bytes(), cfg, device)
+    art = island_round(
+        model,
+        icfg,
+        corpus,
+        spec,
+        int(job["H"]),
+        int(job["k"]),
+        make_codec(job["codec"]),
+        binding,
+        device=device,
+        poison=float(job.get("poison", 1.0)),
+    )
+    if art is None:
+        return
+    out = d / "out"
+    out.mkdir(parents=True, exist_ok=True)
+    for i, sb in enumerate(art.states):
+        (out / f"state{i:05d}").write_bytes(sb)
+    (out / "payload").write_bytes(art.payload)
+    (out / "result.json").write_text(
+        json.dumps(
+            {
+                "world": dist.get_world_size(),
+                "losses": art.losses,
+                "trace": [t.hex() for t in art.trace],
+                "payload_sha256": hashlib.sha256(art.payload).hexdigest(),
+                "model_hash": model_hash(model).hex(),
+            }
+        )
+    )
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--round", metavar="DIR", help="train one worker round described in DIR")
     ap.add_argument("--data", help="text file (default: synthetic text, for tests)")
     ap.add_argument("--model-size", default="tiny", choices=["tiny", "small", "medium", "large"])
     ap.add_argument("--seed", type=int, default=0, help="initial model (init_model)")
@@ -73,8 +282,10 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--shard", type=int, default=0)
     ap.add_argument("--device", default="cpu", help="cpu (gloo) or cuda (NCCL, cuda:LOCAL_RANK)")
-    ap.add_argument("--out", required=True, help="folder: rank 0 writes end.state; every rank rank<r>.json")
+    ap.add_argument("--out", help="folder: rank 0 writes end.state; every rank rank<r>.json")
     a = ap.parse_args(argv)
+    if not a.round and not a.out:
+        ap.error("--out is required (or --round DIR)")
     cuda = a.device.startswith("cuda")
     local = int(os.environ.get("LOCAL_RANK", "0"))
     device = f"cuda:{local}" if cuda else "cpu"
@@ -83,24 +294,55 @@ def main(argv=None) -> int:
     dist.init_process_group("nccl" if cuda else "gloo")
     try:
         set_determinism(a.seed)
+        if a.round:
+            run_round_dir(Path(a.round), device)
+            dist.barrier()  # see the end of this block
+            return 0
         corpus = Corpus.from_file(a.data) if a.data else Corpus(synthetic_text(50_000, seed=1))
         cfg = GPTConfig.preset(a.model_size)
         icfg = InnerConfig()
         model = init_model(cfg, a.seed, device)
         opt = make_inner_optimizer(model, icfg)
-        spec = ShardSpec(dataset_id=corpus.id, seed=a.seed, job=0, round=0, provider="island",
-                         n_shards=16, batch_size=a.batch_size, block_size=cfg.block_size,
-                         shard=a.shard)
+        spec = ShardSpec(
+            dataset_id=corpus.id,
+            seed=a.seed,
+            job=0,
+            round=0,
+            provider="island",
+            n_shards=16,
+            batch_size=a.batch_size,
+            block_size=cfg.block_size,
+            shard=a.shard,
+        )
         losses = island_steps(model, opt, icfg, corpus, spec, 0, a.steps, device=device)
         out = Path(a.out)
         out.mkdir(parents=True, exist_ok=True)
         rank = dist.get_rank()
         if rank == 0:
-            sb = state_bytes(model, opt, icfg, round=0, inner_step=a.steps, shard=a.shard)
+            sb = state_bytes(
+                model,
+                opt,
+                icfg,
+                round=0,
+                inner_step=a.steps,
+                shard=a.shard,
+                slices=dist.get_world_size(),
+            )
             (out / "end.state").write_bytes(sb)
-        (out / f"rank{rank}.json").write_text(json.dumps(
-            {"rank": rank, "world": dist.get_world_size(), "losses": losses,
-             "model_hash": model_hash(model).hex()}))
+        (out / f"rank{rank}.json").write_text(
+            json.dumps(
+                {
+                    "rank": rank,
+                    "world": dist.get_world_size(),
+                    "losses": losses,
+                    "model_hash": model_hash(model).hex(),
+                }
+            )
+        )
+        # every rank is done before any tears gloo down: a rank still inside
+        # destroy_process_group when its peer has exited aborted ("terminate called without an
+        # active exception", SIGABRT), and torchrun then failed the whole island
+        dist.barrier()
     finally:
         dist.destroy_process_group()
     return 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 
@@ -133,5 +133,9 @@ def stack_id(device: str = "cpu", dtype: str = "float32") -> str:
     if dev == "cuda" and torch.cuda.is_available():
         name = torch.cuda.get_device_name(0).replace(";", " ").replace("=", " ")
         dev = f"cuda/{name}"
-    tf32 = "on" if (torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32) else "off"
+    tf32 = (
+        "on"
+        if (torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
+        else "off"
+    )
     return f"torch={torch.__version__};device={dev};dtype={dtype};tf32={tf32}"

@@ -24,15 +24,15 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 
 from trainer.carry import carry_hash
 from trainer.commit import Binding, decode, encode, update_root
-from trainer.compression import AdaptivePolicy, CompressionState, load_policy
+from trainer.compression import AdaptivePolicy, Codec, CompressionState, load_policy
 from trainer.data import Corpus, ShardSpec
 from trainer.determinism import DetRNG, set_determinism
 from trainer.model import GPT, GPTConfig, init_model
@@ -106,17 +106,29 @@ class Screening:
     """Cheap checks run on every decoded update, challenged or not (``screen_updates``)."""
 
     norms: dict[str, float]
-    qualities: dict[str, int]  # held-out loss improvement when applied alone (milli-nats)
+    # held-out loss improvement when applied alone (milli-nats), of the updates the norm screen
+    # kept and whose loss stayed finite
+    qualities: dict[str, int]
     median_norm: float
     rejected: dict[str, str]  # provider -> reason
 
     def to_dict(self) -> dict:
-        return {"norms": self.norms, "qualities": self.qualities, "median_norm": self.median_norm,
-                "rejected": self.rejected}
+        return {
+            "norms": self.norms,
+            "qualities": self.qualities,
+            "median_norm": self.median_norm,
+            "rejected": self.rejected,
+        }
 
 
-def screen_updates(updates: dict[str, dict[str, torch.Tensor]], base: GPT, heldout, *,
-                   norm_bound: float = 3.0, min_quality_mnats: int = -20) -> Screening:
+def screen_updates(
+    updates: dict[str, dict[str, torch.Tensor]],
+    base: GPT,
+    heldout,
+    *,
+    norm_bound: float = 3.0,
+    min_quality_mnats: int = -20,
+) -> Screening:
     """Per update: its norm against the round's lower-median norm (> ``norm_bound`` × median is
     rejected: a scaled or huge update), and the loss on the public held-out *eval* batches after
     applying it alone to the base (``verify.quality_score``, deterministic: evaluation, not a
@@ -127,26 +139,46 @@ def screen_updates(updates: dict[str, dict[str, torch.Tensor]], base: GPT, heldo
     provs = sorted(updates)
     norms = {p: update_norm(updates[p]) for p in provs}
     med = lower_median(list(norms.values())) if norms else 0.0
-    quals = {p: quality_score(base, updates[p], heldout) for p in provs}
+    quals: dict[str, int] = {}
     rejected: dict[str, str] = {}
     for p in provs:
         if not math.isfinite(norms[p]):
             rejected[p] = "non-finite update"
-        elif med > 0 and norms[p] > norm_bound * med:
+            continue
+        if med > 0 and norms[p] > norm_bound * med:
             rejected[p] = f"norm {norms[p]:.4g} > {norm_bound:g} x round median {med:.4g}"
-        elif quals[p] < min_quality_mnats:
-            rejected[p] = f"held-out loss worse by {-quals[p]} milli-nats when applied (limit {-min_quality_mnats})"
+            continue
+        try:
+            quals[p] = quality_score(base, updates[p], heldout)
+        except ValueError:
+            # huge but finite (e.g. most of a round's updates scaled by 1e30, so the median is
+            # huge too) overflows the loss: it raised from here and blocked every aggregate
+            rejected[p] = "held-out loss not finite when applied"
+            continue
+        if quals[p] < min_quality_mnats:
+            rejected[p] = (
+                f"held-out loss worse by {-quals[p]} milli-nats when applied (limit "
+                f"{-min_quality_mnats})"
+            )
     return Screening(norms, quals, med, rejected)
 
 
-def robust_aggregate(updates: dict[str, dict[str, torch.Tensor]], *, clip: float = 1.5,
-                     median_norm: float | None = None) -> dict[str, torch.Tensor]:
+def robust_aggregate(
+    updates: dict[str, dict[str, torch.Tensor]],
+    *,
+    clip: float = 1.5,
+    median_norm: float | None = None,
+) -> dict[str, torch.Tensor]:
     """Norm-clipped mean: each update is scaled down to at most ``clip`` × the lower-median norm,
     then averaged (``aggregate``). One update can move the average by at most clip × median / W,
     whatever it holds; honest updates of similar norm pass unchanged."""
     if not updates:
         raise ValueError("aggregate: no updates")
-    med = median_norm if median_norm is not None else lower_median([update_norm(u) for u in updates.values()])
+    med = (
+        median_norm
+        if median_norm is not None
+        else lower_median([update_norm(u) for u in updates.values()])
+    )
     out: dict[str, dict[str, torch.Tensor]] = {}
     for p in sorted(updates):
         nrm = update_norm(updates[p])
@@ -180,8 +212,13 @@ def aggregate(updates: dict[str, dict[str, torch.Tensor]]) -> dict[str, torch.Te
 class OuterOptimizer:
     def __init__(self, model: GPT, ocfg: OuterConfig) -> None:
         self.model = model
-        self.opt = torch.optim.SGD(model.parameters(), lr=ocfg.lr, momentum=ocfg.momentum,
-                                   nesterov=ocfg.nesterov, foreach=False)
+        self.opt = torch.optim.SGD(
+            model.parameters(),
+            lr=ocfg.lr,
+            momentum=ocfg.momentum,
+            nesterov=ocfg.nesterov,
+            foreach=False,
+        )
 
     @torch.no_grad()
     def step(self, avg_delta: dict[str, torch.Tensor]) -> None:
@@ -190,12 +227,130 @@ class OuterOptimizer:
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
 
+    def load_momentum(self, buf: dict[str, torch.Tensor]) -> None:
+        """Set the momentum buffer (e.g. the one carried in an attested model's bytes)."""
+        for n, p in self.model.named_parameters():
+            self.opt.state[p]["momentum_buffer"] = buf[n].to(p.device, p.dtype).clone()
+
+    def momentum(self) -> dict[str, torch.Tensor]:
+        """The momentum buffer by parameter name (zeros before the first step)."""
+        out = {}
+        for n, p in self.model.named_parameters():
+            b = self.opt.state.get(p, {}).get("momentum_buffer")
+            out[n] = (b if b is not None else torch.zeros_like(p)).detach().float().cpu().clone()
+        return out
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AggregationRule:
+    """How a round's accepted updates become the next model on the network (every worker, and
+    anyone recomputing an attested hash, uses these values: they are part of the protocol)."""
+
+    outer: OuterConfig = field(default_factory=OuterConfig)
+    norm_bound: float = 3.0  # screen: reject an update above this x the round's lower median norm
+    clip: float = 1.5  # clip each kept update to this x the lower median norm
+    min_quality_mnats: int = -20  # screen: reject an update that alone worsens held-out loss more
+    heldout_batches: int = 4  # public held-out eval batches of 32 windows the screen scores on
+
+    def outer_meta(self) -> dict:
+        o = self.outer
+        return {"lr": o.lr, "momentum": o.momentum, "nesterov": o.nesterov}
+
+
+@dataclass(slots=True)
+class NetworkAggregate:
+    """``network_outer_step``'s result: the next model's canonical bytes and what was decided."""
+
+    model: bytes
+    screening: Screening | None  # None when there was no update
+    kept: list[str]  # providers whose (clipped) update is in the average, sorted
+
+    @property
+    def rejected(self) -> dict[str, str]:
+        return dict(self.screening.rejected) if self.screening else {}
+
+
+def network_outer_step(
+    base: bytes,
+    updates: dict[str, dict[str, torch.Tensor]],
+    heldout,
+    rule: AggregationRule | None = None,
+    *,
+    deterministic: bool = True,
+) -> NetworkAggregate:
+    """The next model of a network round, from the round's base model bytes (kind 3) and its
+    accepted, decoded updates (provider id -> Δ): ``screen_updates`` (norm vs the lower median,
+    held-out loss of each update alone), ``robust_aggregate`` of the kept ones (norm-clipped
+    mean, providers sorted), then one outer Nesterov SGD step whose momentum buffer comes from
+    the base bytes (part ``momentum``; none in a job's initial model: torch's first step) and is
+    written into the new model's bytes. The result depends on nothing but the arguments: dict
+    order, arrival order and thread count do not matter (one intra-op thread, CPU float32,
+    fixed summation order), so every worker computes the same bytes, and one that missed
+    rounds gets the momentum with the model it fetches by hash. No update kept: the base
+    bytes unchanged."""
+    from trainer.commit import KIND_MODEL
+    from trainer.state import model_payload
+
+    rule = rule or AggregationRule()
+    if deterministic:
+        set_determinism(0, threads=1)
+    mp = decode(base, expected_kind=KIND_MODEL)
+    cfg = GPTConfig.from_dict(mp.meta["model"])
+    model = GPT(cfg)
+    named = dict(model.named_parameters())
+    if set(named) != set(mp.entries):
+        raise ValueError("base model's tensors do not match its config")
+    momentum: dict[str, torch.Tensor] = {}
+    with torch.no_grad():
+        for n, p in named.items():
+            parts = mp.entries[n].parts
+            # copy_ broadcasts and the SGD buffer broadcasts too: a part of another shape in
+            # the base bytes (a tampered or foreign blob) is refused here, not half-applied
+            for part in ("param", "momentum"):
+                t = parts.get(part)
+                if (part == "param" and t is None) or (
+                    t is not None and tuple(t.shape) != tuple(p.shape)
+                ):
+                    got = "missing" if t is None else f"shape {tuple(t.shape)}"
+                    raise ValueError(
+                        f"base model's {n}/{part} is {got}, the model's {n} is {tuple(p.shape)}"
+                    )
+            p.copy_(parts["param"])
+            if "momentum" in parts:
+                momentum[n] = parts["momentum"].float().clone()
+    if momentum and set(momentum) != set(named):
+        raise ValueError("base model carries a momentum buffer for only some tensors")
+    if not updates:
+        return NetworkAggregate(bytes(base), None, [])
+    screening = screen_updates(
+        updates,
+        model,
+        heldout,
+        norm_bound=rule.norm_bound,
+        min_quality_mnats=rule.min_quality_mnats,
+    )
+    kept = {p: u for p, u in updates.items() if p not in screening.rejected}
+    if not kept:
+        return NetworkAggregate(bytes(base), screening, [])
+    avg = robust_aggregate(kept, clip=rule.clip, median_norm=screening.median_norm)
+    outer = OuterOptimizer(model, rule.outer)
+    if momentum and rule.outer.momentum:
+        outer.load_momentum(momentum)
+    outer.step(avg)
+    buf = outer.momentum() if rule.outer.momentum else None
+    return NetworkAggregate(
+        encode(model_payload(model, buf, rule.outer_meta() if buf is not None else None)),
+        screening,
+        sorted(kept),
+    )
+
 
 class Worker:
     """One provider: a local model, its AdamW state and its compression state."""
 
-    def __init__(self, provider: str, cfg: GPTConfig, icfg: InnerConfig, device: str,
-                 ef_decay: float = 1.0) -> None:
+    def __init__(
+        self, provider: str, cfg: GPTConfig, icfg: InnerConfig, device: str, ef_decay: float = 1.0
+    ) -> None:
         self.provider = provider
         self.icfg = icfg
         self.device = device
@@ -203,22 +358,41 @@ class Worker:
         self.opt = make_inner_optimizer(self.model, icfg)
         self.cstate = CompressionState(ef_decay=ef_decay)
 
-    def train_round(self, base: dict[str, torch.Tensor], corpus: Corpus, spec: ShardSpec,
-                    H: int, trace_every: int = 0, keep_states: list[bytes] | None = None,
-                    on_step: Callable[[int, float], None] | None = None):
+    def train_round(
+        self,
+        base: dict[str, torch.Tensor],
+        corpus: Corpus,
+        spec: ShardSpec,
+        H: int,
+        trace_every: int = 0,
+        keep_states: list[bytes] | None = None,
+        on_step: Callable[[int, float], None] | None = None,
+    ):
         """H inner steps from ``base`` on the spec's (assigned) shard; the trace's states name
         the carry this round starts with (what ``compress`` will add to the update)."""
         with torch.no_grad():
             for n, p in self.model.named_parameters():
                 p.copy_(base[n])
         t0 = time.perf_counter()
-        losses, trace = run_inner_steps(self.model, self.opt, self.icfg, corpus, spec, 0, H,
-                                        trace_every=trace_every, device=self.device,
-                                        carry=carry_hash(self.cstate), keep_states=keep_states,
-                                        on_step=on_step)
+        losses, trace = run_inner_steps(
+            self.model,
+            self.opt,
+            self.icfg,
+            corpus,
+            spec,
+            0,
+            H,
+            trace_every=trace_every,
+            device=self.device,
+            carry=carry_hash(self.cstate),
+            keep_states=keep_states,
+            on_step=on_step,
+        )
         dt = time.perf_counter() - t0
         with torch.no_grad():
-            delta = {n: (base[n] - p.detach()).float().cpu() for n, p in self.model.named_parameters()}
+            delta = {
+                n: (base[n] - p.detach()).float().cpu() for n, p in self.model.named_parameters()
+            }
         return delta, losses, trace, dt
 
 
@@ -244,8 +418,16 @@ def assign_shards(seed: int, job: int, round: int, n_shards: int, workers: int) 
     return DetRNG("shards", seed, job, round).shuffle(list(range(n_shards)))[:workers]
 
 
-def commit_round(worker: "Worker", base: dict[str, torch.Tensor], corpus: Corpus, spec: ShardSpec,
-                 H: int, k: int, codec: Codec, binding: Binding) -> RoundArtifacts:
+def commit_round(
+    worker: Worker,
+    base: dict[str, torch.Tensor],
+    corpus: Corpus,
+    spec: ShardSpec,
+    H: int,
+    k: int,
+    codec: Codec,
+    binding: Binding,
+) -> RoundArtifacts:
     """One provider round with its full trace kept: train H steps from ``base`` on the spec's
     shard, compress the pseudo-gradient with the worker's carry, bind both roots."""
     from trainer.carry import carry_bytes
@@ -257,9 +439,16 @@ def commit_round(worker: "Worker", base: dict[str, torch.Tensor], corpus: Corpus
     states: list[bytes] = []
     delta, losses, trace, _ = worker.train_round(base, corpus, spec, H, k, keep_states=states)
     payload = encode(codec.compress(delta, worker.cstate))
-    return RoundArtifacts(states=states, trace=trace, carry=carry, payload=payload, binding=binding,
-                          trace_root=trace_root(trace, binding), update_root=update_root(payload, binding),
-                          losses=losses)
+    return RoundArtifacts(
+        states=states,
+        trace=trace,
+        carry=carry,
+        payload=payload,
+        binding=binding,
+        trace_root=trace_root(trace, binding),
+        update_root=update_root(payload, binding),
+        losses=losses,
+    )
 
 
 def allreduce_bytes_per_step(n_params: int, workers: int) -> int:
@@ -267,10 +456,15 @@ def allreduce_bytes_per_step(n_params: int, workers: int) -> int:
     return int(2 * (workers - 1) / workers * 4 * n_params) if workers > 1 else 0
 
 
-def simulate(corpus: Corpus, sim: SimConfig,
-             progress: Callable[[dict], None] | None = None, *,
-             on_step: Callable[[int, int, int, float], None] | None = None,
-             checkpoint: str | Path | None = None, resume: bool = False) -> dict:
+def simulate(
+    corpus: Corpus,
+    sim: SimConfig,
+    progress: Callable[[dict], None] | None = None,
+    *,
+    on_step: Callable[[int, int, int, float], None] | None = None,
+    checkpoint: str | Path | None = None,
+    resume: bool = False,
+) -> dict:
     """Run W providers in one process; return the JSON-serialisable log.
 
     ``on_step(round, worker, step, loss)`` after every inner step (progress). ``checkpoint``: a
@@ -285,25 +479,38 @@ def simulate(corpus: Corpus, sim: SimConfig,
     cfg = sim.model
     gmodel = init_model(cfg, sim.seed, sim.device)
     outer = OuterOptimizer(gmodel, sim.outer)
-    workers = [Worker(provider_id(i), cfg, sim.inner, sim.device, sim.ef_decay)
-               for i in range(sim.workers)]
-    heldout = [(x.to(sim.device), y.to(sim.device))
-               for x, y in corpus.heldout_batches(cfg.block_size, 32, sim.eval_batches)]
+    workers = [
+        Worker(provider_id(i), cfg, sim.inner, sim.device, sim.ef_decay) for i in range(sim.workers)
+    ]
+    heldout = [
+        (x.to(sim.device), y.to(sim.device))
+        for x, y in corpus.heldout_batches(cfg.block_size, 32, sim.eval_batches)
+    ]
     # the adaptive policy steers on the other half of the held-out split, never on the eval set
-    policy_set = [(x.to(sim.device), y.to(sim.device))
-                  for x, y in corpus.heldout_batches(cfg.block_size, 32, sim.eval_batches, part="policy")]
+    policy_set = [
+        (x.to(sim.device), y.to(sim.device))
+        for x, y in corpus.heldout_batches(cfg.block_size, 32, sim.eval_batches, part="policy")
+    ]
     shapes = {n: tuple(p.shape) for n, p in gmodel.named_parameters()}
     n_params = gmodel.num_params()
 
-    policy = load_policy(sim.compression, strict=False, min_tighten=sim.adaptive_min_tighten,
-                         default_budget_bytes=max(1, 4 * n_params // 500))
+    policy = load_policy(
+        sim.compression,
+        strict=False,
+        min_tighten=sim.adaptive_min_tighten,
+        default_budget_bytes=max(1, 4 * n_params // 500),
+    )
 
     tokens_per_step = sim.batch_size * cfg.block_size
     val0 = evaluate(gmodel, heldout)
     log: dict = {
-        "kind": "diloco", "config": sim.to_dict(), "dataset_id": corpus.id,
-        "n_params": n_params, "initial_model_hash": model_hash(gmodel).hex(),
-        "rounds": [], "val_curve": [{"tokens": 0, "val_loss": val0}],
+        "kind": "diloco",
+        "config": sim.to_dict(),
+        "dataset_id": corpus.id,
+        "n_params": n_params,
+        "initial_model_hash": model_hash(gmodel).hex(),
+        "rounds": [],
+        "val_curve": [{"tokens": 0, "val_loss": val0}],
     }
     pending: dict[str, torch.Tensor] | None = None
     last_local: dict[str, dict[str, torch.Tensor]] = {}
@@ -320,7 +527,11 @@ def simulate(corpus: Corpus, sim: SimConfig,
 
         st = restore_simulation(checkpoint, sim, gmodel, outer, workers, policy)
         first_round, log = st["next_round"], st["log"]
-        pending, last_local, known_base = st["pending"], st["last_local"], st["known_base"] or known_base
+        pending, last_local, known_base = (
+            st["pending"],
+            st["last_local"],
+            st["known_base"] or known_base,
+        )
         tokens, total_bytes, compute_s = st["tokens"], st["total_bytes"], st["compute_s"]
         prev_policy_loss = st["prev_policy_loss"]
         log["config"] = sim.to_dict()
@@ -340,13 +551,23 @@ def simulate(corpus: Corpus, sim: SimConfig,
             if sim.overlap and sim.overlap_mode == "eager" and w.provider in last_local:
                 # eager: stand in for the in-flight average with this worker's own last Δ
                 start = {n: base[n] - last_local[w.provider][n] for n in base}
-            spec = ShardSpec(dataset_id=corpus.id, seed=sim.seed, job=sim.job, round=r,
-                             provider=w.provider, n_shards=sim.n_shards,
-                             batch_size=sim.batch_size, block_size=cfg.block_size,
-                             shard=shards[wi])
-            step_cb = None if on_step is None else (lambda s_, l_, r=r, wi=wi: on_step(r, wi, s_, l_))
-            delta, losses, trace, dt = w.train_round(start, corpus, spec, sim.inner_steps,
-                                                     sim.trace_every, on_step=step_cb)
+            spec = ShardSpec(
+                dataset_id=corpus.id,
+                seed=sim.seed,
+                job=sim.job,
+                round=r,
+                provider=w.provider,
+                n_shards=sim.n_shards,
+                batch_size=sim.batch_size,
+                block_size=cfg.block_size,
+                shard=shards[wi],
+            )
+            step_cb = (
+                None if on_step is None else (lambda s_, l_, r=r, wi=wi: on_step(r, wi, s_, l_))
+            )
+            delta, losses, trace, dt = w.train_round(
+                start, corpus, spec, sim.inner_steps, sim.trace_every, on_step=step_cb
+            )
             round_compute.append(dt)
             payload_bytes = encode(codec.compress(delta, w.cstate))
             roots.append(update_root(payload_bytes, bind).hex())
@@ -357,13 +578,21 @@ def simulate(corpus: Corpus, sim: SimConfig,
             train_losses.append(sum(losses) / len(losses))
             if trace:
                 from trainer.commit import trace_root
+
                 traces[w.provider] = trace_root(trace, bind).hex()
         screening = None
         if sim.aggregation == "clip":
-            screening = screen_updates(decoded, gmodel, heldout, norm_bound=sim.norm_bound,
-                                       min_quality_mnats=sim.min_quality_mnats)
+            screening = screen_updates(
+                decoded,
+                gmodel,
+                heldout,
+                norm_bound=sim.norm_bound,
+                min_quality_mnats=sim.min_quality_mnats,
+            )
             kept = {p: u for p, u in decoded.items() if p not in screening.rejected}
-            avg = robust_aggregate(kept or decoded, clip=sim.clip, median_norm=screening.median_norm)
+            avg = robust_aggregate(
+                kept or decoded, clip=sim.clip, median_norm=screening.median_norm
+            )
         else:
             avg = aggregate(decoded)
         last_local = own_prev
@@ -384,10 +613,17 @@ def simulate(corpus: Corpus, sim: SimConfig,
             policy.observe(r, prev_policy_loss, policy_loss, max(sizes))
             prev_policy_loss = policy_loss
         rec = {
-            "round": r, "codec": codec.name, "val_loss": val, "train_loss": sum(train_losses) / len(train_losses),
-            "tokens": tokens, "bytes_per_worker": max(sizes), "payload_sizes": sizes,
-            "cum_bytes_per_worker": total_bytes, "update_roots": roots,
-            "model_hash": model_hash(gmodel).hex(), "compute_s": sum(round_compute),
+            "round": r,
+            "codec": codec.name,
+            "val_loss": val,
+            "train_loss": sum(train_losses) / len(train_losses),
+            "tokens": tokens,
+            "bytes_per_worker": max(sizes),
+            "payload_sizes": sizes,
+            "cum_bytes_per_worker": total_bytes,
+            "update_roots": roots,
+            "model_hash": model_hash(gmodel).hex(),
+            "compute_s": sum(round_compute),
             "outer_applied": (not sim.overlap) or r > 0,
         }
         if traces:
@@ -399,10 +635,23 @@ def simulate(corpus: Corpus, sim: SimConfig,
         if checkpoint is not None:
             from trainer.checkpoint import save_simulation
 
-            save_simulation(checkpoint, sim, r + 1, gmodel, outer, workers, policy, log=log, pending=pending,
-                            last_local=last_local, known_base=known_base if sim.overlap else None,
-                            tokens=tokens, total_bytes=total_bytes, compute_s=compute_s,
-                            prev_policy_loss=prev_policy_loss)
+            save_simulation(
+                checkpoint,
+                sim,
+                r + 1,
+                gmodel,
+                outer,
+                workers,
+                policy,
+                log=log,
+                pending=pending,
+                last_local=last_local,
+                known_base=known_base if sim.overlap else None,
+                tokens=tokens,
+                total_bytes=total_bytes,
+                compute_s=compute_s,
+                prev_policy_loss=prev_policy_loss,
+            )
         if progress:
             progress(rec)
     if sim.overlap and pending is not None:
@@ -410,19 +659,26 @@ def simulate(corpus: Corpus, sim: SimConfig,
         val = evaluate(gmodel, heldout)
         log["val_curve"].append({"tokens": tokens, "val_loss": val})
     steps = sim.rounds * sim.inner_steps
-    log.update({
-        "final_val_loss": log["val_curve"][-1]["val_loss"],
-        "final_model_hash": model_hash(gmodel).hex(),
-        "tokens": tokens,
-        "bytes_per_worker": total_bytes,
-        "compute_s_per_step": compute_s / max(1, steps * sim.workers),
-        "adaptive_log": policy.log,
-    })
+    log.update(
+        {
+            "final_val_loss": log["val_curve"][-1]["val_loss"],
+            "final_model_hash": model_hash(gmodel).hex(),
+            "tokens": tokens,
+            "bytes_per_worker": total_bytes,
+            "compute_s_per_step": compute_s / max(1, steps * sim.workers),
+            "adaptive_log": policy.log,
+        }
+    )
     return log
 
 
-def simulate_allreduce(corpus: Corpus, sim: SimConfig, steps: int, eval_every: int = 50,
-                       progress: Callable[[dict], None] | None = None) -> dict:
+def simulate_allreduce(
+    corpus: Corpus,
+    sim: SimConfig,
+    steps: int,
+    eval_every: int = 50,
+    progress: Callable[[dict], None] | None = None,
+) -> dict:
     """Synchronous data parallel: per step each worker computes a gradient on its own
     batch, gradients are averaged (fixed order, = AllReduce) and one AdamW step is taken.
     Same model, same inner hyperparameters, same batches per worker as DiLoCo round 0..
@@ -432,8 +688,10 @@ def simulate_allreduce(corpus: Corpus, sim: SimConfig, steps: int, eval_every: i
     cfg = sim.model
     model = init_model(cfg, sim.seed, sim.device)
     opt = make_inner_optimizer(model, sim.inner)
-    heldout = [(x.to(sim.device), y.to(sim.device))
-               for x, y in corpus.heldout_batches(cfg.block_size, 32, sim.eval_batches)]
+    heldout = [
+        (x.to(sim.device), y.to(sim.device))
+        for x, y in corpus.heldout_batches(cfg.block_size, 32, sim.eval_batches)
+    ]
     n_params = model.num_params()
     per_step_bytes = allreduce_bytes_per_step(n_params, sim.workers)
     tokens_per_step = sim.workers * sim.batch_size * cfg.block_size
@@ -448,17 +706,24 @@ def simulate_allreduce(corpus: Corpus, sim: SimConfig, steps: int, eval_every: i
         for i in range(sim.workers):
             # the data of a DiLoCo run of H steps per round: round s // H, step s % H
             H = max(1, sim.inner_steps)
-            spec = ShardSpec(dataset_id=corpus.id, seed=sim.seed, job=sim.job, round=s // H,
-                             provider=provider_id(i), n_shards=sim.n_shards,
-                             batch_size=sim.batch_size, block_size=cfg.block_size)
+            spec = ShardSpec(
+                dataset_id=corpus.id,
+                seed=sim.seed,
+                job=sim.job,
+                round=s // H,
+                provider=provider_id(i),
+                n_shards=sim.n_shards,
+                batch_size=sim.batch_size,
+                block_size=cfg.block_size,
+            )
             x, y = corpus.batch(spec, s % H, sim.device)
             model.zero_grad(set_to_none=True)
             _, loss = model(x, y)
             loss.backward()
-            for g, p in zip(grads, params):
+            for g, p in zip(grads, params, strict=True):
                 assert p.grad is not None  # every parameter takes part in the loss
                 g.add_(p.grad)
-        for g, p in zip(grads, params):
+        for g, p in zip(grads, params, strict=True):
             p.grad = g / float(sim.workers)
         if sim.inner.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(params, sim.inner.grad_clip, foreach=False)
@@ -470,19 +735,34 @@ def simulate_allreduce(corpus: Corpus, sim: SimConfig, steps: int, eval_every: i
             if progress:
                 progress({"step": s + 1, "val_loss": val})
     return {
-        "kind": "allreduce", "config": sim.to_dict(), "dataset_id": corpus.id,
-        "n_params": n_params, "steps": steps, "val_curve": curve,
-        "final_val_loss": curve[-1]["val_loss"], "tokens": steps * tokens_per_step,
-        "bytes_per_worker": per_step_bytes * steps, "bytes_per_step": per_step_bytes,
+        "kind": "allreduce",
+        "config": sim.to_dict(),
+        "dataset_id": corpus.id,
+        "n_params": n_params,
+        "steps": steps,
+        "val_curve": curve,
+        "final_val_loss": curve[-1]["val_loss"],
+        "tokens": steps * tokens_per_step,
+        "bytes_per_worker": per_step_bytes * steps,
+        "bytes_per_step": per_step_bytes,
         # time per step of ONE worker (the W gradients were computed serially here)
         "compute_s_per_step": compute_s / max(1, steps * sim.workers),
         "final_model_hash": model_hash(model).hex(),
     }
 
 
-def modelled_wallclock(*, steps: int, t_step: float, bytes_per_sync: float, syncs: int,
-                       bandwidth_bps: float, workers: int, allgather: bool,
-                       overlap: bool = False, latency_s: float = 0.0) -> float:
+def modelled_wallclock(
+    *,
+    steps: int,
+    t_step: float,
+    bytes_per_sync: float,
+    syncs: int,
+    bandwidth_bps: float,
+    workers: int,
+    allgather: bool,
+    overlap: bool = False,
+    latency_s: float = 0.0,
+) -> float:
     """Wall-clock model: compute of ``steps`` steps + ``syncs`` communications.
 
     A ring AllReduce (baseline) moves ``bytes_per_sync`` (already the per-worker ring

@@ -31,11 +31,11 @@ class GPTConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "GPTConfig":
+    def from_dict(cls, d: dict) -> GPTConfig:
         return cls(**d)
 
     @classmethod
-    def preset(cls, name: str) -> "GPTConfig":
+    def preset(cls, name: str) -> GPTConfig:
         """Named sizes: tiny (tests), small (benchmark default), medium, large."""
         presets = {
             "tiny": dict(block_size=32, n_layer=2, n_head=2, n_embd=32),

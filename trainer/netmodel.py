@@ -38,8 +38,14 @@ def sync_bytes(payload: float, workers: int, mode: str) -> float:
     raise ValueError(f"mode must be upload, allgather or ring, got {mode!r}")
 
 
-def reveal_bytes_per_round(n_params: int, *, challenge_bps: int = 500, segments: int = 1,
-                           verifiers: int = 1, carry: bool = True) -> float:
+def reveal_bytes_per_round(
+    n_params: int,
+    *,
+    challenge_bps: int = 500,
+    segments: int = 1,
+    verifiers: int = 1,
+    carry: bool = True,
+) -> float:
     """Expected bytes a provider serves to verifiers per round (see the module docstring)."""
     state = 12 * n_params
     per_challenge = (2 + 2 * segments) * state + (4 * n_params if carry else 0)
@@ -51,8 +57,17 @@ def allreduce_step_bytes(n_params: float, workers: int, bytes_per_value: int = 4
     return ring_factor(workers) * bytes_per_value * n_params
 
 
-def speedup(*, n_params: float, workers: int, t_step: float, H: int, bits_per_param: float,
-            bandwidth_bps: float, mode: str, overlap: bool = True) -> dict:
+def speedup(
+    *,
+    n_params: float,
+    workers: int,
+    t_step: float,
+    H: int,
+    bits_per_param: float,
+    bandwidth_bps: float,
+    mode: str,
+    overlap: bool = True,
+) -> dict:
     """DiLoCo with a codec of ``bits_per_param`` vs a bf16 ring AllReduce every step.
 
     AllReduce: t_step + ring(W) x 2P bytes / bw per step. DiLoCo: H steps then one sync of
@@ -62,15 +77,22 @@ def speedup(*, n_params: float, workers: int, t_step: float, H: int, bits_per_pa
     t_sync = sync_bytes(n_params * bits_per_param / 8, workers, mode) * 8 / bandwidth_bps
     per_round = max(H * t_step, t_sync) if overlap else H * t_step + t_sync
     t_dl = per_round / H
-    return {"allreduce_s_per_step": t_ar, "diloco_s_per_step": t_dl, "speedup": t_ar / t_dl,
-            "bound": t_ar / t_step,
-            # largest bits/param whose sync still hides behind H steps of compute
-            "max_hidden_bits": H * t_step * bandwidth_bps / (n_params * max(
-                sync_bytes(1, workers, mode), 1e-12))}
+    return {
+        "allreduce_s_per_step": t_ar,
+        "diloco_s_per_step": t_dl,
+        "speedup": t_ar / t_dl,
+        "bound": t_ar / t_step,
+        # largest bits/param whose sync still hides behind H steps of compute
+        "max_hidden_bits": H
+        * t_step
+        * bandwidth_bps
+        / (n_params * max(sync_bytes(1, workers, mode), 1e-12)),
+    }
 
 
-def step_time_for(speedup_target: float, *, n_params: float, workers: int,
-                  bandwidth_bps: float) -> float:
+def step_time_for(
+    speedup_target: float, *, n_params: float, workers: int, bandwidth_bps: float
+) -> float:
     """The longest step time at which a fully hidden sync gives ``speedup_target`` over the
     bf16 ring AllReduce: (t + t_comm) / t >= S  <=>  t <= t_comm / (S - 1)."""
     t_comm = allreduce_step_bytes(n_params, workers, 2) * 8 / bandwidth_bps

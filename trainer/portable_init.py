@@ -17,7 +17,8 @@ only integer arithmetic and IEEE-exact float operations:
   Any other kind of parameter is refused, so a model change cannot silently fall back to torch.
 
 The bytes are the trainer's canonical model encoding (``trainer.state.model_payload``, kind
-``model``): ``sha256(initial_model_bytes(cfg, seed)) == model_hash(portable_init_model(cfg, seed))``.
+``model``): ``sha256(initial_model_bytes(cfg, seed)) == model_hash(portable_init_model(cfg,
+seed))``.
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ def portable_init_model(cfg: GPTConfig, seed: int) -> GPT:
     """A GPT whose parameters depend only on (cfg, seed), never on the machine."""
     if not 0 <= seed < 2**64:
         raise ValueError(f"seed must be 0..2^64-1, got {seed}")
-    with torch.random.fork_rng(devices=[]):  # GPT() draws torch defaults; keep the caller's RNG as it was
+    with torch.random.fork_rng(
+        devices=[]
+    ):  # GPT() draws torch defaults; keep the caller's RNG as it was
         model = GPT(cfg)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -62,7 +65,9 @@ def portable_init_model(cfg: GPTConfig, seed: int) -> GPT:
             elif name.endswith("weight") and p.dim() == 1 and ".ln" in f".{name}":
                 p.fill_(1.0)
             else:
-                raise ValueError(f"portable_init_model does not know how to initialise {name} {tuple(p.shape)}")
+                raise ValueError(
+                    f"portable_init_model does not know how to initialise {name} {tuple(p.shape)}"
+                )
     return model
 
 
@@ -74,11 +79,17 @@ def initial_model_bytes(cfg: GPTConfig, seed: int) -> bytes:
 def config_from_job(model: Any) -> GPTConfig:
     """The trainer's GPTConfig for a job's ModelConfig (a ``jobs_pb2.ModelConfig`` or the dict
     ``query job -o json`` prints: n_layers, n_heads, d_model, context_len, vocab_size)."""
+
     def get(k: str) -> Any:
         return model[k] if isinstance(model, dict) else getattr(model, k)
 
-    return GPTConfig(block_size=int(get("context_len")), vocab_size=int(get("vocab_size")),
-                     n_layer=int(get("n_layers")), n_head=int(get("n_heads")), n_embd=int(get("d_model")))
+    return GPTConfig(
+        block_size=int(get("context_len")),
+        vocab_size=int(get("vocab_size")),
+        n_layer=int(get("n_layers")),
+        n_head=int(get("n_heads")),
+        n_embd=int(get("d_model")),
+    )
 
 
 def check_model_bytes(buf: bytes, cfg: GPTConfig) -> None:
@@ -86,9 +97,13 @@ def check_model_bytes(buf: bytes, cfg: GPTConfig) -> None:
     try:
         p = decode(buf, expected_kind=KIND_MODEL)
     except PayloadError as e:
-        raise ValueError(f"not a loconet model file (trainer canonical encoding, kind model): {e}") from None
+        raise ValueError(
+            f"not a loconet model file (trainer canonical encoding, kind model): {e}"
+        ) from None
     if encode(p) != buf:
-        raise ValueError("the model file is not in canonical form: re-encode it with trainer.state.model_payload")
+        raise ValueError(
+            "the model file is not in canonical form: re-encode it with trainer.state.model_payload"
+        )
     want = cfg.to_dict()
     got = p.meta.get("model")
     if got != want:

@@ -8,15 +8,20 @@ AdamW would create, so a fresh and a loaded optimizer behave the same.
 
 ``shard`` is the data shard the chain assigned (``Participant.shard``) and ``carry`` the hex
 sha256 of the error-feedback carry the round started with (trainer/carry.py): both are fixed
-for a whole round, so every trace leaf commits to them. A step draws no randomness but its
-batch, a pure function of (ShardSpec, inner_step): ``inner_step`` is the RNG position.
+for a whole round, so every trace leaf commits to them. ``slices`` (only present when > 1) is
+the number of equal slices a step's batch was split into (a provider's data-parallel island,
+trainer/ddp.py): the step's gradient is the sum of the slices' mean gradients in slice order,
+divided by their count; a single process computes the same bytes (``inner_step(slices=n)``),
+so a verifier re-executes an island's segment alone, in exact mode too. A step draws no
+randomness but its batch, a pure function of (ShardSpec, inner_step): ``inner_step`` is the RNG
+position.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 import torch
 
@@ -44,15 +49,65 @@ class InnerConfig:
 def make_inner_optimizer(model: GPT, icfg: InnerConfig) -> torch.optim.AdamW:
     # foreach=False: the plain per-tensor loop, identical on every device type
     return torch.optim.AdamW(
-        model.parameters(), lr=icfg.lr, betas=(icfg.beta1, icfg.beta2), eps=icfg.eps,
-        weight_decay=icfg.weight_decay, foreach=False,
+        model.parameters(),
+        lr=icfg.lr,
+        betas=(icfg.beta1, icfg.beta2),
+        eps=icfg.eps,
+        weight_decay=icfg.weight_decay,
+        foreach=False,
     )
 
 
-def inner_step(model: GPT, opt: torch.optim.Optimizer, x, y, icfg: InnerConfig) -> float:
-    """One AdamW step on batch (x, y); returns the loss before the step."""
+def check_slices(slices: int, batch_size: int) -> None:
+    """A batch splits into ``slices`` equal parts (1 <= slices <= batch size, a divisor)."""
+    if not isinstance(slices, int) or isinstance(slices, bool) or slices < 1:
+        raise ValueError(f"slices must be a positive int, got {slices!r}")
+    if batch_size % slices:
+        raise ValueError(f"batch size {batch_size} does not split into {slices} equal slices")
+
+
+def sliced_grads(model: GPT, x, y, slices: int) -> float:
+    """``param.grad`` = (g_0 + g_1 + ... + g_{n-1}) / n, g_r the mean-loss gradient of slice r
+    (rows [r·B/n, (r+1)·B/n)), summed in slice order: what a data-parallel island's ranks reach
+    with ``trainer.ddp``'s ordered all-gather hook, bit for bit on one stack. Returns the mean
+    of the slices' losses."""
+    check_slices(slices, x.shape[0])
+    b = x.shape[0] // slices
+    params = [p for p in model.parameters() if p.requires_grad]
+    acc: list[torch.Tensor] | None = None
+    tot = 0.0
+    for r in range(slices):
+        for p in params:
+            p.grad = None
+        _, loss = model(x[r * b : (r + 1) * b], y[r * b : (r + 1) * b])
+        loss.backward()
+        tot += float(loss.detach())
+        grads = [p.grad for p in params]
+        if any(g is None for g in grads):
+            raise ValueError("a parameter has no gradient (not in the loss)")
+        if acc is None:
+            acc = [g.clone() for g in grads if g is not None]
+        else:
+            for a, g in zip(acc, grads, strict=True):
+                a.add_(g)  # type: ignore[arg-type]  # checked above
+    for a, p in zip(acc or [], params, strict=True):
+        p.grad = a.div_(slices)
+    return tot / slices
+
+
+def inner_step(
+    model: GPT, opt: torch.optim.Optimizer, x, y, icfg: InnerConfig, slices: int = 1
+) -> float:
+    """One AdamW step on batch (x, y); returns the loss before the step. ``slices`` > 1: the
+    gradient of a data-parallel island of that many ranks (``sliced_grads``)."""
     model.train()
     opt.zero_grad(set_to_none=True)
+    if slices != 1:
+        loss_v = sliced_grads(model, x, y, slices)
+        if icfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), icfg.grad_clip, foreach=False)
+        opt.step()
+        return loss_v
     _, loss = model(x, y)
     loss.backward()
     if icfg.grad_clip > 0:
@@ -69,8 +124,15 @@ def _adam_step(opt: torch.optim.Optimizer) -> int:
 
 
 def state_payload(
-    model: GPT, opt: torch.optim.Optimizer, icfg: InnerConfig, *, round: int, inner_step: int,
-    shard: int, carry: bytes = EMPTY_CARRY_HASH,
+    model: GPT,
+    opt: torch.optim.Optimizer,
+    icfg: InnerConfig,
+    *,
+    round: int,
+    inner_step: int,
+    shard: int,
+    carry: bytes = EMPTY_CARRY_HASH,
+    slices: int = 1,
 ) -> Payload:
     entries: dict[str, Entry] = {}
     for name, p in model.named_parameters():
@@ -96,13 +158,34 @@ def state_payload(
         "round": int(round),
         "shard": int(shard),
     }
+    if slices != 1:  # absent for a single device: those states' bytes are unchanged
+        meta["slices"] = int(slices)
     return Payload(kind=KIND_STATE, codec="raw", meta=meta, entries=entries)
 
 
-def state_bytes(model, opt, icfg, *, round: int, inner_step: int, shard: int,
-                carry: bytes = EMPTY_CARRY_HASH) -> bytes:
-    return encode(state_payload(model, opt, icfg, round=round, inner_step=inner_step, shard=shard,
-                                carry=carry))
+def state_bytes(
+    model,
+    opt,
+    icfg,
+    *,
+    round: int,
+    inner_step: int,
+    shard: int,
+    carry: bytes = EMPTY_CARRY_HASH,
+    slices: int = 1,
+) -> bytes:
+    return encode(
+        state_payload(
+            model,
+            opt,
+            icfg,
+            round=round,
+            inner_step=inner_step,
+            shard=shard,
+            carry=carry,
+            slices=slices,
+        )
+    )
 
 
 def state_hash(b: bytes) -> bytes:
@@ -119,17 +202,31 @@ class LoadedState:
     shard: int = 0
     carry: bytes = EMPTY_CARRY_HASH
     adam_step: int = 0
+    slices: int = 1
 
     def to_bytes(self, inner_step: int | None = None) -> bytes:
         """State bytes of the loaded model/optimizer (same round, shard, carry)."""
-        return state_bytes(self.model, self.opt, self.icfg, round=self.round, shard=self.shard,
-                           carry=self.carry,
-                           inner_step=self.inner_step if inner_step is None else inner_step)
+        return state_bytes(
+            self.model,
+            self.opt,
+            self.icfg,
+            round=self.round,
+            shard=self.shard,
+            carry=self.carry,
+            inner_step=self.inner_step if inner_step is None else inner_step,
+            slices=self.slices,
+        )
 
 
-def load_state(buf: bytes | Payload, device: str | torch.device = "cpu") -> LoadedState:
+def load_state(
+    buf: bytes | Payload, device: str | torch.device = "cpu", into: LoadedState | None = None
+) -> LoadedState:
     """Rebuild model + AdamW from state bytes (or their decoded Payload); raise PayloadError if
-    malformed. Leaves the global torch RNG as it was."""
+    malformed. Leaves the global torch RNG as it was. ``into``: a LoadedState of the same model
+    and inner configs (e.g. the previous segment's, in ``verify_challenge``) whose model and
+    optimizer are reused: every parameter is overwritten and the optimizer's state replaced,
+    exactly as a fresh load sets them (gradients are cleared by every step), so the result is
+    the same, without building the module again."""
     p = buf if isinstance(buf, Payload) else decode(buf, expected_kind=KIND_STATE)
     if p.kind != KIND_STATE:
         raise PayloadError("not a trainer state")
@@ -142,14 +239,27 @@ def load_state(buf: bytes | Payload, device: str | torch.device = "cpu") -> Load
         carry = bytes.fromhex(p.meta["carry"])
         if len(carry) != 32:
             raise ValueError("carry is not a 32-byte hash")
+        slices = p.meta.get("slices", 1)
+        if "slices" in p.meta and (type(slices) is not int or slices < 2):
+            raise ValueError(f"slices must be an int >= 2 when present, got {slices!r}")
     except (KeyError, TypeError, ValueError) as exc:
         raise PayloadError(f"state meta is incomplete: {exc}") from None
-    with torch.random.fork_rng(devices=[]):  # building the module draws an init we overwrite
-        model = GPT(cfg).to(device)
+    if (
+        into is not None
+        and into.model.cfg == cfg
+        and into.icfg == icfg
+        and next(into.model.parameters()).device == torch.device(device)
+    ):
+        model, opt = into.model, into.opt
+        opt.state.clear()  # a fresh optimizer's state: filled below when adam_step > 0
+        model.zero_grad(set_to_none=True)
+    else:
+        with torch.random.fork_rng(devices=[]):  # building the module draws an init we overwrite
+            model = GPT(cfg).to(device)
+        opt = make_inner_optimizer(model, icfg)
     named = dict(model.named_parameters())
     if set(named) != set(p.entries):
         raise PayloadError("state tensors do not match the model's parameter names")
-    opt = make_inner_optimizer(model, icfg)
     with torch.no_grad():
         for name, param in named.items():
             e = p.entries[name]
@@ -165,16 +275,35 @@ def load_state(buf: bytes | Payload, device: str | torch.device = "cpu") -> Load
                     "exp_avg": e.parts["exp_avg"].clone().to(device),
                     "exp_avg_sq": e.parts["exp_avg_sq"].clone().to(device),
                 }
-    return LoadedState(model=model, opt=opt, icfg=icfg, round=rnd, inner_step=istep, shard=shard,
-                       carry=carry, adam_step=adam_step)
+    return LoadedState(
+        model=model,
+        opt=opt,
+        icfg=icfg,
+        round=rnd,
+        inner_step=istep,
+        shard=shard,
+        carry=carry,
+        adam_step=adam_step,
+        slices=slices,
+    )
 
 
-def model_payload(model: GPT) -> Payload:
-    entries = {
-        n: Entry(dtype=torch.float32, shape=tuple(p.shape), parts={"param": p.detach().float().cpu()})
-        for n, p in model.named_parameters()
-    }
-    return Payload(kind=KIND_MODEL, codec="raw", meta={"model": model.cfg.to_dict()}, entries=entries)
+def model_payload(
+    model: GPT, momentum: dict[str, torch.Tensor] | None = None, outer: dict | None = None
+) -> Payload:
+    """Model bytes (kind 3): one entry per parameter with the part ``param``; with
+    ``momentum`` (the outer Nesterov buffer, trainer.diloco.network_outer_step) also the part
+    ``momentum``, and meta ``outer`` (the outer optimizer's settings)."""
+    entries = {}
+    for n, p in model.named_parameters():
+        parts = {"param": p.detach().float().cpu()}
+        if momentum is not None:
+            parts["momentum"] = momentum[n].detach().float().cpu()
+        entries[n] = Entry(dtype=torch.float32, shape=tuple(p.shape), parts=parts)
+    meta: dict = {"model": model.cfg.to_dict()}
+    if outer is not None:
+        meta["outer"] = outer
+    return Payload(kind=KIND_MODEL, codec="raw", meta=meta, entries=entries)
 
 
 def model_hash(model: GPT) -> bytes:
@@ -185,6 +314,21 @@ def model_hash(model: GPT) -> bytes:
 def params_hash_of_state(buf: bytes | Payload) -> bytes:
     """Model hash of the parameters inside a state (to tie a state to a base model)."""
     p = buf if isinstance(buf, Payload) else decode(buf, expected_kind=KIND_STATE)
+    entries = {
+        n: Entry(dtype=e.dtype, shape=e.shape, parts={"param": e.parts["param"]})
+        for n, e in p.entries.items()
+    }
+    mp = Payload(kind=KIND_MODEL, codec="raw", meta={"model": p.meta["model"]}, entries=entries)
+    return hashlib.sha256(encode(mp)).digest()
+
+
+def params_hash_of_model(buf: bytes | Payload) -> bytes:
+    """The *parameters hash* of model bytes: sha256 of their parameters-only canonical form
+    (meta ``{"model": ...}``, part ``param``). For parameters-only bytes (a job's initial model)
+    it is sha256 of the bytes themselves; for an attested model that carries the outer momentum
+    it is what ``params_hash_of_state`` of a state starting from it gives, so the verifier ties
+    trace entry 0 to the base model by this hash."""
+    p = buf if isinstance(buf, Payload) else decode(buf, expected_kind=KIND_MODEL)
     entries = {
         n: Entry(dtype=e.dtype, shape=e.shape, parts={"param": e.parts["param"]})
         for n, e in p.entries.items()
@@ -207,6 +351,7 @@ def run_inner_steps(
     carry: bytes = EMPTY_CARRY_HASH,
     keep_states: list[bytes] | None = None,
     on_step: Callable[[int, float], None] | None = None,
+    slices: int = 1,
 ) -> tuple[list[float], list[bytes]]:
     """Run inner steps start_step..start_step+n_steps-1 on the spec's batches
     (``on_step(step, loss)`` after each, for progress; it must not touch the model).
@@ -214,13 +359,25 @@ def run_inner_steps(
     If ``trace_every`` > 0, returns the state hashes at every step s (start included)
     with (s - start_step) % trace_every == 0, and at the final step (states tagged with the
     spec's shard and ``carry``); ``keep_states`` (a list) also receives the state bytes.
+    ``slices`` > 1: each step's gradient as a data-parallel island of that many ranks computes it
+    (``sliced_grads``; the states record it).
     """
+    check_slices(slices, spec.batch_size)
     losses: list[float] = []
     trace: list[bytes] = []
     shard = spec.shard_index()
 
     def snap(s: int) -> None:
-        b = state_bytes(model, opt, icfg, round=spec.round, inner_step=s, shard=shard, carry=carry)
+        b = state_bytes(
+            model,
+            opt,
+            icfg,
+            round=spec.round,
+            inner_step=s,
+            shard=shard,
+            carry=carry,
+            slices=slices,
+        )
         trace.append(state_hash(b))
         if keep_states is not None:
             keep_states.append(b)
@@ -230,7 +387,7 @@ def run_inner_steps(
         if trace_every and i % trace_every == 0:
             snap(s)
         x, y = corpus.batch(spec, s, device)
-        losses.append(inner_step(model, opt, x, y, icfg))
+        losses.append(inner_step(model, opt, x, y, icfg, slices))
         if on_step is not None:
             on_step(s, losses[-1])
     if trace_every:

@@ -30,6 +30,10 @@ needs torch is here. Entry points (all return a ``Verdict`` and never raise on b
 
 ``verify_challenge(ch, ...)`` runs all three for one challenge (``Challenge``: the drawn
 segments, the revealed states, the trace's hashes, the carry and, optionally, the payload).
+In exact mode the end of each opened segment is committed but not revealed
+(``compute_hidden_entries``; the provider serves ``mask_trace`` of its list): the verifier
+re-executes and checks its state's hash against the opened leaf hash, and that hash is the
+vote's evidence (abci_app/jobs/README.md *Evidence only re-execution yields*).
 
 A challenge opens trace entries 0 and H/k (start and payload checks, no re-execution) and s
 drawn segments (re-executed: s·k of the H steps). See abci_app/jobs/README.md for s.
@@ -43,6 +47,8 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from abci_app.jobs.incentives import compute_hidden_entries, mask_trace  # noqa: F401 (re-export)
+from abci_app.merkle import hash_leaf, merkle_root_of_leaf_hashes
 from trainer.carry import EMPTY_CARRY_HASH, carry_after, carry_hash, load_carry
 from trainer.commit import (
     KIND_MODEL,
@@ -54,6 +60,7 @@ from trainer.commit import (
     decode,
     decode_meta,
     encode,
+    trace_leaves,
     trace_root,
 )
 from trainer.commit import update_root as _root
@@ -61,6 +68,7 @@ from trainer.compression import codec_from_payload, make_codec
 from trainer.data import Corpus, ShardSpec
 from trainer.determinism import set_determinism
 from trainer.model import GPT, GPTConfig
+from trainer.probe import compute_probe
 from trainer.state import (
     InnerConfig,
     evaluate,
@@ -71,7 +79,9 @@ from trainer.state import (
 )
 
 DEFAULT_TOLERANCE = 1e-3  # see README "Calibration"
-ULP_FLOOR = 512  # a part within this many float32 ulps of the re-execution is rounding noise (README)
+ULP_FLOOR = (
+    512  # a part within this many float32 ulps of the re-execution is rounding noise (README)
+)
 STATE_PARTS = ("param", "exp_avg", "exp_avg_sq")
 
 
@@ -84,10 +94,15 @@ class Verdict:
     claimed_hash: str = ""
     distances: dict = field(default_factory=dict)  # per part (tolerance mode)
     carry_out: bytes = b""  # verify_payload: hash of the carry the round leaves
+    # tolerance mode: the probe of the re-executed end (trainer.probe: the vote's evidence) and
+    # the re-executed state's bytes (judged against the claimed end once MsgOpenEnd opens it)
+    probe: list = field(default_factory=list)
+    reexecuted_state: bytes = field(default=b"", repr=False)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["carry_out"] = self.carry_out.hex()
+        d.pop("reexecuted_state")
         return d
 
 
@@ -98,11 +113,15 @@ def _invalid(reason: str, distance: float = math.inf, **kw) -> Verdict:
     return Verdict(valid=False, distance=distance, reason=reason, **kw)
 
 
-def state_distance(start: bytes | Payload, reexec: bytes | Payload, claimed: bytes | Payload) -> dict[str, float]:
+def state_distance(
+    start: bytes | Payload, reexec: bytes | Payload, claimed: bytes | Payload
+) -> dict[str, float]:
     """Per state part: ||x_claimed − x_reexec|| / ||x_reexec − x_start|| over all tensors
     (inf when the tensor names or shapes differ). Bytes or decoded states."""
-    ps, pr, pc = (b if isinstance(b, Payload) else decode(b, expected_kind=KIND_STATE)
-                  for b in (start, reexec, claimed))
+    ps, pr, pc = (
+        b if isinstance(b, Payload) else decode(b, expected_kind=KIND_STATE)
+        for b in (start, reexec, claimed)
+    )
     out: dict[str, float] = {}
     for part in STATE_PARTS:
         num = den = 0.0
@@ -121,7 +140,10 @@ def state_distance(start: bytes | Payload, reexec: bytes | Payload, claimed: byt
 def ulp_distance(reexec: bytes | Payload, claimed: bytes | Payload) -> dict[str, float]:
     """Per state part: ||x_claimed − x_reexec|| / ||ulp(x_reexec)|| — the difference in units of
     float32 spacing at the re-executed values (rounding noise is a few to a few tens of ulps)."""
-    pr, pc = (b if isinstance(b, Payload) else decode(b, expected_kind=KIND_STATE) for b in (reexec, claimed))
+    pr, pc = (
+        b if isinstance(b, Payload) else decode(b, expected_kind=KIND_STATE)
+        for b in (reexec, claimed)
+    )
     out: dict[str, float] = {}
     inf = torch.tensor(math.inf)
     for part in STATE_PARTS:
@@ -148,17 +170,20 @@ def verify_segment(
     start_state: bytes,
     shard_spec: ShardSpec,
     k: int,
-    claimed_end_state: bytes,
+    claimed_end_state: bytes | None,
     *,
     corpus: Corpus,
     tolerance: float | None = None,
     expected_start_hash: bytes | None = None,
     expected_end_hash: bytes | None = None,
+    expected_end_leaf: bytes | None = None,
     base_model_hash: bytes | None = None,
     inner: InnerConfig | None = None,
     model: GPTConfig | None = None,
     device: str = "cpu",
     deterministic: bool = True,
+    claimed_hash: bytes | None = None,
+    workspace: dict | None = None,
 ) -> Verdict:
     """Re-run the k steps that follow ``start_state`` and judge ``claimed_end_state``.
 
@@ -167,12 +192,46 @@ def verify_segment(
     ``expected_end_hash`` (trace entries proven against the trace root), ``base_model_hash``
     (enforced when the segment starts at inner step 0), ``inner``/``model`` (the job's pinned
     hyperparameters). Never raises on bad input: returns invalid.
+
+    Exact mode with a secret end (``claimed_end_state=None``, ``expected_end_leaf`` = the
+    opened Merkle leaf hash ``hash_leaf(end state hash)``): the end state was committed but not
+    revealed, so the verdict is whether the re-executed state's hash has that leaf hash, and
+    ``Verdict.reexecuted_hash`` is the evidence only re-execution yields (jobs README
+    *Evidence only re-execution yields*).
+    ``deterministic=False``: the
+    caller already called ``set_determinism`` (``verify_challenge``, once for all segments);
+    ``claimed_hash``: sha256 of ``claimed_end_state`` when the caller already computed it (it is
+    only reported; the check compares the bytes); ``workspace``: a dict kept across calls whose
+    model and optimizer the start state is loaded into (``load_state(into=...)``).
     """
     if not isinstance(k, int) or k <= 0:
         return _invalid(f"segment length k must be a positive int, got {k!r}")
-    if expected_start_hash is not None and hashlib.sha256(start_state).digest() != expected_start_hash:
+    if claimed_end_state is None:
+        if expected_end_leaf is None:
+            return _invalid("a secret end state (no claimed bytes) needs its opened leaf hash")
+        return _verify_secret_end(
+            start_state,
+            shard_spec,
+            k,
+            expected_end_leaf,
+            corpus=corpus,
+            expected_start_hash=expected_start_hash,
+            base_model_hash=base_model_hash,
+            inner=inner,
+            model=model,
+            device=device,
+            deterministic=deterministic,
+            tolerance=tolerance,
+        )
+    if (
+        expected_start_hash is not None
+        and hashlib.sha256(start_state).digest() != expected_start_hash
+    ):
         return _invalid("start state does not match the committed trace entry")
-    if expected_end_hash is not None and hashlib.sha256(claimed_end_state).digest() != expected_end_hash:
+    if (
+        expected_end_hash is not None
+        and hashlib.sha256(claimed_end_state).digest() != expected_end_hash
+    ):
         return _invalid("end state does not match the committed trace entry")
     try:
         sm = decode_meta(start_state, expected_kind=KIND_STATE)
@@ -187,20 +246,34 @@ def verify_segment(
     if model is not None and sm.get("model") != model.to_dict():
         return _invalid("start state's model config differs from the job's")
     if sm.get("round") != shard_spec.round:
-        return _invalid(f"start state is from round {sm.get('round')}, segment is round {shard_spec.round}")
+        return _invalid(
+            f"start state is from round {sm.get('round')}, segment is round {shard_spec.round}"
+        )
     if sm.get("shard") != shard_spec.shard_index():
-        return _invalid(f"start state is for shard {sm.get('shard')}, the assigned shard is "
-                        f"{shard_spec.shard_index()}")
+        return _invalid(
+            f"start state is for shard {sm.get('shard')}, the assigned shard is "
+            f"{shard_spec.shard_index()}"
+        )
     s0 = sm.get("inner_step")
     if not isinstance(s0, int) or s0 < 0:
         return _invalid("start state has no inner step")
-    want = {"inner_step": s0 + k, "adam_step": sm.get("adam_step", 0) + k, "round": sm["round"],
-            "inner": sm.get("inner"), "model": sm.get("model"), "shard": sm.get("shard"),
-            "carry": sm.get("carry")}
+    want = {
+        "inner_step": s0 + k,
+        "adam_step": sm.get("adam_step", 0) + k,
+        "round": sm["round"],
+        "inner": sm.get("inner"),
+        "model": sm.get("model"),
+        "shard": sm.get("shard"),
+        "carry": sm.get("carry"),
+    }
+    if "slices" in sm:  # a data-parallel island's trace: re-executed as that many slices
+        want["slices"] = sm["slices"]
     for key, v in want.items():
         if cm.get(key) != v:
-            return _invalid(f"claimed end state has {key}={cm.get(key)!r}, expected {v!r}"
-                            + (" (fewer or more steps than k)" if key.endswith("step") else ""))
+            return _invalid(
+                f"claimed end state has {key}={cm.get(key)!r}, expected {v!r}"
+                + (" (fewer or more steps than k)" if key.endswith("step") else "")
+            )
     if set(cm) != set(want):
         return _invalid(f"claimed end state has unexpected meta keys {sorted(set(cm) - set(want))}")
     try:
@@ -212,19 +285,46 @@ def verify_segment(
     if deterministic:
         set_determinism(0, threads=1)
     try:
-        ls = load_state(ps, device)
+        ls = load_state(ps, device, into=None if workspace is None else workspace.get("loaded"))
     except PayloadError as exc:
         return _invalid(f"start state does not load: {exc}")
+    if workspace is not None:
+        workspace["loaded"] = ls
     try:
-        run_inner_steps(ls.model, ls.opt, ls.icfg, corpus, shard_spec, s0, k, device=device)
+        run_inner_steps(
+            ls.model, ls.opt, ls.icfg, corpus, shard_spec, s0, k, device=device, slices=ls.slices
+        )
     except ValueError as exc:
         return _invalid(f"cannot re-run segment: {exc}")
     reexec = ls.to_bytes(inner_step=s0 + k)
+    if claimed_hash is None:
+        claimed_hash = hashlib.sha256(claimed_end_state).digest()
+    v = judge_end(ps, reexec, claimed_end_state, tolerance, claimed_hash=claimed_hash)
+    if tolerance is not None:
+        v.probe = compute_probe(ps, reexec)
+        v.reexecuted_state = reexec
+    return v
+
+
+def judge_end(
+    start: bytes | Payload,
+    reexec: bytes,
+    claimed_end_state: bytes,
+    tolerance: float | None,
+    *,
+    claimed_hash: bytes | None = None,
+) -> Verdict:
+    """The re-executed end ``reexec`` against the claimed end bytes: identical, or (tolerance
+    mode) every state part within ``tolerance`` of the segment's movement or within ULP_FLOOR
+    ulps (see the module docstring). ``start`` is the segment's start state."""
     rh = hashlib.sha256(reexec).hexdigest()
-    ch = hashlib.sha256(claimed_end_state).hexdigest()
+    if claimed_hash is None:
+        claimed_hash = hashlib.sha256(claimed_end_state).digest()
+    ch = claimed_hash.hex()
     if reexec == bytes(claimed_end_state):
         return Verdict(True, 0.0, "identical state hash", rh, ch)
     try:
+        ps = start if isinstance(start, Payload) else decode(start, expected_kind=KIND_STATE)
         pr = decode(reexec, expected_kind=KIND_STATE)
         pcl = decode(claimed_end_state, expected_kind=KIND_STATE)
         dist = state_distance(ps, pr, pcl)
@@ -234,17 +334,145 @@ def verify_segment(
     worst = max(dist.values())
     both = {**dist, **{f"{p}_ulps": u for p, u in ulps.items()}}
     if tolerance is None:
-        return _invalid(f"end state differs from re-execution (distance {worst:.3e}, exact mode)",
-                        worst, reexecuted_hash=rh, claimed_hash=ch, distances=both)
+        return _invalid(
+            f"end state differs from re-execution (distance {worst:.3e}, exact mode)",
+            worst,
+            reexecuted_hash=rh,
+            claimed_hash=ch,
+            distances=both,
+        )
     # a part passes within tolerance of the segment's own movement, or within ULP_FLOOR float32
     # ulps of the re-execution (rounding noise: what dominates when one step barely moves a value)
     bad = [p for p in STATE_PARTS if dist[p] > tolerance and ulps[p] > ULP_FLOOR]
     if not bad:
-        return Verdict(True, worst, f"distance {worst:.3e} <= tolerance {tolerance:.1e} or within "
-                       f"{ULP_FLOOR} ulps per part", rh, ch, distances=both)
+        return Verdict(
+            True,
+            worst,
+            f"distance {worst:.3e} <= tolerance {tolerance:.1e} or within "
+            f"{ULP_FLOOR} ulps per part",
+            rh,
+            ch,
+            distances=both,
+        )
     p = bad[0]
-    return Verdict(False, worst, f"{p}: distance {dist[p]:.3e} > tolerance {tolerance:.1e} and "
-                   f"{ulps[p]:.0f} ulps > {ULP_FLOOR}", rh, ch, distances=both)
+    return Verdict(
+        False,
+        worst,
+        f"{p}: distance {dist[p]:.3e} > tolerance {tolerance:.1e} and "
+        f"{ulps[p]:.0f} ulps > {ULP_FLOOR}",
+        rh,
+        ch,
+        distances=both,
+    )
+
+
+def _verify_secret_end(
+    start_state: bytes,
+    shard_spec: ShardSpec,
+    k: int,
+    end_leaf: bytes,
+    *,
+    corpus: Corpus,
+    expected_start_hash: bytes | None,
+    base_model_hash: bytes | None,
+    inner: InnerConfig | None,
+    model: GPTConfig | None,
+    device: str,
+    deterministic: bool,
+    tolerance: float | None = None,
+) -> Verdict:
+    """verify_segment's path for an end committed only as a leaf hash. Exact mode: the
+    re-executed state's hash must have that leaf hash. Tolerance mode: nothing to compare yet
+    (the end is opened after the vote is committed: MsgOpenEnd); the verdict carries the probe of
+    the re-executed state (the vote's evidence) and its bytes, for ``verify_opened_end``."""
+    if expected_start_hash is not None and hashlib.sha256(start_state).digest() != (
+        expected_start_hash
+    ):
+        return _invalid("start state does not match the committed trace entry")
+    try:
+        sm = decode_meta(start_state, expected_kind=KIND_STATE)
+        ps = decode(start_state, expected_kind=KIND_STATE)
+    except PayloadError as exc:
+        return _invalid(f"malformed start state: {exc}")
+    if inner is not None and sm.get("inner") != inner.to_dict():
+        return _invalid("start state's inner hyperparameters differ from the job's")
+    if model is not None and sm.get("model") != model.to_dict():
+        return _invalid("start state's model config differs from the job's")
+    if sm.get("round") != shard_spec.round or sm.get("shard") != shard_spec.shard_index():
+        return _invalid("start state is not this round's assigned shard")
+    s0 = sm.get("inner_step")
+    if not isinstance(s0, int) or s0 < 0:
+        return _invalid("start state has no inner step")
+    if base_model_hash is not None and s0 == 0 and params_hash_of_state(ps) != base_model_hash:
+        return _invalid("start state is not the round's base model")
+    if deterministic:
+        set_determinism(0, threads=1)
+    try:
+        ls = load_state(ps, device)
+        run_inner_steps(
+            ls.model, ls.opt, ls.icfg, corpus, shard_spec, s0, k, device=device, slices=ls.slices
+        )
+    except (PayloadError, ValueError) as exc:
+        return _invalid(f"cannot re-run segment: {exc}")
+    reexec_bytes = ls.to_bytes(inner_step=s0 + k)
+    reexec = hashlib.sha256(reexec_bytes).digest()
+    if tolerance is not None:
+        return Verdict(
+            True,
+            0.0,
+            "re-executed; the end is judged once it is opened (tolerance mode)",
+            reexec.hex(),
+            probe=compute_probe(ps, reexec_bytes),
+            reexecuted_state=reexec_bytes,
+        )
+    if hash_leaf(reexec) == bytes(end_leaf):
+        return Verdict(
+            True, 0.0, "re-executed end state is the committed (secret) leaf", reexec.hex()
+        )
+    return _invalid(
+        "re-executed end state is not the committed trace leaf (exact mode)",
+        reexecuted_hash=reexec.hex(),
+        claimed_hash="leaf:" + bytes(end_leaf).hex(),
+    )
+
+
+def verify_opened_end(
+    start_state: bytes,
+    reexec_state: bytes,
+    claimed_end_state: bytes,
+    *,
+    tolerance: float,
+    end_leaf: bytes,
+    claimed_probe: list[int],
+    tolerance_ppm: int,
+) -> Verdict:
+    """Tolerance mode, once MsgOpenEnd opened a secret end: the claimed end bytes must be the
+    committed leaf (``hash_leaf(sha256(bytes))`` = the opened ``end_leaf``), carry the
+    re-executed state's metadata, be within ``tolerance`` of the re-execution
+    (``judge_end``), and the opened probe must be the probe of the claimed end (within the
+    chain's probe bound, abci_app.jobs.probe: a provider whose committed probe does not describe
+    its committed state lied in one of them)."""
+    from abci_app.jobs.probe import is_probe_within
+
+    ch = hashlib.sha256(claimed_end_state).digest()
+    if hash_leaf(ch) != bytes(end_leaf):
+        return _invalid("opened end state is not the committed trace leaf")
+    try:
+        rm = decode_meta(reexec_state, expected_kind=KIND_STATE)
+        cm = decode_meta(claimed_end_state, expected_kind=KIND_STATE)
+    except PayloadError as exc:
+        return _invalid(f"malformed opened end state: {exc}")
+    if cm != rm:
+        diff = sorted(k for k in set(cm) | set(rm) if cm.get(k) != rm.get(k))
+        return _invalid(f"opened end state's metadata differs from the re-execution's: {diff}")
+    try:
+        ps = decode(start_state, expected_kind=KIND_STATE)
+        own = compute_probe(ps, claimed_end_state)
+    except (PayloadError, KeyError, ValueError) as exc:
+        return _invalid(f"opened end state does not match the model's tensors: {exc}")
+    if not is_probe_within(list(claimed_probe), own, tolerance_ppm):
+        return _invalid("the opened probe is not the probe of the opened end state")
+    return judge_end(ps, reexec_state, claimed_end_state, tolerance, claimed_hash=ch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,29 +535,38 @@ def verify_start(
     except PayloadError as exc:
         return _invalid(f"malformed previous end state: {exc}")
     if m.get("adam_step") != prev.meta.get("adam_step"):
-        return _invalid(f"carried start has adam step {m.get('adam_step')!r}, the previous round "
-                        f"ended at {prev.meta.get('adam_step')!r}")
+        return _invalid(
+            f"carried start has adam step {m.get('adam_step')!r}, the previous round "
+            f"ended at {prev.meta.get('adam_step')!r}"
+        )
     if set(p.entries) != set(prev.entries):
         return _invalid("carried start's tensors differ from the previous round's")
     for name, e in p.entries.items():
         for part in ("exp_avg", "exp_avg_sq"):
             if not torch.equal(e.parts[part], prev.entries[name].parts[part]):
-                return _invalid(f"carried start's {part} in {name} differs from the previous round's "
-                                "end state (made-up moments)")
+                return _invalid(
+                    f"carried start's {part} in {name} differs from the previous round's "
+                    "end state (made-up moments)"
+                )
     if m.get("carry") != carried.carry_out.hex():
-        return _invalid("carried start names another error-feedback carry than the previous "
-                        "round's payload left")
-    return Verdict(True, 0.0, "carried start: base model, step 0, previous round's moments and carry")
+        return _invalid(
+            "carried start names another error-feedback carry than the previous "
+            "round's payload left"
+        )
+    return Verdict(
+        True, 0.0, "carried start: base model, step 0, previous round's moments and carry"
+    )
 
 
-def _base(base: bytes) -> tuple[bytes, dict[str, torch.Tensor]]:
-    """(model hash, parameters) of canonical model bytes (kind 3) or of a state (kind 2: trace
-    entry 0)."""
+def _base(base: bytes) -> tuple[bytes, dict[str, torch.Tensor], bool]:
+    """(hash, parameters, is model bytes) of canonical model bytes (kind 3: their sha256) or
+    of a state (kind 2, trace entry 0: its parameters hash)."""
     if base[6:7] == bytes([KIND_MODEL]):  # the header's kind byte (decode checks the rest)
         p = decode(base, expected_kind=KIND_MODEL)
-        return hashlib.sha256(base).digest(), {n: e.parts["param"] for n, e in p.entries.items()}
+        params = {n: e.parts["param"] for n, e in p.entries.items()}
+        return hashlib.sha256(base).digest(), params, True
     p = decode(base, expected_kind=KIND_STATE)
-    return params_hash_of_state(p), {n: e.parts["param"] for n, e in p.entries.items()}
+    return params_hash_of_state(p), {n: e.parts["param"] for n, e in p.entries.items()}, False
 
 
 def verify_payload(
@@ -345,10 +582,14 @@ def verify_payload(
     tolerance: float | None = None,
     ef_decay: float = 1.0,
     expected_end_hash: bytes | None = None,
+    base_params_hash: bytes | None = None,
 ) -> Verdict:
     """The payload segment: the committed update (bound root ``update_root``) must be
     ``compress(θ_base − θ_H + e_prev)``. ``end_state`` = trace entry H/k, ``carry`` = the carry
-    bytes its meta names, ``base`` = the round's base model (model bytes, or trace entry 0).
+    bytes its meta names, ``base`` = the round's base model (model bytes, whose sha256 must be
+    the binding's base hash; or trace entry 0, whose parameters hash must be
+    ``base_params_hash``: ``trainer.state.params_hash_of_model`` of the base, which is the base
+    hash itself unless the base carries the outer momentum).
     The codec is the job's (``codec``) or, under an adaptive policy, the one the committed
     ``payload`` declares (its bytes are then checked against ``update_root`` first)."""
     if expected_end_hash is not None and hashlib.sha256(end_state).digest() != expected_end_hash:
@@ -358,14 +599,17 @@ def verify_payload(
     except PayloadError as exc:
         return _invalid(f"malformed end state: {exc}")
     if pe.meta.get("inner_step") != H:
-        return _invalid(f"the trace's last state is at inner step {pe.meta.get('inner_step')!r}, not H = {H}")
+        return _invalid(
+            f"the trace's last state is at inner step {pe.meta.get('inner_step')!r}, not H = {H}"
+        )
     if pe.meta.get("round") != binding.round:
         return _invalid(f"end state is from round {pe.meta.get('round')!r}, not {binding.round}")
     if carry_hash(carry).hex() != pe.meta.get("carry"):
         return _invalid("carry bytes do not match the carry hash the trace commits to")
     try:
-        base_hash, theta0 = _base(base)
-        if base_hash != binding.base_model_hash:
+        base_hash, theta0, is_model = _base(base)
+        want = binding.base_model_hash if is_model else base_params_hash or binding.base_model_hash
+        if base_hash != want:
             return _invalid("base is not the round's base model")
     except (PayloadError, KeyError, IndexError) as exc:
         return _invalid(f"malformed base: {exc}")
@@ -397,11 +641,21 @@ def verify_payload(
         return _invalid(f"cannot re-compress: {exc}")
     rh = _root(again, binding)
     if rh == update_root:
-        return Verdict(True, 0.0, "payload = compress(θ_base − θ_H + e_prev): bound roots equal",
-                       rh.hex(), update_root.hex(), carry_out=carry_hash(work))
+        return Verdict(
+            True,
+            0.0,
+            "payload = compress(θ_base − θ_H + e_prev): bound roots equal",
+            rh.hex(),
+            update_root.hex(),
+            carry_out=carry_hash(work),
+        )
     if tolerance is None or payload is None:
-        return _invalid("committed update is not compress(θ_base − θ_H + e_prev) of the trace "
-                        "(update roots differ)", reexecuted_hash=rh.hex(), claimed_hash=update_root.hex())
+        return _invalid(
+            "committed update is not compress(θ_base − θ_H + e_prev) of the trace "
+            "(update roots differ)",
+            reexecuted_hash=rh.hex(),
+            claimed_hash=update_root.hex(),
+        )
     try:
         a = c.decompress(decode(again), shapes)
         b = c.decompress(decode(payload), shapes)
@@ -412,8 +666,14 @@ def verify_payload(
     d = 0.0 if num == 0 else math.sqrt(num) / max(math.sqrt(den), 1e-30)
     ok = d <= tolerance
     out = carry_hash(carry_after(delta, cin, payload, shapes)) if ok else b""
-    return Verdict(ok, d, f"payload distance {d:.3e} {'<=' if ok else '>'} tolerance {tolerance:.1e}",
-                   rh.hex(), update_root.hex(), carry_out=out)
+    return Verdict(
+        ok,
+        d,
+        f"payload distance {d:.3e} {'<=' if ok else '>'} tolerance {tolerance:.1e}",
+        rh.hex(),
+        update_root.hex(),
+        carry_out=out,
+    )
 
 
 @dataclass(slots=True)
@@ -421,7 +681,8 @@ class Challenge:
     """What a verifier holds for one challenged commitment: the drawn segments (Participant
     .segments), the trace's state hashes (served by the provider; their bound root must be the
     committed trace root), the revealed states by trace index (0, H/k and i, i+1 for each drawn
-    i), the carry bytes, and optionally the committed payload bytes."""
+    i, except the secret ends in ``hidden``), the carry bytes, and optionally the committed
+    payload bytes."""
 
     segments: list[int]
     trace: list[bytes]
@@ -431,6 +692,9 @@ class Challenge:
     update_root: bytes
     binding: Binding
     payload: bytes | None = None
+    # exact mode: trace entries committed but not revealed, by index -> their leaf hash (the
+    # chain's Reveal.end_leaf_hash); ``trace`` holds that leaf hash at those indexes
+    hidden: dict[int, bytes] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -457,39 +721,81 @@ def verify_challenge(
     ef_decay: float = 1.0,
     stop_at_first: bool = True,
     device: str = "cpu",
+    base_params_hash: bytes | None = None,
 ) -> ChallengeVerdict:
     """Start check, payload check, then the drawn segments (cheap checks first; by default
-    stop at the first failure, as one failure is enough for an invalid vote)."""
+    stop at the first failure, as one failure is enough for an invalid vote).
+    ``base_params_hash``: the parameters hash of the round's base model bytes
+    (``trainer.state.params_hash_of_model``), which trace entry 0 must carry; None = the
+    binding's base hash (a base without outer momentum, e.g. a job's initial model)."""
     n = H // k
+    params_hash = base_params_hash or ch.binding.base_model_hash
     if H % k or len(ch.trace) != n + 1:
-        return ChallengeVerdict(False, f"trace has {len(ch.trace)} entries, expected H/k + 1 = {n + 1}")
-    if trace_root(ch.trace, ch.binding) != ch.trace_root:
+        return ChallengeVerdict(
+            False, f"trace has {len(ch.trace)} entries, expected H/k + 1 = {n + 1}"
+        )
+    if any(not 0 < i < n or ch.trace[i] != leaf for i, leaf in ch.hidden.items()):
+        return ChallengeVerdict(False, "served trace list does not hold the opened leaf hashes")
+    if compute_masked_trace_root(ch.trace, ch.binding, set(ch.hidden)) != ch.trace_root:
         return ChallengeVerdict(False, "served trace hashes do not give the committed trace root")
-    need = sorted({0, n} | {i for s in ch.segments for i in (s, s + 1)})
+    need = sorted({0, n} | {i for s in ch.segments for i in (s, s + 1)} - set(ch.hidden))
     for i in need:
         if i not in ch.states:
             return ChallengeVerdict(False, f"trace entry {i} was not served")
         if hashlib.sha256(ch.states[i]).digest() != ch.trace[i]:
             return ChallengeVerdict(False, f"served state {i} is not trace entry {i}")
+    set_determinism(0, threads=1)  # once for every segment below
+    workspace: dict = {}  # one model and optimizer, loaded with each segment's start state
     if any(not 0 <= s < n for s in ch.segments):
         return ChallengeVerdict(False, "a drawn segment is outside the trace")
     out = ChallengeVerdict(True, "")
-    out.start = verify_start(ch.states[0], base_model_hash=ch.binding.base_model_hash, round=spec.round,
-                             shard=spec.shard_index(), inner=inner, model=model, carried=carried)
+    out.start = verify_start(
+        ch.states[0],
+        base_model_hash=params_hash,
+        round=spec.round,
+        shard=spec.shard_index(),
+        inner=inner,
+        model=model,
+        carried=carried,
+    )
     if not out.start.valid:
         out.valid, out.reason = False, f"start: {out.start.reason}"
         if stop_at_first:
             return out
-    out.payload = verify_payload(ch.states[n], ch.carry, ch.states[0], update_root=ch.update_root,
-                                 binding=ch.binding, H=H, codec=codec, payload=ch.payload,
-                                 tolerance=tolerance, ef_decay=ef_decay)
+    out.payload = verify_payload(
+        ch.states[n],
+        ch.carry,
+        ch.states[0],
+        update_root=ch.update_root,
+        binding=ch.binding,
+        H=H,
+        codec=codec,
+        payload=ch.payload,
+        tolerance=tolerance,
+        ef_decay=ef_decay,
+        base_params_hash=params_hash,
+    )
     if not out.payload.valid and out.valid:
         out.valid, out.reason = False, f"payload: {out.payload.reason}"
         if stop_at_first:
             return out
     for s in sorted(set(ch.segments)):
-        v = verify_segment(ch.states[s], spec, k, ch.states[s + 1], corpus=corpus, tolerance=tolerance,
-                           base_model_hash=ch.binding.base_model_hash, inner=inner, model=model, device=device)
+        v = verify_segment(
+            ch.states[s],
+            spec,
+            k,
+            ch.states.get(s + 1) if s + 1 not in ch.hidden else None,
+            corpus=corpus,
+            tolerance=tolerance,
+            expected_end_leaf=ch.hidden.get(s + 1),
+            base_model_hash=params_hash,
+            inner=inner,
+            model=model,
+            device=device,
+            deterministic=False,  # set above
+            claimed_hash=ch.trace[s + 1],  # checked above: sha256 of ch.states[s + 1]
+            workspace=workspace,
+        )
         out.segments[s] = v
         if not v.valid and out.valid:
             out.valid, out.reason = False, f"segment {s}: {v.reason}"
@@ -500,16 +806,55 @@ def verify_challenge(
     return out
 
 
-def make_segment(model: GPT, icfg: InnerConfig, corpus: Corpus, spec: ShardSpec, start_step: int,
-                 k: int, opt=None, device: str = "cpu", carry: bytes = EMPTY_CARRY_HASH) -> tuple[bytes, bytes]:
+def compute_masked_trace_root(
+    trace: list[bytes], binding: Binding | None, hidden: set[int]
+) -> bytes:
+    """The bound trace root of a masked trace list (entries in ``hidden`` are leaf hashes)."""
+    if not hidden:
+        return trace_root(trace, binding)
+    off = 1 if binding is not None else 0
+    leaves = trace_leaves([bytes(32) if i in hidden else h for i, h in enumerate(trace)], binding)
+    hashes = [
+        bytes(trace[j - off]) if j - off in hidden else hash_leaf(d) for j, d in enumerate(leaves)
+    ]
+    return merkle_root_of_leaf_hashes(hashes)
+
+
+def make_segment(
+    model: GPT,
+    icfg: InnerConfig,
+    corpus: Corpus,
+    spec: ShardSpec,
+    start_step: int,
+    k: int,
+    opt=None,
+    device: str = "cpu",
+    carry: bytes = EMPTY_CARRY_HASH,
+    slices: int = 1,
+) -> tuple[bytes, bytes]:
     """(start, end) state bytes of an honest k-step segment from the given model/opt."""
     from trainer.state import make_inner_optimizer
 
     opt = opt or make_inner_optimizer(model, icfg)
     shard = spec.shard_index()
-    start = state_bytes(model, opt, icfg, round=spec.round, inner_step=start_step, shard=shard, carry=carry)
-    run_inner_steps(model, opt, icfg, corpus, spec, start_step, k, device=device, carry=carry)
-    end = state_bytes(model, opt, icfg, round=spec.round, inner_step=start_step + k, shard=shard, carry=carry)
+
+    def snap(step: int) -> bytes:
+        return state_bytes(
+            model,
+            opt,
+            icfg,
+            round=spec.round,
+            inner_step=step,
+            shard=shard,
+            carry=carry,
+            slices=slices,
+        )
+
+    start = snap(start_step)
+    run_inner_steps(
+        model, opt, icfg, corpus, spec, start_step, k, device=device, carry=carry, slices=slices
+    )
+    end = snap(start_step + k)
     return start, end
 
 
@@ -534,7 +879,9 @@ def calibrate_tolerance(start_state: bytes, spec: ShardSpec, k: int, corpus: Cor
     return out
 
 
-def rerun_segment(start_state: bytes, spec: ShardSpec, k: int, corpus: Corpus, dtype=torch.float32) -> bytes:
+def rerun_segment(
+    start_state: bytes, spec: ShardSpec, k: int, corpus: Corpus, dtype=torch.float32
+) -> bytes:
     """Re-run k steps from a state with the model and moments in ``dtype`` (cast back to float32
     for the state bytes): another numerical path (float64) or a cheaper one (bfloat16)."""
     ls = load_state(start_state)
@@ -582,4 +929,8 @@ def quality_score(base: GPT | bytes, update: bytes | dict, heldout) -> int:
     with torch.no_grad():
         for n, p in model.named_parameters():
             p.copy_(saved[n])
-    return int(round((before - after) * 1000))
+    if not math.isfinite(before - after):
+        # a finite but huge update can overflow the logits: round() raised on NaN (ValueError)
+        # or inf (OverflowError) from inside the caller's screen
+        raise ValueError("the held-out loss is not finite after applying the update")
+    return round((before - after) * 1000)

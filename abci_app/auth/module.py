@@ -1,4 +1,5 @@
-"""auth module: accounts (sequence, public key) and the minimum-fee params (genesis ``auth.params``)."""
+"""auth module: accounts (sequence, public key) and the minimum-fee params (genesis
+``auth.params``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from abci_app.store import CacheKV
 
 
 def init_genesis(store: CacheKV, state: dict[str, Any], req: abci.RequestInitChain) -> None:
+    if not isinstance(state, dict):
+        raise ValueError(f"auth genesis: must be an object {{params}}, got {state!r}")
     unknown = set(state) - {"params"}
     if unknown:
         raise ValueError(f"auth genesis: unknown keys {sorted(unknown)}")

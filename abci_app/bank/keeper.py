@@ -1,4 +1,5 @@
-"""Balances and supply. Mutators keep ``sum(balances) == supply`` (checked by ``check_invariants``)."""
+"""Balances and supply. Mutators keep ``sum(balances) == supply`` (checked by
+``check_invariants``)."""
 
 from __future__ import annotations
 

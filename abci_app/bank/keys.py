@@ -19,7 +19,14 @@ FEE_COLLECTOR = module_address("fee_collector")
 # balances move only through their modules and each module's books can be checked exactly.
 MODULE_ACCOUNTS: frozenset[bytes] = frozenset(
     module_address(n)
-    for n in ("fee_collector", "bonded_pool", "unbonding_pool", "provider_bonds", "job_escrow", "settlement_escrow")
+    for n in (
+        "fee_collector",
+        "bonded_pool",
+        "unbonding_pool",
+        "provider_bonds",
+        "job_escrow",
+        "settlement_escrow",
+    )
 )
 
 

@@ -23,4 +23,5 @@ def process_msg_send(ctx: Ctx, signer: bytes, msg: bank_pb2.MsgSend) -> None:
     if to in MODULE_ACCOUNTS:
         raise ErrSendToModule("cannot send to a module account")
     keeper.send(ctx.store, signer, to, msg.amount)
-    ctx.emit(transfer_event(signer, to, msg.amount))
+    if ctx.recording:
+        ctx.emit(transfer_event(signer, to, msg.amount))

@@ -1,1 +1,2 @@
-"""Transaction envelope, signatures and addresses. Generated stubs live in ``gen/`` (not committed)."""
+"""Transaction envelope, signatures and addresses. Generated stubs live in ``gen/`` (not
+committed)."""

@@ -1,4 +1,4 @@
-"""Account addresses: the first 20 bytes of sha256(ed25519 public key), shown as bech32 ``loco1...``.
+"""Account addresses: the first 20 bytes of sha256(ed25519 public key), as bech32 ``loco1...``.
 
 CometBFT derives a validator's consensus address the same way (sha256(pubkey)[:20]), so a
 consensus key and an account key of the same bytes have the same 20-byte address.
@@ -37,7 +37,9 @@ def from_bech32(text: str) -> bytes:
     """Decode a ``loco1...`` address; raises ErrInvalidAddress naming what is wrong."""
     hrp, data = _bech32.bech32_decode(text.strip())
     if hrp is None or data is None:
-        raise ErrInvalidAddress(f"{text!r} is not a valid bech32 address (bad checksum or characters)")
+        raise ErrInvalidAddress(
+            f"{text!r} is not a valid bech32 address (bad checksum or characters)"
+        )
     if hrp != HRP:
         raise ErrInvalidAddress(f"{text!r} has prefix {hrp!r}; loconet addresses start with {HRP}1")
     raw = _bech32.convertbits(data, 5, 8, False)

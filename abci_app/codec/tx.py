@@ -5,9 +5,10 @@ The signature is ed25519 over ``sign_bytes(chain_id, body_bytes, auth_info_bytes
 bytes sent, length-prefixed, behind a domain tag; nothing is re-serialised before verifying.
 
 Decoding is strict: every protobuf layer must re-encode (deterministically) to exactly the bytes
-received and carry no unknown fields (checked at every depth of every message), so one transaction has exactly one encoding; trailing
-bytes, duplicated fields and non-minimal varints are rejected as ``ErrTxDecode``. A ``Msg``
-whose oneof is unset (a message type this node does not know) is ``ErrUnknownMessage``.
+received and carry no unknown fields (checked at every depth of every message), so one transaction
+has exactly one encoding; trailing bytes, duplicated fields and non-minimal varints are rejected as
+``ErrTxDecode``. A ``Msg`` whose oneof is unset (a message type this node does not know) is
+``ErrUnknownMessage``.
 
 Signature checks use libsodium (PyNaCl), about 2x faster than OpenSSL through ``cryptography``
 on this machine class (ANCHORS: 11,300/s vs 5,800/s); keys are generated and used for signing
@@ -52,9 +53,12 @@ def sign_bytes(chain_id: str, body_bytes: bytes, auth_info_bytes: bytes) -> byte
     return b"".join(
         (
             SIGN_DOMAIN,
-            encode_uvarint(len(cid)), cid,
-            encode_uvarint(len(body_bytes)), body_bytes,
-            encode_uvarint(len(auth_info_bytes)), auth_info_bytes,
+            encode_uvarint(len(cid)),
+            cid,
+            encode_uvarint(len(body_bytes)),
+            body_bytes,
+            encode_uvarint(len(auth_info_bytes)),
+            auth_info_bytes,
         )
     )
 
@@ -98,7 +102,9 @@ def _check_canonical(msg: Message, data: bytes, what: str) -> None:
     if len(UnknownFieldSet(msg)):
         raise ErrTxDecode(f"{what}: unknown fields or trailing bytes")
     if msg.SerializeToString(deterministic=True) != data:
-        raise ErrTxDecode(f"{what}: non-canonical encoding (duplicated fields, trailing bytes or padding)")
+        raise ErrTxDecode(
+            f"{what}: non-canonical encoding (duplicated fields, trailing bytes or padding)"
+        )
 
 
 def _unknown_field_path(msg: Message, path: str = "") -> str | None:
@@ -111,7 +117,9 @@ def _unknown_field_path(msg: Message, path: str = "") -> str | None:
         if fd.message_type is None:
             continue
         if fd.message_type.GetOptions().map_entry:
-            items = [(f"{path}{fd.name}[{k!r}]", v) for k, v in value.items() if isinstance(v, Message)]
+            items = [
+                (f"{path}{fd.name}[{k!r}]", v) for k, v in value.items() if isinstance(v, Message)
+            ]
         elif fd.is_repeated:
             items = [(f"{path}{fd.name}[{j}]", v) for j, v in enumerate(value)]
         else:
@@ -143,7 +151,9 @@ def decode_tx(raw: bytes, *, max_tx_bytes: int = MAX_TX_BYTES) -> Tx:
     if len(body.messages) > MAX_MSGS:
         raise ErrTxTooLarge(f"tx has {len(body.messages)} messages; the limit is {MAX_MSGS}")
     if len(body.memo.encode()) > MAX_MEMO_BYTES:
-        raise ErrMemoTooLong(f"memo is {len(body.memo.encode())} bytes; the limit is {MAX_MEMO_BYTES}")
+        raise ErrMemoTooLong(
+            f"memo is {len(body.memo.encode())} bytes; the limit is {MAX_MEMO_BYTES}"
+        )
     msgs: list[tuple[str, Message]] = []
     for i, m in enumerate(body.messages):
         kind = m.WhichOneof("sum")
@@ -152,7 +162,9 @@ def decode_tx(raw: bytes, *, max_tx_bytes: int = MAX_TX_BYTES) -> Tx:
         inner = getattr(m, kind)
         where = _unknown_field_path(m)
         if where is not None:
-            raise ErrTxDecode(f"message {i} ({kind}): unknown fields in {where or 'the Msg wrapper'}")
+            raise ErrTxDecode(
+                f"message {i} ({kind}): unknown fields in {where or 'the Msg wrapper'}"
+            )
         msgs.append((kind, inner))
     return Tx(
         raw=raw,
@@ -173,11 +185,19 @@ def decode_tx(raw: bytes, *, max_tx_bytes: int = MAX_TX_BYTES) -> Tx:
 class SignatureCache:
     """Decoded txs whose signature verified, keyed by their exact bytes (decoding and signature
     validity are pure functions of the bytes), so a node decodes and verifies a tx once although
-    it sees it in CheckTx, ProcessProposal and FinalizeBlock. Bounded, least recently used out."""
+    it sees it in CheckTx, ProcessProposal and FinalizeBlock. Bounded, least recently used out,
+    by count and by bytes: a tx's signature verifies before its fee is checked, so anyone can
+    fill the cache for free (CheckTx, /simulate) with 64 KiB txs that then fail; 200,000 of them
+    pinned ~25 GB (raw bytes plus their decoded copies). ``capacity_bytes`` counts each entry
+    as twice its raw size plus a fixed overhead."""
 
-    def __init__(self, capacity: int = 200_000) -> None:
+    ENTRY_OVERHEAD = 600  # the Tx object, its message tuple and the dict slot, roughly
+
+    def __init__(self, capacity: int = 200_000, capacity_bytes: int = 256 << 20) -> None:
         self._ok: OrderedDict[bytes, Tx] = OrderedDict()
         self._capacity = capacity
+        self._capacity_bytes = capacity_bytes
+        self._bytes = 0
 
     def lookup(self, raw: bytes) -> Tx | None:
         tx = self._ok.get(raw)
@@ -192,10 +212,27 @@ class SignatureCache:
             raise ErrInvalidSignature("signature does not verify for the signer's public key")
         self._remember(tx)
 
+    @classmethod
+    def _cost(cls, raw: bytes) -> int:
+        return 2 * len(raw) + cls.ENTRY_OVERHEAD
+
+    @property
+    def cached_bytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._ok)
+
     def _remember(self, tx: Tx) -> None:
+        if tx.raw in self._ok:
+            return
         self._ok[tx.raw] = tx
-        if len(self._ok) > self._capacity:
-            self._ok.popitem(last=False)
+        self._bytes += self._cost(tx.raw)
+        while len(self._ok) > 1 and (
+            len(self._ok) > self._capacity or self._bytes > self._capacity_bytes
+        ):
+            old, _ = self._ok.popitem(last=False)
+            self._bytes -= self._cost(old)
 
     def preverify(self, raws: list[bytes], pool: Executor, workers: int) -> None:
         """Decode and verify a batch of txs on ``workers`` threads (libsodium releases the GIL)
@@ -211,8 +248,9 @@ class SignatureCache:
         if len(txs) < 2 * workers:
             return
         chunks = [txs[i::workers] for i in range(workers)]
-        for chunk, oks in zip(chunks, pool.map(lambda c: [_signature_ok(t) for t in c], chunks)):
-            for tx, ok in zip(chunk, oks):
+        results = pool.map(lambda c: [_signature_ok(t) for t in c], chunks)
+        for chunk, oks in zip(chunks, results, strict=True):
+            for tx, ok in zip(chunk, oks, strict=True):
                 if ok:
                     self._remember(tx)
 

@@ -53,7 +53,7 @@ def compute_catch_bps(n: int, s: int, challenge_bps: int, fake_bps: int, rounds:
     a, b = comb(n - m, k), comb(n, k)
     miss_num = BPS * b - challenge_bps * (b - a)  # P(miss one round) = miss_num / (BPS · b)
     den = (BPS * b) ** rounds
-    miss = miss_num ** rounds
+    miss = miss_num**rounds
     return BPS - (-(-BPS * miss // den))
 
 

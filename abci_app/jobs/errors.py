@@ -109,7 +109,7 @@ class ErrUnboundCommitment(JobsError):
     code = 523
 
 
-# -- incentives (README "Why cheating does not pay"): 530..539 ---------------------------------------
+# -- incentives (README "Why cheating does not pay"): 530..539 -------------------------------------
 
 
 class ErrVoteMismatch(JobsError):
@@ -120,8 +120,9 @@ class ErrVoteMismatch(JobsError):
 
 
 class ErrBadEvidence(JobsError):
-    """A vote's evidence contradicts it: a valid vote must carry the end state its re-execution
-    reached, equal to the revealed end state; an invalid vote one that differs."""
+    """A vote's evidence contradicts it: a valid vote must carry the end states its re-execution
+    reached, each the committed trace leaf of an opened end (secret in exact mode); an invalid
+    vote states that differ in one."""
 
     code = 531
 
@@ -130,3 +131,20 @@ class ErrCannotDecline(JobsError):
     """MsgDeclineRound after the participant committed (or outside the commit window)."""
 
     code = 532
+
+
+class ErrBadTraceList(JobsError):
+    """MsgRevealSegment's trace list is not the committed trace: its length is not H/k + 1
+    hashes, its sha256 is not trace_list_hash, its bound root is not the committed trace root,
+    or a later opening names another trace_list_hash than the participant's first."""
+
+    code = 533
+
+
+class ErrBadProbe(JobsError):
+    """A tolerance-mode probe is malformed or out of place: MsgSubmitUpdate's probe_root missing
+    in tolerance mode (or given in exact mode), MsgOpenEnd on an exact-mode job or with a probe
+    that is not PROBE_DIM integers within range (abci_app/jobs/probe.py), or a vote's probes that
+    are not PROBE_DIM per opened segment or not its evidence."""
+
+    code = 534

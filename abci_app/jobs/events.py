@@ -1,5 +1,6 @@
 """jobs and rounds events (constant keys; emitted after the change). Every attribute is indexed,
-so e.g. ``tx_search "update.submitted.job_id='1'"`` or ``block_search "round.finalized.job_id='1'"``."""
+so e.g. ``tx_search "update.submitted.job_id='1'"`` or ``block_search
+"round.finalized.job_id='1'"``."""
 
 from abci_app.codec.address import to_bech32
 from abci_app.context import event
@@ -7,7 +8,14 @@ from abci_app.pb import abci
 
 
 def job_created(job_id: int, owner: bytes, rounds: int, escrow: int, burned: int) -> abci.Event:
-    return event("job.created", job_id=job_id, owner=to_bech32(owner), rounds=rounds, escrow=escrow, burned=burned)
+    return event(
+        "job.created",
+        job_id=job_id,
+        owner=to_bech32(owner),
+        rounds=rounds,
+        escrow=escrow,
+        burned=burned,
+    )
 
 
 def job_cancel_requested(job_id: int, owner: bytes) -> abci.Event:
@@ -18,9 +26,15 @@ def job_closed(job_id: int, status: str, refund: int, paid_total: int) -> abci.E
     return event("job.closed", job_id=job_id, status=status, refund=refund, paid_total=paid_total)
 
 
-def round_opened(job_id: int, round_: int, participants: int, base_model: bytes, commit_deadline: int) -> abci.Event:
+def round_opened(
+    job_id: int, round_: int, participants: int, base_model: bytes, commit_deadline: int
+) -> abci.Event:
     return event(
-        "round.opened", job_id=job_id, round=round_, participants=participants, base_model=base_model,
+        "round.opened",
+        job_id=job_id,
+        round=round_,
+        participants=participants,
+        base_model=base_model,
         commit_deadline=commit_deadline,
     )
 
@@ -29,28 +43,64 @@ def round_waiting(job_id: int, round_: int) -> abci.Event:
     return event("round.waiting", job_id=job_id, round=round_, reason="no eligible providers")
 
 
-def update_submitted(job_id: int, round_: int, provider: bytes, update_root: bytes, trace_root: bytes) -> abci.Event:
+def update_submitted(
+    job_id: int, round_: int, provider: bytes, update_root: bytes, trace_root: bytes
+) -> abci.Event:
     return event(
-        "update.submitted", job_id=job_id, round=round_, provider=to_bech32(provider), update_root=update_root,
+        "update.submitted",
+        job_id=job_id,
+        round=round_,
+        provider=to_bech32(provider),
+        update_root=update_root,
         trace_root=trace_root,
     )
 
 
-def challenge_issued(job_id: int, round_: int, provider: bytes, segments: list[int], verifiers: list[bytes]) -> abci.Event:
+def challenge_issued(
+    job_id: int, round_: int, provider: bytes, segments: list[int], verifiers: list[bytes]
+) -> abci.Event:
     return event(
-        "challenge.issued", job_id=job_id, round=round_, provider=to_bech32(provider), segment=segments[0],
-        segments=",".join(str(i) for i in segments), verifiers=",".join(to_bech32(v) for v in verifiers),
+        "challenge.issued",
+        job_id=job_id,
+        round=round_,
+        provider=to_bech32(provider),
+        segment=segments[0],
+        segments=",".join(str(i) for i in segments),
+        verifiers=",".join(to_bech32(v) for v in verifiers),
     )
 
 
 def segment_revealed(job_id: int, round_: int, provider: bytes, segment: int) -> abci.Event:
-    return event("segment.revealed", job_id=job_id, round=round_, provider=to_bech32(provider), segment=segment)
-
-
-def verdict_posted(job_id: int, round_: int, verifier: bytes, target: bytes, valid: bool, quality: int) -> abci.Event:
     return event(
-        "verdict.posted", job_id=job_id, round=round_, verifier=to_bech32(verifier), provider=to_bech32(target),
-        valid=valid, quality=quality,
+        "segment.revealed",
+        job_id=job_id,
+        round=round_,
+        provider=to_bech32(provider),
+        segment=segment,
+    )
+
+
+def end_opened(job_id: int, round_: int, provider: bytes, segment: int) -> abci.Event:
+    return event(
+        "end.opened",
+        job_id=job_id,
+        round=round_,
+        provider=to_bech32(provider),
+        segment=segment,
+    )
+
+
+def verdict_posted(
+    job_id: int, round_: int, verifier: bytes, target: bytes, valid: bool, quality: int
+) -> abci.Event:
+    return event(
+        "verdict.posted",
+        job_id=job_id,
+        round=round_,
+        verifier=to_bech32(verifier),
+        provider=to_bech32(target),
+        valid=valid,
+        quality=quality,
     )
 
 
@@ -58,40 +108,109 @@ def round_declined(job_id: int, round_: int, provider: bytes) -> abci.Event:
     return event("round.declined", job_id=job_id, round=round_, provider=to_bech32(provider))
 
 
-def vote_committed(job_id: int, round_: int, verifier: bytes, target: bytes, panel: int) -> abci.Event:
-    return event("vote.committed", job_id=job_id, round=round_, verifier=to_bech32(verifier), provider=to_bech32(target),
-                 panel=panel)
+def vote_committed(
+    job_id: int, round_: int, verifier: bytes, target: bytes, panel: int
+) -> abci.Event:
+    return event(
+        "vote.committed",
+        job_id=job_id,
+        round=round_,
+        verifier=to_bech32(verifier),
+        provider=to_bech32(target),
+        panel=panel,
+    )
 
 
-def verdict_escalated(job_id: int, round_: int, target: bytes, appeal: list[bytes]) -> abci.Event:
-    return event("verdict.escalated", job_id=job_id, round=round_, provider=to_bech32(target),
-                 verifiers=",".join(to_bech32(a) for a in appeal))
+def verdict_escalated(
+    job_id: int,
+    round_: int,
+    target: bytes,
+    appeal: list[bytes],
+    panel: str = "appeal",
+    reason: str = "dispute",
+) -> abci.Event:
+    """``reason``: ``dispute`` (the earlier panel was not unanimous valid, or did not accept) or
+    ``audit`` (a unanimous-valid first panel drawn for an audit, ``audit_bps``)."""
+    return event(
+        "verdict.escalated",
+        job_id=job_id,
+        round=round_,
+        provider=to_bech32(target),
+        verifiers=",".join(to_bech32(a) for a in appeal),
+        panel=panel,
+        reason=reason,
+    )
 
 
-def verdict_decided(job_id: int, round_: int, target: bytes, outcome: str, quality: int) -> abci.Event:
-    return event("verdict.decided", job_id=job_id, round=round_, provider=to_bech32(target), outcome=outcome, quality=quality)
+def verdict_decided(
+    job_id: int, round_: int, target: bytes, outcome: str, quality: int
+) -> abci.Event:
+    return event(
+        "verdict.decided",
+        job_id=job_id,
+        round=round_,
+        provider=to_bech32(target),
+        outcome=outcome,
+        quality=quality,
+    )
 
 
-def model_attested(job_id: int, round_: int, model_hash: bytes, stake: int, total: int) -> abci.Event:
-    return event("model.attested", job_id=job_id, round=round_, model_hash=model_hash, stake=stake, total_stake=total)
+def model_attested(
+    job_id: int, round_: int, model_hash: bytes, stake: int, total: int
+) -> abci.Event:
+    return event(
+        "model.attested",
+        job_id=job_id,
+        round=round_,
+        model_hash=model_hash,
+        stake=stake,
+        total_stake=total,
+    )
 
 
 def attestation_posted(job_id: int, round_: int, provider: bytes, model_hash: bytes) -> abci.Event:
-    return event("attestation.posted", job_id=job_id, round=round_, provider=to_bech32(provider), model_hash=model_hash)
+    return event(
+        "attestation.posted",
+        job_id=job_id,
+        round=round_,
+        provider=to_bech32(provider),
+        model_hash=model_hash,
+    )
 
 
 def reward_paid(job_id: int, round_: int, recipient: bytes, amount: int, kind: str) -> abci.Event:
-    return event("reward.paid", job_id=job_id, round=round_, recipient=to_bech32(recipient), amount=amount, payout=kind)
+    return event(
+        "reward.paid",
+        job_id=job_id,
+        round=round_,
+        recipient=to_bech32(recipient),
+        amount=amount,
+        payout=kind,
+    )
 
 
 def round_finalized(
-    job_id: int, round_: int, accepted: int, reward_paid: int, verifier_paid: int, returned: int, attested: bytes
+    job_id: int,
+    round_: int,
+    accepted: int,
+    reward_paid: int,
+    verifier_paid: int,
+    returned: int,
+    attested: bytes,
 ) -> abci.Event:
     return event(
-        "round.finalized", job_id=job_id, round=round_, accepted=accepted, reward_paid=reward_paid,
-        verifier_paid=verifier_paid, returned=returned, attested_model=attested,
+        "round.finalized",
+        job_id=job_id,
+        round=round_,
+        accepted=accepted,
+        reward_paid=reward_paid,
+        verifier_paid=verifier_paid,
+        returned=returned,
+        attested_model=attested,
     )
 
 
 def reputation_changed(provider: bytes, old: int, new: int, reason: str) -> abci.Event:
-    return event("reputation.changed", provider=to_bech32(provider), old=old, new=new, reason=reason)
+    return event(
+        "reputation.changed", provider=to_bech32(provider), old=old, new=new, reason=reason
+    )

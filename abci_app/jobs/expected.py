@@ -26,7 +26,9 @@ class ProviderKeeper(Protocol):
 
     def get_provider(self, store: KVReader, address: bytes) -> providers_pb2.Provider | None: ...
 
-    def get_eligible(self, store: KVReader, min_reputation: int, min_stake: int) -> list[providers_pb2.Provider]: ...
+    def get_eligible(
+        self, store: KVReader, min_reputation: int, min_stake: int
+    ) -> list[providers_pb2.Provider]: ...
 
     def get_reputation(self, store: KVReader, address: bytes) -> int: ...
 
@@ -37,6 +39,15 @@ class ProviderKeeper(Protocol):
     def jail(self, ctx: Ctx, address: bytes, reason: str) -> None: ...
 
     def slash(
-        self, ctx: Ctx, address: bytes, fraction_bps: int, *, reason: str, job_id: int, round_: int,
-        bounty_bps: int = 0, bounty_weights: Sequence[tuple[bytes, int]] = (), min_amount: int = 0,
+        self,
+        ctx: Ctx,
+        address: bytes,
+        fraction_bps: int,
+        *,
+        reason: str,
+        job_id: int,
+        round_: int,
+        bounty_bps: int = 0,
+        bounty_weights: Sequence[tuple[bytes, int]] = (),
+        min_amount: int = 0,
     ) -> SlashOutcome: ...

@@ -2,11 +2,18 @@
 functions over integers and records; ``rounds.py`` and ``msgs.py`` apply them.
 
     compute_vote_hash          secret votes: MsgVerdict commits to this, MsgRevealVote opens it
-    compute_evidence           what a vote's evidence must be for a valid vote
+    compute_blind_vote_hash    tolerance mode: the vote commits to its probe evidence only
+    compute_evidence           the digest of the end states a verifier's re-execution reached
+    compute_end_leaves         the committed trace leaf hash of each opened segment's end
+    is_reached_valid           a vote is valid <=> every reached end state is its committed leaf
+    compute_hidden_entries     the trace entries an exact-mode reveal keeps secret
+    mask_trace                 the trace list a provider serves then (secret entries as leaf hashes)
     compute_required_bond      collateral: a cheater loses more on average than a slot pays
     compute_model_params       the model size a provider's policy compares with
     is_job_acceptable          opt-in: a provider's policy, never the job's owner
     is_escalated               a first-panel verdict that is not unanimous goes to the appeal panel
+    compute_audit_seed         the panel audits' seed, drawn after the first panel's votes open
+    is_audited                 a unanimous-valid first panel is escalated anyway with audit_bps
     compute_value_gain_bps     reputation grows with the value of verified, paid work
 """
 
@@ -15,6 +22,8 @@ from __future__ import annotations
 import hashlib
 
 from abci_app.encoding import u64_key
+from abci_app.jobs.sampler import Sampler
+from abci_app.merkle import hash_leaf
 from abci_app.pb import jobs_pb2, providers_pb2
 
 BPS = 10_000
@@ -26,15 +35,41 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def compute_vote_hash(job_id: int, round_: int, target: bytes, verifier: bytes, valid: bool, quality: int,
-                      evidence: bytes, salt: bytes) -> bytes:
+def compute_vote_hash(
+    job_id: int,
+    round_: int,
+    target: bytes,
+    verifier: bytes,
+    valid: bool,
+    quality: int,
+    evidence: bytes,
+    salt: bytes,
+) -> bytes:
     """sha256(DOMAIN | u64 job | u64 round | target (20) | verifier (20) | valid (1 byte) |
     u32 quality | evidence (32) | salt (32)). The verifier's address is inside: a copied hash
     cannot be opened by anyone else, and the salt keeps the two-valued vote unguessable."""
     return hashlib.sha256(
-        VOTE_DOMAIN + u64_key(job_id) + u64_key(round_) + target + verifier + (b"\x01" if valid else b"\x00")
-        + quality.to_bytes(4, "big") + evidence + salt
+        VOTE_DOMAIN
+        + u64_key(job_id)
+        + u64_key(round_)
+        + target
+        + verifier
+        + (b"\x01" if valid else b"\x00")
+        + quality.to_bytes(4, "big")
+        + evidence
+        + salt
     ).digest()
+
+
+def compute_blind_vote_hash(
+    job_id: int, round_: int, target: bytes, verifier: bytes, evidence: bytes, salt: bytes
+) -> bytes:
+    """The secret vote of a tolerance-mode job: ``compute_vote_hash`` with valid false and
+    quality 0, i.e. a commitment to the evidence (the probes of the states the verifier's
+    re-execution reached) and the salt only. The verifier cannot judge the claimed end state
+    before MsgOpenEnd opens it (after this commitment), so the vote's valid and quality are given
+    when it is opened; its evidence, bound here, is what only re-execution yields."""
+    return compute_vote_hash(job_id, round_, target, verifier, False, 0, evidence, salt)
 
 
 def compute_evidence(end_state_hashes: list[bytes]) -> bytes:
@@ -46,12 +81,35 @@ def compute_evidence(end_state_hashes: list[bytes]) -> bytes:
 
 
 def compute_expected_evidence(p: jobs_pb2.Participant) -> bytes:
-    """compute_evidence over ``p``'s opened segments (``Participant.reveals``), by segment."""
+    """compute_evidence over ``p``'s opened end states, by segment (tolerance mode, where the end
+    states are public; in exact mode they are secret and only re-execution yields them)."""
     return compute_evidence([o.end_state_hash for o in sorted(p.reveals, key=lambda o: o.segment)])
 
 
-def compute_required_bond(reward_per_round: int, participants: int, challenge_bps: int, fraud_bps: int,
-                          margin_bps: int) -> int:
+def compute_end_leaves(p: jobs_pb2.Participant) -> list[bytes]:
+    """The committed Merkle leaf hash of each opened segment's end state, in segment order:
+    ``Reveal.end_leaf_hash`` (exact mode: the state hash itself is secret until the votes are
+    open) or ``hash_leaf(end_state_hash)`` (tolerance mode)."""
+    return [
+        o.end_leaf_hash or hash_leaf(o.end_state_hash)
+        for o in sorted(p.reveals, key=lambda o: o.segment)
+    ]
+
+
+def is_reached_valid(p: jobs_pb2.Participant, reached: list[bytes]) -> bool:
+    """A vote's ``reached`` states (one per opened segment, segment order) are all the committed
+    ends: ``hash_leaf(reached[i])`` is the trace leaf the provider committed for that end. In
+    exact mode nobody but the provider knows those states before the votes are open, so a valid
+    vote proves the verifier re-executed every opened segment whose end is not otherwise public."""
+    leaves = compute_end_leaves(p)
+    return len(reached) == len(leaves) and all(
+        hash_leaf(x) == leaf for x, leaf in zip(reached, leaves, strict=True)
+    )
+
+
+def compute_required_bond(
+    reward_per_round: int, participants: int, challenge_bps: int, fraud_bps: int, margin_bps: int
+) -> int:
     """Bond a provider needs to be drawn for a job:
     ``ceil(margin x slot / (challenge rate x fraud slash))`` with ``slot = R / P``. A cheater
     caught with probability >= challenge rate loses fraud_bps of its bond (withholding costs the
@@ -75,11 +133,14 @@ def is_job_acceptable(p: providers_pb2.Provider, job: jobs_pb2.Job, required_bon
     if p.address == job.owner or p.bond < required_bond:
         return False
     pol = p.policy
-    if pol.min_slot_reward and job.reward_per_round // job.spec.participants_per_round < pol.min_slot_reward:
+    if (
+        pol.min_slot_reward
+        and job.reward_per_round // job.spec.participants_per_round < pol.min_slot_reward
+    ):
         return False
-    if pol.max_model_params and compute_model_params(job.spec.model) > pol.max_model_params:
-        return False
-    return True
+    return not (
+        pol.max_model_params and compute_model_params(job.spec.model) > pol.max_model_params
+    )
 
 
 def is_escalated(verifiers: list[jobs_pb2.VerifierAssignment]) -> bool:
@@ -90,9 +151,45 @@ def is_escalated(verifiers: list[jobs_pb2.VerifierAssignment]) -> bool:
     return bool(verifiers) and not all(v.voted and v.valid for v in verifiers)
 
 
+def compute_audit_seed(block_seed: bytes, job_id: int, round_: int) -> bytes:
+    """sha256("loconet/panel-audit/v1" | seed of the block that closes the first panel's
+    vote-reveal window | u64 job | u64 round): randomness that did not exist while the first panel
+    committed its votes, so nobody knew which unanimous verdicts would be audited. Its own domain:
+    independent of the appeal panel's draw (``rounds.compute_appeal_seed``) from the same block."""
+    return hashlib.sha256(
+        b"loconet/panel-audit/v1" + block_seed + u64_key(job_id) + u64_key(round_)
+    ).digest()
+
+
+def is_audited(audit_seed: bytes, target: bytes, audit_bps: int) -> bool:
+    """Is the unanimous-valid first-panel verdict on ``target`` audited: ``below(10000) <
+    audit_bps`` of a sha256 counter-mode sampler seeded by ``sha256(audit_seed | target)``
+    (rejection sampling: exactly audit_bps / 10000, no modulo bias). An audited verdict goes to the
+    appeal panel as a disputed one would: a coalition that holds every first-panel seat and waves
+    a cheater through is caught there with probability audit_bps / 10000 per challenge."""
+    if audit_bps <= 0:
+        return False
+    return Sampler(hashlib.sha256(audit_seed + target).digest()).below(BPS) < audit_bps
+
+
 def compute_value_gain_bps(gain_bps: int, paid: int, unit: int) -> int:
     """Reputation gain rate for a round that paid ``paid``: full ``gain_bps`` at ``unit`` or
     more, proportionally less below (truncating), 0 for unpaid work."""
     if unit == 0:
         return gain_bps
     return gain_bps * min(paid, unit) // unit
+
+
+def compute_hidden_entries(segments: list[int], n: int) -> set[int]:
+    """Trace entries an exact-mode reveal keeps secret: the end s + 1 of each opened segment s,
+    except entry H/k (served for the payload check) and an end that another opened segment
+    starts at (its hash is opened as that start). What the provider masks in its served trace
+    list, and what the verifier re-executes to learn (its evidence)."""
+    ss = set(segments)
+    return {s + 1 for s in ss} - {0, n} - ss
+
+
+def mask_trace(trace: list[bytes], hidden: set[int]) -> list[bytes]:
+    """The trace list a provider serves in exact mode: each secret entry replaced by its Merkle
+    leaf hash (``hash_leaf``), which proves nothing about the state it commits to."""
+    return [hash_leaf(h) if i in hidden else bytes(h) for i, h in enumerate(trace)]

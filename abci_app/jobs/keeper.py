@@ -96,10 +96,12 @@ def close_job(ctx: Ctx, job: jobs_pb2.Job, status: int) -> None:
         bank.send(ctx.store, JOB_ESCROW, job.owner, refund)
     job.escrow = 0
     job.refunded += refund
-    job.status = status  # type: ignore[assignment]
+    job.status = status
     unschedule_open(ctx.store, job)
     set_job(ctx.store, job)
-    ctx.emit(events.job_closed(job.id, enum_name(jobs_pb2.JobStatus, status), refund, job.paid_total))
+    ctx.emit(
+        events.job_closed(job.id, enum_name(jobs_pb2.JobStatus, status), refund, job.paid_total)
+    )
 
 
 # -- rounds ---------------------------------------------------------------------------------------
@@ -121,11 +123,19 @@ def iterate_rounds(store: KVReader, job_id: int, start: int = 0) -> Iterator[job
 
 # -- invariants -----------------------------------------------------------------------------------
 
-# the field holding the height a live round's phase ends (= rounds.TRANSITIONS; rounds imports this module)
-_DUE_FIELD = {jobs_pb2.PHASE_COMMIT: "commit_deadline", jobs_pb2.PHASE_REVEAL: "reveal_end",
-              jobs_pb2.PHASE_VERDICT: "verdict_end", jobs_pb2.PHASE_VOTE_REVEAL: "vote_reveal_end",
-              jobs_pb2.PHASE_APPEAL: "appeal_end", jobs_pb2.PHASE_APPEAL_REVEAL: "appeal_reveal_end",
-              jobs_pb2.PHASE_ATTEST: "attest_end"}
+# the field holding the height a live round's phase ends (= rounds.TRANSITIONS; rounds imports this
+# module)
+_DUE_FIELD = {
+    jobs_pb2.PHASE_COMMIT: "commit_deadline",
+    jobs_pb2.PHASE_REVEAL: "reveal_end",
+    jobs_pb2.PHASE_VERDICT: "verdict_end",
+    jobs_pb2.PHASE_VOTE_REVEAL: "vote_reveal_end",
+    jobs_pb2.PHASE_APPEAL: "appeal_end",
+    jobs_pb2.PHASE_APPEAL_REVEAL: "appeal_reveal_end",
+    jobs_pb2.PHASE_FINAL: "final_end",
+    jobs_pb2.PHASE_FINAL_REVEAL: "final_reveal_end",
+    jobs_pb2.PHASE_ATTEST: "attest_end",
+}
 
 
 def check_invariants(store: KVReader) -> int:
@@ -141,7 +151,10 @@ def check_invariants(store: KVReader) -> int:
     for job in iterate_jobs(store):
         if job.escrow != job.escrow_funded - job.paid_total - job.refunded:
             raise InvariantBroken(f"job {job.id}: escrow {job.escrow} != funded - paid - refunded")
-        if job.status in (jobs_pb2.JOB_STATUS_CANCELLED, jobs_pb2.JOB_STATUS_COMPLETED) and job.escrow:
+        if (
+            job.status in (jobs_pb2.JOB_STATUS_CANCELLED, jobs_pb2.JOB_STATUS_COMPLETED)
+            and job.escrow
+        ):
             raise InvariantBroken(f"job {job.id} is closed but still holds {job.escrow}")
         if not job.rounds_finalized <= job.rounds_opened <= job.rounds:
             raise InvariantBroken(f"job {job.id}: rounds opened/finalized out of range")
@@ -152,20 +165,40 @@ def check_invariants(store: KVReader) -> int:
         for r in iterate_rounds(store, job.id):
             if r.phase != jobs_pb2.PHASE_FINALIZED:
                 if r.phase not in _DUE_FIELD:
-                    raise InvariantBroken(f"job {job.id} round {r.round} is stored in phase {r.phase}")
+                    raise InvariantBroken(
+                        f"job {job.id} round {r.round} is stored in phase {r.phase}"
+                    )
                 live[(job.id, r.round)] = getattr(r, _DUE_FIELD[r.phase])
                 in_commit = in_commit or r.phase == jobs_pb2.PHASE_COMMIT
-            if r.reward_paid > job.reward_per_round or r.verifier_paid > job.verifier_reward_per_round:
+            if (
+                r.reward_paid > job.reward_per_round
+                or r.verifier_paid > job.verifier_reward_per_round
+            ):
                 raise InvariantBroken(f"job {job.id} round {r.round} paid more than its budget")
-            if r.reward_paid + r.verifier_paid != sum(p.amount for p in r.payouts if p.kind != "bounty"):
-                raise InvariantBroken(f"job {job.id} round {r.round}: payout records disagree with totals")
+            if r.reward_paid + r.verifier_paid != sum(
+                p.amount for p in r.payouts if p.kind != "bounty"
+            ):
+                raise InvariantBroken(
+                    f"job {job.id} round {r.round}: payout records disagree with totals"
+                )
             paid += r.reward_paid + r.verifier_paid
         if paid != job.paid_total:
-            raise InvariantBroken(f"job {job.id}: rounds paid {paid} != job paid_total {job.paid_total}")
+            raise InvariantBroken(
+                f"job {job.id}: rounds paid {paid} != job paid_total {job.paid_total}"
+            )
         open_ = job.status in (jobs_pb2.JOB_STATUS_ACTIVE, jobs_pb2.JOB_STATUS_CANCELLING)
-        if open_ and job.rounds_finalized == (job.rounds if job.status == jobs_pb2.JOB_STATUS_ACTIVE else job.rounds_opened):
-            raise InvariantBroken(f"job {job.id} has no round left to run but is still {enum_name(jobs_pb2.JobStatus, job.status)}")
-        if job.status == jobs_pb2.JOB_STATUS_ACTIVE and job.rounds_opened < job.rounds and not in_commit:
+        if open_ and job.rounds_finalized == (
+            job.rounds if job.status == jobs_pb2.JOB_STATUS_ACTIVE else job.rounds_opened
+        ):
+            raise InvariantBroken(
+                f"job {job.id} has no round left to run but is still "
+                f"{enum_name(jobs_pb2.JobStatus, job.status)}"
+            )
+        if (
+            job.status == jobs_pb2.JOB_STATUS_ACTIVE
+            and job.rounds_opened < job.rounds
+            and not in_commit
+        ):
             must_open.add(job.id)
         total += job.escrow
     held = bank.get_balance(store, JOB_ESCROW)
@@ -175,16 +208,23 @@ def check_invariants(store: KVReader) -> int:
     for key, _ in store.iterate(ROUND_DUE_PREFIX, prefix_end(ROUND_DUE_PREFIX)):
         at, job_id, round_ = parse_round_due_key(key)
         if live.pop((job_id, round_), None) != at:
-            raise InvariantBroken(f"round schedule entry {key.hex()} for a missing, finalized or twice-scheduled"
-                                  " round, or not at the end of its phase")
+            raise InvariantBroken(
+                f"round schedule entry {key.hex()} for a missing, finalized or twice-scheduled"
+                " round, or not at the end of its phase"
+            )
     if live:
-        raise InvariantBroken(f"live rounds without a schedule entry (they would never advance): {sorted(live)}")
+        raise InvariantBroken(
+            f"live rounds without a schedule entry (they would never advance): {sorted(live)}"
+        )
     for key, _ in store.iterate(OPEN_DUE_PREFIX, prefix_end(OPEN_DUE_PREFIX)):
         job2 = get_job(store, parse_open_due_key(key)[1])
         if job2 is None or job2.status != jobs_pb2.JOB_STATUS_ACTIVE:
             raise InvariantBroken(f"open schedule entry {key.hex()} for a missing or inactive job")
         must_open.discard(job2.id)
     if must_open:
-        raise InvariantBroken(f"active jobs with rounds left but no round in commit and no open scheduled: {sorted(must_open)}")
+        raise InvariantBroken(
+            "active jobs with rounds left but no round in commit and no open scheduled: "
+            f"{sorted(must_open)}"
+        )
     _ = ROUND_PREFIX
     return 0

@@ -1,14 +1,13 @@
 """jobs state layout (see README.md)::
 
-    0x50                                           -> JobsParams
-    0x51                                           -> u64 next job id
-    0x52 | u64 job                                 -> Job
-    0x53 | u64 job | u64 round                     -> Round
-    0x54 | u64 height | u64 job | u64 round        -> b""  (round transition due at height)
-    0x55 | u64 height | u64 job                    -> b""  (job's next round opens at height)
-    0x56 | len(addr) | addr                        -> SLA figures of a provider (sla.py: u64 counters)
+0x50                                           -> JobsParams
+0x51                                           -> u64 next job id
+0x52 | u64 job                                 -> Job
+0x53 | u64 job | u64 round                     -> Round
+0x54 | u64 height | u64 job | u64 round        -> b""  (round transition due at height)
+0x55 | u64 height | u64 job                    -> b""  (job's next round opens at height)
+0x56 | len(addr) | addr                        -> SLA figures of a provider (sla.py: u64 counters)
 """
-
 
 from abci_app.bank.keys import module_address
 from abci_app.encoding import KeyReader, lp, u64_key
@@ -85,7 +84,6 @@ def parse_open_due_key(key: bytes) -> tuple[int, int]:
     height, job_id = r.u64(), r.u64()
     r.end()
     return height, job_id
-
 
 
 def sla_key(address: bytes) -> bytes:

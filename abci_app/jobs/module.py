@@ -1,6 +1,7 @@
 """jobs module: routes create_job=30, cancel_job=31, submit_update=32, reveal_segment=33,
-verdict=34, attest_model=35, reveal_vote=36, decline_round=37; end_block advances every round by height. Built by ``new_module``
-over the providers keeper the app wires in (jobs imports nothing from abci_app.providers)."""
+verdict=34, attest_model=35, reveal_vote=36, decline_round=37, open_end=38; end_block advances
+every round by height. Built by ``new_module`` over the providers keeper the app wires in (jobs
+imports nothing from abci_app.providers)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from abci_app.jobs.msgs import (
     process_msg_cancel_job,
     process_msg_create_job,
     process_msg_decline_round,
+    process_msg_open_end,
     process_msg_reveal_segment,
     process_msg_reveal_vote,
     process_msg_submit_update,
@@ -54,6 +56,7 @@ def new_module(providers: ProviderKeeper) -> ModuleSpec:
             "attest_model": process_msg_attest_model,
             "reveal_vote": process_msg_reveal_vote,
             "decline_round": process_msg_decline_round,
+            "open_end": process_msg_open_end,
         },
         queries=QUERIES,
         init_genesis=_genesis,

@@ -3,6 +3,7 @@ providers/bank error or a tx error; a raise changes nothing (the tx's cache is d
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 
@@ -12,7 +13,9 @@ from abci_app.encoding import MAX_U64
 from abci_app.jobs import events, keeper
 from abci_app.jobs.errors import (
     ErrBadEvidence,
+    ErrBadProbe,
     ErrBadProof,
+    ErrBadTraceList,
     ErrCannotDecline,
     ErrCopiedCommitment,
     ErrDuplicate,
@@ -38,16 +41,32 @@ from abci_app.jobs.errors import (
     ErrWrongPhase,
     ErrWrongSegment,
 )
-from abci_app.jobs.incentives import compute_expected_evidence, compute_vote_hash
+from abci_app.jobs.incentives import (
+    compute_blind_vote_hash,
+    compute_evidence,
+    compute_hidden_entries,
+    compute_vote_hash,
+    is_reached_valid,
+)
 from abci_app.jobs.params import get_params
 from abci_app.jobs.policy import PolicyError, parse_policy
+from abci_app.jobs.probe import (
+    PROBE_DIM,
+    check_probe,
+    compute_probe_evidence,
+    encode_probe,
+)
 from abci_app.jobs.rounds import compute_n_segments
 from abci_app.merkle import (
     BINDING_INDEX,
     binding_leaf,
+    bound_trace_leaves,
     entry_leaf,
+    hash_leaf,
+    merkle_root_of_leaf_hashes,
     n_trace_leaves,
     n_update_leaves,
+    verify_leaf_hash_proof,
     verify_merkle_proof,
 )
 from abci_app.pb import enum_name, jobs_pb2
@@ -61,6 +80,28 @@ MAX_MODEL_DIM = 1 << 20
 MAX_LOSS_MNATS = 10**9
 MAX_QUALITY = 10_000
 MAX_BLOB_SOURCES = 8
+
+
+# The first opening of a challenge carries the whole trace list (32 bytes an entry, H/k + 1
+# entries) in one tx of at most MAX_TX_BYTES (64 KiB), and a vote's opening one reached state
+# per opened segment (<= H/k, 34 bytes each as a repeated field): 1,800 entries (57.6 KB of
+# list; 61.2 KB of reached states) leave room for the proofs, the locations, a memo and the
+# signed envelope (both largest txs are built in tests/jobs/test_msg_create_job.py). A job with
+# more could never be revealed: every challenged provider would miss its reveal and be slashed
+# as for fraud, or every verifier's vote stay unopened and be slashed as silent.
+MAX_TRACE_LIST_ENTRIES = 1_800
+# Tolerance mode: a vote's opening carries PROBE_DIM (32) integers per opened segment, up to 9
+# bytes each as packed sint64 (|x| < 2^62: 288 bytes a segment): min(segments_per_challenge, H/k)
+# is capped so that the largest opening fits in one tx with room to spare (52.4 KB at the cap,
+# built in tests/jobs/test_msg_create_job.py).
+MAX_PROBE_SEGMENTS = 180
+
+
+# Every window of a job spans at least this many blocks: with 1, the proposer of that one block
+# alone could leave an honest provider's reveal (or commit, vote, end opening, attestation) out
+# and have it slashed (a missed reveal costs what fraud costs) at no cost to itself; with 2 it
+# needs the proposers of two consecutive heights (README *Why cheating does not pay*, 11).
+MIN_WINDOW_BLOCKS = 2
 
 
 def _hash32(b: bytes, what: str) -> bytes:
@@ -87,39 +128,66 @@ def validate_spec(spec: jobs_pb2.JobSpec, params: jobs_pb2.JobsParams) -> None:
         raise bad("inner_steps H and trace_interval k must be > 0 with H % k == 0")
     if compute_n_segments(spec) + 1 > params.max_trace_entries:
         raise bad(f"H/k + 1 trace entries exceed max_trace_entries {params.max_trace_entries}")
+    if compute_n_segments(spec) + 1 > MAX_TRACE_LIST_ENTRIES:
+        raise bad(
+            f"H/k + 1 = {compute_n_segments(spec) + 1} trace entries: a reveal carries the trace "
+            f"list in one tx, which holds at most {MAX_TRACE_LIST_ENTRIES} (raise trace_interval)"
+        )
     try:  # the one grammar the trainer runs (abci_app/jobs/policy.py): canonical spellings only
         parse_policy(spec.compression_policy)
     except PolicyError as err:
         raise bad(f"compression_policy: {err}") from None
     if spec.compression_params:
-        raise bad("compression_params must be empty: every parameter of a policy is written in "
-                  "compression_policy (e.g. topk:0.016+int4)")
+        raise bad(
+            "compression_params must be empty: every parameter of a policy is written in "
+            "compression_policy (e.g. topk:0.016+int4)"
+        )
     if not 1 <= spec.participants_per_round <= params.max_participants:
         raise bad(f"participants_per_round must be 1..{params.max_participants}")
     if not spec.participants_per_round <= spec.num_shards <= params.max_shards:
-        raise bad(f"num_shards must be participants_per_round..{params.max_shards} (max_shards: the open shuffles them)")
+        raise bad(
+            f"num_shards must be participants_per_round..{params.max_shards} (max_shards: the "
+            "open shuffles them)"
+        )
     if spec.tokens_per_step == 0 or spec.tokens_per_step * spec.inner_steps > MAX_U64:
         raise bad("tokens_per_step must be > 0 and H * tokens_per_step < 2^64")
     for f in ("commit_blocks", "reveal_blocks", "verdict_blocks", "attest_blocks"):
-        if not 1 <= getattr(spec, f) <= params.max_window_blocks:
-            raise bad(f"{f} must be 1..{params.max_window_blocks}")
+        if not MIN_WINDOW_BLOCKS <= getattr(spec, f) <= params.max_window_blocks:
+            raise bad(
+                f"{f} must be {MIN_WINDOW_BLOCKS}..{params.max_window_blocks} (a 1-block window "
+                "lets its one proposer censor a duty into a slash)"
+            )
     if spec.min_reputation > MAX_REPUTATION:
         raise bad("min_reputation must be 0..10000")
     if not params.min_challenge_bps <= spec.challenge_bps <= 10_000:
         raise bad(f"challenge_bps must be {params.min_challenge_bps}..10000")
     if not 1 <= spec.verifiers_per_challenge <= params.max_verifiers:
         raise bad(f"verifiers_per_challenge must be 1..{params.max_verifiers}")
-    if not max(params.min_segments_per_challenge, 1) <= spec.segments_per_challenge <= params.max_trace_entries:
-        raise bad(f"segments_per_challenge must be {max(params.min_segments_per_challenge, 1)}.."
-                  f"{params.max_trace_entries} (min(s, H/k) segments are re-executed per challenge)")
+    if (
+        not max(params.min_segments_per_challenge, 1)
+        <= spec.segments_per_challenge
+        <= params.max_trace_entries
+    ):
+        raise bad(
+            f"segments_per_challenge must be {max(params.min_segments_per_challenge, 1)}.."
+            f"{params.max_trace_entries} (min(s, H/k) segments are re-executed per challenge)"
+        )
     if spec.determinism_mode == jobs_pb2.DETERMINISM_MODE_EXACT:
         if spec.tolerance_ppm != 0:
             raise bad("tolerance_ppm must be 0 in exact mode")
         if not spec.stack:
-            raise bad("exact mode needs the stack it holds on (stack = trainer.determinism.stack_id())")
+            raise bad(
+                "exact mode needs the stack it holds on (stack = trainer.determinism.stack_id())"
+            )
     elif spec.determinism_mode == jobs_pb2.DETERMINISM_MODE_TOLERANCE:
         if not 1 <= spec.tolerance_ppm <= MAX_TOLERANCE_PPM:
             raise bad(f"tolerance mode needs tolerance_ppm 1..{MAX_TOLERANCE_PPM}")
+        if min(spec.segments_per_challenge, compute_n_segments(spec)) > MAX_PROBE_SEGMENTS:
+            raise bad(
+                f"tolerance mode opens at most {MAX_PROBE_SEGMENTS} segments per challenge: a"
+                f" vote's opening carries {PROBE_DIM} integers per opened segment in one tx"
+                " (lower segments_per_challenge)"
+            )
     else:
         raise bad("determinism_mode must be exact or tolerance")
     if len(spec.stack) > MAX_STACK_LEN or not _STACK.match(spec.stack):
@@ -128,14 +196,19 @@ def validate_spec(spec: jobs_pb2.JobSpec, params: jobs_pb2.JobsParams) -> None:
 
 
 def validate_blob_sources(sources: Sequence[str]) -> None:
-    """At most MAX_BLOB_SOURCES unique http(s) URLs (where the initial model and data are served)."""
+    """At most MAX_BLOB_SOURCES unique http(s) URLs (where the initial model and data are
+    served)."""
     if len(sources) > MAX_BLOB_SOURCES:
-        raise ErrInvalidLocation(f"blob_sources: at most {MAX_BLOB_SOURCES} URLs, got {len(sources)}")
+        raise ErrInvalidLocation(
+            f"blob_sources: at most {MAX_BLOB_SOURCES} URLs, got {len(sources)}"
+        )
     if len(set(sources)) != len(sources):
         raise ErrInvalidLocation("blob_sources: each URL at most once")
     for url in sources:
         if not is_http_url(url):
-            raise ErrInvalidLocation(f"blob_sources: {url[:80]!r} is not an http(s) URL of at most 256 bytes")
+            raise ErrInvalidLocation(
+                f"blob_sources: {url[:80]!r} is not an http(s) URL of at most 256 bytes"
+            )
 
 
 def process_msg_create_job(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgCreateJob) -> None:
@@ -147,16 +220,26 @@ def process_msg_create_job(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgCreateJob) 
         raise ErrInvalidRounds(f"rounds must be 1..{params.max_rounds}, got {msg.rounds}")
     slot_floor = msg.spec.participants_per_round * params.min_slot_reward
     if msg.reward_per_round == 0 or msg.reward_per_round < slot_floor:
-        raise ErrInvalidReward(f"reward_per_round must be > 0 and >= participants_per_round x min_slot_reward = {slot_floor}"
-                               " uloco (a round slot pays at least min_slot_reward)")
+        raise ErrInvalidReward(
+            "reward_per_round must be > 0 and >= participants_per_round x min_slot_reward = "
+            f"{slot_floor} uloco (a round slot pays at least min_slot_reward)"
+        )
     total = msg.rounds * (msg.reward_per_round + msg.verifier_reward_per_round)
     if total > MAX_U64:
-        raise ErrInvalidReward(f"escrow rounds x (reward + verifier reward) = {total} exceeds 2^64-1 uloco")
+        raise ErrInvalidReward(
+            f"escrow rounds x (reward + verifier reward) = {total} exceeds 2^64-1 uloco"
+        )
     job = jobs_pb2.Job(
-        id=keeper.next_job_id(ctx.store), owner=signer, spec=msg.spec, rounds=msg.rounds,
-        reward_per_round=msg.reward_per_round, verifier_reward_per_round=msg.verifier_reward_per_round,
-        status=jobs_pb2.JOB_STATUS_ACTIVE, current_model_hash=msg.spec.initial_model_hash,
-        created_height=ctx.block.height, creation_fee=params.job_creation_fee,
+        id=keeper.next_job_id(ctx.store),
+        owner=signer,
+        spec=msg.spec,
+        rounds=msg.rounds,
+        reward_per_round=msg.reward_per_round,
+        verifier_reward_per_round=msg.verifier_reward_per_round,
+        status=jobs_pb2.JOB_STATUS_ACTIVE,
+        current_model_hash=msg.spec.initial_model_hash,
+        created_height=ctx.block.height,
+        creation_fee=params.job_creation_fee,
     )
     keeper.burn_creation_fee(ctx.store, job)  # bank: ErrInsufficientFunds (101)
     keeper.fund(ctx.store, job, signer, total)
@@ -185,7 +268,9 @@ def process_msg_cancel_job(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgCancelJob) 
         keeper.set_job(ctx.store, job)
 
 
-def _load(ctx: Ctx, job_id: int, round_: int, phase: int, signer: bytes) -> tuple[jobs_pb2.Job, jobs_pb2.Round, jobs_pb2.Participant | None]:
+def _load(
+    ctx: Ctx, job_id: int, round_: int, phase: int, signer: bytes
+) -> tuple[jobs_pb2.Job, jobs_pb2.Round, jobs_pb2.Participant | None]:
     job = keeper.get_job(ctx.store, job_id)
     if job is None:
         raise ErrJobNotFound(f"job {job_id} does not exist")
@@ -194,9 +279,10 @@ def _load(ctx: Ctx, job_id: int, round_: int, phase: int, signer: bytes) -> tupl
         raise ErrRoundNotFound(f"job {job_id} has no round {round_} (yet)")
     if r.phase != phase:
         raise ErrWrongPhase(
-            f"round {job_id}/{round_} is in phase {enum_name(jobs_pb2.Phase, r.phase)}, this message needs {enum_name(jobs_pb2.Phase, phase)}"
-            f" (commit until {r.commit_deadline}, reveal until {r.reveal_end}, verdicts until {r.verdict_end},"
-            f" attest until {r.attest_end})"
+            f"round {job_id}/{round_} is in phase {enum_name(jobs_pb2.Phase, r.phase)}, this "
+            f"message needs {enum_name(jobs_pb2.Phase, phase)} (commit until {r.commit_deadline}, "
+            f"reveal until {r.reveal_end}, verdicts until {r.verdict_end}, attest until "
+            f"{r.attest_end})"
         )
     me = next((p for p in r.participants if p.address == signer), None)
     return job, r, me
@@ -210,7 +296,9 @@ def process_msg_submit_update(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgSubmitUp
     if me.HasField("commitment"):
         raise ErrDuplicate("this participant already submitted its update for the round")
     if msg.base_model_hash != r.base_model_hash:
-        raise ErrWrongBaseModel(f"base_model_hash must be the round's base model {r.base_model_hash.hex()}")
+        raise ErrWrongBaseModel(
+            f"base_model_hash must be the round's base model {r.base_model_hash.hex()}"
+        )
     _hash32(msg.update_root, "update_root")
     _hash32(msg.trace_root, "trace_root")
     if not 1 <= msg.payload_size <= params.max_payload_bytes:
@@ -222,13 +310,23 @@ def process_msg_submit_update(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgSubmitUp
         raise ErrInvalidCommitment(f"losses must be <= {MAX_LOSS_MNATS} milli-nats")
     if not is_http_url(msg.blob_location):
         raise ErrInvalidLocation("blob_location must be an http(s) URL of <= 256 bytes")
+    check_probe_root(job, msg)
     check_bound(job, r, signer, msg)
     check_not_copied(r, signer, msg.update_root, msg.trace_root)
-    me.commitment.CopyFrom(jobs_pb2.Commitment(
-        base_model_hash=msg.base_model_hash, update_root=msg.update_root, payload_size=msg.payload_size,
-        trace_root=msg.trace_root, tokens_processed=msg.tokens_processed, loss_before_mnats=msg.loss_before_mnats,
-        loss_after_mnats=msg.loss_after_mnats, blob_location=msg.blob_location, height=ctx.block.height,
-    ))
+    me.commitment.CopyFrom(
+        jobs_pb2.Commitment(
+            base_model_hash=msg.base_model_hash,
+            update_root=msg.update_root,
+            payload_size=msg.payload_size,
+            trace_root=msg.trace_root,
+            tokens_processed=msg.tokens_processed,
+            loss_before_mnats=msg.loss_before_mnats,
+            loss_after_mnats=msg.loss_after_mnats,
+            blob_location=msg.blob_location,
+            height=ctx.block.height,
+            probe_root=msg.probe_root,
+        )
+    )
     keeper.set_round(ctx.store, r)
     ctx.emit(events.update_submitted(job.id, r.round, signer, msg.update_root, msg.trace_root))
 
@@ -238,24 +336,52 @@ def compute_trace_leaves(spec: jobs_pb2.JobSpec) -> int:
     return n_trace_leaves(compute_n_segments(spec) + 1)
 
 
-def check_bound(job: jobs_pb2.Job, r: jobs_pb2.Round, signer: bytes, msg: jobs_pb2.MsgSubmitUpdate) -> None:
-    """Both roots must have the signer's binding leaf as leaf 0 (abci_app.merkle.binding_leaf):
-    a root copied from another provider's commitment cannot pass, whoever lands first."""
-    for kind, root, n, proof in (
+def is_tolerance(job: jobs_pb2.Job) -> bool:
+    return job.spec.determinism_mode == jobs_pb2.DETERMINISM_MODE_TOLERANCE
+
+
+def check_probe_root(job: jobs_pb2.Job, msg: jobs_pb2.MsgSubmitUpdate) -> None:
+    """Tolerance mode: ``probe_root`` (32 bytes) commits to every trace entry's probe before any
+    challenge exists (abci_app/jobs/probe.py); exact mode: it and its proof are empty."""
+    if is_tolerance(job):
+        if len(msg.probe_root) != 32:
+            raise ErrBadProbe(
+                "tolerance mode: probe_root (32 bytes) must commit to the probe of every trace"
+                " entry (trainer.probe / trainer.commit.probe_root; README *Evidence only"
+                " re-execution yields*)"
+            )
+    elif msg.probe_root or msg.probe_binding_proof:
+        raise ErrBadProbe("probe_root is for tolerance-mode jobs; leave it empty in exact mode")
+
+
+def check_bound(
+    job: jobs_pb2.Job, r: jobs_pb2.Round, signer: bytes, msg: jobs_pb2.MsgSubmitUpdate
+) -> None:
+    """Every root must have the signer's binding leaf as leaf 0 (abci_app.merkle.binding_leaf):
+    a root copied from another provider's commitment cannot pass, whoever lands first. The probe
+    root (tolerance mode) has the trace's layout: H/k + 2 leaves."""
+    n_trace = compute_trace_leaves(job.spec)
+    roots = [
         (b"update", msg.update_root, n_update_leaves(msg.payload_size), msg.update_binding_proof),
-        (b"trace", msg.trace_root, compute_trace_leaves(job.spec), msg.trace_binding_proof),
-    ):
+        (b"trace", msg.trace_root, n_trace, msg.trace_binding_proof),
+    ]
+    if is_tolerance(job):
+        roots.append((b"probe", msg.probe_root, n_trace, msg.probe_binding_proof))
+    for kind, root, n, proof in roots:
         leaf = binding_leaf(kind, signer, job.id, r.round, msg.base_model_hash)
         if not verify_merkle_proof(root, leaf, BINDING_INDEX, n, list(proof)):
             name = kind.decode()
             raise ErrUnboundCommitment(
                 f"{name}_root is not bound to the signer: {name}_binding_proof must prove leaf 0 ="
-                f" binding_leaf(b\"{name}\", signer, job {job.id}, round {r.round}, base_model_hash) of {n} leaves;"
-                f" build the root over your own binding leaf (trainer.commit / loconet tx round submit-update)"
+                f' binding_leaf(b"{name}", signer, job {job.id}, round {r.round}, base_model_hash)'
+                f" of {n} leaves; build the root over your own binding leaf (trainer.commit /"
+                " loconet tx round submit-update)"
             )
 
 
-def check_not_copied(r: jobs_pb2.Round, signer: bytes, update_root: bytes, trace_root: bytes) -> None:
+def check_not_copied(
+    r: jobs_pb2.Round, signer: bytes, update_root: bytes, trace_root: bytes
+) -> None:
     """Copied work is refused: neither root may equal a root (update or trace, either way round)
     already committed by another participant of the round. Honest participants train distinct
     shards, so their roots never collide; the first commitment in block order keeps a root."""
@@ -265,8 +391,8 @@ def check_not_copied(r: jobs_pb2.Round, signer: bytes, update_root: bytes, trace
         taken = (q.commitment.update_root, q.commitment.trace_root)
         if update_root in taken or trace_root in taken:
             raise ErrCopiedCommitment(
-                "update_root or trace_root is already committed by another participant of this round:"
-                " commit to your own work (roots must be provider-specific)"
+                "update_root or trace_root is already committed by another participant of this "
+                "round: commit to your own work (roots must be provider-specific)"
             )
 
 
@@ -276,7 +402,11 @@ def process_msg_reveal_segment(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealS
     all are open. The start and end states of the segment must be trace entries ``segment`` and
     ``segment + 1`` of the committed trace root, i.e. leaves ``entry_leaf(segment)`` and
     ``entry_leaf(segment + 1)`` of the bound layout (abci_app.merkle): two Merkle proofs checked
-    here with abci_app.merkle.verify_merkle_proof (leaf data = the 32-byte state hash)."""
+    here with abci_app.merkle.verify_merkle_proof (leaf data = the 32-byte state hash). The end
+    is opened by its leaf hash only (``end_leaf_hash``, checked with verify_leaf_hash_proof), in
+    both modes: its state hash (and, in tolerance mode, its probe) stays secret until the first
+    panel has committed its votes, so only re-execution yields a valid vote's evidence (README
+    *Evidence only re-execution yields*; tolerance mode opens it later with MsgOpenEnd)."""
     job, r, me = _load(ctx, msg.job_id, msg.round, jobs_pb2.PHASE_REVEAL, signer)
     if me is None:
         raise ErrNotSelected(f"signer is not a participant of round {msg.job_id}/{msg.round}")
@@ -288,20 +418,41 @@ def process_msg_reveal_segment(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealS
     if msg.segment in [o.segment for o in me.reveals] or me.HasField("reveal"):
         raise ErrDuplicate(f"segment {msg.segment} already revealed")
     _hash32(msg.start_state_hash, "start_state_hash")
-    _hash32(msg.end_state_hash, "end_state_hash")
+    # the end state stays secret: only its leaf hash is opened (README *Evidence*), both modes
+    _hash32(msg.end_leaf_hash, "end_leaf_hash")
+    if msg.end_state_hash or msg.end_location:
+        raise ErrInvalidHash(
+            "open the end state by its leaf hash only (end_leaf_hash ="
+            " abci_app.merkle.hash_leaf(state hash)); end_state_hash and end_location must be"
+            " empty: the end state stays secret until the first panel has voted (tolerance"
+            " mode: MsgOpenEnd opens it then)"
+        )
     n = compute_trace_leaves(job.spec)
     root = me.commitment.trace_root
-    for what, entry, state, proof in (("start", msg.segment, msg.start_state_hash, msg.start_proof),
-                                      ("end", msg.segment + 1, msg.end_state_hash, msg.end_proof)):
-        if not verify_merkle_proof(root, state, entry_leaf(entry), n, list(proof)):
-            raise ErrBadProof(f"{what} state is not trace entry {entry} (leaf {entry_leaf(entry)} of {n})"
-                              " under the committed trace root")
-    if not is_http_url(msg.start_location) or not is_http_url(msg.end_location):
-        raise ErrInvalidLocation("start_location and end_location must be http(s) URLs of <= 256 bytes")
+    start_ok = verify_merkle_proof(
+        root, msg.start_state_hash, entry_leaf(msg.segment), n, list(msg.start_proof)
+    )
+    end_leaf = entry_leaf(msg.segment + 1)
+    end_ok = verify_leaf_hash_proof(root, msg.end_leaf_hash, end_leaf, n, list(msg.end_proof))
+    for what, entry, ok in (("start", msg.segment, start_ok), ("end", msg.segment + 1, end_ok)):
+        if not ok:
+            raise ErrBadProof(
+                f"{what} state is not trace entry {entry} (leaf {entry_leaf(entry)} of {n})"
+                " under the committed trace root"
+            )
+    if not is_http_url(msg.start_location):
+        raise ErrInvalidLocation("start_location must be an http(s) URL of <= 256 bytes")
+    _hash32(msg.trace_list_hash, "trace_list_hash")
+    check_trace_list(job, r, signer, me, msg)
     opening = jobs_pb2.Reveal(
-        start_state_hash=msg.start_state_hash, end_state_hash=msg.end_state_hash,
-        start_location=msg.start_location, end_location=msg.end_location, height=ctx.block.height,
+        start_state_hash=msg.start_state_hash,
+        end_state_hash=msg.end_state_hash,
+        start_location=msg.start_location,
+        end_location=msg.end_location,
+        height=ctx.block.height,
         segment=msg.segment,
+        trace_list_hash=msg.trace_list_hash,
+        end_leaf_hash=msg.end_leaf_hash,
     )
     me.reveals.append(opening)
     if len(me.reveals) == len(segments):  # every challenged segment is open: the reveal is complete
@@ -310,13 +461,137 @@ def process_msg_reveal_segment(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealS
     ctx.emit(events.segment_revealed(job.id, r.round, signer, msg.segment))
 
 
+def check_trace_list(
+    job: jobs_pb2.Job,
+    r: jobs_pb2.Round,
+    signer: bytes,
+    me: jobs_pb2.Participant,
+    msg: jobs_pb2.MsgRevealSegment,
+) -> None:
+    """``trace_list_hash`` names the committed trace: the participant's first opening carries
+    the list (H/k + 1 state hashes), whose sha256 must be ``trace_list_hash`` and whose bound
+    root (binding leaf, then the entries: abci_app.merkle.bound_trace_leaves) must be the
+    committed trace root, and whose entries ``segment``, ``segment + 1`` are the revealed
+    states; a later opening names the same hash (its list, if given, is checked the same way).
+    So a verifier fetches the list by a hash the chain has bound to the commitment."""
+    first = [o.trace_list_hash for o in me.reveals]
+    if first and msg.trace_list_hash != first[0]:
+        raise ErrBadTraceList(
+            f"trace_list_hash must be {first[0].hex()}, the one this participant's first opening"
+            " proved against its trace root"
+        )
+    if not msg.trace_list:
+        if not first:
+            raise ErrBadTraceList(
+                "the first opening must carry trace_list (the H/k + 1 state hashes) to prove"
+                " trace_list_hash against the committed trace root"
+            )
+        return
+    n = compute_n_segments(job.spec) + 1
+    if len(msg.trace_list) != 32 * n:
+        raise ErrBadTraceList(
+            f"trace_list must be H/k + 1 = {n} hashes of 32 bytes ({32 * n} bytes), "
+            f"got {len(msg.trace_list)}"
+        )
+    if hashlib.sha256(msg.trace_list).digest() != msg.trace_list_hash:
+        raise ErrBadTraceList("trace_list_hash must be sha256 of trace_list")
+    entries = [msg.trace_list[i : i + 32] for i in range(0, len(msg.trace_list), 32)]
+    # the secret ends are in the list as their leaf hashes (incentives.mask_trace), so the list
+    # names every entry without publishing a state only re-execution should yield (both modes)
+    hidden = compute_hidden_entries(list(me.segments) or [me.segment], n - 1)
+    leaves = bound_trace_leaves(
+        signer,
+        job.id,
+        r.round,
+        me.commitment.base_model_hash,
+        [bytes(32) if i in hidden else e for i, e in enumerate(entries)],
+    )
+    hashes = [entries[j - 1] if j - 1 in hidden else hash_leaf(d) for j, d in enumerate(leaves)]
+    if merkle_root_of_leaf_hashes(hashes) != me.commitment.trace_root:
+        raise ErrBadTraceList(
+            "trace_list's bound root (binding leaf, then the entries; the secret"
+            " ends as their leaf hashes: incentives.mask_trace) is not the committed trace root"
+        )
+    end = msg.end_leaf_hash
+    if msg.segment + 1 not in hidden:  # a public end: its hash must have the leaf
+        ok_end = hash_leaf(entries[msg.segment + 1]) == msg.end_leaf_hash
+        end = entries[msg.segment + 1] if ok_end else b""
+    if (entries[msg.segment], entries[msg.segment + 1]) != (msg.start_state_hash, end):
+        raise ErrBadTraceList(
+            f"trace_list entries {msg.segment} and {msg.segment + 1} must be the revealed states"
+            " (a secret end as its leaf hash)"
+        )
+
+
+def process_msg_open_end(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgOpenEnd) -> None:
+    """Tolerance mode, vote-reveal window (the first panel's votes are committed): the challenged
+    provider opens the end of one opened segment: its state hash (``hash_leaf`` of it must be the
+    opened ``end_leaf_hash``), where it is served, and its probe, proven against the committed
+    probe root at the end's leaf (``entry_leaf(segment + 1)``, leaf data
+    ``probe.encode_probe``). An end left unopened when the window closes makes the challenge a
+    missed reveal (``rounds.process_vote_reveal_end``): withholding costs what fraud costs."""
+    job, r, me = _load(ctx, msg.job_id, msg.round, jobs_pb2.PHASE_VOTE_REVEAL, signer)
+    if not is_tolerance(job):
+        raise ErrBadProbe("MsgOpenEnd is for tolerance-mode jobs (exact mode opens no end)")
+    if me is None:
+        raise ErrNotSelected(f"signer is not a participant of round {msg.job_id}/{msg.round}")
+    if not me.challenged:
+        raise ErrNotChallenged("this participant's update was not challenged")
+    if not me.HasField("reveal"):
+        raise ErrNotRevealed("the challenge was not revealed: there is no end to open")
+    o = next((x for x in me.reveals if x.segment == msg.segment), None)
+    if o is None:
+        raise ErrWrongSegment(
+            f"the opened segments are {sorted(x.segment for x in me.reveals)}, not {msg.segment}"
+        )
+    if o.end_opened_height:
+        raise ErrDuplicate(f"the end of segment {msg.segment} is already open")
+    _hash32(msg.end_state_hash, "end_state_hash")
+    if hash_leaf(msg.end_state_hash) != o.end_leaf_hash:
+        raise ErrBadProof(
+            f"end_state_hash is not the committed end of segment {msg.segment}: its"
+            " hash_leaf must be the opened end_leaf_hash"
+        )
+    if not is_http_url(msg.end_location):
+        raise ErrInvalidLocation("end_location must be an http(s) URL of <= 256 bytes")
+    probe = list(msg.probe)
+    why = check_probe(probe)
+    if why:
+        raise ErrBadProbe(why)
+    n = compute_trace_leaves(job.spec)
+    leaf = entry_leaf(msg.segment + 1)
+    if not verify_merkle_proof(
+        me.commitment.probe_root, encode_probe(probe), leaf, n, list(msg.probe_proof)
+    ):
+        raise ErrBadProof(
+            f"probe is not leaf {leaf} of {n} under the committed probe_root: open the probe"
+            " committed before the challenge"
+        )
+    o.end_state_hash = msg.end_state_hash
+    o.end_location = msg.end_location
+    o.end_probe.extend(probe)
+    o.end_opened_height = ctx.block.height
+    keeper.set_round(ctx.store, r)
+    ctx.emit(events.end_opened(job.id, r.round, signer, msg.segment))
+
+
+def is_ends_opened(p: jobs_pb2.Participant) -> bool:
+    """Tolerance mode: every opened segment's end was opened with MsgOpenEnd."""
+    return bool(p.reveals) and all(o.end_opened_height for o in p.reveals)
+
+
 # the phase each panel commits in, and opens its votes in
-VOTE_PHASES = {0: jobs_pb2.PHASE_VERDICT, 1: jobs_pb2.PHASE_APPEAL}
-REVEAL_VOTE_PHASES = {0: jobs_pb2.PHASE_VOTE_REVEAL, 1: jobs_pb2.PHASE_APPEAL_REVEAL}
+VOTE_PHASES = {0: jobs_pb2.PHASE_VERDICT, 1: jobs_pb2.PHASE_APPEAL, 2: jobs_pb2.PHASE_FINAL}
+REVEAL_VOTE_PHASES = {
+    0: jobs_pb2.PHASE_VOTE_REVEAL,
+    1: jobs_pb2.PHASE_APPEAL_REVEAL,
+    2: jobs_pb2.PHASE_FINAL_REVEAL,
+}
 
 
-def _load_assignment(ctx: Ctx, signer: bytes, job_id: int, round_: int, target_addr: bytes,
-                     phases: dict[int, int]) -> tuple[jobs_pb2.Round, jobs_pb2.VerifierAssignment]:
+def _load_assignment(
+    ctx: Ctx, signer: bytes, job_id: int, round_: int, target_addr: bytes, phases: dict[int, int]
+) -> tuple[jobs_pb2.Round, jobs_pb2.VerifierAssignment]:
     """The signer's assignment on ``target``'s challenge, in the phase its panel acts in."""
     job = keeper.get_job(ctx.store, job_id)
     if job is None:
@@ -328,9 +603,20 @@ def _load_assignment(ctx: Ctx, signer: bytes, job_id: int, round_: int, target_a
     if r.phase not in phases.values():
         want = " or ".join(enum_name(jobs_pb2.Phase, ph) for ph in phases.values())
         raise ErrWrongPhase(
-            f"round {job_id}/{round_} is in phase {enum_name(jobs_pb2.Phase, r.phase)}, this message needs {want}"
-            f" (verdicts until {r.verdict_end}, votes opened until {r.vote_reveal_end}"
-            + (f", appeal until {r.appeal_end}, appeal votes opened until {r.appeal_reveal_end}" if r.appeal_end else "") + ")"
+            f"round {job_id}/{round_} is in phase {enum_name(jobs_pb2.Phase, r.phase)}, this "
+            f"message needs {want} (verdicts until {r.verdict_end}, votes opened until "
+            f"{r.vote_reveal_end}"
+            + (
+                f", appeal until {r.appeal_end}, appeal votes opened until {r.appeal_reveal_end}"
+                if r.appeal_end
+                else ""
+            )
+            + (
+                f", final panel until {r.final_end}, final votes opened until {r.final_reveal_end}"
+                if r.final_end
+                else ""
+            )
+            + ")"
         )
     t = next((p for p in r.participants if p.address == target), None)
     if t is None or not t.challenged:
@@ -339,8 +625,11 @@ def _load_assignment(ctx: Ctx, signer: bytes, job_id: int, round_: int, target_a
         raise ErrNotRevealed("target did not reveal its segment: there is nothing to judge")
     v = next((v for v in t.verifiers if v.address == signer and phases[v.panel] == r.phase), None)
     if v is None:
-        raise ErrNotVerifier("signer is not an assigned verifier of this challenge in this window"
-                             " (the first panel votes in the verdict window, the appeal panel in the appeal window)")
+        raise ErrNotVerifier(
+            "signer is not an assigned verifier of this challenge in this window"
+            " (the first panel votes in the verdict window, the appeal panel in the appeal window,"
+            " the final panel in the final window)"
+        )
     return r, v
 
 
@@ -356,9 +645,18 @@ def process_msg_verdict(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgVerdict) -> No
 
 
 def process_msg_reveal_vote(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealVote) -> None:
-    """Opens the signer's committed vote: the hash must match, and the evidence must agree with
-    the vote (valid <=> it is incentives.compute_evidence of the opened segments' end states)."""
+    """Opens the signer's committed vote: the hash must match, ``evidence`` must be
+    incentives.compute_evidence(``reached``), and the reached states must agree with the vote
+    (valid <=> each one's leaf hash is the committed end of its opened segment:
+    incentives.is_reached_valid). Tolerance mode: the committed hash is a *blind* vote
+    (``compute_blind_vote_hash``: valid false, quality 0, the probes' evidence), because the
+    verifier judges the full end state only once MsgOpenEnd has opened it; the opened valid and
+    quality are free, the probes must be the committed evidence (``check_probe_vote``), and a
+    valid vote whose probes disagree with the provider's counts as invalid when the window
+    closes (rounds.apply_probe_checks)."""
     r, v = _load_assignment(ctx, signer, msg.job_id, msg.round, msg.target, REVEAL_VOTE_PHASES)
+    job = keeper.get_job(ctx.store, msg.job_id)
+    tolerance = job is not None and is_tolerance(job)
     if not v.vote_hash:
         raise ErrVoteMismatch("no vote was committed: MsgVerdict in the voting window comes first")
     if v.voted:
@@ -367,18 +665,80 @@ def process_msg_reveal_vote(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealVote
         raise ErrInvalidQuality(f"quality must be 0..{MAX_QUALITY}")
     _hash32(msg.evidence, "evidence")
     _hash32(msg.salt, "salt")
-    want = compute_vote_hash(msg.job_id, msg.round, msg.target, signer, msg.valid, msg.quality, msg.evidence, msg.salt)
+    want = (
+        compute_blind_vote_hash(msg.job_id, msg.round, msg.target, signer, msg.evidence, msg.salt)
+        if tolerance
+        else compute_vote_hash(
+            msg.job_id,
+            msg.round,
+            msg.target,
+            signer,
+            msg.valid,
+            msg.quality,
+            msg.evidence,
+            msg.salt,
+        )
+    )
     if want != v.vote_hash:
-        raise ErrVoteMismatch("this vote does not open the committed vote_hash: reveal exactly the valid, quality,"
-                              " evidence and salt that were hashed")
+        raise ErrVoteMismatch(
+            "this vote does not open the committed vote_hash: reveal exactly the valid, quality,"
+            " evidence and salt that were hashed (tolerance mode: the blind vote,"
+            " incentives.compute_blind_vote_hash of the evidence and salt)"
+        )
     t = next(p for p in r.participants if p.address == msg.target)
-    if msg.valid != (msg.evidence == compute_expected_evidence(t)):
-        raise ErrBadEvidence("a valid vote's evidence must be compute_evidence(end states of the opened segments), an"
-                             " invalid vote's must differ (evidence = what your re-execution of each segment reached)")
+    if tolerance:
+        check_probe_vote(t, msg)
+        v.probes.extend(msg.probes)
+        v.voted, v.valid, v.height, v.evidence = True, msg.valid, ctx.block.height, msg.evidence
+        v.quality = msg.quality if msg.valid else 0
+        keeper.set_round(ctx.store, r)
+        ctx.emit(
+            events.verdict_posted(msg.job_id, r.round, signer, msg.target, msg.valid, v.quality)
+        )
+        return
+    if msg.probes:
+        raise ErrBadProbe("probes are for tolerance-mode jobs; exact mode names reached states")
+    reached = list(msg.reached)
+    if len(reached) != len(t.reveals) or any(len(x) != 32 for x in reached):
+        raise ErrBadEvidence(
+            f"reached must hold one 32-byte state hash per opened segment ({len(t.reveals)}),"
+            " in segment order: the end state your re-execution of each segment reached"
+        )
+    if compute_evidence(reached) != msg.evidence:
+        raise ErrBadEvidence("evidence must be incentives.compute_evidence(reached)")
+    if msg.valid != is_reached_valid(t, reached):
+        raise ErrBadEvidence(
+            "a valid vote's reached states must be the committed ends of the opened segments"
+            " (hash_leaf(reached[i]) = the trace leaf), an invalid vote's must differ in one: in"
+            " exact mode the ends are secret, only re-executing each segment yields them"
+        )
     v.voted, v.valid, v.height, v.evidence = True, msg.valid, ctx.block.height, msg.evidence
     v.quality = msg.quality if msg.valid else 0
     keeper.set_round(ctx.store, r)
     ctx.emit(events.verdict_posted(msg.job_id, r.round, signer, msg.target, msg.valid, v.quality))
+
+
+def check_probe_vote(t: jobs_pb2.Participant, msg: jobs_pb2.MsgRevealVote) -> None:
+    """A tolerance-mode vote's evidence: ``reached`` empty, ``probes`` = PROBE_DIM integers per
+    opened segment (segment order) within range, and ``evidence`` =
+    probe.compute_probe_evidence(probes). Whether a valid vote's probes agree with the provider's
+    is decided when the panel's window closes (rounds.apply_probe_checks), whatever the order of
+    the openings in the window."""
+    if msg.reached:
+        raise ErrBadProbe("tolerance mode: a vote carries probes, not reached state hashes")
+    probes = list(msg.probes)
+    want = PROBE_DIM * len(t.reveals)
+    if len(probes) != want:
+        raise ErrBadProbe(
+            f"probes must be {PROBE_DIM} integers per opened segment ({want}), in segment order:"
+            " the probe of the end state your re-execution of each segment reached"
+        )
+    for i in range(0, want, PROBE_DIM):
+        why = check_probe(probes[i : i + PROBE_DIM])
+        if why:
+            raise ErrBadProbe(why)
+    if compute_probe_evidence(probes) != msg.evidence:
+        raise ErrBadEvidence("evidence must be probe.compute_probe_evidence(probes)")
 
 
 def process_msg_decline_round(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgDeclineRound) -> None:
@@ -388,7 +748,9 @@ def process_msg_decline_round(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgDeclineR
     if me is None:
         raise ErrNotSelected(f"signer was not drawn for round {msg.job_id}/{msg.round}")
     if me.HasField("commitment") or me.outcome == jobs_pb2.OUTCOME_DECLINED:
-        raise ErrCannotDecline("only a participant that has not committed (nor declined) can decline")
+        raise ErrCannotDecline(
+            "only a participant that has not committed (nor declined) can decline"
+        )
     me.outcome = jobs_pb2.OUTCOME_DECLINED
     keeper.set_round(ctx.store, r)
     ctx.emit(events.round_declined(job.id, r.round, signer))

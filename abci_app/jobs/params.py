@@ -9,6 +9,13 @@ from abci_app.jobs.keys import PARAMS_KEY
 from abci_app.pb import jobs_pb2
 from abci_app.store import CacheKV, KVReader
 
+# The longest a round lives after its open, in windows: commit C, reveal R, the first panel's
+# two vote windows (V: hashes, V: openings), the appeal panel's two, the final panel's two, then
+# attest A. providers.unbonding_blocks must exceed this many max_window_blocks (jobs genesis), so a
+# provider that exits right after it is drawn (the earliest it can) is still bonded when the
+# round's finalize slashes it (README *Why cheating does not pay*, 10).
+ROUND_MAX_WINDOWS = 9
+
 DEFAULTS: dict[str, int] = {
     "max_participants": 32,
     "max_rounds": 100_000,
@@ -18,7 +25,8 @@ DEFAULTS: dict[str, int] = {
     "max_payload_bytes": 1 << 36,
     "slash_fraction_liveness_bps": 100,  # 1 % of bond + unbonding for a missed commit or reveal
     "slash_fraction_fraud_bps": 5_000,  # 50 % for proven fraud
-    "fraud_bounty_bps": 2_000,  # 20 % of a fraud slash to the verifiers that proved it; the rest is burned
+    # 20 % of a fraud slash to the verifiers that proved it; the rest is burned
+    "fraud_bounty_bps": 2_000,
     "unverified_quality": 5_000,
     "reputation_gain_bps": 1_000,
     "reputation_loss_missed_commit_bps": 1_000,
@@ -26,21 +34,36 @@ DEFAULTS: dict[str, int] = {
     "max_trace_entries": 4_097,
     "min_fraud_verifiers": 3,  # invalid voters (holding 2/3 of the stake) needed to slash for fraud
     # incentives (README "Why cheating does not pay")
-    "appeal_verifiers": 7,  # a disputed verdict goes to a fresh panel of this many; its verdict is final
+    # a disputed verdict goes to a fresh panel of this many; its verdict is final
+    "appeal_verifiers": 7,
     "slash_fraction_wrong_vote_bps": 1_000,  # 10 % for a revealed vote against the final verdict
     "job_creation_fee": 1_000_000,  # 1 LOCO burned per job: junk jobs are not free
     "min_slot_reward": 100_000,  # 0.1 LOCO per round slot at least
     "max_shards": 4_096,  # bounds the shard shuffle at a round's open
-    "max_wait_blocks": 1_000,  # a job nobody takes is cancelled (refunded, fee kept) after this many blocks
+    # a job nobody takes is cancelled (refunded, fee kept) after this many blocks
+    "max_wait_blocks": 1_000,
     "wait_retry_blocks": 10,  # a waiting job retries its draw every 10 blocks, not every block
-    "collateral_margin_bps": 20_000,  # bond >= 2 x slot / (challenge rate x fraud slash): cheating loses on average
-    "reputation_value_unit": 100_000,  # a round paying >= 0.1 LOCO earns a full reputation gain, less earns less
-    "min_segments_per_challenge": 1,  # floor of JobSpec.segments_per_challenge (jobs README "Enough segments")
+    # bond >= 2 x slot / (challenge rate x fraud slash): cheating loses on average
+    "collateral_margin_bps": 20_000,
+    # a round paying >= 0.1 LOCO earns a full reputation gain, less earns less
+    "reputation_value_unit": 100_000,
+    # floor of JobSpec.segments_per_challenge (jobs README "Enough segments")
+    "min_segments_per_challenge": 1,
+    # a unanimous-valid first panel is audited (escalated to the appeal panel anyway) with this
+    # probability, drawn after its votes are open: holding every first-panel seat is never safe
+    "audit_bps": 500,
 }
 BPS_FIELDS = (
-    "min_challenge_bps", "slash_fraction_liveness_bps", "slash_fraction_fraud_bps", "fraud_bounty_bps",
-    "unverified_quality", "reputation_gain_bps", "reputation_loss_missed_commit_bps",
-    "reputation_loss_verifier_bps", "slash_fraction_wrong_vote_bps",
+    "min_challenge_bps",
+    "slash_fraction_liveness_bps",
+    "slash_fraction_fraud_bps",
+    "fraud_bounty_bps",
+    "unverified_quality",
+    "reputation_gain_bps",
+    "reputation_loss_missed_commit_bps",
+    "reputation_loss_verifier_bps",
+    "slash_fraction_wrong_vote_bps",
+    "audit_bps",
 )
 
 
@@ -57,8 +80,16 @@ def params_from_json(d: dict[str, Any]) -> jobs_pb2.JobsParams:
     for k in BPS_FIELDS:
         if vals[k] > 10_000:
             raise ValueError(f"jobs.params.{k}: basis points must be <= 10000")
-    for k in ("max_participants", "max_rounds", "max_window_blocks", "max_verifiers", "max_payload_bytes", "max_shards",
-              "wait_retry_blocks", "reputation_value_unit"):
+    for k in (
+        "max_participants",
+        "max_rounds",
+        "max_window_blocks",
+        "max_verifiers",
+        "max_payload_bytes",
+        "max_shards",
+        "wait_retry_blocks",
+        "reputation_value_unit",
+    ):
         if vals[k] == 0:
             raise ValueError(f"jobs.params.{k}: must be > 0")
     if vals["max_trace_entries"] < 2:
@@ -66,11 +97,17 @@ def params_from_json(d: dict[str, Any]) -> jobs_pb2.JobsParams:
     if not 1 <= vals["min_segments_per_challenge"] <= vals["max_trace_entries"]:
         raise ValueError("jobs.params.min_segments_per_challenge: must be 1..max_trace_entries")
     if not 1 <= vals["min_fraud_verifiers"] <= vals["max_verifiers"]:
-        raise ValueError("jobs.params.min_fraud_verifiers: must be 1..max_verifiers (else fraud could never be proven)")
+        raise ValueError(
+            "jobs.params.min_fraud_verifiers: must be 1..max_verifiers (else fraud could never "
+            "be proven)"
+        )
     if not 1 <= vals["appeal_verifiers"] <= vals["max_verifiers"]:
         raise ValueError("jobs.params.appeal_verifiers: must be 1..max_verifiers")
     if vals["max_shards"] < vals["max_participants"]:
-        raise ValueError("jobs.params.max_shards: must be >= max_participants (shards are distinct within a round)")
+        raise ValueError(
+            "jobs.params.max_shards: must be >= max_participants (shards are distinct within a "
+            "round)"
+        )
     return jobs_pb2.JobsParams(**vals)
 
 

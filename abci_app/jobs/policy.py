@@ -59,11 +59,22 @@ FAMILY_QUANTS = {
 }
 LADDERS = ("topk", "chunk", "stride-chunk")
 ADAPTIVE_DEFAULT_QUANT = "int4"  # the topk ladder's values when the policy names no ladder
-REASONS = ("empty", "too_long", "charset", "unknown", "number", "range", "quantizer",
-           "not_canonical")
-FORMS = ("dense[+q], topk:D[+q], lowrank:R[+q], chunk:K/C[+q], tchunk:K/C[+q], stride:F[+q] "
-         "or adaptive[:BYTES][/topk[+q]|/chunk|/stride-chunk] (q = fp16|int8|int4, int2 for "
-         "dense, chunk, tchunk and stride, int1 for stride; no q = fp32; D an exact decimal in (0, 1], e.g. 0.01)")
+REASONS = (
+    "empty",
+    "too_long",
+    "charset",
+    "unknown",
+    "number",
+    "range",
+    "quantizer",
+    "not_canonical",
+)
+FORMS = (
+    "dense[+q], topk:D[+q], lowrank:R[+q], chunk:K/C[+q], tchunk:K/C[+q], stride:F[+q] or "
+    "adaptive[:BYTES][/topk[+q]|/chunk|/stride-chunk] (q = fp16|int8|int4, int2 for dense, "
+    "chunk, tchunk and stride, int1 for stride; no q = fp32; D an exact decimal in (0, 1], e.g. "
+    "0.01)"
+)
 
 _CHARSET = re.compile(r"^[a-z0-9:/+.-]+$")
 _INT = re.compile(r"^(0|[1-9][0-9]{0,15})$")
@@ -156,13 +167,14 @@ Policy = CodecPolicy | AdaptiveSpec
 
 
 def _show(text: str) -> str:
-    return repr(text[:MAX_POLICY_LEN + 8])
+    return repr(text[: MAX_POLICY_LEN + 8])
 
 
 def _int(s: str, what: str, lo: int, hi: int) -> int:
     if not _INT.match(s):
-        raise PolicyError("number", f"{what} must be a decimal integer without leading zeros, "
-                                    f"got {_show(s)}")
+        raise PolicyError(
+            "number", f"{what} must be a decimal integer without leading zeros, got {_show(s)}"
+        )
     v = int(s)
     if not lo <= v <= hi:
         raise PolicyError("range", f"{what} must be {lo}..{hi}, got {v}")
@@ -171,8 +183,11 @@ def _int(s: str, what: str, lo: int, hi: int) -> int:
 
 def _density(s: str) -> Density:
     if not _DENSITY.match(s):
-        raise PolicyError("number", f"topk density must be 1 or 0.<digits> (at most "
-                                    f"{MAX_DECIMALS}, no trailing 0), in (0, 1], got {_show(s)}")
+        raise PolicyError(
+            "number",
+            f"topk density must be 1 or 0.<digits> (at most "
+            f"{MAX_DECIMALS}, no trailing 0), in (0, 1], got {_show(s)}",
+        )
     if s == "1":
         return Density(1, 0)
     frac = s[2:]
@@ -181,11 +196,17 @@ def _density(s: str) -> Density:
 
 def _quant(q: str, family: str, where: str) -> str:
     if q not in QUANTS[1:]:
-        raise PolicyError("quantizer", f"unknown quantizer {_show(q)} in {where}: "
-                                       "fp16, int8, int4, int2 (dense, chunk, tchunk, stride), int1 (stride)")
+        raise PolicyError(
+            "quantizer",
+            f"unknown quantizer {_show(q)} in {where}: "
+            "fp16, int8, int4, int2 (dense, chunk, tchunk, stride), int1 (stride)",
+        )
     if q not in FAMILY_QUANTS[family]:
-        raise PolicyError("quantizer", f"quantizer {q} does not go with {family} in {where}: "
-                                       f"use one of {', '.join(FAMILY_QUANTS[family][1:])}")
+        raise PolicyError(
+            "quantizer",
+            f"quantizer {q} does not go with {family} in {where}: "
+            f"use one of {', '.join(FAMILY_QUANTS[family][1:])}",
+        )
     return q
 
 
@@ -225,11 +246,13 @@ def _adaptive(text: str) -> AdaptiveSpec:
         return AdaptiveSpec(budget)
     name, plus, q = ladder.partition("+")
     if name not in LADDERS:
-        raise PolicyError("unknown", f"unknown adaptive ladder {_show(ladder)}: "
-                                     "topk[+q], chunk or stride-chunk")
+        raise PolicyError(
+            "unknown", f"unknown adaptive ladder {_show(ladder)}: topk[+q], chunk or stride-chunk"
+        )
     if plus and name != "topk":
-        raise PolicyError("quantizer", f"the {name} ladder chooses its own quantizer: write "
-                                       f"/{name} alone")
+        raise PolicyError(
+            "quantizer", f"the {name} ladder chooses its own quantizer: write /{name} alone"
+        )
     quant = _quant(q, "topk", _show(text)) if plus else "fp32"
     return AdaptiveSpec(budget, name, quant if name == "topk" else ADAPTIVE_DEFAULT_QUANT)
 
@@ -238,11 +261,11 @@ def _parse(text: str) -> Policy:
     if not isinstance(text, str) or not text:
         raise PolicyError("empty", f"compression policy is empty: use {FORMS}")
     if len(text) > MAX_POLICY_LEN:
-        raise PolicyError("too_long", f"compression policy is {len(text)} characters, at most "
-                                      f"{MAX_POLICY_LEN}")
+        raise PolicyError(
+            "too_long", f"compression policy is {len(text)} characters, at most {MAX_POLICY_LEN}"
+        )
     if not _CHARSET.match(text):
-        raise PolicyError("charset", f"compression policy {_show(text)} may only use "
-                                     "[a-z0-9:/+.-]")
+        raise PolicyError("charset", f"compression policy {_show(text)} may only use [a-z0-9:/+.-]")
     return _adaptive(text) if text.startswith("adaptive") else _codec(text)
 
 
@@ -266,14 +289,21 @@ def parse_policy(text: str) -> Policy:
 
 
 def _not_canonical(text: str, fix: str) -> PolicyError:
-    return PolicyError("not_canonical", f"compression policy {_show(text)} is not canonical: "
-                                        f"write {fix!r}")
+    return PolicyError(
+        "not_canonical", f"compression policy {_show(text)} is not canonical: write {fix!r}"
+    )
 
 
 # ---------------------------------------------------------------- friendly spellings
 
-ALIASES = {"none": "dense", "fp32": "dense", "fp16": "dense+fp16", "int8": "dense+int8",
-           "int4": "dense+int4", "int2": "dense+int2"}
+ALIASES = {
+    "none": "dense",
+    "fp32": "dense",
+    "fp16": "dense+fp16",
+    "int8": "dense+int8",
+    "int4": "dense+int4",
+    "int2": "dense+int2",
+}
 _LOOSE_DEC = re.compile(r"^([0-9]*)(?:\.([0-9]*))?(?:e([+-]?[0-9]{1,3}))?$")
 _LOOSE_INT = re.compile(r"^[0-9]{1,20}$")
 

@@ -1,9 +1,9 @@
 """jobs queries: ``/job/{id}``, ``/jobs?owner=&from=&limit=``, ``/round/{job}/{round}``,
 ``/rounds/{job}?from=&limit=`` (``/market_params`` spans two modules: abci_app/modules.py).
-All take ``height`` and ``prove=true`` (the app adds the proofs of the returned keys). JSON: addresses bech32, hashes lower-case hex,
-amounts integers (uloco). ``round_to_json`` is also what a client runs over a proven value.
-``/provider/{addr}/sla`` (``query_provider_sla``) is wired in abci_app/modules.py: the path is the
-providers module's, the figures are recorded here (sla.py)."""
+All take ``height`` and ``prove=true`` (the app adds the proofs of the returned keys). JSON:
+addresses bech32, hashes lower-case hex, amounts integers (uloco). ``round_to_json`` is also what a
+client runs over a proven value. ``/provider/{addr}/sla`` (``query_provider_sla``) is wired in
+abci_app/modules.py: the path is the providers module's, the figures are recorded here (sla.py)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,10 @@ def job_to_json(j: jobs_pb2.Job) -> dict[str, Any]:
         "created_height": j.created_height,
         "cancel_height": j.cancel_height,
         "spec": {
-            "model": {f: getattr(s.model, f) for f in ("n_layers", "n_heads", "d_model", "context_len", "vocab_size")},
+            "model": {
+                f: getattr(s.model, f)
+                for f in ("n_layers", "n_heads", "d_model", "context_len", "vocab_size")
+            },
             "initial_model_hash": s.initial_model_hash.hex(),
             "dataset_id": s.dataset_id.hex(),
             "inner_steps": s.inner_steps,
@@ -55,7 +58,12 @@ def job_to_json(j: jobs_pb2.Job) -> dict[str, Any]:
             "participants_per_round": s.participants_per_round,
             "num_shards": s.num_shards,
             "tokens_per_step": s.tokens_per_step,
-            "windows": {"commit": s.commit_blocks, "reveal": s.reveal_blocks, "verdict": s.verdict_blocks, "attest": s.attest_blocks},
+            "windows": {
+                "commit": s.commit_blocks,
+                "reveal": s.reveal_blocks,
+                "verdict": s.verdict_blocks,
+                "attest": s.attest_blocks,
+            },
             "min_reputation": s.min_reputation,
             "min_stake": s.min_stake,
             "challenge_bps": s.challenge_bps,
@@ -76,11 +84,19 @@ def audit_json(s: jobs_pb2.JobSpec) -> dict[str, Any]:
     """What the job's challenge settings buy (abci_app/jobs/audit.py): the probability of
     catching a provider that fakes 1 / 10 / 50 % of its steps, in one round and within three,
     and one verifier's re-executed steps per provider step (all in basis points)."""
-    n = s.inner_steps // s.trace_interval if s.trace_interval and s.inner_steps % s.trace_interval == 0 else 0
+    n = (
+        s.inner_steps // s.trace_interval
+        if s.trace_interval and s.inner_steps % s.trace_interval == 0
+        else 0
+    )
     if n == 0:
         return {}
-    out: dict[str, Any] = {"segments": n, "verifier_compute_bps": compute_verifier_compute_bps(
-        n, s.segments_per_challenge, s.challenge_bps)}
+    out: dict[str, Any] = {
+        "segments": n,
+        "verifier_compute_bps": compute_verifier_compute_bps(
+            n, s.segments_per_challenge, s.challenge_bps
+        ),
+    }
     for f in (100, 1_000, 5_000):
         out[f"catch_bps_fake_{f}_bps"] = {
             "1_round": compute_catch_bps(n, s.segments_per_challenge, s.challenge_bps, f, 1),
@@ -102,16 +118,24 @@ def _participant_json(p: jobs_pb2.Participant) -> dict[str, Any]:
         "reputation_delta": p.reputation_delta,
         "attested_hash": p.attested_hash.hex(),
         "escalated": p.escalated,
+        "final_tier": p.final_tier,
+        "audited": p.audited,
         "commitment": None,
         "challenge": None,
     }
     if p.HasField("commitment"):
         c = p.commitment
         out["commitment"] = {
-            "base_model_hash": c.base_model_hash.hex(), "update_root": c.update_root.hex(),
-            "payload_size": c.payload_size, "trace_root": c.trace_root.hex(), "tokens_processed": c.tokens_processed,
-            "loss_before_mnats": c.loss_before_mnats, "loss_after_mnats": c.loss_after_mnats,
-            "blob_location": c.blob_location, "height": c.height,
+            "base_model_hash": c.base_model_hash.hex(),
+            "update_root": c.update_root.hex(),
+            "payload_size": c.payload_size,
+            "trace_root": c.trace_root.hex(),
+            "tokens_processed": c.tokens_processed,
+            "loss_before_mnats": c.loss_before_mnats,
+            "loss_after_mnats": c.loss_after_mnats,
+            "blob_location": c.blob_location,
+            "height": c.height,
+            "probe_root": c.probe_root.hex(),
         }
     if p.challenged:
         out["challenge"] = {
@@ -119,20 +143,45 @@ def _participant_json(p: jobs_pb2.Participant) -> dict[str, Any]:
             "segments": list(p.segments),
             "opened": [o.segment for o in p.reveals],
             "reveals": [
-                {"segment": o.segment, "start_state_hash": o.start_state_hash.hex(),
-                 "end_state_hash": o.end_state_hash.hex(), "start_location": o.start_location,
-                 "end_location": o.end_location, "height": o.height}
+                {
+                    "segment": o.segment,
+                    "start_state_hash": o.start_state_hash.hex(),
+                    "end_state_hash": o.end_state_hash.hex(),
+                    "start_location": o.start_location,
+                    "end_location": o.end_location,
+                    "trace_list_hash": o.trace_list_hash.hex(),
+                    "end_leaf_hash": o.end_leaf_hash.hex(),
+                    "height": o.height,
+                    "end_probe": list(o.end_probe),
+                    "end_opened_height": o.end_opened_height,
+                }
                 for o in p.reveals
             ],
             "verifiers": [
-                {"address": to_bech32(v.address), "stake": v.stake, "panel": v.panel, "committed": bool(v.vote_hash),
-                 "voted": v.voted, "valid": v.valid, "quality": v.quality, "evidence": v.evidence.hex(),
-                 "height": v.height, "slashed": v.slashed}
+                {
+                    "address": to_bech32(v.address),
+                    "stake": v.stake,
+                    "panel": v.panel,
+                    "committed": bool(v.vote_hash),
+                    "voted": v.voted,
+                    "valid": v.valid,
+                    "quality": v.quality,
+                    "evidence": v.evidence.hex(),
+                    "height": v.height,
+                    "slashed": v.slashed,
+                    "probes": list(v.probes),
+                    "probe_mismatch": v.probe_mismatch,
+                }
                 for v in p.verifiers
             ],
-            "reveal": None if not p.HasField("reveal") else {
-                "start_state_hash": p.reveal.start_state_hash.hex(), "end_state_hash": p.reveal.end_state_hash.hex(),
-                "start_location": p.reveal.start_location, "end_location": p.reveal.end_location,
+            "reveal": None
+            if not p.HasField("reveal")
+            else {
+                "start_state_hash": p.reveal.start_state_hash.hex(),
+                "end_state_hash": p.reveal.end_state_hash.hex(),
+                "start_location": p.reveal.start_location,
+                "end_location": p.reveal.end_location,
+                "trace_list_hash": p.reveal.trace_list_hash.hex(),
                 "height": p.reveal.height,
             },
         }
@@ -145,9 +194,16 @@ def round_to_json(r: jobs_pb2.Round) -> dict[str, Any]:
         "round": r.round,
         "phase": enum_name(jobs_pb2.Phase, r.phase),
         "windows": {
-            "open_height": r.open_height, "commit_deadline": r.commit_deadline, "reveal_end": r.reveal_end,
-            "verdict_end": r.verdict_end, "vote_reveal_end": r.vote_reveal_end, "appeal_end": r.appeal_end,
-            "appeal_reveal_end": r.appeal_reveal_end, "attest_end": r.attest_end,
+            "open_height": r.open_height,
+            "commit_deadline": r.commit_deadline,
+            "reveal_end": r.reveal_end,
+            "verdict_end": r.verdict_end,
+            "vote_reveal_end": r.vote_reveal_end,
+            "appeal_end": r.appeal_end,
+            "appeal_reveal_end": r.appeal_reveal_end,
+            "final_end": r.final_end,
+            "final_reveal_end": r.final_reveal_end,
+            "attest_end": r.attest_end,
         },
         "draw_seed": r.draw_seed.hex(),
         "challenge_seed": r.challenge_seed.hex(),
@@ -158,16 +214,25 @@ def round_to_json(r: jobs_pb2.Round) -> dict[str, Any]:
         "reward_paid": r.reward_paid,
         "verifier_paid": r.verifier_paid,
         "returned_to_escrow": r.returned_to_escrow,
-        "payouts": [{"address": to_bech32(p.address), "amount": p.amount, "kind": p.kind} for p in r.payouts],
+        "payouts": [
+            {"address": to_bech32(p.address), "amount": p.amount, "kind": p.kind} for p in r.payouts
+        ],
         "slashes": [
-            {"address": to_bech32(s.address), "amount": s.amount, "reason": s.reason, "burned": s.burned}
+            {
+                "address": to_bech32(s.address),
+                "amount": s.amount,
+                "reason": s.reason,
+                "burned": s.burned,
+            }
             for s in r.slashes
         ],
         "finalized_height": r.finalized_height,
     }
 
 
-def query_job(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
+def query_job(
+    reader: KVReader, args: list[str], params: dict[str, str]
+) -> tuple[bytes, list[bytes]]:
     """/job/{id}"""
     if len(args) != 1:
         raise QueryError("usage: /job/{id}")
@@ -178,7 +243,9 @@ def query_job(reader: KVReader, args: list[str], params: dict[str, str]) -> tupl
     return to_json(job_to_json(j)), [job_key(jid)]
 
 
-def query_jobs(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
+def query_jobs(
+    reader: KVReader, args: list[str], params: dict[str, str]
+) -> tuple[bytes, list[bytes]]:
     """/jobs?owner=loco1...&status=active&from=0&limit=100 -> {"jobs": [...], "total": n}"""
     if args:
         raise QueryError("usage: /jobs?owner=loco1...&status=active&from=N&limit=N")
@@ -189,14 +256,20 @@ def query_jobs(reader: KVReader, args: list[str], params: dict[str, str]) -> tup
     start = int_param(params, "from", 0)
     limit = int_param(params, "limit", MAX_LIMIT, MAX_LIMIT)
     all_ = [
-        j for j in keeper.iterate_jobs(reader)
-        if (owner is None or j.owner == owner) and (not status or enum_name(jobs_pb2.JobStatus, j.status) == status)
+        j
+        for j in keeper.iterate_jobs(reader)
+        if (owner is None or j.owner == owner)
+        and (not status or enum_name(jobs_pb2.JobStatus, j.status) == status)
     ]
     page = all_[start : start + limit]
-    return to_json({"jobs": [job_to_json(j) for j in page], "total": len(all_)}), [job_key(j.id) for j in page]
+    return to_json({"jobs": [job_to_json(j) for j in page], "total": len(all_)}), [
+        job_key(j.id) for j in page
+    ]
 
 
-def query_round(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
+def query_round(
+    reader: KVReader, args: list[str], params: dict[str, str]
+) -> tuple[bytes, list[bytes]]:
     """/round/{job}/{round}"""
     if len(args) != 2:
         raise QueryError("usage: /round/{job}/{round}")
@@ -207,7 +280,9 @@ def query_round(reader: KVReader, args: list[str], params: dict[str, str]) -> tu
     return to_json(round_to_json(r)), [round_key(jid, rn)]
 
 
-def query_rounds(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
+def query_rounds(
+    reader: KVReader, args: list[str], params: dict[str, str]
+) -> tuple[bytes, list[bytes]]:
     """/rounds/{job}?from=0&limit=100 -> {"rounds": [...], "total": rounds opened}"""
     if len(args) != 1:
         raise QueryError("usage: /rounds/{job}?from=N&limit=N")
@@ -229,12 +304,17 @@ def query_rounds(reader: KVReader, args: list[str], params: dict[str, str]) -> t
 
 def sla_to_json(address: bytes, s: sla.Sla) -> dict[str, Any]:
     """The SLA record with its derived figures (integers: rates in basis points of what was due)."""
+
     def rate(kept: int, due: int) -> int | None:
         return None if due == 0 else kept * sla.BPS // due
 
     out: dict[str, Any] = {"address": to_bech32(address)}
     out.update({f.name: getattr(s, f.name) for f in fields(s) if f.name != "window_bits"})
-    out["window_bits"] = format(s.window_bits & ((1 << s.window_len) - 1), f"0{s.window_len}b") if s.window_len else ""
+    out["window_bits"] = (
+        format(s.window_bits & ((1 << s.window_len) - 1), f"0{s.window_len}b")
+        if s.window_len
+        else ""
+    )
     out["window_size"] = sla.WINDOW
     out["uptime_bps"] = sla.compute_uptime_bps(s)
     out["commit_rate_bps"] = rate(s.committed_on_time, s.commits_due)
@@ -244,7 +324,9 @@ def sla_to_json(address: bytes, s: sla.Sla) -> dict[str, Any]:
     return out
 
 
-def query_provider_sla(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
+def query_provider_sla(
+    reader: KVReader, args: list[str], params: dict[str, str]
+) -> tuple[bytes, list[bytes]]:
     """/provider/{loco1...}/sla -> SLA figures (all zero for an address that never had a duty;
     the proof then shows the record's absence)."""
     if len(args) != 1:

@@ -3,25 +3,38 @@
 One function per transition; each runs in the end_block of the height stored in the round
 (``0x54 | height | job | round`` indexes what is due)::
 
-    end_block(O)           OPEN -> COMMIT      process_round_open     draw participants + shards
-    heights O+1 .. D       COMMIT              MsgSubmitUpdate        (D = commit_deadline = O + commit_blocks)
-    end_block(D)           COMMIT -> REVEAL    process_challenge      seeded by hash(block D); next round opens here
-    heights D+1 .. Rv      REVEAL              MsgRevealSegment       (Rv = D + reveal_blocks)
-    end_block(Rv)          REVEAL -> VERDICT   process_reveal_end     unrevealed challenges: missed reveal
-    heights Rv+1 .. Vd     VERDICT             MsgVerdict (hash)      (Vd = Rv + verdict_blocks)
-    end_block(Vd)          VERDICT -> VOTE_REVEAL process_verdict_end
-    heights Vd+1 .. Vr     VOTE_REVEAL         MsgRevealVote          (Vr = Vd + verdict_blocks)
-    end_block(Vr)          VOTE_REVEAL -> APPEAL | ATTEST             process_vote_reveal_end: a unanimous valid
-                                                                      first panel accepts; anything else escalates
-    heights Vr+1 .. Ap     APPEAL              MsgVerdict (hash)      (Ap = Vr + verdict_blocks; only if escalated)
-    end_block(Ap)          APPEAL -> APPEAL_REVEAL process_appeal_end
-    heights Ap+1 .. Ar     APPEAL_REVEAL       MsgRevealVote          (Ar = Ap + verdict_blocks)
-    end_block(Ar)          APPEAL_REVEAL -> ATTEST process_appeal_reveal_end  the appeal panel's verdict is final
-    heights .. At          ATTEST              MsgAttestModel         (At = Vr, or Ar, + attest_blocks)
-    end_block(At)          ATTEST -> FINALIZED process_finalize       attest quorum, rewards, reputation, slashes
+    end_block(O)     OPEN -> COMMIT       process_round_open   draw participants + shards
+    heights O+1..D   COMMIT               MsgSubmitUpdate      (D = commit_deadline = O +
+                                                               commit_blocks)
+    end_block(D)     COMMIT -> REVEAL     process_challenge    seeded by hash(block D); next round
+                                                               opens here
+    heights D+1..Rv  REVEAL               MsgRevealSegment     (Rv = D + reveal_blocks)
+    end_block(Rv)    REVEAL -> VERDICT    process_reveal_end   unrevealed challenges: missed reveal
+    heights Rv+1..Vd VERDICT              MsgVerdict (hash)    (Vd = Rv + verdict_blocks)
+    end_block(Vd)    VERDICT -> VOTE_REVEAL process_verdict_end
+    heights Vd+1..Vr VOTE_REVEAL          MsgRevealVote        (Vr = Vd + verdict_blocks)
+    end_block(Vr)    VOTE_REVEAL -> APPEAL | ATTEST  process_vote_reveal_end: a unanimous valid
+                                                     first panel accepts; anything else escalates
+    heights Vr+1..Ap APPEAL               MsgVerdict (hash)    (Ap = Vr + verdict_blocks; only if
+                                                               escalated)
+    end_block(Ap)    APPEAL -> APPEAL_REVEAL process_appeal_end
+    heights Ap+1..Ar APPEAL_REVEAL        MsgRevealVote        (Ar = Ap + verdict_blocks)
+    end_block(Ar)    APPEAL_REVEAL -> ATTEST | FINAL  process_appeal_reveal_end: an appeal panel
+                                              that does not accept sends the challenge on
+    heights Ar+1..Fn FINAL                MsgVerdict (hash)    (Fn = Ar + verdict_blocks; only if
+                                                               sent on)
+    end_block(Fn)    FINAL -> FINAL_REVEAL process_final_end
+    heights Fn+1..Fr FINAL_REVEAL         MsgRevealVote        (Fr = Fn + verdict_blocks)
+    end_block(Fr)    FINAL_REVEAL -> ATTEST  process_final_reveal_end: the final panel's verdict
+                                              is final
+    heights ..At     ATTEST               MsgAttestModel       (At = Vr, Ar or Fr, +
+                                                               attest_blocks)
+    end_block(At)    ATTEST -> FINALIZED  process_finalize     attest quorum, rewards, reputation,
+                                                               slashes
 
 OPEN and CHALLENGE are instants (they happen inside one end_block); a stored round is always in
-COMMIT, REVEAL, VERDICT, VOTE_REVEAL, APPEAL, APPEAL_REVEAL, ATTEST or FINALIZED.
+COMMIT, REVEAL, VERDICT, VOTE_REVEAL, APPEAL, APPEAL_REVEAL, FINAL, FINAL_REVEAL, ATTEST or
+FINALIZED.
 
 Providers are reached only through ``providers: ProviderKeeper`` (jobs/expected.py), which
 ``abci_app/modules.py`` wires in; jobs imports nothing from abci_app.providers.
@@ -36,7 +49,17 @@ from abci_app.context import Ctx
 from abci_app.encoding import MAX_U64, u64_key
 from abci_app.errors import InvariantBroken
 from abci_app.jobs import events, keeper, sla
+from abci_app.jobs.audit import draw_segments
 from abci_app.jobs.expected import ProviderKeeper
+from abci_app.jobs.incentives import (
+    ceil_div,
+    compute_audit_seed,
+    compute_required_bond,
+    compute_value_gain_bps,
+    is_audited,
+    is_escalated,
+    is_job_acceptable,
+)
 from abci_app.jobs.keys import (
     OPEN_DUE_PREFIX,
     ROUND_DUE_PREFIX,
@@ -45,21 +68,17 @@ from abci_app.jobs.keys import (
     parse_round_due_key,
     round_due_key,
 )
-from abci_app.jobs.audit import draw_segments
-from abci_app.jobs.incentives import (
-    ceil_div,
-    compute_required_bond,
-    compute_value_gain_bps,
-    is_escalated,
-    is_job_acceptable,
-)
 from abci_app.jobs.params import get_params
+from abci_app.jobs.probe import PROBE_DIM, is_probe_within
 from abci_app.jobs.sampler import Sampler, shuffle, weighted_sample
 from abci_app.pb import enum_name, jobs_pb2, providers_pb2
 from abci_app.reputation.rules import compute_gain, compute_loss
 from abci_app.rewards.rules import compute_participant_payouts, compute_shares
 
 BPS = 10_000
+# the final panel (README *Verdict*): every eligible provider outside the round and its owner, at
+# most this many (the largest bonds): bounds the record and the end-block work of a final verdict
+FINAL_PANEL_MAX = 64
 # outcomes a verifier majority decided (its side earns the verifier share and reputation)
 DECIDED = (jobs_pb2.OUTCOME_ACCEPTED, jobs_pb2.OUTCOME_FRAUD, jobs_pb2.OUTCOME_REJECTED)
 
@@ -68,11 +87,15 @@ DECIDED = (jobs_pb2.OUTCOME_ACCEPTED, jobs_pb2.OUTCOME_FRAUD, jobs_pb2.OUTCOME_R
 
 
 def compute_draw_seed(block_seed: bytes, job_id: int, round_: int) -> bytes:
-    return hashlib.sha256(b"loconet/draw/v1" + block_seed + u64_key(job_id) + u64_key(round_)).digest()
+    return hashlib.sha256(
+        b"loconet/draw/v1" + block_seed + u64_key(job_id) + u64_key(round_)
+    ).digest()
 
 
 def compute_challenge_seed(block_seed: bytes, job_id: int, round_: int) -> bytes:
-    return hashlib.sha256(b"loconet/challenge/v1" + block_seed + u64_key(job_id) + u64_key(round_)).digest()
+    return hashlib.sha256(
+        b"loconet/challenge/v1" + block_seed + u64_key(job_id) + u64_key(round_)
+    ).digest()
 
 
 def compute_n_segments(spec: jobs_pb2.JobSpec) -> int:
@@ -110,10 +133,18 @@ def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -
     n = job.rounds_opened
     job.next_open_height = 0
     params = get_params(ctx.store)
-    bond = compute_required_bond(job.reward_per_round, spec.participants_per_round, spec.challenge_bps,
-                                 params.slash_fraction_fraud_bps, params.collateral_margin_bps)
-    eligible = [p for p in providers.get_eligible(ctx.store, spec.min_reputation, spec.min_stake)
-                if is_job_acceptable(p, job, bond)]
+    bond = compute_required_bond(
+        job.reward_per_round,
+        spec.participants_per_round,
+        spec.challenge_bps,
+        params.slash_fraction_fraud_bps,
+        params.collateral_margin_bps,
+    )
+    eligible = [
+        p
+        for p in providers.get_eligible(ctx.store, spec.min_reputation, spec.min_stake)
+        if is_job_acceptable(p, job, bond)
+    ]
     if not eligible:
         if not job.waiting_since:
             job.waiting_since = h
@@ -127,20 +158,31 @@ def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -
     job.waiting_since = 0
     seed = compute_draw_seed(ctx.block.seed, job.id, n)
     by_addr = {p.address: p for p in eligible}
-    drawn = weighted_sample(seed, [(p.address, p.bond * p.reputation) for p in eligible], spec.participants_per_round)
+    drawn = weighted_sample(
+        seed, [(p.address, p.bond * p.reputation) for p in eligible], spec.participants_per_round
+    )
     shards = shuffle(hashlib.sha256(seed + b"shards").digest(), spec.num_shards)
     parts = [
-        jobs_pb2.Participant(address=a, stake=by_addr[a].bond, reputation=by_addr[a].reputation, shard=shards[i])
+        jobs_pb2.Participant(
+            address=a, stake=by_addr[a].bond, reputation=by_addr[a].reputation, shard=shards[i]
+        )
         for i, a in enumerate(drawn)
     ]
     parts.sort(key=lambda p: p.address)
     d = h + spec.commit_blocks
     r = jobs_pb2.Round(
-        job_id=job.id, round=n, phase=jobs_pb2.PHASE_COMMIT, open_height=h, commit_deadline=d,
-        reveal_end=d + spec.reveal_blocks, verdict_end=d + spec.reveal_blocks + spec.verdict_blocks,
+        job_id=job.id,
+        round=n,
+        phase=jobs_pb2.PHASE_COMMIT,
+        open_height=h,
+        commit_deadline=d,
+        reveal_end=d + spec.reveal_blocks,
+        verdict_end=d + spec.reveal_blocks + spec.verdict_blocks,
         vote_reveal_end=d + spec.reveal_blocks + 2 * spec.verdict_blocks,
         attest_end=d + spec.reveal_blocks + 2 * spec.verdict_blocks + spec.attest_blocks,
-        draw_seed=seed, base_model_hash=job.current_model_hash, participants=parts,
+        draw_seed=seed,
+        base_model_hash=job.current_model_hash,
+        participants=parts,
     )
     ctx.store.set(round_due_key(d, job.id, n), b"")
     keeper.set_round(ctx.store, r)
@@ -165,7 +207,9 @@ def process_job_expiry(ctx: Ctx, job: jobs_pb2.Job) -> None:
 # -- COMMIT -> (CHALLENGE) -> REVEAL --------------------------------------------------------------
 
 
-def process_challenge(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+def process_challenge(
+    ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round
+) -> None:
     """At the commit deadline D: participants without a commitment have missed it; each
     commitment is challenged with probability challenge_bps / 10000 at min(segments_per_challenge,
     H/k) distinct uniform trace segments (``audit.draw_segments``),
@@ -198,10 +242,18 @@ def process_challenge(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r:
         p.segments.extend(draw_segments(s, n_seg, max(1, spec.segments_per_challenge)))
         p.segment = p.segments[0]
         cands = [(v, v.bond * v.reputation) for v in pool]
-        vs = weighted_sample(hashlib.sha256(seed + b"verifiers" + p.address).digest(), cands, spec.verifiers_per_challenge)
+        vs = weighted_sample(
+            hashlib.sha256(seed + b"verifiers" + p.address).digest(),
+            cands,
+            spec.verifiers_per_challenge,
+        )
         vs.sort(key=lambda v: v.address)
         p.verifiers.extend(jobs_pb2.VerifierAssignment(address=v.address, stake=v.bond) for v in vs)
-        ctx.emit(events.challenge_issued(job.id, r.round, p.address, list(p.segments), [v.address for v in vs]))
+        ctx.emit(
+            events.challenge_issued(
+                job.id, r.round, p.address, list(p.segments), [v.address for v in vs]
+            )
+        )
     sla.record_commit_deadline(ctx.store, r, ctx.block.height)
     r.phase = jobs_pb2.PHASE_REVEAL
     _move_due(ctx, r, r.commit_deadline, r.reveal_end)
@@ -214,12 +266,16 @@ def process_challenge(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r:
 # -- REVEAL -> VERDICT ----------------------------------------------------------------------------
 
 
-def process_reveal_end(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
-    """Challenged participants that did not reveal have missed the reveal."""
+def process_reveal_end(
+    ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round
+) -> None:
+    """Challenged participants that did not reveal have missed the reveal. (Tolerance mode: a
+    reveal is complete only once its ends are opened, so its SLA duty waits for the vote-reveal
+    window's close, ``compute_ends_due``.)"""
     for p in r.participants:
         if p.challenged and not p.HasField("reveal"):
             p.outcome = jobs_pb2.OUTCOME_MISSED_REVEAL
-    sla.record_reveal_deadline(ctx.store, r, ctx.block.height)
+    sla.record_reveal_deadline(ctx.store, r, ctx.block.height, compute_ends_due(job, r))
     r.phase = jobs_pb2.PHASE_VERDICT
     _move_due(ctx, r, r.reveal_end, r.verdict_end)
     keeper.set_round(ctx.store, r)
@@ -240,8 +296,12 @@ def compute_weighted_median(votes: list[tuple[int, bytes, int]]) -> int:
     return 0
 
 
-def compute_outcome(verifiers: list[jobs_pb2.VerifierAssignment], unverified_quality: int,
-                    min_fraud_verifiers: int, supporting_invalid: int = 0) -> tuple[int, int]:
+def compute_outcome(
+    verifiers: list[jobs_pb2.VerifierAssignment],
+    unverified_quality: int,
+    min_fraud_verifiers: int,
+    supporting_invalid: int = 0,
+) -> tuple[int, int]:
     """(outcome, quality) of a revealed challenge by one panel. S = stake of the panel:
     valid stake >= 2/3 S -> accepted at the weighted median quality of the valid votes;
     invalid stake >= 2/3 S -> fraud when at least ``min_fraud_verifiers`` verifiers voted
@@ -256,7 +316,9 @@ def compute_outcome(verifiers: list[jobs_pb2.VerifierAssignment], unverified_qua
     valid = sum(v.stake for v in verifiers if v.voted and v.valid)
     invalid = sum(v.stake for v in verifiers if v.voted and not v.valid)
     if 3 * valid >= 2 * total:
-        q = compute_weighted_median([(v.quality, v.address, v.stake) for v in verifiers if v.voted and v.valid])
+        q = compute_weighted_median(
+            [(v.quality, v.address, v.stake) for v in verifiers if v.voted and v.valid]
+        )
         return jobs_pb2.OUTCOME_ACCEPTED, q
     if 3 * invalid >= 2 * total:
         n_invalid = sum(1 for v in verifiers if v.voted and not v.valid) + supporting_invalid
@@ -266,68 +328,183 @@ def compute_outcome(verifiers: list[jobs_pb2.VerifierAssignment], unverified_qua
     return jobs_pb2.OUTCOME_UNDECIDED, 0
 
 
+def is_probe_vote_valid(p: jobs_pb2.Participant, v: jobs_pb2.VerifierAssignment, tol: int) -> bool:
+    """A tolerance-mode vote's probes agree with the provider's opened ones: for every opened
+    segment (segment order), ``probe.is_probe_within(provider's probe, vote's probe,
+    tolerance_ppm)``."""
+    ends = sorted(p.reveals, key=lambda o: o.segment)
+    if len(v.probes) != PROBE_DIM * len(ends):
+        return False
+    return all(
+        is_probe_within(list(o.end_probe), list(v.probes[i * PROBE_DIM : (i + 1) * PROBE_DIM]), tol)
+        for i, o in enumerate(ends)
+    )
+
+
+def apply_probe_checks(job: jobs_pb2.Job, p: jobs_pb2.Participant, panel: int) -> None:
+    """Tolerance mode, when ``panel``'s opening window closes: a vote opened valid whose probes
+    are not within tolerance of the provider's opened probes (``is_probe_vote_valid``) counts as
+    invalid (``probe_mismatch``; quality 0): a verifier that did not re-execute committed its
+    probes before the provider's were open, so it can only guess. The invalid vote escalates and
+    is slashed as a wrong vote when the final verdict accepts. No-op in exact mode."""
+    if job.spec.determinism_mode != jobs_pb2.DETERMINISM_MODE_TOLERANCE:
+        return
+    tol = job.spec.tolerance_ppm
+    for v in p.verifiers:
+        if v.panel == panel and v.voted and v.valid and not is_probe_vote_valid(p, v, tol):
+            v.valid, v.quality, v.probe_mismatch = False, 0, True
+
+
+def is_end_due(job: jobs_pb2.Job, p: jobs_pb2.Participant) -> bool:
+    """Tolerance mode: a revealed challenge with verifiers, whose ends must be opened
+    (MsgOpenEnd) in the vote-reveal window."""
+    return (
+        job.spec.determinism_mode == jobs_pb2.DETERMINISM_MODE_TOLERANCE
+        and p.challenged
+        and p.HasField("reveal")
+        and bool(p.verifiers)
+    )
+
+
+def compute_ends_due(job: jobs_pb2.Job, r: jobs_pb2.Round) -> frozenset[bytes]:
+    return frozenset(p.address for p in r.participants if is_end_due(job, p))
+
+
+def is_end_withheld(job: jobs_pb2.Job, p: jobs_pb2.Participant) -> bool:
+    """Tolerance mode: a revealed challenge with verifiers whose provider did not open every
+    end (MsgOpenEnd) by the close of the vote-reveal window: a missed reveal."""
+    return is_end_due(job, p) and not all(o.end_opened_height for o in p.reveals)
+
+
 def _decide(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round, p: jobs_pb2.Participant) -> None:
     """Outcome of a revealed challenge: by the first panel, or, once escalated, by the appeal
-    panel (its ⅔ decides; the first panel's invalid voters count towards min_fraud_verifiers)."""
+    panel, or, when the appeal panel did not accept, by the final panel (each: ⅔ of its own
+    stake decides; the earlier panels' invalid voters count towards min_fraud_verifiers)."""
     params = get_params(ctx.store)
-    panel = 1 if p.escalated else 0
+    panel = 2 if p.final_tier else 1 if p.escalated else 0
+    apply_probe_checks(job, p, panel)
     vs = [v for v in p.verifiers if v.panel == panel]
-    support = sum(1 for v in p.verifiers if v.panel == 0 and v.voted and not v.valid) if p.escalated else 0
-    p.outcome, p.quality = compute_outcome(vs, params.unverified_quality, params.min_fraud_verifiers,  # type: ignore[assignment]
-                                           support)
-    ctx.emit(events.verdict_decided(job.id, r.round, p.address, enum_name(jobs_pb2.Outcome, p.outcome), p.quality))
+    # the earlier panels' invalid voters count towards min_fraud_verifiers (each address once)
+    support = len(
+        {v.address for v in p.verifiers if v.panel < panel and v.voted and not v.valid}
+        - {v.address for v in vs}
+    )
+    p.outcome, p.quality = compute_outcome(
+        vs,
+        params.unverified_quality,
+        params.min_fraud_verifiers,
+        support,
+    )
+    if p.audited and p.outcome == jobs_pb2.OUTCOME_ACCEPTED:
+        # the audit confirmed the unanimous first panel: its verdict stands, at its quality
+        p.quality = compute_outcome(
+            [v for v in p.verifiers if v.panel == 0],
+            params.unverified_quality,
+            params.min_fraud_verifiers,
+        )[1]
+    ctx.emit(
+        events.verdict_decided(
+            job.id, r.round, p.address, enum_name(jobs_pb2.Outcome, p.outcome), p.quality
+        )
+    )
 
 
-def process_verdict_end(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+def process_verdict_end(
+    ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round
+) -> None:
     """The first panel's secret votes are in; they are opened in the next window."""
     r.phase = jobs_pb2.PHASE_VOTE_REVEAL
     _move_due(ctx, r, r.verdict_end, r.vote_reveal_end)
     keeper.set_round(ctx.store, r)
 
 
+def compute_panel_windows(height: int, spec: jobs_pb2.JobSpec) -> tuple[int, int, int]:
+    """(commit end, reveal end, attest end) of a later panel (appeal or final) entered in the
+    end-block of ``height``: it commits its secret votes for V blocks, opens them for V more, and
+    the attest window follows."""
+    commit_end = height + spec.verdict_blocks
+    reveal_end = commit_end + spec.verdict_blocks
+    return commit_end, reveal_end, reveal_end + spec.attest_blocks
+
+
 def compute_appeal_seed(block_seed: bytes, job_id: int, round_: int) -> bytes:
-    return hashlib.sha256(b"loconet/appeal/v1" + block_seed + u64_key(job_id) + u64_key(round_)).digest()
+    return hashlib.sha256(
+        b"loconet/appeal/v1" + block_seed + u64_key(job_id) + u64_key(round_)
+    ).digest()
 
 
-def process_vote_reveal_end(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
-    """Per revealed challenge, in address order: no verifier assigned -> accepted at
-    unverified_quality; every first-panel verifier revealed *valid* -> accepted
-    (``incentives.is_escalated``); otherwise escalated: an appeal panel of ``appeal_verifiers``
-    is drawn (bond x reputation, seed = this block's seed: unknown while the first panel voted)
+def process_vote_reveal_end(
+    ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round
+) -> None:
+    """Per revealed challenge, in address order: tolerance mode, an end not opened
+    (MsgOpenEnd) -> missed reveal (punished as fraud), and the first panel's valid votes whose
+    probes disagree with the provider's count as invalid (``apply_probe_checks``); no verifier
+    assigned -> accepted at unverified_quality; every first-panel verifier revealed *valid* ->
+    accepted (``incentives.is_escalated``), unless the verdict is **audited**
+    (``incentives.is_audited``: probability ``audit_bps``, seeded by this block's seed, i.e.
+    after the votes are open); otherwise (or audited) escalated: an appeal panel of
+    ``appeal_verifiers`` is drawn (bond x reputation, seed = this block's seed: unknown while the
+    first panel voted)
     from active providers that are not in the first panel, not participants of the round and not
     the owner. With nobody to draw, the first panel decides by ``compute_outcome``. Escalated
     rounds get an appeal window and an appeal-reveal window before attesting."""
     params = get_params(ctx.store)
     h = ctx.block.height
     seed = compute_appeal_seed(ctx.block.seed, job.id, r.round)
+    audit_seed = compute_audit_seed(ctx.block.seed, job.id, r.round)
     conflicted = {q.address for q in r.participants} | {job.owner}
     pool: list[providers_pb2.Provider] | None = None
     escalated = False
     for p in r.participants:
         if not (p.challenged and p.HasField("reveal")):
             continue
-        if not is_escalated(list(p.verifiers)):
-            _decide(ctx, job, r, p)
+        if is_end_withheld(job, p):  # tolerance mode: an end left unopened
+            p.outcome = jobs_pb2.OUTCOME_MISSED_REVEAL
+            ctx.emit(
+                events.verdict_decided(
+                    job.id, r.round, p.address, enum_name(jobs_pb2.Outcome, p.outcome), 0
+                )
+            )
             continue
+        apply_probe_checks(job, p, 0)
+        audited = False
+        if not is_escalated(list(p.verifiers)):
+            audited = bool(p.verifiers) and is_audited(audit_seed, p.address, params.audit_bps)
+            if not audited:
+                _decide(ctx, job, r, p)
+                continue
         if pool is None:
-            pool = [v for v in providers.get_eligible(ctx.store, 0, 0) if v.address not in conflicted]
+            pool = [
+                v for v in providers.get_eligible(ctx.store, 0, 0) if v.address not in conflicted
+            ]
         first = {v.address for v in p.verifiers}
         cands = [(v, v.bond * v.reputation) for v in pool if v.address not in first]
-        vs = weighted_sample(hashlib.sha256(seed + p.address).digest(), cands, params.appeal_verifiers)
+        vs = weighted_sample(
+            hashlib.sha256(seed + p.address).digest(), cands, params.appeal_verifiers
+        )
         if not vs:
             _decide(ctx, job, r, p)
             continue
         vs.sort(key=lambda v: v.address)
         p.escalated = True
+        p.audited = audited
         escalated = True
-        p.verifiers.extend(jobs_pb2.VerifierAssignment(address=v.address, stake=v.bond, panel=1) for v in vs)
-        ctx.emit(events.verdict_escalated(job.id, r.round, p.address, [v.address for v in vs]))
-    spec = job.spec
+        p.verifiers.extend(
+            jobs_pb2.VerifierAssignment(address=v.address, stake=v.bond, panel=1) for v in vs
+        )
+        ctx.emit(
+            events.verdict_escalated(
+                job.id,
+                r.round,
+                p.address,
+                [v.address for v in vs],
+                reason="audit" if audited else "dispute",
+            )
+        )
+    sla.record_ends_deadline(ctx.store, r, h, compute_ends_due(job, r))
     if escalated:
         r.phase = jobs_pb2.PHASE_APPEAL
-        r.appeal_end = h + spec.verdict_blocks
-        r.appeal_reveal_end = r.appeal_end + spec.verdict_blocks
-        r.attest_end = r.appeal_reveal_end + spec.attest_blocks
+        r.appeal_end, r.appeal_reveal_end, r.attest_end = compute_panel_windows(h, job.spec)
         _move_due(ctx, r, r.vote_reveal_end, r.appeal_end)
     else:
         r.phase = jobs_pb2.PHASE_ATTEST
@@ -335,23 +512,99 @@ def process_vote_reveal_end(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.J
     keeper.set_round(ctx.store, r)
 
 
-def process_appeal_end(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+def process_appeal_end(
+    ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round
+) -> None:
     """The appeal panel's secret votes are in; they are opened in the next window."""
     r.phase = jobs_pb2.PHASE_APPEAL_REVEAL
     _move_due(ctx, r, r.appeal_end, r.appeal_reveal_end)
     keeper.set_round(ctx.store, r)
 
 
-def process_appeal_reveal_end(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+def compute_final_panel(
+    pool: list[providers_pb2.Provider],
+) -> list[providers_pb2.Provider]:
+    """The final panel: the whole pool (every eligible provider outside the round and its owner,
+    the earlier panels included) when it has at most FINAL_PANEL_MAX providers, else the
+    FINAL_PANEL_MAX largest bonds (ties by address). Not drawn: no luck of the draw can give a
+    coalition more of it than its stake, and splitting a stake into Sybils only moves it out."""
+    ranked = sorted(pool, key=lambda v: (-v.bond, v.address))
+    return sorted(ranked[:FINAL_PANEL_MAX], key=lambda v: v.address)
+
+
+def process_appeal_reveal_end(
+    ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round
+) -> None:
     """Every escalated challenge is decided by its appeal panel (``compute_outcome``: ⅔ of the
     appeal panel's stake; fraud also needs ``min_fraud_verifiers`` invalid voters, counting the
-    first panel's). That verdict is final, and every revealed vote of either panel is judged
-    against it at the finalize."""
+    first panel's). A **unanimous** accepting appeal panel (every appeal verifier revealed valid,
+    ``incentives.is_escalated`` false) is final. Any other verdict (fraud, rejected, undecided,
+    or an acceptance with a dissenting or silent appeal verifier: what a coalition holding ⅔ of a
+    drawn 7-member panel could force, on an honest provider or for a cheater, slashing the honest
+    minority of the panel) goes to the **final panel** (``compute_final_panel``), which votes in
+    two more windows of V blocks; ⅔ of its stake is needed either way. Every revealed vote of
+    every panel is judged against the final verdict at the finalize."""
+    final = False
+    # one panel for the round (the same pool for every challenge): read and sorted once
+    panel: list[providers_pb2.Provider] | None = None
     for p in r.participants:
-        if p.escalated:
+        if not p.escalated:
+            continue
+        _decide(ctx, job, r, p)
+        if p.outcome == jobs_pb2.OUTCOME_ACCEPTED and not is_escalated(
+            [v for v in p.verifiers if v.panel == 1]
+        ):
+            continue  # a unanimous appeal panel accepted: final
+        if panel is None:
+            conflicted = {q.address for q in r.participants} | {job.owner}
+            panel = compute_final_panel(
+                [v for v in providers.get_eligible(ctx.store, 0, 0) if v.address not in conflicted]
+            )
+        if not panel:
+            continue
+        p.final_tier = True
+        p.outcome, p.quality = jobs_pb2.OUTCOME_PENDING, 0
+        final = True
+        p.verifiers.extend(
+            jobs_pb2.VerifierAssignment(address=v.address, stake=v.bond, panel=2) for v in panel
+        )
+        ctx.emit(
+            events.verdict_escalated(
+                job.id, r.round, p.address, [v.address for v in panel], "final"
+            )
+        )
+    if final:
+        r.phase = jobs_pb2.PHASE_FINAL
+        r.final_end, r.final_reveal_end, r.attest_end = compute_panel_windows(
+            ctx.block.height, job.spec
+        )
+        _move_due(ctx, r, r.appeal_reveal_end, r.final_end)
+    else:
+        r.phase = jobs_pb2.PHASE_ATTEST
+        _move_due(ctx, r, r.appeal_reveal_end, r.attest_end)
+    keeper.set_round(ctx.store, r)
+
+
+def process_final_end(
+    ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round
+) -> None:
+    """The final panel's secret votes are in; they are opened in the next window."""
+    r.phase = jobs_pb2.PHASE_FINAL_REVEAL
+    _move_due(ctx, r, r.final_end, r.final_reveal_end)
+    keeper.set_round(ctx.store, r)
+
+
+def process_final_reveal_end(
+    ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round
+) -> None:
+    """Every challenge sent to the final panel is decided by it (``compute_outcome`` over the
+    final panel's stake: a fraud verdict needs ⅔ of it, so a coalition below ⅔ of the final
+    panel's stake can never slash an honest provider). That verdict is final."""
+    for p in r.participants:
+        if p.final_tier:
             _decide(ctx, job, r, p)
     r.phase = jobs_pb2.PHASE_ATTEST
-    _move_due(ctx, r, r.appeal_reveal_end, r.attest_end)
+    _move_due(ctx, r, r.final_reveal_end, r.attest_end)
     keeper.set_round(ctx.store, r)
 
 
@@ -393,7 +646,8 @@ def process_attestation(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
     model, stake, total = compute_attested(r)
     if model:
         r.attested_model_hash = model
-        r.attest_stake = min(stake, MAX_U64)  # a sum of u64 bonds: saturates (an overflow here halted the chain)
+        # a sum of u64 bonds: saturates (an overflow here halted the chain)
+        r.attest_stake = min(stake, MAX_U64)
         job.current_model_hash = model
         ctx.emit(events.model_attested(job.id, r.round, model, stake, total))
 
@@ -402,10 +656,16 @@ def is_paid_attester(r: jobs_pb2.Round, p: jobs_pb2.Participant) -> bool:
     """Accepted and attested the round's quorum hash. An accepted participant that attested
     another hash, or nothing, is not paid for the round (its slot stays in the escrow): stalling
     the quorum never pays, and without a quorum nobody is paid."""
-    return p.outcome == jobs_pb2.OUTCOME_ACCEPTED and bool(r.attested_model_hash) and p.attested_hash == r.attested_model_hash
+    return (
+        p.outcome == jobs_pb2.OUTCOME_ACCEPTED
+        and bool(r.attested_model_hash)
+        and p.attested_hash == r.attested_model_hash
+    )
 
 
-def process_participant_rewards(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+def process_participant_rewards(
+    ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round
+) -> None:
     """Pay the participants' reward from the escrow to the accepted participants that attested the
     quorum hash (``is_paid_attester``), each its slot weighted as abci_app.rewards says. A
     tombstoned provider (fraud proven in an earlier round, or in an earlier job's round finalized
@@ -413,9 +673,12 @@ def process_participant_rewards(ctx: Ctx, providers: ProviderKeeper, job: jobs_p
     escrow and the others' shares are unchanged."""
     accepted = [
         (p.address, p.commitment.tokens_processed * p.quality * p.reputation)
-        for p in r.participants if is_paid_attester(r, p)
+        for p in r.participants
+        if is_paid_attester(r, p)
     ]
-    for addr, amount in compute_participant_payouts(job.reward_per_round, len(r.participants), accepted):
+    for addr, amount in compute_participant_payouts(
+        job.reward_per_round, len(r.participants), accepted
+    ):
         if providers.is_tombstoned(ctx.store, addr):
             continue
         keeper.pay(ctx.store, job, addr, amount)
@@ -425,14 +688,24 @@ def process_participant_rewards(ctx: Ctx, providers: ProviderKeeper, job: jobs_p
         ctx.emit(events.reward_paid(job.id, r.round, addr, amount, "participant"))
 
 
-def process_verifier_rewards(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
-    """Pay the verifier share: one unit per revealed vote (either panel) on the side of the final,
-    decided outcome (a tombstoned verifier is not paid; its units stay in the escrow)."""
+def process_verifier_rewards(
+    ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round
+) -> None:
+    """Pay the verifier share: one unit per revealed vote (any panel) on the side of the final,
+    decided outcome (a tombstoned verifier is not paid; its units stay in the escrow). An audit
+    that confirmed a unanimous first panel (``Participant.audited``, final outcome accepted) pays
+    the first panel's units only, exactly as without the audit: the later panels' valid voters
+    gain reputation, not a share of V (an audit never dilutes an honest panel's pay)."""
     majority_votes: list[tuple[bytes, int]] = []
     for p in r.participants:
         if p.challenged and p.outcome in DECIDED and p.verifiers:
             want_valid = p.outcome == jobs_pb2.OUTCOME_ACCEPTED
-            majority_votes.extend((v.address, 1) for v in p.verifiers if v.voted and v.valid == want_valid)
+            confirmed = p.audited and want_valid
+            majority_votes.extend(
+                (v.address, 1)
+                for v in p.verifiers
+                if v.voted and v.valid == want_valid and not (confirmed and v.panel > 0)
+            )
     for addr, amount in compute_shares(job.verifier_reward_per_round, majority_votes):
         if providers.is_tombstoned(ctx.store, addr):
             continue
@@ -456,22 +729,56 @@ def process_participant_penalties(ctx: Ctx, providers: ProviderKeeper, r: jobs_p
         rep = providers.get_reputation(ctx.store, p.address)
         if p.outcome == jobs_pb2.OUTCOME_MISSED_COMMIT:
             reason = enum_name(jobs_pb2.Outcome, p.outcome)
-            res = providers.slash(ctx, p.address, params.slash_fraction_liveness_bps, reason=reason, job_id=jid, round_=rn)
+            res = providers.slash(
+                ctx,
+                p.address,
+                params.slash_fraction_liveness_bps,
+                reason=reason,
+                job_id=jid,
+                round_=rn,
+            )
             p.slashed = res.amount
             if res.amount:
-                r.slashes.add(address=p.address, amount=res.amount, reason=reason, burned=res.burned)
-            p.reputation_delta = _set_rep(ctx, providers, p.address, compute_loss(rep, params.reputation_loss_missed_commit_bps), reason)
+                r.slashes.add(
+                    address=p.address, amount=res.amount, reason=reason, burned=res.burned
+                )
+            p.reputation_delta = _set_rep(
+                ctx,
+                providers,
+                p.address,
+                compute_loss(rep, params.reputation_loss_missed_commit_bps),
+                reason,
+            )
         elif p.outcome == jobs_pb2.OUTCOME_MISSED_REVEAL:
-            res = providers.slash(ctx, p.address, params.slash_fraction_fraud_bps, reason="missed_reveal", job_id=jid, round_=rn)
+            res = providers.slash(
+                ctx,
+                p.address,
+                params.slash_fraction_fraud_bps,
+                reason="missed_reveal",
+                job_id=jid,
+                round_=rn,
+            )
             p.slashed = res.amount
-            r.slashes.add(address=p.address, amount=res.amount, reason="missed_reveal", burned=res.burned)
+            r.slashes.add(
+                address=p.address, amount=res.amount, reason="missed_reveal", burned=res.burned
+            )
             p.reputation_delta = _set_rep(ctx, providers, p.address, 0, "missed_reveal")
             providers.jail(ctx, p.address, "missed_reveal")
         elif p.outcome == jobs_pb2.OUTCOME_FRAUD:
-            provers = [(v.address, v.stake) for v in p.verifiers if v.voted and not v.valid and not providers.is_tombstoned(ctx.store, v.address)]
+            provers = [
+                (v.address, v.stake)
+                for v in p.verifiers
+                if v.voted and not v.valid and not providers.is_tombstoned(ctx.store, v.address)
+            ]
             res = providers.slash(
-                ctx, p.address, params.slash_fraction_fraud_bps, reason="fraud", job_id=jid, round_=rn,
-                bounty_bps=params.fraud_bounty_bps, bounty_weights=provers,
+                ctx,
+                p.address,
+                params.slash_fraction_fraud_bps,
+                reason="fraud",
+                job_id=jid,
+                round_=rn,
+                bounty_bps=params.fraud_bounty_bps,
+                bounty_weights=provers,
             )
             p.slashed = res.amount
             r.slashes.add(address=p.address, amount=res.amount, reason="fraud", burned=res.burned)
@@ -481,15 +788,28 @@ def process_participant_penalties(ctx: Ctx, providers: ProviderKeeper, r: jobs_p
             p.reputation_delta = _set_rep(ctx, providers, p.address, 0, "fraud")
             providers.jail(ctx, p.address, "fraud")
         elif is_paid_attester(r, p):
-            if p.challenged and p.verifiers:  # verified by a panel: the only work reputation grows from
-                gain = compute_value_gain_bps(params.reputation_gain_bps, p.reward, params.reputation_value_unit)
-                p.reputation_delta = _set_rep(ctx, providers, p.address, compute_gain(rep, gain), "accepted")
+            if (
+                p.challenged and p.verifiers
+            ):  # verified by a panel: the only work reputation grows from
+                gain = compute_value_gain_bps(
+                    params.reputation_gain_bps, p.reward, params.reputation_value_unit
+                )
+                p.reputation_delta = _set_rep(
+                    ctx, providers, p.address, compute_gain(rep, gain), "accepted"
+                )
         elif p.outcome == jobs_pb2.OUTCOME_ACCEPTED:
-            p.reputation_delta = _set_rep(ctx, providers, p.address, compute_loss(rep, params.reputation_loss_missed_commit_bps),
-                                          "missed_attest")
+            p.reputation_delta = _set_rep(
+                ctx,
+                providers,
+                p.address,
+                compute_loss(rep, params.reputation_loss_missed_commit_bps),
+                "missed_attest",
+            )
 
 
-def compute_claimed_bounty(providers: ProviderKeeper, ctx: Ctx, p: jobs_pb2.Participant) -> dict[bytes, int]:
+def compute_claimed_bounty(
+    providers: ProviderKeeper, ctx: Ctx, p: jobs_pb2.Participant
+) -> dict[bytes, int]:
     """What each invalid voter on ``p`` would have been paid as fraud bounty had its claim won:
     floor(fraud slash x bounty_bps) split by stake (rewards.compute_shares)."""
     params = get_params(ctx.store)
@@ -497,7 +817,11 @@ def compute_claimed_bounty(providers: ProviderKeeper, ctx: Ctx, p: jobs_pb2.Part
     total = prov.bond + prov.unbonding if prov else 0
     fraud = min(total, ceil_div(total * params.slash_fraction_fraud_bps, BPS))
     bounty = fraud * params.fraud_bounty_bps // BPS
-    return dict(compute_shares(bounty, [(v.address, v.stake) for v in p.verifiers if v.voted and not v.valid]))
+    return dict(
+        compute_shares(
+            bounty, [(v.address, v.stake) for v in p.verifiers if v.voted and not v.valid]
+        )
+    )
 
 
 def process_verifier_accountability(ctx: Ctx, providers: ProviderKeeper, r: jobs_pb2.Round) -> None:
@@ -522,35 +846,80 @@ def process_verifier_accountability(ctx: Ctx, providers: ProviderKeeper, r: jobs
         decided = p.outcome in DECIDED
         want_valid = p.outcome == jobs_pb2.OUTCOME_ACCEPTED
         slashing = p.outcome in (jobs_pb2.OUTCOME_ACCEPTED, jobs_pb2.OUTCOME_FRAUD)
-        winners = [(v.address, v.stake) for v in p.verifiers
-                   if v.voted and v.valid == want_valid and not providers.is_tombstoned(ctx.store, v.address)]
-        claimed = compute_claimed_bounty(providers, ctx, p) if p.outcome == jobs_pb2.OUTCOME_ACCEPTED else {}
+        winners = [
+            (v.address, v.stake)
+            for v in p.verifiers
+            if v.voted
+            and v.valid == want_valid
+            and not providers.is_tombstoned(ctx.store, v.address)
+        ]
+        claimed = (
+            compute_claimed_bounty(providers, ctx, p)
+            if p.outcome == jobs_pb2.OUTCOME_ACCEPTED
+            else {}
+        )
         for v in p.verifiers:
             rep = providers.get_reputation(ctx.store, v.address)
             reason = ""
             if not v.voted:
                 reason = "verifier_silent"
-                res = providers.slash(ctx, v.address, params.slash_fraction_liveness_bps, reason=reason, job_id=jid, round_=rn)
+                res = providers.slash(
+                    ctx,
+                    v.address,
+                    params.slash_fraction_liveness_bps,
+                    reason=reason,
+                    job_id=jid,
+                    round_=rn,
+                )
             elif decided and v.valid == want_valid:
-                _set_rep(ctx, providers, v.address, compute_gain(rep, params.reputation_gain_bps), "verifier_majority")
+                _set_rep(
+                    ctx,
+                    providers,
+                    v.address,
+                    compute_gain(rep, params.reputation_gain_bps),
+                    "verifier_majority",
+                )
                 continue
             elif decided and slashing:
                 reason = "wrong_vote"
                 floor = claimed[v.address] + 1 if v.address in claimed else 0
-                res = providers.slash(ctx, v.address, params.slash_fraction_wrong_vote_bps, reason=reason, job_id=jid,
-                                      round_=rn, bounty_bps=params.fraud_bounty_bps, bounty_weights=winners, min_amount=floor)
+                res = providers.slash(
+                    ctx,
+                    v.address,
+                    params.slash_fraction_wrong_vote_bps,
+                    reason=reason,
+                    job_id=jid,
+                    round_=rn,
+                    bounty_bps=params.fraud_bounty_bps,
+                    bounty_weights=winners,
+                    min_amount=floor,
+                )
             elif decided:
-                _set_rep(ctx, providers, v.address, compute_loss(rep, params.reputation_loss_verifier_bps), "verifier_minority")
+                _set_rep(
+                    ctx,
+                    providers,
+                    v.address,
+                    compute_loss(rep, params.reputation_loss_verifier_bps),
+                    "verifier_minority",
+                )
                 continue
             else:
                 continue
             v.slashed = res.amount
             if res.amount:
-                r.slashes.add(address=v.address, amount=res.amount, reason=reason, burned=res.burned)
+                r.slashes.add(
+                    address=v.address, amount=res.amount, reason=reason, burned=res.burned
+                )
             for addr, amount in res.bounties:
                 r.payouts.add(address=addr, amount=amount, kind="bounty")
                 ctx.emit(events.reward_paid(jid, rn, addr, amount, "bounty"))
-            _set_rep(ctx, providers, v.address, compute_loss(rep, params.reputation_loss_verifier_bps), reason)
+            _set_rep(
+                ctx,
+                providers,
+                v.address,
+                compute_loss(rep, params.reputation_loss_verifier_bps),
+                reason,
+            )
 
 
 def process_round_close(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
@@ -565,7 +934,17 @@ def process_round_close(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
     keeper.set_round(ctx.store, r)
     job.rounds_finalized += 1
     n_acc = sum(1 for p in r.participants if p.outcome == jobs_pb2.OUTCOME_ACCEPTED)
-    ctx.emit(events.round_finalized(job.id, r.round, n_acc, r.reward_paid, r.verifier_paid, r.returned_to_escrow, r.attested_model_hash))
+    ctx.emit(
+        events.round_finalized(
+            job.id,
+            r.round,
+            n_acc,
+            r.reward_paid,
+            r.verifier_paid,
+            r.returned_to_escrow,
+            r.attested_model_hash,
+        )
+    )
     if job.status == jobs_pb2.JOB_STATUS_ACTIVE and job.rounds_finalized == job.rounds:
         keeper.close_job(ctx, job, jobs_pb2.JOB_STATUS_COMPLETED)
     elif job.status == jobs_pb2.JOB_STATUS_CANCELLING and job.rounds_finalized == job.rounds_opened:
@@ -574,7 +953,9 @@ def process_round_close(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
         keeper.set_job(ctx.store, job)
 
 
-def process_finalize(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
+def process_finalize(
+    ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round
+) -> None:
     """ATTEST -> FINALIZED at ``attest_end``, in these steps (each a function below, in order;
     the order is consensus: it fixes the event order and who is tombstoned when paid)."""
     process_attestation(ctx, job, r)
@@ -588,13 +969,17 @@ def process_finalize(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: 
 
 # -- end block ------------------------------------------------------------------------------------
 
-TRANSITIONS: dict[int, tuple[str, Callable[[Ctx, ProviderKeeper, jobs_pb2.Job, jobs_pb2.Round], None]]] = {
+TRANSITIONS: dict[
+    int, tuple[str, Callable[[Ctx, ProviderKeeper, jobs_pb2.Job, jobs_pb2.Round], None]]
+] = {
     jobs_pb2.PHASE_COMMIT: ("commit_deadline", process_challenge),
     jobs_pb2.PHASE_REVEAL: ("reveal_end", process_reveal_end),
     jobs_pb2.PHASE_VERDICT: ("verdict_end", process_verdict_end),
     jobs_pb2.PHASE_VOTE_REVEAL: ("vote_reveal_end", process_vote_reveal_end),
     jobs_pb2.PHASE_APPEAL: ("appeal_end", process_appeal_end),
     jobs_pb2.PHASE_APPEAL_REVEAL: ("appeal_reveal_end", process_appeal_reveal_end),
+    jobs_pb2.PHASE_FINAL: ("final_end", process_final_end),
+    jobs_pb2.PHASE_FINAL_REVEAL: ("final_reveal_end", process_final_reveal_end),
     jobs_pb2.PHASE_ATTEST: ("attest_end", process_finalize),
 }
 
@@ -609,7 +994,9 @@ def process_rounds(ctx: Ctx, providers: ProviderKeeper) -> None:
         r = keeper.get_round(ctx.store, job_id, rn)
         job = keeper.get_job(ctx.store, job_id)
         if r is None or job is None or r.phase not in TRANSITIONS:
-            raise InvariantBroken(f"round schedule points at a missing or finalized round {job_id}/{rn}")
+            raise InvariantBroken(
+                f"round schedule points at a missing or finalized round {job_id}/{rn}"
+            )
         field, fn = TRANSITIONS[r.phase]
         if at != h or getattr(r, field) != h:
             raise InvariantBroken(f"round {job_id}/{rn} transition due at {at} ran at {h}")
@@ -619,7 +1006,11 @@ def process_rounds(ctx: Ctx, providers: ProviderKeeper) -> None:
         at, job_id = parse_open_due_key(key)
         ctx.store.delete(key)
         job = keeper.get_job(ctx.store, job_id)
-        if job is None or job.status != jobs_pb2.JOB_STATUS_ACTIVE or job.rounds_opened >= job.rounds:
+        if (
+            job is None
+            or job.status != jobs_pb2.JOB_STATUS_ACTIVE
+            or job.rounds_opened >= job.rounds
+        ):
             raise InvariantBroken(f"open schedule points at job {job_id} that cannot open a round")
         if at != h:
             raise InvariantBroken(f"job {job_id} open due at an earlier height ran at {h}")

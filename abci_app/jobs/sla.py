@@ -5,8 +5,12 @@ plus what it earned and lost in rounds. The round steps of ``rounds.py`` call on
 each, after their own rules ran, so the figures read the round exactly as it was decided::
 
     process_round_open    record_drawn            rounds_drawn
-    process_challenge     record_commit_deadline  commits_due, committed_on_time, challenged   (duty: commit)
-    process_reveal_end    record_reveal_deadline  reveals_due, revealed                       (duty: reveal)
+    process_challenge     record_commit_deadline  commits_due, committed_on_time, challenged
+                                                  (duty: commit)
+    process_reveal_end    record_reveal_deadline  reveals_due, revealed (duty: reveal), except
+                                                  the tolerance-mode reveals whose ends are due:
+    process_vote_reveal_end record_ends_deadline  their reveal duty, kept only if every end was
+                                                  opened (MsgOpenEnd; else missed_reveal)
     process_finalize      record_finalized        verdicts_accepted / verdicts_against,
                                                   attests_due / attested (duty: attest the quorum),
                                                   verifier_assigned / verifier_voted (duty: vote),
@@ -77,18 +81,23 @@ def get_sla(store: KVReader, address: bytes) -> Sla:
 
 
 def iterate_sla(store: KVReader) -> list[tuple[bytes, Sla]]:
-    return [(parse_sla_key(k), decode_sla(v)) for k, v in store.iterate(SLA_PREFIX, prefix_end(SLA_PREFIX))]
+    return [
+        (parse_sla_key(k), decode_sla(v))
+        for k, v in store.iterate(SLA_PREFIX, prefix_end(SLA_PREFIX))
+    ]
 
 
 def compute_uptime_bps(s: Sla) -> int:
-    """Kept duties among the last ``window_len`` (<= WINDOW), in basis points; 10000 with no duty yet."""
+    """Kept duties among the last ``window_len`` (<= WINDOW), in basis points; 10000 with no duty
+    yet."""
     if s.window_len == 0:
         return BPS
     return (s.window_bits & ((1 << s.window_len) - 1)).bit_count() * BPS // s.window_len
 
 
 def process_duty(s: Sla, kept: bool, height: int) -> None:
-    """One more duty in the window: shift in 1 (kept) or 0 (missed); the oldest falls out after WINDOW."""
+    """One more duty in the window: shift in 1 (kept) or 0 (missed); the oldest falls out after
+    WINDOW."""
     s.window_bits = ((s.window_bits << 1) | int(kept)) & ((1 << WINDOW) - 1)
     s.window_len = min(s.window_len + 1, WINDOW)
     s.last_duty_height = height
@@ -137,15 +146,37 @@ def record_commit_deadline(store: CacheKV, r: jobs_pb2.Round, height: int) -> No
     b.write()
 
 
-def record_reveal_deadline(store: CacheKV, r: jobs_pb2.Round, height: int) -> None:
-    """After the reveal window: a challenged participant marked missed_reveal missed its duty."""
+def _record_reveal(b: _Batch, p: jobs_pb2.Participant) -> None:
+    kept = p.outcome != jobs_pb2.OUTCOME_MISSED_REVEAL
+    b.add(p.address, "reveals_due")
+    b.add(p.address, "revealed", int(kept))
+    b.duty(p.address, kept)
+
+
+def record_reveal_deadline(
+    store: CacheKV, r: jobs_pb2.Round, height: int, ends_due: frozenset[bytes] = frozenset()
+) -> None:
+    """After the reveal window: a challenged participant marked missed_reveal missed its duty.
+    ``ends_due``: participants whose reveal is not complete yet (tolerance mode: the ends are
+    opened in the vote-reveal window); their duty is recorded by ``record_ends_deadline``."""
     b = _Batch(store, height)
     for p in r.participants:
-        if p.challenged:
-            kept = p.outcome != jobs_pb2.OUTCOME_MISSED_REVEAL
-            b.add(p.address, "reveals_due")
-            b.add(p.address, "revealed", int(kept))
-            b.duty(p.address, kept)
+        if p.challenged and p.address not in ends_due:
+            _record_reveal(b, p)
+    b.write()
+
+
+def record_ends_deadline(
+    store: CacheKV, r: jobs_pb2.Round, height: int, ends_due: frozenset[bytes]
+) -> None:
+    """After the vote-reveal window: the reveal duty of the participants in ``ends_due`` (the
+    ones ``record_reveal_deadline`` left out), kept only if the outcome is not missed_reveal: a
+    provider that revealed its segments but never opened its ends is a missed reveal in its SLA
+    figures too."""
+    b = _Batch(store, height)
+    for p in r.participants:
+        if p.address in ends_due:
+            _record_reveal(b, p)
     b.write()
 
 
@@ -171,7 +202,11 @@ def record_finalized(store: CacheKV, r: jobs_pb2.Round, height: int) -> None:
                 b.add(v.address, "verifier_assigned")
                 b.add(v.address, "verifier_voted", int(v.voted))
                 b.duty(v.address, v.voted)
-    kinds = {"participant": "earned_participant", "verifier": "earned_verifier", "bounty": "earned_bounty"}
+    kinds = {
+        "participant": "earned_participant",
+        "verifier": "earned_verifier",
+        "bounty": "earned_bounty",
+    }
     for pay in r.payouts:
         if pay.kind in kinds:
             b.add(pay.address, kinds[pay.kind], pay.amount)
@@ -183,11 +218,21 @@ def record_finalized(store: CacheKV, r: jobs_pb2.Round, height: int) -> None:
 def check_invariants(store: KVReader) -> None:
     """Every count of kept duties is at most the count of those duties; the window is consistent."""
     for addr, s in iterate_sla(store):
-        pairs = [("committed_on_time", "commits_due"), ("commits_due", "rounds_drawn"), ("challenged", "commits_due"),
-                 ("revealed", "reveals_due"), ("reveals_due", "challenged"), ("attested", "attests_due"),
-                 ("verifier_voted", "verifier_assigned")]
+        pairs = [
+            ("committed_on_time", "commits_due"),
+            ("commits_due", "rounds_drawn"),
+            ("challenged", "commits_due"),
+            ("revealed", "reveals_due"),
+            ("reveals_due", "challenged"),
+            ("attested", "attests_due"),
+            ("verifier_voted", "verifier_assigned"),
+        ]
         for kept, due in pairs:
             if getattr(s, kept) > getattr(s, due):
-                raise InvariantBroken(f"SLA of {addr.hex()}: {kept} {getattr(s, kept)} > {due} {getattr(s, due)}")
+                raise InvariantBroken(
+                    f"SLA of {addr.hex()}: {kept} {getattr(s, kept)} > {due} {getattr(s, due)}"
+                )
         if s.window_len > WINDOW or s.window_bits >> s.window_len:
-            raise InvariantBroken(f"SLA of {addr.hex()}: window of {s.window_len} duties holds bits beyond it")
+            raise InvariantBroken(
+                f"SLA of {addr.hex()}: window of {s.window_len} duties holds bits beyond it"
+            )

@@ -14,17 +14,29 @@ def updated(addr: bytes, bond: int) -> abci.Event:
 
 
 def exited(addr: bytes, amount: int, unbonding_height: int) -> abci.Event:
-    return event("provider.exited", provider=to_bech32(addr), amount=amount, unbonding_height=unbonding_height)
+    return event(
+        "provider.exited",
+        provider=to_bech32(addr),
+        amount=amount,
+        unbonding_height=unbonding_height,
+    )
 
 
 def unbonded(addr: bytes, amount: int) -> abci.Event:
     return event("provider.unbonded", provider=to_bech32(addr), amount=amount)
 
 
-def slashed(addr: bytes, amount: int, reason: str, burned: int, job_id: int, round_: int) -> abci.Event:
+def slashed(
+    addr: bytes, amount: int, reason: str, burned: int, job_id: int, round_: int
+) -> abci.Event:
     return event(
-        "provider.slashed", provider=to_bech32(addr), amount=amount, reason=reason, burned=burned,
-        job_id=job_id, round=round_,
+        "provider.slashed",
+        provider=to_bech32(addr),
+        amount=amount,
+        reason=reason,
+        burned=burned,
+        job_id=job_id,
+        round=round_,
     )
 
 

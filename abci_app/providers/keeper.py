@@ -66,17 +66,25 @@ def get_last_reputation(store: KVReader, address: bytes) -> int | None:
     return None if raw is None else int.from_bytes(raw, "big")
 
 
-def is_eligible(store: KVReader, p: providers_pb2.Provider, min_reputation: int, min_stake: int) -> bool:
+def is_eligible(
+    store: KVReader, p: providers_pb2.Provider, min_reputation: int, min_stake: int
+) -> bool:
     """May be drawn as participant or verifier: active, bond >= max(min_stake, min_provider_stake),
     reputation >= max(min_reputation, 1) (a zero weight can never be drawn)."""
     floor = max(min_stake, get_params(store).min_provider_stake)
     return p.status == ACTIVE and p.bond >= floor and p.reputation >= max(min_reputation, 1)
 
 
-def get_eligible(store: KVReader, min_reputation: int, min_stake: int) -> list[providers_pb2.Provider]:
+def get_eligible(
+    store: KVReader, min_reputation: int, min_stake: int
+) -> list[providers_pb2.Provider]:
     floor = max(min_stake, get_params(store).min_provider_stake)
     rep = max(min_reputation, 1)
-    return [p for p in iterate_providers(store) if p.status == ACTIVE and p.bond >= floor and p.reputation >= rep]
+    return [
+        p
+        for p in iterate_providers(store)
+        if p.status == ACTIVE and p.bond >= floor and p.reputation >= rep
+    ]
 
 
 # -- writes ---------------------------------------------------------------------------------------
@@ -186,7 +194,8 @@ def slash(
     from_bond = min(p.bond, amount)
     p.bond -= from_bond
     p.unbonding -= amount - from_bond
-    p.slashed_total = min(p.slashed_total + amount, MAX_U64)  # a running total (uint64): saturates, never raises
+    # a running total (uint64): saturates, never raises
+    p.slashed_total = min(p.slashed_total + amount, MAX_U64)
     set_provider(ctx.store, p)
     left = amount
     paid = compute_shares(compute_bounty(amount, bounty_bps), bounty_weights)
@@ -205,7 +214,8 @@ def slash(
 
 def process_unbonding_queue(ctx: Ctx) -> None:
     """Pay out unbonding that completes at this height; the provider record is removed, its
-    reputation kept under ``0x44`` for a later re-registration (a jailed provider stays tombstoned)."""
+    reputation kept under ``0x44`` for a later re-registration (a jailed provider stays
+    tombstoned)."""
     h = ctx.block.height
     due = list(ctx.store.iterate(UNBONDING_PREFIX, UNBONDING_PREFIX + u64_key(h + 1)))
     for key, _ in due:
@@ -237,11 +247,18 @@ def check_invariants(store: KVReader) -> int:
         queued[addr] = height
     for p in iterate_providers(store):
         if not 0 <= p.reputation <= MAX_REPUTATION:
-            raise InvariantBroken(f"provider {to_bech32(p.address)} reputation {p.reputation} out of range")
+            raise InvariantBroken(
+                f"provider {to_bech32(p.address)} reputation {p.reputation} out of range"
+            )
         if p.status not in (ACTIVE, JAILED, EXITING):
             raise InvariantBroken(f"provider {to_bech32(p.address)} has status {p.status}")
-        if (p.status == JAILED or p.jailed_height) and (p.reputation or not is_tombstoned(store, p.address)):
-            raise InvariantBroken(f"jailed provider {to_bech32(p.address)} has reputation {p.reputation} or no tombstone")
+        if (p.status == JAILED or p.jailed_height) and (
+            p.reputation or not is_tombstoned(store, p.address)
+        ):
+            raise InvariantBroken(
+                f"jailed provider {to_bech32(p.address)} has reputation {p.reputation} or no "
+                "tombstone"
+            )
         if p.status == EXITING:
             if p.bond != 0 or queued.pop(p.address, None) != p.unbonding_height:
                 raise InvariantBroken(f"exiting provider {to_bech32(p.address)} books inconsistent")
@@ -253,7 +270,9 @@ def check_invariants(store: KVReader) -> int:
     for key, v in store.iterate(LAST_REPUTATION_PREFIX, prefix_end(LAST_REPUTATION_PREFIX)):
         addr = parse_last_reputation_key(key)
         if get_provider(store, addr) is not None or int.from_bytes(v, "big") > MAX_REPUTATION:
-            raise InvariantBroken(f"last reputation entry {key.hex()} for a registered provider or out of range")
+            raise InvariantBroken(
+                f"last reputation entry {key.hex()} for a registered provider or out of range"
+            )
     held = bank.get_balance(store, PROVIDER_BONDS)
     if held != total:
         raise InvariantBroken(f"provider_bonds account holds {held} != bonds + unbonding {total}")

@@ -1,12 +1,11 @@
 """providers state layout (see README.md)::
 
-    0x40                                   -> ProvidersParams
-    0x41 | len(addr) | addr                -> Provider
-    0x42 | u64 unbonding height | len | addr -> b""   (unbonding queue; amount is Provider.unbonding)
-    0x43 | len(addr) | addr                -> u64 height  (tombstone: jailed, exited; never again)
-    0x44 | len(addr) | addr                -> u64 reputation (last reputation of a provider that left)
+0x40                                   -> ProvidersParams
+0x41 | len(addr) | addr                -> Provider
+0x42 | u64 unbonding height | len | addr -> b""   (unbonding queue; amount is Provider.unbonding)
+0x43 | len(addr) | addr                -> u64 height  (tombstone: jailed, exited; never again)
+0x44 | len(addr) | addr                -> u64 reputation (last reputation of a provider that left)
 """
-
 
 from abci_app.bank.keys import module_address
 from abci_app.encoding import KeyReader, lp, u64_key

@@ -35,16 +35,24 @@ MAX_GPU_MEMORY_MIB = 4 * 1024 * 1024
 
 def validate_hardware(hw: Sequence[providers_pb2.GpuSpec], max_entries: int) -> None:
     if not hw:
-        raise ErrInvalidHardware("hardware list is empty: give at least one GPU model, count and memory")
+        raise ErrInvalidHardware(
+            "hardware list is empty: give at least one GPU model, count and memory"
+        )
     if len(hw) > max_entries:
         raise ErrInvalidHardware(f"hardware list has {len(hw)} entries; the limit is {max_entries}")
     for i, g in enumerate(hw):
         if not _GPU_MODEL.match(g.model):
-            raise ErrInvalidHardware(f"hardware[{i}].model {g.model!r} must be 1..64 chars [A-Za-z0-9 ._+-]")
+            raise ErrInvalidHardware(
+                f"hardware[{i}].model {g.model!r} must be 1..64 chars [A-Za-z0-9 ._+-]"
+            )
         if not 1 <= g.count <= MAX_GPU_COUNT:
-            raise ErrInvalidHardware(f"hardware[{i}].count must be 1..{MAX_GPU_COUNT}, got {g.count}")
+            raise ErrInvalidHardware(
+                f"hardware[{i}].count must be 1..{MAX_GPU_COUNT}, got {g.count}"
+            )
         if not 1 <= g.memory_mib <= MAX_GPU_MEMORY_MIB:
-            raise ErrInvalidHardware(f"hardware[{i}].memory_mib must be 1..{MAX_GPU_MEMORY_MIB}, got {g.memory_mib}")
+            raise ErrInvalidHardware(
+                f"hardware[{i}].memory_mib must be 1..{MAX_GPU_MEMORY_MIB}, got {g.memory_mib}"
+            )
 
 
 def validate_region(region: str) -> None:
@@ -54,10 +62,14 @@ def validate_region(region: str) -> None:
 
 def validate_endpoint(url: str) -> None:
     if not is_http_url(url):
-        raise ErrInvalidEndpoint(f"endpoint {url!r} must be an http(s) URL (http(s)://host[:port][/path], <= 256 bytes)")
+        raise ErrInvalidEndpoint(
+            f"endpoint {url!r} must be an http(s) URL (http(s)://host[:port][/path], <= 256 bytes)"
+        )
 
 
-def process_msg_register_provider(ctx: Ctx, signer: bytes, msg: providers_pb2.MsgRegisterProvider) -> None:
+def process_msg_register_provider(
+    ctx: Ctx, signer: bytes, msg: providers_pb2.MsgRegisterProvider
+) -> None:
     params = get_params(ctx.store)
     if keeper.get_provider(ctx.store, signer) is not None:
         raise ErrProviderExists("this address is already a provider: use MsgUpdateProvider")
@@ -66,7 +78,9 @@ def process_msg_register_provider(ctx: Ctx, signer: bytes, msg: providers_pb2.Ms
     if msg.bond == 0 or msg.bond > MAX_U64:
         raise ErrInvalidBond("bond must be between 1 and 2^64-1 uloco")
     if msg.bond < params.min_provider_stake:
-        raise ErrBondTooSmall(f"bond {msg.bond}uloco is below min_provider_stake {params.min_provider_stake}uloco")
+        raise ErrBondTooSmall(
+            f"bond {msg.bond}uloco is below min_provider_stake {params.min_provider_stake}uloco"
+        )
     validate_hardware(msg.hardware, params.max_hardware_entries)
     if msg.throughput_tokens_per_sec == 0:
         raise ErrInvalidThroughput("throughput_tokens_per_sec must be > 0")
@@ -88,7 +102,9 @@ def process_msg_register_provider(ctx: Ctx, signer: bytes, msg: providers_pb2.Ms
     ctx.emit(events.registered(signer, msg.bond, msg.region))
 
 
-def process_msg_update_provider(ctx: Ctx, signer: bytes, msg: providers_pb2.MsgUpdateProvider) -> None:
+def process_msg_update_provider(
+    ctx: Ctx, signer: bytes, msg: providers_pb2.MsgUpdateProvider
+) -> None:
     params = get_params(ctx.store)
     p = keeper.get_provider(ctx.store, signer)
     if p is None:
@@ -122,7 +138,9 @@ def process_msg_update_provider(ctx: Ctx, signer: bytes, msg: providers_pb2.MsgU
         keeper.increase_bond(ctx.store, p, msg.add_bond)
         changed = True
     if not changed:
-        raise ErrNothingToUpdate("nothing to update: set add_bond, hardware, throughput, region, endpoint or policy")
+        raise ErrNothingToUpdate(
+            "nothing to update: set add_bond, hardware, throughput, region, endpoint or policy"
+        )
     keeper.set_provider(ctx.store, p)
     ctx.emit(events.updated(signer, p.bond))
 
@@ -132,7 +150,9 @@ def process_msg_exit_provider(ctx: Ctx, signer: bytes, msg: providers_pb2.MsgExi
     if p is None:
         raise ErrProviderNotFound("this address is not a provider")
     if p.status == keeper.EXITING:
-        raise ErrProviderExiting(f"provider is already exiting (unbonding completes at height {p.unbonding_height})")
+        raise ErrProviderExiting(
+            f"provider is already exiting (unbonding completes at height {p.unbonding_height})"
+        )
     amount = p.bond
     done = keeper.process_exit(ctx.store, p, ctx.block.height)
     ctx.emit(events.exited(signer, amount, done))

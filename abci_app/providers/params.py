@@ -11,7 +11,9 @@ from abci_app.store import CacheKV, KVReader
 
 DEFAULTS: dict[str, int] = {
     "min_provider_stake": 1_000_000_000,  # 1,000 LOCO
-    "unbonding_blocks": 1_000,  # > 4 * jobs.max_window_blocks: an exiting provider stays slashable for every round it is in
+    # > jobs.params.ROUND_MAX_WINDOWS (9) x jobs.max_window_blocks (200): an exiting provider stays
+    # slashable for every round it is in, the longest (escalated to the final panel) included
+    "unbonding_blocks": 2_000,
     "max_hardware_entries": 8,
     "initial_reputation": 5_000,
 }

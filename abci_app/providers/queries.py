@@ -25,7 +25,9 @@ def provider_to_json(p: providers_pb2.Provider) -> dict[str, Any]:
         "unbonding": p.unbonding,
         "unbonding_height": p.unbonding_height,
         "reputation": p.reputation,
-        "hardware": [{"model": g.model, "count": g.count, "memory_mib": g.memory_mib} for g in p.hardware],
+        "hardware": [
+            {"model": g.model, "count": g.count, "memory_mib": g.memory_mib} for g in p.hardware
+        ],
         "throughput_tokens_per_sec": p.throughput_tokens_per_sec,
         "region": p.region,
         "endpoint": p.endpoint,
@@ -35,7 +37,9 @@ def provider_to_json(p: providers_pb2.Provider) -> dict[str, Any]:
     }
 
 
-def query_provider(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
+def query_provider(
+    reader: KVReader, args: list[str], params: dict[str, str]
+) -> tuple[bytes, list[bytes]]:
     """/provider/{loco1...} -> provider (error if not registered; the proof then shows absence)."""
     if len(args) != 1:
         raise QueryError("usage: /provider/{loco1...}")
@@ -46,7 +50,9 @@ def query_provider(reader: KVReader, args: list[str], params: dict[str, str]) ->
     return to_json(provider_to_json(p)), [provider_key(addr)]
 
 
-def query_providers(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
+def query_providers(
+    reader: KVReader, args: list[str], params: dict[str, str]
+) -> tuple[bytes, list[bytes]]:
     """/providers?status=active&from=0&limit=100 -> {"providers": [...], "total": n}"""
     if args:
         raise QueryError("usage: /providers?status=active|jailed|exiting&from=N&limit=N")
@@ -55,7 +61,11 @@ def query_providers(reader: KVReader, args: list[str], params: dict[str, str]) -
         raise QueryError(f"status must be one of {', '.join(STATUSES)}; got {status!r}")
     start = int_param(params, "from", 0)
     limit = int_param(params, "limit", 100, MAX_LIMIT)
-    all_ = [p for p in keeper.iterate_providers(reader) if not status or enum_name(providers_pb2.ProviderStatus, p.status) == status]
+    all_ = [
+        p
+        for p in keeper.iterate_providers(reader)
+        if not status or enum_name(providers_pb2.ProviderStatus, p.status) == status
+    ]
     page = all_[start : start + limit]
     return to_json({"providers": [provider_to_json(p) for p in page], "total": len(all_)}), [
         provider_key(p.address) for p in page

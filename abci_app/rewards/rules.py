@@ -8,8 +8,8 @@ worth ``R / n``; the slots of the ``a`` accepted participants form the paid pool
 
     pay_i = floor(R * a * w_i / (n * W))          W = sum of the accepted weights
 
-Slots of missed, undecided, rejected or fraudulent updates return to the escrow, so nobody profits from
-another participant failing (or from getting it failed). Every factor is an unsigned integer,
+Slots of missed, undecided, rejected or fraudulent updates return to the escrow, so nobody profits
+from another participant failing (or from getting it failed). Every factor is an unsigned integer,
 so a bad score can never multiply into a positive payout (Templar #108): quality 0 pays 0.
 
 Verifiers. Budget ``V``; each verifier that voted with a decided majority earns one unit per

@@ -10,18 +10,37 @@ def key_set(validator: bytes, evm_address: bytes) -> abci.Event:
 
 
 def withdrawn(sender: bytes, evm_address: bytes, amount: int, cumulative: int) -> abci.Event:
-    return event("settlement.withdrawn", sender=to_bech32(sender), evm_address=evm_address, amount=amount,
-                 cumulative=cumulative)
+    return event(
+        "settlement.withdrawn",
+        sender=to_bech32(sender),
+        evm_address=evm_address,
+        amount=amount,
+        cumulative=cumulative,
+    )
 
 
-def checkpoint_created(number: int, height: int, rewards_root: bytes, next_set_hash: bytes) -> abci.Event:
-    return event("settlement.checkpoint_created", number=number, height=height, rewards_root=rewards_root,
-                 next_set_hash=next_set_hash)
+def checkpoint_created(
+    number: int, height: int, rewards_root: bytes, next_set_hash: bytes
+) -> abci.Event:
+    return event(
+        "settlement.checkpoint_created",
+        number=number,
+        height=height,
+        rewards_root=rewards_root,
+        next_set_hash=next_set_hash,
+    )
 
 
-def checkpoint_signed(number: int, signer: bytes, signed_power: int, total_power: int) -> abci.Event:
-    return event("settlement.checkpoint_signed", number=number, signer=signer, signed_power=signed_power,
-                 total_power=total_power)
+def checkpoint_signed(
+    number: int, signer: bytes, signed_power: int, total_power: int
+) -> abci.Event:
+    return event(
+        "settlement.checkpoint_signed",
+        number=number,
+        signer=signer,
+        signed_power=signed_power,
+        total_power=total_power,
+    )
 
 
 def checkpoint_final(number: int, height: int) -> abci.Event:

@@ -47,14 +47,29 @@ def address_word(a: bytes) -> bytes:
     return bytes(12) + a
 
 
-def checkpoint_digest(chain_id: str, number: int, height: int, app_hash: bytes, rewards_root: bytes,
-                      next_set_hash: bytes) -> bytes:
-    for name, b in (("app_hash", app_hash), ("rewards_root", rewards_root), ("next_set_hash", next_set_hash)):
+def checkpoint_digest(
+    chain_id: str,
+    number: int,
+    height: int,
+    app_hash: bytes,
+    rewards_root: bytes,
+    next_set_hash: bytes,
+) -> bytes:
+    for name, b in (
+        ("app_hash", app_hash),
+        ("rewards_root", rewards_root),
+        ("next_set_hash", next_set_hash),
+    ):
         if len(b) != 32:
             raise ValueError(f"{name} must be 32 bytes")
     return keccak256(
-        CHECKPOINT_TYPEHASH + keccak256(chain_id.encode()) + word(number) + word(height)
-        + app_hash + rewards_root + next_set_hash
+        CHECKPOINT_TYPEHASH
+        + keccak256(chain_id.encode())
+        + word(number)
+        + word(height)
+        + app_hash
+        + rewards_root
+        + next_set_hash
     )
 
 
@@ -138,7 +153,9 @@ def recover(digest: bytes, sig: bytes) -> bytes | None:
     if not (1 <= r < SECP256K1_N and 1 <= s <= HALF_N):
         return None
     try:
-        pub = PublicKey.from_signature_and_message(sig[:64] + bytes([sig[64] - 27]), digest, hasher=None)
+        pub = PublicKey.from_signature_and_message(
+            sig[:64] + bytes([sig[64] - 27]), digest, hasher=None
+        )
     except ValueError:
         return None
     return address_of_public_key(pub)
@@ -148,14 +165,20 @@ def to_checksum(a: bytes) -> str:
     """EIP-55 mixed-case hex of a 20-byte address."""
     h = a.hex()
     k = keccak256(h.encode()).hex()
-    return "0x" + "".join(c.upper() if c.isalpha() and int(k[i], 16) >= 8 else c for i, c in enumerate(h))
+    return "0x" + "".join(
+        c.upper() if c.isalpha() and int(k[i], 16) >= 8 else c for i, c in enumerate(h)
+    )
 
 
 def parse_address(s: str) -> bytes:
     """``0x`` + 40 hex digits (any case) -> 20 bytes; ValueError otherwise."""
-    if not (isinstance(s, str) and len(s) == 42 and s[:2] in ("0x", "0X")):
+    digits = s[2:] if isinstance(s, str) else ""
+    # all 40 hex digits: bytes.fromhex skips spaces, so "0x" + 38 digits + 2 spaces was 19 bytes
+    if not (
+        isinstance(s, str)
+        and len(s) == 42
+        and s[:2] in ("0x", "0X")
+        and all(c in "0123456789abcdefABCDEF" for c in digits)
+    ):
         raise ValueError(f"EVM address {s!r} must be 0x followed by 40 hex digits")
-    try:
-        return bytes.fromhex(s[2:])
-    except ValueError:
-        raise ValueError(f"EVM address {s!r} must be 0x followed by 40 hex digits") from None
+    return bytes.fromhex(digits)

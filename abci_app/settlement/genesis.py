@@ -15,7 +15,9 @@ from abci_app.settlement.params import params_from_json, set_params
 from abci_app.store import CacheKV
 
 
-def init_genesis(store: CacheKV, state: dict[str, Any], req: abci.RequestInitChain, staking: StakingKeeper) -> None:
+def init_genesis(
+    store: CacheKV, state: dict[str, Any], req: abci.RequestInitChain, staking: StakingKeeper
+) -> None:
     unknown = set(state) - {"params", "keys"}
     if unknown:
         raise ValueError(f"settlement genesis: unknown keys {sorted(unknown)}")
@@ -24,11 +26,19 @@ def init_genesis(store: CacheKV, state: dict[str, Any], req: abci.RequestInitCha
         try:
             validator, addr = bytes.fromhex(k["validator"]), evm.parse_address(k["evm_address"])
         except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"settlement.keys[{i}]: want {{'validator': HEX, 'evm_address': '0x..'}} ({e})") from None
+            raise ValueError(
+                f"settlement.keys[{i}]: want {{'validator': HEX, 'evm_address': '0x..'}} ({e})"
+            ) from None
         if staking.get_validator(store, validator) is None:
             raise ValueError(f"settlement.keys[{i}]: no genesis validator {k['validator']}")
         if addr == bytes(20) or get_key_owner(store, addr) is not None:
-            raise ValueError(f"settlement.keys[{i}]: EVM address {k['evm_address']} is zero or already used")
+            raise ValueError(
+                f"settlement.keys[{i}]: EVM address {k['evm_address']} is zero or already used"
+            )
         set_settlement_key(store, validator, addr)
-    h = req.consensus_params.abci.vote_extensions_enable_height if req.HasField("consensus_params") else 0
+    h = (
+        req.consensus_params.abci.vote_extensions_enable_height
+        if req.HasField("consensus_params")
+        else 0
+    )
     set_vote_extensions_height(store, max(0, h))

@@ -83,12 +83,16 @@ def compute_signer_set(store: KVReader, staking: StakingKeeper) -> settlement_pb
     for cons, evm_address in iterate_settlement_keys(store):
         v = staking.get_validator(store, cons)
         if v is not None and v.power > 0:
-            out.append(settlement_pb2.Signer(evm_address=evm_address, power=v.power, validator=cons))
+            out.append(
+                settlement_pb2.Signer(evm_address=evm_address, power=v.power, validator=cons)
+            )
     out.sort(key=lambda s: s.evm_address)
     return settlement_pb2.SignerSet(signers=out)
 
 
-def keyed_majority(store: KVReader, staking: StakingKeeper, keyed: settlement_pb2.SignerSet) -> bool:
+def keyed_majority(
+    store: KVReader, staking: StakingKeeper, keyed: settlement_pb2.SignerSet
+) -> bool:
     """Do validators with a settlement key hold more than 2/3 of CometBFT's voting power? Only
     then is a checkpoint made: its next set, which the contract will trust, stands for the chain."""
     total = sum(v.power for _, v in staking.iterate_validators(store))
@@ -108,7 +112,10 @@ def get_cumulative(store: KVReader, evm_address: bytes) -> int:
 
 def iterate_claims(store: KVReader) -> list[tuple[bytes, int]]:
     """(EVM address, cumulative) in ascending address order: the leaves of the rewards tree."""
-    return [(parse_claim_key(k), decode_amount(v)) for k, v in store.iterate(CLAIM_PREFIX, prefix_end(CLAIM_PREFIX))]
+    return [
+        (parse_claim_key(k), decode_amount(v))
+        for k, v in store.iterate(CLAIM_PREFIX, prefix_end(CLAIM_PREFIX))
+    ]
 
 
 def process_withdraw(store: CacheKV, sender: bytes, evm_address: bytes, amount: int) -> int:
@@ -164,7 +171,9 @@ def set_vote_extensions_height(store: CacheKV, h: int) -> None:
 
 
 def digest_of(chain_id: str, cp: settlement_pb2.Checkpoint) -> bytes:
-    return evm.checkpoint_digest(chain_id, cp.number, cp.height, cp.app_hash, cp.rewards_root, cp.next_set_hash)
+    return evm.checkpoint_digest(
+        chain_id, cp.number, cp.height, cp.app_hash, cp.rewards_root, cp.next_set_hash
+    )
 
 
 def make_checkpoint(ctx: Ctx, staking: StakingKeeper) -> settlement_pb2.Checkpoint | None:
@@ -178,7 +187,8 @@ def make_checkpoint(ctx: Ctx, staking: StakingKeeper) -> settlement_pb2.Checkpoi
     if not signers.signers:
         return None  # no validator has a settlement key yet
     if not keyed_majority(ctx.store, staking, now):
-        return None  # the EVM side must trust what >2/3 of loconet's power stands behind, not a keyed minority
+        # the EVM side must trust what >2/3 of loconet's power stands behind, not a keyed minority
+        return None
     nxt = now
     app_hash = ctx.block.last_app_hash if len(ctx.block.last_app_hash) == 32 else evm.ZERO32
     cp = settlement_pb2.Checkpoint(
@@ -200,8 +210,14 @@ def make_checkpoint(ctx: Ctx, staking: StakingKeeper) -> settlement_pb2.Checkpoi
     return cp
 
 
-def check_vote(store: KVReader, chain_id: str, validator: bytes, vote: settlement_pb2.CheckpointVote,
-               *, pending_only: bool) -> str | None:
+def check_vote(
+    store: KVReader,
+    chain_id: str,
+    validator: bytes,
+    vote: settlement_pb2.CheckpointVote,
+    *,
+    pending_only: bool,
+) -> str | None:
     """Why ``vote`` (validator's settlement part of a vote extension) is invalid, or None.
     ``pending_only``: the vote must be for the checkpoint pending now (VerifyVoteExtension);
     otherwise any stored checkpoint (a proposal carries votes made one state earlier)."""
@@ -239,7 +255,9 @@ def apply_votes(ctx: Ctx, votes: list[tuple[bytes, settlement_pb2.CheckpointVote
         have.add(member.evm_address)
         cp.signed_power += member.power
         added = True
-        ctx.emit(events.checkpoint_signed(cp.number, member.evm_address, cp.signed_power, cp.total_power))
+        ctx.emit(
+            events.checkpoint_signed(cp.number, member.evm_address, cp.signed_power, cp.total_power)
+        )
     if not added:
         return
     ordered = sorted(cp.signatures, key=lambda s: s.evm_address)
@@ -273,5 +291,7 @@ def check_invariants(store: KVReader) -> int:
         raise InvariantBroken(f"settlement escrow holds {held} uloco, claims add up to {total}")
     for cons, evm_address in iterate_settlement_keys(store):
         if get_key_owner(store, evm_address) != cons:
-            raise InvariantBroken(f"settlement key {evm_address.hex()} of {cons.hex()} has no reverse index")
+            raise InvariantBroken(
+                f"settlement key {evm_address.hex()} of {cons.hex()} has no reverse index"
+            )
     return 0

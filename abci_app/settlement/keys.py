@@ -1,13 +1,13 @@
 """settlement state layout (see README.md)::
 
-    0x60                          -> Params
-    0x61 | len(cons) | cons       -> 20-byte EVM address   (a validator's settlement key)
-    0x62 | len(evm) | evm         -> consensus address      (reverse index: one validator per key)
-    0x63 | len(evm) | evm         -> u128 cumulative uloco withdrawn to that EVM address
-    0x64 | u64 number             -> Checkpoint
-    0x65                          -> u64 number of the newest checkpoint (pending or final)
-    0x66                          -> SignerSet that signs the next checkpoint
-    0x67                          -> u64 vote_extensions_enable_height (from genesis consensus params)
+0x60                          -> Params
+0x61 | len(cons) | cons       -> 20-byte EVM address   (a validator's settlement key)
+0x62 | len(evm) | evm         -> consensus address      (reverse index: one validator per key)
+0x63 | len(evm) | evm         -> u128 cumulative uloco withdrawn to that EVM address
+0x64 | u64 number             -> Checkpoint
+0x65                          -> u64 number of the newest checkpoint (pending or final)
+0x66                          -> SignerSet that signs the next checkpoint
+0x67                          -> u64 vote_extensions_enable_height (from genesis consensus params)
 """
 
 from abci_app.bank.keys import module_address

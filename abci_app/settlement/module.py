@@ -22,7 +22,11 @@ def new_module(staking: StakingKeeper) -> ModuleSpec:
         genesis.init_genesis(store, state, req, staking)
 
     def _begin_block(ctx: Ctx) -> None:
-        votes = [(v, ext.settlement) for v, ext in ctx.block.vote_extensions if ext.HasField("settlement")]
+        votes = [
+            (v, ext.settlement)
+            for v, ext in ctx.block.vote_extensions
+            if ext.HasField("settlement")
+        ]
         keeper.apply_votes(ctx, votes)
         keeper.make_checkpoint(ctx, staking)
 

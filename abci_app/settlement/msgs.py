@@ -23,13 +23,17 @@ MAX_U128 = (1 << (8 * U128)) - 1
 
 def validate_evm_address(a: bytes, what: str = "evm_address") -> None:
     if len(a) != 20:
-        raise ErrInvalidEvmAddress(f"{what} must be 20 bytes (0x followed by 40 hex digits), got {len(a)}")
+        raise ErrInvalidEvmAddress(
+            f"{what} must be 20 bytes (0x followed by 40 hex digits), got {len(a)}"
+        )
     if a == bytes(20):
         raise ErrInvalidEvmAddress(f"{what} is the zero address: nobody could claim it")
 
 
-def new_set_settlement_key(staking: StakingKeeper):  # type: ignore[no-untyped-def]
-    def process_msg_set_settlement_key(ctx: Ctx, signer: bytes, msg: settlement_pb2.MsgSetSettlementKey) -> None:
+def new_set_settlement_key(staking: StakingKeeper):
+    def process_msg_set_settlement_key(
+        ctx: Ctx, signer: bytes, msg: settlement_pb2.MsgSetSettlementKey
+    ) -> None:
         validate_evm_address(msg.evm_address)
         v = staking.get_validator(ctx.store, msg.validator) if len(msg.validator) == 20 else None
         if v is None:
@@ -44,14 +48,18 @@ def new_set_settlement_key(staking: StakingKeeper):  # type: ignore[no-untyped-d
             )
         owner = keeper.get_key_owner(ctx.store, msg.evm_address)
         if owner is not None and owner != msg.validator:
-            raise ErrKeyInUse(f"EVM address 0x{msg.evm_address.hex()} is the settlement key of another validator")
+            raise ErrKeyInUse(
+                f"EVM address 0x{msg.evm_address.hex()} is the settlement key of another validator"
+            )
         keeper.set_settlement_key(ctx.store, msg.validator, msg.evm_address)
         ctx.emit(events.key_set(msg.validator, msg.evm_address))
 
     return process_msg_set_settlement_key
 
 
-def process_msg_withdraw_to_evm(ctx: Ctx, signer: bytes, msg: settlement_pb2.MsgWithdrawToEvm) -> None:
+def process_msg_withdraw_to_evm(
+    ctx: Ctx, signer: bytes, msg: settlement_pb2.MsgWithdrawToEvm
+) -> None:
     validate_evm_address(msg.evm_address)
     validate_amount(msg.amount)
     if keeper.get_cumulative(ctx.store, msg.evm_address) + msg.amount > MAX_U128:

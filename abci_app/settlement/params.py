@@ -26,7 +26,10 @@ def params_from_json(d: dict[str, Any]) -> settlement_pb2.Params:
         vals[k] = int(v)
     p = settlement_pb2.Params(**vals)
     if p.checkpoint_interval < 2:
-        raise ValueError("settlement.params.checkpoint_interval must be >= 2 (a checkpoint is signed the block after it is made)")
+        raise ValueError(
+            "settlement.params.checkpoint_interval must be >= 2 (a checkpoint is signed the "
+            "block after it is made)"
+        )
     return p
 
 

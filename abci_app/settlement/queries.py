@@ -23,8 +23,14 @@ from abci_app.store import KVReader
 
 
 def set_to_json(s: settlement_pb2.SignerSet) -> list[dict[str, Any]]:
-    return [{"evm_address": "0x" + x.evm_address.hex(), "power": x.power, "validator": x.validator.hex().upper()}
-            for x in s.signers]
+    return [
+        {
+            "evm_address": "0x" + x.evm_address.hex(),
+            "power": x.power,
+            "validator": x.validator.hex().upper(),
+        }
+        for x in s.signers
+    ]
 
 
 def checkpoint_to_json(cp: settlement_pb2.Checkpoint) -> dict[str, Any]:
@@ -37,8 +43,10 @@ def checkpoint_to_json(cp: settlement_pb2.Checkpoint) -> dict[str, Any]:
         "next_set_hash": cp.next_set_hash.hex(),
         "signers": set_to_json(cp.signers),
         "next_set": set_to_json(cp.next_set),
-        "signatures": [{"evm_address": "0x" + s.evm_address.hex(), "signature": s.signature.hex()}
-                       for s in cp.signatures],
+        "signatures": [
+            {"evm_address": "0x" + s.evm_address.hex(), "signature": s.signature.hex()}
+            for s in cp.signatures
+        ],
         "signed_power": cp.signed_power,
         "total_power": cp.total_power,
         "created_height": cp.created_height,
@@ -47,7 +55,9 @@ def checkpoint_to_json(cp: settlement_pb2.Checkpoint) -> dict[str, Any]:
     }
 
 
-def query_checkpoint(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
+def query_checkpoint(
+    reader: KVReader, args: list[str], params: dict[str, str]
+) -> tuple[bytes, list[bytes]]:
     """/checkpoint/{n} | /checkpoint/latest (newest final) | /checkpoint/pending"""
     if len(args) != 1:
         raise QueryError("usage: /checkpoint/{number} | /checkpoint/latest | /checkpoint/pending")
@@ -62,13 +72,17 @@ def query_checkpoint(reader: KVReader, args: list[str], params: dict[str, str]) 
     elif args[0][:1].isdigit():
         cp = keeper.get_checkpoint(reader, parse_u64(args[0], "checkpoint number"))
         if cp is None:
-            raise QueryError(f"checkpoint {args[0]} not found (latest is {keeper.latest_number(reader)})")
+            raise QueryError(
+                f"checkpoint {args[0]} not found (latest is {keeper.latest_number(reader)})"
+            )
     else:
         raise QueryError(f"checkpoint must be a number, 'latest' or 'pending'; got {args[0]!r}")
     return to_json(checkpoint_to_json(cp)), [checkpoint_key(cp.number), LATEST_CHECKPOINT_KEY]
 
 
-def query_claim(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
+def query_claim(
+    reader: KVReader, args: list[str], params: dict[str, str]
+) -> tuple[bytes, list[bytes]]:
     """/claim/{0x...} -> the address's cumulative withdrawals at this height and its Merkle proof
     against the rewards root of this height's state (query at a checkpoint's height to get the
     proof its rewards_root verifies)."""
@@ -81,7 +95,9 @@ def query_claim(reader: KVReader, args: list[str], params: dict[str, str]) -> tu
     entries = keeper.iterate_claims(reader)
     index = next((i for i, (a, _) in enumerate(entries) if a == addr), None)
     if index is None:
-        raise QueryError(f"nothing was withdrawn to {args[0]}: `loconet tx settlement withdraw` first")
+        raise QueryError(
+            f"nothing was withdrawn to {args[0]}: `loconet tx settlement withdraw` first"
+        )
     cumulative = entries[index][1]
     out = {
         "evm_address": "0x" + addr.hex(),
@@ -93,8 +109,9 @@ def query_claim(reader: KVReader, args: list[str], params: dict[str, str]) -> tu
     return to_json(out), [claim_key(addr)]
 
 
-def query_settlement(reader: KVReader, args: list[str], params: dict[str, str],
-                     staking: StakingKeeper | None = None) -> tuple[bytes, list[bytes]]:
+def query_settlement(
+    reader: KVReader, args: list[str], params: dict[str, str], staking: StakingKeeper | None = None
+) -> tuple[bytes, list[bytes]]:
     """/settlement -> {"params", "signer_set" (signs the next checkpoint; before the first
     checkpoint, the set it would have now), "signer_set_hash", "keys", "latest", "latest_final"}"""
     if args:
@@ -108,7 +125,9 @@ def query_settlement(reader: KVReader, args: list[str], params: dict[str, str],
         "signer_set": set_to_json(signers) if signers is not None else None,
         "signer_set_hash": keeper.hash_of(signers).hex() if signers is not None else None,
         "latest_final": final.number if final is not None else 0,
-        "keys": {cons.hex().upper(): "0x" + a.hex() for cons, a in keeper.iterate_settlement_keys(reader)},
+        "keys": {
+            cons.hex().upper(): "0x" + a.hex() for cons, a in keeper.iterate_settlement_keys(reader)
+        },
         "latest": keeper.latest_number(reader),
         "vote_extensions_enable_height": keeper.vote_extensions_height(reader),
     }

@@ -10,7 +10,9 @@ from abci_app.store import KVReader
 
 
 class StakingKeeper(Protocol):
-    def slash(self, ctx: Ctx, cons: bytes, infraction_height: int, fraction_bps: int, reason: str) -> int: ...
+    def slash(
+        self, ctx: Ctx, cons: bytes, infraction_height: int, fraction_bps: int, reason: str
+    ) -> int: ...
 
     def jail(self, ctx: Ctx, cons: bytes, until: int, reason: str) -> None: ...
 

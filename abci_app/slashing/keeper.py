@@ -77,7 +77,9 @@ def process_vote(ctx: Ctx, staking: StakingKeeper, vote: Vote, p: slashing_pb2.P
     cons = vote.validator
     if staking.is_jailed(ctx.store, cons):
         return  # jailed at H-1 still sits in the commits of H and H+1; count nothing
-    info = get_signing_info(ctx.store, cons) or slashing_pb2.SigningInfo(start_height=ctx.block.height)
+    info = get_signing_info(ctx.store, cons) or slashing_pb2.SigningInfo(
+        start_height=ctx.block.height
+    )
     window = p.signed_blocks_window
     slot = info.index_offset % window
     key = missed_key(cons, slot)
@@ -89,7 +91,9 @@ def process_vote(ctx: Ctx, staking: StakingKeeper, vote: Vote, p: slashing_pb2.P
         ctx.store.delete(key)
         info.missed_blocks_counter -= 1
     info.index_offset += 1
-    if info.index_offset >= window and info.missed_blocks_counter > compute_max_missed(window, p.min_signed_per_window_bps):
+    if info.index_offset >= window and info.missed_blocks_counter > compute_max_missed(
+        window, p.min_signed_per_window_bps
+    ):
         h = ctx.block.height
         staking.slash(ctx, cons, max(0, h - window), p.slash_fraction_downtime_bps, "downtime")
         staking.jail(ctx, cons, h + p.downtime_jail_blocks, "downtime")
@@ -106,6 +110,7 @@ def process_liveness(ctx: Ctx, staking: StakingKeeper) -> None:
 
 def check_invariants(store: KVReader) -> None:
     from abci_app.errors import InvariantBroken
+
     p = get_params(store)
     counts: dict[bytes, int] = {}
     for k, _ in store.iterate(MISSED_PREFIX, prefix_end(MISSED_PREFIX)):
@@ -115,7 +120,9 @@ def check_invariants(store: KVReader) -> None:
         cons = parse_signing_info_key(k)
         info = decode_msg(slashing_pb2.SigningInfo, v)
         if info.missed_blocks_counter != counts.pop(cons, 0):
-            raise InvariantBroken(f"missed-blocks counter of {cons.hex()} disagrees with its bitmap")
+            raise InvariantBroken(
+                f"missed-blocks counter of {cons.hex()} disagrees with its bitmap"
+            )
         if info.missed_blocks_counter > p.signed_blocks_window:
             raise InvariantBroken(f"{cons.hex()} missed more blocks than the window holds")
     if counts:

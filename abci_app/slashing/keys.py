@@ -1,9 +1,9 @@
 """Slashing state layout (prefixes 0x30..0x32).
 
-    0x30                         -> Params (slashing_pb2.Params)
-    0x31 | lp(cons)              -> SigningInfo
-    0x32 | lp(cons) | u64(slot)  -> b"\\x01" when the vote in window slot ``slot`` was missed
-                                    (absent = signed); slot = index_offset % signed_blocks_window
+0x30                         -> Params (slashing_pb2.Params)
+0x31 | lp(cons)              -> SigningInfo
+0x32 | lp(cons) | u64(slot)  -> b"\\x01" when the vote in window slot ``slot`` was missed
+                                (absent = signed); slot = index_offset % signed_blocks_window
 """
 
 from __future__ import annotations

@@ -32,5 +32,10 @@ def new_module(staking: StakingKeeper) -> ModuleSpec:
         keeper.process_liveness(ctx, staking)
 
     return ModuleSpec(
-        name="slashing", key_prefixes=KEY_PREFIXES, queries=QUERIES, init_genesis=_genesis, begin_block=_begin_block, invariants=_invariants
+        name="slashing",
+        key_prefixes=KEY_PREFIXES,
+        queries=QUERIES,
+        init_genesis=_genesis,
+        begin_block=_begin_block,
+        invariants=_invariants,
     )

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from loconet.slashing.v1 import slashing_pb2  # type: ignore[import-not-found]
+from loconet.slashing.v1 import slashing_pb2
 
 from abci_app.encoding import decode_msg, encode_msg
 from abci_app.pb import abci  # noqa: F401  (puts the generated stubs on sys.path)
 from abci_app.slashing.keys import SLASHING_PARAMS_KEY
 from abci_app.store import CacheKV, KVReader
 
-__all__ = ["DEFAULTS", "SLASHING_PARAMS_KEY", "get_params", "params_from_json", "params_to_json", "set_params", "slashing_pb2"]
+__all__ = [
+    "DEFAULTS",
+    "SLASHING_PARAMS_KEY",
+    "get_params",
+    "params_from_json",
+    "params_to_json",
+    "set_params",
+    "slashing_pb2",
+]
 
 # Cosmos SDK defaults where they exist (ANCHORS): window 100, min signed 50 %, downtime 1 %,
 # double sign 5 %. Lengths are in blocks (this chain has no wall clock).
@@ -39,7 +47,11 @@ def params_from_json(raw: dict[str, Any]) -> Any:
         values[k] = int(v)
     if values["signed_blocks_window"] == 0:
         raise ValueError("slashing.params.signed_blocks_window must be positive")
-    for k in ("min_signed_per_window_bps", "slash_fraction_downtime_bps", "slash_fraction_double_sign_bps"):
+    for k in (
+        "min_signed_per_window_bps",
+        "slash_fraction_downtime_bps",
+        "slash_fraction_double_sign_bps",
+    ):
         if values[k] > 10_000:
             raise ValueError(f"slashing.params.{k} is in basis points: at most 10000")
     return slashing_pb2.Params(**values)

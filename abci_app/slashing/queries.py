@@ -9,7 +9,9 @@ from abci_app.slashing.params import get_params
 from abci_app.store import KVReader
 
 
-def query_signing_info(reader: KVReader, args: list[str], params: dict[str, str]) -> tuple[bytes, list[bytes]]:
+def query_signing_info(
+    reader: KVReader, args: list[str], params: dict[str, str]
+) -> tuple[bytes, list[bytes]]:
     if len(args) != 1:
         raise QueryError("usage: /signing_info/{consensus address, 40 hex characters}")
     try:

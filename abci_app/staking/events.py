@@ -11,21 +11,38 @@ def _v(cons: bytes) -> str:
     return cons.hex().upper()
 
 
-def validator_created_event(cons: bytes, operator: bytes, moniker: str, self_bond: int) -> abci.Event:
-    return event("validator.created", validator=_v(cons), operator=to_bech32(operator), moniker=moniker, self_bond=self_bond)
+def validator_created_event(
+    cons: bytes, operator: bytes, moniker: str, self_bond: int
+) -> abci.Event:
+    return event(
+        "validator.created",
+        validator=_v(cons),
+        operator=to_bech32(operator),
+        moniker=moniker,
+        self_bond=self_bond,
+    )
 
 
 def bonded_event(cons: bytes, delegator: bytes, amount: int) -> abci.Event:
     return event("stake.bonded", validator=_v(cons), delegator=to_bech32(delegator), amount=amount)
 
 
-def unbonding_event(cons: bytes, delegator: bytes, amount: int, completion_height: int) -> abci.Event:
-    return event("stake.unbonding", validator=_v(cons), delegator=to_bech32(delegator), amount=amount,
-                 completion_height=completion_height)
+def unbonding_event(
+    cons: bytes, delegator: bytes, amount: int, completion_height: int
+) -> abci.Event:
+    return event(
+        "stake.unbonding",
+        validator=_v(cons),
+        delegator=to_bech32(delegator),
+        amount=amount,
+        completion_height=completion_height,
+    )
 
 
 def unbonded_event(cons: bytes, delegator: bytes, amount: int) -> abci.Event:
-    return event("stake.unbonded", validator=_v(cons), delegator=to_bech32(delegator), amount=amount)
+    return event(
+        "stake.unbonded", validator=_v(cons), delegator=to_bech32(delegator), amount=amount
+    )
 
 
 def unjailed_event(cons: bytes) -> abci.Event:
@@ -40,9 +57,17 @@ def reward_minted_event(amount: int) -> abci.Event:
     return event("block_reward.minted", amount=amount)
 
 
-def slashed_event(cons: bytes, reason: str, fraction_bps: int, burned: int, infraction_height: int) -> abci.Event:
-    return event("validator.slashed", validator=_v(cons), reason=reason, fraction_bps=fraction_bps,
-                 burned=burned, infraction_height=infraction_height)
+def slashed_event(
+    cons: bytes, reason: str, fraction_bps: int, burned: int, infraction_height: int
+) -> abci.Event:
+    return event(
+        "validator.slashed",
+        validator=_v(cons),
+        reason=reason,
+        fraction_bps=fraction_bps,
+        burned=burned,
+        infraction_height=infraction_height,
+    )
 
 
 def jailed_event(cons: bytes, reason: str, until: int) -> abci.Event:

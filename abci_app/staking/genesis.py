@@ -28,7 +28,9 @@ from abci_app.staking.params import params_from_json, set_params
 from abci_app.store import CacheKV
 
 
-def init_genesis(store: CacheKV, state: dict[str, Any], req: abci.RequestInitChain) -> list[abci.ValidatorUpdate]:
+def init_genesis(
+    store: CacheKV, state: dict[str, Any], req: abci.RequestInitChain
+) -> list[abci.ValidatorUpdate]:
     params = params_from_json(state.get("params", {}))
     set_params(store, params)
     comet_power = {gv.pub_key.ed25519: gv.power for gv in req.validators}
@@ -45,16 +47,32 @@ def init_genesis(store: CacheKV, state: dict[str, Any], req: abci.RequestInitCha
             self_bond = parse_amount(entry["self_bond"], f"{where}.self_bond")
         else:  # foundation format: stake from CometBFT's genesis power, minted here
             if pk not in comet_power:
-                raise ValueError(f"{where}: no self_bond and not among CometBFT's genesis validators")
+                raise ValueError(
+                    f"{where}: no self_bond and not among CometBFT's genesis validators"
+                )
             self_bond = comet_power[pk] * params.power_reduction
             bank.mint(store, operator, self_bond)
         if self_bond < params.min_self_bond:
-            raise ValueError(f"{where}: self_bond {self_bond} is below min_self_bond {params.min_self_bond}")
+            raise ValueError(
+                f"{where}: self_bond {self_bond} is below min_self_bond {params.min_self_bond}"
+            )
         if bank.get_balance(store, operator) < self_bond:
-            raise ValueError(f"{where}: operator {entry['operator']} has {bank.get_balance(store, operator)}uloco in bank genesis, cannot self-bond {self_bond}")
-        keeper.set_validator(store, cons, staking_pb2.Validator(pub_key=pk, operator=operator, moniker=str(entry.get("moniker", ""))))
+            raise ValueError(
+                f"{where}: operator {entry['operator']} has "
+                f"{bank.get_balance(store, operator)}uloco in bank genesis, cannot self-bond "
+                f"{self_bond}"
+            )
+        keeper.set_validator(
+            store,
+            cons,
+            staking_pb2.Validator(
+                pub_key=pk, operator=operator, moniker=str(entry.get("moniker", ""))
+            ),
+        )
         keeper.increase_bond(store, cons, operator, self_bond)
     updates = keeper.apply_validator_set(store)
     if not updates:
-        raise ValueError("staking genesis bonds no validator with power > 0: the chain could not start")
+        raise ValueError(
+            "staking genesis bonds no validator with power > 0: the chain could not start"
+        )
     return updates

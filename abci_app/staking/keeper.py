@@ -140,7 +140,9 @@ def _next_unbonding_id(store: CacheKV) -> int:
     return n
 
 
-def iterate_unbondings(store: KVReader, cons: bytes | None = None) -> list[staking_pb2.UnbondingEntry]:
+def iterate_unbondings(
+    store: KVReader, cons: bytes | None = None
+) -> list[staking_pb2.UnbondingEntry]:
     """Unbonding entries of one validator (or all), in (validator, id) order."""
     p = UNBONDING_PREFIX if cons is None else unbondings_prefix(cons)
     return [decode_msg(staking_pb2.UnbondingEntry, v) for _, v in store.iterate(p, prefix_end(p))]
@@ -150,17 +152,24 @@ def _set_unbonding(store: CacheKV, e: staking_pb2.UnbondingEntry) -> None:
     store.set(unbonding_key(e.validator, e.id), encode_msg(e))
 
 
-def decrease_bond(store: CacheKV, cons: bytes, delegator: bytes, amount: int, height: int) -> staking_pb2.UnbondingEntry:
+def decrease_bond(
+    store: CacheKV, cons: bytes, delegator: bytes, amount: int, height: int
+) -> staking_pb2.UnbondingEntry:
     """Move ``amount`` of a bond into the unbonding queue; it matures at
     ``height + unbonding_blocks``. Pre: the validator exists."""
     params = get_params(store)
     have = get_bond(store, cons, delegator)
     if have < amount:
-        raise ErrInsufficientBond(f"bond of {delegator.hex()} with validator {cons.hex().upper()} is {have}uloco, cannot unbond {amount}uloco")
+        raise ErrInsufficientBond(
+            f"bond of {delegator.hex()} with validator {cons.hex().upper()} is {have}uloco, "
+            f"cannot unbond {amount}uloco"
+        )
     mine = [e for e in iterate_unbondings(store, cons) if e.delegator == delegator]
     if len(mine) >= params.max_unbonding_entries:
         raise ErrTooManyUnbondingEntries(
-            f"{len(mine)} unbonding entries already wait with this validator (max {params.max_unbonding_entries}); wait for one to mature")
+            f"{len(mine)} unbonding entries already wait with this validator (max "
+            f"{params.max_unbonding_entries}); wait for one to mature"
+        )
     v = get_validator(store, cons)
     assert v is not None
     _set_bond(store, cons, delegator, have - amount)
@@ -168,8 +177,13 @@ def decrease_bond(store: CacheKV, cons: bytes, delegator: bytes, amount: int, he
     set_validator(store, cons, v)
     bank.send(store, BONDED_POOL, UNBONDING_POOL, amount)
     e = staking_pb2.UnbondingEntry(
-        delegator=delegator, validator=cons, amount=amount, initial_amount=amount,
-        creation_height=height, completion_height=height + params.unbonding_blocks, id=_next_unbonding_id(store),
+        delegator=delegator,
+        validator=cons,
+        amount=amount,
+        initial_amount=amount,
+        creation_height=height,
+        completion_height=height + params.unbonding_blocks,
+        id=_next_unbonding_id(store),
     )
     _set_unbonding(store, e)
     store.set(queue_key(e.completion_height, e.id), lp(cons))
@@ -224,9 +238,14 @@ def slash(ctx: Ctx, cons: bytes, infraction_height: int, fraction_bps: int, reas
     if burned_unbonding:
         bank.burn(store, UNBONDING_POOL, burned_unbonding)
     v.tokens -= burned_bonded
-    v.slashed = min(v.slashed + burned_bonded + burned_unbonding, MAX_U64)  # a running total (uint64): saturates, never raises
+    # a running total (uint64): saturates, never raises
+    v.slashed = min(v.slashed + burned_bonded + burned_unbonding, MAX_U64)
     set_validator(store, cons, v)
-    ctx.emit(events.slashed_event(cons, reason, fraction_bps, burned_bonded + burned_unbonding, infraction_height))
+    ctx.emit(
+        events.slashed_event(
+            cons, reason, fraction_bps, burned_bonded + burned_unbonding, infraction_height
+        )
+    )
     return burned_bonded + burned_unbonding
 
 
@@ -287,7 +306,9 @@ def apply_validator_set(store: CacheKV, emit: Ctx | None = None) -> list[abci.Va
                 emit.emit(events.power_changed_event(cons, v.power, new))
             v.power = new
             set_validator(store, cons, v)
-            updates.append(abci.ValidatorUpdate(pub_key=keys_pb2.PublicKey(ed25519=v.pub_key), power=new))
+            updates.append(
+                abci.ValidatorUpdate(pub_key=keys_pb2.PublicKey(ed25519=v.pub_key), power=new)
+            )
     return updates
 
 
@@ -303,7 +324,10 @@ def compute_reward_weights(ctx: Ctx) -> list[tuple[bytes, int]]:
     signed = [
         (vote.validator, vote.power)
         for vote in sorted(ctx.block.last_commit, key=lambda x: x.validator)
-        if vote.signed and vote.power > 0 and vote.validator in vals and not vals[vote.validator].jailed
+        if vote.signed
+        and vote.power > 0
+        and vote.validator in vals
+        and not vals[vote.validator].jailed
     ]
     if signed:
         return signed
@@ -334,7 +358,6 @@ def distribute_rewards(ctx: Ctx) -> None:
         ctx.emit(fee_paid_event(operator[cons], share))
 
 
-
 # ------------------------------------------------------------------------------ invariants
 
 
@@ -355,22 +378,35 @@ def check_invariants(store: KVReader) -> None:
         if val.tombstoned and not val.jailed:
             raise InvariantBroken(f"validator {cons.hex()} is tombstoned but not jailed")
         if val.tokens != bonds_by_val.get(cons, 0):
-            raise InvariantBroken(f"validator {cons.hex()} tokens {val.tokens} != sum of bonds {bonds_by_val.get(cons, 0)}")
+            raise InvariantBroken(
+                f"validator {cons.hex()} tokens {val.tokens} != sum of bonds "
+                f"{bonds_by_val.get(cons, 0)}"
+            )
         total_tokens += val.tokens
     if set(bonds_by_val) - seen:
         raise InvariantBroken("bonds to a validator that does not exist")
     if bank.get_balance(store, BONDED_POOL) != total_tokens:
-        raise InvariantBroken(f"bonded pool {bank.get_balance(store, BONDED_POOL)} != bonded tokens {total_tokens}")
+        raise InvariantBroken(
+            f"bonded pool {bank.get_balance(store, BONDED_POOL)} != bonded tokens {total_tokens}"
+        )
     entries = iterate_unbondings(store)
-    queued = {parse_queue_key(k)[1] for k, _ in store.iterate(UNBONDING_QUEUE_PREFIX, prefix_end(UNBONDING_QUEUE_PREFIX))}
+    queued = {
+        parse_queue_key(k)[1]
+        for k, _ in store.iterate(UNBONDING_QUEUE_PREFIX, prefix_end(UNBONDING_QUEUE_PREFIX))
+    }
     if queued != {e.id for e in entries}:
         raise InvariantBroken("unbonding queue and unbonding entries disagree")
     held = sum(e.amount for e in entries)
     if any(e.amount > e.initial_amount for e in entries):
         raise InvariantBroken("an unbonding entry grew")
     if bank.get_balance(store, UNBONDING_POOL) != held:
-        raise InvariantBroken(f"unbonding pool {bank.get_balance(store, UNBONDING_POOL)} != unbonding entries {held}")
+        raise InvariantBroken(
+            f"unbonding pool {bank.get_balance(store, UNBONDING_POOL)} != unbonding entries {held}"
+        )
     active = compute_active_set(store)
     for cons, val in iterate_validators(store):
         if val.power != active.get(cons, 0):
-            raise InvariantBroken(f"validator {cons.hex()} power {val.power} != stake rule {active.get(cons, 0)} (power_reduction {params.power_reduction})")
+            raise InvariantBroken(
+                f"validator {cons.hex()} power {val.power} != stake rule {active.get(cons, 0)} "
+                f"(power_reduction {params.power_reduction})"
+            )

@@ -13,7 +13,9 @@ from abci_app.staking.queries import QUERIES
 from abci_app.store import CacheKV, KVReader
 
 
-def _genesis(store: CacheKV, state: dict[str, Any], req: abci.RequestInitChain) -> list[abci.ValidatorUpdate]:
+def _genesis(
+    store: CacheKV, state: dict[str, Any], req: abci.RequestInitChain
+) -> list[abci.ValidatorUpdate]:
     return genesis.init_genesis(store, state, req)
 
 

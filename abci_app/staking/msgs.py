@@ -26,7 +26,8 @@ from abci_app.staking.params import get_params
 
 MAX_MONIKER = 64
 # CometBFT's types.MaxTotalVotingPower (MaxInt64 / 8): a validator set whose powers sum past it is
-# refused by CometBFT (the node halts), and a power past int64 cannot even be put in a ValidatorUpdate
+# refused by CometBFT (the node halts), and a power past int64 cannot even be put in a
+# ValidatorUpdate
 MAX_TOTAL_POWER = (2**63 - 1) // 8
 
 
@@ -45,12 +46,19 @@ def check_stake_fits(ctx: Ctx, cons: bytes, tokens: int, amount: int) -> None:
     the power of every validator (jailed and out of the set too: they can come back) summed at
     most MAX_TOTAL_POWER, so no later block can produce a set CometBFT refuses."""
     if tokens + amount > MAX_U64:
-        raise ErrStakeTooLarge(f"validator {cons.hex().upper()} would hold {tokens + amount}uloco; the limit is 2^64-1")
+        raise ErrStakeTooLarge(
+            f"validator {cons.hex().upper()} would hold {tokens + amount}uloco; the limit is 2^64-1"
+        )
     pr = get_params(ctx.store).power_reduction
     total = keeper.compute_power(tokens + amount, pr) + sum(
-        keeper.compute_power(v.tokens, pr) for c, v in keeper.iterate_validators(ctx.store) if c != cons)
+        keeper.compute_power(v.tokens, pr)
+        for c, v in keeper.iterate_validators(ctx.store)
+        if c != cons
+    )
     if total > MAX_TOTAL_POWER:
-        raise ErrStakeTooLarge(f"total voting power would be {total}; CometBFT's limit is {MAX_TOTAL_POWER}")
+        raise ErrStakeTooLarge(
+            f"total voting power would be {total}; CometBFT's limit is {MAX_TOTAL_POWER}"
+        )
 
 
 def _validator(ctx: Ctx, raw: bytes) -> tuple[bytes, staking_pb2.Validator]:
@@ -61,21 +69,37 @@ def _validator(ctx: Ctx, raw: bytes) -> tuple[bytes, staking_pb2.Validator]:
     return cons, v
 
 
-def process_msg_create_validator(ctx: Ctx, signer: bytes, msg: staking_pb2.MsgCreateValidator) -> None:
+def process_msg_create_validator(
+    ctx: Ctx, signer: bytes, msg: staking_pb2.MsgCreateValidator
+) -> None:
     """Pre: the consensus key is new; self_bond >= min_self_bond and the signer can pay it."""
     if len(msg.pub_key) != 32:
-        raise ErrInvalidConsensusKey(f"consensus key must be a 32-byte ed25519 public key, got {len(msg.pub_key)} bytes")
+        raise ErrInvalidConsensusKey(
+            f"consensus key must be a 32-byte ed25519 public key, got {len(msg.pub_key)} bytes"
+        )
     validate_moniker(msg.moniker)
     validate_stake_amount(msg.self_bond, "self_bond")
     params = get_params(ctx.store)
     if msg.self_bond < params.min_self_bond:
-        raise ErrSelfBondTooLow(f"self bond {msg.self_bond}uloco is below the minimum {params.min_self_bond}uloco")
+        raise ErrSelfBondTooLow(
+            f"self bond {msg.self_bond}uloco is below the minimum {params.min_self_bond}uloco"
+        )
     cons = address_from_pubkey(msg.pub_key)
     if keeper.get_validator(ctx.store, cons) is not None:
-        raise ErrValidatorExists(f"a validator with consensus address {cons.hex().upper()} already exists")
+        raise ErrValidatorExists(
+            f"a validator with consensus address {cons.hex().upper()} already exists"
+        )
     check_stake_fits(ctx, cons, 0, msg.self_bond)
-    keeper.set_validator(ctx.store, cons, staking_pb2.Validator(
-        pub_key=msg.pub_key, operator=signer, moniker=msg.moniker, created_height=ctx.block.height))
+    keeper.set_validator(
+        ctx.store,
+        cons,
+        staking_pb2.Validator(
+            pub_key=msg.pub_key,
+            operator=signer,
+            moniker=msg.moniker,
+            created_height=ctx.block.height,
+        ),
+    )
     keeper.increase_bond(ctx.store, cons, signer, msg.self_bond)
     ctx.emit(events.validator_created_event(cons, signer, msg.moniker, msg.self_bond))
 
@@ -85,7 +109,9 @@ def process_msg_bond(ctx: Ctx, signer: bytes, msg: staking_pb2.MsgBond) -> None:
     validate_stake_amount(msg.amount)
     cons, v = _validator(ctx, msg.validator)
     if v.tombstoned:
-        raise ErrValidatorTombstoned(f"validator {cons.hex().upper()} is tombstoned (double sign): it cannot take new stake")
+        raise ErrValidatorTombstoned(
+            f"validator {cons.hex().upper()} is tombstoned (double sign): it cannot take new stake"
+        )
     check_stake_fits(ctx, cons, v.tokens, msg.amount)
     keeper.increase_bond(ctx.store, cons, signer, msg.amount)
     ctx.emit(events.bonded_event(cons, signer, msg.amount))
@@ -114,14 +140,21 @@ def process_msg_unjail(ctx: Ctx, signer: bytes, msg: staking_pb2.MsgUnjail) -> N
     if signer != v.operator:
         raise ErrNotOperator(f"only the operator of validator {cons.hex().upper()} can unjail it")
     if v.tombstoned:
-        raise ErrValidatorTombstoned(f"validator {cons.hex().upper()} is tombstoned (double sign) and can never be unjailed")
+        raise ErrValidatorTombstoned(
+            f"validator {cons.hex().upper()} is tombstoned (double sign) and can never be unjailed"
+        )
     if not v.jailed:
         raise ErrNotJailed(f"validator {cons.hex().upper()} is not jailed")
     if ctx.block.height < v.jailed_until:
-        raise ErrStillJailed(f"validator {cons.hex().upper()} is jailed until height {v.jailed_until} (now {ctx.block.height})")
+        raise ErrStillJailed(
+            f"validator {cons.hex().upper()} is jailed until height {v.jailed_until} (now "
+            f"{ctx.block.height})"
+        )
     min_self = get_params(ctx.store).min_self_bond
     if keeper.get_bond(ctx.store, cons, signer) < min_self:
-        raise ErrSelfBondTooLow(f"self bond is below the minimum {min_self}uloco: bond more before unjailing")
+        raise ErrSelfBondTooLow(
+            f"self bond is below the minimum {min_self}uloco: bond more before unjailing"
+        )
     v.jailed = False
     keeper.set_validator(ctx.store, cons, v)
     ctx.emit(events.unjailed_event(cons))

@@ -65,13 +65,18 @@ class CacheKV:
         return self._parent
 
     def get(self, key: bytes) -> bytes | None:
-        _check("key", key)
-        if key in self._writes:
+        if type(key) is not bytes:  # the common case without a call (every read of every tx)
+            _check("key", key)
+        try:
             return self._writes[key]
-        return self._parent.get(key)
+        except KeyError:
+            return self._parent.get(key)
 
     def set(self, key: bytes, value: bytes) -> None:
-        self._writes[_check("key", key)] = _check("value", value)
+        if type(key) is not bytes or type(value) is not bytes:
+            _check("key", key)
+            _check("value", value)
+        self._writes[key] = value
 
     def delete(self, key: bytes) -> None:
         self._writes[_check("key", key)] = None

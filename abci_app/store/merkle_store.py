@@ -4,12 +4,12 @@ Tables (all keys and values are BLOBs, compared bytewise by SQLite):
 
     meta        one row: schema, height, app_hash, earliest (oldest readable height)
     roots       version -> Ref of that version's root (one row per retained height)
-    nodes       (version, path) -> encoded tree node (see tree.py)
-    stale_nodes since -> the nodes (version, path) that are not in the tree from height
+    pages       (version, path) -> a page of tree nodes (PAGE_LEVELS levels, see tree.py)
+    stale_pages since -> the pages (version, path) that are not in the tree from height
                 `since` on, packed in one row per block; deleted once `since` <= earliest
-    kv_latest   key -> (value, version that wrote it) at the last committed height
-                (O(log n) point reads and ordered range scans)
-    kv_history  (key, version) -> value written at `version` (NULL = deleted there)
+    kv_history  (key, version) -> value written at `version` (NULL = deleted there); the
+                newest row of a key is its latest value (O(log n) point reads and ordered
+                range scans, at any retained height)
     stale_kv    since -> the history rows (key, version) superseded at `since`, packed in
                 one row per block (a delete
                 supersedes its own tombstone); deleted once `since` <= earliest
@@ -32,17 +32,25 @@ from .errors import StoreError, VersionNotAvailable
 from .proof import Proof
 from .tree import (
     EMPTY_REF,
+    KIND_EMPTY,
+    PAGE_LEVELS,
     Counters,
     LeafNode,
     Ref,
     TreeUpdate,
     apply_updates,
+    check_page,
+    encode_page,
     hash_key,
     hash_value,
+    path_key,
     walk_path,
 )
 
-SCHEMA_VERSION = 2  # 2: stale lists packed one row per block (1: one row per entry)
+# 3: tree nodes stored in pages of PAGE_LEVELS levels, one row per page, and no kv_latest table
+# (latest reads take a key's newest history row) (2: one row per node; 1: the stale lists one
+# row per entry instead of one packed row per block)
+SCHEMA_VERSION = 3
 _PAGE = 512  # rows fetched per query while iterating
 _BATCH = 500  # keys looked up per query while staging
 
@@ -58,21 +66,16 @@ CREATE TABLE IF NOT EXISTS roots (
     version INTEGER PRIMARY KEY,
     ref     BLOB NOT NULL
 );
-CREATE TABLE IF NOT EXISTS nodes (
+CREATE TABLE IF NOT EXISTS pages (
     version INTEGER NOT NULL,
     path    BLOB    NOT NULL,
-    node    BLOB    NOT NULL,
+    page    BLOB    NOT NULL,
     PRIMARY KEY (version, path)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS stale_nodes (
+CREATE TABLE IF NOT EXISTS stale_pages (
     since   INTEGER PRIMARY KEY,
-    nodes   BLOB    NOT NULL
+    pages   BLOB    NOT NULL
 );
-CREATE TABLE IF NOT EXISTS kv_latest (
-    key     BLOB PRIMARY KEY,
-    value   BLOB    NOT NULL,
-    version INTEGER NOT NULL
-) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS kv_history (
     key     BLOB    NOT NULL,
     version INTEGER NOT NULL,
@@ -93,10 +96,11 @@ class StoreStats:
     height: int = 0
     changed_keys: int = 0  # keys whose value actually changed
     hashes: int = 0  # sha256 calls (key and value hashes included)
-    node_reads: int = 0  # tree nodes read from the database
-    nodes_written: int = 0  # tree nodes written by the commit
-    nodes_staled: int = 0  # tree nodes this block replaced
-    nodes_pruned: int = 0  # tree nodes deleted by pruning in the commit
+    node_reads: int = 0  # tree nodes read (from the page cache or the database)
+    nodes_written: int = 0  # tree nodes in the pages written (new ones and copies)
+    pages_written: int = 0  # page rows written by the commit
+    pages_staled: int = 0  # stored pages this block replaced
+    pages_pruned: int = 0  # page rows deleted by pruning in the commit
     history_pruned: int = 0  # kv_history rows deleted by pruning in the commit
 
 
@@ -134,17 +138,16 @@ class MerkleStore:
         node_cache: int = 1_000_000,
     ) -> None:
         """Opens (or creates) the store. `keep_recent` >= 1 heights stay readable;
-        `node_cache` internal tree nodes (~200 bytes each) are kept in memory."""
+        `node_cache` tree pages (~400 bytes each) are kept in memory."""
         if not isinstance(keep_recent, int) or keep_recent < 1:
             raise StoreError(f"keep_recent must be an integer >= 1, got {keep_recent!r}")
         self._keep_recent = keep_recent
-        # path -> version || internal node, of the latest tree (and of older versions until the
-        # path is rewritten). Nodes are immutable per (version, path), so a hit whose version
-        # matches is always right; only committed nodes enter (after COMMIT); when full, the
+        # page path -> u64 version || page, of the latest tree (and of older versions until the
+        # page is rewritten). Pages are immutable per (version, path), so a hit whose version
+        # matches is always right; only committed pages enter (after COMMIT); when full, the
         # entries written or read longest ago go first (the top levels, rewritten by every
-        # block, stay). Leaves are not cached: the store reads a leaf only when a new key
-        # lands on it, a delete lifts it, or for proofs.
-        # Values are u64 version || node (one bytes object: ~200 bytes per entry in all).
+        # block, stay). A page that is one leaf is not cached: the store reads it only when a
+        # new key lands on it, a delete lifts it, or for proofs.
         self._cache: dict[bytes, bytes] = {}
         self._cache_size = max(0, node_cache)
         self._lock = threading.RLock()
@@ -180,6 +183,8 @@ class MerkleStore:
             ).fetchone()
             if has_meta and db.execute("SELECT schema FROM meta").fetchone() == (1,):
                 _migrate_v1(db)
+            if has_meta and db.execute("SELECT schema FROM meta").fetchone() == (2,):
+                _migrate_v2(db)
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     db.execute(statement)
@@ -246,8 +251,10 @@ class MerkleStore:
     def get(self, key: bytes) -> bytes | None:
         key = _check_bytes("key", key)
         with self._lock:
-            row = self._db.execute("SELECT value FROM kv_latest WHERE key = ?", (key,)).fetchone()
-        return None if row is None else bytes(row[0])
+            row = self._db.execute(
+                "SELECT value FROM kv_history WHERE key = ? ORDER BY version DESC LIMIT 1", (key,)
+            ).fetchone()
+        return None if row is None or row[0] is None else bytes(row[0])
 
     def iterate(self, start: bytes, end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """Latest committed (key, value) pairs with start <= key < end, ascending.
@@ -286,21 +293,15 @@ class MerkleStore:
             upper = "" if end is None else " AND key < ?"
             bounds: tuple[bytes, ...] = (start,) if end is None else (start, end)
             with self._lock:
-                if height is None or height == self._height:
-                    rows = self._db.execute(
-                        f"SELECT key, value FROM kv_latest WHERE key {lower_op} ?{upper} "
-                        f"ORDER BY key LIMIT {_PAGE}",
-                        bounds,
-                    ).fetchall()
-                else:
+                if height is not None:
                     self._check_height(height)
-                    # SQLite: with one max() aggregate, bare columns come from the max row.
-                    rows = self._db.execute(
-                        f"SELECT key, value, max(version) FROM kv_history "
-                        f"WHERE key {lower_op} ?{upper} AND version <= ? "
-                        f"GROUP BY key ORDER BY key LIMIT {_PAGE}",
-                        (*bounds, height),
-                    ).fetchall()
+                # SQLite: with one max() aggregate, bare columns come from the max row.
+                rows = self._db.execute(
+                    f"SELECT key, value, max(version) FROM kv_history "
+                    f"WHERE key {lower_op} ?{upper} AND version <= ? "
+                    f"GROUP BY key ORDER BY key LIMIT {_PAGE}",
+                    (*bounds, self._height if height is None else height),
+                ).fetchall()
             for row in rows:
                 if row[1] is not None:
                     yield bytes(row[0]), bytes(row[1])
@@ -315,7 +316,7 @@ class MerkleStore:
             h = self._height if height is None else height
             self._check_height(h)
             root = self._root if h == self._height else self._root_ref(h)
-            siblings, leaf = walk_path(root, hash_key(key), self._load_node)
+            siblings, leaf = walk_path(root, hash_key(key), self._load_page)
             value = self.get_at(key, h)
         key_hash = hash_key(key)
         if isinstance(leaf, LeafNode) and leaf.key_hash == key_hash:
@@ -367,14 +368,15 @@ class MerkleStore:
                 counters.hashes += 1 if value is None else 2
                 if key in current:
                     present.add(kh)
-            tree = apply_updates(self._root, height, updates, self._load_node, counters, present)
+            tree = apply_updates(self._root, height, updates, self._load_page, counters, present)
             stats = StoreStats(
                 height=height,
                 changed_keys=len(effective),
                 hashes=counters.hashes,
                 node_reads=counters.node_reads,
-                nodes_written=len(tree.nodes),
-                nodes_staled=len(tree.stale),
+                nodes_written=tree.nodes_written,
+                pages_written=len(tree.pages),
+                pages_staled=len(tree.stale),
             )
             self._staged = _Staged(height, tree, tuple(effective), tuple(kv_stale), stats)
             self._stats = stats
@@ -395,24 +397,14 @@ class MerkleStore:
             db.execute("BEGIN IMMEDIATE")
             try:
                 db.executemany(
-                    "INSERT INTO nodes(version, path, node) VALUES (?, ?, ?)",
-                    [(h, path, node) for path, node in staged.tree.nodes],
+                    "INSERT INTO pages(version, path, page) VALUES (?, ?, ?)",
+                    [(h, path, page) for path, page in staged.tree.pages],
                 )
                 if staged.tree.stale:
                     db.execute(
-                        "INSERT INTO stale_nodes(since, nodes) VALUES (?, ?)",
+                        "INSERT INTO stale_pages(since, pages) VALUES (?, ?)",
                         (h, pack_stale_nodes(staged.tree.stale)),
                     )
-                db.executemany(
-                    "INSERT INTO kv_latest(key, value, version) VALUES (?, ?, ?) "
-                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value, "
-                    "version = excluded.version",
-                    [(k, v, h) for k, v in staged.changes if v is not None],
-                )
-                db.executemany(
-                    "DELETE FROM kv_latest WHERE key = ?",
-                    [(k,) for k, v in staged.changes if v is None],
-                )
                 db.executemany(
                     "INSERT INTO kv_history(key, version, value) VALUES (?, ?, ?)",
                     [(k, h, v) for k, v in staged.changes],
@@ -427,7 +419,7 @@ class MerkleStore:
                     "UPDATE meta SET height = ?, app_hash = ?, earliest = ? WHERE id = 0",
                     (h, root.hash, earliest),
                 )
-                nodes_pruned, history_pruned = self._prune(earliest)
+                pages_pruned, history_pruned = self._prune(earliest)
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
@@ -435,11 +427,11 @@ class MerkleStore:
                 raise
             self._height, self._root, self._earliest = h, root, earliest
             self._staged = None
-            self._cache_nodes(h, staged.tree.nodes)
+            self._cache_pages(h, staged.tree.pages)
             s = staged.stats
             self._stats = StoreStats(
                 s.height, s.changed_keys, s.hashes, s.node_reads, s.nodes_written,
-                s.nodes_staled, nodes_pruned, history_pruned,
+                s.pages_written, s.pages_staled, pages_pruned, history_pruned,
             )  # fmt: skip
             return root.hash
 
@@ -450,7 +442,9 @@ class MerkleStore:
         Goes through ``stage``/``commit``, so it is one atomic transaction like a block."""
         with self._lock:
             if self._height != 0 or self._staged is not None:
-                raise StoreError(f"restore needs an empty store; this one is at height {self._height}")
+                raise StoreError(
+                    f"restore needs an empty store; this one is at height {self._height}"
+                )
             if not isinstance(height, int) or height < 1:
                 raise StoreError(f"restore: height must be an integer >= 1, got {height!r}")
             changes = {_check_bytes("key", k): _check_bytes("value", v) for k, v in pairs}
@@ -458,8 +452,10 @@ class MerkleStore:
             try:
                 root = self.stage(height, changes)
                 if root != app_hash:
-                    raise StoreError(f"restored state of height {height} has root {root.hex()}, "
-                                     f"not the trusted app hash {app_hash.hex()}")
+                    raise StoreError(
+                        f"restored state of height {height} has root {root.hex()}, "
+                        f"not the trusted app hash {app_hash.hex()}"
+                    )
                 self.commit()
             except BaseException:
                 self._staged = None
@@ -470,12 +466,12 @@ class MerkleStore:
         """Deletes what no height >= earliest needs (inside commit's transaction)."""
         db = self._db
         stale: list[tuple[int, bytes]] = []
-        for (blob,) in db.execute("SELECT nodes FROM stale_nodes WHERE since <= ?", (earliest,)):
+        for (blob,) in db.execute("SELECT pages FROM stale_pages WHERE since <= ?", (earliest,)):
             stale += unpack_stale_nodes(blob)
         if stale:
             stale.sort()  # B-tree order: neighbouring deletes share pages
-            db.executemany("DELETE FROM nodes WHERE version = ? AND path = ?", stale)
-            db.execute("DELETE FROM stale_nodes WHERE since <= ?", (earliest,))
+            db.executemany("DELETE FROM pages WHERE version = ? AND path = ?", stale)
+            db.execute("DELETE FROM stale_pages WHERE since <= ?", (earliest,))
         old: list[tuple[bytes, int]] = []
         for (blob,) in db.execute("SELECT keys FROM stale_kv WHERE since <= ?", (earliest,)):
             old += unpack_stale_kv(blob)
@@ -511,43 +507,46 @@ class MerkleStore:
         return Ref.from_bytes(row[0])
 
     def _latest_rows(self, keys: list[bytes]) -> dict[bytes, tuple[bytes, int]]:
-        """key -> (value, version) in kv_latest, for those of `keys` present."""
+        """key -> (value, version of its newest history row), for those of `keys` present."""
         found: dict[bytes, tuple[bytes, int]] = {}
         for i in range(0, len(keys), _BATCH):
             chunk = keys[i : i + _BATCH]
             marks = ",".join("?" * len(chunk))
             for key, value, version in self._db.execute(
-                f"SELECT key, value, version FROM kv_latest WHERE key IN ({marks})", chunk
+                f"SELECT key, value, max(version) FROM kv_history WHERE key IN ({marks}) "
+                "GROUP BY key",
+                chunk,
             ):
-                found[bytes(key)] = (bytes(value), version)
+                if value is not None:  # a tombstone: deleted, already scheduled for pruning
+                    found[bytes(key)] = (bytes(value), version)
         return found
 
-    def _load_node(self, version: int, path: bytes) -> bytes:
+    def _load_page(self, version: int, path: bytes) -> bytes:
         hit = self._cache.get(path)
         if hit is not None and int.from_bytes(hit[:8], "big") == version:
             return hit[8:]
         row = self._db.execute(
-            "SELECT node FROM nodes WHERE version = ? AND path = ?", (version, path)
+            "SELECT page FROM pages WHERE version = ? AND path = ?", (version, path)
         ).fetchone()
         if row is None:
-            raise StoreError(f"state database is corrupt: tree node missing at version {version}")
-        node = bytes(row[0])
-        # cache it unless a newer node at this path is cached (a proof at a past height must
-        # not push the latest tree's node out)
-        if node[:1] == b"\x01" and (hit is None or int.from_bytes(hit[:8], "big") < version):
-            self._cache_nodes(version, [(path, node)])
-        return node
+            raise StoreError(f"state database is corrupt: tree page missing at version {version}")
+        page = check_page(bytes(row[0]))
+        # cache it unless a newer page at this path is cached (a proof at a past height must
+        # not push the latest tree's page out)
+        if not page[1] & 1 and (hit is None or int.from_bytes(hit[:8], "big") < version):
+            self._cache_pages(version, [(path, page)])
+        return page
 
-    def _cache_nodes(self, version: int, nodes: list[tuple[bytes, bytes]]) -> None:
+    def _cache_pages(self, version: int, pages: list[tuple[bytes, bytes]]) -> None:
         if self._cache_size == 0:
             return
         cache = self._cache
         pop = cache.pop
         v = version.to_bytes(8, "big")
-        for path, node in nodes:
-            if node[0] == 1:  # internal nodes only
+        for path, page in pages:
+            if not page[1] & 1:  # the page root is an internal node, not a lone leaf
                 pop(path, None)  # re-inserted at the end: evicted last
-                cache[path] = v + node
+                cache[path] = v + page
         if len(cache) > self._cache_size:
             # evict a tenth at once: walking a dict from its front costs as much as the entries
             # removed there before, so eviction one by one would be quadratic
@@ -557,21 +556,23 @@ class MerkleStore:
 
 
 def pack_stale_nodes(stale: list[tuple[int, bytes]]) -> bytes:
-    """(version, path) pairs as u64 version || path (a path is self-delimiting: u16 depth
-    then ceil(depth / 8) bytes)."""
+    """(version, path) pairs of nodes or pages as u64 version || path (a path is
+    self-delimiting: u16 depth then ceil(depth / 8) bytes)."""
     return b"".join(v.to_bytes(8, "big") + p for v, p in stale)
 
 
 def unpack_stale_nodes(blob: bytes) -> list[tuple[int, bytes]]:
-    out, i, n = [], 0, len(blob)
+    out: list[tuple[int, bytes]] = []
+    append, from_bytes = out.append, int.from_bytes
+    i, n = 0, len(blob)
     while i < n:
         if i + 10 > n:
             raise StoreError("state database is corrupt: bad stale node list")
-        depth = int.from_bytes(blob[i + 8 : i + 10], "big")
-        end = i + 10 + (depth + 7) // 8
+        depth = (blob[i + 8] << 8) | blob[i + 9]
+        end = i + 10 + ((depth + 7) >> 3)
         if depth > 256 or end > n:
             raise StoreError("state database is corrupt: bad stale node list")
-        out.append((int.from_bytes(blob[i : i + 8], "big"), blob[i + 8 : end]))
+        append((from_bytes(blob[i : i + 8], "big"), blob[i + 8 : end]))
         i = end
     return out
 
@@ -599,22 +600,100 @@ def _migrate_v1(db: sqlite3.Connection) -> None:
     one packed row per block. Nothing else changes (tree, values, history, roots)."""
     db.execute("ALTER TABLE stale_nodes RENAME TO stale_nodes_v1")
     db.execute("ALTER TABLE stale_kv RENAME TO stale_kv_v1")
-    for statement in _SCHEMA.split(";"):
-        if "stale_" in statement:
-            db.execute(statement)
+    db.execute("CREATE TABLE stale_nodes (since INTEGER PRIMARY KEY, nodes BLOB NOT NULL)")
+    db.execute("CREATE TABLE stale_kv (since INTEGER PRIMARY KEY, keys BLOB NOT NULL)")
     by_since: dict[int, list[tuple[int, bytes]]] = {}
     for since, version, path in db.execute("SELECT since, version, path FROM stale_nodes_v1"):
         by_since.setdefault(since, []).append((version, bytes(path)))
-    db.executemany("INSERT INTO stale_nodes(since, nodes) VALUES (?, ?)",
-                   [(since, pack_stale_nodes(v)) for since, v in sorted(by_since.items())])
+    db.executemany(
+        "INSERT INTO stale_nodes(since, nodes) VALUES (?, ?)",
+        [(since, pack_stale_nodes(v)) for since, v in sorted(by_since.items())],
+    )
     kv_by_since: dict[int, list[tuple[bytes, int]]] = {}
     for since, key, version in db.execute("SELECT since, key, version FROM stale_kv_v1"):
         kv_by_since.setdefault(since, []).append((bytes(key), version))
-    db.executemany("INSERT INTO stale_kv(since, keys) VALUES (?, ?)",
-                   [(since, pack_stale_kv(v)) for since, v in sorted(kv_by_since.items())])
+    db.executemany(
+        "INSERT INTO stale_kv(since, keys) VALUES (?, ?)",
+        [(since, pack_stale_kv(v)) for since, v in sorted(kv_by_since.items())],
+    )
     db.execute("DROP TABLE stale_nodes_v1")
     db.execute("DROP TABLE stale_kv_v1")
-    db.execute("UPDATE meta SET schema = ? WHERE id = 0", (SCHEMA_VERSION,))
+    db.execute("UPDATE meta SET schema = 2 WHERE id = 0")
+
+
+def _migrate_v2(db: sqlite3.Connection) -> None:
+    """Schema 2 -> 3 inside the open transaction: the tree's node rows become page rows.
+
+    A page copy is identified by its root node (version, path): every node below it in its
+    PAGE_LEVELS levels was written at that version or before and never changes, and the page
+    root's version is the one its parent's reference carries, so the schema-2 node bytes are
+    valid page entries as they are. The pages reachable from every retained root are written
+    once each; a stale node that is a page root stands for its page copy (any other stale node
+    is inside a page whose root went stale in the same block). Values, history, roots unchanged.
+    """
+
+    def load(version: int, path: bytes) -> bytes:
+        row = db.execute(
+            "SELECT node FROM nodes WHERE version = ? AND path = ?", (version, path)
+        ).fetchone()
+        if row is None:
+            raise StoreError(f"state database is corrupt: tree node missing at version {version}")
+        return bytes(row[0])
+
+    for statement in _SCHEMA.split(";"):
+        if "pages" in statement:
+            db.execute(statement)
+    done: set[tuple[int, bytes]] = set()
+    todo: list[tuple[int, int, int]] = []  # page roots to write: (version, depth, prefix)
+    for (ref_bytes,) in db.execute("SELECT ref FROM roots ORDER BY version").fetchall():
+        root = Ref.from_bytes(ref_bytes)
+        if root.kind != KIND_EMPTY:
+            todo.append((root.version, 0, 0))
+    rows: list[tuple[int, bytes, bytes]] = []
+    while todo:
+        version, depth, prefix = todo.pop()
+        root_path = path_key(depth, prefix)
+        if (version, root_path) in done:
+            continue
+        done.add((version, root_path))
+        entries: list[tuple[int, bytes]] = []
+        inside = [(version, depth, prefix)]  # nodes of this page still to read
+        while inside:
+            v, d, p = inside.pop()
+            node = load(v, path_key(d, p))
+            r = d - depth
+            entries.append(((1 << r) - 1 + (p & ((1 << r) - 1)), node))
+            if node[0] != 1:
+                continue
+            for kind, cv, child in (
+                (node[1], int.from_bytes(node[2:10], "big"), p << 1),
+                (node[42], int.from_bytes(node[43:51], "big"), (p << 1) | 1),
+            ):
+                if kind == KIND_EMPTY:
+                    continue
+                if (d + 1) % PAGE_LEVELS:
+                    inside.append((cv, d + 1, child))
+                elif (cv, path_key(d + 1, child)) not in done:
+                    todo.append((cv, d + 1, child))
+        rows.append((version, root_path, encode_page(entries)))
+        if len(rows) >= 10_000:
+            db.executemany("INSERT INTO pages(version, path, page) VALUES (?, ?, ?)", rows)
+            rows = []
+    db.executemany("INSERT INTO pages(version, path, page) VALUES (?, ?, ?)", rows)
+    stale_rows = []
+    for since, blob in db.execute("SELECT since, nodes FROM stale_nodes ORDER BY since"):
+        roots = [
+            (v, p)
+            for v, p in unpack_stale_nodes(blob)
+            if int.from_bytes(p[:2], "big") % PAGE_LEVELS == 0
+        ]
+        if roots:
+            stale_rows.append((since, pack_stale_nodes(roots)))
+    db.executemany("INSERT INTO stale_pages(since, pages) VALUES (?, ?)", stale_rows)
+    db.execute("DROP TABLE nodes")
+    db.execute("DROP TABLE stale_nodes")
+    db.execute("DROP TABLE kv_latest")  # its rows are the newest history rows
+    db.execute("UPDATE meta SET schema = 3 WHERE id = 0")
 
 
 def _end(end: bytes | None) -> bytes | None:

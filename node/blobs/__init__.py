@@ -51,7 +51,8 @@ from node.blobs.errors import (
 from node.blobs.server import DEFAULT_PORT, BlobServer, ServerStats, serve_blobs
 from node.blobs.store import TIERS, BlobInfo, BlobStore, BlobWriter, GcReport, check_hash
 
-logging.getLogger("loconet.blobs").addHandler(logging.NullHandler())  # a library: the app configures logging
+# a library: the app configures logging
+logging.getLogger("loconet.blobs").addHandler(logging.NullHandler())
 
 
 def default_root(home: Path | str) -> Path:
@@ -60,8 +61,28 @@ def default_root(home: Path | str) -> Path:
 
 
 __all__ = [
-    "DEFAULT_PORT", "TIERS", "BlobClient", "BlobError", "BlobInfo", "BlobNotFound", "BlobServer",
-    "BlobStore", "BlobWriter", "FetchError", "FetchFailed", "GcReport", "HashMismatch", "InvalidHash",
-    "Oversize", "PeerTimeout", "PeerUnavailable", "QuotaExceeded", "ServerStats", "Truncated",
-    "blob_url", "check_hash", "default_root", "serve_blobs",
+    "DEFAULT_PORT",
+    "TIERS",
+    "BlobClient",
+    "BlobError",
+    "BlobInfo",
+    "BlobNotFound",
+    "BlobServer",
+    "BlobStore",
+    "BlobWriter",
+    "FetchError",
+    "FetchFailed",
+    "GcReport",
+    "HashMismatch",
+    "InvalidHash",
+    "Oversize",
+    "PeerTimeout",
+    "PeerUnavailable",
+    "QuotaExceeded",
+    "ServerStats",
+    "Truncated",
+    "blob_url",
+    "check_hash",
+    "default_root",
+    "serve_blobs",
 ]

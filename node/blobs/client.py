@@ -20,6 +20,7 @@ ending in ``/blob/HASH`` for the same hash.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -52,6 +53,12 @@ def blob_url(location: str, h: str) -> str:
     loc = location.strip().split("?", 1)[0]
     if not loc.lower().startswith(("http://", "https://")):
         raise PeerUnavailable(f"not an http(s) URL: {location!r}", location)
+    # a port past 65535 (or 0) reached connect(): "Connection refused", as if nothing listened
+    port = re.fullmatch(r"[^/?#]*:(\d+)", loc.split("://", 1)[1].split("/", 1)[0])
+    if port and not 1 <= int(port[1]) <= 65535:
+        raise PeerUnavailable(
+            f"not a valid URL (port {port[1]} is not a TCP port, 1..65535)", location
+        )
     tail = loc.rstrip("/").rsplit("/", 2)
     if len(tail) == 3 and tail[1] == "blob":
         if tail[2] != h:
@@ -77,7 +84,9 @@ class BlobClient:
         self.timeout_s = float(timeout_s)
         self.max_bytes = int(max_bytes)
         self.min_rate_bps = int(min_rate_bps)
-        self._http = httpx.Client(timeout=httpx.Timeout(self.timeout_s), follow_redirects=False, transport=transport)
+        self._http = httpx.Client(
+            timeout=httpx.Timeout(self.timeout_s), follow_redirects=False, transport=transport
+        )
         self.bytes_received = 0
         # progress of the current body: on_progress(bytes so far, announced size or None)
         self.on_progress: Callable[[int, int | None], None] | None = None
@@ -109,7 +118,9 @@ class BlobClient:
                 log.warning("blob %s from %s failed: %s", h[:12], loc, e)
         raise FetchFailed(h, attempts)
 
-    def _fetch_one(self, h: str, location: str, store: BlobStore, tier: str, round_key: str | None, limit: int) -> Path:
+    def _fetch_one(
+        self, h: str, location: str, store: BlobStore, tier: str, round_key: str | None, limit: int
+    ) -> Path:
         url = blob_url(location, h)
         t0 = time.monotonic()
         in_body = False
@@ -124,8 +135,13 @@ class BlobClient:
                         raise PeerUnavailable(f"bad Content-Length {cl_text!r}", location)
                     expected = int(cl_text)
                     if expected > limit:
-                        raise Oversize(f"announces {expected} B, over the limit of {limit} B", location)
-                budget_s = self.timeout_s + (expected if expected is not None else limit) / self.min_rate_bps
+                        raise Oversize(
+                            f"announces {expected} B, over the limit of {limit} B", location
+                        )
+                budget_s = (
+                    self.timeout_s
+                    + (expected if expected is not None else limit) / self.min_rate_bps
+                )
                 in_body = True
                 with store.writer() as w:
                     for chunk in r.iter_raw():  # as received: the rate check sees every read
@@ -143,19 +159,25 @@ class BlobClient:
                                 location,
                             )
                     if expected is not None and w.size != expected:
-                        raise Truncated(f"sent {w.size} B of the {expected} B it announced", location)
+                        raise Truncated(
+                            f"sent {w.size} B of the {expected} B it announced", location
+                        )
                     got = w.hexdigest()
                     if got != h:
                         raise HashMismatch(f"sent bytes hashing to {got}, not {h}", location)
                     w.commit(tier, round_key)
         except httpx.TimeoutException as e:
-            raise PeerTimeout(f"no answer within {self.timeout_s:g}s ({type(e).__name__})", location) from None
+            raise PeerTimeout(
+                f"no answer within {self.timeout_s:g}s ({type(e).__name__})", location
+            ) from None
         except httpx.RemoteProtocolError as e:
             if in_body:
                 raise Truncated(f"connection broke mid-body ({e})", location) from None
             raise PeerUnavailable(str(e), location) from None
         except httpx.HTTPError as e:
             raise PeerUnavailable(f"{type(e).__name__}: {e}", location) from None
+        except httpx.InvalidURL as e:  # http://[::1 : not an HTTPError, it escaped as a traceback
+            raise PeerUnavailable(f"not a valid URL ({e})", location) from None
         return store.path(h)
 
     def close(self) -> None:
@@ -164,11 +186,13 @@ class BlobClient:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
 
-def _metrics():  # type: ignore[no-untyped-def]
+def _metrics():
     from node.metrics import worker_metrics
 
     return worker_metrics()

@@ -11,7 +11,7 @@
     │   ├── Oversize                "oversize"        more bytes than the caller's limit
     │   ├── PeerTimeout             "timeout"         no byte for timeout_s, or slower than min_rate
     │   └── PeerUnavailable         "unavailable"     connection refused, 404, 5xx, bad answer
-    └── FetchFailed                 "fetch_failed"    every location failed (``.attempts`` lists why)
+    └── FetchFailed                 "fetch_failed"    every location failed (why: ``.attempts``)
 
 Codes are part of the interface (workers log them, tests and the CLI print them): never rename one.
 """
@@ -74,7 +74,8 @@ class PeerUnavailable(FetchError):
 
 
 class FetchFailed(BlobError):
-    """No location delivered the blob; ``attempts`` = [(url, FetchError), ...] in the order tried."""
+    """No location delivered the blob; ``attempts`` = [(url, FetchError), ...] in the order
+    tried."""
 
     code = "fetch_failed"
 
@@ -85,4 +86,7 @@ class FetchFailed(BlobError):
             why = "; ".join(f"{u}: {e}" for u, e in attempts)
         else:
             why = "no location given"
-        super().__init__(f"blob {blob_hash} could not be fetched ({why}); try other locations or check that a peer has it")
+        super().__init__(
+            f"blob {blob_hash} could not be fetched ({why}); try other locations or check that a "
+            "peer has it"
+        )

@@ -3,17 +3,20 @@
     GET  /blob/{sha256}   the bytes; ``Range: bytes=a-b | a- | -n`` -> 206 with Content-Range,
                           an unsatisfiable range -> 416 (``Content-Range: bytes */SIZE``); a
                           malformed or multi-range header is ignored (200, the whole blob);
-                          positions are ASCII digits (a 5000-digit one is "past the end", not a 500)
+                          positions are ASCII digits (a 5000-digit one is "past the end", not a
+                          500); two Range headers, or an If-Range other than the ETag, give the
+                          whole blob
     HEAD /blob/{sha256}   the same headers, no body
     GET  /stats           JSON counters: bytes_sent (body bytes written), requests, hits, ...
     GET  /health          "ok"
 
 File reads and the metadata update run in the loop's default executor, so a slow disk or a
-store locked by another process never stalls other requests. A malformed hash is 400 (``{"error": "invalid_hash"}``), an unknown one 404; any other method is
-405: nothing can be uploaded over the network, only the local worker writes through BlobStore.
-A connection gets ``idle_timeout`` (15 s) to send a whole request (slowloris), a reader
-``write_timeout`` (60 s) to take each chunk. Bodies are streamed from the file in ``chunk_size`` pieces; ``bytes_sent`` counts what was
-handed to the transport (the round-overhead benchmark reads it).
+store locked by another process never stalls other requests. A malformed hash is 400 (``{"error":
+"invalid_hash"}``), an unknown one 404; any other method is 405: nothing can be uploaded over the
+network, only the local worker writes through BlobStore. A connection gets ``idle_timeout`` (15 s)
+to send a whole request (slowloris), a reader ``write_timeout`` (60 s) to take each chunk. Bodies
+are streamed from the file in ``chunk_size`` pieces; ``bytes_sent`` counts what was handed to the
+transport (the round-overhead benchmark reads it).
 """
 
 from __future__ import annotations
@@ -22,12 +25,13 @@ import asyncio
 import logging
 import threading
 from dataclasses import asdict, dataclass
-from typing import Self
+from typing import Any, Self
 
 from aiohttp import web
 
 from node.blobs.errors import BlobNotFound
 from node.blobs.store import HASH_RE, BlobStore
+from node.httplog import client_error_log
 from node.metrics import worker_metrics
 
 log = logging.getLogger("loconet.blobs.server")
@@ -47,6 +51,48 @@ class ServerStats:
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
+
+
+MAX_CONNECTIONS = 256
+
+
+class _Busy(asyncio.Protocol):
+    """A connection over ``max_connections``: one 503, then closed."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        transport.write(
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\n"
+            b"Connection: close\r\n\r\n"
+        )
+        transport.close()
+
+
+class _CappedSite(web.TCPSite):
+    """TCPSite whose protocol factory answers ``_Busy`` past ``max_connections`` open ones."""
+
+    def __init__(self, runner: web.AppRunner, host: str, port: int, cap: int, **kw: Any) -> None:
+        super().__init__(runner, host, port, **kw)
+        self._cap = cap
+
+    async def start(self) -> None:
+        await web.BaseSite.start(self)  # registers the site with the runner
+        server = self._runner.server
+        assert server is not None
+
+        def factory() -> asyncio.Protocol:
+            return _Busy() if len(server.connections) >= self._cap else server()
+
+        self._server = await asyncio.get_running_loop().create_server(
+            factory,
+            self._host,
+            self._port,
+            backlog=self._backlog,
+            reuse_address=self._reuse_address,
+            reuse_port=self._reuse_port,
+        )
+        sockets = self._server.sockets
+        self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
 
 
 BEYOND = 10**30  # stands for any position past every file: a huge number in a Range header
@@ -93,14 +139,27 @@ class BlobServer:
     loop; ``start_thread()`` / ``stop_thread()`` (or ``with BlobServer(...):``) run it on its own
     loop in a daemon thread for synchronous callers. Port 0 picks a free port (``.port``)."""
 
-    def __init__(self, store: BlobStore, host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, chunk_size: int = 256 * 1024,
-                 idle_timeout: float = 15.0, write_timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        store: BlobStore,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        *,
+        chunk_size: int = 256 * 1024,
+        idle_timeout: float = 15.0,
+        write_timeout: float = 60.0,
+        max_connections: int = MAX_CONNECTIONS,
+    ) -> None:
         self.store = store
         # a connection that has not sent a whole request within idle_timeout seconds of opening (or
         # of its last response) is closed: slowloris clients cannot hold sockets open for an hour
         # (aiohttp's default keep-alive); a reader that takes more than write_timeout seconds to
         # accept one chunk is dropped, so a client that never reads cannot pin a handler either
         self.idle_timeout, self.write_timeout = idle_timeout, write_timeout
+        # open connections beyond this get a 503 and are closed at once: each one holds a file
+        # descriptor of the worker's own process (which trains, stores blobs and talks to the
+        # chain), so a peer opening thousands would otherwise starve it into EMFILE
+        self.max_connections = max_connections
         self.host = host
         self.port = port
         self.chunk_size = chunk_size
@@ -130,7 +189,10 @@ class BlobServer:
         if HASH_RE.fullmatch(h) is None:
             self.stats.bad_requests += 1
             return web.json_response(
-                {"error": "invalid_hash", "detail": "the blob name must be a sha256: 64 lowercase hex characters"},
+                {
+                    "error": "invalid_hash",
+                    "detail": "the blob name must be a sha256: 64 lowercase hex characters",
+                },
                 status=400,
             )
         head = request.method == "HEAD"
@@ -149,12 +211,19 @@ class BlobServer:
                 "Cache-Control": "public, max-age=31536000, immutable",
             }
             first, last, status = 0, size - 1, 200
-            rng = request.headers.get("Range")
+            ranges = request.headers.getall("Range", [])
+            rng = ranges[0] if len(ranges) == 1 else None  # two Range headers: ambiguous, whole
+            if_range = request.headers.get("If-Range")
+            if if_range is not None and if_range.strip() != headers["ETag"]:
+                rng = None  # RFC 9110 13.1.5: a validator that does not match means the whole
             if rng is not None:
                 parsed = parse_range(rng, size)
                 if parsed is None:
                     self.stats.unsatisfiable += 1
-                    return web.Response(status=416, headers={"Content-Range": f"bytes */{size}", "Accept-Ranges": "bytes"})
+                    return web.Response(
+                        status=416,
+                        headers={"Content-Range": f"bytes */{size}", "Accept-Ranges": "bytes"},
+                    )
                 if parsed is not False:
                     assert isinstance(parsed, tuple)
                     first, last = parsed
@@ -197,10 +266,18 @@ class BlobServer:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        self._runner = web.AppRunner(self.make_app(), access_log=None, handle_signals=False, shutdown_timeout=2.0,
-                                     keepalive_timeout=self.idle_timeout)
+        self._runner = web.AppRunner(
+            self.make_app(),
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=2.0,
+            keepalive_timeout=self.idle_timeout,
+            logger=client_error_log(),  # a peer's unparsable request: one line, no traceback
+        )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        site = _CappedSite(
+            self._runner, self.host, self.port, self.max_connections, reuse_address=True
+        )
         await site.start()
         if self.port == 0:
             self.port = int(self._runner.addresses[0][1])

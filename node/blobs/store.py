@@ -5,6 +5,7 @@ retention, a disk quota, crash-safe metadata.
       blobs/ab/abcd...ef   one file per blob, named by its sha256 (first two hex chars = subfolder)
       tmp/PID.RANDOM.part  writes in progress (renamed into blobs/ when complete and fsynced)
       meta.db              SQLite (WAL, synchronous=FULL): tier, pinned, round holds, last use
+      meta.lock            flock held while a store opens or closes meta.db (see BlobStore.__init__)
 
 Writes are atomic: bytes go to ``tmp/``, are fsynced, and are renamed onto their final name
 (``os.replace``) inside the metadata transaction, then the folder is fsynced. A crash leaves at
@@ -35,6 +36,7 @@ no input can name a path outside ``blobs/``.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import os
@@ -82,7 +84,10 @@ def _check_round_key(key: object) -> str | None:
     if key is None:
         return None
     if not isinstance(key, str) or not key or len(key) > MAX_ROUND_KEY:
-        raise ValueError(f"round_key must be a non-empty string of at most {MAX_ROUND_KEY} characters, got {key!r}")
+        raise ValueError(
+            f"round_key must be a non-empty string of at most {MAX_ROUND_KEY} characters, got "
+            f"{key!r}"
+        )
     return key
 
 
@@ -166,7 +171,9 @@ class BlobWriter:
     def hexdigest(self) -> str:
         return self._h.hexdigest()
 
-    def commit(self, tier: str = "hot", round_key: str | None = None, expected: str | None = None) -> str:
+    def commit(
+        self, tier: str = "hot", round_key: str | None = None, expected: str | None = None
+    ) -> str:
         """Make the blob durable and visible; returns its hash. ``expected``: refuse (and discard)
         the bytes with ``HashMismatch`` unless they hash to it."""
         check_tier(tier)
@@ -194,7 +201,9 @@ class BlobWriter:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if not self._done:
             self.abort()
 
@@ -210,6 +219,8 @@ class BlobStore:
         temp_margin_s: float = DEFAULT_TEMP_MARGIN_S,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        if quota_bytes is not None and quota_bytes <= 0:
+            raise ValueError(f"quota_bytes must be positive, got {quota_bytes}")
         self.root = Path(root)
         self.blob_dir = self.root / "blobs"
         self.tmp_dir = self.root / "tmp"
@@ -218,12 +229,31 @@ class BlobStore:
         self.temp_margin_s = float(temp_margin_s)
         self._clock = clock
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(
-            self.root / "meta.db", timeout=60, isolation_level=None, check_same_thread=False
-        )
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("PRAGMA busy_timeout=60000")
+        # Opening (creating the file, switching it to WAL, creating the schema) and closing (the
+        # last connection checkpoints and deletes the WAL) take locks SQLite does not always wait
+        # for: a store opened while another closes could fail at once with "database is locked".
+        # Both run under an exclusive flock on meta.lock, shared by threads and processes alike.
+        with self._open_close_lock():
+            self._db = sqlite3.connect(
+                self.root / "meta.db", timeout=60, isolation_level=None, check_same_thread=False
+            )
+            self._db.execute("PRAGMA busy_timeout=60000")
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._init_schema(quota_bytes)
+        self._clean_stale_tmp()
+        self._reconcile()
+
+    @contextmanager
+    def _open_close_lock(self) -> Iterator[None]:
+        fd = os.open(self.root / "meta.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the flock
+
+    def _init_schema(self, quota_bytes: int | None) -> None:
         with self._tx() as db:
             db.execute(
                 "CREATE TABLE IF NOT EXISTS blobs(hash TEXT PRIMARY KEY, size INTEGER NOT NULL,"
@@ -241,16 +271,12 @@ class BlobStore:
                 row = db.execute("SELECT value FROM meta WHERE key='quota_bytes'").fetchone()
                 self.quota_bytes = int(row[0]) if row else DEFAULT_QUOTA_BYTES
             else:
-                if quota_bytes <= 0:
-                    raise ValueError(f"quota_bytes must be positive, got {quota_bytes}")
                 self.quota_bytes = int(quota_bytes)
                 db.execute(
                     "INSERT INTO meta(key, value) VALUES('quota_bytes', ?)"
                     " ON CONFLICT(key) DO UPDATE SET value=excluded.value",
                     (str(self.quota_bytes),),
                 )
-        self._clean_stale_tmp()
-        self._reconcile()
 
     # ------------------------------------------------------------------ plumbing
 
@@ -321,12 +347,19 @@ class BlobStore:
                 )
                 adopted += 1
         if orphans or adopted:
-            log.info("blob store %s: dropped %d row(s) without a file, adopted %d file(s)", self.root, orphans, adopted)
+            log.info(
+                "blob store %s: dropped %d row(s) without a file, adopted %d file(s)",
+                self.root,
+                orphans,
+                adopted,
+            )
         return orphans, adopted
 
     def _merge(self, db: sqlite3.Connection, h: str, tier: str, round_key: str | None) -> None:
         """An existing blob put again: keep the strongest tier, add the hold, mark it used."""
-        old_tier, pinned = db.execute("SELECT tier, pinned FROM blobs WHERE hash=?", (h,)).fetchone()
+        old_tier, pinned = db.execute(
+            "SELECT tier, pinned FROM blobs WHERE hash=?", (h,)
+        ).fetchone()
         new_tier = tier if _RANK[tier] > _RANK[old_tier] else old_tier
         pinned = 1 if (pinned or new_tier == "cold") else 0
         now = self._clock()
@@ -342,9 +375,9 @@ class BlobStore:
         """Delete temp blobs that no open round holds and whose margin has passed."""
         cutoff = self._clock() - self.temp_margin_s
         rows = db.execute(
-            "SELECT hash, size FROM blobs WHERE tier='temp' AND pinned=0 AND released_at IS NOT NULL"
-            " AND released_at <= ? AND NOT EXISTS (SELECT 1 FROM holds WHERE holds.hash=blobs.hash)"
-            " ORDER BY use_seq",
+            "SELECT hash, size FROM blobs WHERE tier='temp' AND pinned=0 AND released_at IS NOT "
+            "NULL AND released_at <= ? AND NOT EXISTS (SELECT 1 FROM holds WHERE "
+            "holds.hash=blobs.hash) ORDER BY use_seq",
             (cutoff,),
         ).fetchall()
         freed = 0
@@ -392,9 +425,9 @@ class BlobStore:
             freed += size
         if used - freed + need > self.quota_bytes:
             raise QuotaExceeded(
-                f"storing {need} B would exceed the quota of {self.quota_bytes} B: {used} B used, of which only "
-                f"{freed} B may be evicted (the rest is pinned or held by an open round); raise the quota "
-                "or release finished rounds"
+                f"storing {need} B would exceed the quota of {self.quota_bytes} B: {used} B used, "
+                f"of which only {freed} B may be evicted (the rest is pinned or held by an open "
+                "round); raise the quota or release finished rounds"
             )
         for h in victims:
             self._delete(db, h)
@@ -427,7 +460,8 @@ class BlobStore:
     def _touch(self, h: str) -> None:
         with self._tx() as db:
             db.execute(
-                "UPDATE blobs SET last_used=?, use_seq=? WHERE hash=?", (self._clock(), self._next_seq(db), h)
+                "UPDATE blobs SET last_used=?, use_seq=? WHERE hash=?",
+                (self._clock(), self._next_seq(db), h),
             )
 
     def _row_exists(self, h: str) -> bool:
@@ -494,7 +528,8 @@ class BlobStore:
             return f.read()
 
     def verify(self, h: str) -> bool:
-        """Re-hash a stored blob; a corrupt one (disk fault, tampering) is deleted, False returned."""
+        """Re-hash a stored blob; a corrupt one (disk fault, tampering) is deleted, False
+        returned."""
         if not self.has(h):
             raise BlobNotFound(f"blob {h} is not in the store {self.root}")
         if sha256_file(self._final_path(h)) == h:
@@ -517,7 +552,8 @@ class BlobStore:
             self._merge(db, h, tier, round_key)
 
     def hold(self, h: str, round_key: str) -> None:
-        """Keep a stored blob for ``round_key`` until ``release_round(round_key)``; tier unchanged."""
+        """Keep a stored blob for ``round_key`` until ``release_round(round_key)``; tier
+        unchanged."""
         self.retain(h, "temp", round_key)
 
     def pin(self, h: str) -> None:
@@ -525,10 +561,13 @@ class BlobStore:
         if not self.has(h):
             raise BlobNotFound(f"blob {h} is not in the store {self.root}")
         with self._tx() as db:
-            db.execute("UPDATE blobs SET pinned=1, tier='cold', released_at=NULL WHERE hash=?", (h,))
+            db.execute(
+                "UPDATE blobs SET pinned=1, tier='cold', released_at=NULL WHERE hash=?", (h,)
+            )
 
     def unpin(self, h: str) -> None:
-        """Undo ``pin``: the blob becomes an ordinary hot blob (evictable when no round holds it)."""
+        """Undo ``pin``: the blob becomes an ordinary hot blob (evictable when no round holds
+        it)."""
         if not self.has(h):
             raise BlobNotFound(f"blob {h} is not in the store {self.root}")
         with self._tx() as db:
@@ -540,12 +579,20 @@ class BlobStore:
         blobs become evictable. Returns the hashes it held."""
         _check_round_key(round_key)
         with self._tx() as db:
-            held = [str(h) for (h,) in db.execute("SELECT hash FROM holds WHERE round_key=? ORDER BY hash", (round_key,))]
+            held = [
+                str(h)
+                for (h,) in db.execute(
+                    "SELECT hash FROM holds WHERE round_key=? ORDER BY hash", (round_key,)
+                )
+            ]
             db.execute("DELETE FROM holds WHERE round_key=?", (round_key,))
             now = self._clock()
             for h in held:
                 if db.execute("SELECT 1 FROM holds WHERE hash=?", (h,)).fetchone() is None:
-                    db.execute("UPDATE blobs SET released_at=? WHERE hash=? AND released_at IS NULL", (now, h))
+                    db.execute(
+                        "UPDATE blobs SET released_at=? WHERE hash=? AND released_at IS NULL",
+                        (now, h),
+                    )
         return held
 
     def gc(self, verify: bool = False) -> GcReport:
@@ -580,9 +627,19 @@ class BlobStore:
             for k, h in self._db.execute("SELECT round_key, hash FROM holds ORDER BY round_key"):
                 holds.setdefault(h, []).append(k)
             return [
-                BlobInfo(h, size, tier, bool(pinned), tuple(holds.get(h, ())), created, last_used, released)
+                BlobInfo(
+                    h,
+                    size,
+                    tier,
+                    bool(pinned),
+                    tuple(holds.get(h, ())),
+                    created,
+                    last_used,
+                    released,
+                )
                 for h, size, tier, pinned, created, last_used, released in self._db.execute(
-                    "SELECT hash, size, tier, pinned, created, last_used, released_at FROM blobs ORDER BY use_seq"
+                    "SELECT hash, size, tier, pinned, created, last_used, released_at FROM blobs "
+                    "ORDER BY use_seq"
                 )
             ]
 
@@ -595,15 +652,19 @@ class BlobStore:
 
     def usage(self) -> dict[str, int]:
         with self._lock:
-            used, count = self._db.execute("SELECT COALESCE(SUM(size), 0), COUNT(*) FROM blobs").fetchone()
+            used, count = self._db.execute(
+                "SELECT COALESCE(SUM(size), 0), COUNT(*) FROM blobs"
+            ).fetchone()
         return {"used_bytes": int(used), "count": int(count), "quota_bytes": self.quota_bytes}
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._open_close_lock():
             self._db.close()
 
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()

@@ -24,15 +24,33 @@ def start(port: int, log_path: Path, state: Path | None = None) -> subprocess.Po
     log_path.parent.mkdir(parents=True, exist_ok=True)
     logf = open(log_path, "ab")  # noqa: SIM115 - owned by the child
     extra = ["--state", str(state)] if state is not None else []
-    p = subprocess.Popen([str(anvil_path()), "--host", "127.0.0.1", "--port", str(port), "--chain-id", "31337", *extra],
-                         stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    p = subprocess.Popen(
+        [
+            str(anvil_path()),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--chain-id",
+            "31337",
+            *extra,
+        ],
+        stdout=logf,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if p.poll() is not None:
             raise RuntimeError(f"anvil exited with {p.returncode}; see {log_path}")
         try:
-            r = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}, timeout=1)
+            r = httpx.post(
+                url,
+                json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []},
+                timeout=1,
+            )
             if r.status_code == 200:
                 return p
         except httpx.HTTPError:

@@ -15,6 +15,7 @@ A *deployment file* (JSON) records where the contracts live::
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,20 +35,32 @@ class Deployment:
     token: str
     start_number: int
     block: int
-    signers: list[str] = field(default_factory=list)  # the set deployed with (signs checkpoint start_number+1)
+    # the set deployed with (signs checkpoint start_number+1)
+    signers: list[str] = field(default_factory=list)
     powers: list[int] = field(default_factory=list)
 
     def save(self, path: Path) -> None:
+        from node.atomic import write_atomic
+
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(asdict(self), indent=1, sort_keys=True) + "\n")
+        # complete or absent: a relayer or `evm claim` never reads half a deployment
+        write_atomic(path, json.dumps(asdict(self), indent=1, sort_keys=True) + "\n")
 
     @classmethod
     def load(cls, path: Path) -> Deployment:
         try:
             d = json.loads(Path(path).read_text())
-            return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d or k not in ("signers", "powers")})
+            return cls(
+                **{
+                    k: d[k]
+                    for k in cls.__dataclass_fields__
+                    if k in d or k not in ("signers", "powers")
+                }
+            )
         except (OSError, ValueError, KeyError, TypeError) as e:
-            raise ValueError(f"deployment file {path}: {e}; write one with `loconet evm deploy`") from e
+            raise ValueError(
+                f"deployment file {path}: {e}; write one with `loconet evm deploy`"
+            ) from e
 
 
 def contract(w3: Web3, name: str, address: str) -> Contract:
@@ -75,7 +88,9 @@ def _b32(h: str) -> bytes:
 
 def set_of(entries: list[dict[str, Any]]) -> tuple[list[str], list[int]]:
     """A signer set from a checkpoint's ``signers``/``next_set`` (already ascending by address)."""
-    return [Web3.to_checksum_address(e["evm_address"]) for e in entries], [int(e["power"]) for e in entries]
+    return [Web3.to_checksum_address(e["evm_address"]) for e in entries], [
+        int(e["power"]) for e in entries
+    ]
 
 
 def submit_args(cp: dict[str, Any]) -> tuple[Any, ...]:
@@ -87,21 +102,36 @@ def submit_args(cp: dict[str, Any]) -> tuple[Any, ...]:
     raw = [bytes.fromhex(s["signature"].removeprefix("0x")) for s in sigs]
     rotates = cp["next_set_hash"] != cp["set_hash"]
     nxt = set_of(cp["next_set"]) if rotates else ([], [])
-    head = (int(cp["number"]), int(cp["height"]), _b32(cp["app_hash"]), _b32(cp["rewards_root"]),
-            _b32(cp["next_set_hash"]))
+    head = (
+        int(cp["number"]),
+        int(cp["height"]),
+        _b32(cp["app_hash"]),
+        _b32(cp["rewards_root"]),
+        _b32(cp["next_set_hash"]),
+    )
     return head, (signers, powers), idx, raw, nxt
 
 
 def claim_args(claim: dict[str, Any]) -> tuple[str, int, list[bytes]]:
-    return (Web3.to_checksum_address(claim["evm_address"]), int(claim["cumulative"]),
-            [_b32(p) for p in claim["proof"]])
+    return (
+        Web3.to_checksum_address(claim["evm_address"]),
+        int(claim["cumulative"]),
+        [_b32(p) for p in claim["proof"]],
+    )
 
 
-def send(w3: Web3, fn: Any, sender: Any, *, gas: int | None = None, nonce: int | None = None) -> Any:
+def send(
+    w3: Web3, fn: Any, sender: Any, *, gas: int | None = None, nonce: int | None = None
+) -> Any:
     """Sign ``fn`` (a bound contract call or constructor) with ``sender`` (an eth_account
     LocalAccount), send it, wait for the receipt; raise if it reverted."""
-    tx: dict[str, Any] = {"from": sender.address, "chainId": w3.eth.chain_id,
-                          "nonce": w3.eth.get_transaction_count(sender.address, "pending") if nonce is None else nonce}
+    tx: dict[str, Any] = {
+        "from": sender.address,
+        "chainId": w3.eth.chain_id,
+        "nonce": w3.eth.get_transaction_count(sender.address, "pending")
+        if nonce is None
+        else nonce,
+    }
     if gas is not None:
         tx["gas"] = gas
     built = fn.build_transaction(tx)
@@ -113,13 +143,21 @@ def send(w3: Web3, fn: Any, sender: Any, *, gas: int | None = None, nonce: int |
     return receipt
 
 
-def deploy(w3: Web3, sender: Any, loconet_chain_id: str, signers: list[str], powers: list[int],
-           start_number: int) -> Deployment:
+def deploy(
+    w3: Web3,
+    sender: Any,
+    loconet_chain_id: str,
+    signers: Sequence[str],
+    powers: Sequence[int],
+    start_number: int,
+) -> Deployment:
     """Deploy the RewardsDistributor (a Checkpoints light client with the signer set that signs
     checkpoint start_number+1), which deploys its LocoToken."""
     b = artifact("RewardsDistributor")
     dist = w3.eth.contract(abi=b["abi"], bytecode=b["bytecode"])
-    r = send(w3, dist.constructor(loconet_chain_id, signers, powers, start_number), sender)
+    r = send(
+        w3, dist.constructor(loconet_chain_id, list(signers), list(powers), start_number), sender
+    )
     dist_c = contract(w3, "RewardsDistributor", r["contractAddress"])
     return Deployment(
         evm_chain_id=w3.eth.chain_id,

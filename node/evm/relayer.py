@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from eth_typing import HexStr
 from web3 import Web3
@@ -24,6 +24,16 @@ from web3 import Web3
 from node.evm import client
 
 log = logging.getLogger("loconet.relayer")
+
+
+class CheckpointSource(Protocol):
+    """Where the relayer reads final checkpoints (a node; the tests' in-process chain)."""
+
+    def latest_final(self) -> dict[str, Any] | None: ...
+
+    def checkpoint(self, n: int) -> dict[str, Any] | None: ...
+
+    def block_time(self, height: int) -> float | None: ...
 
 
 class LoconetSource:
@@ -65,9 +75,23 @@ class Posted:
 
 
 class Relayer:
-    def __init__(self, w3: Web3, deployment: client.Deployment, account: Any, source: LoconetSource,
-                 journal: Path, *, on_post: Callable[[Posted], None] | None = None) -> None:
-        self.w3, self.d, self.account, self.src, self.journal = w3, deployment, account, source, journal
+    def __init__(
+        self,
+        w3: Web3,
+        deployment: client.Deployment,
+        account: Any,
+        source: CheckpointSource,
+        journal: Path,
+        *,
+        on_post: Callable[[Posted], None] | None = None,
+    ) -> None:
+        self.w3, self.d, self.account, self.src, self.journal = (
+            w3,
+            deployment,
+            account,
+            source,
+            journal,
+        )
         self.contract = client.checkpoints(w3, deployment)
         self.on_post = on_post
 
@@ -80,22 +104,31 @@ class Relayer:
             return None
 
     def _write_journal(self, entry: dict[str, Any] | None) -> None:
-        tmp = self.journal.with_suffix(".tmp")
-        tmp.write_text(json.dumps(entry, sort_keys=True) + "\n")
-        tmp.replace(self.journal)
+        from node.atomic import write_atomic
+
+        write_atomic(self.journal, json.dumps(entry, sort_keys=True) + "\n")  # fsynced
 
     def settle_inflight(self, timeout: float = 120.0) -> None:
         """Wait for a journalled tx and for every pending tx of the account to be mined."""
         entry = self._read_journal()
         if entry and entry.get("tx_hash"):
             try:
-                r = self.w3.eth.wait_for_transaction_receipt(HexStr(entry["tx_hash"]), timeout=timeout)
-                log.info("journalled tx %s for checkpoint %s mined (status %s)", entry["tx_hash"], entry["number"], r["status"])
+                r = self.w3.eth.wait_for_transaction_receipt(
+                    HexStr(entry["tx_hash"]), timeout=timeout
+                )
+                log.info(
+                    "journalled tx %s for checkpoint %s mined (status %s)",
+                    entry["tx_hash"],
+                    entry["number"],
+                    r["status"],
+                )
             except Exception as e:  # noqa: BLE001 - dropped from the pool: the nonce check below decides
                 log.warning("journalled tx %s not found (%s)", entry["tx_hash"], e)
         deadline = time.monotonic() + timeout
         addr = self.account.address
-        while self.w3.eth.get_transaction_count(addr, "pending") > self.w3.eth.get_transaction_count(addr, "latest"):
+        while self.w3.eth.get_transaction_count(
+            addr, "pending"
+        ) > self.w3.eth.get_transaction_count(addr, "latest"):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{addr} still has pending transactions")
             time.sleep(0.5)
@@ -119,7 +152,9 @@ class Relayer:
     def post(self, cp: dict[str, Any]) -> Posted:
         fn = self.contract.functions.submit(*client.submit_args(cp))
         nonce = self.w3.eth.get_transaction_count(self.account.address, "pending")
-        built = fn.build_transaction({"from": self.account.address, "nonce": nonce, "chainId": self.w3.eth.chain_id})
+        built = fn.build_transaction(
+            {"from": self.account.address, "nonce": nonce, "chainId": self.w3.eth.chain_id}
+        )
         signed = self.account.sign_transaction(built)
         tx_hash = "0x" + bytes(signed.hash).hex()
         self._write_journal({"number": cp["number"], "tx_hash": tx_hash, "nonce": nonce})
@@ -135,15 +170,30 @@ class Relayer:
                 latency = time.time() - t_final
         except Exception as e:  # noqa: BLE001 - the figure is optional
             log.debug("no latency figure: %s", e)
-        p = Posted(int(cp["number"]), tx_hash, int(receipt["gasUsed"]), int(receipt["blockNumber"]), latency)
-        log.info("posted checkpoint %d (height %s, %d signatures) in %s: gas %d, EVM block %d%s", p.number, cp["height"],
-                 len(cp["signatures"]), tx_hash, p.gas_used, p.evm_block,
-                 f", {latency:.2f}s after its final loconet block" if latency is not None else "")
+        p = Posted(
+            int(cp["number"]),
+            tx_hash,
+            int(receipt["gasUsed"]),
+            int(receipt["blockNumber"]),
+            latency,
+        )
+        log.info(
+            "posted checkpoint %d (height %s, %d signatures) in %s: gas %d, EVM block %d%s",
+            p.number,
+            cp["height"],
+            len(cp["signatures"]),
+            tx_hash,
+            p.gas_used,
+            p.evm_block,
+            f", {latency:.2f}s after its final loconet block" if latency is not None else "",
+        )
         if self.on_post:
             self.on_post(p)
         return p
 
-    def run(self, poll: float = 1.0, until: int | None = None, stop: Callable[[], bool] = lambda: False) -> None:
+    def run(
+        self, poll: float = 1.0, until: int | None = None, stop: Callable[[], bool] = lambda: False
+    ) -> None:
         backoff = poll
         while not stop():
             try:

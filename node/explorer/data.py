@@ -7,9 +7,9 @@ the power signed), then asks every query with ``prove=true`` at height H, checks
 against that app hash (``node.proofs.verify_ops``) and re-derives each record from the proven
 bytes with the chain's own ``*_to_json``: a node whose answer differs from its proof is reported
 on the page, not shown as truth. (A list is as complete as the node makes it: every listed record
-is proven, but without range proofs a node could leave one out.) Blocks, validators and transactions come from CometBFT's RPC
-(signed by the chain, not state proofs); the reputation history is sampled from the node's store
-at past heights when the collector starts, then once per new height.
+is proven, but without range proofs a node could leave one out.) Blocks, validators and transactions
+come from CometBFT's RPC (signed by the chain, not state proofs); the reputation history is sampled
+from the node's store at past heights when the collector starts, then once per new height.
 
 Everything here is synchronous (httpx via ``node.rpc.Client``); the server runs it in a thread.
 """
@@ -110,7 +110,9 @@ class Collector:
     @staticmethod
     def _same(what: str, node_said: Any, proven: Any) -> None:
         if node_said != proven:
-            raise Untrusted(f"the node's {what} disagrees with its own proof: do not trust this node")
+            raise Untrusted(
+                f"the node's {what} disagrees with its own proof: do not trust this node"
+            )
 
     def _providers(self, h: int, root: bytes) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -118,8 +120,16 @@ class Collector:
         while True:
             data, proven = self._query(f"/providers?from={start}&limit=200", h, root)
             page = data["providers"]
-            derived = [provider_to_json(decode_msg(providers_pb2.Provider, v)) for _, v in sorted(proven.items()) if v]
-            self._same("provider list", sorted(page, key=lambda p: p["address"]), sorted(derived, key=lambda p: p["address"]))
+            derived = [
+                provider_to_json(decode_msg(providers_pb2.Provider, v))
+                for _, v in sorted(proven.items())
+                if v
+            ]
+            self._same(
+                "provider list",
+                sorted(page, key=lambda p: p["address"]),
+                sorted(derived, key=lambda p: p["address"]),
+            )
             out += page
             start += len(page)
             if not page or start >= data["total"]:
@@ -130,20 +140,32 @@ class Collector:
         if len(proven) != 1:
             raise Untrusted(f"SLA proof of {address} covers {len(proven)} keys")
         (raw,) = proven.values()
-        self._same(f"SLA of {address}", data, sla_to_json(from_bech32(address), sla.Sla() if raw is None else sla.decode_sla(raw)))
-        return data  # type: ignore[no-any-return]
+        self._same(
+            f"SLA of {address}",
+            data,
+            sla_to_json(from_bech32(address), sla.Sla() if raw is None else sla.decode_sla(raw)),
+        )
+        return data
 
     def _jobs(self, h: int, root: bytes) -> list[dict[str, Any]]:
         data, proven = self._query("/jobs?limit=100", h, root)
         derived = [job_to_json(decode_msg(jobs_pb2.Job, v)) for _, v in sorted(proven.items()) if v]
-        self._same("job list", sorted(data["jobs"], key=lambda j: j["id"]), sorted(derived, key=lambda j: j["id"]))
+        self._same(
+            "job list",
+            sorted(data["jobs"], key=lambda j: j["id"]),
+            sorted(derived, key=lambda j: j["id"]),
+        )
         jobs = data["jobs"]
         for j in jobs:
             rd, rproven = self._query(f"/rounds/{j['id']}?limit={MAX_ROUNDS_PER_JOB}", h, root)
-            rderived = [round_to_json(decode_msg(jobs_pb2.Round, v)) for _, v in sorted(rproven.items()) if v]
+            rderived = [
+                round_to_json(decode_msg(jobs_pb2.Round, v))
+                for _, v in sorted(rproven.items())
+                if v
+            ]
             self._same(f"rounds of job {j['id']}", rd["rounds"], rderived)
             j["round_records"] = rd["rounds"]
-        return jobs  # type: ignore[no-any-return]
+        return jobs
 
     # -- RPC (signed blocks, not state) ---------------------------------------------------------
     def _block_time_ms(self, latest: int) -> int | None:
@@ -152,7 +174,9 @@ class Collector:
             return None
         from node.light import parse_time
 
-        metas = self.client.call("blockchain", minHeight=str(lo), maxHeight=str(latest))["block_metas"]
+        metas = self.client.call("blockchain", minHeight=str(lo), maxHeight=str(latest))[
+            "block_metas"
+        ]
         times = sorted((int(m["header"]["height"]), parse_time(m["header"]["time"])) for m in metas)
         if len(times) < 2:
             return None
@@ -168,17 +192,27 @@ class Collector:
         for etype, (label, actor_key) in TX_EVENTS.items():
             page = 1
             while True:
-                res = self.client.call("tx_search", query=f"{etype}.job_id={job_id}", per_page="100", page=str(page),
-                                       order_by="asc")
+                res = self.client.call(
+                    "tx_search",
+                    query=f"{etype}.job_id={job_id}",
+                    per_page="100",
+                    page=str(page),
+                    order_by="asc",
+                )
                 for t in res["txs"]:
                     for ev in t["tx_result"].get("events", []):
                         if ev["type"] != etype:
                             continue
                         a = event_attrs(ev)
-                        out.setdefault(a.get("round", "?"), []).append({
-                            "kind": label, "actor": a.get(actor_key, ""), "target": a.get("provider", ""),
-                            "hash": t["hash"], "height": int(t["height"]),
-                        })
+                        out.setdefault(a.get("round", "?"), []).append(
+                            {
+                                "kind": label,
+                                "actor": a.get(actor_key, ""),
+                                "target": a.get("provider", ""),
+                                "hash": t["hash"],
+                                "height": int(t["height"]),
+                            }
+                        )
                 if page * 100 >= int(res["total_count"]):
                     break
                 page += 1
@@ -237,12 +271,21 @@ class Collector:
         vals = self.client.validators(h)
         self._sample_history(h)
         return Snapshot(
-            height=h, latest_height=latest, chain_id=st["node_info"]["network"], moniker=st["node_info"]["moniker"],
-            latest_time=st["sync_info"]["latest_block_time"], app_hash=root.hex().upper(),
+            height=h,
+            latest_height=latest,
+            chain_id=st["node_info"]["network"],
+            moniker=st["node_info"]["moniker"],
+            latest_time=st["sync_info"]["latest_block_time"],
+            app_hash=root.hex().upper(),
             block_time_ms=self._block_time_ms(latest),
-            validators=sorted(({"address": v["address"], "power": int(v["voting_power"])} for v in vals),
-                              key=lambda v: (-v["power"], v["address"])),
-            providers=providers, jobs=jobs, proven_keys=self.proven_keys, untrusted=untrusted,
+            validators=sorted(
+                ({"address": v["address"], "power": int(v["voting_power"])} for v in vals),
+                key=lambda v: (-v["power"], v["address"]),
+            ),
+            providers=providers,
+            jobs=jobs,
+            proven_keys=self.proven_keys,
+            untrusted=untrusted,
             reputation_history={a: list(s) for a, s in self._history.items()},
         )
 
@@ -260,27 +303,52 @@ class Collector:
         info: dict[str, Any] = {"messages": []}
         try:
             tx = decode_tx(base64.b64decode(res["tx"]))
-            info = {"signer": to_bech32(tx.signer), "fee": tx.fee, "sequence": tx.sequence, "memo": tx.memo,
-                    "messages": [{"type": name, "body": MessageToDict(m, preserving_proto_field_name=True)} for name, m in tx.msgs]}
+            info = {
+                "signer": to_bech32(tx.signer),
+                "fee": tx.fee,
+                "sequence": tx.sequence,
+                "memo": tx.memo,
+                "messages": [
+                    {"type": name, "body": MessageToDict(m, preserving_proto_field_name=True)}
+                    for name, m in tx.msgs
+                ],
+            }
         except Exception as e:  # noqa: BLE001 (a tx the node holds but this client cannot decode: say so)
             info["decode_error"] = str(e)
         r = res["tx_result"]
         return {
-            "hash": res["hash"], "height": int(res["height"]), "code": int(r.get("code", 0)), "log": r.get("log", ""),
-            "codespace": r.get("codespace", ""), **info,
-            "events": [{"type": e["type"], "attributes": event_attrs(e)} for e in r.get("events", [])],
+            "hash": res["hash"],
+            "height": int(res["height"]),
+            "code": int(r.get("code", 0)),
+            "log": r.get("log", ""),
+            "codespace": r.get("codespace", ""),
+            **info,
+            "events": [
+                {"type": e["type"], "attributes": event_attrs(e)} for e in r.get("events", [])
+            ],
         }
 
     def block(self, height: int) -> dict[str, Any]:
-        """A block's header facts, its tx hashes and the events of its end-block (payouts, slashes)."""
+        """A block's header facts, its tx hashes and the events of its end-block (payouts,
+        slashes)."""
         import hashlib
 
         b = self.client.block(height)
         res = self.client.call("block_results", height=str(height))
         hdr = b["block"]["header"]
-        txs = [hashlib.sha256(base64.b64decode(t)).hexdigest().upper() for t in b["block"]["data"]["txs"] or []]
+        txs = [
+            hashlib.sha256(base64.b64decode(t)).hexdigest().upper()
+            for t in b["block"]["data"]["txs"] or []
+        ]
         return {
-            "height": int(hdr["height"]), "time": hdr["time"], "proposer": hdr["proposer_address"],
-            "hash": b["block_id"]["hash"], "app_hash": hdr["app_hash"], "txs": txs,
-            "events": [{"type": e["type"], "attributes": event_attrs(e)} for e in res.get("finalize_block_events") or []],
+            "height": int(hdr["height"]),
+            "time": hdr["time"],
+            "proposer": hdr["proposer_address"],
+            "hash": b["block_id"]["hash"],
+            "app_hash": hdr["app_hash"],
+            "txs": txs,
+            "events": [
+                {"type": e["type"], "attributes": event_attrs(e)}
+                for e in res.get("finalize_block_events") or []
+            ],
         }

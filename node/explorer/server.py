@@ -25,6 +25,7 @@ from aiohttp import web
 
 from node.explorer import svg, views
 from node.explorer.data import Collector, Snapshot, Untrusted
+from node.httplog import client_error_log
 from node.rpc import RpcError
 
 HERE = Path(__file__).parent
@@ -43,8 +44,11 @@ def pct(bps: int | None) -> str:
 
 def make_env() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True, undefined=jinja2.StrictUndefined,
-        trim_blocks=True, lstrip_blocks=True,
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
     )
     env.filters.update(loco=fmt_loco, pct=pct, short=views.short)
     env.globals.update(svg=svg, views=views)
@@ -89,26 +93,46 @@ class Explorer:
         self.lookup.close()
 
     # -- rendering ------------------------------------------------------------------------------
-    def render(self, request: web.Request, name: str, status: int = 200, live: bool = True, **ctx: Any) -> web.Response:
+    def render(
+        self, request: web.Request, name: str, status: int = 200, live: bool = True, **ctx: Any
+    ) -> web.Response:
         tmpl = self.env.get_template(name)
-        full = {"snap": self.snap, "error": self.error, "node": self.node, "live": live, "poll_ms": int(self.poll * 1000),
-                "updated": time.strftime("%H:%M:%S", time.localtime(self.updated)) if self.updated else "", **ctx}
+        full = {
+            "snap": self.snap,
+            "error": self.error,
+            "node": self.node,
+            "live": live,
+            "poll_ms": int(self.poll * 1000),
+            "updated": time.strftime("%H:%M:%S", time.localtime(self.updated))
+            if self.updated
+            else "",
+            **ctx,
+        }
         if request.query.get("fragment"):
             body = "".join(tmpl.blocks["main"](tmpl.new_context(full)))
         else:
             body = tmpl.render(full)
-        headers = {"X-Height": str(self.snap.height if self.snap else 0), "Cache-Control": "no-store"}
+        headers = {
+            "X-Height": str(self.snap.height if self.snap else 0),
+            "Cache-Control": "no-store",
+        }
         return web.Response(text=body, content_type="text/html", status=status, headers=headers)
 
     async def index(self, request: web.Request) -> web.Response:
         charts: dict[str, Any] = {"rewards_chart": "", "reputation_chart": ""}
         if self.snap:
-            charts = {"rewards_chart": views.rewards_chart(self.snap.jobs, self.snap.height),
-                      "reputation_chart": views.reputation_chart(self.snap.reputation_history)}
+            charts = {
+                "rewards_chart": views.rewards_chart(self.snap.jobs, self.snap.height),
+                "reputation_chart": views.reputation_chart(self.snap.reputation_history),
+            }
         return self.render(request, "index.html", **charts)
 
     async def provider(self, request: web.Request) -> web.Response:
         addr = request.match_info["addr"]
+        if not _is_address(addr):  # 404 whether or not the node has answered yet
+            return self.render(
+                request, "missing.html", status=404, what=f"provider {addr[:80]} (not an address)"
+            )
         p = self.snap.provider(addr) if self.snap else None
         if self.snap and p is None:
             return self.render(request, "missing.html", status=404, what=f"provider {addr}")
@@ -116,7 +140,11 @@ class Explorer:
 
     async def job(self, request: web.Request) -> web.Response:
         jid = request.match_info["job_id"]
-        j = self.snap.job(int(jid)) if self.snap and _is_u64(jid) else None
+        if not _is_u64(jid):  # 404 whether or not the node has answered yet
+            return self.render(
+                request, "missing.html", status=404, what=f"job {jid[:80]} (not a job id)"
+            )
+        j = self.snap.job(int(jid)) if self.snap else None
         if self.snap and j is None:
             return self.render(request, "missing.html", status=404, what=f"job {jid}")
         return self.render(request, "job.html", j=j)
@@ -126,7 +154,9 @@ class Explorer:
         try:
             t = await asyncio.to_thread(self.lookup.tx, h)
         except (RpcError, ValueError) as e:
-            return self.render(request, "missing.html", status=404, live=False, what=f"tx {h} ({e})")
+            return self.render(
+                request, "missing.html", status=404, live=False, what=f"tx {h} ({e})"
+            )
         if t is None:
             return self.render(request, "missing.html", status=404, live=False, what=f"tx {h}")
         return self.render(request, "tx.html", live=False, t=t)
@@ -134,9 +164,15 @@ class Explorer:
     async def block(self, request: web.Request) -> web.Response:
         hs = request.match_info["height"]
         try:
-            b = await asyncio.to_thread(self.lookup.block, int(hs)) if _is_u64(hs) and int(hs) > 0 else None
+            b = (
+                await asyncio.to_thread(self.lookup.block, int(hs))
+                if _is_u64(hs) and int(hs) > 0
+                else None
+            )
         except RpcError as e:
-            return self.render(request, "missing.html", status=404, live=False, what=f"block {hs} ({e})")
+            return self.render(
+                request, "missing.html", status=404, live=False, what=f"block {hs} ({e})"
+            )
         if b is None:
             return self.render(request, "missing.html", status=404, live=False, what=f"block {hs}")
         return self.render(request, "block.html", live=False, b=b)
@@ -151,13 +187,14 @@ class Explorer:
         """A node answer the pages cannot use (malformed JSON, missing fields, wrong types) is
         shown as an error page (502), never as aiohttp's bare 500 with a traceback in the log."""
         try:
-            return await handler(request)  # type: ignore[no-any-return]
+            return await handler(request)
         except web.HTTPException:
             raise
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 (any failure is a page naming it, not a 500)
             log.warning("%s: %s: %s", request.path, type(e).__name__, e)
-            return self.render(request, "error.html", status=502, live=False,
-                               what=f"{type(e).__name__}: {e}"[:300])
+            return self.render(
+                request, "error.html", status=502, live=False, what=f"{type(e).__name__}: {e}"[:300]
+            )
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self.errors])
@@ -174,11 +211,41 @@ class Explorer:
 
 
 def _is_u64(text: str) -> bool:
-    """A job id or height in a URL: ASCII decimal digits below 2^64 (``²`` or 5000 digits are not)."""
+    """A job id or height in a URL: ASCII decimal digits below 2^64 (``²`` or 5000 digits are
+    not)."""
     return 0 < len(text) <= 20 and text.isascii() and text.isdigit() and int(text) < 1 << 64
 
 
-def serve(node: str, host: str, port: int, poll: float = 2.0) -> None:
+def _is_address(text: str) -> bool:
+    """A provider address in a URL: a ``loco1…`` bech32 address of the right length."""
+    from abci_app.codec.address import from_bech32
+    from abci_app.errors import ErrInvalidAddress
+
+    try:
+        from_bech32(text)
+    except (ErrInvalidAddress, ValueError):
+        return False
+    return text == text.strip()
+
+
+# a connection gets this long to send a whole request, and is closed this long after its last
+# answer: aiohttp's default (75 s) let a client that never finishes its headers, or drips one
+# header line every few seconds, hold a socket and a handler for good (the blob server: 15 s)
+IDLE_TIMEOUT_S = 15.0
+
+
+def serve(
+    node: str, host: str, port: int, poll: float = 2.0, idle_timeout: float = IDLE_TIMEOUT_S
+) -> None:
     ex = Explorer(node, poll)
-    print(f"loconet explorer: http://{host}:{port}/  (node {node}; Ctrl-C stops)", flush=True)
-    web.run_app(ex.app(), host=host, port=port, print=None, handle_signals=True)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"loconet explorer: http://{shown}:{port}/  (node {node}; Ctrl-C stops)", flush=True)
+    web.run_app(
+        ex.app(),
+        host=host,
+        port=port,
+        print=None,
+        handle_signals=True,
+        keepalive_timeout=idle_timeout,
+        logger=client_error_log(),  # a client's unparsable request: one line, no traceback
+    )

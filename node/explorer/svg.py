@@ -49,15 +49,23 @@ def line_chart(
     y_from_zero: bool = True,
 ) -> str:
     """Polylines (``step``: hold each value until the next x) with axes, ticks and a legend; the
-    y axis starts at 0 unless ``y_from_zero`` is false (then it fits the data, so small moves show)."""
+    y axis starts at 0 unless ``y_from_zero`` is false (then it fits the data, so small moves
+    show)."""
     pts = [p for _, s in series for p in s]
     ml, mr, mt, mb = 64, 16, 40, 40
     pw, ph = width - ml - mr, height - mt - mb
-    out = [(f'<svg class="chart" role="img" aria-label="{escape(title)}" viewBox="0 0 {width} {height}" '
-           f'width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">'),
-           f'<text x="{ml}" y="16" class="ctitle">{escape(title)}</text>']
+    out = [
+        (
+            f'<svg class="chart" role="img" aria-label="{escape(title)}" viewBox="0 0 {width} '
+            f'{height}" width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">'
+        ),
+        f'<text x="{ml}" y="16" class="ctitle">{escape(title)}</text>',
+    ]
     if not pts:
-        out.append(f'<text x="{ml + pw / 2}" y="{mt + ph / 2}" text-anchor="middle" class="muted">no data yet</text></svg>')
+        out.append(
+            f'<text x="{ml + pw / 2}" y="{mt + ph / 2}" text-anchor="middle" class="muted">no '
+            "data yet</text></svg>"
+        )
         return "".join(out)
     x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
     y0, y1 = min(p[1] for p in pts), max(p[1] for p in pts)
@@ -79,16 +87,24 @@ def line_chart(
         return mt + ph - (y - y0) / (y1 - y0) * ph
 
     for t in yt:
-        out.append(f'<line x1="{ml}" x2="{ml + pw}" y1="{sy(t):.1f}" y2="{sy(t):.1f}" class="grid"/>'
-                   f'<text x="{ml - 6}" y="{sy(t) + 4:.1f}" text-anchor="end" class="tick">{escape(y_fmt(t))}</text>')
+        out.append(
+            f'<line x1="{ml}" x2="{ml + pw}" y1="{sy(t):.1f}" y2="{sy(t):.1f}" '
+            f'class="grid"/><text x="{ml - 6}" y="{sy(t) + 4:.1f}" text-anchor="end" '
+            f'class="tick">{escape(y_fmt(t))}</text>'
+        )
     for t in xt:
         if x0 <= t <= x1:
-            out.append(f'<text x="{sx(t):.1f}" y="{mt + ph + 16}" text-anchor="middle" class="tick">{t:g}</text>')
-    out.append(f'<line x1="{ml}" x2="{ml + pw}" y1="{mt + ph}" y2="{mt + ph}" class="axis"/>'
-               f'<line x1="{ml}" x2="{ml}" y1="{mt}" y2="{mt + ph}" class="axis"/>'
-               f'<text x="{ml + pw / 2}" y="{height - 4}" text-anchor="middle" class="label">{escape(x_label)}</text>'
-               f'<text x="12" y="{mt + ph / 2}" text-anchor="middle" class="label" '
-               f'transform="rotate(-90 12 {mt + ph / 2})">{escape(y_label)}</text>')
+            out.append(
+                f'<text x="{sx(t):.1f}" y="{mt + ph + 16}" text-anchor="middle" '
+                f'class="tick">{t:g}</text>'
+            )
+    out.append(
+        f'<line x1="{ml}" x2="{ml + pw}" y1="{mt + ph}" y2="{mt + ph}" class="axis"/><line '
+        f'x1="{ml}" x2="{ml}" y1="{mt}" y2="{mt + ph}" class="axis"/><text x="{ml + pw / 2}" '
+        f'y="{height - 4}" text-anchor="middle" class="label">{escape(x_label)}</text><text '
+        f'x="12" y="{mt + ph / 2}" text-anchor="middle" class="label" transform="rotate(-90 12 '
+        f'{mt + ph / 2})">{escape(y_label)}</text>'
+    )
     lx = ml
     for i, (name, s) in enumerate(series):
         color = PALETTE[i % len(PALETTE)]
@@ -102,18 +118,32 @@ def line_chart(
             coords.append((sx(x1), sy(s[-1][1])))
         poly = " ".join(f"{a:.1f},{b:.1f}" for a, b in coords)
         out.append(f'<polyline points="{poly}" fill="none" stroke="{color}" stroke-width="2"/>')
-        out += [f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}"/>' for x, y in s if len(s) <= 40]
+        out += [
+            f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}"/>'
+            for x, y in s
+            if len(s) <= 40
+        ]
         label = escape(name)
-        out.append(f'<rect x="{lx}" y="24" width="10" height="10" fill="{color}"/>'
-                   f'<text x="{lx + 14}" y="33" class="legend">{label}</text>')
+        out.append(
+            f'<rect x="{lx}" y="24" width="10" height="10" fill="{color}"/>'
+            f'<text x="{lx + 14}" y="33" class="legend">{label}</text>'
+        )
         lx += 22 + 7 * len(name)
     out.append("</svg>")
     return "".join(out)
 
 
-WINDOW_NAMES = {"commit_deadline": "commit", "reveal_end": "reveal", "verdict_end": "verdict",
-                "vote_reveal_end": "vote reveal", "appeal_end": "appeal", "appeal_reveal_end": "appeal reveal",
-                "attest_end": "attest"}
+WINDOW_NAMES = {
+    "commit_deadline": "commit",
+    "reveal_end": "reveal",
+    "verdict_end": "verdict",
+    "vote_reveal_end": "vote reveal",
+    "appeal_end": "appeal",
+    "appeal_reveal_end": "appeal reveal",
+    "final_end": "final",
+    "final_reveal_end": "final reveal",
+    "attest_end": "attest",
+}
 
 
 def phase_segments(windows: dict[str, int]) -> list[tuple[str, int, int]]:
@@ -123,7 +153,9 @@ def phase_segments(windows: dict[str, int]) -> list[tuple[str, int, int]]:
     ends = sorted((v, k) for k, v in windows.items() if k != "open_height" and v)
     segs = []
     for v, k in ends:
-        name = WINDOW_NAMES.get(k, k.removesuffix("_end").removesuffix("_deadline").replace("_", " "))
+        name = WINDOW_NAMES.get(
+            k, k.removesuffix("_end").removesuffix("_deadline").replace("_", " ")
+        )
         segs.append((name, start, v))
         start = v
     return segs
@@ -142,15 +174,22 @@ def timeline(windows: dict[str, int], now: int, finalized: int = 0, width: int =
     def sx(h: float) -> float:
         return ml + (min(max(h, lo), hi) - lo) / span * pw
 
-    out = [(f'<svg class="timeline" viewBox="0 0 {width} 44" width="{width}" height="44" role="img" '
-           f'aria-label="phase timeline" xmlns="http://www.w3.org/2000/svg">')]
+    out = [
+        (
+            f'<svg class="timeline" viewBox="0 0 {width} 44" width="{width}" height="44" '
+            'role="img" aria-label="phase timeline" xmlns="http://www.w3.org/2000/svg">'
+        )
+    ]
     for name, a, b in segs:
         color = PHASE_COLORS.get(name.split()[-1], "#94a3b8")
         done = now >= b
-        out.append(f'<rect x="{sx(a):.1f}" y="6" width="{max(sx(b) - sx(a), 1):.1f}" height="16" fill="{color}" '
-                   f'opacity="{1.0 if not done else 0.55}"><title>{escape(name)}: heights {a + 1}..{b}</title></rect>'
-                   f'<text x="{(sx(a) + sx(b)) / 2:.1f}" y="18" text-anchor="middle" class="seg">{escape(name)}</text>'
-                   f'<text x="{sx(b):.1f}" y="36" text-anchor="middle" class="tick">{b}</text>')
+        out.append(
+            f'<rect x="{sx(a):.1f}" y="6" width="{max(sx(b) - sx(a), 1):.1f}" height="16" '
+            f'fill="{color}" opacity="{1.0 if not done else 0.55}"><title>{escape(name)}: heights '
+            f'{a + 1}..{b}</title></rect><text x="{(sx(a) + sx(b)) / 2:.1f}" y="18" '
+            f'text-anchor="middle" class="seg">{escape(name)}</text><text x="{sx(b):.1f}" y="36" '
+            f'text-anchor="middle" class="tick">{b}</text>'
+        )
     out.append(f'<text x="{sx(lo):.1f}" y="36" text-anchor="start" class="tick">{lo}</text>')
     if lo <= now <= hi and not finalized:
         out.append(f'<line x1="{sx(now):.1f}" x2="{sx(now):.1f}" y1="2" y2="26" class="now"/>')
@@ -165,8 +204,15 @@ def duty_strip(bits: str, size: int = 64) -> str:
     for i in range(size):
         b = bits[i - pad] if i >= pad else ""
         cls = {"1": "kept", "0": "missed"}.get(b, "empty")
-        cells.append(f'<rect x="{(i % 32) * 15}" y="{(i // 32) * 15}" width="12" height="12" rx="2" class="{cls}"><title>'
-                     f'{"kept" if b == "1" else "missed" if b == "0" else "no duty yet"}</title></rect>')
+        cells.append(
+            f'<rect x="{(i % 32) * 15}" y="{(i // 32) * 15}" width="12" height="12" rx="2" '
+            f'class="{cls}"><title>'
+            f"{'kept' if b == '1' else 'missed' if b == '0' else 'no duty yet'}</title></rect>"
+        )
     rows = (size + 31) // 32
-    return (f'<svg class="duties" viewBox="0 0 480 {rows * 15}" width="480" height="{rows * 15}" role="img" '
-            f'aria-label="last {len(bits)} duties" xmlns="http://www.w3.org/2000/svg">' + "".join(cells) + "</svg>")
+    return (
+        f'<svg class="duties" viewBox="0 0 480 {rows * 15}" width="480" height="{rows * 15}" '
+        f'role="img" aria-label="last {len(bits)} duties" xmlns="http://www.w3.org/2000/svg">'
+        + "".join(cells)
+        + "</svg>"
+    )

@@ -9,19 +9,26 @@ KINDS = ("participant", "verifier", "bounty")
 
 
 def finalized_rounds(jobs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    return sorted(((j, r) for j in jobs for r in j.get("round_records", []) if r["finalized_height"]),
-                  key=lambda jr: (jr[1]["finalized_height"], jr[0]["id"], jr[1]["round"]))
+    return sorted(
+        ((j, r) for j in jobs for r in j.get("round_records", []) if r["finalized_height"]),
+        key=lambda jr: (jr[1]["finalized_height"], jr[0]["id"], jr[1]["round"]),
+    )
 
 
 def rewards_over_time(jobs: list[dict[str, Any]]) -> dict[str, list[tuple[int, int]]]:
-    """Cumulative uloco paid per payout kind, one point per finalize height (payouts happen there)."""
+    """Cumulative uloco paid per payout kind, one point per finalize height (payouts happen
+    there)."""
     acc = dict.fromkeys(KINDS, 0)
     by_h: dict[int, dict[str, int]] = {}
     for _, r in finalized_rounds(jobs):
         for p in r["payouts"]:
             acc[p["kind"]] = acc.get(p["kind"], 0) + p["amount"]
         by_h[r["finalized_height"]] = dict(acc)
-    return {k: [(h, v[k]) for h, v in sorted(by_h.items())] for k in KINDS if any(v[k] for v in by_h.values())}
+    return {
+        k: [(h, v[k]) for h, v in sorted(by_h.items())]
+        for k in KINDS
+        if any(v[k] for v in by_h.values())
+    }
 
 
 def provider_record(address: str, jobs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -33,23 +40,53 @@ def provider_record(address: str, jobs: list[dict[str, Any]]) -> dict[str, Any]:
             for p in r["participants"]:
                 if p["address"] == address:
                     role = "participant"
-                    rows.append({"job": j["id"], "round": r["round"], "role": role, "outcome": p["outcome"],
-                                 "reward": p["reward"], "slashed": p["slashed"], "reputation": p["reputation"],
-                                 "reputation_delta": p["reputation_delta"], "phase": r["phase"]})
+                    rows.append(
+                        {
+                            "job": j["id"],
+                            "round": r["round"],
+                            "role": role,
+                            "outcome": p["outcome"],
+                            "reward": p["reward"],
+                            "slashed": p["slashed"],
+                            "reputation": p["reputation"],
+                            "reputation_delta": p["reputation_delta"],
+                            "phase": r["phase"],
+                        }
+                    )
                 ch = p["challenge"]
                 for v in (ch or {}).get("verifiers", []):
                     if v["address"] == address:
-                        rows.append({"job": j["id"], "round": r["round"], "role": "verifier of " + p["address"][:12] + "…",
-                                     "outcome": ("voted " + ("valid" if v["valid"] else "invalid")) if v["voted"] else "silent",
-                                     "reward": 0, "slashed": 0, "reputation": None, "reputation_delta": None,
-                                     "phase": r["phase"]})
+                        rows.append(
+                            {
+                                "job": j["id"],
+                                "round": r["round"],
+                                "role": "verifier of " + p["address"][:12] + "…",
+                                "outcome": ("voted " + ("valid" if v["valid"] else "invalid"))
+                                if v["voted"]
+                                else "silent",
+                                "reward": 0,
+                                "slashed": 0,
+                                "reputation": None,
+                                "reputation_delta": None,
+                                "phase": r["phase"],
+                            }
+                        )
             for p in r["payouts"]:
                 if p["address"] == address:
-                    pays.append({"job": j["id"], "round": r["round"], "kind": p["kind"], "amount": p["amount"],
-                                 "height": r["finalized_height"]})
+                    pays.append(
+                        {
+                            "job": j["id"],
+                            "round": r["round"],
+                            "kind": p["kind"],
+                            "amount": p["amount"],
+                            "height": r["finalized_height"],
+                        }
+                    )
             for s in r["slashes"]:
                 if s["address"] == address:
-                    slashes.append({"job": j["id"], "round": r["round"], **s, "height": r["finalized_height"]})
+                    slashes.append(
+                        {"job": j["id"], "round": r["round"], **s, "height": r["finalized_height"]}
+                    )
     return {"rounds": rows, "payouts": pays, "slashes": slashes}
 
 
@@ -65,11 +102,26 @@ def earnings_over_time(address: str, jobs: list[dict[str, Any]]) -> list[tuple[i
 
 def lineage(job: dict[str, Any]) -> list[dict[str, Any]]:
     """The job's model chain: initial model, then each round's base and attested hash."""
-    out = [{"label": "initial", "hash": job["spec"]["initial_model_hash"], "round": None, "height": job["created_height"]}]
+    out = [
+        {
+            "label": "initial",
+            "hash": job["spec"]["initial_model_hash"],
+            "round": None,
+            "height": job["created_height"],
+        }
+    ]
     for r in sorted(job.get("round_records", []), key=lambda r: r["round"]):
         if r["attested_model_hash"]:
-            out.append({"label": f"round {r['round']}", "hash": r["attested_model_hash"], "round": r["round"],
-                        "base": r["base_model_hash"], "stake": r["attest_stake"], "height": r["finalized_height"]})
+            out.append(
+                {
+                    "label": f"round {r['round']}",
+                    "hash": r["attested_model_hash"],
+                    "round": r["round"],
+                    "base": r["base_model_hash"],
+                    "stake": r["attest_stake"],
+                    "height": r["finalized_height"],
+                }
+            )
     return out
 
 
@@ -120,28 +172,54 @@ def rewards_chart(jobs: list[dict[str, Any]], now: int = 0) -> str:
 
     rw = rewards_over_time(jobs)
     start = min((j["created_height"] for j in jobs), default=0)
-    return line_chart([(f"to {k}s", _span(pts, start, now)) for k, pts in rw.items()], title="Rewards paid, cumulative",
-                      x_label="block height", y_label="LOCO", y_fmt=_loco_tick, step=True)
+    return line_chart(
+        [(f"to {k}s", _span(pts, start, now)) for k, pts in rw.items()],
+        title="Rewards paid, cumulative",
+        x_label="block height",
+        y_label="LOCO",
+        y_fmt=_loco_tick,
+        step=True,
+    )
 
 
 def reputation_chart(history: dict[str, list[tuple[int, int]]], only: str | None = None) -> str:
     from node.explorer.svg import line_chart
 
-    series = [(short(a, 14), pts) for a, pts in sorted(history.items()) if only is None or a == only]
-    return line_chart(series, title="Reputation (of 10000)", x_label="block height", y_label="reputation", step=True,
-                      y_from_zero=False)
+    series = [
+        (short(a, 14), pts) for a, pts in sorted(history.items()) if only is None or a == only
+    ]
+    return line_chart(
+        series,
+        title="Reputation (of 10000)",
+        x_label="block height",
+        y_label="reputation",
+        step=True,
+        y_from_zero=False,
+    )
 
 
 def earnings_chart(address: str, jobs: list[dict[str, Any]], since: int = 0, now: int = 0) -> str:
     from node.explorer.svg import line_chart
 
-    return line_chart([("earned", _span(earnings_over_time(address, jobs), since, now))], title="Earnings, cumulative",
-                      x_label="block height", y_label="LOCO", y_fmt=_loco_tick, step=True)
+    return line_chart(
+        [("earned", _span(earnings_over_time(address, jobs), since, now))],
+        title="Earnings, cumulative",
+        x_label="block height",
+        y_label="LOCO",
+        y_fmt=_loco_tick,
+        step=True,
+    )
 
 
 def loss_chart(job: dict[str, Any]) -> str:
     from node.explorer.svg import line_chart
 
     lc = loss_curve(job)
-    return line_chart(list(lc.items()), title="Loss reported in the commitments (mean over participants)",
-                      x_label="round", y_label="loss (nats)", y_fmt=lambda v: f"{v:.2f}", y_from_zero=False)
+    return line_chart(
+        list(lc.items()),
+        title="Loss reported in the commitments (mean over participants)",
+        x_label="round",
+        y_label="loss (nats)",
+        y_fmt=lambda v: f"{v:.2f}",
+        y_from_zero=False,
+    )

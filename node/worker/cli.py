@@ -8,15 +8,17 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from node.cli import DEFAULT_NODE, UsageError, add_command
+from node.cli import DEFAULT_NODE, U32, U64, UsageError, _fee_arg, add_command
 
 
 def cmd_provider_run(a: argparse.Namespace) -> int:
     from node.keys import KeyError_
     from node.worker.worker import BEHAVIOURS, ProviderWorker, WorkerConfig, WorkerError
 
-    logging.basicConfig(level=getattr(logging, a.log_level.upper()),
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, a.log_level.upper()),
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
     for noisy in ("httpx", "httpcore", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     if a.behaviour not in BEHAVIOURS:
@@ -29,17 +31,54 @@ def cmd_provider_run(a: argparse.Namespace) -> int:
             parse_listen(a.metrics_listen)
         except ValueError as e:
             raise UsageError(f"--metrics-listen: {e}") from None
+    if a.quota_gib < 1:  # a negative quota raised ValueError from the blob store
+        raise UsageError(f"--quota-gib must be at least 1, not {a.quota_gib}")
     cfg = WorkerConfig(
-        home=home, key=a.from_key, nodes=a.node or [DEFAULT_NODE],
+        home=home,
+        key=a.from_key,
+        nodes=a.node or [DEFAULT_NODE],
         data_dir=Path(a.data_dir) if a.data_dir else home / "worker" / a.from_key,
-        listen=a.listen, device=a.device, behaviour=a.behaviour, quota_bytes=a.quota_gib << 30,
-        jobs=frozenset(a.job or ()), fee=a.fee, check_hardware=not a.skip_hardware_check,
+        listen=a.listen,
+        device=a.device,
+        procs=a.procs,
+        behaviour=a.behaviour,
+        quota_bytes=a.quota_gib << 30,
+        jobs=frozenset(a.job or ()),
+        fee=a.fee,
+        check_hardware=not a.skip_hardware_check,
         metrics_listen=a.metrics_listen,
     )
+    # one worker per key and per data folder: two (a restart while the old one still runs)
+    # trained twice, raced on progress.json and sent each duty twice from one account
+    from node.atomic import Held, hold
+    from node.keys import Keyring
+
+    try:
+        Keyring(home).get(a.from_key)  # a missing key is named before any folder is made
+    except KeyError_ as e:
+        raise UsageError(str(e)) from None
+    try:
+        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        hold(cfg.data_dir / "worker.lock")
+        if (home / "keyring").is_dir():
+            hold(home / "keyring" / f".{a.from_key}.worker.lock")
+    except Held as e:
+        raise UsageError(
+            f"another provider worker (pid {e.pid}) runs for key {a.from_key!r} or data folder "
+            f"{cfg.data_dir}: stop it first (`kill {e.pid}`)"
+        ) from None
+    import sqlite3
+
     try:
         w = ProviderWorker(cfg)
     except (WorkerError, KeyError_) as e:
         raise UsageError(str(e)) from None
+    except sqlite3.DatabaseError as e:  # a damaged DATA_DIR/blobs/meta.db: was a traceback
+        meta = cfg.data_dir / "blobs" / "meta.db"
+        raise UsageError(
+            f"cannot open the worker's blob store ({e}): if {meta} is damaged, move it away; "
+            "the next start adopts the blob files it finds"
+        ) from None
 
     def stop(signum: int, frame: Any) -> None:
         w.stop_event.set()
@@ -54,26 +93,76 @@ def cmd_provider_run(a: argparse.Namespace) -> int:
 
 def register(root: Any, tx: Any, query: Any) -> None:
     prov = root.add_parser("provider", help="run a provider/verifier worker").add_subparsers(
-        dest="provider_cmd", required=True, metavar="CMD")
-    p = add_command(prov, "run", "train, commit, serve, reveal, verify and attest for a registered provider, "
-                    "following the chain until stopped (Ctrl-C / SIGTERM)",
-                    "loconet provider run --home ~/.loconet --from alice --node http://127.0.0.1:26657 "
-                    "--node http://127.0.0.1:26757 --listen 0.0.0.0:26680", cmd_provider_run)
+        dest="provider_cmd", required=True, metavar="CMD"
+    )
+    p = add_command(
+        prov,
+        "run",
+        "train, commit, serve, reveal, verify and attest for a registered provider, "
+        "following the chain until stopped (Ctrl-C / SIGTERM)",
+        "loconet provider run --home ~/.loconet --from alice --node http://127.0.0.1:26657 "
+        "--node http://127.0.0.1:26757 --listen 0.0.0.0:26680",
+        cmd_provider_run,
+    )
     p.add_argument("--home", required=True, help="node home whose keyring holds --from")
-    p.add_argument("--from", dest="from_key", required=True, metavar="KEY", help="the provider's key")
-    p.add_argument("--node", action="append", metavar="URL",
-                   help=f"CometBFT RPC URL; repeat for fallbacks (default {DEFAULT_NODE})")
-    p.add_argument("--listen", metavar="HOST:PORT", help="blob server address (default: the registered "
-                   "endpoint's port, on 127.0.0.1 for a loopback endpoint else 0.0.0.0)")
+    p.add_argument(
+        "--from", dest="from_key", required=True, metavar="KEY", help="the provider's key"
+    )
+    p.add_argument(
+        "--node",
+        action="append",
+        metavar="URL",
+        help=f"CometBFT RPC URL; repeat for fallbacks (default {DEFAULT_NODE})",
+    )
+    p.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="blob server address (default: the registered "
+        "endpoint's port, on 127.0.0.1 for a loopback endpoint else 0.0.0.0)",
+    )
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    p.add_argument("--data-dir", metavar="DIR", help="blob store and progress (default HOME/worker/KEY)")
-    p.add_argument("--quota-gib", type=int, default=20, help="blob store disk quota in GiB (default 20)")
-    p.add_argument("--job", type=int, action="append", metavar="ID", help="work only on these jobs (repeatable)")
-    p.add_argument("--fee", type=int, default=100, help="fee per tx in uloco (default 100)")
-    p.add_argument("--behaviour", default="honest",
-                   help="FOR TESTS AND DEMOS ONLY: honest (default), random-root, withhold, lazy-verifier, "
-                        "poison; every other value is refused")
+    p.add_argument(
+        "--procs",
+        "--gpus",
+        dest="procs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="train each round data-parallel on N processes (torchrun; with --device cuda one "
+        "per GPU over NCCL, on CPU gloo): still one payload, trace and commitment per round, "
+        "and a single-process verifier re-executes it (default 1)",
+    )
+    p.add_argument(
+        "--data-dir", metavar="DIR", help="blob store and progress (default HOME/worker/KEY)"
+    )
+    p.add_argument(
+        "--quota-gib", type=U32, default=20, help="blob store disk quota in GiB (default 20)"
+    )
+    p.add_argument(
+        "--job",
+        type=U64,
+        action="append",
+        metavar="ID",
+        help="work only on these jobs (repeatable)",
+    )
+    p.add_argument(
+        "--fee",
+        type=_fee_arg,
+        default=None,
+        help="fee per tx: auto (default: the chain's exact minimum for each tx, read from the "
+        "node) or an amount in uloco paid as a floor: a tx whose minimum is higher pays the "
+        "minimum (a worker's reveal refused for its fee would be slashed)",
+    )
+    p.add_argument(
+        "--behaviour",
+        default="honest",
+        help="FOR TESTS AND DEMOS ONLY: honest (default), random-root, withhold, lazy-verifier, "
+        "poison; every other value is refused",
+    )
     p.add_argument("--skip-hardware-check", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--metrics-listen", metavar="HOST:PORT",
-                   help="serve Prometheus /metrics (blob bytes in/out, training loss, step time, rounds) here")
+    p.add_argument(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        help="serve Prometheus /metrics (blob bytes in/out, training loss, step time, rounds) here",
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])

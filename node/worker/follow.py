@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from node import safejson
 from node.rpc import Client, NodeUnreachable, RpcError
 
 log = logging.getLogger("loconet.worker.follow")
@@ -31,7 +32,7 @@ BACKOFF_MAX_S = 8.0
 def ws_url(rpc_url: str) -> str:
     u = rpc_url.rstrip("/")
     if u.startswith("https://"):
-        return "wss://" + u[len("https://"):] + "/websocket"
+        return "wss://" + u[len("https://") :] + "/websocket"
     return "ws://" + u.removeprefix("http://") + "/websocket"
 
 
@@ -91,7 +92,9 @@ class Nodes:
 class ChainFollower:
     """Background websocket subscription to new blocks; ``wait_block`` wakes the worker."""
 
-    def __init__(self, urls: list[str], on_events: Callable[[int, list[dict[str, Any]]], None] | None = None) -> None:
+    def __init__(
+        self, urls: list[str], on_events: Callable[[int, list[dict[str, Any]]], None] | None = None
+    ) -> None:
         self.urls = [u.rstrip("/") for u in urls]
         self.on_events = on_events
         self.height = 0
@@ -136,29 +139,42 @@ class ChainFollower:
             url = ws_url(self.urls[i % len(self.urls)])
             try:
                 timeout = aiohttp.ClientTimeout(total=None, connect=5, sock_read=30)
-                async with aiohttp.ClientSession(timeout=timeout) as session, \
-                        session.ws_connect(url, heartbeat=10, max_msg_size=64 << 20) as ws:
-                        await ws.send_json({"jsonrpc": "2.0", "id": 1, "method": "subscribe",
-                                            "params": {"query": "tm.event='NewBlock'"}})
-                        self.connected_to = url
-                        log.info("subscribed to new blocks at %s", url)
-                        delay = BACKOFF_START_S
-                        while not self._stop.is_set():
-                            try:
-                                msg = await ws.receive(timeout=1.0)
-                            except TimeoutError:
-                                continue
-                            if msg.type != aiohttp.WSMsgType.TEXT:
-                                if msg.type in (aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.CLOSING,
-                                                aiohttp.WSMsgType.ERROR):
-                                    raise ConnectionError(f"websocket closed ({msg.type.name})")
-                                continue
-                            self._handle(msg.data)
+                async with (
+                    aiohttp.ClientSession(timeout=timeout) as session,
+                    session.ws_connect(url, heartbeat=10, max_msg_size=64 << 20) as ws,
+                ):
+                    await ws.send_json(
+                        {
+                            "jsonrpc": "2.0",
+                            "id": 1,
+                            "method": "subscribe",
+                            "params": {"query": "tm.event='NewBlock'"},
+                        }
+                    )
+                    self.connected_to = url
+                    log.info("subscribed to new blocks at %s", url)
+                    delay = BACKOFF_START_S
+                    while not self._stop.is_set():
+                        try:
+                            msg = await ws.receive(timeout=1.0)
+                        except TimeoutError:
+                            continue
+                        if msg.type != aiohttp.WSMsgType.TEXT:
+                            if msg.type in (
+                                aiohttp.WSMsgType.CLOSED,
+                                aiohttp.WSMsgType.CLOSING,
+                                aiohttp.WSMsgType.ERROR,
+                            ):
+                                raise ConnectionError(f"websocket closed ({msg.type.name})")
+                            continue
+                        self._handle(msg.data)
             except Exception as e:  # noqa: BLE001 (any failure: back off, next node)
                 self.connected_to = ""
                 if self._stop.is_set():
                     break
-                log.warning("websocket %s: %s; reconnecting in %.1fs", url, e.__class__.__name__, delay)
+                log.warning(
+                    "websocket %s: %s; reconnecting in %.1fs", url, e.__class__.__name__, delay
+                )
                 self.reconnects += 1
                 i += 1
                 t_end = time.monotonic() + delay
@@ -168,10 +184,12 @@ class ChainFollower:
 
     def _handle(self, text: str) -> None:
         try:
-            body = json.loads(text)
+            body = safejson.loads(text)  # bounded nesting: never a C-stack overflow
             value = ((body.get("result") or {}).get("data") or {}).get("value") or {}
             height = int(value["block"]["header"]["height"])
-        except (ValueError, KeyError, TypeError):
-            return  # the subscribe ack, or something this worker does not read
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            # the subscribe ack, or something this worker does not read (a JSON list or one
+            # nested 100,000 deep dropped the connection and moved to the next node)
+            return
         events = (value.get("result_finalize_block") or {}).get("events") or []
         self._seen(height, events)

@@ -4,18 +4,23 @@ aggregate of a round's accepted updates; the hardware torch sees.
 
 Everything here is the trainer library (trainer/): ``diloco.commit_round`` for training, the
 trace and the payload, ``verify_segment`` and ``quality_score`` for verification,
-``aggregate`` + ``OuterOptimizer`` for the next model. This module adds only the mapping from
+``network_outer_step`` for the next model. This module adds only the mapping from
 the chain's JSON to those calls, so a verifier and the provider it checks derive the same
 ``ShardSpec`` and configs from the same chain record.
 
-The next model of a round is its own base model minus ``OUTER_LR`` x the mean of its accepted
-updates (SGD without momentum): everything it depends on is in the round's chain record, so any
-worker with the base and the accepted updates computes the same bytes (tests pin this). Why not
-apply it to the newest attested model instead: the chain opens round r+1 at round r's commit
-deadline, so a round's base is one or more rounds old; adding a stale update on top of a newer
-model applied the same progress twice and the loss rose (measured: 5.55 -> 5.84 over 3 rounds),
-while base-relative rounds form interleaved DiLoCo chains whose loss falls round by round.
-Nesterov momentum is outer state the chain does not attest, so it is left out.
+The next model of a round is computed from its own base model and its accepted updates by
+``trainer.diloco.network_outer_step`` (``aggregate_payloads`` here): every decoded update is
+screened (norm above 3x the round's lower median, or held-out loss worse by more than 20
+milli-nats when applied alone: left out), the rest averaged with each clipped to 1.5x the
+median norm (providers sorted), and one outer Nesterov SGD step (lr 0.8, momentum 0.3) is
+taken whose momentum buffer travels *inside* the model bytes (part ``momentum``): the base's
+buffer in, the new one out. So everything the next model depends on is the round's chain
+record and blobs named there by hash; any worker, one that missed rounds or joined late
+included, computes the same bytes (tests pin this). Why base-relative instead of the newest
+attested model: the chain opens round r+1 at round r's commit deadline, so a round's base is
+one or more rounds old; adding a stale update on top of a newer model applied the same progress
+twice and the loss rose (measured: 5.55 -> 5.84 over 3 rounds), while base-relative rounds form
+interleaved DiLoCo chains (each with its own momentum) whose loss falls round by round.
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -31,19 +38,43 @@ import torch
 from trainer.commit import KIND_MODEL, Binding, decode, encode
 from trainer.compression import Codec, load_policy
 from trainer.data import Corpus, ShardSpec
-from trainer.diloco import OuterConfig, OuterOptimizer, aggregate
+from trainer.diloco import AggregationRule, NetworkAggregate, OuterConfig, network_outer_step
 from trainer.model import GPT, GPTConfig
 from trainer.portable_init import config_from_job
-from trainer.state import InnerConfig, evaluate, model_payload
-from trainer.verify import Challenge, ChallengeVerdict, Verdict, quality_score, verify_challenge, verify_segment
+from trainer.state import InnerConfig, evaluate, model_payload, params_hash_of_model
+from trainer.verify import (
+    Challenge,
+    ChallengeVerdict,
+    Verdict,
+    quality_score,
+    verify_challenge,
+    verify_segment,
+)
 
-OUTER_LR = 1.0  # stateless outer SGD (see the module docstring)
+# the network's rule (trainer.diloco; see the docstring): outer lr 0.8, Nesterov momentum 0.3,
+# measured along the testnet's chains (benchmarks/network_outer.py): DiLoCo's 0.7 / 0.9 made
+# the held-out loss rise by up to 0.1 nats on some steps of these short chains; 0.8 / 0.3 ends
+# within 0.01 nats of the momentum-free step (node/worker/README.md)
+AGGREGATION = AggregationRule(outer=OuterConfig(lr=0.8, momentum=0.3, nesterov=True))
 MAX_QUALITY = 10_000
 MAX_LOSS_MNATS = 10**9
 
 
 class JobError(ValueError):
     """A job's spec this worker cannot train (e.g. a vocabulary other than bytes)."""
+
+
+# The chain takes any model dimension up to 2^20; a worker builds every active job's model.
+# Past this many parameters (4 GiB of fp32 weights, ~5x that with AdamW and the base) the job is
+# skipped: a job of d_model 8192 x 64 layers made every worker allocate until the kernel killed
+# it (or, under a memory limit, raise RuntimeError out of the loop, which starved every later job).
+MAX_MODEL_PARAMS = 1 << 30
+
+
+def gpt_num_params(cfg: GPTConfig) -> int:
+    """trainer.model.GPT(cfg).num_params(), computed without building the model."""
+    d, L, V, T = cfg.n_embd, cfg.n_layer, cfg.vocab_size, cfg.block_size
+    return 2 * V * d + T * d + L * (12 * d * d + 13 * d) + 2 * d
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,31 +91,52 @@ class JobPlan:
     dataset_id: str
     policy: str  # the job's compression policy (abci_app/jobs/policy.py grammar)
     tokens_per_step: int
-    tolerance: float | None = None  # None: exact mode (state bytes identical); else relative distance
+    tolerance: float | None = (
+        None  # None: exact mode (state bytes identical); else relative distance
+    )
 
     @classmethod
     def from_job(cls, job: dict[str, Any]) -> JobPlan:
         s = job["spec"]
         m = s["model"]
         if m["vocab_size"] != 256:
-            raise JobError(f"job {job['id']}: vocab_size {m['vocab_size']}: this trainer models bytes (256)")
+            raise JobError(
+                f"job {job['id']}: vocab_size {m['vocab_size']}: this trainer models bytes (256)"
+            )
         ctx = int(m["context_len"])
         if int(s["tokens_per_step"]) % ctx:
             raise JobError(f"job {job['id']}: tokens_per_step must be a multiple of context_len")
         cfg = config_from_job(m)
-        plan = cls(job_id=int(job["id"]), model=cfg, inner=InnerConfig(), H=int(s["inner_steps"]),
-                   k=int(s["trace_interval"]), batch_size=int(s["tokens_per_step"]) // ctx,
-                   n_shards=int(s["num_shards"]), dataset_id=str(s["dataset_id"]),
-                   policy=str(s["compression_policy"]), tokens_per_step=int(s["tokens_per_step"]),
-                   tolerance=(int(s.get("tolerance_ppm", 0)) / 1e6
-                              if s.get("determinism_mode") == "tolerance" else None))
+        n = gpt_num_params(cfg)
+        if n > MAX_MODEL_PARAMS:
+            raise JobError(
+                f"job {job['id']}: the model has {n:,} parameters; this worker trains at most "
+                f"{MAX_MODEL_PARAMS:,}"
+            )
+        plan = cls(
+            job_id=int(job["id"]),
+            model=cfg,
+            inner=InnerConfig(),
+            H=int(s["inner_steps"]),
+            k=int(s["trace_interval"]),
+            batch_size=int(s["tokens_per_step"]) // ctx,
+            n_shards=int(s["num_shards"]),
+            dataset_id=str(s["dataset_id"]),
+            policy=str(s["compression_policy"]),
+            tokens_per_step=int(s["tokens_per_step"]),
+            tolerance=(
+                int(s.get("tolerance_ppm", 0)) / 1e6
+                if s.get("determinism_mode") == "tolerance"
+                else None
+            ),
+        )
         plan.compression()  # refuse a policy the trainer cannot run now, not at the first round
         return plan
 
     def compression(self) -> Any:
         """The job's per-round codec chooser (trainer.compression.load_policy: ``choose(round,
         shapes)``); ``adaptive`` without a budget gets the trainer's 1/500 of float32 bytes."""
-        n_params = GPT(self.model).num_params()
+        n_params = gpt_num_params(self.model)
         try:
             return load_policy(self.policy, default_budget_bytes=max(1, 4 * n_params // 500))
         except ValueError as e:
@@ -92,9 +144,17 @@ class JobPlan:
 
     def shard_spec(self, round_: int, provider: str, shard: int) -> ShardSpec:
         """The batches of ``provider`` (bech32) in ``round_``: its assigned shard, nothing else."""
-        return ShardSpec(dataset_id=self.dataset_id, seed=0, job=self.job_id, round=round_, provider=provider,
-                         n_shards=self.n_shards, batch_size=self.batch_size, block_size=self.model.block_size,
-                         shard=shard)
+        return ShardSpec(
+            dataset_id=self.dataset_id,
+            seed=0,
+            job=self.job_id,
+            round=round_,
+            provider=provider,
+            n_shards=self.n_shards,
+            batch_size=self.batch_size,
+            block_size=self.model.block_size,
+            shard=shard,
+        )
 
 
 # ----------------------------------------------------------------------------- models as blobs
@@ -106,7 +166,8 @@ def model_bytes(model: GPT) -> bytes:
 
 
 def initial_model_bytes(cfg: GPTConfig, seed: int) -> bytes:
-    """A job's initial model from a seed, the same bytes on every machine (trainer.portable_init)."""
+    """A job's initial model from a seed, the same bytes on every machine
+    (trainer.portable_init)."""
     from trainer.portable_init import initial_model_bytes as portable
 
     return portable(cfg, seed)
@@ -141,18 +202,44 @@ class RoundWork:
     loss_before: int  # milli-nats
     loss_after: int
     tokens: int
+    probes: list[list[int]] | None = None  # tolerance mode: trainer.probe.trace_probes(states)
 
 
 def _mnats(x: float) -> int:
     return max(0, min(MAX_LOSS_MNATS, round(x * 1000)))
 
 
-def train_round(plan: JobPlan, base_bytes: bytes, corpus: Corpus, spec: ShardSpec, binding: Binding,
-                codec: Codec, device: str = "cpu", poison: float = 1.0) -> RoundWork:
+def train_round(
+    plan: JobPlan,
+    base_bytes: bytes,
+    corpus: Corpus,
+    spec: ShardSpec,
+    binding: Binding,
+    codec: Codec,
+    device: str = "cpu",
+    poison: float = 1.0,
+    procs: int = 1,
+    corpus_path: str | Path | None = None,
+) -> RoundWork:
     """One provider round (trainer.diloco.commit_round): H AdamW steps from the base model on the
     spec's assigned shard, the state every k steps, the payload compress(θ_base − θ_H + e_prev).
     Every round starts fresh (zero moments, empty carry): the start trainer.verify.verify_start
-    accepts without any of this provider's history. ``poison`` scales Δ (the poison behaviour)."""
+    accepts without any of this provider's history. ``poison`` scales Δ (the poison behaviour).
+    ``procs`` > 1: the round trains data-parallel on an island of that many processes
+    (``train_island``); still one payload, one trace, one commitment."""
+    if procs > 1:
+        return train_island(
+            plan,
+            base_bytes,
+            corpus,
+            spec,
+            binding,
+            codec,
+            procs=procs,
+            device=device,
+            poison=poison,
+            corpus_path=corpus_path,
+        )
     from trainer.diloco import Worker, commit_round
 
     model = load_model(base_bytes, plan.model).to(device)
@@ -163,29 +250,188 @@ def train_round(plan: JobPlan, base_bytes: bytes, corpus: Corpus, spec: ShardSpe
         states, trace, payload, losses = art.states, art.trace, art.payload, art.losses
     else:  # an honest trace, a scaled update
         states = []
-        delta, losses, trace, _ = w.train_round(base, corpus, spec, plan.H, plan.k, keep_states=states)
+        delta, losses, trace, _ = w.train_round(
+            base, corpus, spec, plan.H, plan.k, keep_states=states
+        )
         payload = encode(codec.compress({n: d * poison for n, d in delta.items()}, w.cstate))
-    return RoundWork(payload=payload, states=states, trace=list(trace), loss_before=_mnats(losses[0]),
-                     loss_after=_mnats(losses[-1]), tokens=plan.H * plan.tokens_per_step)
+    return RoundWork(
+        payload=payload,
+        states=states,
+        trace=list(trace),
+        loss_before=_mnats(losses[0]),
+        loss_after=_mnats(losses[-1]),
+        tokens=plan.H * plan.tokens_per_step,
+    )
+
+
+class IslandError(RuntimeError):
+    """The data-parallel island (torchrun) failed; the message holds the tail of its log."""
+
+
+def train_island(
+    plan: JobPlan,
+    base_bytes: bytes,
+    corpus: Corpus,
+    spec: ShardSpec,
+    binding: Binding,
+    codec: Codec,
+    *,
+    procs: int,
+    device: str = "cpu",
+    poison: float = 1.0,
+    corpus_path: str | Path | None = None,
+    timeout_s: float | None = None,
+) -> RoundWork:
+    """One round on a data-parallel island: ``torchrun --standalone --nproc_per_node procs -m
+    trainer.ddp --round DIR`` (NCCL, one process per GPU, on ``cuda``; gloo processes on CPU).
+    Each rank takes 1/procs of every step's batch; the ranks' gradients are summed in rank order
+    (trainer/ddp.py), so the trace's states (which name ``slices = procs``) are exactly what one
+    process computing the same slices reaches: the verifier re-executes a segment alone, in the
+    job's determinism mode (exact mode on the island's stack). The batch size must split into
+    ``procs`` equal slices."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    import trainer
+    from trainer.state import check_slices
+
+    try:
+        check_slices(procs, spec.batch_size)
+    except ValueError as e:
+        raise JobError(f"job {plan.job_id}: --procs {procs}: {e}") from None
+    root = Path(trainer.__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory(prefix="loconet-island-") as tmp:
+        d = Path(tmp)
+        if corpus_path is None:
+            corpus_path = d / "corpus"
+            Path(corpus_path).write_bytes(corpus.data)
+        (d / "base.model").write_bytes(base_bytes)
+        (d / "round.json").write_text(
+            json.dumps(
+                {
+                    "model": plan.model.to_dict(),
+                    "inner": plan.inner.to_dict(),
+                    "spec": spec.to_dict(),
+                    "H": plan.H,
+                    "k": plan.k,
+                    "codec": codec.name,
+                    "binding": {
+                        "provider": binding.provider.hex(),
+                        "job": binding.job,
+                        "round": binding.round,
+                        "base": binding.base_model_hash.hex(),
+                    },
+                    "corpus": str(corpus_path),
+                    "poison": poison,
+                }
+            )
+        )
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            str(procs),
+            "-m",
+            "trainer.ddp",
+            "--round",
+            str(d),
+            "--device",
+            "cuda" if device.startswith("cuda") else "cpu",
+        ]
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(root)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+        )
+        with open(d / "island.log", "wb") as logf:
+            rc = subprocess.run(
+                cmd,
+                check=False,
+                cwd=root,
+                env=env,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                timeout=timeout_s,
+            ).returncode
+        out = d / "out"
+        if rc != 0 or not (out / "result.json").is_file():
+            tail = (d / "island.log").read_bytes()[-3000:].decode(errors="replace")
+            raise IslandError(f"island of {procs} processes failed (exit {rc}):\n{tail}")
+        res = json.loads((out / "result.json").read_text())
+        states = [(out / f"state{i:05d}").read_bytes() for i in range(plan.H // plan.k + 1)]
+        payload = (out / "payload").read_bytes()
+    trace = [hashlib.sha256(b).digest() for b in states]
+    if [t.hex() for t in trace] != res["trace"]:
+        raise IslandError("island's states do not match the trace it reported")
+    losses = res["losses"]
+    return RoundWork(
+        payload=payload,
+        states=states,
+        trace=trace,
+        loss_before=_mnats(losses[0]),
+        loss_after=_mnats(losses[-1]),
+        tokens=plan.H * plan.tokens_per_step,
+    )
 
 
 def random_round(plan: JobPlan) -> RoundWork:
     """The random-root cheater: no training; random bytes for the payload and every 'state'."""
     states = [os.urandom(256) for _ in range(plan.H // plan.k + 1)]
-    return RoundWork(payload=os.urandom(4096), states=states, trace=[hashlib.sha256(b).digest() for b in states],
-                     loss_before=5000, loss_after=4000, tokens=plan.H * plan.tokens_per_step)
+    return RoundWork(
+        payload=os.urandom(4096),
+        states=states,
+        trace=[hashlib.sha256(b).digest() for b in states],
+        loss_before=5000,
+        loss_after=4000,
+        tokens=plan.H * plan.tokens_per_step,
+    )
+
+
+def random_probes(n_entries: int) -> list[list[int]]:
+    """The random-root cheater's probes (tolerance mode): random integers, nothing measured."""
+    from abci_app.jobs.probe import PROBE_DIM
+
+    return [
+        [int.from_bytes(os.urandom(5), "big") - (1 << 39) for _ in range(PROBE_DIM)]
+        for _ in range(n_entries)
+    ]
 
 
 # ----------------------------------------------------------------------------- verification
 
 
-def verify(plan: JobPlan, start: bytes, end: bytes, spec: ShardSpec, *, start_hash: bytes, end_hash: bytes,
-           base_model_hash: bytes, corpus: Corpus, device: str = "cpu") -> Verdict:
-    """Re-execute the k steps after ``start`` and compare with ``end`` (trainer.verify.verify_segment,
-    in the job's determinism mode): both states must be the revealed trace entries."""
-    return verify_segment(start, spec, plan.k, end, corpus=corpus, tolerance=plan.tolerance,
-                          expected_start_hash=start_hash, expected_end_hash=end_hash,
-                          base_model_hash=base_model_hash, inner=plan.inner, model=plan.model, device=device)
+def verify(
+    plan: JobPlan,
+    start: bytes,
+    end: bytes,
+    spec: ShardSpec,
+    *,
+    start_hash: bytes,
+    end_hash: bytes,
+    base_model_hash: bytes,
+    corpus: Corpus,
+    device: str = "cpu",
+) -> Verdict:
+    """Re-execute the k steps after ``start`` and compare with ``end``
+    (trainer.verify.verify_segment, in the job's determinism mode): both states must be the revealed
+    trace entries."""
+    return verify_segment(
+        start,
+        spec,
+        plan.k,
+        end,
+        corpus=corpus,
+        tolerance=plan.tolerance,
+        expected_start_hash=start_hash,
+        expected_end_hash=end_hash,
+        base_model_hash=base_model_hash,
+        inner=plan.inner,
+        model=plan.model,
+        device=device,
+    )
 
 
 def trace_list_bytes(trace: list[bytes]) -> bytes:
@@ -198,7 +444,7 @@ def parse_trace_list(buf: bytes) -> list[bytes]:
     """The state hashes of a trace list blob; ValueError if it is not a whole number of hashes."""
     if not buf or len(buf) % 32:
         raise ValueError(f"trace list of {len(buf)} bytes is not a list of 32-byte hashes")
-    return [bytes(buf[i:i + 32]) for i in range(0, len(buf), 32)]
+    return [bytes(buf[i : i + 32]) for i in range(0, len(buf), 32)]
 
 
 def fresh_carry_bytes() -> bytes:
@@ -209,19 +455,55 @@ def fresh_carry_bytes() -> bytes:
     return carry_bytes(CompressionState())
 
 
-def verify_round(plan: JobPlan, spec: ShardSpec, *, segments: list[int], trace: list[bytes], states: dict[int, bytes],
-                 carry: bytes, payload: bytes | None, trace_root: bytes, update_root: bytes, binding: Binding,
-                 corpus: Corpus, device: str = "cpu") -> ChallengeVerdict:
+def verify_round(
+    plan: JobPlan,
+    spec: ShardSpec,
+    *,
+    segments: list[int],
+    trace: list[bytes],
+    states: dict[int, bytes],
+    carry: bytes,
+    payload: bytes | None,
+    trace_root: bytes,
+    update_root: bytes,
+    binding: Binding,
+    corpus: Corpus,
+    device: str = "cpu",
+    base_params_hash: bytes | None = None,
+    hidden: dict[int, bytes] | None = None,
+) -> ChallengeVerdict:
     """The full check of one challenged commitment (trainer.verify.verify_challenge): the
     served trace list gives the committed trace root, trace entry 0 is the pinned fresh start
     (base model, step 0, zero moments, empty carry, the assigned shard), the committed payload
     is compress(θ_base − θ_H + e_prev) of the trace's last entry, and every opened segment
     re-executes (the job's determinism mode). ``states`` holds entries 0, H/k and each opened
-    segment's two entries. Stops at the first failure."""
-    ch = Challenge(segments=sorted(set(segments)), trace=list(trace), states=states, carry=carry,
-                   trace_root=trace_root, update_root=update_root, binding=binding, payload=payload)
-    return verify_challenge(ch, spec, corpus=corpus, k=plan.k, H=plan.H, inner=plan.inner, model=plan.model,
-                            tolerance=plan.tolerance, device=device)
+    segment's two entries, except the secret ends ``hidden`` (exact mode: entry -> the opened
+    leaf hash; ``trace`` holds that leaf hash there, incentives.mask_trace);
+    ``base_params_hash`` = ``params_hash`` of the round's base model bytes (they may carry the
+    outer momentum). Stops at the first failure."""
+    ch = Challenge(
+        segments=sorted(set(segments)),
+        trace=list(trace),
+        states=states,
+        carry=carry,
+        trace_root=trace_root,
+        update_root=update_root,
+        binding=binding,
+        payload=payload,
+        hidden=dict(hidden or {}),
+    )
+    return verify_challenge(
+        ch,
+        spec,
+        corpus=corpus,
+        k=plan.k,
+        H=plan.H,
+        inner=plan.inner,
+        model=plan.model,
+        tolerance=plan.tolerance,
+        device=device,
+        base_params_hash=base_params_hash,
+    )
 
 
 def quality(plan: JobPlan, base_bytes: bytes, payload: bytes, corpus: Corpus) -> int:
@@ -253,16 +535,45 @@ def decode_update(plan: JobPlan, payload: bytes) -> dict[str, torch.Tensor]:
     return delta
 
 
-def next_model(plan: JobPlan, parent_bytes: bytes, deltas: dict[str, dict[str, torch.Tensor]]) -> bytes:
-    """Parent − OUTER_LR · mean(Δ) with the trainer's fixed-order ``aggregate`` (providers
-    sorted) and ``OuterOptimizer``; returns the new model's canonical bytes."""
-    model = load_model(parent_bytes, plan.model)
-    OuterOptimizer(model, OuterConfig(lr=OUTER_LR, momentum=0.0, nesterov=False)).step(aggregate(deltas))
-    return model_bytes(model)
+def aggregate_payloads(
+    plan: JobPlan,
+    base_bytes: bytes,
+    payloads: Mapping[str, bytes | None],
+    corpus: Corpus,
+    rule: AggregationRule = AGGREGATION,
+) -> tuple[NetworkAggregate, dict[str, str]]:
+    """The next model of a round: its base model bytes and its accepted participants' payloads
+    (provider address hex -> payload bytes already checked against the bound update root, or
+    None when they did not match) -> (``trainer.diloco.network_outer_step`` on the decoded
+    updates with the job's public held-out batches, excluded: provider -> why, for payloads
+    that do not decode). What every worker attests and what anyone recomputes."""
+    load_model(base_bytes, plan.model)  # JobError if the base is not this job's model
+    deltas: dict[str, dict[str, torch.Tensor]] = {}
+    excluded: dict[str, str] = {}
+    for p in sorted(payloads):
+        payload = payloads[p]
+        try:
+            if payload is None:
+                raise ValueError("payload does not match the commitment")
+            deltas[p] = decode_update(plan, payload)
+        except ValueError as e:
+            excluded[p] = str(e)
+    heldout = corpus.heldout_batches(plan.model.block_size, 32, rule.heldout_batches)
+    out = network_outer_step(base_bytes, deltas, heldout, rule)
+    excluded.update(out.rejected)
+    return out, excluded
+
+
+def params_hash(model_bytes_: bytes) -> bytes:
+    """The parameters hash of model bytes (trainer.state.params_hash_of_model): what trace
+    entry 0 of a round on this base must carry (the bytes may also carry the outer momentum)."""
+    return params_hash_of_model(model_bytes_)
 
 
 def val_loss(plan: JobPlan, model_bytes_: bytes, corpus: Corpus) -> float:
-    return evaluate(load_model(model_bytes_, plan.model), corpus.heldout_batches(plan.model.block_size, 32, 4))
+    return evaluate(
+        load_model(model_bytes_, plan.model), corpus.heldout_batches(plan.model.block_size, 32, 4)
+    )
 
 
 # ----------------------------------------------------------------------------- hardware
@@ -293,10 +604,16 @@ def check_hardware(registered: list[dict[str, Any]]) -> str | None:
     for g in registered:
         name = str(g["model"]).lower()
         if name not in have:
-            return (f"registered hardware {g['count']}x {g['model']} is not present (torch sees "
-                    f"{', '.join(detect_hardware())}): run on that machine or `loconet tx provider update --gpu ...`")
+            return (
+                f"registered hardware {g['count']}x {g['model']} is not present (torch sees "
+                f"{', '.join(detect_hardware())}): run on that machine or `loconet tx provider "
+                "update --gpu ...`"
+            )
         n_here, mib_here = have[name]
         if int(g["count"]) > n_here or int(g["memory_mib"]) > mib_here:
-            return (f"registered {g['count']}x {g['model']} ({g['memory_mib']} MiB) but torch sees {n_here} "
-                    f"with {mib_here} MiB: update the registration with `loconet tx provider update --gpu ...`")
+            return (
+                f"registered {g['count']}x {g['model']} ({g['memory_mib']} MiB) but torch sees "
+                f"{n_here} with {mib_here} MiB: update the registration with `loconet tx provider "
+                "update --gpu ...`"
+            )
     return None

@@ -15,6 +15,19 @@ from pathlib import Path
 from typing import Any
 
 
+def _well_formed(data: object) -> bool:
+    """``{"rounds": {"JOB/ROUND": {...}, ...}, ...}`` with decimal JOB and ROUND."""
+    if not isinstance(data, dict) or not isinstance(data.get("rounds"), dict):
+        return False
+    for key, entry in data["rounds"].items():
+        job, sep, rnd = str(key).partition("/")
+        if not (sep and job.isascii() and job.isdigit() and rnd.isascii() and rnd.isdigit()):
+            return False
+        if not isinstance(entry, dict):
+            return False
+    return True
+
+
 class Progress:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -22,9 +35,10 @@ class Progress:
         if self.path.exists():
             try:
                 loaded = json.loads(self.path.read_text())
-                if isinstance(loaded, dict) and isinstance(loaded.get("rounds"), dict):
-                    self.data = loaded
-            except (OSError, ValueError):
+                if not _well_formed(loaded):  # another shape: forget_before/update would raise
+                    raise ValueError("not a progress record")
+                self.data = loaded
+            except (OSError, ValueError, RecursionError):
                 # unreadable: keep it aside for a human, start from the chain's view
                 self.path.replace(self.path.with_suffix(".corrupt"))
 
@@ -37,7 +51,11 @@ class Progress:
 
     def forget_before(self, job: int, round_: int) -> None:
         """Drop the records of this job's rounds below ``round_`` (finalized long ago)."""
-        for key in [k for k in self.data["rounds"] if k.split("/")[0] == str(job) and int(k.split("/")[1]) < round_]:
+        for key in [
+            k
+            for k in self.data["rounds"]
+            if k.split("/")[0] == str(job) and int(k.split("/")[1]) < round_
+        ]:
             del self.data["rounds"][key]
         self.save()
 

@@ -6,8 +6,13 @@ from the chain and does what the round's phase asks of this provider::
     commit   drawn, no commitment yet  -> fetch base model + dataset by hash, train H steps on the
                                           assigned shard (background thread), store payload and
                                           trace states as blobs, MsgSubmitUpdate (roots bound to us)
-    reveal   challenged, not revealed  -> MsgRevealSegment (states served from our blob store)
+    reveal   challenged, not revealed  -> MsgRevealSegment (states served from our blob store; the
+                                          ends as leaf hashes only)
     verdict  assigned verifier         -> fetch the revealed states, re-execute k steps, MsgVerdict
+                                          (tolerance mode: a blind vote on the probes reached)
+    vote_reveal challenged (tolerance) -> MsgOpenEnd: the ends and their committed probes
+             assigned verifier         -> MsgRevealVote (tolerance mode: once the ends are open,
+                                          judged against the re-executed states)
     attest   our update accepted       -> fetch every accepted update, aggregate, store the model,
                                           MsgAttestModel
     final    -                         -> temp blobs of the round released, attested model pinned
@@ -37,10 +42,12 @@ from typing import Any
 
 from abci_app.codec.address import from_bech32
 from abci_app.jobs.errors import ErrDuplicate, ErrWrongPhase
+from abci_app.jobs.incentives import compute_evidence, compute_hidden_entries, mask_trace
 from abci_app.merkle import bound_update_leaves, merkle_root
 from node.market_msgs import (
     build_attest,
     build_bound_submit,
+    build_open_end,
     build_reveal_from_trace,
     build_reveal_vote,
     build_verdict,
@@ -54,10 +61,21 @@ log = logging.getLogger("loconet.worker")
 
 BEHAVIOURS = ("honest", "random-root", "withhold", "lazy-verifier", "poison")
 POISON_SCALE = 10.0
+# MsgOpenEnd per tx (each ~1 KB at most: a 32-integer probe, its proof, a URL): well inside a tx
+OPEN_ENDS_PER_TX = 32
 # phase -> (verifier panel, whether votes are opened in it): MsgVerdict carries a vote's hash,
 # MsgRevealVote opens it in the next window (abci_app/jobs/rounds.py)
-PANEL_OF = {"verdict": (0, False), "vote_reveal": (0, True), "appeal": (1, False), "appeal_reveal": (1, True)}
-FETCH_ATTEMPTS_BEFORE_INVALID = 4  # a verifier votes invalid when the revealed states stay unavailable
+PANEL_OF = {
+    "verdict": (0, False),
+    "vote_reveal": (0, True),
+    "appeal": (1, False),
+    "appeal_reveal": (1, True),
+    "final": (2, False),
+    "final_reveal": (2, True),
+}
+FETCH_ATTEMPTS_BEFORE_INVALID = (
+    4  # a verifier votes invalid when the revealed states stay unavailable
+)
 DUPLICATE = (ErrDuplicate.codespace, ErrDuplicate.code)  # the chain already has this duty done
 WRONG_PHASE = (ErrWrongPhase.codespace, ErrWrongPhase.code)  # too late (or too early) for it
 
@@ -72,12 +90,15 @@ class WorkerConfig:
     key: str
     nodes: list[str]
     data_dir: Path
-    listen: str | None = None  # HOST:PORT of the blob server (default: the registered endpoint's port)
+    listen: str | None = (
+        None  # HOST:PORT of the blob server (default: the registered endpoint's port)
+    )
     device: str = "auto"
+    procs: int = 1  # > 1: train each round on a data-parallel island of this many processes
     behaviour: str = "honest"
     quota_bytes: int = 20 << 30
     jobs: frozenset[int] = frozenset()  # only these jobs (empty: all)
-    fee: int = 100
+    fee: int | None = None  # at least this per tx; the chain's exact minimum when higher
     poll_s: float = 2.0
     max_blob_bytes: int = 1 << 31
     check_hardware: bool = True
@@ -121,7 +142,9 @@ class ProviderWorker:
         from node.keys import Keyring
 
         if cfg.behaviour not in BEHAVIOURS:
-            raise WorkerError(f"unknown --behaviour {cfg.behaviour!r}: choose one of {', '.join(BEHAVIOURS)}")
+            raise WorkerError(
+                f"unknown --behaviour {cfg.behaviour!r}: choose one of {', '.join(BEHAVIOURS)}"
+            )
         self.cfg = cfg
         self.key = Keyring(cfg.home).get(cfg.key)
         self.me = self.key.address
@@ -131,6 +154,7 @@ class ProviderWorker:
         self.store = BlobStore(cfg.data_dir / "blobs", quota_bytes=cfg.quota_bytes)
         self.progress = Progress(cfg.data_dir / "progress.json")
         self.device = self._pick_device(cfg.device)
+        self._check_procs(cfg.procs, self.device)
         self.endpoint = ""
         self.server: Any = None
         self.follower: ChainFollower | None = None
@@ -140,6 +164,8 @@ class ProviderWorker:
         self._training: tuple[tuple[int, int], Future[Any]] | None = None
         self._backoff: dict[str, _Backoff] = {}
         self._fetch_failures: dict[str, int] = {}
+        # tolerance mode: (job, round, target) -> the probes judge() reached, for do_verify
+        self._probes: dict[tuple[int, int, str], list[int]] = {}
         self._plans: dict[int, Any] = {}
         self._bad_jobs: set[int] = set()
         self._corpora: dict[str, Any] = {}
@@ -147,7 +173,9 @@ class ProviderWorker:
         self._cursor: dict[int, int] = {}
         self._peers: tuple[float, list[str]] = (0.0, [])
         self._here = threading.local()  # .key: the round ("JOB/ROUND") the current thread works for
-        self.timing: dict[str, dict[str, float]] = {}  # per round: seconds and bytes by kind (stats.json)
+        self.timing: dict[
+            str, dict[str, float]
+        ] = {}  # per round: seconds and bytes by kind (stats.json)
 
     # ------------------------------------------------------------------------- start / stop
 
@@ -163,6 +191,18 @@ class ProviderWorker:
             raise WorkerError(f"--device must be auto, cpu or cuda, not {device!r}")
         return device
 
+    @staticmethod
+    def _check_procs(procs: int, device: str) -> None:
+        import torch
+
+        if procs < 1:
+            raise WorkerError(f"--procs must be at least 1, not {procs}")
+        if device == "cuda" and procs > torch.cuda.device_count():
+            raise WorkerError(
+                f"--procs {procs} on cuda: torch sees {torch.cuda.device_count()} GPU(s) "
+                "(one process per GPU: lower --procs)"
+            )
+
     def preflight(self) -> dict[str, Any]:
         """The provider must be registered and active, its hardware present; returns its record."""
         from node.worker import ml
@@ -172,10 +212,14 @@ class ProviderWorker:
         except NodeUnreachable as e:
             raise WorkerError(str(e)) from None
         except RpcError as e:
-            raise WorkerError(f"{self.me} ({self.cfg.key}) is not a registered provider ({e}): run "
-                              f"`loconet tx provider register --from {self.cfg.key} ...` first") from None
+            raise WorkerError(
+                f"{self.me} ({self.cfg.key}) is not a registered provider ({e}): run "
+                f"`loconet tx provider register --from {self.cfg.key} ...` first"
+            ) from None
         if p["status"] != "active":
-            raise WorkerError(f"provider {self.me} is {p['status']}, not active: it would never be drawn")
+            raise WorkerError(
+                f"provider {self.me} is {p['status']}, not active: it would never be drawn"
+            )
         if self.cfg.check_hardware:
             why = ml.check_hardware(p["hardware"])
             if why is not None:
@@ -188,8 +232,10 @@ class ProviderWorker:
 
         if self.cfg.listen:
             host, _, port = self.cfg.listen.rpartition(":")
-            if not port.isdigit():
-                raise WorkerError(f"--listen {self.cfg.listen!r}: write HOST:PORT, e.g. 0.0.0.0:26680")
+            if not (port.isascii() and port.isdigit() and 0 < int(port[:6]) < 65536):
+                raise WorkerError(
+                    f"--listen {self.cfg.listen!r}: write HOST:PORT, e.g. 0.0.0.0:26680"
+                )
             return host or "0.0.0.0", int(port)
         u = urlsplit(self.endpoint)
         host = "127.0.0.1" if u.hostname in ("127.0.0.1", "localhost") else "0.0.0.0"
@@ -199,7 +245,8 @@ class ProviderWorker:
         from node.blobs import serve_blobs
         from trainer.determinism import set_determinism
 
-        set_determinism(0, threads=1)  # training and re-execution: bitwise reproducible (trainer/README)
+        # training and re-execution: bitwise reproducible (trainer/README)
+        set_determinism(0, threads=1)
         self.preflight()
         host, port = self._listen()
         self.server = serve_blobs(self.store, host, port)
@@ -208,13 +255,24 @@ class ProviderWorker:
             from node.metrics import worker_metrics
 
             try:
-                worker_metrics().serve(self.cfg.metrics_listen)  # blob bytes in/out already counted there
+                # blob bytes in/out already counted there
+                worker_metrics().serve(self.cfg.metrics_listen)
             except OSError as e:
-                raise WorkerError(f"cannot serve metrics on {self.cfg.metrics_listen}: {e.strerror}; "
-                                  "pick another --metrics-listen") from None
+                raise WorkerError(
+                    f"cannot serve metrics on {self.cfg.metrics_listen}: {e.strerror}; "
+                    "pick another --metrics-listen"
+                ) from None
             log.info("worker metrics on http://%s/metrics", self.cfg.metrics_listen)
-        log.info("worker %s (%s, %s) serving blobs on %s:%d, endpoint %s, device %s", self.cfg.key, self.me,
-                 self.cfg.behaviour, host, port, self.endpoint, self.device)
+        log.info(
+            "worker %s (%s, %s) serving blobs on %s:%d, endpoint %s, device %s",
+            self.cfg.key,
+            self.me,
+            self.cfg.behaviour,
+            host,
+            port,
+            self.endpoint,
+            self.device,
+        )
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -259,7 +317,11 @@ class ProviderWorker:
         for job in sorted(jobs, key=lambda j: j["id"]):
             if self.cfg.jobs and job["id"] not in self.cfg.jobs or job["id"] in self._bad_jobs:
                 continue
-            self._job(job, height)
+            try:  # one job's failure must not starve the jobs after it
+                self._job(job, height)
+            except Exception as e:  # noqa: BLE001 (the chain's or a peer's answer: next job)
+                self.stats.failures += 1
+                log.warning("job %s: %s: %s", job.get("id"), e.__class__.__name__, e)
         return height
 
     def _job(self, job: dict[str, Any], height: int) -> None:
@@ -269,7 +331,7 @@ class ProviderWorker:
         if jid not in self._plans:
             try:
                 self._plans[jid] = ml.JobPlan.from_job(job)
-            except ml.JobError as e:
+            except (ml.JobError, RuntimeError, KeyError, TypeError, ValueError) as e:
                 log.warning("skipping job %d: %s", jid, e)
                 self._bad_jobs.add(jid)
                 return
@@ -295,9 +357,23 @@ class ProviderWorker:
         jid, rn = int(r["job_id"]), int(r["round"])
         self._here.key = f"{jid}/{rn}"
         self.timing.setdefault(self._here.key, {}).setdefault("seen", time.time())
+        if (
+            phase == "vote_reveal"
+            and me is not None
+            and me["challenge"]
+            and me["challenge"]["reveal"] is not None
+            and self._plans[jid].tolerance is not None
+            and any(not o.get("end_opened_height") for o in me["challenge"].get("reveals") or [])
+        ):
+            self._duty(f"open-end/{jid}/{rn}", lambda: self.do_open_end(job, r, me))
         if phase == "commit" and me is not None and me["commitment"] is None:
             self._duty(f"commit/{jid}/{rn}", lambda: self.do_commit(job, r, me, height))
-        elif phase == "reveal" and me is not None and me["challenge"] and me["challenge"]["reveal"] is None:
+        elif (
+            phase == "reveal"
+            and me is not None
+            and me["challenge"]
+            and me["challenge"]["reveal"] is None
+        ):
             if self.cfg.behaviour != "withhold":
                 self._duty(f"reveal/{jid}/{rn}", lambda: self.do_reveal(job, r, me))
         elif phase in PANEL_OF:  # a panel commits its secret votes, or opens them
@@ -306,12 +382,27 @@ class ProviderWorker:
                 ch = t["challenge"]
                 if not ch or ch["reveal"] is None:
                     continue
-                mine = [v for v in ch["verifiers"] if v["address"] == self.me and int(v.get("panel", 0)) == panel]
+                mine = [
+                    v
+                    for v in ch["verifiers"]
+                    if v["address"] == self.me and int(v.get("panel", 0)) == panel
+                ]
                 if opening and any(v.get("committed") and not v["voted"] for v in mine):
-                    self._duty(f"open-vote/{jid}/{rn}/{t['address']}", partial(self.do_open_vote, job, r, t, height))
+                    self._duty(
+                        f"open-vote/{jid}/{rn}/{t['address']}",
+                        partial(self.do_open_vote, job, r, t, height),
+                    )
                 elif not opening and any(not v.get("committed") and not v["voted"] for v in mine):
-                    self._duty(f"verify/{jid}/{rn}/{t['address']}/{panel}", partial(self.do_verify, job, r, t, height))
-        elif phase == "attest" and me is not None and me["outcome"] == "accepted" and not me["attested_hash"]:
+                    self._duty(
+                        f"verify/{jid}/{rn}/{t['address']}/{panel}",
+                        partial(self.do_verify, job, r, t, height),
+                    )
+        elif (
+            phase == "attest"
+            and me is not None
+            and me["outcome"] == "accepted"
+            and not me["attested_hash"]
+        ):
             self._duty(f"attest/{jid}/{rn}", lambda: self.do_attest(job, r, height))
         elif phase == "finalized":
             self.on_finalized(r)
@@ -329,20 +420,22 @@ class ProviderWorker:
                 b.next_try = float("inf")
                 return
             self._failed(name, b, e)
-        except Exception as e:  # a peer's bad blob, a node down, a bug in one duty: log, retry later  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 (a peer's bad blob, a node down, a duty's bug: retry)
             self._failed(name, b, e)
 
     def _failed(self, name: str, b: _Backoff, e: Exception) -> None:
         self.stats.failures += 1
         b.failures += 1
-        b.next_try = time.monotonic() + min(0.5 * 2 ** b.failures, 10.0)
+        b.next_try = time.monotonic() + min(0.5 * 2**b.failures, 10.0)
         log.warning("%s failed (%d): %s: %s", name, b.failures, e.__class__.__name__, e)
 
     def _send(self, *msgs: Any) -> dict[str, Any]:
         """One tx with ``msgs``, signed with the account's current sequence, waited for."""
         t0 = time.perf_counter()
         try:
-            return self.nodes.call(lambda c: send_tx(c, self.key.signer, list(msgs), fee=self.cfg.fee))
+            return self.nodes.call(
+                lambda c: send_tx(c, self.key.signer, list(msgs), fee_floor=self.cfg.fee or 0)
+            )
         finally:
             self.account("tx_s", time.perf_counter() - t0)
 
@@ -354,13 +447,17 @@ class ProviderWorker:
         if time.monotonic() - t > 30 or not urls:
             try:
                 res = self.nodes.query_json("/providers?limit=1000")
-                urls = sorted({str(p["endpoint"]).rstrip("/") for p in res["providers"]} - {self.endpoint})
+                urls = sorted(
+                    {str(p["endpoint"]).rstrip("/") for p in res["providers"]} - {self.endpoint}
+                )
                 self._peers = (time.monotonic(), urls)
             except Exception as e:  # noqa: BLE001 (a peer's or the chain's answer must never stop the worker)
                 log.warning("cannot list providers: %s", e)
         return urls
 
-    def fetch(self, h: str, first: Sequence[str] = (), *, tier: str = "hot", round_key: str | None = None) -> bytes:
+    def fetch(
+        self, h: str, first: Sequence[str] = (), *, tier: str = "hot", round_key: str | None = None
+    ) -> bytes:
         """Blob ``h`` from the store, or fetched (hash-checked) from ``first`` then every peer."""
         from node.blobs import BlobClient, BlobError
 
@@ -391,7 +488,9 @@ class ProviderWorker:
 
     # ------------------------------------------------------------------------- commit
 
-    def do_commit(self, job: dict[str, Any], r: dict[str, Any], me: dict[str, Any], height: int) -> None:
+    def do_commit(
+        self, job: dict[str, Any], r: dict[str, Any], me: dict[str, Any], height: int
+    ) -> None:
         from node.worker import ml
         from trainer.commit import Binding
 
@@ -400,10 +499,19 @@ class ProviderWorker:
         if prog.get("submitted"):
             return  # landed; the chain shows it on a later block
         if height >= int(r["windows"]["commit_deadline"]):
-            log.warning("round %d/%d: commit deadline %d passed (height %d)", jid, rn,
-                        r["windows"]["commit_deadline"], height)
+            log.warning(
+                "round %d/%d: commit deadline %d passed (height %d)",
+                jid,
+                rn,
+                r["windows"]["commit_deadline"],
+                height,
+            )
             return
-        if prog.get("payload") and prog.get("trace") and all(self.store.has(h) for h in prog["trace"]):
+        if (
+            prog.get("payload")
+            and prog.get("trace")
+            and all(self.store.has(h) for h in prog["trace"])
+        ):
             return self._submit(r, prog)  # made before a restart: send the same work
         if self._training is not None:
             key, fut = self._training
@@ -421,7 +529,10 @@ class ProviderWorker:
         plan = self._plans[jid]
         behaviour = self.cfg.behaviour
         if behaviour == "random-root":
-            self._store_work(jid, rn, ml.random_round(plan))
+            work = ml.random_round(plan)
+            if plan.tolerance is not None:  # garbage probes too: it never trained
+                work.probes = ml.random_probes(len(work.states))
+            self._store_work(jid, rn, work)
             return self._submit(r, self.progress.round(jid, rn))
         spec = plan.shard_spec(rn, self.me, int(me["shard"]))
         base_hash = str(r["base_model_hash"])
@@ -431,21 +542,54 @@ class ProviderWorker:
 
         def task() -> Any:
             self._here.key = f"{jid}/{rn}"
-            log.info("round %d/%d: training %d steps on shard %d from base %s", jid, rn, plan.H, spec.shard, base_hash[:12])
+            log.info(
+                "round %d/%d: training %d steps on shard %d from base %s",
+                jid,
+                rn,
+                plan.H,
+                spec.shard,
+                base_hash[:12],
+            )
             t0 = time.perf_counter()
             base = self.fetch(base_hash, sources, tier="hot")
             corpus = self._corpus(plan.dataset_id, sources)
             t1 = time.perf_counter()
-            shapes = {n: tuple(p.shape) for n, p in ml.load_model(base, plan.model).named_parameters()}
+            shapes = {
+                n: tuple(p.shape) for n, p in ml.load_model(base, plan.model).named_parameters()
+            }
             codec = chooser.choose(rn, shapes)
             binding = Binding(self.me_bytes, jid, rn, bytes.fromhex(base_hash))
-            work = ml.train_round(plan, base, corpus, spec, binding, codec, device=self.device, poison=poison)
+            work = ml.train_round(
+                plan,
+                base,
+                corpus,
+                spec,
+                binding,
+                codec,
+                device=self.device,
+                poison=poison,
+                procs=self.cfg.procs,
+                corpus_path=self.store.path(plan.dataset_id) if self.cfg.procs > 1 else None,
+            )
+            if plan.tolerance is not None:  # every state's probe, committed with the roots
+                from trainer.probe import trace_probes
+
+                work.probes = trace_probes(work.states)
             self.stats.trained_s += time.perf_counter() - t0
             self.account("train_s", time.perf_counter() - t1)
             _record_training(plan.H, time.perf_counter() - t1, work.loss_after / 1000)
-            log.info("round %d/%d: trained %d steps on shard %d in %.1fs, loss %.3f -> %.3f, payload %d B",
-                     jid, rn, plan.H, spec.shard, time.perf_counter() - t0, work.loss_before / 1000,
-                     work.loss_after / 1000, len(work.payload))
+            log.info(
+                "round %d/%d: trained %d steps on shard %d in %.1fs, loss %.3f -> %.3f, payload "
+                "%d B",
+                jid,
+                rn,
+                plan.H,
+                spec.shard,
+                time.perf_counter() - t0,
+                work.loss_before / 1000,
+                work.loss_after / 1000,
+                len(work.payload),
+            )
             return work
 
         self._training = ((jid, rn), self._pool.submit(task))
@@ -456,14 +600,22 @@ class ProviderWorker:
         trace = [self.store.put_bytes(s, tier="temp", round_key=rk) for s in work.states]
         assert trace == [t.hex() for t in work.trace]
         self._store_trace_list(jid, rn, work.trace)
-        self.progress.update(jid, rn, payload=payload_hash, trace=trace, tokens=work.tokens,
-                             loss_before=work.loss_before, loss_after=work.loss_after)
+        self.progress.update(
+            jid,
+            rn,
+            payload=payload_hash,
+            trace=trace,
+            tokens=work.tokens,
+            loss_before=work.loss_before,
+            loss_after=work.loss_after,
+            probes=work.probes,
+        )
 
     def _store_trace_list(self, jid: int, rn: int, trace: Sequence[bytes]) -> str:
         """Store what a verifier needs beyond the opened segments: the trace list (every state's
         hash, so entries 0 and H/k can be fetched and proven against the trace root) and the
         round's starting carry bytes (empty: every network round starts fresh). Returns the
-        trace list's hash, which the reveal's locations name (``?trace=HASH``)."""
+        trace list's hash, which the reveal commits on chain (``trace_list_hash``)."""
         from node.worker import ml
 
         rk = f"{jid}/{rn}"
@@ -474,9 +626,18 @@ class ProviderWorker:
         jid, rn = int(r["job_id"]), int(r["round"])
         payload = self.store.read(prog["payload"])
         msg = build_bound_submit(
-            jid, rn, provider=self.me_bytes, base_model=bytes.fromhex(r["base_model_hash"]), payload=bytes(payload),
-            trace=[bytes.fromhex(h) for h in prog["trace"]], tokens=int(prog["tokens"]),
-            loss_before=int(prog["loss_before"]), loss_after=int(prog["loss_after"]), blob=self._loc(prog["payload"]))
+            jid,
+            rn,
+            provider=self.me_bytes,
+            base_model=bytes.fromhex(r["base_model_hash"]),
+            payload=bytes(payload),
+            trace=[bytes.fromhex(h) for h in prog["trace"]],
+            tokens=int(prog["tokens"]),
+            loss_before=int(prog["loss_before"]),
+            loss_after=int(prog["loss_after"]),
+            blob=self._loc(prog["payload"]),
+            probes=prog.get("probes") if self._plans[jid].tolerance is not None else None,
+        )
         try:
             res = self._send(msg)
         except TxRejected as e:
@@ -489,7 +650,13 @@ class ProviderWorker:
         from node.metrics import worker_metrics
 
         worker_metrics().round_done(True)
-        log.info("round %d/%d: update submitted at height %d (%s)", jid, rn, res["height"], self.cfg.behaviour)
+        log.info(
+            "round %d/%d: update submitted at height %d (%s)",
+            jid,
+            rn,
+            res["height"],
+            self.cfg.behaviour,
+        )
 
     # ------------------------------------------------------------------------- reveal
 
@@ -499,14 +666,39 @@ class ProviderWorker:
         prog = self.progress.round(jid, rn)
         trace = prog.get("trace")
         if not trace:
-            raise RuntimeError("no trace recorded for this round (lost before the restart?): cannot reveal")
+            raise RuntimeError(
+                "no trace recorded for this round (lost before the restart?): cannot reveal"
+            )
         ch = me["challenge"]
-        todo = [s for s in (ch.get("segments") or [ch["segment"]]) if s not in (ch.get("opened") or [])]
+        todo = [
+            s for s in (ch.get("segments") or [ch["segment"]]) if s not in (ch.get("opened") or [])
+        ]
         hashes = [bytes.fromhex(h) for h in trace]
-        q = f"?trace={self._store_trace_list(jid, rn, hashes)}"  # idempotent: the blob is content-addressed
-        msgs = [build_reveal_from_trace(jid, rn, int(s), hashes, self._loc(trace[s]) + q, self._loc(trace[s + 1]) + q,
-                                        provider=self.me_bytes, base_model=bytes.fromhex(r["base_model_hash"]))
-                for s in todo]
+        # both modes: the ends of the opened segments stay secret until the votes are committed
+        # (only their leaf hashes are opened, and the list masks them: incentives.mask_trace):
+        # only re-execution yields them (exact mode) or their probes (tolerance mode, opened
+        # later by do_open_end), a verifier's evidence (jobs README *Evidence*)
+        segs = [int(x) for x in (ch.get("segments") or [ch["segment"]])]
+        served = mask_trace(hashes, compute_hidden_entries(segs, len(hashes) - 1))
+        self._store_trace_list(jid, rn, served)  # idempotent: the blob is content-addressed
+        # the first opening carries the trace list (the chain proves its hash against the trace
+        # root); later ones name its hash only
+        first = not ch.get("opened")
+        msgs = [
+            build_reveal_from_trace(
+                jid,
+                rn,
+                int(s),
+                hashes,
+                self._loc(trace[s]),
+                "",
+                provider=self.me_bytes,
+                base_model=bytes.fromhex(r["base_model_hash"]),
+                with_list=first and i == 0,
+                segments=segs,
+            )
+            for i, s in enumerate(todo)
+        ]
         if not msgs:
             return
         res = self._send(*msgs)
@@ -514,9 +706,48 @@ class ProviderWorker:
         self.stats.revealed += 1
         log.info("round %d/%d: revealed segment(s) %s at height %d", jid, rn, todo, res["height"])
 
+    def do_open_end(self, job: dict[str, Any], r: dict[str, Any], me: dict[str, Any]) -> None:
+        """Tolerance mode, vote-reveal window: open the end of every opened segment (its state,
+        served from our store, and its probe committed with the roots: MsgOpenEnd, one tx). Not
+        opening them is a missed reveal (punished as fraud)."""
+        jid, rn = int(r["job_id"]), int(r["round"])
+        prog = self.progress.round(jid, rn)
+        trace, probes = prog.get("trace"), prog.get("probes")
+        if not trace or not probes:
+            raise RuntimeError("no trace or probes recorded for this round: cannot open the ends")
+        todo = [
+            int(o["segment"])
+            for o in me["challenge"].get("reveals") or []
+            if not o.get("end_opened_height")
+        ]
+        msgs = [
+            build_open_end(
+                jid,
+                rn,
+                s,
+                [bytes.fromhex(h) for h in trace],
+                probes,
+                self._loc(trace[s + 1]),
+                provider=self.me_bytes,
+                base_model=bytes.fromhex(r["base_model_hash"]),
+            )
+            for s in todo
+        ]
+        for i in range(0, len(msgs), OPEN_ENDS_PER_TX):  # ~1 KB each: several txs for many
+            res = self._send(*msgs[i : i + OPEN_ENDS_PER_TX])
+            log.info(
+                "round %d/%d: opened the end(s) of %s at height %d",
+                jid,
+                rn,
+                todo[i : i + OPEN_ENDS_PER_TX],
+                res["height"],
+            )
+
     # ------------------------------------------------------------------------- verify
 
-    def do_verify(self, job: dict[str, Any], r: dict[str, Any], t: dict[str, Any], height: int) -> None:
+    def do_verify(
+        self, job: dict[str, Any], r: dict[str, Any], t: dict[str, Any], height: int
+    ) -> None:
         """Judge the target's opened segments and commit the vote's hash (MsgVerdict); the vote
         itself (valid, quality, evidence) is kept in progress.json to be opened next window."""
         jid, rn = int(r["job_id"]), int(r["round"])
@@ -526,43 +757,187 @@ class ProviderWorker:
         self.account("verify_s", time.perf_counter() - t0)
         if vote is None:
             return  # states not fetched yet: retried on a later block
-        valid, q, evidence, why = vote
+        valid, q, reached, why = vote
         votes = dict(self.progress.round(jid, rn).get("votes", {}))
-        votes[target] = {"valid": valid, "quality": q, "evidence": evidence.hex(), "why": why}
-        self.progress.update(jid, rn, votes=votes)
-        res = self._send(build_verdict(self.key.signer, jid, rn, from_bech32(target), valid, q, evidence))
-        self.stats.votes += 1
-        log.info("round %d/%d: vote on %s committed: %s quality %d (%s) at height %d", jid, rn, target,
-                 "VALID" if valid else "INVALID", q, why, res["height"])
+        votes[target] = {
+            "valid": valid,
+            "quality": q,
+            "reached": [x.hex() for x in reached],
+            "why": why,
+        }
+        probes = self._probes.pop((jid, rn, target), None)
+        if probes is None and self._plans[jid].tolerance is not None:
+            probes = self._no_probes(t)  # nothing re-executed (an early refusal): a guess
+        if probes is not None:  # tolerance mode: a blind vote on the probes reached
+            from abci_app.jobs.probe import compute_probe_evidence
 
-    def do_open_vote(self, job: dict[str, Any], r: dict[str, Any], t: dict[str, Any], height: int) -> None:
+            votes[target]["probes"] = probes
+            evidence = compute_probe_evidence(probes)
+        else:
+            evidence = compute_evidence(reached)
+        self.progress.update(jid, rn, votes=votes)
+        res = self._send(
+            build_verdict(
+                self.key.signer,
+                jid,
+                rn,
+                from_bech32(target),
+                valid,
+                q,
+                evidence,
+                blind=probes is not None,
+            )
+        )
+        self.stats.votes += 1
+        log.info(
+            "round %d/%d: vote on %s committed: %s quality %d (%s) at height %d",
+            jid,
+            rn,
+            target,
+            "VALID" if valid else "INVALID",
+            q,
+            why,
+            res["height"],
+        )
+
+    def do_open_vote(
+        self, job: dict[str, Any], r: dict[str, Any], t: dict[str, Any], height: int
+    ) -> None:
         """Open the committed vote (MsgRevealVote) with exactly what was hashed."""
         jid, rn = int(r["job_id"]), int(r["round"])
         target = t["address"]
         v = self.progress.round(jid, rn).get("votes", {}).get(target)
-        if v is None:  # the record was lost (restart): judge again, the same inputs give the same vote
+        if (
+            v is None
+        ):  # the record was lost (restart): judge again, the same inputs give the same vote
             vote = self.judge(job, r, t, height)
             if vote is None:
                 return
-            v = {"valid": vote[0], "quality": vote[1], "evidence": vote[2].hex()}
-        res = self._send(build_reveal_vote(self.key.signer, jid, rn, from_bech32(target), bool(v["valid"]),
-                                           int(v["quality"]), bytes.fromhex(v["evidence"])))
-        log.info("round %d/%d: vote on %s opened: %s at height %d", jid, rn, target,
-                 "VALID" if v["valid"] else "INVALID", res["height"])
+            v = {"valid": vote[0], "quality": vote[1], "reached": [x.hex() for x in vote[2]]}
+            probes = self._probes.pop((jid, rn, target), None)
+            if probes is None and self._plans[jid].tolerance is not None:
+                probes = self._no_probes(t)
+            if probes is not None:
+                v["probes"] = probes
+        valid = bool(v["valid"])
+        lazy = self.cfg.behaviour == "lazy-verifier"  # checks nothing: the chain catches it
+        if "probes" in v and valid and not lazy:  # tolerance mode: judge the opened ends first
+            verdict = self.judge_opened_ends(job, r, t, v, height)
+            if verdict is None:
+                return  # the ends are not open yet: retried on a later block
+            valid, why = verdict
+            if not valid:
+                log.info("round %d/%d: %s: opened ends refuted: %s", jid, rn, target, why)
+        res = self._send(
+            build_reveal_vote(
+                self.key.signer,
+                jid,
+                rn,
+                from_bech32(target),
+                valid,
+                int(v["quality"]),
+                [bytes.fromhex(x) for x in v["reached"]],
+                probes=v.get("probes"),
+            )
+        )
+        log.info(
+            "round %d/%d: vote on %s opened: %s at height %d",
+            jid,
+            rn,
+            target,
+            "VALID" if valid else "INVALID",
+            res["height"],
+        )
 
-    def judge(self, job: dict[str, Any], r: dict[str, Any], t: dict[str, Any],
-              height: int) -> tuple[bool, int, bytes, str] | None:
-        """(valid, quality, evidence, why) for the target's commitment: VALID only if the full
+    @staticmethod
+    def _no_probes(t: dict[str, Any]) -> list[int]:
+        """All-zero probes, one per opened segment: the evidence of a vote that re-executed
+        nothing (an invalid vote, or a lazy one: it cannot know the probes)."""
+        from abci_app.jobs.probe import PROBE_DIM
+
+        n = len(t["challenge"].get("reveals") or [None])
+        return [0] * (PROBE_DIM * n)
+
+    def judge_opened_ends(
+        self,
+        job: dict[str, Any],
+        r: dict[str, Any],
+        t: dict[str, Any],
+        v: dict[str, Any],
+        height: int,
+    ) -> tuple[bool, str] | None:
+        """Tolerance mode, once the provider opened its ends (MsgOpenEnd): each opened end must
+        be the committed leaf, its probe within the chain's bound of ours, its state within the
+        job's tolerance of our re-execution (trainer.verify.verify_opened_end). None while an
+        end is not open yet (a later block), unless the window is closing: then valid on the
+        probes alone (if the provider opens its ends in this last block, the chain compares our
+        probes with its own, so a valid vote on faked work still counts invalid; if it never
+        opens them, the challenge is a missed reveal and no vote is judged)."""
+        from abci_app.jobs.probe import PROBE_DIM, is_probe_within
+        from node.blobs import BlobError
+        from trainer.verify import verify_opened_end
+
+        jid, rn = int(r["job_id"]), int(r["round"])
+        ch = t["challenge"]
+        openings = sorted(ch.get("reveals") or [], key=lambda o: int(o["segment"]))
+        closing = height >= int(r["windows"]["vote_reveal_end"]) - 1
+        if not openings or any(not o.get("end_opened_height") for o in openings):
+            return (
+                (True, "the ends are not open: the probes speak for the vote") if closing else None
+            )
+        plan = self._plans[jid]
+        ppm = int(job["spec"].get("tolerance_ppm", 0))
+        probes = [int(x) for x in v["probes"]]
+        endpoint = self._endpoint_of(t["address"])
+        rk = f"{jid}/{rn}"
+        for i, o in enumerate(openings):
+            mine = probes[i * PROBE_DIM : (i + 1) * PROBE_DIM]
+            theirs = [int(x) for x in o.get("end_probe") or []]
+            if not is_probe_within(theirs, mine, ppm):
+                return False, f"segment {o['segment']}: the opened probe is not ours"
+            try:
+                start = self.fetch(
+                    o["start_state_hash"],
+                    [o["start_location"], endpoint],
+                    tier="temp",
+                    round_key=rk,
+                )
+                claimed = self.fetch(
+                    o["end_state_hash"], [o["end_location"], endpoint], tier="temp", round_key=rk
+                )
+                reexec = bytes(self.store.read(v["reached"][i]))
+            except (BlobError, KeyError, OSError) as e:
+                if not closing:
+                    raise
+                return False, f"segment {o['segment']}: opened end unavailable: {e}"
+            sv = verify_opened_end(
+                start,
+                reexec,
+                claimed,
+                tolerance=float(plan.tolerance or 0.0),
+                end_leaf=bytes.fromhex(o["end_leaf_hash"]),
+                claimed_probe=theirs,
+                tolerance_ppm=ppm,
+            )
+            if not sv.valid:
+                return False, f"segment {o['segment']}: {sv.reason}"
+        return True, "opened ends within tolerance of the re-execution"
+
+    def judge(
+        self, job: dict[str, Any], r: dict[str, Any], t: dict[str, Any], height: int
+    ) -> tuple[bool, int, list[bytes], str] | None:
+        """(valid, quality, reached, why) for the target's commitment: VALID only if the full
         check passes (ml.verify_round: the served trace list gives the committed trace root,
         entry 0 is the pinned fresh start, the committed payload is compress(θ_base − θ_H +
         e_prev) of entry H/k, every opened segment re-executes in the job's determinism mode).
-        Evidence = abci_app.jobs.incentives.compute_evidence of the end states the re-execution
-        reached (= the revealed ones when valid; anything else when invalid). None while the
-        blobs cannot be fetched (a few tries); then INVALID: revealing commits the provider to
-        serving its trace list, entries 0 and H/k, the opened states and its payload."""
-        from urllib.parse import parse_qs, urlsplit
-
-        from abci_app.jobs.incentives import compute_evidence
+        ``reached`` = the end state hash of each opened segment (segment order): in exact mode
+        the re-executed one, checked against the opened leaf hash (the end itself is secret: only
+        re-execution yields it), in tolerance mode the revealed one the re-execution is within
+        tolerance of; when invalid, hashes that differ. The vote commits to
+        abci_app.jobs.incentives.compute_evidence(reached). None while the blobs cannot be
+        fetched (a few tries); then INVALID: revealing commits the provider to serving its trace
+        list, entries 0 and H/k, the opened states and its payload."""
+        from abci_app.merkle import hash_leaf
         from node.blobs import BlobError
         from node.worker import ml
         from trainer.carry import EMPTY_CARRY_HASH
@@ -572,23 +947,40 @@ class ProviderWorker:
         target = t["address"]
         ch = t["challenge"]
         plan = self._plans[jid]
-        openings = sorted(ch.get("reveals") or [dict(ch["reveal"], segment=ch["segment"])], key=lambda o: o["segment"])
-        revealed_ends = [bytes.fromhex(o["end_state_hash"]) for o in openings]
-        expected = compute_evidence(revealed_ends)
-        if self.cfg.behaviour == "lazy-verifier":
-            return True, ml.MAX_QUALITY, expected, "lazy: not re-executed"
+        openings = sorted(
+            ch.get("reveals") or [dict(ch["reveal"], segment=ch["segment"])],
+            key=lambda o: o["segment"],
+        )
+        # the committed leaf hash of each opened end: opened as such (exact mode) or by its hash
+        leaves = [
+            bytes.fromhex(o["end_leaf_hash"])
+            if o.get("end_leaf_hash")
+            else hash_leaf(bytes.fromhex(o["end_state_hash"]))
+            for o in openings
+        ]
+        if self.cfg.behaviour == "lazy-verifier":  # public data only: refused (exact mode) or
+            # counted invalid and slashed (tolerance mode: its probes, all zero, are a guess)
+            public = {int(o["segment"]): o["start_state_hash"] for o in openings}
+            guess = [
+                bytes.fromhex(o["end_state_hash"] or public.get(int(o["segment"]) + 1, "00" * 32))
+                for o in openings
+            ]
+            return True, ml.MAX_QUALITY, guess, "lazy: not re-executed"
 
-        def invalid(why: str, reached: list[bytes]) -> tuple[bool, int, bytes, str]:
-            ev = compute_evidence(reached)
-            if ev == expected:  # cannot happen for a real mismatch; never send a self-contradicting vote
-                ev = compute_evidence(reached + [b"\x00" * 32])
-            return False, 0, ev, why
+        def invalid(why: str, reached: list[bytes]) -> tuple[bool, int, list[bytes], str]:
+            pad = hashlib.sha256(why.encode()).digest()
+            out = (list(reached) + [pad] * len(openings))[: len(openings)]
+            if all(hash_leaf(x) == leaf for x, leaf in zip(out, leaves, strict=True)):
+                out[-1] = hashlib.sha256(b"mismatch" + out[-1]).digest()  # never self-contradict
+            return False, 0, out, why
 
-        named = {v for o in openings for loc in (o["start_location"], o["end_location"])
-                 for v in parse_qs(urlsplit(loc).query).get("trace", [])}
-        if len(named) != 1 or len(next(iter(named))) != 64:
-            return invalid("the reveal names no single trace list (?trace=HASH): entries 0 and H/k cannot "
-                           "be checked", [hashlib.sha256(b"no trace list").digest()])
+        named = {str(o.get("trace_list_hash") or "") for o in openings}
+        if len(named) != 1 or len(next(iter(named))) != 64:  # the chain refuses such a reveal
+            return invalid(
+                "the reveal commits no single trace list (trace_list_hash): entries 0 and H/k "
+                "cannot be checked",
+                [hashlib.sha256(b"no trace list").digest()],
+            )
         list_hash = next(iter(named)).lower()
         endpoint = self._endpoint_of(target)
         rk = f"{jid}/{rn}"
@@ -596,52 +988,134 @@ class ProviderWorker:
         c = t["commitment"]
         n = plan.H // plan.k
         states: dict[int, bytes] = {}
+        # exact mode: the ends the provider keeps secret (it serves their leaf hashes only)
+        segs = [int(o["segment"]) for o in openings]
+        hidden: dict[int, bytes] = {}
+        if any(o.get("end_leaf_hash") for o in openings):  # the chain opened the ends as leaves
+            secret = compute_hidden_entries(segs, n)
+            hidden = {
+                int(o["segment"]) + 1: leaf
+                for o, leaf in zip(openings, leaves, strict=True)
+                if int(o["segment"]) + 1 in secret
+            }
         try:
-            trace = ml.parse_trace_list(self.fetch(list_hash, [endpoint], tier="temp", round_key=rk))
+            listed = self.fetch(list_hash, [endpoint], tier="temp", round_key=rk)
+            if hashlib.sha256(listed).hexdigest() != list_hash:  # the blob client checks it too
+                raise ValueError("the served trace list is not the one committed on chain")
+            trace = ml.parse_trace_list(listed)
             for o in openings:
                 s = int(o["segment"])
-                states[s] = self.fetch(o["start_state_hash"], [o["start_location"], endpoint], tier="temp", round_key=rk)
-                states[s + 1] = self.fetch(o["end_state_hash"], [o["end_location"], endpoint], tier="temp", round_key=rk)
+                states[s] = self.fetch(
+                    o["start_state_hash"],
+                    [o["start_location"], endpoint],
+                    tier="temp",
+                    round_key=rk,
+                )
+                if s + 1 in hidden or s + 1 in states:
+                    continue
+                if o["end_state_hash"]:
+                    states[s + 1] = self.fetch(
+                        o["end_state_hash"],
+                        [o["end_location"], endpoint],
+                        tier="temp",
+                        round_key=rk,
+                    )
+                elif len(trace) == n + 1 and s + 1 == n:  # exact mode: entry H/k is public
+                    states[s + 1] = self.fetch(
+                        trace[n].hex(), [endpoint], tier="temp", round_key=rk
+                    )
             if len(trace) == n + 1:
                 for i in (0, n):
                     if i not in states:
-                        states[i] = self.fetch(trace[i].hex(), [endpoint], tier="temp", round_key=rk)
+                        states[i] = self.fetch(
+                            trace[i].hex(), [endpoint], tier="temp", round_key=rk
+                        )
             carry = ml.fresh_carry_bytes()
             if n in states:
                 named_carry = decode_meta(states[n], expected_kind=KIND_STATE).get("carry")
                 if isinstance(named_carry, str) and named_carry != EMPTY_CARRY_HASH.hex():
                     carry = self.fetch(named_carry, [endpoint], tier="temp", round_key=rk)
             payload = self._payload(r, t, rk)
+            base = self.fetch(r["base_model_hash"], sources)
         except BlobError as e:
             key = f"{jid}/{rn}/{target}"
             nf = self._fetch_failures[key] = self._fetch_failures.get(key, 0) + 1
-            last_chance = height >= int(r["windows"]["verdict_end"]) - 1
+            w = r["windows"]  # the end of the window this panel commits in
+            end = {"appeal": w.get("appeal_end"), "final": w.get("final_end")}.get(r["phase"])
+            last_chance = height >= int(end or w["verdict_end"]) - 1
             if nf < FETCH_ATTEMPTS_BEFORE_INVALID and not last_chance:
                 raise
-            return invalid(f"revealed blobs unavailable: {e}", [hashlib.sha256(b"unavailable").digest()])
-        except (ValueError, PayloadError) as e:  # a trace list or end state that is not what it must be
-            return invalid(f"served trace is malformed: {e}", [hashlib.sha256(str(e).encode()).digest()])
+            return invalid(
+                f"revealed blobs unavailable: {e}", [hashlib.sha256(b"unavailable").digest()]
+            )
+        except (
+            ValueError,
+            PayloadError,
+        ) as e:  # a trace list or end state that is not what it must be
+            return invalid(
+                f"served trace is malformed: {e}", [hashlib.sha256(str(e).encode()).digest()]
+            )
         corpus = self._corpus(plan.dataset_id, sources)
         spec = plan.shard_spec(rn, target, int(t["shard"]))
         binding = Binding(from_bech32(target), jid, rn, bytes.fromhex(r["base_model_hash"]))
         try:
-            v = ml.verify_round(plan, spec, segments=[int(o["segment"]) for o in openings], trace=trace, states=states,
-                                carry=carry, payload=payload, trace_root=bytes.fromhex(c["trace_root"]),
-                                update_root=bytes.fromhex(c["update_root"]), binding=binding, corpus=corpus,
-                                device=self.device)
-        except (ValueError, KeyError, IndexError, PayloadError) as e:  # verify_challenge should not raise; never vote valid on it
+            v = ml.verify_round(
+                plan,
+                spec,
+                segments=[int(o["segment"]) for o in openings],
+                trace=trace,
+                states=states,
+                carry=carry,
+                payload=payload,
+                trace_root=bytes.fromhex(c["trace_root"]),
+                update_root=bytes.fromhex(c["update_root"]),
+                binding=binding,
+                corpus=corpus,
+                device=self.device,
+                base_params_hash=ml.params_hash(base),
+                hidden=hidden,
+            )
+        except (
+            ValueError,
+            KeyError,
+            IndexError,
+            PayloadError,
+        ) as e:  # verify_challenge should not raise; never vote valid on it
             return invalid(f"verification failed: {e}", [hashlib.sha256(str(e).encode()).digest()])
-        reached = [bytes.fromhex(sv.reexecuted_hash) if len(sv.reexecuted_hash) == 64
-                   else hashlib.sha256(sv.reason.encode()).digest() for _, sv in sorted(v.segments.items())]
+        reached = [
+            bytes.fromhex(sv.reexecuted_hash)
+            if len(sv.reexecuted_hash) == 64
+            else hashlib.sha256(sv.reason.encode()).digest()
+            for _, sv in sorted(v.segments.items())
+        ]
+        if plan.tolerance is not None and len(v.segments) == len(openings):
+            # tolerance mode: the vote's evidence is the probes of the re-executed ends; the
+            # re-executed states are kept to judge the ends once they are opened (MsgOpenEnd)
+            from abci_app.jobs.probe import PROBE_DIM
+
+            flat: list[int] = []
+            for _, sv in sorted(v.segments.items()):
+                flat.extend(sv.probe if len(sv.probe) == PROBE_DIM else [0] * PROBE_DIM)
+                if sv.reexecuted_state:
+                    self.store.put_bytes(sv.reexecuted_state, tier="temp", round_key=rk)
+            self._probes[(jid, rn, target)] = flat
         if not v.valid:
-            return invalid(v.reason, reached or [hashlib.sha256(v.reason.encode()).digest()])
+            return invalid(v.reason, reached)
+        # valid: each end is the committed one, re-executed (exact) or the revealed one the
+        # re-execution is within tolerance of
+        ends = [
+            bytes.fromhex(o["end_state_hash"])
+            if o["end_state_hash"]
+            else bytes.fromhex(v.segments[int(o["segment"])].reexecuted_hash)
+            for o in openings
+        ]
         q = 1
         try:
             if payload is not None:
-                q = ml.quality(plan, self.fetch(r["base_model_hash"], sources), payload, corpus)
+                q = ml.quality(plan, base, payload, corpus)
         except Exception as e:  # noqa: BLE001 (a peer's or the chain's answer must never stop the worker)
             log.info("quality of %s: payload not scored (%s); valid at quality 1", target, e)
-        return True, q, expected, v.reason
+        return True, q, ends, v.reason
 
     def _endpoint_of(self, address: str) -> str:
         try:
@@ -657,39 +1131,44 @@ class ProviderWorker:
         h = c["blob_location"].rstrip("/").rsplit("/", 1)[-1].lower()
         if len(h) != 64 or any(ch not in "0123456789abcdef" for ch in h):
             return None
-        data = self.fetch(h, [c["blob_location"], self._endpoint_of(p["address"])], tier="hot", round_key=rk)
-        leaves = bound_update_leaves(from_bech32(p["address"]), int(r["job_id"]), int(r["round"]),
-                                     bytes.fromhex(r["base_model_hash"]), data)
+        data = self.fetch(
+            h, [c["blob_location"], self._endpoint_of(p["address"])], tier="hot", round_key=rk
+        )
+        leaves = bound_update_leaves(
+            from_bech32(p["address"]),
+            int(r["job_id"]),
+            int(r["round"]),
+            bytes.fromhex(r["base_model_hash"]),
+            data,
+        )
         if len(data) != int(c["payload_size"]) or merkle_root(leaves).hex() != c["update_root"]:
             return None
         return data
 
     # ------------------------------------------------------------------------- attest
 
-    def aggregate_round(self, r: dict[str, Any], job_sources: Sequence[str] = ()) -> tuple[bytes, list[str], list[str]]:
+    def aggregate_round(
+        self, r: dict[str, Any], job_sources: Sequence[str] = ()
+    ) -> tuple[bytes, list[str], list[str]]:
         """(new model bytes, included, excluded) for a round in attest phase: every accepted
-        update whose bytes match its commitment, averaged in address order, applied to the
-        round's base model (ml.next_model). BlobError when an update or the base is unavailable."""
+        update whose bytes match its commitment, screened, norm-clipped and averaged, one outer
+        Nesterov step from the round's base model with the momentum the base carries
+        (ml.aggregate_payloads). BlobError when an update or the base is unavailable."""
         from node.worker import ml
 
         jid, rn = int(r["job_id"]), int(r["round"])
         plan = self._plans[jid]
         rk = f"{jid}/{rn}"
-        deltas: dict[str, Any] = {}
-        excluded: list[str] = []
-        for p in sorted((p for p in r["participants"] if p["outcome"] == "accepted"),
-                        key=lambda p: from_bech32(p["address"])):
-            payload = self._payload(r, p, rk)
-            try:
-                if payload is None:
-                    raise ValueError("payload does not match the commitment")
-                deltas[from_bech32(p["address"]).hex()] = ml.decode_update(plan, payload)
-            except ValueError as e:
-                log.info("round %d/%d: update of %s left out of the aggregate: %s", jid, rn, p["address"], e)
-                excluded.append(p["address"])
+        payloads: dict[str, bytes | None] = {}
+        for p in r["participants"]:
+            if p["outcome"] == "accepted":
+                payloads[from_bech32(p["address"]).hex()] = self._payload(r, p, rk)
         base = self.fetch(r["base_model_hash"], list(job_sources), tier="hot")
-        new = ml.next_model(plan, base, deltas) if deltas else base
-        return new, sorted(deltas), excluded
+        corpus = self._corpus(plan.dataset_id, job_sources)
+        out, excluded = ml.aggregate_payloads(plan, base, payloads, corpus)
+        for who, why in sorted(excluded.items()):
+            log.info("round %d/%d: update of %s left out of the aggregate: %s", jid, rn, who, why)
+        return out.model, out.kept, sorted(excluded)
 
     def do_attest(self, job: dict[str, Any], r: dict[str, Any], height: int) -> None:
         jid, rn = int(r["job_id"]), int(r["round"])
@@ -702,8 +1181,14 @@ class ProviderWorker:
             model_hash = self.store.put_bytes(new, tier="cold")
             self.store.pin(model_hash)
             self.progress.update(jid, rn, aggregated=model_hash)
-            log.info("round %d/%d: aggregated %d update(s) (%d left out) -> model %s", jid, rn, len(included),
-                     len(excluded), model_hash[:12])
+            log.info(
+                "round %d/%d: aggregated %d update(s) (%d left out) -> model %s",
+                jid,
+                rn,
+                len(included),
+                len(excluded),
+                model_hash[:12],
+            )
         res = self._send(build_attest(jid, rn, bytes.fromhex(model_hash)))
         self.progress.update(jid, rn, attested=res["txhash"])
         self.account("attested", time.time())
@@ -726,8 +1211,14 @@ class ProviderWorker:
             log.warning("round %d/%d: releasing blobs failed: %s", jid, rn, e)
         me = next((p for p in r["participants"] if p["address"] == self.me), None)
         if me is not None:
-            log.info("round %d/%d finalized: %s, reward %d, slashed %d", jid, rn, me["outcome"], me["reward"],
-                     me["slashed"])
+            log.info(
+                "round %d/%d finalized: %s, reward %d, slashed %d",
+                jid,
+                rn,
+                me["outcome"],
+                me["reward"],
+                me["slashed"],
+            )
         self.account("finalized", time.time(), f"{jid}/{rn}")
         self.progress.update(jid, rn, final=True)
         self.write_stats()
@@ -737,8 +1228,11 @@ class ProviderWorker:
         import json
         import os
 
-        out = {"rounds": self.timing, "server": self.server.stats.to_dict() if self.server is not None else {},
-               "totals": {k: v for k, v in vars(self.stats).items() if k != "events"}}
+        out = {
+            "rounds": self.timing,
+            "server": self.server.stats.to_dict() if self.server is not None else {},
+            "totals": {k: v for k, v in vars(self.stats).items() if k != "events"},
+        }
         path = self.cfg.data_dir / "stats.json"
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(out, sort_keys=True, indent=1))

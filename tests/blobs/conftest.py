@@ -1,5 +1,5 @@
 """Fixtures for the blob exchange: stores in tmp_path, the real aiohttp blob server on loopback,
-misbehaving peers (tests/blobs/blobkit.py)."""
+misbehaving peers (tests/kits/blobkit.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from blobkit import Peers
 
 from node.blobs import BlobServer, BlobStore
+from tests.kits.blobkit import Peers
 
 
 @pytest.fixture

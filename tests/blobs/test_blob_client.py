@@ -11,7 +11,6 @@ from collections.abc import Callable
 
 import pytest
 from aiohttp import web
-from blobkit import Peers, sha
 
 from node.blobs import (
     BlobClient,
@@ -28,6 +27,7 @@ from node.blobs import (
     blob_url,
 )
 from node.ports import is_port_free
+from tests.kits.blobkit import Peers, sha
 
 MakeStore = Callable[..., BlobStore]
 DATA = os.urandom(300_000)
@@ -45,7 +45,9 @@ def only_error(e: FetchFailed) -> Exception:
     return e.attempts[0][1]
 
 
-def test_fetch_stores_and_reuses(served: tuple[BlobStore, BlobServer], make_store: MakeStore) -> None:
+def test_fetch_stores_and_reuses(
+    served: tuple[BlobStore, BlobServer], make_store: MakeStore
+) -> None:
     src, server = served
     src.put_bytes(DATA)
     dst = make_store("dst")
@@ -62,7 +64,8 @@ def test_fetch_stores_and_reuses(served: tuple[BlobStore, BlobServer], make_stor
 def test_full_blob_url_is_accepted_but_not_one_for_another_hash() -> None:
     assert blob_url("http://h:1/", H) == f"http://h:1/blob/{H}"
     assert blob_url(f"http://h:1/blob/{H}", H) == f"http://h:1/blob/{H}"
-    assert blob_url(f"http://h:1/blob/{H}?trace={'0' * 64}", H) == f"http://h:1/blob/{H}"  # a reveal's query
+    # a reveal's query
+    assert blob_url(f"http://h:1/blob/{H}?trace={'0' * 64}", H) == f"http://h:1/blob/{H}"
     with pytest.raises(PeerUnavailable):
         blob_url(f"http://h:1/blob/{sha(b'other')}", H)
     with pytest.raises(PeerUnavailable):
@@ -71,12 +74,23 @@ def test_full_blob_url_is_accepted_but_not_one_for_another_hash() -> None:
         blob_url("http://h:1", "../meta.db")
 
 
+def test_source_port_out_of_range_is_named_not_connection_refused() -> None:
+    # http://h:99999 reached connect() and failed as "Connection refused", as if nothing listened
+    for bad in ("http://127.0.0.1:99999", "http://h:0/", "https://[::1]:65536/x"):
+        with pytest.raises(PeerUnavailable, match="not a TCP port"):
+            blob_url(bad, H)
+    assert blob_url("http://[::1]:65535", H) == f"http://[::1]:65535/blob/{H}"
+    assert blob_url("http://h/a:0", H) == f"http://h/a:0/blob/{H}"  # a path, not a port
+
+
 def test_invalid_hash_refused_before_any_request(make_store: MakeStore) -> None:
     with BlobClient(timeout_s=5, max_bytes=1 << 20) as c, pytest.raises(InvalidHash):
         c.fetch(H.upper(), ["http://127.0.0.1:1"], make_store())
 
 
-def test_hash_mismatch_then_next_location(peers: Peers, served: tuple[BlobStore, BlobServer], make_store: MakeStore) -> None:
+def test_hash_mismatch_then_next_location(
+    peers: Peers, served: tuple[BlobStore, BlobServer], make_store: MakeStore
+) -> None:
     src, server = served
     src.put_bytes(DATA)
 
@@ -95,7 +109,12 @@ def test_hash_mismatch_then_next_location(peers: Peers, served: tuple[BlobStore,
 
 
 def test_truncated_body(peers: Peers, make_store: MakeStore) -> None:
-    head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(DATA)}\r\nContent-Type: application/octet-stream\r\n\r\n"
+    head = (
+        "HTTP/1.1 200 OK\r\n"
+        f"Content-Length: {len(DATA)}\r\n"
+        "Content-Type: application/octet-stream\r\n"
+        "\r\n"
+    )
     liar = peers.raw(head.encode() + DATA[: len(DATA) // 2])  # announces all, sends half, hangs up
     dst = make_store("dst")
     with BlobClient(timeout_s=5, max_bytes=1 << 20) as c, pytest.raises(FetchFailed) as e:
@@ -147,7 +166,9 @@ def test_oversize_refused_while_streaming(peers: Peers, make_store: MakeStore) -
         assert c.fetch(H, [url], dst).read_bytes() == DATA
 
 
-def test_slow_peer_times_out_then_next_location(peers: Peers, served: tuple[BlobStore, BlobServer], make_store: MakeStore) -> None:
+def test_slow_peer_times_out_then_next_location(
+    peers: Peers, served: tuple[BlobStore, BlobServer], make_store: MakeStore
+) -> None:
     src, server = served
     src.put_bytes(DATA)
 
@@ -180,14 +201,19 @@ def test_dripping_peer_is_too_slow(peers: Peers, make_store: MakeStore) -> None:
     url = peers.http(drip)
     dst = make_store("dst")
     t0 = time.monotonic()
-    with BlobClient(timeout_s=0.5, max_bytes=1 << 20, min_rate_bps=1 << 20) as c, pytest.raises(FetchFailed) as e:
+    with (
+        BlobClient(timeout_s=0.5, max_bytes=1 << 20, min_rate_bps=1 << 20) as c,
+        pytest.raises(FetchFailed) as e,
+    ):
         c.fetch(H, [url], dst)
     assert isinstance(only_error(e.value), PeerTimeout) and "too slow" in str(only_error(e.value))
     assert time.monotonic() - t0 < 5
     assert_clean(dst)
 
 
-def test_404_refused_connection_and_all_fail(served: tuple[BlobStore, BlobServer], make_store: MakeStore) -> None:
+def test_404_refused_connection_and_all_fail(
+    served: tuple[BlobStore, BlobServer], make_store: MakeStore
+) -> None:
     _, server = served
     port = next(p for p in range(47_000, 48_000) if is_port_free(p))
     dst = make_store("dst")
@@ -197,11 +223,16 @@ def test_404_refused_connection_and_all_fail(served: tuple[BlobStore, BlobServer
     assert codes == [("unavailable", True), ("unavailable", False), ("unavailable", False)]
     assert e.value.code == "fetch_failed" and H in str(e.value)
     assert_clean(dst)
-    with BlobClient(timeout_s=2, max_bytes=1 << 20) as c, pytest.raises(FetchFailed, match="no location"):
+    with (
+        BlobClient(timeout_s=2, max_bytes=1 << 20) as c,
+        pytest.raises(FetchFailed, match="no location"),
+    ):
         c.fetch(H, [], dst)
 
 
-def test_a_full_local_store_is_a_local_error_not_a_peer_failure(served: tuple[BlobStore, BlobServer], make_store: MakeStore) -> None:
+def test_a_full_local_store_is_a_local_error_not_a_peer_failure(
+    served: tuple[BlobStore, BlobServer], make_store: MakeStore
+) -> None:
     src, server = served
     src.put_bytes(DATA)
     dst = make_store("dst", quota=len(DATA) - 1)
@@ -214,9 +245,12 @@ def test_a_full_local_store_is_a_local_error_not_a_peer_failure(served: tuple[Bl
 # ---- red-team: hostile peers the client already withstood (pinned so that it stays so)
 
 
-@pytest.mark.parametrize("location", ["file:///etc/passwd", "http://evil.example.invalid/", "/blob/" + H])
-def test_invalid_redirect_is_not_followed(peers: Peers, served: tuple[BlobStore, BlobServer], make_store: MakeStore,
-                                           location: str) -> None:
+@pytest.mark.parametrize(
+    "location", ["file:///etc/passwd", "http://evil.example.invalid/", "/blob/" + H]
+)
+def test_invalid_redirect_is_not_followed(
+    peers: Peers, served: tuple[BlobStore, BlobServer], make_store: MakeStore, location: str
+) -> None:
     store, server = served
     store.put_bytes(DATA)
     if location.startswith("/"):
@@ -251,3 +285,20 @@ def test_invalid_content_length(peers: Peers, make_store: MakeStore, cl: str) ->
         c.fetch(H, [peers.raw(head + DATA)], dst)
     assert isinstance(only_error(e.value), (PeerUnavailable, Oversize))
     assert_clean(dst)
+
+
+@pytest.mark.parametrize("bad", ["http://[::1", "http://h:99x", "http://[zz]:1"])
+def test_invalid_url_is_a_peer_error_and_the_next_source_is_tried(
+    served: tuple[BlobStore, BlobServer], make_store: MakeStore, bad: str
+) -> None:
+    """A source like http://[::1 raised httpx.InvalidURL (not an HTTPError) out of fetch: a
+    traceback for `blob get`, and a worker's fetch stopped at the first such location instead
+    of trying the next (red-team regression)."""
+    src, server = served
+    src.put_bytes(DATA)
+    dst = make_store("dst")
+    with BlobClient(timeout_s=5, max_bytes=1 << 20) as c:
+        with pytest.raises(FetchFailed) as e:
+            c.fetch(H, [bad], dst)
+        assert isinstance(only_error(e.value), PeerUnavailable)
+        assert c.fetch(H, [bad, server.url], dst).read_bytes() == DATA

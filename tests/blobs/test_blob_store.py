@@ -13,10 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from blobkit import sha
 
 from node.blobs import BlobNotFound, BlobStore, InvalidHash, QuotaExceeded
 from node.paths import PROJECT_ROOT
+from tests.kits.blobkit import sha
 
 MakeStore = Callable[..., BlobStore]
 
@@ -49,7 +49,18 @@ def test_put_bytes_and_file_are_content_addressed(make_store: MakeStore, tmp_pat
 
 @pytest.mark.parametrize(
     "bad",
-    ["../../etc/passwd", "A" * 64, "a" * 63, "a" * 65, "g" * 64, "", "a" * 63 + "/", "..", 42, None],
+    [
+        "../../etc/passwd",
+        "A" * 64,
+        "a" * 63,
+        "a" * 65,
+        "g" * 64,
+        "",
+        "a" * 63 + "/",
+        "..",
+        42,
+        None,
+    ],
 )
 def test_invalid_hash_is_refused_everywhere(make_store: MakeStore, bad: object) -> None:
     s = make_store()
@@ -115,7 +126,9 @@ def test_concurrent_writers_processes(tmp_path: Path) -> None:
     root = tmp_path / "s"
     BlobStore(root, 1 << 30).close()
     procs = [
-        subprocess.Popen([sys.executable, "-c", CHILD_PUT_SAME, str(root), f"p{i}"], cwd=PROJECT_ROOT)
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD_PUT_SAME, str(root), f"p{i}"], cwd=PROJECT_ROOT
+        )
         for i in range(3)
     ]
     assert [p.wait(60) for p in procs] == [0, 0, 0]
@@ -139,7 +152,10 @@ def test_kill_9_mid_write_leaves_no_blob_under_a_valid_name(tmp_path: Path) -> N
     BlobStore(root, 1 << 30).close()
     data = os.urandom(4 * 1024 * 1024)
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD_PUT_STDIN, str(root)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=PROJECT_ROOT
+        [sys.executable, "-c", CHILD_PUT_STDIN, str(root)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=PROJECT_ROOT,
     )
     assert child.stdin is not None
     child.stdin.write(data[: len(data) // 2])  # half the blob, then the writer is killed
@@ -205,7 +221,9 @@ def test_verify_deletes_a_corrupt_blob(make_store: MakeStore) -> None:
 # ----------------------------------------------------------------------------- retention
 
 
-def test_temp_blobs_live_until_their_round_is_released_plus_the_margin(make_store: MakeStore) -> None:
+def test_temp_blobs_live_until_their_round_is_released_plus_the_margin(
+    make_store: MakeStore,
+) -> None:
     clock = Clock()
     s = make_store(temp_margin_s=100, clock=clock)
     a = s.put_bytes(b"trace state r1", tier="temp", round_key="job1/r1")

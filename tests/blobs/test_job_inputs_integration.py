@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from nodekit import Node, cli
-
 from node.blobs import BlobClient, BlobStore, default_root, serve_blobs
 from node.job_inputs import fetch_job_inputs
+from tests.kits.clikit import SMALL_JOB, flags
+from tests.kits.nodekit import Node, cli
 from trainer.model import GPTConfig
 from trainer.portable_init import config_from_job, initial_model_bytes
 
@@ -33,33 +31,46 @@ def test_job_create_with_data_and_seed_then_a_provider_fetches_by_hash(tmp_path:
     node.start()
     try:
         node.wait_height(2)
-        out = json.loads(cli(
-            "tx", "job", "create", "--from", "validator", "--rounds", "1", "--reward-per-round", "10loco",
-            "--data", str(corpus), "--init-seed", "42", "--blob-source", server.url, "--model", "2,2,32,32,256",
-            "--inner-steps", "8", "--trace-interval", "2", "--participants", "1", "--shards", "2",
-            "--tokens-per-step", "1024", "--home", home, "--node", node.url, "-o", "json",
-        ).stdout)
+        out = json.loads(
+            cli(
+                *("tx", "job", "create", "--from", "validator", *SMALL_JOB),
+                *flags(reward_per_round="10loco", data=corpus, init_seed=42),
+                *flags(blob_source=server.url, model="2,2,32,32,256"),
+                *flags(home=home, node=node.url),
+                *("-o", "json"),
+            ).stdout
+        )
         want_model = initial_model_bytes(GPTConfig.preset("tiny"), 42)  # recomputed independently
         assert out["code"] == 0
         assert out["dataset_id"] == hashlib.sha256(corpus.read_bytes()).hexdigest()
         assert out["initial_model_hash"] == hashlib.sha256(want_model).hexdigest()
 
-        spec = json.loads(cli("query", "job", "1", "--node", node.url, "-o", "json").stdout)["result"]["spec"]
-        assert spec["dataset_id"] == out["dataset_id"] and spec["initial_model_hash"] == out["initial_model_hash"]
+        spec = json.loads(cli("query", "job", "1", "--node", node.url, "-o", "json").stdout)[
+            "result"
+        ]["spec"]
+        assert (
+            spec["dataset_id"] == out["dataset_id"]
+            and spec["initial_model_hash"] == out["initial_model_hash"]
+        )
         assert spec["blob_sources"] == [server.url]
-        assert (spec["dataset_bytes"], spec["initial_model_bytes"]) == (corpus.stat().st_size, len(want_model))
+        assert (spec["dataset_bytes"], spec["initial_model_bytes"]) == (
+            corpus.stat().st_size,
+            len(want_model),
+        )
 
         provider = BlobStore(tmp_path / "provider-blobs", 1 << 30)
         with BlobClient(timeout_s=10, max_bytes=1 << 30) as c:
             model_path, data_path = fetch_job_inputs(spec, provider, c)
-        assert model_path.read_bytes() == want_model and data_path.read_bytes() == corpus.read_bytes()
+        assert (
+            model_path.read_bytes() == want_model and data_path.read_bytes() == corpus.read_bytes()
+        )
         assert server.stats.bytes_sent == len(want_model) + corpus.stat().st_size
 
         # without a source the CLI refuses before sending anything, naming the fix...
-        job2 = ["tx", "job", "create", "--from", "validator", "--rounds", "1", "--reward-per-round", "10loco",
-                "--data", str(corpus), "--init-seed", "1", "--inner-steps", "8", "--trace-interval", "2",
-                "--participants", "1", "--shards", "2", "--tokens-per-step", "1024", "--home", home,
-                "--node", node.url]
+        job2 = [
+            *("tx", "job", "create", "--from", "validator", *SMALL_JOB),
+            *flags(reward_per_round="10loco", data=corpus, init_seed=1, home=home, node=node.url),
+        ]
         r = cli(*job2, check=False)
         assert r.returncode == 1 and "--blob-source" in r.stderr
         # --blob-dir: the inputs go to another store (e.g. a provider worker's), served elsewhere
@@ -67,11 +78,16 @@ def test_job_create_with_data_and_seed_then_a_provider_fetches_by_hash(tmp_path:
         server2 = serve_blobs(other, "127.0.0.1", 0)
         try:
             cli(*job2, "--blob-dir", str(tmp_path / "worker-blobs"), "--blob-source", server2.url)
-            spec2 = json.loads(cli("query", "job", "2", "--node", node.url, "-o", "json").stdout)["result"]["spec"]
-            assert spec2["blob_sources"] == [server2.url] and spec2["dataset_id"] == spec["dataset_id"]
+            spec2 = json.loads(cli("query", "job", "2", "--node", node.url, "-o", "json").stdout)[
+                "result"
+            ]["spec"]
+            assert (
+                spec2["blob_sources"] == [server2.url] and spec2["dataset_id"] == spec["dataset_id"]
+            )
             with BlobClient(timeout_s=10, max_bytes=1 << 30) as c:
                 m2, _ = fetch_job_inputs(spec2, BlobStore(tmp_path / "provider2", 1 << 30), c)
-            assert m2.read_bytes() == initial_model_bytes(config_from_job(spec2["model"]), 1)  # the default model
+            # the default model
+            assert m2.read_bytes() == initial_model_bytes(config_from_job(spec2["model"]), 1)
         finally:
             server2.stop_thread()
             other.close()

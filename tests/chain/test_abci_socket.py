@@ -7,15 +7,25 @@ import asyncio
 import socket
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from abci_app.app import Application
 from abci_app.codec.tx import decode_tx
 from abci_app.pb import abci
-from abci_app.server import MAX_MESSAGE_BYTES, ABCIServer, FrameReader, FramingError, decode_uvarint, encode_uvarint, frame
+from abci_app.server import (
+    MAX_MESSAGE_BYTES,
+    ABCIServer,
+    FrameReader,
+    FramingError,
+    decode_uvarint,
+    encode_uvarint,
+    frame,
+)
 from abci_app.store import MerkleStore
-from chainkit import CHAIN_ID, genesis_request, send_msg, signer
+from tests.kits.chainkit import CHAIN_ID, genesis_request, send_msg, signer
 
 
 class Client:
@@ -106,8 +116,8 @@ def test_full_abci_sequence(server: ABCIServer) -> None:
 
     from abci_app.codec.tx import build_tx
 
-    tx1 = build_tx(k0, chain_id=CHAIN_ID, msgs=[send_msg(k1.address, 100)], sequence=0, fee=3)
-    tx2 = build_tx(k0, chain_id=CHAIN_ID, msgs=[send_msg(k1.address, 200)], sequence=1, fee=3)
+    tx1 = build_tx(k0, chain_id=CHAIN_ID, msgs=[send_msg(k1.address, 100)], sequence=0, fee=5_000)
+    tx2 = build_tx(k0, chain_id=CHAIN_ID, msgs=[send_msg(k1.address, 200)], sequence=1, fee=5_000)
     # pipelined: three CheckTx then one Flush; answers come back in order
     mempool.send(check_tx=abci.RequestCheckTx(tx=tx1))
     mempool.send(check_tx=abci.RequestCheckTx(tx=tx2))
@@ -117,7 +127,11 @@ def test_full_abci_sequence(server: ABCIServer) -> None:
     assert codes[:2] == [0, 0] and codes[2] != 0
     assert mempool.recv().WhichOneof("value") == "flush"
 
-    pp = consensus.call(prepare_proposal=abci.RequestPrepareProposal(txs=[tx1, tx2, b"junk"], max_tx_bytes=10**6, height=1))
+    pp = consensus.call(
+        prepare_proposal=abci.RequestPrepareProposal(
+            txs=[tx1, tx2, b"junk"], max_tx_bytes=10**6, height=1
+        )
+    )
     assert list(pp.prepare_proposal.txs) == [tx1, tx2]  # stateless-invalid junk dropped
     ok = consensus.call(process_proposal=abci.RequestProcessProposal(txs=[tx1, tx2], height=1))
     assert ok.process_proposal.status == abci.ResponseProcessProposal.ACCEPT
@@ -126,10 +140,14 @@ def test_full_abci_sequence(server: ABCIServer) -> None:
 
     ev = consensus.call(extend_vote=abci.RequestExtendVote(height=1))
     assert ev.extend_vote.vote_extension == b""
-    vv = consensus.call(verify_vote_extension=abci.RequestVerifyVoteExtension(height=1, vote_extension=b""))
+    vv = consensus.call(
+        verify_vote_extension=abci.RequestVerifyVoteExtension(height=1, vote_extension=b"")
+    )
     assert vv.verify_vote_extension.status == abci.ResponseVerifyVoteExtension.ACCEPT
 
-    fb_req = abci.RequestFinalizeBlock(txs=[tx1, tx2], height=1, proposer_address=val.address, hash=b"\x01" * 32)
+    fb_req = abci.RequestFinalizeBlock(
+        txs=[tx1, tx2], height=1, proposer_address=val.address, hash=b"\x01" * 32
+    )
     fb = consensus.call(finalize_block=fb_req)
     assert [r.code for r in fb.finalize_block.tx_results] == [0, 0]
     app_hash = fb.finalize_block.app_hash
@@ -158,8 +176,12 @@ def test_full_abci_sequence(server: ABCIServer) -> None:
     ls = snapshot.call(list_snapshots=abci.RequestListSnapshots())
     assert list(ls.list_snapshots.snapshots) == []
     os_ = snapshot.call(offer_snapshot=abci.RequestOfferSnapshot())
-    assert os_.offer_snapshot.result == abci.ResponseOfferSnapshot.ABORT  # a store with blocks restores nothing
-    assert snapshot.call(load_snapshot_chunk=abci.RequestLoadSnapshotChunk()).WhichOneof("value") == "load_snapshot_chunk"
+    # a store with blocks restores nothing
+    assert os_.offer_snapshot.result == abci.ResponseOfferSnapshot.ABORT
+    assert (
+        snapshot.call(load_snapshot_chunk=abci.RequestLoadSnapshotChunk()).WhichOneof("value")
+        == "load_snapshot_chunk"
+    )
     ap = snapshot.call(apply_snapshot_chunk=abci.RequestApplySnapshotChunk())
     assert ap.apply_snapshot_chunk.result == abci.ResponseApplySnapshotChunk.ABORT
 
@@ -198,7 +220,8 @@ def _raw_request(field: int, inner: bytes) -> bytes:
 
 
 def _raw_query(path: bytes) -> bytes:
-    return _raw_request(6, b"\x12" + encode_uvarint(len(path)) + path)  # Request.query, RequestQuery.path
+    # Request.query, RequestQuery.path
+    return _raw_request(6, b"\x12" + encode_uvarint(len(path)) + path)
 
 
 def _first_answer(c: Client, **kw: object) -> abci.Response:
@@ -221,14 +244,22 @@ def _started_chain(server: ABCIServer) -> Client:
     val = signer(1000)
     consensus = Client(server.bound_port())
     consensus.call(init_chain=genesis_request({signer(0).address: 10**9}, [(val, 10)]))
-    consensus.call(finalize_block=abci.RequestFinalizeBlock(height=1, proposer_address=val.address, hash=b"\x01" * 32))
+    consensus.call(
+        finalize_block=abci.RequestFinalizeBlock(
+            height=1, proposer_address=val.address, hash=b"\x01" * 32
+        )
+    )
     consensus.call(commit=abci.RequestCommit())
     return consensus
 
 
 def test_invalid_query_path_not_utf8_is_an_error_response(server: ABCIServer) -> None:
     q = Client(server.bound_port())
-    for path in (b"\xff", b"/account/\xc3\x28", b"\xed\xa0\x80"):  # lone byte, bad continuation, surrogate
+    for path in (
+        b"\xff",
+        b"/account/\xc3\x28",
+        b"\xed\xa0\x80",
+    ):  # lone byte, bad continuation, surrogate
         q.sock.sendall(_raw_query(path) + frame(abci.Request(flush=abci.RequestFlush())))
         r = q.recv()
         assert r.WhichOneof("value") == "query"
@@ -261,13 +292,17 @@ def test_invalid_query_handler_error_is_not_an_exception(server: ABCIServer, mon
     ],
     ids=["commit", "finalize-wrong-height", "finalize-next-height", "init-chain", "prepare"],
 )
-def test_invalid_consensus_method_on_an_extra_connection(server: ABCIServer, request_kw: dict) -> None:
+def test_invalid_consensus_method_on_an_extra_connection(
+    server: ABCIServer, request_kw: dict
+) -> None:
     consensus = _started_chain(server)
     store = server.app.store
     height, app_hash = store.height, store.app_hash
     intruder = Client(server.bound_port())
     intruder.send(**request_kw)
-    if "finalize_block" in request_kw:  # the attack that used to corrupt the home: FinalizeBlock, then Commit
+    if (
+        "finalize_block" in request_kw
+    ):  # the attack that used to corrupt the home: FinalizeBlock, then Commit
         intruder.send(commit=abci.RequestCommit())
     intruder.send(flush=abci.RequestFlush())
     r = intruder.recv()
@@ -277,7 +312,11 @@ def test_invalid_consensus_method_on_an_extra_connection(server: ABCIServer, req
     assert (store.height, store.app_hash) == (height, app_hash) and height == 1
     # the real consensus connection is untouched and goes on
     val = signer(1000)
-    fb = consensus.call(finalize_block=abci.RequestFinalizeBlock(height=2, proposer_address=val.address, hash=b"\x02" * 32))
+    fb = consensus.call(
+        finalize_block=abci.RequestFinalizeBlock(
+            height=2, proposer_address=val.address, hash=b"\x02" * 32
+        )
+    )
     assert fb.WhichOneof("value") == "finalize_block"
     assert consensus.call(commit=abci.RequestCommit()).WhichOneof("value") == "commit"
     assert store.height == 2
@@ -287,7 +326,8 @@ def test_invalid_method_outside_the_connection_role(server: ABCIServer) -> None:
     port = server.bound_port()
     query = Client(port)
     assert query.call(info=abci.RequestInfo()).WhichOneof("value") == "info"
-    r = _first_answer(query, check_tx=abci.RequestCheckTx(tx=b"x"))  # a query connection does not CheckTx
+    # a query connection does not CheckTx
+    r = _first_answer(query, check_tx=abci.RequestCheckTx(tx=b"x"))
     assert r.WhichOneof("value") == "exception" and "query connection" in r.exception.error
     assert _closed(query)
     mempool = Client(port)
@@ -307,16 +347,27 @@ def test_role_is_released_when_its_connection_closes(server: ABCIServer) -> None
         time.sleep(0.02)
     again = Client(server.bound_port())
     val = signer(1000)
-    fb = again.call(finalize_block=abci.RequestFinalizeBlock(height=2, proposer_address=val.address, hash=b"\x02" * 32))
+    fb = again.call(
+        finalize_block=abci.RequestFinalizeBlock(
+            height=2, proposer_address=val.address, hash=b"\x02" * 32
+        )
+    )
     assert fb.WhichOneof("value") == "finalize_block"
 
 
 @pytest.mark.parametrize(
     "garbage",
-    [b"\x05\xff\xff\xff\xff\xff", b"\xff" * 11, encode_uvarint(MAX_MESSAGE_BYTES + 1), b"\x03\x0f\x01\x02"],
+    [
+        b"\x05\xff\xff\xff\xff\xff",
+        b"\xff" * 11,
+        encode_uvarint(MAX_MESSAGE_BYTES + 1),
+        b"\x03\x0f\x01\x02",
+    ],
     ids=["bad-protobuf", "bad-varint", "oversize", "bad-wire-type"],
 )
-def test_invalid_garbage_closes_only_that_connection(server: ABCIServer, garbage: bytes, caplog) -> None:
+def test_invalid_garbage_closes_only_that_connection(
+    server: ABCIServer, garbage: bytes, caplog
+) -> None:
     port = server.bound_port()
     query = Client(port)
     bad = Client(port)
@@ -326,3 +377,61 @@ def test_invalid_garbage_closes_only_that_connection(server: ABCIServer, garbage
     assert not [r for r in caplog.records if r.exc_info], "garbage must not log a traceback"
     assert query.call(info=abci.RequestInfo()).WhichOneof("value") == "info"
     assert server.fatal_error is None
+
+
+def test_consensus_request_is_answered_during_a_check_tx_flood(server: ABCIServer) -> None:
+    """Liveness: CometBFT's consensus connection never waits behind the mempool connection's
+    pipelined CheckTx. A flood of 3,000 CheckTx keeps the mempool connection's read buffer full
+    (so its reads never wait for data); a PrepareProposal sent on the consensus connection in the
+    middle is answered after at most a few hundred more CheckTx (the server lets the other
+    connections run every YIELD_EVERY requests), not after the rest of the flood."""
+    from abci_app.codec.tx import build_tx
+
+    keys = [signer(i) for i in range(30)]
+    port = server.bound_port()
+    consensus, mempool = Client(port), Client(port)
+    consensus.call(init_chain=genesis_request({k.address: 10**12 for k in keys}, [(keys[0], 10)]))
+    n = 3000
+    txs = [
+        build_tx(
+            keys[i % 30],
+            chain_id=CHAIN_ID,
+            msgs=[send_msg(b"\x01" * 20, 1)],
+            sequence=i // 30,
+            fee=10_000,
+        )
+        for i in range(n)
+    ]
+    handled: list[str] = []  # the order the app ran them in ("c" CheckTx, "P" the proposal)
+    handlers = server._handlers  # what the server dispatches to
+
+    def logged(mark: str, handler: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        def run(req: Any) -> Any:
+            handled.append(mark)
+            return handler(req)
+
+        return run
+
+    handlers["check_tx"] = logged("c", handlers["check_tx"])
+    handlers["prepare_proposal"] = logged("P", handlers["prepare_proposal"])
+    wire = b"".join(frame(abci.Request(check_tx=abci.RequestCheckTx(tx=t))) for t in txs)
+    flood = threading.Thread(
+        target=lambda: mempool.sock.sendall(wire + frame(abci.Request(flush=abci.RequestFlush())))
+    )
+    flood.start()
+    deadline = time.monotonic() + 30
+    while handled.count("c") < 300:  # the server is inside the flood
+        assert time.monotonic() < deadline, f"the flood did not start: {len(handled)} handled"
+        time.sleep(0.001)
+    handled.append("sent")
+    pp = consensus.call(
+        prepare_proposal=abci.RequestPrepareProposal(txs=[], max_tx_bytes=10**6, height=1)
+    )
+    assert pp.WhichOneof("value") == "prepare_proposal"
+    codes = [mempool.recv().check_tx.code for _ in range(n)]
+    flood.join(10)
+    assert codes == [0] * n  # the flood itself was answered in full, in order
+    sent, answered = handled.index("sent"), handled.index("P")
+    waited = handled[sent:answered].count("c")
+    assert waited <= 400, f"the consensus request waited behind {waited} CheckTx"
+    assert handled.count("c") - handled[:answered].count("c") > 1000  # the flood went on after

@@ -9,6 +9,7 @@ import copy
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,11 @@ DATA = json.loads((Path(__file__).parent / "data" / "signed_header_h3.json").rea
 
 def vals() -> list[Validator]:
     return [
-        Validator(bytes.fromhex(v["address"]), base64.b64decode(v["pub_key"]["value"]), int(v["voting_power"]))
+        Validator(
+            bytes.fromhex(v["address"]),
+            base64.b64decode(v["pub_key"]["value"]),
+            int(v["voting_power"]),
+        )
         for v in DATA["validators"]["validators"]
     ]
 
@@ -69,7 +74,11 @@ def test_invalid_tampered_header_field(field: str) -> None:
 
 
 def test_invalid_tampered_height_or_time() -> None:
-    for key, val in (("height", "4"), ("time", "2026-11-30T05:04:14.333627598Z"), ("chain_id", "other")):
+    for key, val in (
+        ("height", "4"),
+        ("time", "2026-11-30T05:04:14.333627598Z"),
+        ("chain_id", "other"),
+    ):
         h = sh()
         h["header"][key] = val
         with pytest.raises(HeaderInvalid):
@@ -97,3 +106,55 @@ def test_invalid_not_enough_power() -> None:
         s["block_id_flag"] = 1  # absent
     with pytest.raises(HeaderInvalid, match="not more than 2/3"):
         verify_signed_header(h, vals())
+
+
+class _Recorded:
+    """A node answering /commit with the recorded header 3 whatever height is asked, and
+    /validators page by page (``per_page`` honoured, as CometBFT does)."""
+
+    def __init__(self, validators: list[dict] | None = None) -> None:
+        self.validators = validators or DATA["validators"]["validators"]
+        self.pages: list[str] = []
+
+    def call(self, method: str, **params: str) -> dict:
+        if method == "commit":
+            return {"signed_header": sh()}
+        page, per = int(params.get("page", "1")), int(params["per_page"])
+        self.pages.append(params.get("page", "1"))
+        chunk = self.validators[(page - 1) * per : page * per]
+        return {"validators": chunk, "total": str(len(self.validators))}
+
+
+def test_invalid_header_of_another_height_is_refused() -> None:
+    """A node asked for header H answered with a real, validly signed header of another height:
+    its app hash proved a value of another state, shown as height H's (red-team regression)."""
+    from node.light import verified_app_hash
+
+    node: Any = _Recorded()
+    assert verified_app_hash(node, 3).hex().upper() == sh()["header"]["app_hash"]
+    with pytest.raises(HeaderInvalid, match="asked for header 5"):
+        verified_app_hash(node, 5)
+
+
+def test_invalid_query_answer_for_another_height_is_refused() -> None:
+    """`query account --height 5 --prove`: a node answering with height 7's state and its
+    (valid) proof was shown as height 5's."""
+    from node.proofs import ProofInvalid, verify_query
+    from node.rpc import QueryResult
+
+    qr = QueryResult(code=0, log="", height=7, value=b"{}", proof_ops=[])
+    with pytest.raises(ProofInvalid, match="asked for height 5, the node answered for height 7"):
+        verify_query(_Recorded(), qr, asked=5)  # type: ignore[arg-type]
+
+
+def test_validator_sets_past_one_page_are_fetched_whole() -> None:
+    """/validators returns 100 per page: a set of 250 was read as its first 100 (its hash never
+    matched the header, so --prove failed on any chain with more than 100 validators)."""
+    from node.light import fetch_validators
+
+    one = DATA["validators"]["validators"][0]
+    many = [dict(one, address=f"{i:040X}") for i in range(250)]
+    node: Any = _Recorded(many)
+    got = fetch_validators(node, 3)
+    assert [v.address.hex().upper() for v in got] == [v["address"] for v in many]
+    assert node.pages == ["1", "2", "3"]

@@ -8,7 +8,7 @@ from abci_app.app import Application
 from abci_app.codec.address import to_bech32
 from abci_app.pb import abci
 from abci_app.store import MerkleStore, Proof, verify_proof
-from chainkit import Chain, genesis_request, send_msg, signer
+from tests.kits.chainkit import Chain, genesis_request, send_msg, signer
 
 
 def q(chain: Chain, path: str, height: int = 0, prove: bool = False) -> abci.ResponseQuery:
@@ -67,13 +67,29 @@ def test_supply_query(chain: Chain) -> None:
 def test_invalid_query_numbers_are_ascii_u64(chain: Chain) -> None:
     # Unicode digits used to pass str.isdigit(): /job/١ read job 1, /jobs?from=² leaked int()'s
     # error, and 5000 digits leaked "use sys.set_int_max_str_digits()" with code 2
-    for path in ("/job/١", "/job/²", "/job/-1", "/job/+1", "/job/ 1", "/job/1e3", "/job/0x1",
-                 "/job/18446744073709551616", "/job/" + "9" * 5000, "/round/1/" + "9" * 5000,
-                 "/rounds/١", "/jobs?from=-1", "/jobs?from=²", "/jobs?limit=" + "9" * 5000,
-                 "/providers?from=1.5", "/providers?limit=" + "9" * 30):
+    for path in (
+        "/job/١",
+        "/job/²",
+        "/job/-1",
+        "/job/+1",
+        "/job/ 1",
+        "/job/1e3",
+        "/job/0x1",
+        "/job/18446744073709551616",
+        "/job/" + "9" * 5000,
+        "/round/1/" + "9" * 5000,
+        "/rounds/١",
+        "/jobs?from=-1",
+        "/jobs?from=²",
+        "/jobs?limit=" + "9" * 5000,
+        "/providers?from=1.5",
+        "/providers?limit=" + "9" * 30,
+    ):
         r = q(chain, path)
         assert (r.code, r.codespace) == (1, "query"), (path[:40], r.code, r.log)
-        assert "unsigned integer" in r.log and "sys.set_int" not in r.log and len(r.log) < 200, r.log
+        assert "unsigned integer" in r.log and "sys.set_int" not in r.log and len(r.log) < 200, (
+            r.log
+        )
     assert q(chain, "/jobs?from=18446744073709551615&limit=0").code == 0  # the largest u64 is fine
 
 
@@ -114,8 +130,14 @@ def test_invalid_checkpoint_number(chain: Chain) -> None:
 def test_invalid_query_parameters(chain: Chain) -> None:
     # unknown parameters were ignored (a typo ?ownr= answered with every job) and a repeated one
     # silently took its last value
-    for path in ("/jobs?ownr=x", "/account/x?/evil", "/supply??", "/jobs?limit=1&limit=2",
-                 "/jobs?from=0&offset=1", "/providers?height=3"):
+    for path in (
+        "/jobs?ownr=x",
+        "/account/x?/evil",
+        "/supply??",
+        "/jobs?limit=1&limit=2",
+        "/jobs?from=0&offset=1",
+        "/providers?height=3",
+    ):
         r = q(chain, path)
         assert (r.code, r.codespace) == (1, "query"), (path, r.code, r.log)
     assert q(chain, "/jobs?offset=0&limit=1").code == 0  # offset: another name for from

@@ -4,11 +4,11 @@ accepted tx, the right code in the wrong codespace, and the wrong code."""
 from __future__ import annotations
 
 import pytest
-from chainkit import assert_rejected, new_chain, send_msg
 
 from abci_app.bank import keeper
 from abci_app.bank.errors import ErrInsufficientFunds, ErrInvalidAmount
 from abci_app.errors import LoconetError
+from tests.kits.chainkit import assert_rejected, new_chain, send_msg
 
 
 class ErrSameCodeOtherCodespace(LoconetError):

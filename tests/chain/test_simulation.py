@@ -1,4 +1,4 @@
-"""The invariant simulation, short (tests/simkit.py; the long run is benchmarks/simulate.py):
+"""The invariant simulation, short (tests/kits/simkit.py; the long run is benchmarks/simulate.py):
 random valid and invalid txs across every module, rounds through every phase, invariants after
 every block, two apps (one on a SQLite file, reopened every 50 blocks) agreeing on every
 response. Then: each kind of check the simulation makes does fail when its property breaks."""
@@ -14,7 +14,7 @@ import abci_app.app as app_module
 from abci_app.jobs import keeper as jobs_keeper
 from abci_app.jobs.rounds import TRANSITIONS
 from abci_app.staking import events as staking_events
-from simkit import SimConfig, SimStats, SimulationFailure, simulate
+from tests.kits.simkit import SimConfig, SimStats, SimulationFailure, simulate
 
 SEEDS = (2, 3, 4)  # their union reaches every outcome below (checked by the coverage test)
 BLOCKS = 150
@@ -30,7 +30,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, SimStats]:
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_simulation_keeps_every_invariant_and_both_apps_agree(runs: dict[int, SimStats], seed: int) -> None:
+def test_simulation_keeps_every_invariant_and_both_apps_agree(
+    runs: dict[int, SimStats], seed: int
+) -> None:
     st = runs[seed]  # any violation or divergence raised SimulationFailure in the fixture
     assert st.blocks == BLOCKS
     assert st.restarts == BLOCKS // 50
@@ -51,10 +53,31 @@ def test_simulation_exercises_every_module_and_phase(runs: dict[int, SimStats]) 
             ops[op + " rejected"] += rej
         events.update(st.events)
         phases.update(st.phases)
-    for op in ("send", "create_validator", "bond", "unbond", "unjail", "register", "update", "exit", "create_job",
-               "cancel", "withdraw", "onboard", "commit", "reveal", "verdict", "attest"):
+    for op in (
+        "send",
+        "create_validator",
+        "bond",
+        "unbond",
+        "unjail",
+        "register",
+        "update",
+        "exit",
+        "create_job",
+        "cancel",
+        "withdraw",
+        "onboard",
+        "commit",
+        "reveal",
+        "verdict",
+        "attest",
+    ):
         assert ops[op + " ok"] > 0, op
-        if op not in ("commit", "reveal", "verdict", "attest"):  # duties fail in the *_bad ops below
+        if op not in (
+            "commit",
+            "reveal",
+            "verdict",
+            "attest",
+        ):  # duties fail in the *_bad ops below
             assert ops[op + " rejected"] > 0, op
     for op in ("commit_bad", "reveal_bad", "verdict_bad", "attest_bad", "stale"):
         assert ops[op + " rejected"] > 0 and ops[op + " ok"] == 0, op
@@ -62,11 +85,25 @@ def test_simulation_exercises_every_module_and_phase(runs: dict[int, SimStats]) 
         assert sum(n for k, n in ops.items() if f"/{fault} " in k) > 0, fault
         assert sum(n for k, n in ops.items() if f"/{fault} ok" in k) == 0, fault
     assert all(phases[p] > 0 for p in (1, 3, 4, 5, 7, 8, 9)), phases
-    for e in ("round.finalized", "job.closed:completed", "job.closed:cancelled", "verdict.decided:accepted",
-              "verdict.decided:fraud", "verdict.decided:rejected", "verdict.decided:undecided",
-              "provider.slashed:missed_commit", "provider.slashed:missed_reveal", "provider.slashed:fraud",
-              "provider.unbonded", "reward.paid:bounty", "validator.jailed:downtime", "validator.jailed:double_sign",
-              "validator.unjailed", "stake.unbonded", "model.attested"):
+    for e in (
+        "round.finalized",
+        "job.closed:completed",
+        "job.closed:cancelled",
+        "verdict.decided:accepted",
+        "verdict.decided:fraud",
+        "verdict.decided:rejected",
+        "verdict.decided:undecided",
+        "provider.slashed:missed_commit",
+        "provider.slashed:missed_reveal",
+        "provider.slashed:fraud",
+        "provider.unbonded",
+        "reward.paid:bounty",
+        "validator.jailed:downtime",
+        "validator.jailed:double_sign",
+        "validator.unjailed",
+        "stake.unbonded",
+        "model.attested",
+    ):
         assert events[e] > 0, e
 
 
@@ -75,7 +112,7 @@ def test_due_fields_match_the_phase_machine() -> None:
     assert {int(p): f for p, (f, _) in TRANSITIONS.items()} == jobs_keeper._DUE_FIELD
 
 
-# -- the checks fail when their property breaks ------------------------------------------------------
+# -- the checks fail when their property breaks ----------------------------------------------------
 
 
 def test_divergence_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -83,7 +120,7 @@ def test_divergence_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     real = app_module.execute_block
     calls = {"n": 0}
 
-    def flaky(state, block, txs, sigs):  # type: ignore[no-untyped-def]
+    def flaky(state, block, txs, sigs):
         res = real(state, block, txs, sigs)
         calls["n"] += 1
         if block.height >= 20 and calls["n"] % 2 == 0:  # every second call is the second app's
@@ -98,7 +135,7 @@ def test_divergence_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_rejected_tx_that_writes_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     real = app_module.process_tx
 
-    def leaky(ctx, raw, sigs):  # type: ignore[no-untyped-def]
+    def leaky(ctx, raw, sigs):
         r = real(ctx, raw, sigs)
         if r.code:
             ctx.store.set(b"\xfeleak", raw[:8])
@@ -116,13 +153,15 @@ def test_supply_moving_without_its_event_is_caught(monkeypatch: pytest.MonkeyPat
         simulate(SimConfig(seed=3, blocks=5))
 
 
-def test_a_broken_module_invariant_stops_the_simulation(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_broken_module_invariant_stops_the_simulation(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """Escrow books: a round that pays one uloco more than its records say."""
     from abci_app.errors import InvariantBroken
 
     real = jobs_keeper.pay
 
-    def overpay(store, job, recipient, amount):  # type: ignore[no-untyped-def]
+    def overpay(store, job, recipient, amount):
         real(store, job, recipient, amount + 1)
 
     monkeypatch.setattr(jobs_keeper, "pay", overpay)

@@ -9,7 +9,8 @@ import socket
 import threading
 
 import pytest
-from clikit import run
+
+from tests.kits.clikit import SMALL_JOB, flags, offline, run
 
 ADDR = "loco1rnzet8sscmrr9rxgu2y8hfql40c0p6wp8ltshu"
 
@@ -36,18 +37,49 @@ def test_a_bare_amount_is_refused_naming_both_units(home):
     assert "5uloco" in r.stderr and "5loco" in r.stderr and "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("amount", ["snanuloco", "nanloco", "infloco", "0.0000001loco", "1e3loco", "loco"])
+@pytest.mark.parametrize(
+    "amount", ["snanuloco", "nanloco", "infloco", "0.0000001loco", "1e3loco", "loco"]
+)
 def test_invalid_amounts_are_one_line_errors(home, amount):
     r = run("tx", "bank", "send", ADDR, amount, "--from", "validator", "--home", str(home))
-    assert r.returncode == 1 and r.stderr.startswith("error: bad amount") and "Traceback" not in r.stderr
+    assert (
+        r.returncode == 1
+        and r.stderr.startswith("error: bad amount")
+        and "Traceback" not in r.stderr
+    )
 
 
 def test_fee_takes_units_and_refuses_nonsense(home):
     port = _closed_port()  # the fee parses: the command gets as far as the (absent) node
-    r = run("tx", "bank", "send", ADDR, "5loco", "--from", "validator", "--home", str(home), "--fee", "1loco",
-            "--node", f"tcp://127.0.0.1:{port}")
+    r = run(
+        "tx",
+        "bank",
+        "send",
+        ADDR,
+        "5loco",
+        "--from",
+        "validator",
+        "--home",
+        str(home),
+        "--fee",
+        "1loco",
+        "--node",
+        f"tcp://127.0.0.1:{port}",
+    )
     assert r.returncode == 1 and "connection refused" in r.stderr
-    r = run("tx", "bank", "send", ADDR, "5loco", "--from", "validator", "--home", str(home), "--fee", "snanuloco")
+    r = run(
+        "tx",
+        "bank",
+        "send",
+        ADDR,
+        "5loco",
+        "--from",
+        "validator",
+        "--home",
+        str(home),
+        "--fee",
+        "snanuloco",
+    )
     assert r.returncode == 2 and "--fee" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -55,7 +87,11 @@ def test_connection_refused_is_named(home):
     port = _closed_port()
     r = run("status", "--node", f"tcp://127.0.0.1:{port}")
     assert r.returncode == 1
-    assert "connection refused" in r.stderr and f"127.0.0.1:{port}" in r.stderr and "is `loconet start` running" not in r.stderr
+    assert (
+        "connection refused" in r.stderr
+        and f"127.0.0.1:{port}" in r.stderr
+        and "is `loconet start` running" not in r.stderr
+    )
 
 
 def test_timeout_is_named_not_refused():
@@ -91,14 +127,22 @@ def test_bad_scheme_names_the_accepted_forms():
 def test_node_address_comes_from_the_home(home):
     ctoml = (home / "config" / "config.toml").read_text()
     port = _closed_port()
-    (home / "config" / "config.toml").write_text(ctoml.replace('laddr = "tcp://127.0.0.1:26657"', f'laddr = "tcp://127.0.0.1:{port}"'))
+    (home / "config" / "config.toml").write_text(
+        ctoml.replace('laddr = "tcp://127.0.0.1:26657"', f'laddr = "tcp://127.0.0.1:{port}"')
+    )
     try:
         r = run("status", "--home", str(home))
         assert r.returncode == 1 and f"127.0.0.1:{port}" in r.stderr
         # the client config wins over config.toml; --node wins over both
         other = _closed_port()
-        assert run("config", "set", "node", f"tcp://127.0.0.1:{other}", "--home", str(home)).returncode == 0
-        assert run("config", "get", "node", "--home", str(home)).stdout.strip() == f"http://127.0.0.1:{other}"
+        assert (
+            run("config", "set", "node", f"tcp://127.0.0.1:{other}", "--home", str(home)).returncode
+            == 0
+        )
+        assert (
+            run("config", "get", "node", "--home", str(home)).stdout.strip()
+            == f"http://127.0.0.1:{other}"
+        )
         r = run("query", "account", ADDR, "--home", str(home))
         assert r.returncode == 1 and f"127.0.0.1:{other}" in r.stderr
         r = run("status", "--home", str(home), "--node", f"127.0.0.1:{port}")
@@ -109,9 +153,15 @@ def test_node_address_comes_from_the_home(home):
         assert json.loads(r.stdout)["reason"] == "refused"
         bad = run("config", "set", "output", "yaml", "--home", str(home))
         assert bad.returncode == 1 and "text or json" in bad.stdout + bad.stderr
-        assert run("config", "set", "chain-id", "loconet-offline", "--home", str(home)).returncode == 0
+        assert (
+            run("config", "set", "chain-id", "loconet-offline", "--home", str(home)).returncode == 0
+        )
         cfg = json.loads(run("config", "get", "--home", str(home)).stdout)
-        assert cfg == {"node": f"http://127.0.0.1:{other}", "chain-id": "loconet-offline", "output": "json"}
+        assert cfg == {
+            "node": f"http://127.0.0.1:{other}",
+            "chain-id": "loconet-offline",
+            "output": "json",
+        }
     finally:
         (home / "config" / "client.toml").unlink(missing_ok=True)
         (home / "config" / "config.toml").write_text(ctoml)
@@ -125,33 +175,40 @@ def test_page_offset_is_not_from():
 
 
 def test_bank_and_staking_take_from(home):
-    r = run("tx", "bank", "send", ADDR, "1loco", "--home", str(home), "--generate-only", "--chain-id", "c", "--sequence", "3")
+    r = run(*offline(home, "tx", "bank", "send", ADDR, "1loco", sequence=3))
     assert r.returncode == 1 and "--from KEY" in r.stderr
-    r = run("tx", "bank", "send", ADDR, "1loco", "--from", "validator", "--home", str(home), "--generate-only",
-            "--chain-id", "c", "--sequence", "3")
+    r = run(*offline(home, "tx", "bank", "send", ADDR, "1loco", "--from", "validator", sequence=3))
     doc = json.loads(r.stdout)
-    assert r.returncode == 0 and doc["chain_id"] == "c" and doc["sequence"] == 3 and doc["messages"][0]["send"]["amount"] == 1_000_000
+    assert (
+        r.returncode == 0
+        and doc["chain_id"] == "c"
+        and doc["sequence"] == 3
+        and doc["messages"][0]["send"]["amount"] == 1_000_000
+    )
     # the old positional signer still works, with a warning
-    r = run("tx", "bank", "send", "validator", ADDR, "1loco", "--home", str(home), "--generate-only", "--chain-id", "c", "--sequence", "3")
-    assert r.returncode == 0 and "deprecated" in r.stderr and json.loads(r.stdout)["body_bytes"] == doc["body_bytes"]
+    r = run(*offline(home, "tx", "bank", "send", "validator", ADDR, "1loco", sequence=3))
+    assert (
+        r.returncode == 0
+        and "deprecated" in r.stderr
+        and json.loads(r.stdout)["body_bytes"] == doc["body_bytes"]
+    )
     val = "61D6804A65EEC83E7F1D3A01649AF505CDB969CA"
-    r = run("tx", "staking", "bond", val, "10loco", "--from", "validator", "--home", str(home), "--generate-only",
-            "--chain-id", "c", "--sequence", "0")
+    r = run(*offline(home, "tx", "staking", "bond", val, "10loco", "--from", "validator"))
     assert r.returncode == 0 and json.loads(r.stdout)["messages"][0]["bond"]["amount"] == 10_000_000
-    r = run("tx", "staking", "bond", "validator", val, "10loco", "--home", str(home), "--generate-only", "--chain-id", "c", "--sequence", "0")
+    r = run(*offline(home, "tx", "staking", "bond", "validator", val, "10loco"))
     assert r.returncode == 0 and "deprecated" in r.stderr
-    r = run("tx", "staking", "unjail", val, "--from", "validator", "--home", str(home), "--generate-only", "--chain-id", "c", "--sequence", "0")
+    r = run(*offline(home, "tx", "staking", "unjail", val, "--from", "validator"))
     assert r.returncode == 0 and "unjail" in json.loads(r.stdout)["messages"][0]
 
 
 def test_offline_sign_round_trip(home, tmp_path):
     from abci_app.codec.tx import decode_tx
 
-    r = run("tx", "bank", "send", ADDR, "2loco", "--from", "validator", "--home", str(home), "--generate-only",
-            "--chain-id", "loconet-offline", "--sequence", "7", "--fee", "0.001loco")
+    send = ("tx", "bank", "send", ADDR, "2loco", "--from", "validator", "--fee", "0.001loco")
+    r = run(*offline(home, *send, chain_id="loconet-offline", sequence=7))
     (tmp_path / "u.json").write_text(r.stdout)
-    r = run("tx", "sign", str(tmp_path / "u.json"), "--from", "validator", "--home", str(home),
-            "--output-document", str(tmp_path / "s.json"))
+    sign = ("tx", "sign", str(tmp_path / "u.json"), "--from", "validator")
+    r = run(*sign, *flags(home=home, output_document=tmp_path / "s.json"))
     assert r.returncode == 0, r.stderr
     import base64
 
@@ -172,16 +229,23 @@ def test_job_create_required_flags_and_canonical_compression(home):
         assert flag in r.stderr
     help_ = run("tx", "job", "create", "--help").stdout
     assert "required: providers drawn per round" in help_
-    common = ["tx", "job", "create", "--from", "validator", "--home", str(home), "--rounds", "1",
-              "--reward-per-round", "1loco", "--inner-steps", "4", "--trace-interval", "2", "--participants", "1",
-              "--shards", "2", "--tokens-per-step", "64", "--initial-model", "00" * 32, "--dataset-id", "11" * 32,
-              "--generate-only", "--chain-id", "c", "--sequence", "0"]
+    common = offline(
+        home,
+        *("tx", "job", "create", "--from", "validator", *SMALL_JOB, "--reward-per-round", "1loco"),
+        *flags(initial_model="00" * 32, dataset_id="11" * 32),
+    )
     r = run(*common, "--compression", "int8")
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["messages"][0]["create_job"]["spec"]["compression_policy"] == "dense+int8"
+    assert (
+        json.loads(r.stdout)["messages"][0]["create_job"]["spec"]["compression_policy"]
+        == "dense+int8"
+    )
     assert "dense+int8" in r.stderr
     r = run(*common, "--compression", "topk:.010+int4")
-    assert json.loads(r.stdout)["messages"][0]["create_job"]["spec"]["compression_policy"] == "topk:0.01+int4"
+    assert (
+        json.loads(r.stdout)["messages"][0]["create_job"]["spec"]["compression_policy"]
+        == "topk:0.01+int4"
+    )
     r = run(*common, "--compression", "zip")
     assert r.returncode == 1 and "--compression" in r.stderr and "Traceback" not in r.stderr
 
@@ -190,7 +254,17 @@ def test_keys_mnemonic_recover_and_delete(home):
     r = run("keys", "add", "m1", "--home", str(home), "-o", "json")
     made = json.loads(r.stdout)
     assert len(made["mnemonic"].split()) == 24
-    r = run("keys", "add", "m2", "--recover", "--home", str(home), "-o", "json", stdin=made["mnemonic"] + "\n")
+    r = run(
+        "keys",
+        "add",
+        "m2",
+        "--recover",
+        "--home",
+        str(home),
+        "-o",
+        "json",
+        stdin=made["mnemonic"] + "\n",
+    )
     assert r.returncode == 0 and json.loads(r.stdout)["address"] == made["address"]
     words = made["mnemonic"].split()
     words[0], words[1] = words[1], words[0]
@@ -199,8 +273,13 @@ def test_keys_mnemonic_recover_and_delete(home):
     r = run("keys", "delete", "m2", "--home", str(home))
     assert r.returncode == 1 and "--yes" in r.stderr
     assert run("keys", "delete", "m2", "--yes", "--home", str(home)).returncode == 0
-    names = [line.split()[0] for line in run("keys", "list", "--home", str(home)).stdout.splitlines() if line.strip()]
-    assert "m2" not in names and "m1" in names  # by name: "m2" can occur inside a random bech32 address
+    names = [
+        line.split()[0]
+        for line in run("keys", "list", "--home", str(home)).stdout.splitlines()
+        if line.strip()
+    ]
+    # by name: "m2" can occur inside a random bech32 address
+    assert "m2" not in names and "m1" in names
 
 
 def test_known_mnemonic_derivation():
@@ -209,8 +288,14 @@ def test_known_mnemonic_derivation():
     from node.keys import seed_from_mnemonic, slip10_ed25519
 
     seed = bytes.fromhex("000102030405060708090a0b0c0d0e0f")
-    assert slip10_ed25519(seed, "m").hex() == "2b4be7f19ee27bbf30c667b642d5f4aa69fd169872f8fc3059c08ebae2eb19e7"
-    assert slip10_ed25519(seed, "m/0'").hex() == "68e0fe46dfb67e368c75379acec591dad19df3cde26e63b93a8e704f1dade7a3"
+    assert (
+        slip10_ed25519(seed, "m").hex()
+        == "2b4be7f19ee27bbf30c667b642d5f4aa69fd169872f8fc3059c08ebae2eb19e7"
+    )
+    assert (
+        slip10_ed25519(seed, "m/0'").hex()
+        == "68e0fe46dfb67e368c75379acec591dad19df3cde26e63b93a8e704f1dade7a3"
+    )
     words = " ".join(["abandon"] * 11 + ["about"])
     assert len(seed_from_mnemonic(words)) == 32
     assert seed_from_mnemonic(words) == seed_from_mnemonic(words.upper())
@@ -231,3 +316,98 @@ def test_blob_get_takes_source_not_from(tmp_path):
     assert r.returncode == 1 and "--source URL" in r.stderr
     r = run("blob", "get", "a" * 64, "--from", "http://127.0.0.1:9", "--home", str(tmp_path / "h"))
     assert r.returncode == 1 and "write --source URL" in r.stderr and "fetch_failed" in r.stderr
+
+
+def test_output_piped_into_head_ends_quietly() -> None:
+    """`loconet ... -o json | head -1`: the reader closes the pipe early; the command must end
+    with status 0 and no traceback (BrokenPipeError is an OSError: it used to be reported as a
+    file error, with a traceback at exit)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "import node.cli as cli\n"
+        "def big(args):\n"
+        "    for i in range(200_000):\n"
+        "        print('{\"line\": %d}' % i)\n"
+        "cli.resolve_defaults = lambda args: setattr(args, 'func', big)\n"
+        "sys.exit(cli.main(['keys', 'list', '--home', sys.argv[1]]))\n"
+    )
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as home:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script, home],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert proc.stdout is not None and proc.stderr is not None
+        first = proc.stdout.readline()
+        proc.stdout.close()  # what `head -1` does
+        err = proc.stderr.read().decode()
+        rc = proc.wait(60)
+    assert first.startswith(b'{"line": 0}')
+    assert rc == 0, err
+    assert "Traceback" not in err and "error" not in err, err
+
+
+def test_offline_fee_auto_pays_the_default_minimum(home):
+    """Offline (no node to ask), --fee auto signs at the chain's default minimum fee for the
+    exact bytes, and says so on stderr."""
+    from abci_app.auth.params import DEFAULTS
+    from abci_app.codec.tx import build_tx
+    from node.keys import Keyring
+
+    r = run(*offline(home, "tx", "bank", "send", ADDR, "2loco", "--from", "validator", sequence=3))
+    assert r.returncode == 0 and "default minimum fee" in r.stderr, r.stderr
+    doc = json.loads(r.stdout)
+    import base64
+
+    from abci_app.pb import tx_pb2
+
+    body = tx_pb2.TxBody.FromString(base64.b64decode(doc["body_bytes"]))
+    key = Keyring(home).get("validator").signer
+    raw = build_tx(key, chain_id="c", msgs=list(body.messages), sequence=3, fee=doc["fee"])
+    need = DEFAULTS["min_fee_per_byte"] * len(raw) + DEFAULTS["min_fee_per_msg"]
+    assert doc["fee"] == need
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("fee", -5, "fee"),
+        ("fee", 2**70, "fee"),
+        ("fee", "abc", "fee"),
+        ("fee", 1.5, "fee"),
+        ("fee", True, "fee"),
+        ("sequence", "abc", "sequence"),
+        ("sequence", -1, "sequence"),
+        ("body_bytes", "not base64!", "body_bytes"),
+        ("body_bytes", None, "body_bytes"),
+        ("chain_id", 5, "chain_id must be a string"),  # was a TypeError traceback
+        ("public_key", ["ab"], "public_key must be a string"),
+    ],
+)
+def test_invalid_tx_sign_document_fields(home, tmp_path, field, value, says):
+    """A hand-edited unsigned tx document (the fee is the field one edits): a fee or sequence
+    that is not an integer of 0..2^64-1, or body bytes that are not base64, is a one-line error
+    naming the field, in -o json too (they were tracebacks: protobuf's 'Value out of range',
+    int('abc'), and 1.5 was signed as 1)."""
+    r = run(*offline(home, "tx", "bank", "send", ADDR, "2uloco", "--from", "validator", sequence=3))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    doc[field] = value
+    (tmp_path / "u.json").write_text(json.dumps(doc))
+    r = run("tx", "sign", str(tmp_path / "u.json"), "--from", "validator", "--home", str(home))
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert says in r.stderr and "u.json" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("value", ["not base64!", None, 5])
+def test_invalid_tx_broadcast_document_tx(tmp_path, value):
+    doc = {"type": "loconet/signed-tx/v1", "tx": value}
+    (tmp_path / "s.json").write_text(json.dumps(doc))
+    r = run("tx", "broadcast", str(tmp_path / "s.json"), "--node", "http://127.0.0.1:1")
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "s.json: tx must be the base64" in r.stderr

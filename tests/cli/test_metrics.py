@@ -7,10 +7,11 @@ import json
 
 import httpx
 import pytest
-from clikit import run
-from nodekit import Node
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.kits.clikit import run
+from tests.kits.nodekit import Node
 
 
 def scrape(url: str) -> dict[str, list]:
@@ -22,8 +23,12 @@ def scrape(url: str) -> dict[str, list]:
 
 
 def value(fams: dict[str, list], name: str, **labels: str) -> float:
-    return sum(s.value for samples in fams.values() for s in samples
-               if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()))
+    return sum(
+        s.value
+        for samples in fams.values()
+        for s in samples
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    )
 
 
 @pytest.mark.integration
@@ -35,16 +40,34 @@ def test_node_metrics_scraped_during_a_run(tmp_path):
     try:
         node.wait_height(3)
         bob = json.loads(run("keys", "add", "bob", "--home", home, "-o", "json").stdout)["address"]
-        assert run("tx", "bank", "send", bob, "1loco", "--from", "validator", "--home", home).returncode == 0
-        bad = run("tx", "bank", "send", info["validator_account"], "10loco", "--from", "bob", "--home", home)
+        assert (
+            run(
+                "tx", "bank", "send", bob, "1loco", "--from", "validator", "--home", home
+            ).returncode
+            == 0
+        )
+        bad = run(
+            "tx",
+            "bank",
+            "send",
+            info["validator_account"],
+            "10loco",
+            "--from",
+            "bob",
+            "--home",
+            home,
+        )
         assert bad.returncode == 1  # bob has no funds for the fee: CheckTx rejects it
         h = node.wait_height(node.wait_height(1) + 1)
         app = scrape(f"http://127.0.0.1:{node.ports.metrics + 1}/metrics")
         assert value(app, "loconet_blocks_total") >= 3 and value(app, "loconet_commits_total") >= 3
         assert value(app, "loconet_height") >= h - 1
-        assert value(app, "loconet_block_execution_seconds_count") == value(app, "loconet_blocks_total")
+        assert value(app, "loconet_block_execution_seconds_count") == value(
+            app, "loconet_blocks_total"
+        )
         assert value(app, "loconet_txs_total", stage="block", code="0") >= 1
-        assert value(app, "loconet_txs_total", stage="check", codespace="bank") >= 1  # the rejection, by code
+        # the rejection, by code
+        assert value(app, "loconet_txs_total", stage="check", codespace="bank") >= 1
         assert value(app, "loconet_events_total", type="transfer") >= 1
         assert {"loconet_rounds", "loconet_verdicts", "loconet_slashes"} <= set(app)
         assert value(app, "loconet_rounds", phase="commit") == 0

@@ -7,7 +7,8 @@ import signal
 import subprocess
 
 import pytest
-from nodekit import LOCONET, ROOT, Node
+
+from tests.kits.nodekit import LOCONET, ROOT, Node
 
 pytestmark = pytest.mark.integration
 
@@ -15,12 +16,18 @@ pytestmark = pytest.mark.integration
 def test_start_shows_cometbft_log_on_the_console(tmp_path):
     node = Node(tmp_path / "home")
     node.init()
-    proc = subprocess.Popen([*LOCONET, "start", "--home", str(node.home), "--log-console"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [*LOCONET, "start", "--home", str(node.home), "--log-console"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     node.proc = proc  # nodekit's waits watch it
     try:
         seen = []
-        for line in proc.stdout:  # type: ignore[union-attr]
+        for line in proc.stdout:
             seen.append(line)
             if "committed state" in line or "finalized block" in line or "executed block" in line:
                 break

@@ -4,11 +4,11 @@ accepts only what more than 2/3 of the current signer set signed, and claims pay
 from __future__ import annotations
 
 import pytest
-from evmkit import EVM, assert_reverts, checkpoint, make_set, member
 from web3 import Web3
 
 from abci_app.settlement import evm
 from node.evm import client
+from tests.kits.evmkit import EVM, assert_reverts, checkpoint, make_set, member
 
 SET = make_set(4)  # powers 1, 1, 1, 1
 
@@ -32,7 +32,11 @@ def test_exactly_two_thirds_of_the_power_is_refused() -> None:
     assert_reverts("NotEnoughPower(uint256,uint256)", c.submit, checkpoint(1, s, signed_by=s[:2]))
     weighted = make_set(3, [2, 2, 2], tag="w")
     c2 = EVM(weighted)
-    assert_reverts("NotEnoughPower(uint256,uint256)", c2.submit, checkpoint(1, weighted, signed_by=weighted[1:]))
+    assert_reverts(
+        "NotEnoughPower(uint256,uint256)",
+        c2.submit,
+        checkpoint(1, weighted, signed_by=weighted[1:]),
+    )
     c2.submit(checkpoint(1, weighted))  # all three: 6 of 6
 
 
@@ -48,29 +52,48 @@ def test_power_weighting_counts_power_not_heads() -> None:
 def test_forged_signature_is_refused(chain: EVM) -> None:
     cp = checkpoint(1, SET)
     outsider = member("outsider", 1)
-    d = evm.checkpoint_digest("loconet-test", 1, 10, b"\x11" * 32, bytes(32), bytes.fromhex(cp["next_set_hash"]))
+    d = evm.checkpoint_digest(
+        "loconet-test", 1, 10, b"\x11" * 32, bytes(32), bytes.fromhex(cp["next_set_hash"])
+    )
     cp["signatures"][0]["signature"] = evm.sign_digest(outsider.key, d).hex()
     assert_reverts("BadSignature(uint256)", chain.submit, cp)
 
 
 def test_duplicate_and_unsorted_signers_are_refused(chain: EVM) -> None:
     head, cur, _, sigs, nxt = client.submit_args(checkpoint(1, SET, signed_by=SET[:3]))
-    assert_reverts("SignersNotAscending(uint256)", chain.submit, {}, args=(head, cur, [0, 0, 1], [sigs[0], sigs[0], sigs[1]], nxt))
-    assert_reverts("SignersNotAscending(uint256)", chain.submit, {}, args=(head, cur, [1, 0, 2], [sigs[1], sigs[0], sigs[2]], nxt))
-    assert_reverts("SignerOutOfRange(uint256)", chain.submit, {}, args=(head, cur, [0, 1, 9], sigs, nxt))
+    assert_reverts(
+        "SignersNotAscending(uint256)",
+        chain.submit,
+        {},
+        args=(head, cur, [0, 0, 1], [sigs[0], sigs[0], sigs[1]], nxt),
+    )
+    assert_reverts(
+        "SignersNotAscending(uint256)",
+        chain.submit,
+        {},
+        args=(head, cur, [1, 0, 2], [sigs[1], sigs[0], sigs[2]], nxt),
+    )
+    assert_reverts(
+        "SignerOutOfRange(uint256)", chain.submit, {}, args=(head, cur, [0, 1, 9], sigs, nxt)
+    )
 
 
 def test_high_s_twin_of_a_valid_signature_is_refused(chain: EVM) -> None:
     head, cur, idx, sigs, nxt = client.submit_args(checkpoint(1, SET))
     r, s, v = sigs[0][:32], int.from_bytes(sigs[0][32:64], "big"), sigs[0][64]
     twin = r + (evm.SECP256K1_N - s).to_bytes(32, "big") + bytes([55 - v])  # 27 <-> 28
-    assert evm.recover(chain.cp.functions.digest(head).call(), twin) is None  # the chain refuses it too
-    assert_reverts("BadSignature(uint256)", chain.submit, {}, args=(head, cur, idx, [twin] + sigs[1:], nxt))
+    # the chain refuses it too
+    assert evm.recover(chain.cp.functions.digest(head).call(), twin) is None
+    assert_reverts(
+        "BadSignature(uint256)", chain.submit, {}, args=(head, cur, idx, [twin] + sigs[1:], nxt)
+    )
     chain.submit({}, args=(head, cur, idx, sigs, nxt))
 
 
 def test_checkpoint_of_another_chain_is_refused(chain: EVM) -> None:
-    assert_reverts("BadSignature(uint256)", chain.submit, checkpoint(1, SET, chain_id="other-chain"))
+    assert_reverts(
+        "BadSignature(uint256)", chain.submit, checkpoint(1, SET, chain_id="other-chain")
+    )
 
 
 def test_replayed_and_old_checkpoints_are_refused(chain: EVM) -> None:
@@ -85,7 +108,9 @@ def test_rotation_then_the_old_set_is_stale() -> None:
     b = make_set(5, [3, 1, 1, 1, 1], tag="b")
     c = EVM(a)
     c.submit(checkpoint(1, a, next_set=b))
-    assert c.cp.functions.setHash().call() == evm.set_hash([m.address for m in b], [m.power for m in b])
+    assert c.cp.functions.setHash().call() == evm.set_hash(
+        [m.address for m in b], [m.power for m in b]
+    )
     assert_reverts("WrongSet(bytes32,bytes32)", c.submit, checkpoint(2, a))  # stale set
     light = [m for m in b if m.power == 1]
     c.submit(checkpoint(2, b, signed_by=[m for m in b if m != light[0]]))  # 6 of 7
@@ -97,7 +122,9 @@ def test_next_set_must_hash_to_the_committed_value() -> None:
     c = EVM(a)
     head, cur, idx, sigs, _ = client.submit_args(checkpoint(1, a, next_set=b))
     evil_set = ([Web3.to_checksum_address(m.address) for m in evil], [1] * 4)
-    assert_reverts("WrongNextSet(bytes32,bytes32)", c.submit, {}, args=(head, cur, idx, sigs, evil_set))
+    assert_reverts(
+        "WrongNextSet(bytes32,bytes32)", c.submit, {}, args=(head, cur, idx, sigs, evil_set)
+    )
 
 
 def _entries() -> list[tuple[bytes, int]]:
@@ -112,7 +139,8 @@ def test_claims_pay_once_against_the_latest_root(chain: EVM) -> None:
     acct, cum = entries[2]
     proof = evm.claim_proof(entries, 2)
     assert_reverts("InvalidProof()", chain.claim, acct, cum + 1, proof)  # wrong amount
-    assert_reverts("InvalidProof()", chain.claim, acct, cum, evm.claim_proof(entries, 1))  # wrong proof
+    # wrong proof
+    assert_reverts("InvalidProof()", chain.claim, acct, cum, evm.claim_proof(entries, 1))
     receipt = chain.claim(acct, cum, proof)
     assert chain.token.functions.balanceOf(Web3.to_checksum_address(acct)).call() == cum
     assert_reverts("NothingToClaim(uint256,uint256)", chain.claim, acct, cum, proof)  # double claim

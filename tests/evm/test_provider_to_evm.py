@@ -8,10 +8,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from chainkit import CHAIN_ID
 from eth_account import Account
-from marketkit import Market, create_job_msg, register_msg, run_job
-from settlekit import Net, new_net, withdraw_msg
 from web3 import EthereumTesterProvider, Web3
 
 from abci_app.bank import keeper as bank
@@ -19,6 +16,9 @@ from abci_app.codec.tx import Ed25519Signer
 from abci_app.pb import abci, tx_pb2
 from abci_app.settlement import evm
 from node.evm import client
+from tests.kits.chainkit import CHAIN_ID
+from tests.kits.marketkit import Market, register_msg, run_job
+from tests.kits.settlekit import Net, new_net, withdraw_msg
 
 
 @dataclass
@@ -40,17 +40,18 @@ class NetChain:
         return self.net.seqs
 
     def tx(self, k: Ed25519Signer, msgs: list[tx_pb2.Msg], *, seq: int | None = None) -> bytes:
-        from abci_app.codec.tx import build_tx
+        from tests.kits.chainkit import min_fee_tx
 
         s = self.net.seqs.get(k.address, 0) if seq is None else seq
-        return build_tx(k, chain_id=CHAIN_ID, msgs=msgs, sequence=s)
+        return min_fee_tx(self.store, k, msgs, chain_id=CHAIN_ID, sequence=s)
 
     def block(self, raws: list[bytes]) -> abci.ResponseFinalizeBlock:
         resp = self.net.block(raws)
         out = abci.ResponseFinalizeBlock()
         out.CopyFrom(resp)
         del out.tx_results[:]
-        out.tx_results.extend(resp.tx_results[self.net.last_txs.index(r)] for r in raws)  # the proposer may add its own first
+        # the proposer may add its own first
+        out.tx_results.extend(resp.tx_results[self.net.last_txs.index(r)] for r in raws)
         return out
 
 
@@ -59,7 +60,7 @@ def test_provider_round_reward_withdrawn_checkpointed_and_claimed_on_the_evm() -
     m = Market(NetChain(net), net.keys[0], list(net.keys[1:4]))  # type: ignore[arg-type]
     m.block([(k, register_msg()) for k in m.providers])
     before = {k.address: bank.get_balance(m.store, k.address) for k in m.providers}
-    assert m.send(m.owner, create_job_msg(rounds=1, reward=50_000_000)).code == 0
+    m.create_job(rounds=1, reward=50_000_000)
     run_job(m, 1)
     earned = {a: bank.get_balance(m.store, a) - b for a, b in before.items()}
     winner = max(earned, key=lambda a: earned[a])
@@ -70,7 +71,9 @@ def test_provider_round_reward_withdrawn_checkpointed_and_claimed_on_the_evm() -
 
     w3 = Web3(EthereumTesterProvider())
     deployer = Account.from_key(hashlib.sha256(b"provider-test-deployer").digest())
-    w3.eth.send_transaction({"from": w3.eth.accounts[0], "to": deployer.address, "value": 10**21})
+    w3.eth.send_transaction(
+        {"from": w3.eth.accounts[0], "to": deployer.address, "value": Web3.to_wei(1000, "ether")}
+    )
     s = net.query("/settlement")  # what `loconet evm deploy` reads
     signers, powers = client.set_of(s["signer_set"])
     d = client.deploy(w3, deployer, CHAIN_ID, signers, powers, s["latest_final"])
@@ -83,8 +86,13 @@ def test_provider_round_reward_withdrawn_checkpointed_and_claimed_on_the_evm() -
     cp = net.query("/checkpoint/latest")
     chain = client.checkpoints(w3, d)
     for n in range(s["latest_final"] + 1, cp["number"] + 1):  # what the relayer does
-        client.send(w3, chain.functions.submit(*client.submit_args(net.query(f"/checkpoint/{n}"))), deployer)
+        client.send(
+            w3, chain.functions.submit(*client.submit_args(net.query(f"/checkpoint/{n}"))), deployer
+        )
     claim = net.query(f"/claim/0x{user.hex()}", height=cp["height"])
     assert claim["rewards_root"] == cp["rewards_root"] and claim["cumulative"] == earned[winner]
     client.send(w3, client.distributor(w3, d).functions.claim(*client.claim_args(claim)), deployer)
-    assert client.token(w3, d).functions.balanceOf(Web3.to_checksum_address(user)).call() == earned[winner]
+    assert (
+        client.token(w3, d).functions.balanceOf(Web3.to_checksum_address(user)).call()
+        == earned[winner]
+    )

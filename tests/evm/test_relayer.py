@@ -10,18 +10,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chainkit import CHAIN_ID
 from eth_account import Account
-from settlekit import Net, new_net
 from web3 import EthereumTesterProvider, Web3
 
 from abci_app.pb import abci
 from node.evm import client
 from node.evm.relayer import Relayer
+from tests.kits.chainkit import CHAIN_ID
+from tests.kits.settlekit import Net, new_net
 
 
 class NetSource:
-    """LoconetSource over the in-process apps; fails its first ``failures`` calls."""
+    """A CheckpointSource over the in-process apps; fails its first ``failures`` calls."""
 
     def __init__(self, net: Net, failures: int = 0) -> None:
         self.net, self.failures = net, failures
@@ -33,10 +33,10 @@ class NetSource:
         r = self.net.apps[0].query(abci.RequestQuery(path=path))
         return json.loads(r.value) if r.code == 0 else None
 
-    def latest_final(self) -> Any | None:
+    def latest_final(self) -> dict[str, Any] | None:
         return self._q("/checkpoint/latest")
 
-    def checkpoint(self, n: int) -> Any | None:
+    def checkpoint(self, n: int) -> dict[str, Any] | None:
         return self._q(f"/checkpoint/{n}")
 
     def block_time(self, height: int) -> float | None:
@@ -49,7 +49,9 @@ def _setup(tmp_path: Path) -> tuple[Net, Web3, client.Deployment, Any]:
     deployer = Account.from_key(hashlib.sha256(b"relayer-test-deployer").digest())
     relayer = Account.from_key(hashlib.sha256(b"relayer-test-relayer").digest())
     for a in (deployer, relayer):
-        w3.eth.send_transaction({"from": w3.eth.accounts[0], "to": a.address, "value": 10**21})
+        w3.eth.send_transaction(
+            {"from": w3.eth.accounts[0], "to": a.address, "value": Web3.to_wei(1000, "ether")}
+        )
     s = net.query("/settlement")
     signers, powers = client.set_of(s["signer_set"])
     d = client.deploy(w3, deployer, CHAIN_ID, signers, powers, 0)
@@ -57,7 +59,14 @@ def _setup(tmp_path: Path) -> tuple[Net, Web3, client.Deployment, Any]:
 
 
 def _finals(net: Net, n: int) -> None:
-    net.run_until(lambda: net.apps[0].query(abci.RequestQuery(path=f"/checkpoint/{n}")).value.find(b'"final":true') >= 0)
+    net.run_until(
+        lambda: (
+            net.apps[0]
+            .query(abci.RequestQuery(path=f"/checkpoint/{n}"))
+            .value.find(b'"final":true')
+            >= 0
+        )
+    )
 
 
 def test_posts_each_checkpoint_once_across_restarts(tmp_path: Path) -> None:
@@ -74,9 +83,13 @@ def test_posts_each_checkpoint_once_across_restarts(tmp_path: Path) -> None:
     cp3 = net.query("/checkpoint/3")
     fn = client.checkpoints(w3, d).functions.submit(*client.submit_args(cp3))
     nonce = w3.eth.get_transaction_count(acct.address, "pending")
-    signed = acct.sign_transaction(fn.build_transaction({"from": acct.address, "nonce": nonce, "chainId": w3.eth.chain_id}))
+    signed = acct.sign_transaction(
+        fn.build_transaction({"from": acct.address, "nonce": nonce, "chainId": w3.eth.chain_id})
+    )
     w3.eth.send_raw_transaction(signed.raw_transaction)
-    journal.write_text(json.dumps({"number": 3, "tx_hash": "0x" + bytes(signed.hash).hex(), "nonce": nonce}))
+    journal.write_text(
+        json.dumps({"number": 3, "tx_hash": "0x" + bytes(signed.hash).hex(), "nonce": nonce})
+    )
     assert Relayer(w3, d, acct, NetSource(net), journal).step() == []
     assert client.checkpoints(w3, d).functions.lastNumber().call() == 3
     assert w3.eth.get_transaction_count(acct.address) == 3  # one tx per checkpoint, none twice
@@ -117,7 +130,12 @@ def test_keeps_going_while_the_evm_node_is_down(tmp_path: Path) -> None:
         proc.wait(timeout=20)  # anvil writes its chain to `state` on the way out
         _finals(net, 2)
         done = threading.Event()
-        t = threading.Thread(target=lambda: (r.run(poll=0.05, until=2), done.set()), daemon=True)
+
+        def run_then_signal() -> None:
+            r.run(poll=0.05, until=2)
+            done.set()
+
+        t = threading.Thread(target=run_then_signal, daemon=True)
         t.start()  # the EVM node is down: the relayer's passes fail and it retries
         assert not done.wait(1.0)
         proc = anvil.start(port, tmp_path / "anvil.log", state)

@@ -39,7 +39,10 @@ def test_tcp_only_on_request(tmp_path: Path) -> None:
     home = tmp_path / "home"
     init_home(home, chain_id="t", abci_address="tcp://127.0.0.1:26658")
     assert AppConfig.load(home).abci_address == "tcp://127.0.0.1:26658"
-    assert tomllib.loads((home / "config" / "config.toml").read_text())["proxy_app"] == "tcp://127.0.0.1:26658"
+    assert (
+        tomllib.loads((home / "config" / "config.toml").read_text())["proxy_app"]
+        == "tcp://127.0.0.1:26658"
+    )
 
 
 def test_socket_path_too_long_for_sun_path_moves_to_tmp(tmp_path: Path) -> None:
@@ -47,5 +50,6 @@ def test_socket_path_too_long_for_sun_path_moves_to_tmp(tmp_path: Path) -> None:
     a = resolve_abci_address(deep, "unix://data/abci.sock")
     path = a.removeprefix("unix://")
     assert len(path.encode()) <= 100 and path.startswith(f"/tmp/loconet-{os.getuid()}/")
-    assert a == resolve_abci_address(deep, "unix://data/abci.sock")  # stable: same home, same socket
+    # stable: same home, same socket
+    assert a == resolve_abci_address(deep, "unix://data/abci.sock")
     assert a != resolve_abci_address(tmp_path / ("e" * 120), "unix://data/abci.sock")

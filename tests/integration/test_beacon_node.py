@@ -12,7 +12,7 @@ import pytest
 from abci_app import beacon
 from abci_app.pb import abci
 from abci_app.vote_extensions import INJECTED_PREFIX, VoteExtension, block_beacon, split_block
-from nodekit import Node
+from tests.kits.nodekit import Node
 
 pytestmark = pytest.mark.integration
 
@@ -32,14 +32,19 @@ def test_real_node_blocks_carry_verified_beacon_shares(tmp_path) -> None:
             for h in (2, 3, 4):
                 b = c.block(h)["block"]
                 txs = [base64.b64decode(t) for t in b["data"]["txs"] or []]
-                assert txs and txs[0].startswith(INJECTED_PREFIX), f"block {h} lacks the last commit's extensions"
-                info = abci.ExtendedCommitInfo.FromString(txs[0][len(INJECTED_PREFIX):])
+                assert txs and txs[0].startswith(INJECTED_PREFIX), (
+                    f"block {h} lacks the last commit's extensions"
+                )
+                info = abci.ExtendedCommitInfo.FromString(txs[0][len(INJECTED_PREFIX) :])
                 assert [v.validator.address for v in info.votes] == [addr]
                 ext = VoteExtension.FromString(info.votes[0].vote_extension)
                 assert beacon.verify(pub, beacon.alpha(chain_id, h - 1), ext.beacon) is not None
-                assert beacon.verify(pub, beacon.alpha(chain_id, h), ext.beacon) is None  # bound to its height
+                # bound to its height
+                assert beacon.verify(pub, beacon.alpha(chain_id, h), ext.beacon) is None
                 votes, _ = split_block(txs)
-                want = beacon.block_beacon([(addr, beacon.output(beacon.prove(seed, beacon.alpha(chain_id, h - 1))))])
+                want = beacon.block_beacon(
+                    [(addr, beacon.output(beacon.prove(seed, beacon.alpha(chain_id, h - 1))))]
+                )
                 assert block_beacon(votes) == want
     finally:
         assert node.stop() == 0, node.tail()

@@ -19,13 +19,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from nodekit import LOCONET, ROOT, Node, free_port_base
 
 from abci_app.codec.address import to_bech32
 from abci_app.codec.tx import Ed25519Signer, build_tx
+from abci_app.jobs.incentives import compute_evidence
 from abci_app.pb import bank_pb2, tx_pb2
 from node.keys import Keyring
-from abci_app.jobs.incentives import compute_evidence
 from node.market_msgs import (
     account_sequence,
     build_attest,
@@ -38,8 +37,16 @@ from node.market_msgs import (
     send_tx,
 )
 from node.rpc import Client
+from tests.kits.nodekit import LOCONET, ROOT, Node, free_port_base
+from trainer.determinism import stack_id
 
-WINDOWS = {"commit": 6, "reveal": 5, "verdict": 5, "attest": 5}  # blocks of ~0.5 s: room for a loaded machine
+# blocks of ~0.5 s: room for a loaded machine
+WINDOWS = {
+    "commit": 6,
+    "reveal": 5,
+    "verdict": 5,
+    "attest": 5,
+}
 
 
 def h(s: str) -> bytes:
@@ -51,7 +58,8 @@ def trace(addr: bytes, rn: int) -> list[bytes]:
 
 
 class Market:
-    """Drives job 1 on the live node: every drawn provider does its duty, except the scripted misses."""
+    """Drives job 1 on the live node: every drawn provider does its duty, except the scripted
+    misses."""
 
     def __init__(self, node: Node, providers: list[Ed25519Signer]) -> None:
         self.url = node.url
@@ -78,47 +86,88 @@ class Market:
                 k = self.by_addr[a]
                 if phase == "commit" and not p["commitment"]:
                     if rn == 1 and (rn not in self.missed or self.missed[rn] == a):
-                        self.missed[rn] = a  # round 1: the first participant listed misses its commit
+                        self.missed[rn] = (
+                            a  # round 1: the first participant listed misses its commit
+                        )
                         continue
-                    add(a, ("commit", rn, a), build_bound_submit(
-                        1, rn, provider=k.address, base_model=base, payload=h(f"update/{a}/{rn}") * 100,
-                        trace=trace(k.address, rn), tokens=8192, loss_before=5500 - 400 * rn, loss_after=5200 - 450 * rn,
-                        blob=f"http://127.0.0.1:26680/blob/{h(a).hex()}"))
+                    add(
+                        a,
+                        ("commit", rn, a),
+                        build_bound_submit(
+                            1,
+                            rn,
+                            provider=k.address,
+                            base_model=base,
+                            payload=h(f"update/{a}/{rn}") * 100,
+                            trace=trace(k.address, rn),
+                            tokens=8192,
+                            loss_before=5500 - 400 * rn,
+                            loss_after=5200 - 450 * rn,
+                            blob=f"http://127.0.0.1:26680/blob/{h(a).hex()}",
+                        ),
+                    )
                 ch = p["challenge"]
                 if phase == "reveal" and ch and not ch["reveal"]:
                     for seg in ch.get("segments", [ch["segment"]]):
-                        add(a, ("reveal", rn, a, seg), build_reveal_from_trace(
-                            1, rn, seg, trace(k.address, rn), "http://127.0.0.1:26680/s", "http://127.0.0.1:26680/e",
-                            provider=k.address, base_model=base))
+                        add(
+                            a,
+                            ("reveal", rn, a, seg),
+                            build_reveal_from_trace(
+                                1,
+                                rn,
+                                seg,
+                                trace(k.address, rn),
+                                "http://127.0.0.1:26680/s",
+                                "http://127.0.0.1:26680/e",
+                                provider=k.address,
+                                base_model=base,
+                            ),
+                        )
                 if phase in ("verdict", "vote_reveal") and ch and ch["reveal"]:
                     # a secret vote: the hash in the verdict window, opened in the next one; the
                     # evidence is what re-executing each challenged segment yields (its end state)
                     ends = trace(k.address, rn)
-                    evidence = compute_evidence([ends[sg + 1] for sg in sorted(ch.get("segments", [ch["segment"]]))])
-                    build = build_verdict if phase == "verdict" else build_reveal_vote
+                    reached = [ends[sg + 1] for sg in sorted(ch.get("segments", [ch["segment"]]))]
                     for v in ch["verifiers"]:
                         vk = self.by_addr[v["address"]]
-                        add(v["address"], (phase, rn, v["address"], a),
-                            build(vk, 1, rn, k.address, True, 8_000 + 100 * rn, evidence))
+                        q = 8_000 + 100 * rn
+                        msg = (
+                            build_verdict(vk, 1, rn, k.address, True, q, compute_evidence(reached))
+                            if phase == "verdict"
+                            else build_reveal_vote(vk, 1, rn, k.address, True, q, reached)
+                        )
+                        add(v["address"], (phase, rn, v["address"], a), msg)
                 if phase == "attest" and p["outcome"] == "accepted" and not p["attested_hash"]:
                     add(a, ("attest", rn, a), build_attest(1, rn, h(f"aggregate/1/{rn}")))
         return todo
 
     def step(self) -> None:
-        """One pass: each signer sends its due txs in order (waiting for each block), in parallel."""
+        """One pass: each signer sends its due txs in order (waiting for each block), in
+        parallel."""
         with Client(self.url) as c:
             todo = self.actions(c)
         errors: list[BaseException] = []
 
         def run(who: str, items: list[tuple[tuple, tx_pb2.Msg]]) -> None:
-            """All of a signer's due txs at once (consecutive sequences), then wait for their blocks."""
+            """All of a signer's due txs at once (consecutive sequences), then wait for their
+            blocks."""
             try:
                 with Client(self.url) as c:
                     chain_id = c.status()["node_info"]["network"]
                     seq = account_sequence(c, who)
-                    hashes = [c.broadcast_tx_sync(build_tx(self.by_addr[who], chain_id=chain_id, msgs=[msg], sequence=seq + i, fee=1))
-                              for i, (_, msg) in enumerate(items)]
-                    for (key, _), tx_hash in zip(items, hashes):
+                    hashes = [
+                        c.broadcast_tx_sync(
+                            build_tx(
+                                self.by_addr[who],
+                                chain_id=chain_id,
+                                msgs=[msg],
+                                sequence=seq + i,
+                                fee=10_000,  # above the default minimum fee
+                            )
+                        )
+                        for i, (_, msg) in enumerate(items)
+                    ]
+                    for (key, _), tx_hash in zip(items, hashes, strict=True):
                         c.wait_for_tx(tx_hash)
                         self.done.add(key)
             except BaseException as e:  # noqa: BLE001 (re-raised below)
@@ -134,13 +183,28 @@ class Market:
 
 
 def chromium(profile: Path, *args: str, timeout: float = 60) -> str:
-    """Headless Chromium (Debian's package; root needs --no-sandbox), its profile under the test's tmp dir."""
+    """Headless Chromium (Debian's package; root needs --no-sandbox), its profile under the test's
+    tmp dir."""
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:
         pytest.fail("chromium not found: run `make setup` (it installs Debian's chromium package)")
-    r = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
-                        "--no-first-run", f"--user-data-dir={profile}", *args], capture_output=True, text=True, timeout=timeout,
-                       check=False)
+    r = subprocess.run(
+        [
+            exe,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--hide-scrollbars",
+            "--no-first-run",
+            f"--user-data-dir={profile}",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     return r.stdout
 
@@ -157,12 +221,27 @@ def test_explorer_shows_the_market_in_chromium(tmp_path: Path) -> None:
         val = Keyring(node.home).get("validator").signer
         provs = [Ed25519Signer(h(f"explorer-provider-{i}")) for i in range(3)]
         with Client(node.url) as c:
-            fund = [tx_pb2.Msg(send=bank_pb2.MsgSend(to_address=k.address, amount=5_000_000_000)) for k in provs]
-            send_tx(c, val, fund, fee=1)
+            fund = [
+                tx_pb2.Msg(send=bank_pb2.MsgSend(to_address=k.address, amount=5_000_000_000))
+                for k in provs
+            ]
+            send_tx(c, val, fund)
+
         def register(i: int, k: Ed25519Signer) -> None:
             with Client(node.url) as c:
-                send_tx(c, k, [build_register_provider(2_000_000_000, ["H100:8:81920"], 50_000,
-                                                       ["eu-west", "us-east", "ap-south"][i], f"http://127.0.0.1:2668{i}")], fee=1)
+                send_tx(
+                    c,
+                    k,
+                    [
+                        build_register_provider(
+                            2_000_000_000,
+                            ["H100:8:81920"],
+                            50_000,
+                            ["eu-west", "us-east", "ap-south"][i],
+                            f"http://127.0.0.1:2668{i}",
+                        )
+                    ],
+                )
 
         regs = [threading.Thread(target=register, args=(i, k)) for i, k in enumerate(provs)]
         for t in regs:
@@ -170,19 +249,63 @@ def test_explorer_shows_the_market_in_chromium(tmp_path: Path) -> None:
         for t in regs:
             t.join()
         with Client(node.url) as c:
-            send_tx(c, val, [build_create_job({
-                "model": {"n_layers": 2, "n_heads": 2, "d_model": 64, "context_len": 64, "vocab_size": 256},
-                "initial_model_hash": h("model0").hex(), "dataset_id": h("dataset").hex(), "inner_steps": 8,
-                "trace_interval": 2, "compression_policy": "topk:0.01+int4", "participants_per_round": 2, "num_shards": 4,
-                "tokens_per_step": 1024, "windows": WINDOWS, "challenge_bps": 10_000, "verifiers_per_challenge": 1, "tolerance_ppm": 1000,
-                "rounds": 2, "reward_per_round": 10_000_000, "verifier_reward_per_round": 1_000_000})], fee=1)
+            send_tx(
+                c,
+                val,
+                [
+                    build_create_job(
+                        {
+                            "model": {
+                                "n_layers": 2,
+                                "n_heads": 2,
+                                "d_model": 64,
+                                "context_len": 64,
+                                "vocab_size": 256,
+                            },
+                            "initial_model_hash": h("model0").hex(),
+                            "dataset_id": h("dataset").hex(),
+                            "inner_steps": 8,
+                            "trace_interval": 2,
+                            "compression_policy": "topk:0.01+int4",
+                            "participants_per_round": 2,
+                            "num_shards": 4,
+                            "tokens_per_step": 1024,
+                            "windows": WINDOWS,
+                            "challenge_bps": 10_000,
+                            "verifiers_per_challenge": 1,
+                            # exact mode: the hand-driven provider below re-executes by reading its
+                            # own trace (tolerance mode would need probes: tests/jobs)
+                            "determinism_mode": "exact",
+                            "tolerance_ppm": 0,
+                            "stack": stack_id(),
+                            "rounds": 2,
+                            "reward_per_round": 10_000_000,
+                            "verifier_reward_per_round": 1_000_000,
+                        }
+                    )
+                ],
+            )
 
         # the explorer starts while the job runs: it must follow it live
         port = free_port_base()
         url = f"http://127.0.0.1:{port}"
         explorer_log = open(tmp_path / "explorer.out", "wb")  # noqa: SIM115 (closed in finally)
-        explorer = subprocess.Popen([*LOCONET, "explorer", "--node", node.url, "--listen", f"127.0.0.1:{port}", "--poll", "0.5"],
-                                    cwd=ROOT, stdout=explorer_log, stderr=subprocess.STDOUT, start_new_session=True)
+        explorer = subprocess.Popen(
+            [
+                *LOCONET,
+                "explorer",
+                "--node",
+                node.url,
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--poll",
+                "0.5",
+            ],
+            cwd=ROOT,
+            stdout=explorer_log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         m = Market(node, provs)
         heights = []
         deadline = time.monotonic() + 150
@@ -206,36 +329,68 @@ def test_explorer_shows_the_market_in_chromium(tmp_path: Path) -> None:
                 break
             time.sleep(0.5)
         assert snap["jobs"][0]["status"] == "completed" and not snap["untrusted"], snap.get("error")
-        assert len(set(heights)) >= 3 and heights == sorted(heights), heights  # it followed the chain live
+        # it followed the chain live
+        assert len(set(heights)) >= 3 and heights == sorted(heights), heights
         lazy = m.missed[1]
         prof = tmp_path / "chromium-profile"
         others = sorted(set(m.by_addr) - {lazy})
 
         # the network page, as a person sees it
         dom = chromium(prof, "--dump-dom", url + "/")
-        for text in ["loconet-it", "Validators", "Providers", "Jobs", "completed", "2 finalized / 2 opened / 2",
-                     "Rewards paid, cumulative", "Reputation (of 10000)", "Model lineage", "proven against app hash"]:
+        for text in [
+            "loconet-it",
+            "Validators",
+            "Providers",
+            "Jobs",
+            "completed",
+            "2 finalized / 2 opened / 2",
+            "Rewards paid, cumulative",
+            "Reputation (of 10000)",
+            "Model lineage",
+            "proven against app hash",
+        ]:
             assert text in dom, text
         # the app hash and height it shows are the chain's: header height+1 carries that hash
-        shown_hash = re.search(r'id="app-hash">([0-9A-F]{64})<', dom).group(1)
-        shown_height = int(re.search(r"records at height (\d+) proven", dom).group(1))
+        hash_m = re.search(r'id="app-hash">([0-9A-F]{64})<', dom)
+        height_m = re.search(r"records at height (\d+) proven", dom)
+        assert hash_m and height_m, "the page shows the app hash and the height it proves"
+        shown_hash, shown_height = hash_m.group(1), int(height_m.group(1))
         with Client(node.url) as c:
             assert c.app_hash_at(shown_height + 1).hex().upper() == shown_hash
         for a in m.by_addr:
             assert f'href="/provider/{a}"' in dom
-        chromium(prof, "--screenshot=" + str(tmp_path / "explorer-network.png"), "--window-size=1400,1700", url + "/")
+        chromium(
+            prof,
+            "--screenshot=" + str(tmp_path / "explorer-network.png"),
+            "--window-size=1400,1700",
+            url + "/",
+        )
 
         # the job: both rounds, their phases, every duty linked to its tx, payouts, the slash
         dom = chromium(prof, "--dump-dom", url + "/job/1")
-        assert "Round 0" in dom and "Round 1" in dom and "missed_commit" in dom and "finalized" in dom
+        assert (
+            "Round 0" in dom and "Round 1" in dom and "missed_commit" in dom and "finalized" in dom
+        )
         tx_links = sorted(set(re.findall(r'href="/tx/([0-9A-F]{64})"', dom)))
-        assert len(tx_links) >= 2 + 2 + 2 + 1 + 1 + 1  # commits, reveals, verdicts of round 0; commit, reveal, verdict of round 1
+        # commits, reveals, verdicts of round 0; commit, reveal, verdict of round 1
+        assert len(tx_links) >= 2 + 2 + 2 + 1 + 1 + 1
         assert h("aggregate/1/0").hex()[:16] in dom and "Loss reported in the commitments" in dom
         assert "slash: missed_commit" in dom
-        chromium(prof, "--screenshot=" + str(tmp_path / "explorer-job.png"), "--window-size=1400,2000", url + "/job/1")
+        chromium(
+            prof,
+            "--screenshot=" + str(tmp_path / "explorer-job.png"),
+            "--window-size=1400,2000",
+            url + "/job/1",
+        )
         tx_dom = chromium(prof, "--dump-dom", url + "/tx/" + tx_links[0])
-        assert "Messages" in tx_dom and "accepted" in tx_dom and any(
-            kind in tx_dom for kind in ("submit_update", "reveal_segment", "verdict", "attest_model"))
+        assert (
+            "Messages" in tx_dom
+            and "accepted" in tx_dom
+            and any(
+                kind in tx_dom
+                for kind in ("submit_update", "reveal_segment", "verdict", "attest_model")
+            )
+        )
 
         # the provider that missed a commit: its SLA record and its slash
         dom = chromium(prof, "--dump-dom", url + f"/provider/{lazy}")
@@ -243,7 +398,12 @@ def test_explorer_shows_the_market_in_chromium(tmp_path: Path) -> None:
         assert sla["commits_due"] == sla["committed_on_time"] + 1 and sla["uptime_bps"] < 10_000
         assert "SLA figures" in dom and f"{sla['committed_on_time']} / {sla['commits_due']}" in dom
         assert "slashed (missed_commit" in dom and "job 1 / round 1" in dom
-        chromium(prof, "--screenshot=" + str(tmp_path / "explorer-provider.png"), "--window-size=1400,1500", url + f"/provider/{lazy}")
+        chromium(
+            prof,
+            "--screenshot=" + str(tmp_path / "explorer-provider.png"),
+            "--window-size=1400,1500",
+            url + f"/provider/{lazy}",
+        )
         for a in others:
             other = next(p for p in snap["providers"] if p["address"] == a)["sla"]
             assert other["earned_total"] > 0

@@ -12,11 +12,11 @@ import pytest
 
 from abci_app.codec.address import to_bech32
 from abci_app.codec.tx import build_tx
-from chainkit import send_msg
-from nodekit import Node
 from node.config import set_toml_values
 from node.keys import Keyring
 from node.rpc import RpcError
+from tests.kits.chainkit import send_msg
+from tests.kits.nodekit import Node
 
 pytestmark = pytest.mark.integration
 
@@ -26,8 +26,11 @@ def test_dropped_tx_and_its_successors_are_rebroadcast_in_order(tmp_path) -> Non
     node.init()
     cfg = node.home / "config" / "config.toml"
     # unsafe RPC for unsafe_flush_mempool; a 3 s block interval leaves time to flush before a block
-    cfg.write_text(set_toml_values(cfg.read_text(), {"rpc": {"unsafe": "true"},
-                                                      "consensus": {"timeout_commit": '"3s"'}}))
+    cfg.write_text(
+        set_toml_values(
+            cfg.read_text(), {"rpc": {"unsafe": "true"}, "consensus": {"timeout_commit": '"3s"'}}
+        )
+    )
     node.start()
     try:
         node.wait_height(2)
@@ -39,15 +42,28 @@ def test_dropped_tx_and_its_successors_are_rebroadcast_in_order(tmp_path) -> Non
             h0 = c.latest_height()
             while c.latest_height() == h0:  # right after a block: ~3 s before the next one
                 pass
-            raws = [build_tx(key.signer, chain_id=chain_id, msgs=[send_msg(recipient, 10 + i)], sequence=seq + i, fee=1)
-                    for i in range(3)]
+            raws = [
+                build_tx(
+                    key.signer,
+                    chain_id=chain_id,
+                    msgs=[send_msg(recipient, 10 + i)],
+                    sequence=seq + i,
+                    fee=10_000,  # above the default minimum fee
+                )
+                for i in range(3)
+            ]
             hashes = [c.broadcast_tx_sync(r) for r in raws]
             c.call("unsafe_flush_mempool")
-            assert c.tx(hashes[0]) is None, "a block took the txs before the flush: the test did not drop them"
+            assert c.tx(hashes[0]) is None, (
+                "a block took the txs before the flush: the test did not drop them"
+            )
             with pytest.raises(RpcError, match="not in a block"):  # without resubmission it is lost
                 c.wait_for_tx(hashes[0], timeout=4)
             assert c.resubmitted == 0
-            res = [c.wait_for_tx(h, timeout=30, resubmit=raws[i:], resubmit_after=1.0) for i, h in enumerate(hashes)]
+            res = [
+                c.wait_for_tx(h, timeout=30, resubmit=raws[i:], resubmit_after=1.0)
+                for i, h in enumerate(hashes)
+            ]
             assert c.resubmitted >= 3  # the dropped tx and both that followed it
             heights = [int(r["height"]) for r in res]
             assert heights == sorted(heights)

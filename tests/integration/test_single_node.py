@@ -17,10 +17,10 @@ import pytest
 
 from abci_app.codec.address import from_bech32
 from abci_app.codec.tx import build_tx
-from chainkit import send_msg
-from nodekit import Node, cli
 from node.keys import Keyring
 from node.rpc import Client, RpcError
+from tests.kits.chainkit import send_msg
+from tests.kits.nodekit import Node, cli
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +46,13 @@ class Sender(threading.Thread):
                         seq = acc["sequence"]
                     self.n += 1
                     amount = 1000 + self.n
-                    raw = build_tx(self.key.signer, chain_id=self.chain_id, msgs=[send_msg(self.recipient, amount)], sequence=seq, fee=1)
+                    raw = build_tx(
+                        self.key.signer,
+                        chain_id=self.chain_id,
+                        msgs=[send_msg(self.recipient, amount)],
+                        sequence=seq,
+                        fee=10_000,  # above the default minimum fee
+                    )
                     h = c.broadcast_tx_sync(raw)
                     self.accepted[h] = amount
                     seq += 1
@@ -70,29 +76,67 @@ def test_single_node_transfer_proof_and_crash_restarts(tmp_path) -> None:
             resp = res["result"]["response"]
             assert (int(resp["code"]), resp["codespace"]) == (3, "query"), res
         node.wait_height(node.wait_height(1) + 2)  # and the node keeps making blocks
-        bob = json.loads(cli("keys", "add", "bob", "--home", str(node.home), "-o", "json").stdout)["address"]
+        bob = json.loads(cli("keys", "add", "bob", "--home", str(node.home), "-o", "json").stdout)[
+            "address"
+        ]
 
         # a transfer through the CLI, then a proven query
-        r = cli("tx", "bank", "send", bob, "2.5loco", "--from", "validator", "--home", str(node.home), "--node", node.url, "-o", "json")
+        r = cli(
+            "tx",
+            "bank",
+            "send",
+            bob,
+            "2.5loco",
+            "--from",
+            "validator",
+            "--home",
+            str(node.home),
+            "--node",
+            node.url,
+            "-o",
+            "json",
+        )
         sent = json.loads(r.stdout)
         assert sent["code"] == 0 and sent["height"] >= 2
-        q = json.loads(cli("query", "account", bob, "--node", node.url, "--prove", "-o", "json").stdout)
+        q = json.loads(
+            cli("query", "account", bob, "--node", node.url, "--prove", "-o", "json").stdout
+        )
         assert q["balance"] == 2_500_000 and q["proof_verified"] is True and q["proof"]
         # a rejected tx: exit code non-zero, code and reason printed
-        bad = cli("tx", "bank", "send", info["validator_account"], "1000000loco", "--from", "bob", "--home", str(node.home), "--node", node.url, check=False)
-        assert bad.returncode != 0 and "bank/101" in bad.stderr and "insufficient funds" in bad.stderr
+        bad = cli(
+            "tx",
+            "bank",
+            "send",
+            info["validator_account"],
+            "1000000loco",
+            "--from",
+            "bob",
+            "--home",
+            str(node.home),
+            "--node",
+            node.url,
+            check=False,
+        )
+        assert (
+            bad.returncode != 0 and "bank/101" in bad.stderr and "insufficient funds" in bad.stderr
+        )
 
-        carol = from_bech32(json.loads(cli("keys", "add", "carol", "--home", str(node.home), "-o", "json").stdout)["address"])
+        carol = from_bech32(
+            json.loads(cli("keys", "add", "carol", "--home", str(node.home), "-o", "json").stdout)[
+                "address"
+            ]
+        )
         sender = Sender(node, "loconet-it", carol)
         sender.start()
         rng = random.Random(7)
         heights = []
-        for i in range(3):
+        for _ in range(3):
             time.sleep(rng.uniform(1.0, 4.0))  # a random moment while transfers flow
             h_before = node.wait_height(1)
             node.kill9()
             node.start()
-            h_after = node.wait_height(h_before + 2, timeout=90)  # the chain continues past where it was
+            # the chain continues past where it was
+            h_after = node.wait_height(h_before + 2, timeout=90)
             heights.append((h_before, h_after))
         time.sleep(1.5)
         sender.halt.set()
@@ -112,15 +156,18 @@ def test_single_node_transfer_proof_and_crash_restarts(tmp_path) -> None:
                         block_txs.add(hashlib.sha256(base64.b64decode(t)).hexdigest().upper())
             committed = 0
             in_blocks = 0
-            for h, amount in sender.accepted.items():
-                if h in block_txs:  # mempool txs may be lost in a crash, never committed ones
+            for txh, amount in sender.accepted.items():
+                if txh in block_txs:  # mempool txs may be lost in a crash, never committed ones
                     committed += amount
                     in_blocks += 1
-            bal = json.loads(c.abci_query(f"/account/{cli('keys', 'show', 'carol', '--home', str(node.home)).stdout.strip()}").value)["balance"]
+            carol_addr = cli("keys", "show", "carol", "--home", str(node.home)).stdout.strip()
+            bal = json.loads(c.abci_query(f"/account/{carol_addr}").value)["balance"]
         assert in_blocks >= 3, f"too few transfers landed to mean anything ({in_blocks})"
         assert bal == committed
         # the proven balance of bob survived all the crashes
-        q = json.loads(cli("query", "account", bob, "--node", node.url, "--prove", "-o", "json").stdout)
+        q = json.loads(
+            cli("query", "account", bob, "--node", node.url, "--prove", "-o", "json").stdout
+        )
         assert q["balance"] == 2_500_000 and q["proof_verified"]
         # no app-hash mismatch or halt was logged on any restart
         assert "wrong Block.Header.AppHash" not in node.tail(10_000)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from abci_app.bank import keeper as bank
 from abci_app.pb import abci
 from abci_app.staking import keeper as sk
-from stakekit import LOCO, bond_msg, new_staking_chain, unbond_msg
+from tests.kits.stakekit import LOCO, bond_msg, new_staking_chain, unbond_msg
 
 
 def test_evidence_slashes_once_and_tombstones() -> None:
@@ -16,10 +16,18 @@ def test_evidence_slashes_once_and_tombstones() -> None:
     resp = c.block([], evidence=[(bad, c.height - 1)])
     v = c.validator(bad)
     penalty = (10 * LOCO + 3) * 5 // 100 + 1  # 5 %, rounded up
-    assert (v.slashed, v.tokens, v.tombstoned, v.jailed, v.power) == (penalty, 10 * LOCO + 3 - penalty, True, True, 0)
+    assert (v.slashed, v.tokens, v.tombstoned, v.jailed, v.power) == (
+        penalty,
+        10 * LOCO + 3 - penalty,
+        True,
+        True,
+        0,
+    )
     assert bank.get_supply(c.store) == supply - penalty
     assert [u.power for u in resp.validator_updates] == [0]
-    assert {"validator.slashed", "validator.jailed", "validator.tombstoned"} <= {e.type for e in resp.events}
+    assert {"validator.slashed", "validator.jailed", "validator.tombstoned"} <= {
+        e.type for e in resp.events
+    }
     # the same evidence again, or another equivocation: no second slash
     c.block([], evidence=[(bad, c.height - 2), (bad, c.height - 1)])
     assert c.validator(bad).slashed == penalty
@@ -43,7 +51,10 @@ def test_old_or_unknown_evidence_is_ignored() -> None:
     c = new_staking_chain([10 * LOCO, 10 * LOCO], slashing={"max_evidence_age_blocks": 3})
     c.blocks(6)
     c.block([], evidence=[(c.vals[1].address, 1), (b"\x09" * 20, c.height)])
-    assert c.validator(c.vals[1].address).slashed == 0 and not c.validator(c.vals[1].address).tombstoned
+    assert (
+        c.validator(c.vals[1].address).slashed == 0
+        and not c.validator(c.vals[1].address).tombstoned
+    )
 
 
 def test_light_client_attack_evidence_is_not_a_double_sign() -> None:

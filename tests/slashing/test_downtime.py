@@ -5,10 +5,14 @@ from __future__ import annotations
 from abci_app.bank import keeper as bank
 from abci_app.slashing.keeper import get_signing_info
 from abci_app.staking.keys import BONDED_POOL
-from stakekit import LOCO, new_staking_chain, unjail_msg
+from tests.kits.stakekit import LOCO, new_staking_chain, unjail_msg
 
-SLASHING = {"signed_blocks_window": 10, "min_signed_per_window_bps": 5000, "downtime_jail_blocks": 5,
-            "slash_fraction_downtime_bps": 100}
+SLASHING = {
+    "signed_blocks_window": 10,
+    "min_signed_per_window_bps": 5000,
+    "downtime_jail_blocks": 5,
+    "slash_fraction_downtime_bps": 100,
+}
 
 
 def test_validator_down_past_the_window_is_slashed_jailed_and_removed() -> None:
@@ -29,7 +33,10 @@ def test_validator_down_past_the_window_is_slashed_jailed_and_removed() -> None:
     penalty = (10 * LOCO + 1) // 100 + 1  # 1 %, rounded up
     assert v.tokens == 10 * LOCO + 1 - penalty and v.slashed == penalty
     assert (v.power, v.jailed_until) == (0, jail_height + 5)
-    assert bank.get_supply(c.store) == supply - penalty and c.balance(BONDED_POOL) == 30 * LOCO + 1 - penalty
+    assert (
+        bank.get_supply(c.store) == supply - penalty
+        and c.balance(BONDED_POOL) == 30 * LOCO + 1 - penalty
+    )
     assert [u.power for u in c.last.validator_updates] == [0]  # type: ignore[union-attr]
     assert {e.type for e in c.last.events} >= {"validator.slashed", "validator.jailed"}  # type: ignore[union-attr]
     assert get_signing_info(c.store, down) is None

@@ -10,7 +10,7 @@ from abci_app.app import Application
 from abci_app.slashing.keeper import clear_liveness
 from abci_app.slashing.keys import missed_prefix, signing_info_key
 from abci_app.store import CacheKV, MerkleStore
-from chainkit import genesis_request, signer
+from tests.kits.chainkit import genesis_request, signer
 
 
 @pytest.mark.parametrize("last", [0xFF, 0xFE, 0x00])
@@ -44,7 +44,9 @@ def test_invalid_genesis_evidence_age_longer_than_unbonding() -> None:
     state.setdefault("staking", {})["params"] = {"unbonding_blocks": "100"}
     req.app_state_bytes = json.dumps(state).encode()
     app = Application(MerkleStore(None))
-    with pytest.raises(ValueError, match="max_evidence_age_blocks .* exceeds staking.unbonding_blocks"):
+    with pytest.raises(
+        ValueError, match="max_evidence_age_blocks .* exceeds staking.unbonding_blocks"
+    ):
         app.init_chain(req)
     # equal is fine
     state["slashing"]["params"]["max_evidence_age_blocks"] = "100"
@@ -53,12 +55,12 @@ def test_invalid_genesis_evidence_age_longer_than_unbonding() -> None:
 
 
 def test_evidence_against_the_only_validator_with_power_empties_the_set() -> None:
-    """Found by the invariant simulation (tests/simkit.py): a double sign from a height when
+    """Found by the invariant simulation (tests/kits/simkit.py): a double sign from a height when
     others were bonded, judged once the accused is the only validator with power. It is punished
     like any other (slashed, jailed, tombstoned) and the set it returns is empty, so CometBFT
     halts, as a Cosmos SDK chain would (abci_app/slashing/README.md). Pinned so that a change to
     this choice is deliberate."""
-    from stakekit import LOCO, new_staking_chain, unbond_msg
+    from tests.kits.stakekit import LOCO, new_staking_chain, unbond_msg
 
     c = new_staking_chain([100 * LOCO, 100 * LOCO])
     v0, v1 = c.vals

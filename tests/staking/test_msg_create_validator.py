@@ -1,8 +1,6 @@
 from __future__ import annotations
 
 import pytest
-from chainkit import assert_rejected, signer
-from stakekit import LOCO, StakeChain, create_validator_msg, new_staking_chain
 
 from abci_app.bank.errors import ErrInsufficientFunds
 from abci_app.pb import staking_pb2, tx_pb2
@@ -13,6 +11,8 @@ from abci_app.staking.errors import (
     ErrValidatorExists,
 )
 from abci_app.staking.keys import BONDED_POOL
+from tests.kits.chainkit import assert_rejected, signer
+from tests.kits.stakekit import LOCO, StakeChain, create_validator_msg, new_staking_chain
 
 
 @pytest.fixture
@@ -24,9 +24,17 @@ def test_create_validator_bonds_and_updates_the_set(c: StakeChain) -> None:
     newk, op = signer(5000), c.keys[0]
     pool = c.balance(BONDED_POOL)
     resp = c.ok(op, [create_validator_msg(newk, 30 * LOCO, "carol")])
-    assert [(u.pub_key.ed25519, u.power) for u in resp.validator_updates] == [(newk.public_bytes(), 30)]
+    assert [(u.pub_key.ed25519, u.power) for u in resp.validator_updates] == [
+        (newk.public_bytes(), 30)
+    ]
     v = c.validator(newk.address)
-    assert (v.operator, v.tokens, v.power, v.moniker, v.created_height) == (op.address, 30 * LOCO, 30, "carol", c.height)
+    assert (v.operator, v.tokens, v.power, v.moniker, v.created_height) == (
+        op.address,
+        30 * LOCO,
+        30,
+        "carol",
+        c.height,
+    )
     assert c.balance(BONDED_POOL) == pool + 30 * LOCO
     assert any(e.type == "validator.created" for e in resp.tx_results[0].events)
     c.blocks(2)  # H+2: CometBFT's set now has it, and it is in the decided last commit from then on
@@ -34,22 +42,44 @@ def test_create_validator_bonds_and_updates_the_set(c: StakeChain) -> None:
 
 
 def test_invalid_existing_key(c: StakeChain) -> None:
-    assert_rejected(c, c.tx(c.keys[0], [create_validator_msg(c.vals[0], 5 * LOCO)], fee=100), ErrValidatorExists)
+    assert_rejected(
+        c, c.tx(c.keys[0], [create_validator_msg(c.vals[0], 5 * LOCO)]), ErrValidatorExists
+    )
 
 
 def test_invalid_self_bond_below_min(c: StakeChain) -> None:
-    assert_rejected(c, c.tx(c.keys[0], [create_validator_msg(signer(5001), LOCO - 1)], fee=100), ErrSelfBondTooLow)
+    assert_rejected(
+        c,
+        c.tx(c.keys[0], [create_validator_msg(signer(5001), LOCO - 1)]),
+        ErrSelfBondTooLow,
+    )
 
 
 def test_invalid_consensus_key_length(c: StakeChain) -> None:
-    msg = tx_pb2.Msg(create_validator=staking_pb2.MsgCreateValidator(pub_key=b"\x01" * 31, self_bond=5 * LOCO, moniker="x"))
-    assert_rejected(c, c.tx(c.keys[0], [msg], fee=100), ErrInvalidConsensusKey)
+    msg = tx_pb2.Msg(
+        create_validator=staking_pb2.MsgCreateValidator(
+            pub_key=b"\x01" * 31, self_bond=5 * LOCO, moniker="x"
+        )
+    )
+    assert_rejected(c, c.tx(c.keys[0], [msg]), ErrInvalidConsensusKey)
 
 
 def test_invalid_moniker(c: StakeChain) -> None:
-    assert_rejected(c, c.tx(c.keys[0], [create_validator_msg(signer(5002), 5 * LOCO, "")], fee=100), ErrInvalidMoniker)
-    assert_rejected(c, c.tx(c.keys[0], [create_validator_msg(signer(5002), 5 * LOCO, "x" * 65)], fee=100), ErrInvalidMoniker)
+    assert_rejected(
+        c,
+        c.tx(c.keys[0], [create_validator_msg(signer(5002), 5 * LOCO, "")]),
+        ErrInvalidMoniker,
+    )
+    assert_rejected(
+        c,
+        c.tx(c.keys[0], [create_validator_msg(signer(5002), 5 * LOCO, "x" * 65)]),
+        ErrInvalidMoniker,
+    )
 
 
 def test_invalid_insufficient_funds(c: StakeChain) -> None:
-    assert_rejected(c, c.tx(c.keys[0], [create_validator_msg(signer(5003), 10**12 + 1)], fee=100), ErrInsufficientFunds)
+    assert_rejected(
+        c,
+        c.tx(c.keys[0], [create_validator_msg(signer(5003), 10**12 + 1)]),
+        ErrInsufficientFunds,
+    )

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from chainkit import assert_rejected
-from stakekit import LOCO, bond_msg, new_staking_chain, unbond_msg
-
 from abci_app.bank import keeper as bank
 from abci_app.staking import keeper as sk
 from abci_app.staking.errors import ErrInsufficientBond, ErrTooManyUnbondingEntries
 from abci_app.staking.keys import BONDED_POOL, UNBONDING_POOL
+from tests.kits.chainkit import assert_rejected, tx_fee
+from tests.kits.stakekit import LOCO, bond_msg, new_staking_chain, unbond_msg
 
 
 def test_unbond_pays_out_exactly_after_unbonding_blocks() -> None:
@@ -17,6 +16,7 @@ def test_unbond_pays_out_exactly_after_unbonding_blocks() -> None:
     c.ok(d, [bond_msg(cons, 4 * LOCO)])
     bal = c.balance(d.address)
     resp = c.ok(d, [unbond_msg(cons, 3 * LOCO)])
+    bal -= tx_fee(resp)
     h0 = c.height
     assert [u.power for u in resp.validator_updates] == [11]
     assert c.balance(UNBONDING_POOL) == 3 * LOCO and c.balance(d.address) == bal
@@ -32,13 +32,18 @@ def test_unbond_pays_out_exactly_after_unbonding_blocks() -> None:
 
 
 def test_stake_slashed_while_unbonding_is_reduced() -> None:
-    c = new_staking_chain([10 * LOCO, 10 * LOCO], staking={"unbonding_blocks": 20}, slashing={"slash_fraction_double_sign_bps": 1000})
+    c = new_staking_chain(
+        [10 * LOCO, 10 * LOCO],
+        staking={"unbonding_blocks": 20},
+        slashing={"slash_fraction_double_sign_bps": 1000},
+    )
     cons, d = c.vals[1].address, c.keys[1]
     c.ok(d, [bond_msg(cons, 5 * LOCO)])
     c.ok(d, [unbond_msg(cons, LOCO)])  # created before the infraction: not slashed
     infraction = c.height + 1
     c.block([])
-    c.ok(d, [unbond_msg(cons, 3 * LOCO + 1)])  # created after the infraction: slashed 10 %, rounded up
+    # created after the infraction: slashed 10 %, rounded up
+    c.ok(d, [unbond_msg(cons, 3 * LOCO + 1)])
     supply = bank.get_supply(c.store)
     c.block([], evidence=[(cons, infraction)])
     amounts = sorted(e.amount for e in sk.iterate_unbondings(c.store, cons))
@@ -58,7 +63,9 @@ def test_full_unbond_removes_the_validator_from_the_set() -> None:
     c = new_staking_chain([10 * LOCO, 10 * LOCO])
     op = c.vals[1]
     resp = c.ok(op, [unbond_msg(op.address, 10 * LOCO)])
-    assert [(u.pub_key.ed25519, u.power) for u in resp.validator_updates] == [(op.public_bytes(), 0)]
+    assert [(u.pub_key.ed25519, u.power) for u in resp.validator_updates] == [
+        (op.public_bytes(), 0)
+    ]
     assert c.validator(op.address).jailed  # self bond below the minimum jails it
 
 
@@ -75,8 +82,12 @@ def test_operator_below_min_self_bond_is_jailed() -> None:
 
 def test_invalid_unbond_more_than_bonded() -> None:
     c = new_staking_chain([10 * LOCO])
-    assert_rejected(c, c.tx(c.keys[1], [unbond_msg(c.vals[0].address, 1)], fee=100), ErrInsufficientBond)
-    assert_rejected(c, c.tx(c.vals[0], [unbond_msg(c.vals[0].address, 10 * LOCO + 1)], fee=100), ErrInsufficientBond)
+    assert_rejected(c, c.tx(c.keys[1], [unbond_msg(c.vals[0].address, 1)]), ErrInsufficientBond)
+    assert_rejected(
+        c,
+        c.tx(c.vals[0], [unbond_msg(c.vals[0].address, 10 * LOCO + 1)]),
+        ErrInsufficientBond,
+    )
 
 
 def test_invalid_too_many_unbonding_entries() -> None:
@@ -85,12 +96,14 @@ def test_invalid_too_many_unbonding_entries() -> None:
     c.ok(d, [bond_msg(cons, 5 * LOCO)])
     c.ok(d, [unbond_msg(cons, 1)])
     c.ok(d, [unbond_msg(cons, 1)])
-    assert_rejected(c, c.tx(d, [unbond_msg(cons, 1)], fee=100), ErrTooManyUnbondingEntries)
+    assert_rejected(c, c.tx(d, [unbond_msg(cons, 1)]), ErrTooManyUnbondingEntries)
 
 
 def test_invalid_unbond_of_the_last_validator() -> None:
     from abci_app.staking.errors import ErrLastValidator
 
     c = new_staking_chain([10 * LOCO])
-    assert_rejected(c, c.tx(c.vals[0], [unbond_msg(c.vals[0].address, 10 * LOCO)], fee=100), ErrLastValidator)
+    assert_rejected(
+        c, c.tx(c.vals[0], [unbond_msg(c.vals[0].address, 10 * LOCO)]), ErrLastValidator
+    )
     c.ok(c.vals[0], [unbond_msg(c.vals[0].address, 9 * LOCO)])  # power 1 is still a validator

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from abci_app.bank import keeper as bank
 from abci_app.bank.keys import FEE_COLLECTOR
-from chainkit import send_msg
-from stakekit import LOCO, new_staking_chain
+from tests.kits.chainkit import send_msg
+from tests.kits.stakekit import LOCO, new_staking_chain
 
 
 def test_block_reward_and_fees_split_by_power() -> None:
     c = new_staking_chain([1 * LOCO, 2 * LOCO, 7 * LOCO], staking={"block_reward": 1000})
     before = [c.balance(v.address) for v in c.vals]
     supply = bank.get_supply(c.store)
-    resp = c.block([c.tx(c.keys[0], [send_msg(c.keys[1].address, 1)], fee=1)])
-    got = [c.balance(v.address) - b for v, b in zip(c.vals, before)]
-    assert got == [100, 200, 701]  # 1001 by 1:2:7; floor shares, the dust to the largest power
-    assert sum(got) == 1001
+    resp = c.block([c.tx(c.keys[0], [send_msg(c.keys[1].address, 1)], fee=9_001)])
+    got = [c.balance(v.address) - b for v, b in zip(c.vals, before, strict=True)]
+    # 10,001 by 1:2:7; floor shares, the dust to the largest power
+    assert got == [1_000, 2_000, 7_001]
+    assert sum(got) == 10_001
     assert bank.get_supply(c.store) == supply + 1000  # minted reward; the fee moved
     assert c.balance(FEE_COLLECTOR) == 0
     assert any(e.type == "block_reward.minted" for e in resp.events)
@@ -47,5 +48,5 @@ def test_validator_absent_from_last_commit_earns_nothing() -> None:
     c.blocks(2)
     before = [c.balance(v.address) for v in c.vals]
     c.block([], absent={c.vals[1].address})
-    got = [c.balance(v.address) - b for v, b in zip(c.vals, before)]
+    got = [c.balance(v.address) - b for v, b in zip(c.vals, before, strict=True)]
     assert got == [266, 0, 534]  # 800 by 2:4 between the signers; floor shares, dust to the largest

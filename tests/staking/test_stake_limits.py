@@ -5,12 +5,11 @@ node halts). Both are now refused in the message, with staking code 214."""
 
 from __future__ import annotations
 
-from chainkit import assert_rejected, signer
-from stakekit import LOCO, bond_msg, create_validator_msg, new_staking_chain
-
 from abci_app.encoding import MAX_U64
 from abci_app.staking.errors import ErrStakeTooLarge
 from abci_app.staking.msgs import MAX_TOTAL_POWER
+from tests.kits.chainkit import assert_rejected, signer
+from tests.kits.stakekit import LOCO, bond_msg, create_validator_msg, new_staking_chain
 
 RICH = 2**70  # genesis balances are u128: a chain may hold more than 2^64 uloco
 
@@ -33,11 +32,15 @@ def test_invalid_bond_of_2_pow_63_does_not_halt_the_chain() -> None:
 
 def test_invalid_bond_tokens_past_u64() -> None:
     c = new_staking_chain([100 * LOCO], funds=RICH)
-    res = assert_rejected(c, c.tx(c.keys[0], [bond_msg(c.vals[0].address, MAX_U64)]), ErrStakeTooLarge)
+    res = assert_rejected(
+        c, c.tx(c.keys[0], [bond_msg(c.vals[0].address, MAX_U64)]), ErrStakeTooLarge
+    )
     assert "2^64-1" in res.log
 
 
 def test_invalid_create_validator_past_total_voting_power() -> None:
     c = new_staking_chain([100 * LOCO], funds=RICH, staking={"power_reduction": "1"})
     new = signer(4242)
-    assert_rejected(c, c.tx(c.keys[1], [create_validator_msg(new, MAX_TOTAL_POWER)]), ErrStakeTooLarge)
+    assert_rejected(
+        c, c.tx(c.keys[1], [create_validator_msg(new, MAX_TOTAL_POWER)]), ErrStakeTooLarge
+    )

@@ -6,8 +6,16 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chainkit import signer
-from stakekit import LOCO, StakeChain, bond_msg, create_validator_msg, new_staking_chain, unbond_msg, unjail_msg
+from tests.kits.chainkit import signer
+from tests.kits.stakekit import (
+    LOCO,
+    StakeChain,
+    bond_msg,
+    create_validator_msg,
+    new_staking_chain,
+    unbond_msg,
+    unjail_msg,
+)
 
 OP = st.one_of(
     st.tuples(st.just("bond"), st.integers(0, 2), st.integers(0, 3), st.integers(1, 5 * LOCO)),
@@ -20,12 +28,23 @@ OP = st.one_of(
     st.tuples(st.just("wait"), st.integers(1, 6)),
 )
 
-PARAMS = dict(staking={"unbonding_blocks": 4, "max_validators": 3, "block_reward": 7, "max_unbonding_entries": 3},
-              slashing={"signed_blocks_window": 4, "downtime_jail_blocks": 2, "slash_fraction_downtime_bps": 333,
-                        "slash_fraction_double_sign_bps": 1234})
+PARAMS = dict(
+    staking={
+        "unbonding_blocks": 4,
+        "max_validators": 3,
+        "block_reward": 7,
+        "max_unbonding_entries": 3,
+    },
+    slashing={
+        "signed_blocks_window": 4,
+        "downtime_jail_blocks": 2,
+        "slash_fraction_downtime_bps": 333,
+        "slash_fraction_double_sign_bps": 1234,
+    },
+)
 
 
-def play(ops: list[tuple]) -> StakeChain:  # type: ignore[type-arg]
+def play(ops: list[tuple]) -> StakeChain:
     c = new_staking_chain([10 * LOCO, 10 * LOCO, 10 * LOCO], **PARAMS)  # type: ignore[arg-type]
     extra = [signer(9000 + i) for i in range(4)]
     vals = c.vals + extra[:1]
@@ -54,7 +73,7 @@ def play(ops: list[tuple]) -> StakeChain:  # type: ignore[type-arg]
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(OP, min_size=1, max_size=12))
-def test_random_histories_keep_invariants_and_are_deterministic(ops: list[tuple]) -> None:  # type: ignore[type-arg]
+def test_random_histories_keep_invariants_and_are_deterministic(ops: list[tuple]) -> None:
     a, b = play(ops), play(ops)
     assert a.store.app_hash == b.store.app_hash
     assert a.store.height == b.store.height > len(ops)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from abci_app.codec.address import address_from_pubkey
 from abci_app.staking import keeper as sk
-from chainkit import signer
-from stakekit import LOCO, bond_msg, create_validator_msg, new_staking_chain
+from tests.kits.chainkit import signer
+from tests.kits.stakekit import LOCO, bond_msg, create_validator_msg, new_staking_chain
 
 
 def test_max_validators_by_stake_with_address_tie_break() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from abci_app.pb import abci
 from abci_app.store import CacheKV, MerkleStore, ReadCache
-from chainkit import new_chain, send_msg
+from tests.kits.chainkit import new_chain, send_msg
 
 
 def test_get_is_remembered_iterate_passes_through_and_capacity_bounds():
@@ -27,11 +27,13 @@ def test_get_is_remembered_iterate_passes_through_and_capacity_bounds():
 def test_check_tx_after_a_block_sees_the_block():
     c = new_chain(n_keys=2)
     a, b = c.keys
-    assert c.check(c.tx(a, [send_msg(b.address, 5)], fee=1)).code == 0  # CheckTx reads a's account
-    c.block([c.tx(a, [send_msg(b.address, 5)], fee=1)])
+    assert c.check(c.tx(a, [send_msg(b.address, 5)])).code == 0  # CheckTx reads a's account
+    c.block([c.tx(a, [send_msg(b.address, 5)])])
     # the same sequence again: refused (the committed sequence moved on), the next one accepted
-    assert c.check(c.tx(a, [send_msg(b.address, 5)], fee=1, seq=0)).code != 0
-    assert c.check(c.tx(a, [send_msg(b.address, 5)], fee=1, seq=1)).code == 0
-    recheck = abci.RequestCheckTx(tx=c.tx(a, [send_msg(b.address, 5)], fee=1, seq=1), type=abci.CheckTxType.Value("RECHECK"))
-    c.block([c.tx(a, [send_msg(b.address, 5)], fee=1, seq=1)])
+    assert c.check(c.tx(a, [send_msg(b.address, 5)], seq=0)).code != 0
+    assert c.check(c.tx(a, [send_msg(b.address, 5)], seq=1)).code == 0
+    recheck = abci.RequestCheckTx(
+        tx=c.tx(a, [send_msg(b.address, 5)], seq=1), type=abci.CheckTxType.Value("RECHECK")
+    )
+    c.block([c.tx(a, [send_msg(b.address, 5)], seq=1)])
     assert c.app.check_tx(recheck).code != 0  # evicted on recheck: its sequence was taken

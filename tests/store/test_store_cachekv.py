@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from store_helpers import model_range
 
 from abci_app.store import CacheKV, KVReader, MerkleStore, StoreError
+from tests.kits.storekit import model_range
 
 
 def _store() -> MerkleStore:

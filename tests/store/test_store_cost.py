@@ -23,7 +23,7 @@ def test_commit_work_does_not_grow_with_state_size() -> None:
     large = _commit_ten_changes(10_000)
     assert small.changed_keys == large.changed_keys == 10
     # the tree is ~log2(n) deep: 100x more state adds only the extra levels on 10 paths
-    for field in ("hashes", "node_reads", "nodes_written", "nodes_staled"):
+    for field in ("hashes", "node_reads", "nodes_written", "pages_written", "pages_staled"):
         s, big = getattr(small, field), getattr(large, field)
         assert big <= 3 * s, (field, s, big)
         assert big <= 10 * 2 * 20, (field, big)  # 10 keys x (depth ~14 + slack) x 2

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from store_helpers import apply, crash_block, model_range
 
 from abci_app.store import MerkleStore, verify_proof
+from tests.kits.storekit import apply, crash_block, model_range
 
 REPO = Path(__file__).resolve().parents[2]
 KEEP = 4
@@ -25,7 +25,7 @@ KEEP = 4
 CHILD = """
 import os, signal, sys
 from abci_app.store import MerkleStore
-from store_helpers import crash_block
+from tests.kits.storekit import crash_block
 store = MerkleStore(sys.argv[1], keep_recent=KEEP_RECENT)
 if sys.argv[2] != "-":
     table, n = sys.argv[2].split(":")
@@ -64,7 +64,7 @@ class Expected:
 
 
 def _child(path: Path, kill_at: str) -> subprocess.Popen[str]:
-    env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{Path(__file__).parent}")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
     return subprocess.Popen(
         [sys.executable, "-c", CHILD, str(path), kill_at],
         stdout=subprocess.PIPE,
@@ -111,7 +111,7 @@ def test_stage_without_commit_is_not_persisted(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "table", ["nodes", "stale_nodes", "kv_latest", "kv_history", "stale_kv", "roots", "meta"]
+    "table", ["pages", "stale_pages", "kv_history", "stale_kv", "roots", "meta"]
 )
 def test_failure_inside_commit_transaction_rolls_back(tmp_path: Path, table: str) -> None:
     path = tmp_path / "state.db"
@@ -174,10 +174,10 @@ def test_sigkill_at_random_moments_leaves_old_or_new_version(tmp_path: Path) -> 
 @pytest.mark.parametrize(
     "kill_at",
     [
-        "nodes:1",
-        "nodes:25",
-        "stale_nodes:3",
-        "kv_latest:17",
+        "pages:1",
+        "pages:25",
+        "stale_pages:3",
+        "kv_history:17",
         "kv_history:33",
         "stale_kv:5",
         "roots:2",

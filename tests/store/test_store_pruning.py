@@ -6,9 +6,9 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from store_helpers import table_count
 
 from abci_app.store import MerkleStore, StoreError, VersionNotAvailable, verify_proof
+from tests.kits.storekit import table_count
 
 
 def _value(height: int, i: int) -> bytes:
@@ -52,17 +52,17 @@ def test_rewriting_the_same_keys_keeps_the_database_bounded() -> None:
     for h in range(2, 161):
         store.stage(h, {b"key%02d" % ((h + i) % n_keys): _value(h, i) for i in range(6)})
         store.commit()
-        written.append(store.stats.nodes_written)
+        written.append(store.stats.pages_written)
         sizes.append(
-            {t: table_count(store, t) for t in ("nodes", "stale_nodes", "kv_history", "roots")}
+            {t: table_count(store, t) for t in ("pages", "stale_pages", "kv_history", "roots")}
         )
-    live_nodes = 2 * n_keys - 1  # a tree with n leaves has n - 1 internal nodes
-    bound = live_nodes + keep * max(written)
-    assert all(s["nodes"] <= bound for s in sizes), (bound, max(s["nodes"] for s in sizes))
+    live_pages = 2 * n_keys - 1  # a tree with n leaves has n - 1 internal nodes: fewer pages
+    bound = live_pages + keep * max(written)
+    assert all(s["pages"] <= bound for s in sizes), (bound, max(s["pages"] for s in sizes))
     assert all(s["roots"] == keep for s in sizes[keep:])
     assert all(s["kv_history"] <= n_keys + keep * 6 for s in sizes)
-    late = max(s["nodes"] for s in sizes[100:])
-    early = max(s["nodes"] for s in sizes[20:60])
+    late = max(s["pages"] for s in sizes[100:])
+    early = max(s["pages"] for s in sizes[20:60])
     assert late <= early + max(written), (early, late)
     # every retained height is still complete
     for past in range(store.earliest_height, store.height + 1):
@@ -83,8 +83,7 @@ def test_deleted_keys_leave_no_history_behind() -> None:
         store.stage(h, {})
         store.commit()
     assert table_count(store, "kv_history") == 0
-    assert table_count(store, "kv_latest") == 0
-    assert table_count(store, "nodes") == 0
+    assert table_count(store, "pages") == 0
     assert list(store.iterate_at(store.earliest_height, b"")) == []
 
 
@@ -101,7 +100,7 @@ def test_lower_keep_recent_on_reopen_prunes_at_next_commit(tmp_path: Path) -> No
     store.stage(21, {b"k0": b"new"})
     store.commit()
     assert store.earliest_height == 19
-    assert store.stats.nodes_pruned > 0
+    assert store.stats.pages_pruned > 0
     assert table_count(store, "roots") == 3
     assert store.get_at(b"k1", 19) == _value(17, 0)
     store.close()

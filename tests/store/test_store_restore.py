@@ -8,9 +8,14 @@ from pathlib import Path
 import pytest
 
 from abci_app.store import MerkleStore, StoreError, VersionNotAvailable, verify_proof
-from store_helpers import reference_root
+from tests.kits.storekit import reference_root
 
-STATE = {b"alice": b"100", b"bob": b"200", b"carol": b"", **{b"k%04d" % i: b"v%d" % i for i in range(300)}}
+STATE = {
+    b"alice": b"100",
+    b"bob": b"200",
+    b"carol": b"",
+    **{b"k%04d" % i: b"v%d" % i for i in range(300)},
+}
 
 
 def test_restore_commits_the_state_as_the_only_height(tmp_path: Path) -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from store_helpers import apply, model_range, reference_root
 
 from abci_app.store import EMPTY_HASH, CacheKV, MerkleStore, StoreError, verify_proof
+from tests.kits.storekit import apply, model_range, reference_root
 
 # Known answers, computed by hand from the definition in tree.py (see README.md):
 # sha256("alice") starts 0b00..., sha256("carol") 0b01..., sha256("bob") 0b1...,
@@ -112,7 +112,7 @@ def test_iterate_pages_through_many_keys() -> None:
     model = {i.to_bytes(3, "big"): i.to_bytes(4, "big") for i in range(1500)}
     store.stage(1, dict(model))
     store.commit()
-    store.stage(2, {k: None for k in list(model)[::3]})
+    store.stage(2, dict.fromkeys(list(model)[::3]))
     store.commit()
     assert list(store.iterate_at(1, b"")) == model_range(model, b"", None)
     now = {k: v for i, (k, v) in enumerate(model.items()) if i % 3}
@@ -215,10 +215,20 @@ def test_store_matches_dict_model(
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.dictionaries(st.sampled_from([b"k%d" % i for i in range(40)]),
-                                st.one_of(st.none(), st.binary(max_size=3)), max_size=12),
-                min_size=1, max_size=8))
-def test_node_cache_size_never_changes_roots_or_proofs(blocks: list[dict[bytes, bytes | None]]) -> None:
+@given(
+    st.lists(
+        st.dictionaries(
+            st.sampled_from([b"k%d" % i for i in range(40)]),
+            st.one_of(st.none(), st.binary(max_size=3)),
+            max_size=12,
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_node_cache_size_never_changes_roots_or_proofs(
+    blocks: list[dict[bytes, bytes | None]],
+) -> None:
     # no cache, a cache that evicts all the time, and the default: the same roots and proofs
     # (the cache holds the latest node per path; a hit counts only for the version asked for)
     stores = [MerkleStore(None, keep_recent=3, node_cache=n) for n in (0, 3, 1_000_000)]
@@ -234,4 +244,6 @@ def test_node_cache_size_never_changes_roots_or_proofs(blocks: list[dict[bytes, 
             for key in (b"k0", b"k7", b"k39"):
                 proofs = [s.prove(key, past) for s in stores]
                 assert len({p.to_bytes() for p in proofs}) == 1
-                assert verify_proof(proofs[0], stores[0].root_at(past), key, stores[0].get_at(key, past))
+                assert verify_proof(
+                    proofs[0], stores[0].root_at(past), key, stores[0].get_at(key, past)
+                )

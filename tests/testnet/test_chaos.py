@@ -23,13 +23,15 @@ def test_crash_storm_short(tmp_path: Path) -> None:
     d = tmp_path / "net"
     try:
         # generous waits: on a loaded 2-core machine a join or a catch-up can take a minute or more
-        res = run_storm(StormConfig(perturbations=len(KINDS), seed=11, senders=2, catch_up_timeout=180), d)
+        res = run_storm(
+            StormConfig(perturbations=len(KINDS), seed=11, senders=2, catch_up_timeout=180), d
+        )
     finally:
         if (d / "testnet.json").exists():
             for n in nodes_of(load(d)):
                 stop_node(n)
     s = res.summary()
-    assert s["by_kind"] == {k: 1 for k in KINDS}, s
+    assert s["by_kind"] == dict.fromkeys(KINDS, 1), s
     assert res.joined and res.unbonded
     assert not res.divergent, f"app hashes differ at height {res.final_height}: {res.divergent}"
     assert not res.lost, f"{len(res.lost)} txs accepted by CheckTx are missing from a block store"

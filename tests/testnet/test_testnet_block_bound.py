@@ -13,9 +13,15 @@ from node import testnet
 def test_genesis_caps_block_bytes_above_the_largest_tx(tmp_path):
     d = tmp_path / "net"
     testnet.create(d, 2, 0, 36656, testnet.parse_params([]))
-    for g in [d / "genesis.json", d / "node0" / "config" / "genesis.json", d / "node1" / "config" / "genesis.json"]:
+    for g in [
+        d / "genesis.json",
+        d / "node0" / "config" / "genesis.json",
+        d / "node1" / "config" / "genesis.json",
+    ]:
         block = json.loads(g.read_text())["consensus_params"]["block"]
         assert int(block["max_bytes"]) == testnet.BLOCK_MAX_BYTES
         evidence = json.loads(g.read_text())["consensus_params"]["evidence"]
-        assert int(evidence["max_bytes"]) <= testnet.BLOCK_MAX_BYTES  # else cometbft refuses the genesis
-    assert 4 * MAX_TX_BYTES <= testnet.BLOCK_MAX_BYTES < 21 * 1024 * 1024  # CometBFT's default takes the whole mempool
+        # else cometbft refuses the genesis
+        assert int(evidence["max_bytes"]) <= testnet.BLOCK_MAX_BYTES
+    # CometBFT's default takes the whole mempool
+    assert 4 * MAX_TX_BYTES <= testnet.BLOCK_MAX_BYTES < 21 * 1024 * 1024

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-
 import json
 import random
 import re
@@ -16,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from abci_app.codec.tx import build_tx
-from chainkit import send_msg
 from node.keys import Keyring
 from node.rpc import Client, RpcError, TxRejected
 from node.testnet import NodeInfo, is_running, start_node, stop_node
-from tnkit import app_hash_at, cli, height, network, query, wait_for
+from tests.kits.chainkit import send_msg
+from tests.kits.tnkit import app_hash_at, cli, height, network, query, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -32,6 +31,7 @@ def caught_up(n: NodeInfo, others: list[NodeInfo]) -> bool:
         with Client(n.rpc_url, timeout=3) as c:
             si = c.status()["sync_info"]
         return int(si["latest_block_height"]) >= target and not si["catching_up"]
+
     return wait_for(f"{n.name} to reach height {target}", done, timeout=90)
 
 
@@ -50,20 +50,33 @@ class Sender(threading.Thread):
         super().__init__(daemon=True)
         kr = Keyring(d)
         self.key, self.to = kr.get("account0"), kr.get("account1")
-        self.nodes, self.avoid, self.busy_with = nodes, set(), ""
-        self.stop_flag, self.accepted, self.errors, self.seq, self.lock = False, [], [], 0, threading.Lock()
+        self.nodes, self.busy_with = nodes, ""
+        self.avoid: set[str] = set()
+        self.accepted: list[str] = []
+        self.errors: list[str] = []
+        self.stop_flag, self.seq, self.lock = False, 0, threading.Lock()
         self.behind = 0
 
     def run(self) -> None:
         i = 0
         while not self.stop_flag:
             with self.lock:
-                gw = next(n for n in self.nodes[i % len(self.nodes):] + self.nodes if n.name not in self.avoid and is_running(n))
+                gw = next(
+                    n
+                    for n in self.nodes[i % len(self.nodes) :] + self.nodes
+                    if n.name not in self.avoid and is_running(n)
+                )
                 self.busy_with = gw.name
             i += 1
             try:
                 with Client(gw.rpc_url, timeout=5) as c:
-                    raw = build_tx(self.key.signer, chain_id="loconet-testnet", msgs=[send_msg(self.to.address_bytes, 1)], sequence=self.seq, fee=10)
+                    raw = build_tx(
+                        self.key.signer,
+                        chain_id="loconet-testnet",
+                        msgs=[send_msg(self.to.address_bytes, 1)],
+                        sequence=self.seq,
+                        fee=10_000,  # above the default minimum fee
+                    )
                     h = c.broadcast_tx_sync(raw)
                     self.accepted.append(h)
                     self.seq += 1
@@ -71,7 +84,9 @@ class Sender(threading.Thread):
             except TxRejected as e:
                 m = re.search(r"expected (\d+), got (\d+)", e.log)
                 if e.code == 6 and m and int(m.group(1)) < int(m.group(2)):
-                    self.behind += 1  # this node has not applied our last block yet: not accepted, retry
+                    self.behind += (
+                        1  # this node has not applied our last block yet: not accepted, retry
+                    )
                     time.sleep(0.1)
                 else:
                     self.errors.append(f"{gw.name}: {e}")
@@ -84,6 +99,7 @@ class Sender(threading.Thread):
 
 def test_stop_start_kill9_and_restart(tmp_path: Path) -> None:
     with network(tmp_path) as (d, nodes):
+
         def all_healthy() -> bool:  # a node may be a block behind for a moment on 2 busy cores
             st = cli("testnet", "status", "--dir", str(d), "-o", "json")
             return all(not s["flags"] and s["peers"] == 3 for s in json.loads(st.stdout)["nodes"])
@@ -109,7 +125,12 @@ def test_stop_start_kill9_and_restart(tmp_path: Path) -> None:
             victim = rng.choice(nodes)
             with sender.lock:
                 sender.avoid.add(victim.name)
-            wait_for("the sender to leave the victim", lambda: sender.busy_with != victim.name, timeout=60, every=0.05)
+            wait_for(
+                "the sender to leave the victim",
+                lambda: sender.busy_with != victim.name,  # noqa: B023 (called within this pass)
+                timeout=60,
+                every=0.05,
+            )
             time.sleep(rng.uniform(0.0, 1.5))
             assert stop_node(victim, kill=True)
             time.sleep(rng.uniform(0.0, 1.0))
@@ -133,7 +154,7 @@ def test_stop_start_kill9_and_restart(tmp_path: Path) -> None:
         assert not missing, f"accepted txs not in any block: {missing}"
         top = max(height(n) for n in nodes)
         for n in nodes:
-            wait_for(f"{n.name} at {top}", lambda n=n: height(n) >= top, timeout=60)
+            wait_for(f"{n.name} at {top}", lambda: height(n) >= top, timeout=60)  # noqa: B023 (as above)
             same_state(n, nodes[0])
         assert query(nodes[0], f"/account/{key_to}")["balance"] == bal0 + len(sender.accepted)
 

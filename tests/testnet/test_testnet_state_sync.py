@@ -13,7 +13,7 @@ import pytest
 
 from node.rpc import Client
 from node.testnet import TESTNET_APP, load, nodes_of
-from tnkit import app_hash_at, cli, height, network, wait_for
+from tests.kits.tnkit import app_hash_at, cli, height, network, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -21,10 +21,24 @@ pytestmark = pytest.mark.integration
 def test_add_node_with_state_sync_joins_from_a_snapshot(tmp_path: Path) -> None:
     with network(tmp_path) as (d, nodes):
         snaps = Path(nodes[0].home) / "data" / "snapshots"
-        first = wait_for("a snapshot on node0", lambda: sorted(int(p.name) for p in snaps.glob("*") if p.name.isdigit()),
-                         timeout=120)
+        first = wait_for(
+            "a snapshot on node0",
+            lambda: sorted(int(p.name) for p in snaps.glob("*") if p.name.isdigit()),
+            timeout=120,
+        )
         assert first[0] % TESTNET_APP["snapshot_interval"] == 0
-        r = cli("testnet", "add-node", "--state-sync", "--dir", str(d), "--timeout", "150", "-o", "json", timeout=240)
+        r = cli(
+            "testnet",
+            "add-node",
+            "--state-sync",
+            "--dir",
+            str(d),
+            "--timeout",
+            "150",
+            "-o",
+            "json",
+            timeout=240,
+        )
         new = nodes_of(load(d))[-1]
         joined = json.loads(r.stdout)
         assert (joined["name"], joined["state_sync"]) == (new.name, True), r.stdout + r.stderr
@@ -32,7 +46,9 @@ def test_add_node_with_state_sync_joins_from_a_snapshot(tmp_path: Path) -> None:
         with Client(new.rpc_url, timeout=5) as c:
             earliest = int(c.status()["sync_info"]["earliest_block_height"])
         assert earliest == joined["earliest_block_height"]
-        assert earliest > 1, "the joined node's block store starts at height 1: it replayed the chain"
+        assert earliest > 1, (
+            "the joined node's block store starts at height 1: it replayed the chain"
+        )
         log = (Path(new.home) / "node.log").read_text(errors="replace")
         assert "state restored from snapshot" in log, log[-3000:]
         restored = int(log.split("state restored from snapshot ")[1].split(":")[0])

@@ -13,13 +13,19 @@ import pytest
 
 from node.rpc import Client
 from node.testnet import add_node, start_node, stop_node
-from tnkit import cli, comet_validators, commit_signers, height, network, query, wait_for
+from tests.kits.tnkit import cli, comet_validators, commit_signers, height, network, query, wait_for
 
 pytestmark = pytest.mark.integration
 
-PARAMS = ("slashing.signed_blocks_window=10", "slashing.min_signed_per_window_bps=5000", "slashing.downtime_jail_blocks=5",
-          "slashing.slash_fraction_downtime_bps=100", "slashing.slash_fraction_double_sign_bps=500",
-          "staking.unbonding_blocks=12", "slashing.max_evidence_age_blocks=12")
+PARAMS = (
+    "slashing.signed_blocks_window=10",
+    "slashing.min_signed_per_window_bps=5000",
+    "slashing.downtime_jail_blocks=5",
+    "slashing.slash_fraction_downtime_bps=100",
+    "slashing.slash_fraction_double_sign_bps=500",
+    "staking.unbonding_blocks=12",
+    "slashing.max_evidence_age_blocks=12",
+)
 UNBONDING_BLOCKS = 12
 
 
@@ -27,14 +33,14 @@ def ceil_bps(amount: int, bps: int) -> int:
     return (amount * bps + 9999) // 10000
 
 
-def supply_at(n, h: int) -> int:  # type: ignore[no-untyped-def]
+def supply_at(n, h: int) -> int:
     import json
 
     with Client(n.rpc_url) as c:
         return int(json.loads(c.abci_query("/supply", height=h).value)["supply"])
 
 
-def signs(n0, addr: str, blocks: int = 2) -> bool:  # type: ignore[no-untyped-def]
+def signs(n0, addr: str, blocks: int = 2) -> bool:
     """addr's signature is in the commits of the last ``blocks`` blocks."""
     h = height(n0) - 1
     return all(addr in commit_signers(n0, x) for x in range(h - blocks + 1, h + 1))
@@ -48,27 +54,78 @@ def test_join_downtime_unjail_and_double_sign(tmp_path: Path) -> None:
 
         acct = Keyring(d).get("account1").address
         target = nodes[1].validator_address
-        cli("tx", "staking", "bond", target, "300loco", "--from", "account1", "--home", str(d), "--node", n0.rpc_url)
+        cli(
+            "tx",
+            "staking",
+            "bond",
+            target,
+            "300loco",
+            "--from",
+            "account1",
+            "--home",
+            str(d),
+            "--node",
+            n0.rpc_url,
+        )
         bal0 = query(n0, f"/account/{acct}")["balance"]
-        out = cli("tx", "staking", "unbond", target, "300loco", "--from", "account1", "--home", str(d), "--node", n0.rpc_url, "-o", "json").stdout
+        out = cli(
+            "tx",
+            "staking",
+            "unbond",
+            target,
+            "300loco",
+            "--from",
+            "account1",
+            "--home",
+            str(d),
+            "--node",
+            n0.rpc_url,
+            "-o",
+            "json",
+        ).stdout
         import json
 
         h_unbond = json.loads(out)["height"]
         fee_paid = bal0 - query(n0, f"/account/{acct}")["balance"]
         assert 0 <= fee_paid < 10**6  # only the fee left; the 300 LOCO are in the unbonding queue
-        wait_for("a few blocks into unbonding", lambda: height(n0) >= h_unbond + UNBONDING_BLOCKS // 2, timeout=30)
+        wait_for(
+            "a few blocks into unbonding",
+            lambda: height(n0) >= h_unbond + UNBONDING_BLOCKS // 2,
+            timeout=30,
+        )
         assert query(n0, f"/account/{acct}")["balance"] == bal0 - fee_paid  # not yet
-        wait_for("unbonding matured", lambda: height(n0) >= h_unbond + UNBONDING_BLOCKS + 1, timeout=40)
+        wait_for(
+            "unbonding matured", lambda: height(n0) >= h_unbond + UNBONDING_BLOCKS + 1, timeout=40
+        )
         assert query(n0, f"/account/{acct}")["balance"] == bal0 - fee_paid + 300 * 10**6
 
         # -- a new node joins as a validator ----------------------------------------------------
         new = add_node(d)
         start_node(new)
         wait_for("node4 in sync", lambda: height(new) >= height(n0) - 1, timeout=60)
-        cli("tx", "staking", "create-validator", "--from", "account0", "--validator-home", new.home, "--self-bond", "100000loco",
-            "--moniker", "node4", "--home", str(d), "--node", n0.rpc_url)
+        cli(
+            "tx",
+            "staking",
+            "create-validator",
+            "--from",
+            "account0",
+            "--validator-home",
+            new.home,
+            "--self-bond",
+            "100000loco",
+            "--moniker",
+            "node4",
+            "--home",
+            str(d),
+            "--node",
+            n0.rpc_url,
+        )
         addr = new.validator_address
-        wait_for("node4 in CometBFT's validator set", lambda: comet_validators(n0).get(addr) == 100000, timeout=30)
+        wait_for(
+            "node4 in CometBFT's validator set",
+            lambda: comet_validators(n0).get(addr) == 100000,
+            timeout=30,
+        )
         wait_for("node4's signatures in commits", lambda: signs(n0, addr), timeout=30)
         v = query(n0, f"/validator/{addr}")
         assert (v["power"], v["status"], v["moniker"]) == (100000, "active", "node4")
@@ -76,17 +133,44 @@ def test_join_downtime_unjail_and_double_sign(tmp_path: Path) -> None:
 
         # -- it stays down past the window: slashed 1 %, jailed, removed ---------------------------
         stop_node(new)
-        v = wait_for("node4 jailed", lambda: (lambda v: v if v["jailed"] else None)(query(n0, f"/validator/{addr}")), timeout=60)
-        assert v["slashed"] == ceil_bps(tokens, 100) and v["tokens"] == tokens - v["slashed"] and v["power"] == 0
-        wait_for("node4 out of CometBFT's set", lambda: addr not in comet_validators(n0), timeout=20)
+        v = wait_for(
+            "node4 jailed",
+            lambda: (lambda v: v if v["jailed"] else None)(query(n0, f"/validator/{addr}")),
+            timeout=60,
+        )
+        assert (
+            v["slashed"] == ceil_bps(tokens, 100)
+            and v["tokens"] == tokens - v["slashed"]
+            and v["power"] == 0
+        )
+        wait_for(
+            "node4 out of CometBFT's set", lambda: addr not in comet_validators(n0), timeout=20
+        )
         out = cli("query", "validators", "--node", n0.rpc_url).stdout
         assert "jailed until" in out
 
         # -- back up, unjail after the jail period, signs again -----------------------------------
         start_node(new)
-        wait_for("node4 caught up", lambda: height(new) >= max(height(n0), v["jailed_until"]), timeout=60)
-        cli("tx", "staking", "unjail", addr, "--from", "account0", "--home", str(d), "--node", n0.rpc_url)
-        wait_for("node4 back in the set", lambda: comet_validators(n0).get(addr) == v["tokens"] // 10**6, timeout=30)
+        wait_for(
+            "node4 caught up", lambda: height(new) >= max(height(n0), v["jailed_until"]), timeout=60
+        )
+        cli(
+            "tx",
+            "staking",
+            "unjail",
+            addr,
+            "--from",
+            "account0",
+            "--home",
+            str(d),
+            "--node",
+            n0.rpc_url,
+        )
+        wait_for(
+            "node4 back in the set",
+            lambda: comet_validators(n0).get(addr) == v["tokens"] // 10**6,
+            timeout=30,
+        )
         wait_for("node4 signing again", lambda: signs(n0, addr, 3), timeout=30)
         assert query(n0, f"/validator/{addr}")["slashed"] == v["slashed"]  # no second penalty
 
@@ -96,14 +180,26 @@ def test_join_downtime_unjail_and_double_sign(tmp_path: Path) -> None:
         hs = height(n0) - 1
         supply = supply_at(n0, hs)
         # the twin gives up on proposals at once and so prevotes nil where node3 prevotes the block
-        twin = add_node(d, clone_key_of="node3", overrides={"consensus": {"timeout_propose": '"1ms"', "timeout_commit": '"1ms"'}})
+        twin = add_node(
+            d,
+            clone_key_of="node3",
+            overrides={"consensus": {"timeout_propose": '"1ms"', "timeout_commit": '"1ms"'}},
+        )
         start_node(twin)
-        v3 = wait_for("node3 tombstoned", lambda: (lambda v: v if v["tombstoned"] else None)(query(n0, f"/validator/{bad}")), timeout=90)
+        v3 = wait_for(
+            "node3 tombstoned",
+            lambda: (lambda v: v if v["tombstoned"] else None)(query(n0, f"/validator/{bad}")),
+            timeout=90,
+        )
         stop_node(twin)
         penalty = ceil_bps(before["tokens"], 500)
         assert v3["slashed"] == penalty and v3["jailed"] and v3["status"] == "tombstoned"
         with Client(n0.rpc_url) as c:  # the evidence is in a committed block
-            found = [h for h in range(max(1, height(n0) - 60), height(n0) + 1) if c.block(h)["block"]["evidence"]["evidence"]]
+            found = [
+                h
+                for h in range(max(1, height(n0) - 60), height(n0) + 1)
+                if c.block(h)["block"]["evidence"]["evidence"]
+            ]
         assert found, "no block carries the duplicate-vote evidence"
         wait_for("node3 out of CometBFT's set", lambda: bad not in comet_validators(n0), timeout=20)
         h = height(n0)
@@ -112,5 +208,17 @@ def test_join_downtime_unjail_and_double_sign(tmp_path: Path) -> None:
         # supply: + 1 LOCO block reward per block, - the burned penalty, nothing else
         he = height(n0) - 1
         assert supply_at(n0, he) == supply + (he - hs) * 10**6 - penalty
-        r = cli("tx", "staking", "unjail", bad, "--from", "validator3", "--home", str(d), "--node", n0.rpc_url, check=False)
+        r = cli(
+            "tx",
+            "staking",
+            "unjail",
+            bad,
+            "--from",
+            "validator3",
+            "--home",
+            str(d),
+            "--node",
+            n0.rpc_url,
+            check=False,
+        )
         assert r.returncode == 1 and "tombstoned" in r.stderr

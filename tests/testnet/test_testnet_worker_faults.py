@@ -6,8 +6,8 @@ so no verifier is needed): with exactly 2 active providers the draw takes both, 
 who is drawn in each round known in advance.
 
 - round 0: providers A and B are drawn; A is killed with SIGKILL while it trains and stays down
-  until the commit deadline (SIGKILL of its process group, as `kill -9`): its round ends ``missed_commit``. A is restarted and takes part
-  (accepted) in a later round.
+  until the commit deadline (SIGKILL of its process group, as `kill -9`): its round ends
+  ``missed_commit``. A is restarted and takes part (accepted) in a later round.
 - as soon as round 1 opens (A and B drawn again): B sends ``tx provider exit`` and C (a funded
   account, no blob of the job seeded) registers and starts its worker. B's duty in flight is kept
   (its round-1 update is accepted); round 2 draws from the active providers only: A and C, never B.
@@ -24,7 +24,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from tnkit import network, query, wait_for
 
 from node import testnet_market as tm
 from node.blobs import BlobStore
@@ -32,6 +31,7 @@ from node.keys import Keyring
 from node.market_msgs import build_exit_provider, build_register_provider
 from node.testnet import load, save
 from node.worker.ml import detect_hardware
+from tests.kits.tnkit import network, query, wait_for
 
 pytestmark = pytest.mark.integration
 ROUNDS = 3
@@ -52,8 +52,15 @@ def test_killed_worker_rejoins_newcomer_is_drawn_leaver_is_not(tmp_path: Path) -
         job, dataset, model = tm.builtin_job(ROUNDS, [a, b])
         # commit 40 >= reveal + 2 x verdict + attest: round r-1 is final when round r+1 opens
         # 160 inner steps (2-6 s here): long enough to be killed in the middle of them
-        job.update(inner_steps=160, trace_interval=40, challenge_bps=0, participants_per_round=2, num_shards=4,
-                   verifiers_per_challenge=1, windows={"commit": 40, "reveal": 2, "verdict": 2, "attest": 6})
+        job.update(
+            inner_steps=160,
+            trace_interval=40,
+            challenge_bps=0,
+            participants_per_round=2,
+            num_shards=4,
+            verifiers_per_challenge=1,
+            windows={"commit": 40, "reveal": 2, "verdict": 2, "attest": 6},
+        )
         tm.seed_stores([a, b], [dataset, model])
         job_id = tm.create_job(d, rpc, "validator0", job)
 
@@ -61,42 +68,88 @@ def test_killed_worker_rejoins_newcomer_is_drawn_leaver_is_not(tmp_path: Path) -
             return query(n0, f"/rounds/{job_id}")["rounds"]
 
         # (a) kill -9 of A while it trains round 0
-        wait_for("A to train round 0", lambda: _log_has(a, f"round {job_id}/0: training"), timeout=90, every=0.1)
+        wait_for(
+            "A to train round 0",
+            lambda: _log_has(a, f"round {job_id}/0: training"),
+            timeout=90,
+            every=0.1,
+        )
         os.killpg(int((a.path / "worker.pid").read_text()), signal.SIGKILL)
         wait_for("A to die", lambda: not tm.is_running(a), timeout=10, every=0.1)
-        prog = a.path / "progress.json"  # written once a round's work is made (absent: nothing made yet)
-        made = json.loads(prog.read_text())["rounds"].get(f"{job_id}/0", {}) if prog.exists() else {}
-        assert "payload" not in made, "A finished training before the kill: the job trains too fast to test this"
+        # written once a round's work is made (absent: nothing made yet)
+        prog = a.path / "progress.json"
+        made = (
+            json.loads(prog.read_text())["rounds"].get(f"{job_id}/0", {}) if prog.exists() else {}
+        )
+        assert "payload" not in made, (
+            "A finished training before the kill: the job trains too fast to test this"
+        )
 
         # (c) B exits and (b) C registers while round 0 (A and B) is in its commit window
-        # (B's worker signs with the same key: its commitment lands first, so the sequences never race)
-        wait_for("B's commitment", lambda: any(p["address"] == b.address and p["commitment"]
-                                                 for p in rounds()[0]["participants"]), timeout=60)
+        # (B's worker signs with the same key: its commitment lands first, so the sequences never
+        # race)
+        wait_for(
+            "B's commitment",
+            lambda: any(
+                p["address"] == b.address and p["commitment"] for p in rounds()[0]["participants"]
+            ),
+            timeout=60,
+        )
         c_key = "account0"
-        c = tm.WorkerInfo("provider2", c_key, Keyring(d).get(c_key).address, str((d / "provider2").resolve()),
-                          m["base_port"] + tm.BLOB_OFFSET + 200, [rpc])
-        tm._send_all(rpc, d, [(b.key, build_exit_provider()), (c_key, build_register_provider(
-            tm.PROVIDER_BOND, detect_hardware(), 50_000, "local", c.endpoint))])  # one block, both txs
-        assert rounds()[0]["phase"] == "commit", "B exited / C registered after round 1 was drawn: commit window too short"
+        c = tm.WorkerInfo(
+            "provider2",
+            c_key,
+            Keyring(d).get(c_key).address,
+            str((d / "provider2").resolve()),
+            m["base_port"] + tm.BLOB_OFFSET + 200,
+            [rpc],
+        )
+        # one block, both txs
+        tm._send_all(
+            rpc,
+            d,
+            [
+                (b.key, build_exit_provider()),
+                (
+                    c_key,
+                    build_register_provider(
+                        tm.PROVIDER_BOND, detect_hardware(), 50_000, "local", c.endpoint
+                    ),
+                ),
+            ],
+        )
+        assert rounds()[0]["phase"] == "commit", (
+            "B exited / C registered after round 1 was drawn: commit window too short"
+        )
         m = load(d)
         m["workers"].append(asdict(c))  # `testnet down` stops it too
         save(d, m)
         tm.start_worker(d, c)
 
         wait_for("round 0's commit deadline", lambda: rounds()[0]["phase"] != "commit", timeout=120)
-        tm.start_worker(d, a)  # what `testnet start provider0` does, without a CLI process's start-up
+        # what `testnet start provider0` does, without a CLI process's start-up
+        tm.start_worker(d, a)
 
-        done = wait_for("the job to complete", lambda: (j := query(n0, f"/job/{job_id}"))["status"] == "completed" and j,
-                        timeout=240, every=1.0)
+        done = wait_for(
+            "the job to complete",
+            lambda: (j := query(n0, f"/job/{job_id}"))["status"] == "completed" and j,
+            timeout=240,
+            every=1.0,
+        )
         rs = rounds()
         assert len(rs) == ROUNDS and done["rounds_finalized"] == ROUNDS
         by = [{p["address"]: p for p in r["participants"]} for r in rs]
 
         assert set(by[0]) == {a.address, b.address}
-        assert by[0][a.address]["outcome"] == "missed_commit" and by[0][a.address]["reward"] == 0, by[0][a.address]
-        assert by[0][b.address]["outcome"] == "accepted", by[0][b.address]  # B's duty in flight, kept
+        assert by[0][a.address]["outcome"] == "missed_commit" and by[0][a.address]["reward"] == 0, (
+            by[0][a.address]
+        )
+        # B's duty in flight, kept
+        assert by[0][b.address]["outcome"] == "accepted", by[0][b.address]
         later = [i for i in (1, 2) if by[i].get(a.address, {}).get("outcome") == "accepted"]
-        assert later, f"A never took part after its restart: {[by[i].get(a.address) for i in (1, 2)]}"
+        assert later, (
+            f"A never took part after its restart: {[by[i].get(a.address) for i in (1, 2)]}"
+        )
 
         assert query(n0, f"/provider/{b.address}")["status"] == "exiting"
         for i in (1, 2):  # the active providers are A and C: B, exiting, is never drawn again
@@ -109,4 +162,5 @@ def test_killed_worker_rejoins_newcomer_is_drawn_leaver_is_not(tmp_path: Path) -
         assert pc["outcome"] == "accepted" and pc["reward"] > 0, pc
         assert pc["commitment"]["base_model_hash"] == attested0
         store = BlobStore(c.path / "blobs", quota_bytes=1 << 30)
-        assert store.has(attested0) and store.has(job["dataset_id"])  # fetched by hash: never seeded
+        # fetched by hash: never seeded
+        assert store.has(attested0) and store.has(job["dataset_id"])

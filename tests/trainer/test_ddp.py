@@ -1,5 +1,6 @@
 """A provider with several devices: its island trains data-parallel (DDP, gloo on CPU, 2
-processes under torchrun) and ends where a single-device provider ends, to float rounding."""
+processes under torchrun), ends where a single-device provider ends to float rounding, and is
+re-executed bit for bit by ONE process computing the same two slices (exact-mode verification)."""
 
 import json
 import os
@@ -13,17 +14,41 @@ import torch
 from trainer.data import Corpus, ShardSpec, synthetic_text
 from trainer.determinism import set_determinism
 from trainer.model import GPTConfig, init_model
-from trainer.state import InnerConfig, load_state, make_inner_optimizer, run_inner_steps
+from trainer.state import (
+    InnerConfig,
+    load_state,
+    make_inner_optimizer,
+    run_inner_steps,
+    state_bytes,
+)
+from trainer.verify import verify_segment
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _torchrun(out: Path, steps: int) -> None:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           "-m", "trainer.ddp", "--steps", str(steps), "--batch-size", "4", "--shard", "3",
-           "--out", str(out)]
-    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "trainer.ddp",
+        "--steps",
+        str(steps),
+        "--batch-size",
+        "4",
+        "--shard",
+        "3",
+        "--out",
+        str(out),
+    ]
+    p = subprocess.run(
+        cmd, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240
+    )
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
 
 
@@ -46,8 +71,17 @@ def test_ddp_island_gloo_two_processes_matches_single_device(tmp_path):
     model = init_model(cfg, 0)
     icfg = InnerConfig()
     opt = make_inner_optimizer(model, icfg)
-    spec = ShardSpec(dataset_id=corpus.id, seed=0, job=0, round=0, provider="island", n_shards=16,
-                     batch_size=4, block_size=cfg.block_size, shard=3)
+    spec = ShardSpec(
+        dataset_id=corpus.id,
+        seed=0,
+        job=0,
+        round=0,
+        provider="island",
+        n_shards=16,
+        batch_size=4,
+        block_size=cfg.block_size,
+        shard=3,
+    )
     losses, _ = run_inner_steps(model, opt, icfg, corpus, spec, 0, steps)
     init = dict(init_model(cfg, 0).named_parameters())
     for n, p in model.named_parameters():
@@ -57,4 +91,38 @@ def test_ddp_island_gloo_two_processes_matches_single_device(tmp_path):
         assert (p - q).abs().max().item() < 1e-5, n
         assert (p - q).norm().item() <= 1e-4 * p.norm().item(), n
         assert not torch.equal(q, init[n]), n  # the island did train
-    assert all(abs(a - b) < 1e-5 for a, b in zip(losses, r0["losses"]))
+    assert all(abs(a - b) < 1e-5 for a, b in zip(losses, r0["losses"], strict=True))
+
+    # one verifier process re-executes the island's steps as 2 slices: the same bytes
+    start = state_bytes(
+        init_model(cfg, 0),
+        make_inner_optimizer(init_model(cfg, 0), icfg),
+        icfg,
+        round=0,
+        inner_step=0,
+        shard=3,
+        slices=2,
+    )
+    end = (tmp_path / "run" / "end.state").read_bytes()
+    v = verify_segment(start, spec, steps, end, corpus=corpus, tolerance=None)
+    assert v.valid and v.reason == "identical state hash", v.reason
+    # a tampered end state is refused (exact mode)
+    bad = load_state(end)
+    with torch.no_grad():
+        next(bad.model.parameters()).mul_(1.001)
+    v = verify_segment(start, spec, steps, bad.to_bytes(), corpus=corpus, tolerance=None)
+    assert not v.valid
+    # the island's slicing is part of what is re-executed: the same steps on the full batch
+    # (no slices) differ in the last bits, so an island trace claimed as single-device fails
+    fake = load_state(end)
+    fake.slices = 1
+    start1 = state_bytes(
+        init_model(cfg, 0),
+        make_inner_optimizer(init_model(cfg, 0), icfg),
+        icfg,
+        round=0,
+        inner_step=0,
+        shard=3,
+    )
+    v = verify_segment(start1, spec, steps, fake.to_bytes(), corpus=corpus, tolerance=None)
+    assert not v.valid and "exact mode" in v.reason

@@ -27,8 +27,9 @@ def test_dense_int2_round_trip_size_and_known_answer():
     assert set(torch.unique(d["b"] / (t["b"].abs().max() / 1.5)).tolist()) <= {-1.5, -0.5, 0.5, 1.5}
     assert hashlib.sha256(b).hexdigest() == KNOWN
     # a 4096 x 4096 matrix: 2 bits + 32/64 bits of scale per value
-    assert make_codec("dense+int2").estimate_bytes({"w": (4096, 4096)}) * 8 / 4096**2 == \
-        pytest.approx(2.5, abs=1e-3)
+    assert make_codec("dense+int2").estimate_bytes(
+        {"w": (4096, 4096)}
+    ) * 8 / 4096**2 == pytest.approx(2.5, abs=1e-3)
 
 
 def test_dense_int2_rejects_bad_padding_and_is_dense_only():

@@ -12,8 +12,11 @@ from trainer.compression import CompressionState, codec_from_payload, make_codec
 
 def _tensors():
     g = torch.Generator().manual_seed(7)
-    return {"big": torch.randn(40, 16, generator=g) * 100.0,  # a matrix with large values
-            "bias": torch.randn(16, generator=g) * 0.01}  # a bias with small ones
+    # a bias with small ones
+    return {
+        "big": torch.randn(40, 16, generator=g) * 100.0,  # a matrix with large values
+        "bias": torch.randn(16, generator=g) * 0.01,
+    }
 
 
 def test_grammar_and_registry():

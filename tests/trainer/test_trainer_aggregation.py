@@ -10,8 +10,8 @@ from trainer.diloco import (
     SimConfig,
     Worker,
     aggregate,
-    lower_median,
     assign_shards,
+    lower_median,
     params_of,
     robust_aggregate,
     screen_updates,
@@ -33,8 +33,15 @@ def round_updates(corpus, tiny_cfg):
     out = {}
     for i, shard in enumerate(assign_shards(0, 1, 0, 16, 3)):
         w = Worker(f"p{i}", tiny_cfg, ICFG, "cpu")
-        spec = ShardSpec(dataset_id=corpus.id, seed=0, job=1, round=0, provider=f"p{i}",
-                         block_size=tiny_cfg.block_size, shard=shard)
+        spec = ShardSpec(
+            dataset_id=corpus.id,
+            seed=0,
+            job=1,
+            round=0,
+            provider=f"p{i}",
+            block_size=tiny_cfg.block_size,
+            shard=shard,
+        )
         out[f"p{i}"] = w.train_round(base, corpus, spec, 12)[0]
     heldout = corpus.heldout_batches(tiny_cfg.block_size, 16, 2)
     return base_model, out, heldout
@@ -44,7 +51,8 @@ def test_honest_updates_pass_the_screen_and_are_not_clipped(round_updates):
     base, ups, heldout = round_updates
     sc = screen_updates(ups, base, heldout)
     assert sc.rejected == {} and all(q > 0 for q in sc.qualities.values())
-    assert max(sc.norms.values()) < 1.5 * sc.median_norm  # nothing to clip: the clipped mean is the mean
+    # nothing to clip: the clipped mean is the mean
+    assert max(sc.norms.values()) < 1.5 * sc.median_norm
     a, b = robust_aggregate(ups), aggregate(ups)
     assert all(torch.equal(a[n], b[n]) for n in a)
 
@@ -85,7 +93,9 @@ def test_one_update_under_the_bound_moves_the_average_at_most_clip_times_median(
     # the outsider's share of the average is clipped to 1.5 x median / W
     assert update_norm({n: got[n] - rest[n] for n in got}) <= 1.5 * m2 / 3 * 1.0001
     plain = aggregate(bad)
-    assert update_norm({n: plain[n] - rest[n] for n in plain}) == pytest.approx(2.9 * med / 3, rel=1e-4)
+    assert update_norm({n: plain[n] - rest[n] for n in plain}) == pytest.approx(
+        2.9 * med / 3, rel=1e-4
+    )
 
 
 def test_simulation_logs_the_screening_and_policy_never_sees_the_eval_set(monkeypatch):
@@ -100,12 +110,20 @@ def test_simulation_logs_the_screening_and_policy_never_sees_the_eval_set(monkey
         return real(model, batches)
 
     monkeypatch.setattr(d, "evaluate", spy)
-    sim = SimConfig(workers=2, rounds=2, inner_steps=4, compression="adaptive", model=GPTConfig.preset("tiny"),
-                    eval_batches=1)
+    sim = SimConfig(
+        workers=2,
+        rounds=2,
+        inner_steps=4,
+        compression="adaptive",
+        model=GPTConfig.preset("tiny"),
+        eval_batches=1,
+    )
     log = simulate(corpus, sim)
     assert all(r["screening"]["rejected"] == {} for r in log["rounds"])
     eval_first = corpus.heldout_batches(sim.model.block_size, 32, 1)[0][0][0, :8].tolist()
-    policy_first = corpus.heldout_batches(sim.model.block_size, 32, 1, part="policy")[0][0][0, :8].tolist()
+    policy_first = corpus.heldout_batches(sim.model.block_size, 32, 1, part="policy")[0][0][
+        0, :8
+    ].tolist()
     assert eval_first != policy_first and eval_first in seen and policy_first in seen
     ev, pol = corpus.heldout_part("eval"), corpus.heldout_part("policy")
     assert len(ev) + len(pol) == len(corpus.heldout)  # two disjoint halves

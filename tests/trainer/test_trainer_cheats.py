@@ -44,8 +44,15 @@ def tol(request):
 
 
 def spec_of(corpus, cfg, provider, shard, rnd):
-    return ShardSpec(dataset_id=corpus.id, seed=3, job=1, round=rnd, provider=provider,
-                     block_size=cfg.block_size, shard=shard)
+    return ShardSpec(
+        dataset_id=corpus.id,
+        seed=3,
+        job=1,
+        round=rnd,
+        provider=provider,
+        block_size=cfg.block_size,
+        shard=shard,
+    )
 
 
 def binding(name: str, rnd: int, base_hash: bytes) -> Binding:
@@ -69,8 +76,16 @@ def run(corpus, tiny_cfg):
                 p.copy_(bases[rnd][n])
         bh = model_hash(m)
         for name, shard in (("A", SHARD_A), ("B", SHARD_B)):
-            art = commit_round(workers[name], bases[rnd], corpus, spec_of(corpus, tiny_cfg, name, shard, rnd),
-                               H, K, codec, binding(name, rnd, bh))
+            art = commit_round(
+                workers[name],
+                bases[rnd],
+                corpus,
+                spec_of(corpus, tiny_cfg, name, shard, rnd),
+                H,
+                K,
+                codec,
+                binding(name, rnd, bh),
+            )
             out[(name, rnd)] = art
         end_a = decode(out[("A", 0)].states[-1], expected_kind=KIND_STATE)
         bases.append({n: e.parts["param"].clone() for n, e in end_a.entries.items()})
@@ -80,19 +95,44 @@ def run(corpus, tiny_cfg):
 def challenge(art, segments, states=None, trace=None, payload=True):
     st = dict(enumerate(art.states)) if states is None else states
     tr = art.trace if trace is None else trace
-    return Challenge(segments=segments, trace=tr, states=st, carry=art.carry, trace_root=trace_root(tr, art.binding),
-                     update_root=art.update_root, binding=art.binding, payload=art.payload if payload else None)
+    return Challenge(
+        segments=segments,
+        trace=tr,
+        states=st,
+        carry=art.carry,
+        trace_root=trace_root(tr, art.binding),
+        update_root=art.update_root,
+        binding=art.binding,
+        payload=art.payload if payload else None,
+    )
 
 
 def judge(run, corpus, tiny_cfg, ch, *, name="A", shard=SHARD_A, rnd=0, tol=None, carried=None):
-    return verify_challenge(ch, spec_of(corpus, tiny_cfg, name, shard, rnd), corpus=corpus, k=K, H=H, inner=ICFG,
-                            model=tiny_cfg, codec=CODEC, tolerance=tol, carried=carried)
+    return verify_challenge(
+        ch,
+        spec_of(corpus, tiny_cfg, name, shard, rnd),
+        corpus=corpus,
+        k=K,
+        H=H,
+        inner=ICFG,
+        model=tiny_cfg,
+        codec=CODEC,
+        tolerance=tol,
+        carried=carried,
+    )
 
 
 def carried_a(run):
     a0 = run[("A", 0)]
-    v = verify_payload(a0.states[-1], a0.carry, a0.states[0], update_root=a0.update_root, binding=a0.binding,
-                       H=H, codec=CODEC)
+    v = verify_payload(
+        a0.states[-1],
+        a0.carry,
+        a0.states[0],
+        update_root=a0.update_root,
+        binding=a0.binding,
+        H=H,
+        codec=CODEC,
+    )
     assert v.valid, v.reason
     return Carried(end_state=a0.states[-1], carry_out=v.carry_out)
 
@@ -120,8 +160,17 @@ def forged_payload(run, art, delta_fn) -> tuple[bytes, bytes]:
 
 
 def check_payload(art, payload, root, tol):
-    return verify_payload(art.states[-1], art.carry, art.states[0], update_root=root, binding=art.binding, H=H,
-                          codec=CODEC, payload=payload, tolerance=tol)
+    return verify_payload(
+        art.states[-1],
+        art.carry,
+        art.states[0],
+        update_root=root,
+        binding=art.binding,
+        H=H,
+        codec=CODEC,
+        payload=payload,
+        tolerance=tol,
+    )
 
 
 # ---------------------------------------------------------------- honest work passes
@@ -130,11 +179,27 @@ def check_payload(art, payload, root, tol):
 def test_honest_rounds_pass_every_check(run, corpus, tiny_cfg, tol):
     for rnd in (0, 1):
         carried = carried_a(run) if rnd == 1 else None
-        v = judge(run, corpus, tiny_cfg, challenge(run[("A", rnd)], list(range(N))), rnd=rnd, tol=tol, carried=carried)
+        v = judge(
+            run,
+            corpus,
+            tiny_cfg,
+            challenge(run[("A", rnd)], list(range(N))),
+            rnd=rnd,
+            tol=tol,
+            carried=carried,
+        )
         assert v.valid, v.reason
         assert set(v.segments) == set(range(N)) and v.start.valid and v.payload.valid
     # without the payload bytes (exact re-compression against the root) it passes as well
-    v = judge(run, corpus, tiny_cfg, challenge(run[("B", 0)], [1], payload=False), name="B", shard=SHARD_B, tol=tol)
+    v = judge(
+        run,
+        corpus,
+        tiny_cfg,
+        challenge(run[("B", 0)], [1], payload=False),
+        name="B",
+        shard=SHARD_B,
+        tol=tol,
+    )
     assert v.valid, v.reason
 
 
@@ -150,8 +215,15 @@ def test_payload_check_gives_the_carry_the_next_start_names(run):
     from trainer.state import model_payload
 
     model_bytes = encode(model_payload(load_state(a0.states[0]).model))
-    v = verify_payload(a0.states[-1], a0.carry, model_bytes, update_root=a0.update_root, binding=a0.binding, H=H,
-                       codec=CODEC)
+    v = verify_payload(
+        a0.states[-1],
+        a0.carry,
+        model_bytes,
+        update_root=a0.update_root,
+        binding=a0.binding,
+        H=H,
+        codec=CODEC,
+    )
     assert v.valid and v.carry_out == carried.carry_out
 
 
@@ -161,7 +233,9 @@ def test_payload_check_gives_the_carry_the_next_start_names(run):
 def test_honest_trace_poisoned_payload(run, tol):
     art = run[("A", 0)]
     g = torch.Generator().manual_seed(1)
-    payload, root = forged_payload(run, art, lambda d: {n: torch.randn(t.shape, generator=g) * 0.05 for n, t in d.items()})
+    payload, root = forged_payload(
+        run, art, lambda d: {n: torch.randn(t.shape, generator=g) * 0.05 for n, t in d.items()}
+    )
     v = check_payload(art, payload, root, tol)
     assert not v.valid and v.distance > DEFAULT_TOLERANCE
 
@@ -184,8 +258,17 @@ def test_peer_payload_rewrapped(run, tol):
 def test_carry_not_the_committed_one(run, tol):
     a = run[("A", 1)]
     forged = carry_bytes(CompressionState())  # "forget" the residual the payload was built with
-    v = verify_payload(a.states[-1], forged, a.states[0], update_root=a.update_root, binding=a.binding, H=H,
-                       codec=CODEC, payload=a.payload, tolerance=tol)
+    v = verify_payload(
+        a.states[-1],
+        forged,
+        a.states[0],
+        update_root=a.update_root,
+        binding=a.binding,
+        H=H,
+        codec=CODEC,
+        payload=a.payload,
+        tolerance=tol,
+    )
     assert not v.valid and "carry" in v.reason
 
 
@@ -199,7 +282,9 @@ def test_made_up_start_moments(run, corpus, tiny_cfg, tol):
     fake = map_part(a0.states[0], "exp_avg", lambda t: torch.full_like(t, 1e-3))
     v = verify_start(fake, base_model_hash=bh, round=0, shard=SHARD_A, inner=ICFG, model=tiny_cfg)
     assert not v.valid and "made-up moments" in v.reason
-    v = verify_start(with_meta(a0.states[0], adam_step=5), base_model_hash=bh, round=0, shard=SHARD_A)
+    v = verify_start(
+        with_meta(a0.states[0], adam_step=5), base_model_hash=bh, round=0, shard=SHARD_A
+    )
     assert not v.valid and "adam step" in v.reason
     # carried round: moments x50, or a fresh optimizer where the previous round's state is due
     carried = carried_a(run)
@@ -207,16 +292,33 @@ def test_made_up_start_moments(run, corpus, tiny_cfg, tol):
     fake1 = map_part(a1.states[0], "exp_avg_sq", lambda t: t * 50)
     v = verify_start(fake1, base_model_hash=bh1, round=1, shard=SHARD_A, carried=carried)
     assert not v.valid and "made-up moments" in v.reason
-    assert verify_start(a1.states[0], base_model_hash=bh1, round=1, shard=SHARD_A, carried=carried).valid
+    assert verify_start(
+        a1.states[0], base_model_hash=bh1, round=1, shard=SHARD_A, carried=carried
+    ).valid
     # the whole-challenge verdict fails at the start, in both modes
     states = dict(enumerate(a1.states))
     states[0] = fake1
     trace = [hashlib.sha256(s).digest() for s in [fake1] + a1.states[1:]]
-    v = judge(run, corpus, tiny_cfg, challenge(a1, [1], states=states, trace=trace), rnd=1, tol=tol, carried=carried)
+    v = judge(
+        run,
+        corpus,
+        tiny_cfg,
+        challenge(a1, [1], states=states, trace=trace),
+        rnd=1,
+        tol=tol,
+        carried=carried,
+    )
     assert not v.valid and v.reason.startswith("start")
     # moments made up mid-trace: tolerance mode checks the whole state (x50 moments, same params)
     end = map_part(a0.states[2], "exp_avg_sq", lambda t: t * 50)
-    v = verify_segment(a0.states[1], spec_of(corpus, tiny_cfg, "A", SHARD_A, 0), K, end, corpus=corpus, tolerance=tol)
+    v = verify_segment(
+        a0.states[1],
+        spec_of(corpus, tiny_cfg, "A", SHARD_A, 0),
+        K,
+        end,
+        corpus=corpus,
+        tolerance=tol,
+    )
     assert not v.valid and v.distances["exp_avg_sq"] > 1.0 and v.distances["param"] == 0.0
 
 
@@ -224,8 +326,12 @@ def test_state_from_another_base_model(run, corpus, tiny_cfg, tol):
     a0 = run[("A", 0)]
     other = Worker("A", tiny_cfg, ICFG, "cpu")
     spec = spec_of(corpus, tiny_cfg, "A", SHARD_A, 0)
-    fake = commit_round(other, params_of(init_model(tiny_cfg, 99)), corpus, spec, H, K, run["codec"], a0.binding)
-    v = verify_start(fake.states[0], base_model_hash=a0.binding.base_model_hash, round=0, shard=SHARD_A)
+    fake = commit_round(
+        other, params_of(init_model(tiny_cfg, 99)), corpus, spec, H, K, run["codec"], a0.binding
+    )
+    v = verify_start(
+        fake.states[0], base_model_hash=a0.binding.base_model_hash, round=0, shard=SHARD_A
+    )
     assert not v.valid and "base model" in v.reason
     v = judge(run, corpus, tiny_cfg, challenge(fake, [2]), tol=tol)
     assert not v.valid and "base model" in v.reason
@@ -263,7 +369,9 @@ def faked_trace(run, corpus, tiny_cfg, seg, make_end):
 def assert_caught(run, corpus, tiny_cfg, states, seg, tol):
     a0 = run[("A", 0)]
     trace = [hashlib.sha256(s).digest() for s in states]
-    payload, root = forged_payload(run, type(a0)(states, trace, a0.carry, b"", a0.binding, b"", b""), lambda d: d)
+    payload, root = forged_payload(
+        run, type(a0)(states, trace, a0.carry, b"", a0.binding, b"", b""), lambda d: d
+    )
     ch = challenge(a0, [seg], states=dict(enumerate(states)), trace=trace)
     ch.payload, ch.update_root = payload, root
     v = judge(run, corpus, tiny_cfg, ch, tol=tol)
@@ -297,7 +405,9 @@ def test_half_batches(run, corpus, tiny_cfg, tol):
 
 def test_bf16_instead_of_fp32(run, corpus, tiny_cfg, tol):
     spec = spec_of(corpus, tiny_cfg, "A", SHARD_A, 0)
-    states = faked_trace(run, corpus, tiny_cfg, 1, lambda s: rerun_segment(s, spec, K, corpus, torch.bfloat16))
+    states = faked_trace(
+        run, corpus, tiny_cfg, 1, lambda s: rerun_segment(s, spec, K, corpus, torch.bfloat16)
+    )
     v = assert_caught(run, corpus, tiny_cfg, states, 1, tol)
     assert v.distance > 10 * DEFAULT_TOLERANCE
 
@@ -309,18 +419,35 @@ def test_another_shard(run, corpus, tiny_cfg, tol):
     # a trace honestly labelled with the other shard fails the start check (and every segment)
     a0 = run[("A", 0)]
     w = Worker("A", tiny_cfg, ICFG, "cpu")
-    art = commit_round(w, params_of(init_model(tiny_cfg, 0)), corpus, other, H, K, run["codec"], a0.binding)
+    art = commit_round(
+        w, params_of(init_model(tiny_cfg, 0)), corpus, other, H, K, run["codec"], a0.binding
+    )
     v = judge(run, corpus, tiny_cfg, challenge(art, [3]), tol=tol)
     assert not v.valid and "shard" in v.reason
-    v = verify_segment(art.states[1], spec_of(corpus, tiny_cfg, "A", SHARD_A, 0), K, art.states[2], corpus=corpus,
-                       tolerance=tol)
+    v = verify_segment(
+        art.states[1],
+        spec_of(corpus, tiny_cfg, "A", SHARD_A, 0),
+        K,
+        art.states[2],
+        corpus=corpus,
+        tolerance=tol,
+    )
     assert not v.valid and "shard" in v.reason
 
 
 def test_replayed_older_state(run, corpus, tiny_cfg, tol):
     # the segment's own start, relabelled as k steps later
-    states = faked_trace(run, corpus, tiny_cfg, 2, lambda s: with_meta(
-        s, inner_step=decode(s).meta["inner_step"] + K, adam_step=decode(s).meta["adam_step"] + K))
+    states = faked_trace(
+        run,
+        corpus,
+        tiny_cfg,
+        2,
+        lambda s: with_meta(
+            s,
+            inner_step=decode(s).meta["inner_step"] + K,
+            adam_step=decode(s).meta["adam_step"] + K,
+        ),
+    )
     assert_caught(run, corpus, tiny_cfg, states, 2, tol)
     # round 0's trace replayed as round 1's: wrong round, wrong base, wrong carry
     a0, a1 = run[("A", 0)], run[("A", 1)]
@@ -341,11 +468,29 @@ def honest_segments(corpus, tiny_cfg, n, other_path: bool):
     w = Worker("H", tiny_cfg, ICFG, "cpu")
     spec = spec_of(corpus, tiny_cfg, "H", 7, 0)
     if not other_path:
-        art = commit_round(w, params_of(init_model(tiny_cfg, 1)), corpus, spec, n, 1, make_codec(CODEC),
-                           binding("H", 0, hashlib.sha256(b"b").digest()))
+        art = commit_round(
+            w,
+            params_of(init_model(tiny_cfg, 1)),
+            corpus,
+            spec,
+            n,
+            1,
+            make_codec(CODEC),
+            binding("H", 0, hashlib.sha256(b"b").digest()),
+        )
         return spec, art.states
-    states = [commit_round(w, params_of(init_model(tiny_cfg, 1)), corpus, spec, 1, 1, make_codec(CODEC),
-                           binding("H", 0, hashlib.sha256(b"b").digest())).states[0]]
+    states = [
+        commit_round(
+            w,
+            params_of(init_model(tiny_cfg, 1)),
+            corpus,
+            spec,
+            1,
+            1,
+            make_codec(CODEC),
+            binding("H", 0, hashlib.sha256(b"b").digest()),
+        ).states[0]
+    ]
     for _ in range(n):
         states.append(rerun_segment(states[-1], spec, 1, corpus, torch.float64))
     return spec, states
@@ -357,8 +502,10 @@ def test_200_honest_segments_zero_false_positives(corpus, tiny_cfg, mode):
     numerical path (float64 steps, float32 checkpoints): no state is byte-identical."""
     n = 200
     spec, states = honest_segments(corpus, tiny_cfg, n, other_path=mode == "tolerance")
-    verdicts = [verify_segment(states[i], spec, 1, states[i + 1], corpus=corpus, tolerance=MODES[mode])
-                for i in range(n)]
+    verdicts = [
+        verify_segment(states[i], spec, 1, states[i + 1], corpus=corpus, tolerance=MODES[mode])
+        for i in range(n)
+    ]
     assert [i for i, v in enumerate(verdicts) if not v.valid] == []
     if mode == "tolerance":
         assert all(v.distance > 0 for v in verdicts)  # really another path, judged within tolerance

@@ -29,8 +29,14 @@ def shapes_of(t):
     return {n: tuple(v.shape) for n, v in t.items()}
 
 
-CHUNK_SPECS = ["chunk:64/4096+int2", "chunk:16/512+int4", "chunk:8/256+int8", "chunk:32/1024+fp16",
-               "chunk:5/100", "chunk:64+int2"]
+CHUNK_SPECS = [
+    "chunk:64/4096+int2",
+    "chunk:16/512+int4",
+    "chunk:8/256+int8",
+    "chunk:32/1024+fp16",
+    "chunk:5/100",
+    "chunk:64+int2",
+]
 
 
 @pytest.mark.parametrize("spec", CHUNK_SPECS)
@@ -49,7 +55,9 @@ def test_chunk_round_trip_and_residual(spec):
         assert out[n].shape == t[n].shape and out[n].dtype == torch.float32
         assert torch.allclose(out[n] + st.residual[n], t[n], atol=1e-6)
         kept += int((out[n] != 0).sum())
-    lens = [c.chunk_size] * (n_total // c.chunk_size) + ([n_total % c.chunk_size] if n_total % c.chunk_size else [])
+    lens = [c.chunk_size] * (n_total // c.chunk_size) + (
+        [n_total % c.chunk_size] if n_total % c.chunk_size else []
+    )
     assert kept <= sum(min(c.chunk_k, ln) for ln in lens)
     assert encode(c.compress(t, CompressionState())) == raw  # canonical, deterministic
 
@@ -112,10 +120,12 @@ def test_chunk_bad_payloads_rejected():
     sh = shapes_of(t)
     raw = encode(c.compress(t, CompressionState()))
 
-    for bad in (_tamper(raw, "idx", lambda x: x.flip(0)),
-                _tamper(raw, "idx", lambda x: torch.full_like(x, 255)),
-                _tamper(raw, "q", lambda x: x[:-1]),
-                _tamper(raw, "s", lambda x: -x.abs() - 1)):
+    for bad in (
+        _tamper(raw, "idx", lambda x: x.flip(0)),
+        _tamper(raw, "idx", lambda x: torch.full_like(x, 255)),
+        _tamper(raw, "q", lambda x: x[:-1]),
+        _tamper(raw, "s", lambda x: -x.abs() - 1),
+    ):
         with pytest.raises(PayloadError):
             c.decompress(decode(bad), sh)
     # non-zero padding bits in the last idx byte (canonical encoding)
@@ -130,7 +140,13 @@ def test_chunk_bad_payloads_rejected():
 
 
 def test_chunk_spec_errors():
-    for bad in ("chunk:0/4096", "chunk:5000/4096", "chunk:x", "topk:0.1+int3", "int3"):  # int2 is a codec now
+    for bad in (
+        "chunk:0/4096",
+        "chunk:5000/4096",
+        "chunk:x",
+        "topk:0.1+int3",
+        "int3",
+    ):  # int2 is a codec now
         with pytest.raises(ValueError):
             make_codec(bad)
     assert make_codec("chunk:64+int2").chunk_size == 4096
@@ -150,8 +166,14 @@ def test_adaptive_chunk_family_fits_budget_and_adapts():
 
 # ---------------------------------------------------------------- stride fragments
 
-STRIDE_SPECS = ["stride:9+int2", "stride:5+int1", "stride:4+int4", "stride:3+int8", "stride:2+fp16",
-                "stride:7"]
+STRIDE_SPECS = [
+    "stride:9+int2",
+    "stride:5+int1",
+    "stride:4+int4",
+    "stride:3+int8",
+    "stride:2+fp16",
+    "stride:7",
+]
 
 
 @pytest.mark.parametrize("spec", STRIDE_SPECS)
@@ -186,7 +208,9 @@ def test_stride_round_trip_fragments_and_residual(spec):
 def test_stride_int1_and_int2_levels():
     st = CompressionState()
     c = make_codec("stride:1+int1")
-    out = c.decompress(c.compress({"a": torch.tensor([1.0, -3.0, 2.0, -2.0])}, st), {"a": (4,)})["a"]
+    out = c.decompress(c.compress({"a": torch.tensor([1.0, -3.0, 2.0, -2.0])}, st), {"a": (4,)})[
+        "a"
+    ]
     assert out.tolist() == [2.0, -2.0, 2.0, -2.0]  # sign x mean|x|
     c2 = make_codec("stride:1+int2")
     v = torch.tensor([2.0, -2.0, 0.5, -0.5, 2.0, -2.0, 0.5, -0.5])  # rms = sqrt(2.125)

@@ -38,8 +38,9 @@ def test_state_round_trip_is_byte_identical(corpus, tiny_cfg):
     icfg = InnerConfig()
     m = init_model(tiny_cfg, 0)
     opt = make_inner_optimizer(m, icfg)
-    spec = ShardSpec(dataset_id=corpus.id, seed=0, job=0, round=0, provider="p",
-                     block_size=tiny_cfg.block_size)
+    spec = ShardSpec(
+        dataset_id=corpus.id, seed=0, job=0, round=0, provider="p", block_size=tiny_cfg.block_size
+    )
     run_inner_steps(m, opt, icfg, corpus, spec, 0, 3)
     b = state_bytes(m, opt, icfg, round=0, inner_step=3, shard=0)
     ls = load_state(b)
@@ -55,7 +56,10 @@ def test_state_round_trip_is_byte_identical(corpus, tiny_cfg):
         decode_meta(b, expected_kind=KIND_UPDATE)
     p = decode(b, expected_kind=KIND_STATE)
     assert p.meta["adam_step"] == 3 and set(next(iter(p.entries.values())).parts) == {
-        "param", "exp_avg", "exp_avg_sq"}
+        "param",
+        "exp_avg",
+        "exp_avg_sq",
+    }
 
 
 def test_model_hash_is_deterministic_and_sensitive(tiny_cfg):
@@ -106,8 +110,10 @@ def test_trace_root_and_entry_proofs():
 def test_trace_root_known_answer():
     # leaf data = 32-byte state hashes; leaf = sha256(0x00||h), node = sha256(0x01||l||r)
     h = [bytes([i]) * 32 for i in range(3)]
-    l = [hashlib.sha256(b"\x00" + x).digest() for x in h]
-    expected = hashlib.sha256(b"\x01" + hashlib.sha256(b"\x01" + l[0] + l[1]).digest() + l[2]).digest()
+    leaves = [hashlib.sha256(b"\x00" + x).digest() for x in h]
+    expected = hashlib.sha256(
+        b"\x01" + hashlib.sha256(b"\x01" + leaves[0] + leaves[1]).digest() + leaves[2]
+    ).digest()
     assert trace_root(h) == expected
 
 
@@ -150,5 +156,36 @@ def test_bound_trace_root_known_answer():
 
     h = [bytes([i]) * 32 for i in range(3)]
     b = Binding(bytes(range(20)), 1, 2, bytes([7]) * 32)
-    # same vector as tests/test_merkle.py::test_bound_roots_known_answers
-    assert trace_root(h, b).hex() == "311c87128ca9f98c43b6cd03d0098c22040be3f72f6fab001938dce4ff4e685f"
+    # same vector as tests/chain/test_merkle.py::test_bound_roots_known_answers
+    assert (
+        trace_root(h, b).hex() == "311c87128ca9f98c43b6cd03d0098c22040be3f72f6fab001938dce4ff4e685f"
+    )
+
+
+def test_a_cached_table_does_not_hide_a_defect():
+    """decode skips parsing a tensor table byte-equal to one it parsed lately: a state whose
+    table or data differ from a cached one is still parsed and refused as before."""
+    from trainer.commit import KIND_STATE, PayloadError, decode
+    from trainer.model import GPT, GPTConfig
+    from trainer.state import InnerConfig, make_inner_optimizer, state_bytes
+
+    m = GPT(GPTConfig.preset("tiny"))
+    icfg = InnerConfig()
+    good = state_bytes(m, make_inner_optimizer(m, icfg), icfg, round=0, inner_step=0, shard=0)
+    a = decode(good, expected_kind=KIND_STATE)
+    b = decode(good, expected_kind=KIND_STATE)  # the table is now cached
+    assert a.meta == b.meta and all(
+        torch.equal(a.entries[n].parts[p], b.entries[n].parts[p])
+        for n in a.entries
+        for p in a.entries[n].parts
+    )
+    with pytest.raises(PayloadError, match="truncated|trailing"):
+        decode(good[:-4], expected_kind=KIND_STATE)
+    with pytest.raises(PayloadError, match="trailing"):
+        decode(good + b"\x00" * 4, expected_kind=KIND_STATE)
+    # one dims byte of the table changed: not the cached table, parsed and refused
+    meta_end = good.index(b"}") + 1
+    i = good.index(b"\x00\x00\x00\x00\x00\x00\x00", meta_end + 4)
+    bad = good[:i] + b"\x01" + good[i + 1 :]
+    with pytest.raises(PayloadError):
+        decode(bad, expected_kind=KIND_STATE)

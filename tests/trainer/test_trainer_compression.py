@@ -15,8 +15,17 @@ from trainer.compression import (
     unpack_bits,
 )
 
-SPECS = ["none", "fp16", "int8", "int4", "topk:0.01", "topk:0.05+int8", "topk:0.01+int4",
-         "lowrank:4", "lowrank:2+int8"]
+SPECS = [
+    "none",
+    "fp16",
+    "int8",
+    "int4",
+    "topk:0.01",
+    "topk:0.05+int8",
+    "topk:0.01+int4",
+    "lowrank:4",
+    "lowrank:2+int8",
+]
 
 
 def tensors(seed=0):
@@ -51,7 +60,9 @@ def test_lossless_and_quantized_errors_are_bounded():
         c = make_codec(spec)
         out = c.decompress(c.compress(t, CompressionState()))
         for n in t:  # blockwise absmax: error <= half a step of the largest block
-            assert float((out[n] - t[n]).abs().max()) <= 0.5 * bound * float(t[n].abs().max()) + 1e-6
+            assert (
+                float((out[n] - t[n]).abs().max()) <= 0.5 * bound * float(t[n].abs().max()) + 1e-6
+            )
 
 
 def test_topk_keeps_largest_and_residual_is_sent_later():
@@ -60,7 +71,7 @@ def test_topk_keeps_largest_and_residual_is_sent_later():
     st = CompressionState()
     out = c.decompress(c.compress(t, st))["w"]
     kept = out.nonzero().flatten().tolist()
-    assert len(kept) == 10 and set(kept) <= set(range(0, 6)) | set(range(990, 1000))
+    assert len(kept) == 10 and set(kept) <= set(range(6)) | set(range(990, 1000))
     # sending zeros next round flushes the residual's largest entries
     out2 = c.decompress(c.compress({"w": torch.zeros(1000)}, st))["w"]
     assert out2.count_nonzero() == 10
@@ -72,9 +83,17 @@ def test_topk_keeps_largest_and_residual_is_sent_later():
     assert torch.allclose(total, t["w"], atol=1e-4)
 
 
-@pytest.mark.parametrize("spec,lo,hi", [("none", 0.99, 1.0), ("fp16", 1.9, 2.0),
-                                        ("int8", 3.6, 4.0), ("int4", 6.5, 8.0),
-                                        ("topk:0.01+int4", 60, 400), ("lowrank:2+int8", 100, 300)])
+@pytest.mark.parametrize(
+    "spec,lo,hi",
+    [
+        ("none", 0.99, 1.0),
+        ("fp16", 1.9, 2.0),
+        ("int8", 3.6, 4.0),
+        ("int4", 6.5, 8.0),
+        ("topk:0.01+int4", 60, 400),
+        ("lowrank:2+int8", 100, 300),
+    ],
+)
 def test_ratio_as_claimed(spec, lo, hi):
     codec = make_codec(spec)
     t = {"w": torch.randn(256, 512), "b": torch.randn(512)}
@@ -151,16 +170,16 @@ def test_invalid_absurd_sizes():
     # the first u64 dim of the first entry: find it after the header
     hdr = 4 + 4
     hdr += 1 + b[8]  # codec
-    (meta_len,) = struct.unpack(">I", b[hdr:hdr + 4])
+    (meta_len,) = struct.unpack(">I", b[hdr : hdr + 4])
     hdr += 4 + meta_len + 4
-    (name_len,) = struct.unpack(">H", b[hdr:hdr + 2])
+    (name_len,) = struct.unpack(">H", b[hdr : hdr + 2])
     dims_at = hdr + 2 + name_len + 1 + 1
-    b[dims_at:dims_at + 8] = struct.pack(">Q", 1 << 60)
+    b[dims_at : dims_at + 8] = struct.pack(">Q", 1 << 60)
     with pytest.raises(PayloadError, match="absurd"):
         decode(bytes(b))
     # absurd entry count
     c = bytearray(good_payload())
-    c[hdr - 4:hdr] = struct.pack(">I", 1 << 31)
+    c[hdr - 4 : hdr] = struct.pack(">I", 1 << 31)
     with pytest.raises(PayloadError, match="absurd"):
         decode(bytes(c))
 

@@ -26,7 +26,9 @@ def test_detrng_pinned_vector():
     import hashlib
     import struct
 
-    key = hashlib.sha256(b"s" + struct.pack(">I", 4) + b"demo" + b"i" + struct.pack(">I", 1) + b"\x05").digest()
+    key = hashlib.sha256(
+        b"s" + struct.pack(">I", 4) + b"demo" + b"i" + struct.pack(">I", 1) + b"\x05"
+    ).digest()
     block0 = hashlib.sha256(key + struct.pack(">Q", 0)).digest()
     assert DetRNG("demo", 5).randbytes(32) == block0
 
@@ -47,8 +49,14 @@ def test_set_determinism_gives_bitwise_identical_training(corpus, tiny_cfg):
         m = init_model(tiny_cfg, 0)
         icfg = InnerConfig()
         opt = make_inner_optimizer(m, icfg)
-        spec = ShardSpec(dataset_id=corpus.id, seed=0, job=0, round=0, provider="p",
-                         block_size=tiny_cfg.block_size)
+        spec = ShardSpec(
+            dataset_id=corpus.id,
+            seed=0,
+            job=0,
+            round=0,
+            provider="p",
+            block_size=tiny_cfg.block_size,
+        )
         losses, trace = run_inner_steps(m, opt, icfg, corpus, spec, 0, 6, trace_every=3)
         return losses, trace
 
@@ -59,8 +67,10 @@ def test_set_determinism_gives_bitwise_identical_training(corpus, tiny_cfg):
 
 def test_aggregation_is_order_independent_and_deterministic():
     g = torch.Generator().manual_seed(0)
-    ups = {f"p{i}": {"w": torch.randn(50, generator=g) * 10 ** i, "b": torch.randn(3, generator=g)}
-           for i in range(5)}
+    ups = {
+        f"p{i}": {"w": torch.randn(50, generator=g) * 10**i, "b": torch.randn(3, generator=g)}
+        for i in range(5)
+    }
     rev = dict(reversed(list(ups.items())))
     a, b = aggregate(ups), aggregate(rev)
     import hashlib

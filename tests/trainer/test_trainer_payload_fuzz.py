@@ -1,13 +1,14 @@
 """The trainer's payload decoder on hostile bytes: PayloadError (a ValueError) or a valid
 payload, never another exception; then the declared codec against a model's shapes, likewise
-(tests/fuzzkit.py; the coverage-guided version is benchmarks/fuzz.py --target payload)."""
+(tests/kits/fuzzkit.py; the coverage-guided version is benchmarks/fuzz.py --target payload)."""
 
 from __future__ import annotations
 
-import fuzzkit as fk
-from fuzzkit import mutated
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.kits import fuzzkit as fk
+from tests.kits.fuzzkit import mutated
 
 SEEDS = fk.payload_seeds()
 

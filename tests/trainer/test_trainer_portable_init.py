@@ -12,7 +12,7 @@ import torch
 
 from node.paths import PROJECT_ROOT
 from trainer.commit import KIND_MODEL, decode
-from trainer.model import GPTConfig
+from trainer.model import Block, GPTConfig
 from trainer.portable_init import (
     check_model_bytes,
     config_from_job,
@@ -29,23 +29,35 @@ KNOWN_TINY_SEED0 = "6705f7a5a39dcadbb1a2e16fc7b382ba7cacb52027ec3ab62c29f41a3eb4
 def test_known_answer_tiny_seed0() -> None:
     assert hashlib.sha256(initial_model_bytes(TINY, 0)).hexdigest() == KNOWN_TINY_SEED0
 
+
 CHILD = """
 import hashlib, torch
 from trainer.model import GPTConfig
 from trainer.portable_init import initial_model_bytes
-print(torch.backends.cpu.get_cpu_capability(), hashlib.sha256(initial_model_bytes(GPTConfig.preset("small"), 7)).hexdigest())
+model = initial_model_bytes(GPTConfig.preset("small"), 7)
+print(torch.backends.cpu.get_cpu_capability(), hashlib.sha256(model).hexdigest())
 """
 
 
 def test_same_bytes_whatever_cpu_kernels_torch_uses() -> None:
     """A child forced onto torch's portable kernels (ATEN_CPU_CAPABILITY=default) makes the same
-    bytes as this process (AVX2/AVX-512 kernels where the CPU has them), where init_model differs."""
-    r = subprocess.run([sys.executable, "-c", CHILD], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
-                       env={"ATEN_CPU_CAPABILITY": "default", "PATH": "/usr/bin:/bin"}, check=True)
+    bytes as this process (AVX2/AVX-512 kernels where the CPU has them), where init_model
+    differs."""
+    r = subprocess.run(
+        [sys.executable, "-c", CHILD],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"ATEN_CPU_CAPABILITY": "default", "PATH": "/usr/bin:/bin"},
+        check=True,
+    )
     kernel, digest = r.stdout.split()
     assert kernel == "DEFAULT"
     here = torch.backends.cpu.get_cpu_capability()
-    assert digest == hashlib.sha256(initial_model_bytes(GPTConfig.preset("small"), 7)).hexdigest(), here
+    assert (
+        digest == hashlib.sha256(initial_model_bytes(GPTConfig.preset("small"), 7)).hexdigest()
+    ), here
 
 
 def test_bytes_are_the_canonical_model_and_hash_like_the_trainer() -> None:
@@ -63,7 +75,13 @@ def test_seeds_differ_and_weights_look_like_the_usual_init() -> None:
     assert abs(float(w.mean())) < 1e-3 and 0.019 < float(w.std()) < 0.021
     assert float(w.abs().max()) <= 6 * 0.02
     m = portable_init_model(TINY, 0)
-    assert torch.all(m.ln_f.weight == 1) and torch.all(m.ln_f.bias == 0) and torch.all(m.h[0].attn.c_attn.bias == 0)
+    block = m.h[0]
+    assert isinstance(block, Block)
+    assert (
+        torch.all(m.ln_f.weight == 1)
+        and torch.all(m.ln_f.bias == 0)
+        and torch.all(block.attn.c_attn.bias == 0)
+    )
 
 
 def test_leaves_the_callers_torch_rng_alone() -> None:

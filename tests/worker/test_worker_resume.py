@@ -12,10 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from abci_app.jobs.incentives import compute_hidden_entries, mask_trace
 from abci_app.merkle import (
     binding_leaf,
     entry_leaf,
+    hash_leaf,
     n_trace_leaves,
+    verify_leaf_hash_proof,
     verify_merkle_proof,
 )
 from node.keys import Keyring
@@ -31,17 +34,39 @@ MODEL = {"n_layers": 1, "n_heads": 2, "d_model": 16, "context_len": 16, "vocab_s
 def fixtures():
     cfg = ml.config_from_job(MODEL)
     base = ml.initial_model_bytes(cfg, 0)
-    job = {"id": 3, "spec": {"model": MODEL, "inner_steps": 4, "trace_interval": 2, "tokens_per_step": 64,
-                             "num_shards": 4, "dataset_id": Corpus(DATA).id, "compression_policy": "dense+int8",
-                             "blob_sources": []}}
+    job = {
+        "id": 3,
+        "spec": {
+            "model": MODEL,
+            "inner_steps": 4,
+            "trace_interval": 2,
+            "tokens_per_step": 64,
+            "num_shards": 4,
+            "dataset_id": Corpus(DATA).id,
+            "compression_policy": "dense+int8",
+            "blob_sources": [],
+        },
+    }
     return job, base
 
 
 def round_json(me: str, base: bytes, phase: str = "commit", challenge: dict | None = None) -> dict:
-    part = {"address": me, "shard": 2, "commitment": None, "challenge": challenge, "outcome": "pending",
-            "attested_hash": ""}
-    return {"job_id": 3, "round": 1, "phase": phase, "base_model_hash": hashlib.sha256(base).hexdigest(),
-            "windows": {"commit_deadline": 100, "verdict_end": 200}, "participants": [part]}
+    part = {
+        "address": me,
+        "shard": 2,
+        "commitment": None,
+        "challenge": challenge,
+        "outcome": "pending",
+        "attested_hash": "",
+    }
+    return {
+        "job_id": 3,
+        "round": 1,
+        "phase": phase,
+        "base_model_hash": hashlib.sha256(base).hexdigest(),
+        "windows": {"commit_deadline": 100, "verdict_end": 200},
+        "participants": [part],
+    }
 
 
 class Stand:
@@ -49,8 +74,15 @@ class Stand:
 
     def __init__(self, tmp: Path, blobs: dict[str, bytes]) -> None:
         self.sent: list = []
-        self.w = ProviderWorker(WorkerConfig(home=tmp, key="prov", nodes=["http://127.0.0.1:9"],
-                                             data_dir=tmp / "data", check_hardware=False))
+        self.w = ProviderWorker(
+            WorkerConfig(
+                home=tmp,
+                key="prov",
+                nodes=["http://127.0.0.1:9"],
+                data_dir=tmp / "data",
+                check_hardware=False,
+            )
+        )
         self.w.endpoint = "http://127.0.0.1:26680"
         self.blobs = blobs
         self.w.fetch = self.fetch  # type: ignore[method-assign]
@@ -84,7 +116,11 @@ def test_kill_9_after_commit_and_restart(tmp_path, monkeypatch):
         time.sleep(0.05)
     w.do_commit(job, r, me, height=51)  # stores the work, then sends MsgSubmitUpdate
     (submit,) = [m.submit_update for m in a.sent]
-    assert submit.job_id == 3 and submit.round == 1 and submit.blob_location.endswith(w.progress.round(3, 1)["payload"])
+    assert (
+        submit.job_id == 3
+        and submit.round == 1
+        and submit.blob_location.endswith(w.progress.round(3, 1)["payload"])
+    )
     w._pool.shutdown(wait=True)
 
     # kill -9: a new process on the same data dir; the chain does not show the commitment yet
@@ -105,7 +141,8 @@ def test_kill_9_after_commit_and_restart(tmp_path, monkeypatch):
     c.w._plans[3] = ml.JobPlan.from_job(job)
     c.w.do_commit(job, r, me, height=53)
     (again,) = [m.submit_update for m in c.sent]
-    assert again == submit  # same roots, same proofs: the chain would refuse it as a duplicate (505)
+    # same roots, same proofs: the chain would refuse it as a duplicate (505)
+    assert again == submit
 
     # challenged after the restart: the reveal proves against the trace root committed before
     ch = {"segment": 0, "segments": [0, 1], "opened": [], "reveal": None, "verifiers": []}
@@ -113,11 +150,28 @@ def test_kill_9_after_commit_and_restart(tmp_path, monkeypatch):
     reveals = [m.reveal_segment for m in c.sent[1:]]
     assert [x.segment for x in reveals] == [0, 1]
     n = n_trace_leaves(len(prog["trace"]))
+    submitted_trace = [bytes.fromhex(t) for t in prog["trace"]]
     for x in reveals:
-        assert verify_merkle_proof(submit.trace_root, x.start_state_hash, entry_leaf(x.segment), n, list(x.start_proof))
-        assert verify_merkle_proof(submit.trace_root, x.end_state_hash, entry_leaf(x.segment + 1), n, list(x.end_proof))
-        assert x.start_location.split("?")[0].endswith(x.start_state_hash.hex())
-        assert c.w.store.has(x.start_state_hash.hex()) and c.w.store.has(x.end_state_hash.hex())
+        assert verify_merkle_proof(
+            submit.trace_root, x.start_state_hash, entry_leaf(x.segment), n, list(x.start_proof)
+        )
+        # the end is opened by its leaf hash only (its state stays secret until the votes)
+        end = submitted_trace[x.segment + 1]
+        assert not x.end_state_hash and x.end_leaf_hash == hash_leaf(end)
+        assert verify_leaf_hash_proof(
+            submit.trace_root, x.end_leaf_hash, entry_leaf(x.segment + 1), n, list(x.end_proof)
+        )
+        assert x.start_location.endswith(x.start_state_hash.hex())
+        # both openings name the trace list's hash; the first carries the list (the chain proves
+        # it against the trace root), the second does not need to
+        # (the list holds the secret end, entry 2 of 0..H/k = 4, as its leaf hash)
+        masked = mask_trace(submitted_trace, compute_hidden_entries([0, 1], len(prog["trace"]) - 1))
+        assert x.trace_list_hash == hashlib.sha256(b"".join(masked)).digest()
+        assert c.w.store.has(x.trace_list_hash.hex())
+    assert reveals[0].trace_list == b"".join(masked) and reveals[1].trace_list == b""
+    for x in reveals:
+        assert c.w.store.has(x.start_state_hash.hex())
+        assert c.w.store.has(submitted_trace[x.segment + 1].hex())
     leaf0 = binding_leaf(b"trace", c.w.me_bytes, 3, 1, hashlib.sha256(base).digest())
     assert verify_merkle_proof(submit.trace_root, leaf0, 0, n, list(submit.trace_binding_proof))
 

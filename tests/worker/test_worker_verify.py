@@ -1,18 +1,26 @@
-"""The worker's verifier duty runs the full check (ml.verify_round = trainer.verify.verify_challenge):
-an honest round is VALID with the evidence the chain expects, a poisoned round (honest trace, update
-scaled by POISON_SCALE) is INVALID on the payload check, and a reveal that names no trace list is
-INVALID. Provider and verifier are two real workers with their own blob stores; the chain's answers
-are plain round JSON and a fetch reads the provider's store (tests/testnet runs the real network)."""
+"""The worker's verifier duty runs the full check (ml.verify_round =
+trainer.verify.verify_challenge): an honest round is VALID with the evidence the chain expects,
+a poisoned round (honest trace, update scaled by POISON_SCALE) is INVALID on the payload check,
+a reveal that commits no trace list, or a served list other than the committed one, is INVALID,
+and a round on a base that carries the outer momentum is VALID. Exact mode: the provider opens the
+end by its leaf hash only and the committed list masks it; the verifier's evidence is the end state
+its re-execution reached, and a lazy verifier's (public data only) is not it. Provider and verifier
+are two
+real workers with their own blob stores; the chain's answers are plain round JSON and a fetch
+reads the provider's store (tests/testnet runs the real network)."""
 
 from __future__ import annotations
 
 import hashlib
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 
-from abci_app.jobs.incentives import compute_evidence
+from abci_app.jobs.incentives import compute_hidden_entries
+from abci_app.merkle import hash_leaf
 from node.keys import Keyring
 from node.worker import ml
 from node.worker.worker import ProviderWorker, WorkerConfig
@@ -21,80 +29,355 @@ from trainer.determinism import set_determinism
 
 DATA = synthetic_text(40_000)
 MODEL = {"n_layers": 1, "n_heads": 2, "d_model": 16, "context_len": 16, "vocab_size": 256}
-JOB = {"id": 3, "spec": {"model": MODEL, "inner_steps": 4, "trace_interval": 2, "tokens_per_step": 64,
-                         "num_shards": 4, "dataset_id": Corpus(DATA).id, "compression_policy": "dense+int8",
-                         "blob_sources": []}}
+JOB: dict[str, Any] = {
+    "id": 3,
+    "spec": {
+        "model": MODEL,
+        "inner_steps": 4,
+        "trace_interval": 2,
+        "tokens_per_step": 64,
+        "num_shards": 4,
+        "dataset_id": Corpus(DATA).id,
+        "compression_policy": "dense+int8",
+        "blob_sources": [],
+        "determinism_mode": "exact",
+        "tolerance_ppm": 0,
+    },
+}
+JOB_TOL = {"id": 3, "spec": dict(JOB["spec"], determinism_mode="tolerance", tolerance_ppm=1000)}
 
 
-def worker(tmp: Path, key: str, behaviour: str, source) -> ProviderWorker:
+def worker(
+    tmp: Path, key: str, behaviour: str, source, check: bool = True, procs: int = 1, job=JOB
+) -> ProviderWorker:
     Keyring(tmp).add(key)
-    w = ProviderWorker(WorkerConfig(home=tmp, key=key, nodes=["http://127.0.0.1:9"], data_dir=tmp / key,
-                                    check_hardware=False, behaviour=behaviour))
+    w = ProviderWorker(
+        WorkerConfig(
+            home=tmp,
+            key=key,
+            nodes=["http://127.0.0.1:9"],
+            data_dir=tmp / key,
+            check_hardware=False,
+            behaviour=behaviour,
+            procs=procs,
+        )
+    )
     w.endpoint = f"http://127.0.0.1:1/{key}"
-    w._plans[3] = ml.JobPlan.from_job(JOB)
+    w._plans[3] = ml.JobPlan.from_job(job)
     w._endpoint_of = lambda address: "http://127.0.0.1:1/prov"  # type: ignore[method-assign]
 
-    def fetch(h, first=(), *, tier="hot", round_key=None):  # as the blob client does: hash-checked, stored
+    def fetch(
+        h, first=(), *, tier="hot", round_key=None
+    ):  # as the blob client does: hash-checked, stored
         data = source(h)
-        assert w.store.put_bytes(data, tier=tier, round_key=round_key) == h
+        stored = w.store.put_bytes(data, tier=tier, round_key=round_key)
+        assert stored == h or not check  # unchecked: a store that hands back other bytes
         return data
 
     w.fetch = fetch  # type: ignore[method-assign]
     return w
 
 
-def judged(tmp: Path, behaviour: str, segment: int = 1, drop_trace_list: bool = False):
+def momentum_base() -> bytes:
+    """An attested model as the network makes it: parameters and the outer momentum buffer."""
+    from trainer.diloco import AggregationRule, network_outer_step
+
+    init = ml.initial_model_bytes(ml.config_from_job(MODEL), 0)
+    g = torch.Generator().manual_seed(5)
+    model = ml.load_model(init, ml.config_from_job(MODEL))
+    delta = {n: 1e-3 * torch.randn(p.shape, generator=g) for n, p in model.named_parameters()}
+    heldout = Corpus(DATA).heldout_batches(16, 32, 1)
+    out = network_outer_step(
+        init, {"aa": delta}, heldout, AggregationRule(min_quality_mnats=-(10**6))
+    )
+    return out.model
+
+
+def judged(
+    tmp: Path,
+    behaviour: str,
+    segment: int = 1,
+    drop_trace_list: bool = False,
+    with_momentum: bool = False,
+    other_list: bool = False,
+    procs: int = 1,
+    job=JOB,
+    verifier: str = "honest",
+    out: dict | None = None,
+):
+    """(the verifier's vote, the true end state hash of the opened segment). ``out`` gets the
+    provider, the verifier, the round, the target, the submission and the sent messages."""
     set_determinism(0, threads=1)
-    base = ml.initial_model_bytes(ml.config_from_job(MODEL), 0)
+    base = (
+        momentum_base() if with_momentum else ml.initial_model_bytes(ml.config_from_job(MODEL), 0)
+    )
     blobs = {hashlib.sha256(base).hexdigest(): base, JOB["spec"]["dataset_id"]: DATA}
     sent: list = []
-    prov = worker(tmp, "prov", behaviour, lambda h: blobs[h])
-    prov._send = lambda *m: sent.extend(m) or {"txhash": "00" * 32, "height": 10}  # type: ignore[method-assign]
-    r = {"job_id": 3, "round": 1, "phase": "commit", "base_model_hash": hashlib.sha256(base).hexdigest(),
-         "windows": {"commit_deadline": 100, "verdict_end": 200}}
+    prov = worker(tmp, "prov", behaviour, lambda h: blobs[h], procs=procs, job=job)
+
+    def send(*msgs: Any) -> dict[str, Any]:
+        sent.extend(msgs)
+        return {"txhash": "00" * 32, "height": 10}
+
+    prov._send = send  # type: ignore[method-assign]  # the test records the worker's txs
+    r = {
+        "job_id": 3,
+        "round": 1,
+        "phase": "commit",
+        "base_model_hash": hashlib.sha256(base).hexdigest(),
+        "windows": {"commit_deadline": 100, "verdict_end": 200},
+    }
     me = {"address": prov.me, "shard": 2, "commitment": None, "challenge": None}
     r["participants"] = [me]
-    prov.do_commit(JOB, r, me, height=50)
-    deadline = time.monotonic() + 60
+    prov.do_commit(job, r, me, height=50)
+    deadline = time.monotonic() + (60 if procs == 1 else 300)  # an island starts torchrun
     while prov._training is not None and not prov._training[1].done():
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    prov.do_commit(JOB, r, me, height=51)
+    prov.do_commit(job, r, me, height=51)
     prov._pool.shutdown(wait=True)
     (submit,) = [m.submit_update for m in sent]
+    if procs > 1:  # the island's trace says so: every state names its slices
+        from trainer.state import load_state
+
+        st = prov.store.read(prov.progress.round(3, 1)["trace"][-1])
+        assert load_state(bytes(st)).slices == procs
     ch = {"segment": segment, "segments": [segment], "opened": [], "reveal": None, "verifiers": []}
-    prov.do_reveal(JOB, dict(r, phase="reveal"), {"challenge": ch})
+    prov.do_reveal(job, dict(r, phase="reveal"), {"challenge": ch})
     (rev,) = [m.reveal_segment for m in sent[1:]]
-    start_loc, end_loc = rev.start_location, rev.end_location
-    if drop_trace_list:
-        start_loc, end_loc = start_loc.split("?")[0], end_loc.split("?")[0]
-    opening = {"segment": rev.segment, "start_state_hash": rev.start_state_hash.hex(),
-               "end_state_hash": rev.end_state_hash.hex(), "start_location": start_loc, "end_location": end_loc}
-    target = {"address": prov.me, "shard": 2,
-              "commitment": {"update_root": submit.update_root.hex(), "trace_root": submit.trace_root.hex(),
-                             "payload_size": submit.payload_size, "blob_location": submit.blob_location},
-              "challenge": dict(ch, opened=[segment], reveals=[opening], reveal=opening)}
-    ver = worker(tmp, "ver", "honest", lambda h: bytes(prov.store.read(h)) if prov.store.has(h) else blobs[h])
-    vote = ver.judge(JOB, dict(r, phase="verdict", participants=[target]), target, height=150)
+    assert hashlib.sha256(rev.trace_list).digest() == rev.trace_list_hash  # the first opening
+    assert prov.store.has(rev.trace_list_hash.hex())  # and the provider serves it
+    opening = {
+        "segment": rev.segment,
+        "start_state_hash": rev.start_state_hash.hex(),
+        "end_state_hash": rev.end_state_hash.hex(),
+        "start_location": rev.start_location,
+        "end_location": rev.end_location,
+        "trace_list_hash": "" if drop_trace_list else rev.trace_list_hash.hex(),
+        "end_leaf_hash": rev.end_leaf_hash.hex(),
+    }
+    target = {
+        "address": prov.me,
+        "shard": 2,
+        "commitment": {
+            "update_root": submit.update_root.hex(),
+            "trace_root": submit.trace_root.hex(),
+            "payload_size": submit.payload_size,
+            "blob_location": submit.blob_location,
+        },
+        "challenge": dict(ch, opened=[segment], reveals=[opening], reveal=opening),
+    }
+
+    def serve(h: str) -> bytes:
+        if other_list and h == rev.trace_list_hash.hex():  # other bytes under the chain's hash
+            return rev.trace_list[32:] + rev.trace_list[:32]
+        return bytes(prov.store.read(h)) if prov.store.has(h) else blobs[h]
+
+    true_end = bytes.fromhex(prov.progress.round(3, 1)["trace"][segment + 1])
+    n = job["spec"]["inner_steps"] // job["spec"]["trace_interval"]
+    if job["spec"]["determinism_mode"] == "exact":
+        # the end is opened by its leaf hash only; the committed trace list masks the secret end
+        assert not rev.end_state_hash and not rev.end_location
+        assert rev.end_leaf_hash == hash_leaf(true_end)
+        listed = ml.parse_trace_list(rev.trace_list)
+        hidden = compute_hidden_entries([segment], n)  # entry H/k is public (payload check)
+        assert (true_end not in listed) == bool(hidden)
+        for i in hidden:
+            assert listed[i] == hash_leaf(true_end)
+    ver = worker(tmp, "ver", verifier, serve, check=not other_list, job=job)
+    vote = ver.judge(job, dict(r, phase="verdict", participants=[target]), target, height=150)
     ver._pool.shutdown(wait=True)
-    return vote, compute_evidence([rev.end_state_hash])
+    if out is not None:
+        out.update(prov=prov, ver=ver, r=r, target=target, submit=submit, sent=sent, me=me)
+    return vote, true_end
 
 
+@pytest.mark.parametrize("job", [JOB, JOB_TOL], ids=["exact", "tolerance"])
 @pytest.mark.parametrize("segment", [0, 1])
-def test_honest_round_is_valid_with_the_expected_evidence(tmp_path, segment):
-    (valid, quality, evidence, why), expected = judged(tmp_path, "honest", segment)
+def test_honest_round_is_valid_with_the_expected_evidence(tmp_path, segment, job):
+    (valid, quality, reached, why), true_end = judged(tmp_path, "honest", segment, job=job)
     assert valid, why
-    assert evidence == expected and 1 <= quality <= ml.MAX_QUALITY
+    assert reached == [true_end] and 1 <= quality <= ml.MAX_QUALITY
     assert "start, payload and 1 segment(s)" in why
 
 
+def test_lazy_verifier_lacks_the_evidence_in_exact_mode(tmp_path):
+    """A lazy verifier (public data only) votes valid without the secret end state: the chain
+    refuses to open that vote (incentives.is_reached_valid); the diligent one above has it."""
+    (valid, _q, reached, why), true_end = judged(tmp_path, "honest", 0, verifier="lazy-verifier")
+    assert valid and "lazy" in why and hash_leaf(reached[0]) != hash_leaf(true_end)
+
+
 def test_poisoned_round_is_refused_on_the_payload(tmp_path):
-    (valid, quality, evidence, why), expected = judged(tmp_path, "poison")
+    (valid, quality, reached, why), true_end = judged(tmp_path, "poison")
     assert not valid and quality == 0
     assert why.startswith("payload:") and "update roots differ" in why
-    assert evidence != expected  # an invalid vote never carries the valid vote's evidence
+    assert reached != [true_end]  # an invalid vote never carries the valid vote's evidence
 
 
 def test_a_reveal_without_its_trace_list_is_refused(tmp_path):
-    (valid, _q, evidence, why), expected = judged(tmp_path, "honest", drop_trace_list=True)
-    assert not valid and "trace list" in why and evidence != expected
+    (valid, _q, reached, why), true_end = judged(tmp_path, "honest", drop_trace_list=True)
+    assert not valid and "trace list" in why and reached != [true_end]
+
+
+def test_a_trace_list_other_than_the_committed_one_is_refused(tmp_path):
+    """The verifier reads the trace list's hash from the chain and refuses other bytes."""
+    (valid, _q, reached, why), true_end = judged(tmp_path, "honest", other_list=True)
+    assert not valid and "not the one committed on chain" in why and reached != [true_end]
+
+
+def test_a_round_on_a_base_carrying_the_outer_momentum_is_valid(tmp_path):
+    """Attested models carry the outer Nesterov buffer: trace entry 0 holds the base's
+    parameters only, and the verifier ties it to the base by the parameters hash."""
+    base = momentum_base()
+    assert ml.params_hash(base) != hashlib.sha256(base).digest()
+    (valid, _q, reached, why), true_end = judged(tmp_path, "honest", 0, with_momentum=True)
+    assert valid, why
+    assert reached == [true_end]
+
+
+def test_without_the_parameters_hash_a_momentum_base_start_is_refused():
+    """verify_challenge against the chain's hash alone (the model bytes with the momentum) does
+    not accept entry 0: the parameters hash is what binds the start, not a looser check."""
+    from trainer.commit import Binding
+    from trainer.verify import verify_start
+
+    base = momentum_base()
+    plan = ml.JobPlan.from_job(JOB)
+    spec = plan.shard_spec(1, "prov", 2)
+    binding = Binding(b"\x01" * 20, 3, 1, hashlib.sha256(base).digest())
+    codec = plan.compression().choose(
+        1, {n: tuple(p.shape) for n, p in ml.load_model(base, plan.model).named_parameters()}
+    )
+    work = ml.train_round(plan, base, Corpus(DATA), spec, binding, codec)
+    kw = {"round": 1, "shard": 2, "inner": plan.inner, "model": plan.model}
+    assert verify_start(work.states[0], base_model_hash=ml.params_hash(base), **kw).valid
+    v = verify_start(work.states[0], base_model_hash=hashlib.sha256(base).digest(), **kw)
+    assert not v.valid and "base model" in v.reason
+
+
+@pytest.mark.slow  # two torchrun islands of 2 gloo processes
+@pytest.mark.parametrize("behaviour", ["honest", "poison"])
+def test_island_round_is_judged_by_a_single_process_verifier(tmp_path, behaviour):
+    """`provider run --procs 2`: the round trains on a 2-process gloo island (DDP), commits once,
+    and a verifier with ONE process re-executes the opened segment as 2 slices in exact mode
+    (segment 0: its end is secret, the verifier's re-executed state is the evidence): the honest
+    island is VALID, the poisoned one (honest island trace, scaled update) INVALID."""
+    (valid, quality, reached, why), true_end = judged(tmp_path, behaviour, 0, procs=2)
+    if behaviour == "honest":
+        assert valid, why
+        assert reached == [true_end] and 1 <= quality <= ml.MAX_QUALITY
+        assert "start, payload and 1 segment(s)" in why
+    else:
+        assert not valid and why.startswith("payload:") and "update roots differ" in why
+
+
+def test_unavailable_blobs_are_retried_until_the_acting_panels_window_ends(tmp_path):
+    """A fetch failure is retried while the window the verifier's panel commits in is open (the
+    appeal and final panels vote long after verdict_end); at its last block the vote is INVALID."""
+    from node.blobs import BlobError
+
+    def unavailable(h: str) -> bytes:
+        raise BlobError(f"{h[:8]} unavailable")
+
+    ver = worker(tmp_path, "ver", "honest", unavailable)
+    opening = {
+        "segment": 0,
+        "start_state_hash": "11" * 32,
+        "end_state_hash": "",
+        "end_leaf_hash": "22" * 32,
+        "start_location": "http://127.0.0.1:1/prov/blob/" + "11" * 32,
+        "end_location": "",
+        "trace_list_hash": "33" * 32,
+    }
+    target = {
+        "address": ver.me,
+        "shard": 2,
+        "commitment": {"update_root": "44" * 32, "trace_root": "55" * 32, "payload_size": 1},
+        "challenge": {"segment": 0, "segments": [0], "reveals": [opening], "reveal": opening},
+    }
+    windows = {"verdict_end": 100, "appeal_end": 140, "final_end": 180}
+    r = {"job_id": 3, "round": 1, "base_model_hash": "66" * 32, "windows": windows}
+    with pytest.raises(BlobError):  # the final panel's window is open until 180: retry
+        ver.judge(JOB, dict(r, phase="final", participants=[target]), target, height=150)
+    valid, _q, _reached, why = ver.judge(
+        JOB, dict(r, phase="final", participants=[target]), target, height=179
+    )
+    assert not valid and "unavailable" in why
+    ver._pool.shutdown(wait=True)
+
+
+@pytest.mark.parametrize("verifier", ["honest", "lazy-verifier"])
+def test_tolerance_round_probes_end_to_end(tmp_path, verifier):
+    """Tolerance mode through the real workers: the provider commits the probes of its trace
+    (bound probe root), reveals the end as a leaf hash, and opens the end and its probe after the
+    votes (MsgOpenEnd, proven against the probe root); the verifier commits a blind vote on the
+    probes of its re-executed ends, then judges the opened end and opens its vote VALID. Its
+    probes are within the chain's bound of the provider's; a lazy verifier's (no re-execution)
+    are not, so the chain counts its valid vote as invalid."""
+    from abci_app.jobs.incentives import compute_blind_vote_hash
+    from abci_app.jobs.probe import compute_probe_evidence, encode_probe, is_probe_within
+    from abci_app.merkle import binding_leaf, entry_leaf, n_trace_leaves, verify_merkle_proof
+    from node.market_msgs import vote_salt
+
+    box: dict = {}
+    (valid, _q, reached, why), true_end = judged(
+        tmp_path, "honest", 1, job=JOB_TOL, verifier=verifier, out=box
+    )
+    prov, ver, r, target, submit = box["prov"], box["ver"], box["r"], box["target"], box["submit"]
+    prog = prov.progress.round(3, 1)
+    probes = prog["probes"]
+    n = n_trace_leaves(len(prog["trace"]))
+    base = bytes.fromhex(r["base_model_hash"])
+    leaf0 = binding_leaf(b"probe", prov.me_bytes, 3, 1, base)
+    assert verify_merkle_proof(submit.probe_root, leaf0, 0, n, list(submit.probe_binding_proof))
+    # the verifier's blind vote
+    vsent: list = []
+    ver._send = lambda *m: vsent.extend(m) or {"txhash": "00" * 32, "height": 151}
+    rr = dict(r, participants=[target])
+    rr["windows"] = dict(r["windows"], vote_reveal_end=300)
+    ver.do_verify(JOB_TOL, dict(rr, phase="verdict"), target, height=150)
+    (commit,) = [m.verdict for m in vsent]
+    mine = ver.progress.round(3, 1)["votes"][target["address"]]["probes"]
+    ev = compute_probe_evidence(mine)
+    salt = vote_salt(ver.key.signer, 3, 1, prov.me_bytes)
+    assert commit.vote_hash == compute_blind_vote_hash(
+        3, 1, prov.me_bytes, ver.key.signer.address, ev, salt
+    )
+    if verifier == "honest":  # it waits for the ends before opening its vote (a later block) ...
+        ver.do_open_vote(JOB_TOL, dict(rr, phase="vote_reveal"), target, height=160)
+        assert len(vsent) == 1
+    # the provider opens the end after the votes
+    psent: list = box["sent"]
+    before = len(psent)
+    opening = dict(target["challenge"]["reveals"][0])
+    me = dict(box["me"], challenge=dict(target["challenge"], reveals=[opening]))
+    prov.do_open_end(JOB_TOL, dict(rr, phase="vote_reveal"), me)
+    (oe,) = [m.open_end for m in psent[before:]]
+    assert oe.end_state_hash == true_end and list(oe.probe) == probes[2]
+    assert verify_merkle_proof(
+        submit.probe_root, encode_probe(list(oe.probe)), entry_leaf(2), n, list(oe.probe_proof)
+    )
+    opened = dict(
+        opening,
+        end_state_hash=oe.end_state_hash.hex(),
+        end_location=oe.end_location,
+        end_probe=list(oe.probe),
+        end_opened_height=160,
+    )
+    t2 = dict(target, challenge=dict(target["challenge"], reveals=[opened], reveal=opened))
+    ver.do_open_vote(JOB_TOL, dict(rr, phase="vote_reveal", participants=[t2]), t2, height=161)
+    (rv,) = [m.reveal_vote for m in vsent[1:]]
+    assert list(rv.probes) == mine and rv.evidence == ev and not rv.reached
+    if verifier == "honest":
+        assert rv.valid and is_probe_within(list(oe.probe), mine, 1_000)
+        assert mine == probes[2]  # the same stack: the same floats
+        # ... unless the window closes first: then it opens VALID on its probes alone (the chain
+        # still compares them with the provider's, if the provider opens in this last block)
+        vsent.clear()
+        ver.progress.round(3, 1)["votes"][target["address"]]["valid"] = True
+        ver.do_open_vote(JOB_TOL, dict(rr, phase="vote_reveal"), target, height=299)
+        (late,) = [m.reveal_vote for m in vsent]
+        assert late.valid and list(late.probes) == mine
+    else:
+        assert rv.valid and not is_probe_within(list(oe.probe), mine, 1_000)

@@ -80,15 +80,20 @@ class AdaptivePolicy:
 
     def ladder(self) -> list[Codec]:
         if self.family not in LADDERS:
-            raise ValueError(f"unknown adaptive family {self.family!r}: one of {', '.join(LADDERS)}")
+            raise ValueError(
+                f"unknown adaptive family {self.family!r}: one of {', '.join(LADDERS)}"
+            )
         if self.family == "stride-chunk" and self.phase == 0:
             return [Stride(stride=f, quant="int2") for f in range(1, 1 << 12)]
         out: list[Codec] = []
         if self.family in ("chunk", "stride-chunk"):
             k = self.max_chunk_k
             while k >= 1:
-                out.append(ChunkedTopK(chunk_k=k, chunk_size=DEFAULT_CHUNK,
-                                       quant="int4" if k >= 128 else "int2"))
+                out.append(
+                    ChunkedTopK(
+                        chunk_k=k, chunk_size=DEFAULT_CHUNK, quant="int4" if k >= 128 else "int2"
+                    )
+                )
                 k //= 2
             return out
         d, lo = _exact(self.max_density), _exact(self.min_density)
@@ -103,10 +108,19 @@ class AdaptivePolicy:
             est = c.estimate_bytes(shapes)
             if est <= target:
                 break
-        self.log.append({"round": round, "event": "choose", "codec": c.name,
-                         "density": c.density, "estimated_bytes": est,
-                         "budget_bytes": self.budget_bytes, "tighten": self.tighten,
-                         "target_bytes": int(target), "fits": est <= target})
+        self.log.append(
+            {
+                "round": round,
+                "event": "choose",
+                "codec": c.name,
+                "density": c.density,
+                "estimated_bytes": est,
+                "budget_bytes": self.budget_bytes,
+                "tighten": self.tighten,
+                "target_bytes": int(target),
+                "fits": est <= target,
+            }
+        )
         return c
 
     def observe(self, round: int, loss_before: float, loss_after: float, sent_bytes: int) -> None:
@@ -114,8 +128,16 @@ class AdaptivePolicy:
         if self.family == "stride-chunk" and self.phase == 0:
             if rel < self.switch_threshold:
                 self.phase = 1
-            self.log.append({"round": round, "event": "observe", "rel_improvement": rel,
-                             "sent_bytes": sent_bytes, "phase": self.phase, "tighten": self.tighten})
+            self.log.append(
+                {
+                    "round": round,
+                    "event": "observe",
+                    "rel_improvement": rel,
+                    "sent_bytes": sent_bytes,
+                    "phase": self.phase,
+                    "tighten": self.tighten,
+                }
+            )
             return
         self._calm = self._calm + 1 if 0 <= rel < self.stable_threshold else 0
         tightened = loosened = False
@@ -126,6 +148,14 @@ class AdaptivePolicy:
         elif rel < -self.stable_threshold and self.tighten < 1.0:
             self.tighten = min(1.0, self.tighten * 2)
             loosened = True
-        self.log.append({"round": round, "event": "observe", "rel_improvement": rel,
-                         "sent_bytes": sent_bytes, "tightened": tightened, "loosened": loosened,
-                         "tighten": self.tighten})
+        self.log.append(
+            {
+                "round": round,
+                "event": "observe",
+                "rel_improvement": rel,
+                "sent_bytes": sent_bytes,
+                "tightened": tightened,
+                "loosened": loosened,
+                "tighten": self.tighten,
+            }
+        )

@@ -63,8 +63,9 @@ class Codec(Protocol):
 
     def compress(self, tensors: dict[str, torch.Tensor], state: CompressionState) -> Payload: ...
 
-    def decompress(self, payload: Payload,
-                   expected_shapes: Shapes | None = None) -> dict[str, torch.Tensor]: ...
+    def decompress(
+        self, payload: Payload, expected_shapes: Shapes | None = None
+    ) -> dict[str, torch.Tensor]: ...
 
     def estimate_bytes(self, shapes: Shapes) -> int: ...
 
@@ -79,8 +80,10 @@ def check_parts(name: str, parts: dict[str, torch.Tensor], expected: PartSpecs) 
         raise PayloadError(f"parts {sorted(parts)} do not match codec {name}: {sorted(expected)}")
     for pn, (dt, ps) in expected.items():
         if parts[pn].dtype != dt or tuple(parts[pn].shape) != tuple(ps):
-            raise PayloadError(f"part {pn}: {parts[pn].dtype}{tuple(parts[pn].shape)}, "
-                               f"expected {dt}{ps} (shape mismatch)")
+            raise PayloadError(
+                f"part {pn}: {parts[pn].dtype}{tuple(parts[pn].shape)}, "
+                f"expected {dt}{ps} (shape mismatch)"
+            )
 
 
 def zeros_like_specs(specs: PartSpecs) -> dict[str, torch.Tensor]:
@@ -128,11 +131,13 @@ class CodecBase(ABC):
     def compress(self, tensors: dict[str, torch.Tensor], state: CompressionState) -> Payload: ...
 
     @abstractmethod
-    def _decompress(self, payload: Payload,
-                    expected_shapes: Shapes | None) -> dict[str, torch.Tensor]: ...
+    def _decompress(
+        self, payload: Payload, expected_shapes: Shapes | None
+    ) -> dict[str, torch.Tensor]: ...
 
-    def decompress(self, payload: Payload,
-                   expected_shapes: Shapes | None = None) -> dict[str, torch.Tensor]:
+    def decompress(
+        self, payload: Payload, expected_shapes: Shapes | None = None
+    ) -> dict[str, torch.Tensor]:
         if payload.kind != KIND_UPDATE:
             raise PayloadError("not an update payload")
         if payload.codec != self.name:
@@ -160,21 +165,28 @@ class PerTensorCodec(CodecBase):
     def part_specs(self, shape: tuple[int, ...]) -> PartSpecs: ...
 
     @abstractmethod
-    def encode_one(self, name: str, g: torch.Tensor,
-                   state: CompressionState) -> dict[str, torch.Tensor]: ...
+    def encode_one(
+        self, name: str, g: torch.Tensor, state: CompressionState
+    ) -> dict[str, torch.Tensor]: ...
 
     @abstractmethod
-    def decode_parts(self, shape: tuple[int, ...],
-                     parts: dict[str, torch.Tensor]) -> torch.Tensor: ...
+    def decode_parts(
+        self, shape: tuple[int, ...], parts: dict[str, torch.Tensor]
+    ) -> torch.Tensor: ...
 
     def decode_one(self, shape: tuple[int, ...], parts: dict[str, torch.Tensor]) -> torch.Tensor:
         check_parts(self.name, parts, self.part_specs(shape))
         return self.decode_parts(shape, parts)
 
     def skeleton(self, shapes: Shapes) -> Payload:
-        entries = {name: Entry(dtype=torch.float32, shape=tuple(shape),
-                               parts=zeros_like_specs(self.part_specs(tuple(shape))))
-                   for name, shape in shapes.items()}
+        entries = {
+            name: Entry(
+                dtype=torch.float32,
+                shape=tuple(shape),
+                parts=zeros_like_specs(self.part_specs(tuple(shape))),
+            )
+            for name, shape in shapes.items()
+        }
         return Payload(kind=KIND_UPDATE, codec=self.name, meta=self.meta(), entries=entries)
 
     def compress(self, tensors: dict[str, torch.Tensor], state: CompressionState) -> Payload:
@@ -182,8 +194,11 @@ class PerTensorCodec(CodecBase):
         for name in sorted(tensors):
             t = tensors[name].detach().float().cpu()
             res = state.residual.get(name)
-            g = (t + state.ef_decay * res if (state.error_feedback and res is not None)
-                 else t.clone())
+            g = (
+                t + state.ef_decay * res
+                if (state.error_feedback and res is not None)
+                else t.clone()
+            )
             parts = self.encode_one(name, g, state)
             dec = self.decode_one(tuple(t.shape), parts)
             if state.error_feedback:
@@ -191,8 +206,9 @@ class PerTensorCodec(CodecBase):
             entries[name] = Entry(dtype=torch.float32, shape=tuple(t.shape), parts=parts)
         return Payload(kind=KIND_UPDATE, codec=self.name, meta=self.meta(), entries=entries)
 
-    def _decompress(self, payload: Payload,
-                    expected_shapes: Shapes | None) -> dict[str, torch.Tensor]:
+    def _decompress(
+        self, payload: Payload, expected_shapes: Shapes | None
+    ) -> dict[str, torch.Tensor]:
         if payload.meta != self.meta():
             raise PayloadError(f"payload meta does not match codec {self.name}")
         if expected_shapes is not None:
@@ -200,8 +216,9 @@ class PerTensorCodec(CodecBase):
                 raise PayloadError("update tensor names do not match the model")
             for n, e in payload.entries.items():
                 if tuple(e.shape) != tuple(expected_shapes[n]):
-                    raise PayloadError(f"{n}: shape {e.shape} does not match model "
-                                       f"{expected_shapes[n]}")
+                    raise PayloadError(
+                        f"{n}: shape {e.shape} does not match model {expected_shapes[n]}"
+                    )
         out = {}
         for name, e in payload.entries.items():
             if e.dtype != torch.float32:
@@ -220,18 +237,22 @@ def flat_with_residual(tensors: dict[str, torch.Tensor], state: CompressionState
     for name in sorted(tensors):
         t = tensors[name].detach().float().cpu().reshape(-1)
         res = state.residual.get(name)
-        gs.append(t + state.ef_decay * res.reshape(-1) if (state.error_feedback and res is not None)
-                  else t.clone())
+        gs.append(
+            t + state.ef_decay * res.reshape(-1)
+            if (state.error_feedback and res is not None)
+            else t.clone()
+        )
     return torch.cat(gs)
 
 
-def store_residual(state: CompressionState, names: list[str], shapes: Shapes,
-                   flat: torch.Tensor, dec: torch.Tensor) -> None:
+def store_residual(
+    state: CompressionState, names: list[str], shapes: Shapes, flat: torch.Tensor, dec: torch.Tensor
+) -> None:
     """Error feedback: what this round did not send, per tensor, carried to the next round."""
     if not state.error_feedback:
         return
     sizes = [math.prod(shapes[n]) for n in names]
-    for name, r in zip(names, torch.split(flat - dec, sizes)):
+    for name, r in zip(names, torch.split(flat - dec, sizes), strict=True):
         state.residual[name] = r.reshape(shapes[name])
 
 
@@ -244,13 +265,15 @@ class FlatCodec(CodecBase):
     def flat_part_specs(self, n: int, extra: dict[str, Any]) -> PartSpecs: ...
 
     @abstractmethod
-    def encode_flat(self, flat: torch.Tensor, state: CompressionState
-                    ) -> tuple[dict[str, torch.Tensor], torch.Tensor, dict[str, Any]]:
+    def encode_flat(
+        self, flat: torch.Tensor, state: CompressionState
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor, dict[str, Any]]:
         """(parts, decoded flat vector, extra meta)."""
 
     @abstractmethod
-    def decode_flat(self, n: int, parts: dict[str, torch.Tensor],
-                    extra: dict[str, Any]) -> torch.Tensor: ...
+    def decode_flat(
+        self, n: int, parts: dict[str, torch.Tensor], extra: dict[str, Any]
+    ) -> torch.Tensor: ...
 
     def extra_meta(self, meta: dict[str, Any]) -> dict[str, Any]:
         """The payload-specific meta fields (checked); none by default."""
@@ -265,8 +288,12 @@ class FlatCodec(CodecBase):
         extra = self.skeleton_extra()
         parts = zeros_like_specs(self.flat_part_specs(n, extra))
         meta = dict(self.meta(), layout=layout_id(shapes), **extra)
-        return Payload(kind=KIND_UPDATE, codec=self.name, meta=meta,
-                       entries={"flat": Entry(dtype=torch.float32, shape=(n,), parts=parts)})
+        return Payload(
+            kind=KIND_UPDATE,
+            codec=self.name,
+            meta=meta,
+            entries={"flat": Entry(dtype=torch.float32, shape=(n,), parts=parts)},
+        )
 
     def compress(self, tensors: dict[str, torch.Tensor], state: CompressionState) -> Payload:
         names = sorted(tensors)
@@ -275,12 +302,16 @@ class FlatCodec(CodecBase):
         shapes = {n: tuple(tensors[n].shape) for n in names}
         store_residual(state, names, shapes, flat, dec)
         meta = dict(self.meta(), layout=layout_id(shapes), **extra)
-        return Payload(kind=KIND_UPDATE, codec=self.name, meta=meta,
-                       entries={"flat": Entry(dtype=torch.float32, shape=(flat.numel(),),
-                                              parts=parts)})
+        return Payload(
+            kind=KIND_UPDATE,
+            codec=self.name,
+            meta=meta,
+            entries={"flat": Entry(dtype=torch.float32, shape=(flat.numel(),), parts=parts)},
+        )
 
-    def _decompress(self, payload: Payload,
-                    expected_shapes: Shapes | None) -> dict[str, torch.Tensor]:
+    def _decompress(
+        self, payload: Payload, expected_shapes: Shapes | None
+    ) -> dict[str, torch.Tensor]:
         fam = self.family
         if expected_shapes is None:
             raise PayloadError(f"a {fam} payload can only be decoded with the model's shapes")
@@ -299,4 +330,7 @@ class FlatCodec(CodecBase):
         flat = self.decode_flat(n, e.parts, extra)
         if not bool(torch.isfinite(flat).all()):
             raise PayloadError("flat: decoded update is not finite")
-        return {nm: t.reshape(expected_shapes[nm]) for nm, t in zip(names, torch.split(flat, sizes))}
+        return {
+            nm: t.reshape(expected_shapes[nm])
+            for nm, t in zip(names, torch.split(flat, sizes), strict=True)
+        }

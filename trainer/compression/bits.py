@@ -16,7 +16,7 @@ def pack_bits(values: torch.Tensor, width: int) -> torch.Tensor:
     pad = (-bits.numel()) % 8
     if pad:
         bits = torch.cat([bits, torch.zeros(pad, dtype=torch.uint8)])
-    weights = (1 << torch.arange(8, dtype=torch.int64))
+    weights = 1 << torch.arange(8, dtype=torch.int64)
     return (bits.reshape(-1, 8).long() * weights).sum(1).to(torch.uint8)
 
 

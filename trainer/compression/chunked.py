@@ -24,7 +24,13 @@ import torch
 
 from abci_app.jobs.policy import DEFAULT_CHUNK, CodecPolicy
 from trainer.commit import PayloadError
-from trainer.compression.base import CompressionState, FlatCodec, PartSpecs, check_parts
+from trainer.compression.base import (
+    CodecBase,
+    CompressionState,
+    FlatCodec,
+    PartSpecs,
+    check_parts,
+)
 from trainer.compression.bits import index_width, pack_bits, unpack_bits
 
 CHUNK = DEFAULT_CHUNK
@@ -37,8 +43,34 @@ def chunk_lens(n: int, c: int) -> list[int]:
     return [c] * full + ([rest] if rest else [])
 
 
+class ChunkFamily(CodecBase):
+    """What the two chunked families share (``chunk`` here, ``tchunk`` per tensor): K of every
+    C values kept, quantizer q; their policy, density and meta (``sparsifier`` = the family)."""
+
+    chunk_k: int
+    chunk_size: int
+
+    @property
+    def policy(self) -> CodecPolicy:
+        return CodecPolicy(
+            self.family, self.quant, chunk_k=self.chunk_k, chunk_size=self.chunk_size
+        )
+
+    @property
+    def density(self) -> float:
+        return self.chunk_k / self.chunk_size
+
+    def meta(self) -> dict[str, Any]:
+        return {
+            "chunk_k": self.chunk_k,
+            "chunk_size": self.chunk_size,
+            "quant": self.quant,
+            "sparsifier": self.family,
+        }
+
+
 @dataclass(frozen=True, slots=True)
-class ChunkedTopK(FlatCodec):
+class ChunkedTopK(ChunkFamily, FlatCodec):
     family: ClassVar[str] = "chunk"
     chunk_k: int
     chunk_size: int = CHUNK
@@ -47,18 +79,6 @@ class ChunkedTopK(FlatCodec):
     @classmethod
     def from_policy(cls, p: CodecPolicy) -> ChunkedTopK:
         return cls(chunk_k=p.chunk_k, chunk_size=p.chunk_size, quant=p.quant)
-
-    @property
-    def policy(self) -> CodecPolicy:
-        return CodecPolicy("chunk", self.quant, chunk_k=self.chunk_k, chunk_size=self.chunk_size)
-
-    @property
-    def density(self) -> float:
-        return self.chunk_k / self.chunk_size
-
-    def meta(self) -> dict[str, Any]:
-        return {"chunk_k": self.chunk_k, "chunk_size": self.chunk_size, "quant": self.quant,
-                "sparsifier": "chunk"}
 
     def counts(self, n: int) -> tuple[list[int], list[int]]:
         """(chunk lengths, kept values per chunk)."""
@@ -69,7 +89,8 @@ class ChunkedTopK(FlatCodec):
         lens, counts = self.counts(n)
         kt = sum(counts)
         specs: PartSpecs = {
-            "idx": (torch.uint8, (math.ceil(kt * index_width(self.chunk_size) / 8),))}
+            "idx": (torch.uint8, (math.ceil(kt * index_width(self.chunk_size) / 8),))
+        }
         q = self.quant
         if q == "fp32":
             specs["q"] = (torch.float32, (kt,))
@@ -97,7 +118,7 @@ class ChunkedTopK(FlatCodec):
             pos.append((o + (torch.arange(full) * c)[:, None]).reshape(-1))
             counts += [kk] * full
         if n % c:
-            tail = flat[full * c:]
+            tail = flat[full * c :]
             kk = min(k, tail.numel())
             o = torch.topk(tail.abs(), kk, sorted=False).indices.sort().values
             offs.append(o)
@@ -147,16 +168,18 @@ class ChunkedTopK(FlatCodec):
             raise PayloadError("int4 code out of range")
         return (codes.float() - 8.0) * s
 
-    def encode_flat(self, flat: torch.Tensor, state: CompressionState
-                    ) -> tuple[dict[str, torch.Tensor], torch.Tensor, dict[str, Any]]:
+    def encode_flat(
+        self, flat: torch.Tensor, state: CompressionState
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor, dict[str, Any]]:
         offs, pos, counts = self.select(flat)
         parts = {"idx": pack_bits(offs, index_width(self.chunk_size))}
         parts.update(self.quantize(flat[pos], counts))
         check_parts(self.name, parts, self.flat_part_specs(flat.numel(), {}))
         return parts, self.decode_flat(flat.numel(), parts, {}), {}
 
-    def decode_flat(self, n: int, parts: dict[str, torch.Tensor],
-                    extra: dict[str, Any]) -> torch.Tensor:
+    def decode_flat(
+        self, n: int, parts: dict[str, torch.Tensor], extra: dict[str, Any]
+    ) -> torch.Tensor:
         lens, counts = self.counts(n)
         kt = sum(counts)
         w = index_width(self.chunk_size)
@@ -167,8 +190,8 @@ class ChunkedTopK(FlatCodec):
         start = 0
         base = 0
         pos = []
-        for ln, k in zip(lens, counts):
-            o = offs[start:start + k]
+        for ln, k in zip(lens, counts, strict=True):
+            o = offs[start : start + k]
             if bool((o >= ln).any()) or bool((o[1:] <= o[:-1]).any()):
                 raise PayloadError("chunk offsets out of range or not strictly increasing")
             pos.append(o + base)

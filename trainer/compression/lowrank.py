@@ -54,8 +54,9 @@ class LowRank(PerTensorCodec):
         specs.update(quant_part_specs(cols * r, self.quant, "Q."))
         return specs
 
-    def encode_one(self, name: str, g: torch.Tensor,
-                   state: CompressionState) -> dict[str, torch.Tensor]:
+    def encode_one(
+        self, name: str, g: torch.Tensor, state: CompressionState
+    ) -> dict[str, torch.Tensor]:
         d = self.dims(tuple(g.shape))
         if d is None:
             return quant_parts(g.reshape(-1), self.quant, "")

@@ -99,15 +99,19 @@ def quant_part_specs(n: int, quant: str, prefix: str) -> PartSpecs:
     if quant == "fp16":
         return {prefix + "v": (torch.float16, (n,))}
     nb = math.ceil(n / QBLOCK)
-    q = ((torch.int8, (n,)) if quant == "int8" else (torch.uint8, ((2 * n + 7) // 8,))
-         if quant == "int2" else (torch.uint8, ((n + 1) // 2,)))
+    q = (
+        (torch.int8, (n,))
+        if quant == "int8"
+        else (torch.uint8, ((2 * n + 7) // 8,))
+        if quant == "int2"
+        else (torch.uint8, ((n + 1) // 2,))
+    )
     return {prefix + "q": q, prefix + "s": (torch.float32, (nb,))}
 
 
 def per_tensor_meta(family: str, quant: str, density: str = "1.0", rank: int = 0) -> dict[str, Any]:
     """Meta of the per-tensor families (density is the repr of a float, as in version 1)."""
-    return {"block": QBLOCK, "density": density, "quant": quant, "rank": rank,
-            "sparsifier": family}
+    return {"block": QBLOCK, "density": density, "quant": quant, "rank": rank, "sparsifier": family}
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,8 +135,9 @@ class Quantization(PerTensorCodec):
     def part_specs(self, shape: tuple[int, ...]) -> PartSpecs:
         return quant_part_specs(math.prod(shape), self.quant, "")
 
-    def encode_one(self, name: str, g: torch.Tensor,
-                   state: CompressionState) -> dict[str, torch.Tensor]:
+    def encode_one(
+        self, name: str, g: torch.Tensor, state: CompressionState
+    ) -> dict[str, torch.Tensor]:
         return quant_parts(g.reshape(-1), self.quant, "")
 
     def decode_parts(self, shape: tuple[int, ...], parts: dict[str, torch.Tensor]) -> torch.Tensor:

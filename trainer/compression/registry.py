@@ -30,7 +30,8 @@ from trainer.compression.tensor_chunked import TensorChunkedTopK
 from trainer.compression.topk import TopK
 
 CODECS: dict[str, type[CodecBase]] = {
-    c.family: c for c in (Quantization, TopK, LowRank, ChunkedTopK, TensorChunkedTopK, Stride)}
+    c.family: c for c in (Quantization, TopK, LowRank, ChunkedTopK, TensorChunkedTopK, Stride)
+}
 
 
 def codec_from_policy(p: CodecPolicy) -> Codec:
@@ -57,21 +58,28 @@ def make_codec(spec: str) -> Codec:
     names the accepted forms."""
     p = _parse(spec, strict=False)
     if isinstance(p, AdaptiveSpec):
-        raise PolicyError("unknown", f"{spec!r} is a policy that picks a codec per round, not one "
-                                     "codec: use load_policy")
+        raise PolicyError(
+            "unknown",
+            f"{spec!r} is a policy that picks a codec per round, not one codec: use load_policy",
+        )
     return codec_from_policy(p)
 
 
-def load_policy(text: str, *, default_budget_bytes: int, strict: bool = True,
-                min_tighten: float = 0.125) -> FixedPolicy | AdaptivePolicy:
+def load_policy(
+    text: str, *, default_budget_bytes: int, strict: bool = True, min_tighten: float = 0.125
+) -> FixedPolicy | AdaptivePolicy:
     """What a job's compression policy runs, round by round (``choose`` / ``observe``).
     ``default_budget_bytes`` is the budget of ``adaptive`` without BYTES (the trainer's
     default: 1/500 of the model's float32 bytes). ``strict=False`` also takes CLI spellings."""
     p = _parse(text, strict)
     if isinstance(p, CodecPolicy):
         return FixedPolicy(codec=codec_from_policy(p))
-    return AdaptivePolicy(budget_bytes=p.budget_bytes or default_budget_bytes, quant=p.quant,
-                          family=p.ladder, min_tighten=min_tighten)
+    return AdaptivePolicy(
+        budget_bytes=p.budget_bytes or default_budget_bytes,
+        quant=p.quant,
+        family=p.ladder,
+        min_tighten=min_tighten,
+    )
 
 
 def codec_from_payload(payload: Payload) -> Codec:

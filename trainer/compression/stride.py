@@ -126,11 +126,14 @@ class Stride(FlatCodec):
             return {"q": (torch.float32, (m,))}
         if q == "fp16":
             return {"q": (torch.float16, (m,))}
-        return {"q": (torch.uint8, (math.ceil(m * STRIDE_BITS[q] / 8),)),
-                "s": (torch.bfloat16, (math.ceil(m / STRIDE_GROUP),))}
+        return {
+            "q": (torch.uint8, (math.ceil(m * STRIDE_BITS[q] / 8),)),
+            "s": (torch.bfloat16, (math.ceil(m / STRIDE_GROUP),)),
+        }
 
-    def encode_flat(self, flat: torch.Tensor, state: CompressionState
-                    ) -> tuple[dict[str, torch.Tensor], torch.Tensor, dict[str, Any]]:
+    def encode_flat(
+        self, flat: torch.Tensor, state: CompressionState
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor, dict[str, Any]]:
         offset = state.sent % self.stride
         state.sent += 1
         pos = torch.arange(offset, flat.numel(), self.stride)
@@ -139,8 +142,9 @@ class Stride(FlatCodec):
         dec[pos] = dec_vals
         return parts, dec, {"offset": offset}
 
-    def decode_flat(self, n: int, parts: dict[str, torch.Tensor],
-                    extra: dict[str, Any]) -> torch.Tensor:
+    def decode_flat(
+        self, n: int, parts: dict[str, torch.Tensor], extra: dict[str, Any]
+    ) -> torch.Tensor:
         pos = torch.arange(extra["offset"], n, self.stride)
         flat = torch.zeros(n)
         flat[pos] = stride_dequant(self.quant, parts, pos.numel())

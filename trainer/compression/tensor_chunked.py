@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 
 from abci_app.jobs.policy import DEFAULT_CHUNK, CodecPolicy
 from trainer.compression.base import CompressionState, PartSpecs, PerTensorCodec
-from trainer.compression.chunked import ChunkedTopK
+from trainer.compression.chunked import ChunkedTopK, ChunkFamily
 
 
 @dataclass(frozen=True, slots=True)
-class TensorChunkedTopK(PerTensorCodec):
+class TensorChunkedTopK(ChunkFamily, PerTensorCodec):
     family: ClassVar[str] = "tchunk"
     chunk_k: int
     chunk_size: int = DEFAULT_CHUNK
@@ -34,18 +34,6 @@ class TensorChunkedTopK(PerTensorCodec):
     def from_policy(cls, p: CodecPolicy) -> TensorChunkedTopK:
         return cls(chunk_k=p.chunk_k, chunk_size=p.chunk_size, quant=p.quant)
 
-    @property
-    def policy(self) -> CodecPolicy:
-        return CodecPolicy("tchunk", self.quant, chunk_k=self.chunk_k, chunk_size=self.chunk_size)
-
-    @property
-    def density(self) -> float:
-        return self.chunk_k / self.chunk_size
-
-    def meta(self) -> dict[str, Any]:
-        return {"chunk_k": self.chunk_k, "chunk_size": self.chunk_size, "quant": self.quant,
-                "sparsifier": "tchunk"}
-
     def _one(self) -> ChunkedTopK:
         """The chunk codec's encoder, applied to one tensor's values."""
         return ChunkedTopK(chunk_k=self.chunk_k, chunk_size=self.chunk_size, quant=self.quant)
@@ -53,8 +41,9 @@ class TensorChunkedTopK(PerTensorCodec):
     def part_specs(self, shape: tuple[int, ...]) -> PartSpecs:
         return self._one().flat_part_specs(math.prod(shape), {})
 
-    def encode_one(self, name: str, g: torch.Tensor,
-                   state: CompressionState) -> dict[str, torch.Tensor]:
+    def encode_one(
+        self, name: str, g: torch.Tensor, state: CompressionState
+    ) -> dict[str, torch.Tensor]:
         parts, _, _ = self._one().encode_flat(g.reshape(-1), state)
         return parts
 

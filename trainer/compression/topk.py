@@ -52,8 +52,9 @@ class TopK(PerTensorCodec):
         specs.update(quant_part_specs(k, self.quant, ""))
         return specs
 
-    def encode_one(self, name: str, g: torch.Tensor,
-                   state: CompressionState) -> dict[str, torch.Tensor]:
+    def encode_one(
+        self, name: str, g: torch.Tensor, state: CompressionState
+    ) -> dict[str, torch.Tensor]:
         flat = g.reshape(-1)
         n = flat.numel()
         idx = torch.topk(flat.abs(), self.k(n), sorted=False).indices.sort().values

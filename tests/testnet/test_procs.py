@@ -1,0 +1,37 @@
+"""node.procs: a detached child found again from its pid file, a stale or foreign pid never
+believed, a pid file never half written, the group stopped."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from node import procs
+
+
+def test_spawn_find_and_stop_a_detached_child(tmp_path: Path) -> None:
+    pid_file = tmp_path / "x.pid"
+    argv = [sys.executable, "-c", "import time; time.sleep(60)", "marker-procs-test"]
+    pid = procs.spawn(argv, log=tmp_path / "x.log", pid_file=pid_file)
+    try:
+        assert procs.read_pid(pid_file) == pid
+        assert procs.running(pid_file, "marker-procs-test") == pid
+        assert procs.running(pid_file, "cometbft") is None  # alive, but not what we started
+        assert os.getpgid(pid) == pid  # its own session and group
+        assert not list(tmp_path.glob(".*.tmp"))  # the pid file was renamed into place
+    finally:
+        assert procs.stop_group(pid, timeout=10)
+    assert not procs.alive(pid)
+    assert procs.running(pid_file, "marker-procs-test") is None
+    assert procs.stop_group(pid) is False  # already gone
+
+
+def test_invalid_pid_files_name_no_process(tmp_path: Path) -> None:
+    f = tmp_path / "p.pid"
+    assert procs.read_pid(f) is None  # absent
+    for junk in ("", "12ab", "-1", "0", "\x00"):
+        f.write_text(junk)
+        assert procs.read_pid(f) is None and procs.running(f, "") is None, junk
+    f.write_text(f"{os.getpid()}\n")  # a live process that is not the one we started
+    assert procs.running(f, "no-such-marker-in-pytest") is None
