@@ -222,6 +222,7 @@ def verify_segment(
             device=device,
             deterministic=deterministic,
             tolerance=tolerance,
+            workspace=workspace,
         )
     if (
         expected_start_hash is not None
@@ -380,11 +381,15 @@ def _verify_secret_end(
     device: str,
     deterministic: bool,
     tolerance: float | None = None,
+    workspace: dict | None = None,
 ) -> Verdict:
-    """verify_segment's path for an end committed only as a leaf hash. Exact mode: the
+    """verify_segment's path for an end committed only as a leaf hash (the path the network
+    runs: the worker hides every opened segment's end, in both modes). Exact mode: the
     re-executed state's hash must have that leaf hash. Tolerance mode: nothing to compare yet
     (the end is opened after the vote is committed: MsgOpenEnd); the verdict carries the probe of
-    the re-executed state (the vote's evidence) and its bytes, for ``verify_opened_end``."""
+    the re-executed state (the vote's evidence) and its bytes, for ``verify_opened_end``.
+    ``workspace``: as in ``verify_segment`` (the start is loaded into its model and optimizer,
+    ``load_state(into=...)``: the same bytes as a fresh load, without rebuilding them)."""
     if expected_start_hash is not None and hashlib.sha256(start_state).digest() != (
         expected_start_hash
     ):
@@ -408,7 +413,9 @@ def _verify_secret_end(
     if deterministic:
         set_determinism(0, threads=1)
     try:
-        ls = load_state(ps, device)
+        ls = load_state(ps, device, into=None if workspace is None else workspace.get("loaded"))
+        if workspace is not None:
+            workspace["loaded"] = ls
         run_inner_steps(
             ls.model, ls.opt, ls.icfg, corpus, shard_spec, s0, k, device=device, slices=ls.slices
         )

@@ -337,6 +337,36 @@ def test_a_reused_workspace_reexecutes_like_a_fresh_load(setup, corpus):
     assert other.model is not reused.model
 
 
+@pytest.mark.parametrize("tol", [None, DEFAULT_TOLERANCE], ids=["exact", "tolerance"])
+def test_a_secret_end_with_a_workspace_gives_the_verdict_of_a_fresh_load(setup, corpus, tol):
+    """The network's path (the worker hides every opened segment's end, so verify_segment goes
+    to _verify_secret_end) reuses the workspace's model and optimizer like the revealed-end path:
+    the same verdict, evidence (re-executed hash), probe and re-executed bytes as without one,
+    whatever the previous segment left, a fresh start after a used one included; a wrong leaf
+    is still invalid with the same evidence."""
+    from abci_app.merkle import hash_leaf
+
+    spec = setup["spec"]
+    (s0, e0), (s1, e1) = setup["seg0"], setup["seg1"]
+    ws: dict = {}
+    models = set()
+    cases = [(s1, e1, True), (s0, e0, True), (s1, e1, False), (s1, e1, True), (s0, e0, False)]
+    for start, end, right in cases:
+        leaf = hash_leaf(hashlib.sha256(end if right else start).digest())
+        kw = dict(corpus=corpus, tolerance=tol, expected_end_leaf=leaf, inner=ICFG)
+        fresh = verify_segment(start, spec, K, None, **kw)
+        reused = verify_segment(start, spec, K, None, workspace=ws, **kw)
+        assert reused.to_dict() == fresh.to_dict(), (reused.reason, fresh.reason)
+        assert reused.reexecuted_state == fresh.reexecuted_state
+        assert reused.reexecuted_hash == hashlib.sha256(end).hexdigest()
+        # exact mode judges the leaf; tolerance mode defers to the opened end (valid for now)
+        assert reused.valid == (right or tol is not None), reused.reason
+        if tol is not None:
+            assert reused.reexecuted_state == end and reused.probe
+        models.add(id(ws["loaded"].model))
+    assert len(models) == 1  # one model for every segment: the workspace was used
+
+
 def test_a_state_with_a_nan_is_refused_by_name():
     """decode checks a float32-only state in one pass, and names the tensor when it fails."""
     from trainer.commit import PayloadError
