@@ -38,7 +38,9 @@ __all__ = [
     "build_submit_update",
     "build_update_provider",
     "build_verdict",
+    "expected_verifier_compute_bps",
     "hex32",
+    "job_audit_warning",
     "parse_gpu",
     "read_trace",
     "send_tx",
@@ -125,6 +127,124 @@ def build_exit_provider() -> Any:
 
 # ----------------------------------------------------------------------------- jobs
 
+# the job defaults ``tx job create`` asks for and ``build_create_job`` fills in (abci_app/jobs/
+# README.md "Enough segments"): every commitment challenged, 15 segments re-executed per challenge
+DEFAULT_CHALLENGE_BPS = 10_000
+DEFAULT_SEGMENTS_PER_CHALLENGE = 15
+DEFAULT_VERIFIERS_PER_CHALLENGE = 1
+# what a job's challenge settings should buy (issue 10): a provider faking 10 % of its steps is
+# caught within 3 rounds with >= 99 %, and the verifiers' expected re-executed steps, panel audits
+# included, stay <= 5 % of the provider's
+CATCH_TARGET_BPS = 9_900
+VERIFIER_SHARE_TARGET_BPS = 500
+_FAKE_BPS, _ROUNDS = 1_000, 3
+
+
+def expected_verifier_compute_bps(
+    n: int,
+    s: int,
+    challenge_bps: int,
+    verifiers: int = DEFAULT_VERIFIERS_PER_CHALLENGE,
+    *,
+    audit_bps: int | None = None,
+    appeal_verifiers: int | None = None,
+) -> int:
+    """Expected steps re-executed by all of a job's verifiers per provider step, in basis points,
+    for an honest provider: one verifier's share (``audit.compute_verifier_compute_bps``:
+    c·min(s, n)/n) times the first panel's ``verifiers`` plus the panel audit's
+    ``audit_bps``/10⁴ × ``appeal_verifiers`` (a unanimous valid first panel is escalated to the
+    appeal panel anyway with that probability; the chain's defaults when not given: 500 bps, 7).
+    """
+    from abci_app.jobs.audit import compute_verifier_compute_bps
+    from abci_app.jobs.params import DEFAULTS
+
+    a = DEFAULTS["audit_bps"] if audit_bps is None else audit_bps
+    av = DEFAULTS["appeal_verifiers"] if appeal_verifiers is None else appeal_verifiers
+    one = compute_verifier_compute_bps(n, s, challenge_bps)
+    return one * (verifiers * 10_000 + a * av) // 10_000
+
+
+def job_audit_warning(
+    d: dict[str, Any], *, audit_bps: int | None = None, appeal_verifiers: int | None = None
+) -> str | None:
+    """One line when a job dict (``build_create_job``'s) misses the targets above, naming the
+    settings that would meet them; None when it meets them (or has no whole number of
+    segments, which the chain refuses anyway). Catch rate: the chain's
+    ``abci_app.jobs.audit.compute_catch_bps``; compute: ``expected_verifier_compute_bps``."""
+    from abci_app.jobs.audit import compute_catch_bps
+
+    try:
+        H, k = int(d["inner_steps"]), int(d["trace_interval"])
+        s = int(d.get("segments_per_challenge", DEFAULT_SEGMENTS_PER_CHALLENGE))
+        c = int(d.get("challenge_bps", DEFAULT_CHALLENGE_BPS))
+        v = int(d.get("verifiers_per_challenge", DEFAULT_VERIFIERS_PER_CHALLENGE))
+    except (KeyError, TypeError, ValueError):
+        return None
+    if k <= 0 or H <= 0 or H % k or s <= 0 or not 0 < c <= 10_000:
+        return None
+    n = H // k
+
+    def catch(n_: int, s_: int, c_: int) -> int:
+        return compute_catch_bps(n_, s_, c_, _FAKE_BPS, _ROUNDS)
+
+    def share(n_: int, s_: int, c_: int) -> int:
+        return expected_verifier_compute_bps(
+            n_, s_, c_, v, audit_bps=audit_bps, appeal_verifiers=appeal_verifiers
+        )
+
+    got_catch, got_share = catch(n, s, c), share(n, s, c)
+    problems = []
+    if got_catch < CATCH_TARGET_BPS:
+        problems.append(
+            f"a provider faking 10 % of its steps is caught within 3 rounds with "
+            f"{got_catch / 100:.1f} % (< {CATCH_TARGET_BPS / 100:g} %)"
+        )
+    if got_share > VERIFIER_SHARE_TARGET_BPS:
+        problems.append(
+            f"its verifiers re-execute an expected {got_share / 100:.1f} % of the provider's steps "
+            f"(> {VERIFIER_SHARE_TARGET_BPS / 100:g} %, panel audits included)"
+        )
+    if not problems:
+        return None
+    return (
+        f"warning: H/k = {n} segments, --segments {s}, --challenge-bps {c}, --verifiers {v}: "
+        + " and ".join(problems)
+        + f"; fix: {_audit_fix(n, k, c, v, catch, share)} "
+        '(abci_app/jobs/README.md "Enough segments")'
+    )
+
+
+def _audit_fix(n: int, k: int, c: int, v: int, catch: Callable, share: Callable) -> str:
+    """The cheapest settings that meet both targets: fewest segments at this challenge rate, then
+    at every commitment challenged, then a longer trace (more segments per round)."""
+
+    def fewest(n_: int, c_: int) -> int | None:
+        for s_ in range(1, min(n_, 256) + 1):
+            if catch(n_, s_, c_) >= CATCH_TARGET_BPS:
+                return s_
+        return None
+
+    for c_ in dict.fromkeys((c, 10_000)):
+        s_ = fewest(n, c_)
+        if s_ is not None and share(n, s_, c_) <= VERIFIER_SHARE_TARGET_BPS:
+            return f"--segments {s_}" + ("" if c_ == c else f" --challenge-bps {c_}")
+    from abci_app.jobs.params import DEFAULTS
+
+    s_ = fewest(n, 10_000) or 1
+    # share falls as 1/n, the catch rate hardly moves; the chain takes at most max_trace_entries
+    for n_ in range(n + 1, DEFAULTS["max_trace_entries"]):
+        if share(n_, s_, 10_000) <= VERIFIER_SHARE_TARGET_BPS:
+            while s_ < n_ and catch(n_, s_, 10_000) < CATCH_TARGET_BPS:
+                s_ += 1
+            if share(n_, s_, 10_000) > VERIFIER_SHARE_TARGET_BPS:
+                continue
+            more = "" if c == 10_000 else " --challenge-bps 10000"
+            return (
+                f"a trace of H/k >= {n_} segments (e.g. --inner-steps {n_ * k} with "
+                f"--trace-interval {k}) with --segments {s_}{more}"
+            )
+    return "--verifiers 1 and a longer trace (more segments per round)"
+
 
 def build_create_job(d: dict[str, Any]) -> Any:
     """From a dict shaped like ``/job`` JSON's ``spec`` plus ``rounds``, ``reward_per_round`` and
@@ -160,7 +280,9 @@ def build_create_job(d: dict[str, Any]) -> Any:
             blob_sources=[str(u) for u in d.get("blob_sources", ())],
             initial_model_bytes=int(d.get("initial_model_bytes", 0)),
             dataset_bytes=int(d.get("dataset_bytes", 0)),
-            segments_per_challenge=int(d.get("segments_per_challenge", 1)),
+            segments_per_challenge=int(
+                d.get("segments_per_challenge", DEFAULT_SEGMENTS_PER_CHALLENGE)
+            ),
             determinism_mode=_determinism_mode(str(d.get("determinism_mode", "tolerance"))),
             tolerance_ppm=int(d.get("tolerance_ppm", 0)),
             stack=str(d.get("stack", "")),
