@@ -23,9 +23,15 @@ k = 1, s = 15 segments per challenge, every commitment challenged, tolerance mod
    mode (a provider stepping in float64, checkpointing in float32): rejections must be 0; then the
    same ``--rounds`` challenges over it.
 4. **Compute.** CPU time (``time.process_time``) of one provider round (``commit_round``: H
-   steps, trace, compression) vs one verifier challenge (``verify_challenge``: start + payload
-   checks + s segments), means over ``--reps`` challenges. ``--compute-only`` runs this part
-   alone (a few minutes) and records its rows as a dated subsection.
+   steps, trace, compression) vs what one verifier runs per challenge on the network
+   (node/worker/worker.py): ``verify_challenge`` on a challenge whose opened ends are secret
+   (``compute_hidden_entries``, the trace list masked: the secret-end path), then in tolerance
+   mode ``verify_opened_end`` for every opened end, and the quality score of a valid vote;
+   means over ``--reps`` challenges. The expected cost includes panel audits: an honest
+   unanimous verdict is re-executed by ``--appeal-verifiers`` (7) more with probability
+   ``--audit-bps`` (500), so expected = one verifier's x (1 + 0.05 x 7) with the chain's
+   defaults. ``--compute-only`` runs this part alone (a few minutes) and records its rows as a
+   dated subsection.
 """
 
 from __future__ import annotations
@@ -42,7 +48,11 @@ from pathlib import Path
 import torch
 
 from abci_app.jobs.audit import compute_catch_bps, compute_faked_segments, draw_segments
+from abci_app.jobs.incentives import compute_hidden_entries, mask_trace
+from abci_app.jobs.params import DEFAULTS as JOBS_PARAMS
 from abci_app.jobs.sampler import Sampler
+from abci_app.merkle import hash_leaf
+from node.market_msgs import expected_verifier_compute_bps
 from trainer.carry import load_carry
 from trainer.commit import KIND_STATE, Binding, decode, encode, update_root
 from trainer.compression import make_codec
@@ -50,8 +60,16 @@ from trainer.data import Corpus, ShardSpec, synthetic_text
 from trainer.determinism import DetRNG, set_determinism, stack_id
 from trainer.diloco import Worker, commit_round, params_of
 from trainer.model import GPTConfig, init_model
-from trainer.state import InnerConfig, load_state, model_hash, run_inner_steps
-from trainer.verify import Challenge, rerun_segment, verify_challenge, verify_segment
+from trainer.probe import trace_probes
+from trainer.state import InnerConfig, load_state, model_hash, model_payload, run_inner_steps
+from trainer.verify import (
+    Challenge,
+    quality_score,
+    rerun_segment,
+    verify_challenge,
+    verify_opened_end,
+    verify_segment,
+)
 
 CODEC = "topk:0.05+int8"
 ICFG = InnerConfig()
@@ -107,6 +125,38 @@ def fake(cheat: str, states: list[bytes], spec: ShardSpec, corpus: Corpus, k: in
         steps = decode(s).meta["inner_step"] + k - decode(old).meta["inner_step"]
         return relabel(old, steps)
     raise ValueError(cheat)
+
+
+def network_challenge(
+    segs: list[int],
+    trace: list[bytes],
+    states: dict[int, bytes],
+    *,
+    carry: bytes,
+    trace_root: bytes,
+    update_root: bytes,
+    binding: Binding,
+    payload: bytes | None,
+) -> Challenge:
+    """The challenge as the network's verifier holds it (node/worker/worker.py ``judge``): the
+    end of each opened segment is secret (``incentives.compute_hidden_entries``: only its leaf
+    hash is opened, and the served trace list holds it as that leaf hash, ``mask_trace``), so
+    ``verify_challenge`` re-executes it on the secret-end path; the verifier holds entries 0,
+    H/k and the opened states that are not secret."""
+    n = len(trace) - 1
+    hidden = compute_hidden_entries(segs, n)
+    need = ({0, n} | {i for sg in segs for i in (sg, sg + 1)}) - hidden
+    return Challenge(
+        segments=segs,
+        trace=mask_trace(list(trace), hidden),
+        states={i: states[i] for i in need},
+        carry=carry,
+        trace_root=trace_root,
+        update_root=update_root,
+        binding=binding,
+        payload=payload,
+        hidden={i: hash_leaf(trace[i]) for i in hidden},
+    )
 
 
 def draws(tag: str, rounds: int, n: int, s: int, c_bps: int) -> list[list[int]]:
@@ -167,11 +217,26 @@ def main() -> int:
     )
     ap.add_argument("--tolerance", type=float, default=1e-3)
     ap.add_argument(
+        "--audit-bps",
+        type=int,
+        default=JOBS_PARAMS["audit_bps"],
+        help="chain param: a unanimous valid first panel is audited with this probability "
+        f"(default {JOBS_PARAMS['audit_bps']})",
+    )
+    ap.add_argument(
+        "--appeal-verifiers",
+        type=int,
+        default=JOBS_PARAMS["appeal_verifiers"],
+        help="chain param: the audit's panel size, each re-executing the challenge "
+        f"(default {JOBS_PARAMS['appeal_verifiers']})",
+    )
+    ap.add_argument(
         "--results", help="write/replace the '## Verification' section of this RESULTS.md"
     )
     ap.add_argument("-o", "--output", choices=("text", "json"), default="text")
     a = ap.parse_args()
     t_wall = time.perf_counter()
+    load_start = os.getloadavg()
     set_determinism(0, threads=1)
     corpus = Corpus(synthetic_text(200_000, seed=7))
     cfg = GPTConfig.preset("tiny")
@@ -200,8 +265,14 @@ def main() -> int:
             "model": "tiny",
             "codec": CODEC,
             "stack": stack_id(),
-        }
+            "audit_bps": a.audit_bps,
+            "appeal_verifiers": a.appeal_verifiers,
+        },
+        "load_start": load_start,
     }
+    # an honest challenge is re-executed by the first panel (1 verifier, the CLI default) and, when
+    # audited (audit_bps), by appeal_verifiers more: expected re-executions per challenge
+    audit_factor = (10_000 + a.audit_bps * a.appeal_verifiers) / 10_000
 
     # 4. Compute: a provider round vs a verifier challenge, per (model, k) with n and s fixed.
     compute = []
@@ -227,13 +298,20 @@ def main() -> int:
             )
             t_prov.append(time.process_time() - t0)
         t_provider = sum(t_prov) / len(t_prov)
-        t_ver = []
+        # tolerance mode: the provider also commits the probe of every trace entry (the worker's
+        # trace_probes); timed apart, the ratios below leave it out of the provider's side
+        t0 = time.process_time()
+        probes = trace_probes(art.states)
+        t_probes = time.process_time() - t0
+        base_bytes = encode(model_payload(cm0))
+        heldout = corpus.heldout_batches(ccfg.block_size, 32, 4)  # node/worker/ml.py quality
+        t_ver, t_open, t_qual = [], [], []
         for rep in range(a.reps):
             segs = draw_segments(Sampler(f"time/{rep}".encode()), n, s)
-            ch = Challenge(
-                segments=segs,
-                trace=art.trace,
-                states=dict(enumerate(art.states)),
+            ch = network_challenge(
+                segs,
+                art.trace,
+                dict(enumerate(art.states)),
                 carry=art.carry,
                 trace_root=art.trace_root,
                 update_root=art.update_root,
@@ -254,7 +332,31 @@ def main() -> int:
             )
             t_ver.append(time.process_time() - t0)
             assert v.valid, v.reason
-        tv = sum(t_ver) / len(t_ver)
+            assert ch.hidden and all(
+                bytes.fromhex(v.segments[sg].reexecuted_hash) == art.trace[sg + 1] for sg in segs
+            )
+            # tolerance mode, once the provider opened its ends (MsgOpenEnd): every opened end
+            # judged against the kept re-execution (the worker's judge_opened_ends)
+            t0 = time.process_time()
+            if tol is not None:
+                for sg in segs:
+                    ov = verify_opened_end(
+                        art.states[sg],
+                        v.segments[sg].reexecuted_state,
+                        art.states[sg + 1],
+                        tolerance=tol,
+                        end_leaf=hash_leaf(art.trace[sg + 1]),
+                        claimed_probe=probes[sg + 1],
+                        tolerance_ppm=round(tol * 1e6),
+                    )
+                    assert ov.valid, ov.reason
+            t_open.append(time.process_time() - t0)
+            # a valid vote carries the update's quality (the worker's ml.quality)
+            t0 = time.process_time()
+            quality_score(base_bytes, art.payload, heldout)
+            t_qual.append(time.process_time() - t0)
+        tv, to, tq = (sum(x) / len(x) for x in (t_ver, t_open, t_qual))
+        total = tv + to + tq
         compute.append(
             {
                 "model": preset,
@@ -262,14 +364,25 @@ def main() -> int:
                 "k": ck,
                 "H": n * ck,
                 "provider_round_s": t_provider,
+                "provider_probes_s": t_probes,
                 "verifier_challenge_s": tv,
-                "ratio": tv / t_provider,
+                "verifier_opened_ends_s": to,
+                "verifier_quality_s": tq,
+                "verifier_total_s": total,
+                "ratio": total / t_provider,
+                "ratio_with_audits": audit_factor * total / t_provider,
                 "steps_ratio": min(s, n) / n,
+                "steps_ratio_with_audits": expected_verifier_compute_bps(
+                    n, s, c, audit_bps=a.audit_bps, appeal_verifiers=a.appeal_verifiers
+                )
+                / 1e4,
             }
         )
         print(
-            f"compute {preset} k={ck}: provider {t_provider:.2f} s, verifier {tv:.2f} s, "
-            f"ratio {100 * tv / t_provider:.1f} %",
+            f"compute {preset} k={ck}: provider {t_provider:.2f} s (+ probes {t_probes:.2f} s), "
+            f"verifier {total:.3f} s (challenge {tv:.3f} + opened ends {to:.3f} + quality "
+            f"{tq:.3f}), ratio {100 * total / t_provider:.1f} %, expected with audits "
+            f"{100 * audit_factor * total / t_provider:.1f} %",
             file=sys.stderr,
             flush=True,
         )
@@ -427,10 +540,10 @@ def main() -> int:
         where = set()
         rounds = draws(f"start/{name}", a.rounds, n, s, c)
         for segs in [d for d in rounds if d][: a.judged]:
-            ch = Challenge(
-                segments=segs,
-                trace=trace,
-                states=case_states,
+            ch = network_challenge(
+                segs,
+                trace,
+                case_states,
                 carry=art.carry,
                 trace_root=trace_root(trace, bind),
                 update_root=update_root(payload, bind),
@@ -552,10 +665,9 @@ def render(o: dict) -> str:
     lines += [
         "",
         f"**Compute** (n = {cf['n']} segments, s = {cf['s']}; provider round = H steps, a state "
-        "hash "
-        "every k steps, compression; verifier challenge = start + payload checks + s re-executed "
-        "segments, "
-        "the states decoded and hashed; one verifier, mean of the timed challenges):",
+        "hash every k steps, compression; verifier = start + payload checks + s re-executed "
+        "segments with secret ends, the opened ends judged, the quality scored; mean of the "
+        "timed challenges). " + PATH_NOTE,
         "",
     ]
     lines += compute_table(o)
@@ -564,28 +676,56 @@ def render(o: dict) -> str:
 
 
 def compute_table(o: dict) -> list[str]:
+    cf = o["config"]
+    fac = (10_000 + cf["audit_bps"] * cf["appeal_verifiers"]) / 10_000
     lines = [
-        "| model (params) | k | H | provider round | verifier challenge | verifier / provider | "
-        "re-executed steps / provider steps |",
-        "|---|---|---|---|---|---|---|",
+        "| model (params) | k | H | provider round | verifier: challenge + opened ends + quality "
+        f"| verifier / provider | expected with panel audits (x {fac:g}) | re-executed steps / "
+        "provider steps (with audits) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for cp in o["compute"]:
         lines.append(
             f"| {cp['model']} ({cp['params']:,}) | {cp['k']} | {cp['H']} | "
-            f"{cp['provider_round_s']:.2f} s | {cp['verifier_challenge_s']:.3f} s | "
-            f"**{100 * cp['ratio']:.1f} %** | {100 * cp['steps_ratio']:.1f} % |"
+            f"{cp['provider_round_s']:.2f} s | {cp['verifier_total_s']:.3f} s = "
+            f"{cp['verifier_challenge_s']:.3f} + {cp['verifier_opened_ends_s']:.3f} + "
+            f"{cp['verifier_quality_s']:.3f} s | {100 * cp['ratio']:.1f} % | "
+            f"**{100 * cp['ratio_with_audits']:.1f} %** | {100 * cp['steps_ratio']:.1f} % "
+            f"({100 * cp['steps_ratio_with_audits']:.1f} %) |"
         )
     return lines
+
+
+PATH_NOTE = (
+    "What is timed is what the network runs (node/worker/worker.py `judge` and "
+    "`judge_opened_ends`): the end of every opened segment is secret "
+    "(`incentives.compute_hidden_entries`, the served trace list masked), so `verify_challenge` "
+    "re-executes it on the secret-end path; in tolerance mode each opened end is then judged "
+    "against the kept re-execution (`verify_opened_end`: the probe of the opened state and every "
+    "state part within tolerance); a valid vote carries the update's quality "
+    "(`quality_score` on 4 held-out batches of 32, as `ml.quality`). One first-panel verifier "
+    "(the CLI default); an honest unanimous verdict is audited with probability audit_bps by "
+    "appeal_verifiers more, each paying the same, hence the expected column. The provider side "
+    "is `commit_round` alone: its tolerance-mode probes of every trace entry (`trace_probes`) "
+    "are left out, which makes the ratios slightly higher than the network's."
+)
 
 
 def render_compute(o: dict, seconds: float, a: argparse.Namespace) -> str:
     """The compute rows alone (``--compute-only``), with the command, machine and load."""
     cf = o["config"]
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    load0 = " / ".join(f"{x:.1f}" for x in o.get("load_start", ()))
     cmd = (
         f"nice -n 10 .venv/bin/python benchmarks/verification.py --compute-only "
         f"--compute {a.compute} --reps {a.reps} --provider-reps {a.provider_reps} "
-        "--results benchmarks/RESULTS.md"
+        + (
+            ""
+            if (a.audit_bps, a.appeal_verifiers)
+            == (JOBS_PARAMS["audit_bps"], JOBS_PARAMS["appeal_verifiers"])
+            else f"--audit-bps {a.audit_bps} --appeal-verifiers {a.appeal_verifiers} "
+        )
+        + "--results benchmarks/RESULTS.md"
     )
     return "\n".join(
         [
@@ -593,15 +733,24 @@ def render_compute(o: dict, seconds: float, a: argparse.Namespace) -> str:
             "",
             f"Command: `{cmd}` ({seconds:.0f} s wall; {platform.machine()}, "
             f"{torch.get_num_threads()} torch thread(s), {platform.python_version()}; stack "
-            f"`{cf['stack']}`). The machine was shared and loaded (load average {load} over "
-            "1/5/15 min at the end, 2 cores): CPU time (`time.process_time`) leaves other "
-            "processes out, but not their cache and memory-bandwidth contention, so these ratios "
+            f"`{cf['stack']}`). The machine was shared (load average {load0} at the start, "
+            f"{load} at the end, over 1/5/15 min; 2 cores): CPU time (`time.process_time`) "
+            "leaves other processes out, but not their cache and memory-bandwidth contention, so "
+            "these ratios "
             "carry a few tenths of a percent of noise. n = "
-            f"{cf['n']}, s = {cf['s']}, codec `{cf['codec']}`, tolerance mode {cf['tolerance']:g}; "
+            f"{cf['n']}, s = {cf['s']}, codec `{cf['codec']}`, tolerance mode {cf['tolerance']:g}, "
+            f"audit_bps {cf['audit_bps']}, appeal_verifiers {cf['appeal_verifiers']}; "
             f"provider = mean of {max(1, a.provider_reps)} rounds, verifier = mean of {a.reps} "
-            "challenges.",
+            "challenges. " + PATH_NOTE,
             "",
             *compute_table(o),
+            "",
+            "Provider probes (`trace_probes`, not in the ratios): "
+            + ", ".join(
+                f"{cp['model']} k = {cp['k']}: {cp['provider_probes_s']:.2f} s"
+                for cp in o["compute"]
+            )
+            + ".",
             "",
         ]
     )
