@@ -157,6 +157,28 @@ class JobPlan:
         )
 
 
+# ----------------------------------------------------------------------------- blob size caps
+
+# float32 tensors per parameter in a blob of the job's model (trainer/commit.py layouts): model
+# bytes hold param and, once attested, the outer momentum; a trainer state param, exp_avg and
+# exp_avg_sq; the error-feedback carry a residual and the low-rank codec's warm Q (smaller)
+MODEL_PARTS, STATE_PARTS, CARRY_PARTS = 2, 3, 2
+
+
+def blob_cap(plan: JobPlan, parts: int) -> int:
+    """An upper bound on the bytes of a canonical blob of ``plan``'s model holding ``parts``
+    float32 tensors per parameter: the data, plus under 512 B of tensor table per tensor (GPT has
+    fewer than 16 per layer + 16) and 64 KiB for the header and JSON meta. A peer that sends more
+    for a state or a model is refused while the body streams (node/blobs/client.py: Oversize)."""
+    tensors = 16 * plan.model.n_layer + 16
+    return 4 * parts * gpt_num_params(plan.model) + 512 * tensors + (64 << 10)
+
+
+def trace_list_size(plan: JobPlan) -> int:
+    """The exact size of a round's trace list blob: H/k + 1 state hashes of 32 bytes."""
+    return 32 * (plan.H // plan.k + 1)
+
+
 # ----------------------------------------------------------------------------- models as blobs
 
 

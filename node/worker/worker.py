@@ -455,11 +455,25 @@ class ProviderWorker:
                 log.warning("cannot list providers: %s", e)
         return urls
 
+    def _client(self) -> Any:
+        from node.blobs import BlobClient
+
+        return BlobClient(timeout_s=30.0, max_bytes=self.cfg.max_blob_bytes)
+
     def fetch(
-        self, h: str, first: Sequence[str] = (), *, tier: str = "hot", round_key: str | None = None
+        self,
+        h: str,
+        first: Sequence[str] = (),
+        *,
+        tier: str = "hot",
+        round_key: str | None = None,
+        max_bytes: int | None = None,
     ) -> bytes:
-        """Blob ``h`` from the store, or fetched (hash-checked) from ``first`` then every peer."""
-        from node.blobs import BlobClient, BlobError
+        """Blob ``h`` from the store, or fetched (hash-checked) from ``first`` then every peer.
+        ``max_bytes``: the size the chain or the job states for it (the payload's committed
+        size, a cap from the job's model): a location sending more is refused while the body
+        streams and the next one is tried (None: the config's max_blob_bytes only)."""
+        from node.blobs import BlobError
 
         if self.store.has(h):
             return bytes(self.store.read(h))
@@ -467,21 +481,52 @@ class ProviderWorker:
         if not urls:
             raise BlobError(f"blob {h[:12]} is not here and no peer is known")
         t0 = time.perf_counter()
-        with BlobClient(timeout_s=30.0, max_bytes=self.cfg.max_blob_bytes) as client:
-            path = client.fetch(h, urls, self.store, tier=tier, round_key=round_key)
+        with self._client() as client:
+            path = client.fetch(
+                h, urls, self.store, tier=tier, round_key=round_key, max_bytes=max_bytes
+            )
         data = Path(path).read_bytes()
         self.account("fetch_s", time.perf_counter() - t0)
         self.account("fetch_bytes", len(data))
         return data
 
-    def _corpus(self, dataset_id: str, sources: Sequence[str] = ()) -> Any:
+    def _inputs(self, job: dict[str, Any]) -> tuple[Path, Path]:
+        """(initial model, dataset) of ``job`` in our store, cold (pinned): fetched by
+        node.job_inputs.fetch_job_inputs (each limited to the size the spec states) from the
+        job's blob sources, then every peer, unless they are here already."""
+        from node.job_inputs import fetch_job_inputs
+
+        spec = job["spec"]
+        missing = [
+            h for h in (spec["initial_model_hash"], spec["dataset_id"]) if not self.store.has(h)
+        ]
+        t0 = time.perf_counter()
+        with self._client() as client:
+            extra = self._peer_urls() if missing else []
+            model, data = fetch_job_inputs(spec, self.store, client, extra, tier="cold")
+        if missing:
+            self.account("fetch_s", time.perf_counter() - t0)
+            self.account("fetch_bytes", sum(self.store.info(h).size for h in missing))
+        return model, data
+
+    def _corpus(self, job: dict[str, Any]) -> Any:
         from trainer.data import Corpus
 
+        dataset_id = str(job["spec"]["dataset_id"])
         if dataset_id not in self._corpora:
-            data = self.fetch(dataset_id, sources, tier="cold")
-            self.store.pin(dataset_id)
-            self._corpora[dataset_id] = Corpus(data)
+            _, data = self._inputs(job)
+            self._corpora[dataset_id] = Corpus(Path(data).read_bytes())
         return self._corpora[dataset_id]
+
+    def _base(self, job: dict[str, Any], h: str) -> bytes:
+        """A round's base model: the job's initial model (its size as the spec states it), or
+        an attested one (with the outer momentum: at most ml.blob_cap of MODEL_PARTS)."""
+        from node.worker import ml
+
+        if h == job["spec"]["initial_model_hash"]:
+            return Path(self._inputs(job)[0]).read_bytes()
+        cap = ml.blob_cap(self._plans[int(job["id"])], ml.MODEL_PARTS)
+        return self.fetch(h, job["spec"].get("blob_sources") or [], tier="hot", max_bytes=cap)
 
     def _loc(self, h: str) -> str:
         return f"{self.endpoint}/blob/{h}"
@@ -538,7 +583,6 @@ class ProviderWorker:
         base_hash = str(r["base_model_hash"])
         chooser = self._policy.setdefault(jid, plan.compression())
         poison = POISON_SCALE if behaviour == "poison" else 1.0
-        sources = list(job["spec"].get("blob_sources") or [])
 
         def task() -> Any:
             self._here.key = f"{jid}/{rn}"
@@ -551,8 +595,8 @@ class ProviderWorker:
                 base_hash[:12],
             )
             t0 = time.perf_counter()
-            base = self.fetch(base_hash, sources, tier="hot")
-            corpus = self._corpus(plan.dataset_id, sources)
+            base = self._base(job, base_hash)
+            corpus = self._corpus(job)
             t1 = time.perf_counter()
             shapes = {
                 n: tuple(p.shape) for n, p in ml.load_model(base, plan.model).named_parameters()
@@ -875,6 +919,7 @@ class ProviderWorker:
         opens them, the challenge is a missed reveal and no vote is judged)."""
         from abci_app.jobs.probe import PROBE_DIM, is_probe_within
         from node.blobs import BlobError
+        from node.worker import ml
         from trainer.verify import verify_opened_end
 
         jid, rn = int(r["job_id"]), int(r["round"])
@@ -890,21 +935,17 @@ class ProviderWorker:
         probes = [int(x) for x in v["probes"]]
         endpoint = self._endpoint_of(t["address"])
         rk = f"{jid}/{rn}"
+        state = partial(
+            self.fetch, tier="temp", round_key=rk, max_bytes=ml.blob_cap(plan, ml.STATE_PARTS)
+        )
         for i, o in enumerate(openings):
             mine = probes[i * PROBE_DIM : (i + 1) * PROBE_DIM]
             theirs = [int(x) for x in o.get("end_probe") or []]
             if not is_probe_within(theirs, mine, ppm):
                 return False, f"segment {o['segment']}: the opened probe is not ours"
             try:
-                start = self.fetch(
-                    o["start_state_hash"],
-                    [o["start_location"], endpoint],
-                    tier="temp",
-                    round_key=rk,
-                )
-                claimed = self.fetch(
-                    o["end_state_hash"], [o["end_location"], endpoint], tier="temp", round_key=rk
-                )
+                start = state(o["start_state_hash"], [o["start_location"], endpoint])
+                claimed = state(o["end_state_hash"], [o["end_location"], endpoint])
                 reexec = bytes(self.store.read(v["reached"][i]))
             except (BlobError, KeyError, OSError) as e:
                 if not closing:
@@ -984,9 +1025,13 @@ class ProviderWorker:
         list_hash = next(iter(named)).lower()
         endpoint = self._endpoint_of(target)
         rk = f"{jid}/{rn}"
-        sources = list(job["spec"].get("blob_sources") or [])
         c = t["commitment"]
         n = plan.H // plan.k
+        # what the provider serves, limited to what it can be: a peer sending more is refused
+        # while the body streams (the trace list's size is exact, a state's a cap of the model)
+        state = partial(
+            self.fetch, tier="temp", round_key=rk, max_bytes=ml.blob_cap(plan, ml.STATE_PARTS)
+        )
         states: dict[int, bytes] = {}
         # exact mode: the ends the provider keeps secret (it serves their leaf hashes only)
         segs = [int(o["segment"]) for o in openings]
@@ -999,44 +1044,38 @@ class ProviderWorker:
                 if int(o["segment"]) + 1 in secret
             }
         try:
-            listed = self.fetch(list_hash, [endpoint], tier="temp", round_key=rk)
+            listed = self.fetch(
+                list_hash, [endpoint], tier="temp", round_key=rk, max_bytes=ml.trace_list_size(plan)
+            )
             if hashlib.sha256(listed).hexdigest() != list_hash:  # the blob client checks it too
                 raise ValueError("the served trace list is not the one committed on chain")
             trace = ml.parse_trace_list(listed)
             for o in openings:
                 s = int(o["segment"])
-                states[s] = self.fetch(
-                    o["start_state_hash"],
-                    [o["start_location"], endpoint],
-                    tier="temp",
-                    round_key=rk,
-                )
+                states[s] = state(o["start_state_hash"], [o["start_location"], endpoint])
                 if s + 1 in hidden or s + 1 in states:
                     continue
                 if o["end_state_hash"]:
-                    states[s + 1] = self.fetch(
-                        o["end_state_hash"],
-                        [o["end_location"], endpoint],
-                        tier="temp",
-                        round_key=rk,
-                    )
+                    states[s + 1] = state(o["end_state_hash"], [o["end_location"], endpoint])
                 elif len(trace) == n + 1 and s + 1 == n:  # exact mode: entry H/k is public
-                    states[s + 1] = self.fetch(
-                        trace[n].hex(), [endpoint], tier="temp", round_key=rk
-                    )
+                    states[s + 1] = state(trace[n].hex(), [endpoint])
             if len(trace) == n + 1:
                 for i in (0, n):
                     if i not in states:
-                        states[i] = self.fetch(
-                            trace[i].hex(), [endpoint], tier="temp", round_key=rk
-                        )
+                        states[i] = state(trace[i].hex(), [endpoint])
             carry = ml.fresh_carry_bytes()
             if n in states:
                 named_carry = decode_meta(states[n], expected_kind=KIND_STATE).get("carry")
                 if isinstance(named_carry, str) and named_carry != EMPTY_CARRY_HASH.hex():
-                    carry = self.fetch(named_carry, [endpoint], tier="temp", round_key=rk)
+                    carry = self.fetch(
+                        named_carry,
+                        [endpoint],
+                        tier="temp",
+                        round_key=rk,
+                        max_bytes=ml.blob_cap(plan, ml.CARRY_PARTS),
+                    )
             payload = self._payload(r, t, rk)
-            base = self.fetch(r["base_model_hash"], sources)
+            base = self._base(job, r["base_model_hash"])
         except BlobError as e:
             key = f"{jid}/{rn}/{target}"
             nf = self._fetch_failures[key] = self._fetch_failures.get(key, 0) + 1
@@ -1055,7 +1094,7 @@ class ProviderWorker:
             return invalid(
                 f"served trace is malformed: {e}", [hashlib.sha256(str(e).encode()).digest()]
             )
-        corpus = self._corpus(plan.dataset_id, sources)
+        corpus = self._corpus(job)
         spec = plan.shard_spec(rn, target, int(t["shard"]))
         binding = Binding(from_bech32(target), jid, rn, bytes.fromhex(r["base_model_hash"]))
         try:
@@ -1126,14 +1165,31 @@ class ProviderWorker:
     def _payload(self, r: dict[str, Any], p: dict[str, Any], rk: str | None) -> bytes | None:
         """The participant's committed payload, checked against its bound update root; None if
         the commitment names no fetchable blob or the bytes are not what it committed to (a
-        content fault, the same for every honest worker); BlobError if it is unavailable."""
+        content fault, the same for every honest worker: the provider's own locations send more
+        than its committed payload_size, or other bytes); BlobError if it is unavailable. No
+        location may send more than payload_size: a longer body is refused while it streams and
+        the next location is tried."""
+        from node.blobs import FetchFailed, Oversize
+
         c = p["commitment"]
         h = c["blob_location"].rstrip("/").rsplit("/", 1)[-1].lower()
         if len(h) != 64 or any(ch not in "0123456789abcdef" for ch in h):
             return None
-        data = self.fetch(
-            h, [c["blob_location"], self._endpoint_of(p["address"])], tier="hot", round_key=rk
-        )
+        own = [c["blob_location"], self._endpoint_of(p["address"])]
+        try:
+            data = self.fetch(h, own, tier="hot", round_key=rk, max_bytes=int(c["payload_size"]))
+        except FetchFailed as e:
+            if any(isinstance(x, Oversize) and url in own for url, x in e.attempts):
+                log.info(
+                    "round %s/%s: %s serves more than its committed %d B for %s: no payload",
+                    r["job_id"],
+                    r["round"],
+                    p["address"],
+                    int(c["payload_size"]),
+                    h[:12],
+                )
+                return None
+            raise
         leaves = bound_update_leaves(
             from_bech32(p["address"]),
             int(r["job_id"]),
@@ -1148,7 +1204,7 @@ class ProviderWorker:
     # ------------------------------------------------------------------------- attest
 
     def aggregate_round(
-        self, r: dict[str, Any], job_sources: Sequence[str] = ()
+        self, job: dict[str, Any], r: dict[str, Any]
     ) -> tuple[bytes, list[str], list[str]]:
         """(new model bytes, included, excluded) for a round in attest phase: every accepted
         update whose bytes match its commitment, screened, norm-clipped and averaged, one outer
@@ -1163,8 +1219,8 @@ class ProviderWorker:
         for p in r["participants"]:
             if p["outcome"] == "accepted":
                 payloads[from_bech32(p["address"]).hex()] = self._payload(r, p, rk)
-        base = self.fetch(r["base_model_hash"], list(job_sources), tier="hot")
-        corpus = self._corpus(plan.dataset_id, job_sources)
+        base = self._base(job, r["base_model_hash"])
+        corpus = self._corpus(job)
         out, excluded = ml.aggregate_payloads(plan, base, payloads, corpus)
         for who, why in sorted(excluded.items()):
             log.info("round %d/%d: update of %s left out of the aggregate: %s", jid, rn, who, why)
@@ -1176,7 +1232,7 @@ class ProviderWorker:
         model_hash = prog.get("aggregated")
         if not (model_hash and self.store.has(model_hash)):
             t0 = time.perf_counter()
-            new, included, excluded = self.aggregate_round(r, job["spec"].get("blob_sources") or ())
+            new, included, excluded = self.aggregate_round(job, r)
             self.account("aggregate_s", time.perf_counter() - t0)
             model_hash = self.store.put_bytes(new, tier="cold")
             self.store.pin(model_hash)

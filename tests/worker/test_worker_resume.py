@@ -43,6 +43,7 @@ def fixtures():
             "tokens_per_step": 64,
             "num_shards": 4,
             "dataset_id": Corpus(DATA).id,
+            "initial_model_hash": hashlib.sha256(base).hexdigest(),
             "compression_policy": "dense+int8",
             "blob_sources": [],
         },
@@ -85,10 +86,12 @@ class Stand:
         )
         self.w.endpoint = "http://127.0.0.1:26680"
         self.blobs = blobs
+        for b in blobs.values():  # the job's inputs, as the owner hands them out (seed_stores)
+            self.w.store.put_bytes(b, tier="cold")
         self.w.fetch = self.fetch  # type: ignore[method-assign]
         self.w._send = self.send  # type: ignore[method-assign]
 
-    def fetch(self, h, first=(), *, tier="hot", round_key=None):
+    def fetch(self, h, first=(), *, tier="hot", round_key=None, max_bytes=None):
         """As the blob client does: the (hash-checked) bytes land in the worker's store."""
         assert self.w.store.put_bytes(self.blobs[h], tier=tier, round_key=round_key) == h
         return self.blobs[h]

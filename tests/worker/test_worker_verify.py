@@ -29,6 +29,7 @@ from trainer.determinism import set_determinism
 
 DATA = synthetic_text(40_000)
 MODEL = {"n_layers": 1, "n_heads": 2, "d_model": 16, "context_len": 16, "vocab_size": 256}
+INIT = ml.initial_model_bytes(ml.config_from_job(MODEL), 0)
 JOB: dict[str, Any] = {
     "id": 3,
     "spec": {
@@ -38,6 +39,9 @@ JOB: dict[str, Any] = {
         "tokens_per_step": 64,
         "num_shards": 4,
         "dataset_id": Corpus(DATA).id,
+        "dataset_bytes": len(DATA),
+        "initial_model_hash": hashlib.sha256(INIT).hexdigest(),
+        "initial_model_bytes": len(INIT),
         "compression_policy": "dense+int8",
         "blob_sources": [],
         "determinism_mode": "exact",
@@ -64,10 +68,12 @@ def worker(
     )
     w.endpoint = f"http://127.0.0.1:1/{key}"
     w._plans[3] = ml.JobPlan.from_job(job)
+    for b in (DATA, INIT):  # the job's inputs, as the owner hands them out (testnet.seed_stores)
+        w.store.put_bytes(b, tier="cold")
     w._endpoint_of = lambda address: "http://127.0.0.1:1/prov"  # type: ignore[method-assign]
 
     def fetch(
-        h, first=(), *, tier="hot", round_key=None
+        h, first=(), *, tier="hot", round_key=None, max_bytes=None
     ):  # as the blob client does: hash-checked, stored
         data = source(h)
         stored = w.store.put_bytes(data, tier=tier, round_key=round_key)
