@@ -15,7 +15,9 @@ from the chain and does what the round's phase asks of this provider::
                                           judged against the re-executed states)
     attest   our update accepted       -> fetch every accepted update, aggregate, store the model,
                                           MsgAttestModel
-    final    -                         -> temp blobs of the round released, attested model pinned
+    final    -                         -> temp blobs of the round released, attested model pinned;
+                                          the store's gc deletes temp blobs released more than
+                                          its margin ago (also every GC_EVERY_S)
 
 Failures are local: a duty that fails (peer blob bad or missing, node down, tx refused) is
 logged and retried with backoff on a later block; nothing a peer or the chain sends can stop the
@@ -76,6 +78,10 @@ PANEL_OF = {
 FETCH_ATTEMPTS_BEFORE_INVALID = (
     4  # a verifier votes invalid when the revealed states stay unavailable
 )
+# the blob store's gc (temp blobs past their round's finalization + temp_margin_s, stale temp
+# files, eviction down to the quota) runs when a round is finalized and at most this often
+# besides, so the last rounds' trace states go too once no round finalizes any more
+GC_EVERY_S = 60.0
 DUPLICATE = (ErrDuplicate.codespace, ErrDuplicate.code)  # the chain already has this duty done
 WRONG_PHASE = (ErrWrongPhase.codespace, ErrWrongPhase.code)  # too late (or too early) for it
 
@@ -172,6 +178,7 @@ class ProviderWorker:
         self._policy: dict[int, Any] = {}
         self._cursor: dict[int, int] = {}
         self._peers: tuple[float, list[str]] = (0.0, [])
+        self._last_gc = -float("inf")  # time.monotonic() of the blob store's last gc
         self._here = threading.local()  # .key: the round ("JOB/ROUND") the current thread works for
         self.timing: dict[
             str, dict[str, float]
@@ -322,6 +329,8 @@ class ProviderWorker:
             except Exception as e:  # noqa: BLE001 (the chain's or a peer's answer: next job)
                 self.stats.failures += 1
                 log.warning("job %s: %s: %s", job.get("id"), e.__class__.__name__, e)
+        if time.monotonic() - self._last_gc >= GC_EVERY_S:
+            self.gc()
         return height
 
     def _job(self, job: dict[str, Any], height: int) -> None:
@@ -1265,6 +1274,7 @@ class ProviderWorker:
                 self.store.pin(h)
         except Exception as e:  # noqa: BLE001 (a peer's or the chain's answer must never stop the worker)
             log.warning("round %d/%d: releasing blobs failed: %s", jid, rn, e)
+        self.gc()  # earlier rounds' temp blobs whose margin has passed
         me = next((p for p in r["participants"] if p["address"] == self.me), None)
         if me is not None:
             log.info(
@@ -1278,6 +1288,23 @@ class ProviderWorker:
         self.account("finalized", time.time(), f"{jid}/{rn}")
         self.progress.update(jid, rn, final=True)
         self.write_stats()
+
+    def gc(self) -> None:
+        """The blob store's gc: the temp blobs (trace states) of rounds finalized more than the
+        store's temp_margin_s ago are deleted; pinned (cold) and hot blobs stay (node/blobs)."""
+        self._last_gc = time.monotonic()
+        try:
+            rep = self.store.gc()
+        except Exception as e:  # noqa: BLE001 (a full or damaged disk must not stop the worker)
+            log.warning("blob store gc failed: %s: %s", e.__class__.__name__, e)
+            return
+        if rep.expired or rep.evicted:
+            log.info(
+                "blob store gc: %d expired temp blob(s), %d evicted, %d B freed",
+                len(rep.expired),
+                len(rep.evicted),
+                rep.freed_bytes,
+            )
 
     def write_stats(self) -> None:
         """DATA_DIR/stats.json: per-round seconds and bytes, the blob server's counters, totals."""
