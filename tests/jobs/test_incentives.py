@@ -2,24 +2,54 @@
 invariant), asserting that the strategy does not pay: balances and reputations before and after.
 benchmarks/incentives.py measures the same strategies' expected profit per round."""
 
+import hashlib
+import itertools
+from dataclasses import replace
+
+import pytest
+
+from abci_app import beacon
+from abci_app.app import block_context, execute_block
 from abci_app.bank import keeper as bank
+from abci_app.codec.tx import SignatureCache
 from abci_app.jobs import keeper as jobs_keeper
-from abci_app.jobs.errors import ErrCannotDecline, ErrNotSelected, ErrVoteMismatch, ErrWrongPhase
-from abci_app.pb import jobs_pb2, providers_pb2
-from tests.kits.chainkit import assert_rejected
+from abci_app.jobs.audit import compute_faked_segments
+from abci_app.jobs.errors import (
+    ErrCannotDecline,
+    ErrNotSelected,
+    ErrUnboundCommitment,
+    ErrVoteMismatch,
+    ErrWrongPhase,
+)
+from abci_app.jobs.incentives import compute_hidden_entries, mask_trace
+from abci_app.pb import abci, bank_pb2, jobs_pb2, providers_pb2
+from abci_app.store.cachekv import CacheKV
+from tests.kits.chainkit import CHAIN_ID, assert_rejected, signer
 from tests.kits.marketkit import (
+    BINDING_INDEX,
     BOND,
     EXACT,
     MODEL0,
     OddVoter,
     actors_block,
     agg_hash,
+    bound_trace_leaves,
+    bound_update_leaves,
     create_job_msg,
+    entry_leaf,
     exit_msg,
+    h,
+    hash_leaf,
+    merkle_proof,
+    merkle_root,
     new_market,
     register_msg,
     run_job,
+    submit_msg,
+    trace_leaves,
+    trace_states,
     tx_pb2,
+    update_leaves,
     update_msg,
 )
 
@@ -348,6 +378,110 @@ def test_owner_sybil():
     assert coalition_gain == m.job(1).refunded - (BOND // 2 * 2_000 // 10_000 + 1) < 0
 
 
+# -- the payload: copies and poison ----------------------------------------------------------------
+
+
+def _pair():
+    """Job 1, one round of two participants (a 500,000 slot each), every commitment challenged
+    by three verifiers; a commit window of 6 blocks, so that refused txs and the commitments all
+    land before its deadline. Returns in the commit window."""
+    m = new_market(n_providers=8)
+    m.create_job(
+        rounds=1,
+        participants_per_round=2,
+        verifiers_per_challenge=3,
+        challenge_bps=10_000,
+        commit_blocks=6,
+    )
+    m.until(m.height + 1)
+    a, b = (p.address for p in m.round(1, 0).participants)
+    return m, a, b
+
+
+def bound_payload_msg(addr: bytes, payload: bytes) -> tx_pb2.Msg:
+    """``addr``'s commitment (its own trace and probes, the kits' honest ones) to round 0 of job 1
+    with the update root of ``payload`` (the kits' one-chunk stand-in for the bytes) under its own
+    binding leaf: what the chain accepts from anyone for any bytes."""
+    ul = bound_update_leaves(addr, 1, 0, MODEL0, payload)
+    return submit_msg(
+        addr,
+        1,
+        0,
+        update_root=merkle_root(ul),
+        update_binding_proof=merkle_proof(ul, BINDING_INDEX),
+    )
+
+
+def assert_convicted(m, addr: bytes, before: tuple[int, int]) -> None:
+    """Proven fraud: not paid, half the bond burned, reputation from 5,000 to 0, jailed."""
+    (p,) = [p for p in m.round(1, 0).participants if p.address == addr]
+    assert p.challenged and p.outcome == jobs_pb2.OUTCOME_FRAUD and p.reward == 0
+    assert p.slashed == BOND // 2 and wealth(m, addr) - before[0] == -BOND // 2
+    assert before[1] == 5000 and m.provider(addr).reputation == 0
+    assert m.provider(addr).status == providers_pb2.PROVIDER_STATUS_JAILED
+
+
+def assert_paid(m, addr: bytes, before: tuple[int, int], slot: int = 500_000) -> None:
+    (p,) = [p for p in m.round(1, 0).participants if p.address == addr]
+    assert p.outcome == jobs_pb2.OUTCOME_ACCEPTED and p.reward == slot and p.slashed == 0
+    assert wealth(m, addr) - before[0] == slot and m.provider(addr).reputation > before[1]
+
+
+def test_rewrapped_copy():
+    """A provider that trains nothing and takes a peer's work: copying the peer's roots (its
+    binding proofs with them) is refused before and after the peer lands (523: leaf 0 of every
+    root binds the signer). Re-wrapping the peer's payload, the same bytes under its own binding
+    leaf, with a trace of its own, is a commitment the chain accepts; challenged, the payload does
+    not follow from its own trace (the payload check: compress(base - entry H/k + carry) is not
+    those bytes), the panel votes invalid and the copier is convicted as a fraud, while the peer
+    whose work it copied is paid its slot."""
+    m, copier, peer = _pair()
+    before = {a: (wealth(m, a), m.provider(a).reputation) for a in (copier, peer)}
+    r = m.round(1, 0)
+    copy = submit_msg(peer, 1, 0)  # the peer's roots and proofs, as the peer will send them
+    assert_rejected(m.chain, m.tx(m.key(copier), copy), ErrUnboundCommitment)
+    assert m.send(m.key(peer), copy).code == 0
+    assert_rejected(m.chain, m.tx(m.key(copier), copy), ErrUnboundCommitment)
+    peer_bytes = update_leaves(peer, 1, 0)[entry_leaf(0) :]
+    rewrapped = bound_payload_msg(copier, b"".join(peer_bytes))
+    ul = bound_update_leaves(copier, 1, 0, MODEL0, b"".join(peer_bytes))
+    assert ul[entry_leaf(0) :] == peer_bytes  # the same payload, only leaf 0 differs
+    assert m.height + 1 < r.commit_deadline
+    assert m.send(m.key(copier), rewrapped).code == 0
+    (cp,) = [p for p in m.round(1, 0).participants if p.address == copier]
+    assert cp.commitment.update_root == merkle_root(ul) != copy.submit_update.update_root
+    run_job(m, 1, vote=lambda v, t: (False, 0) if t == copier else (True, 8_000))
+    assert_convicted(m, copier, before[copier])
+    assert_paid(m, peer, before[peer])
+
+
+def test_poison():
+    """A provider that trains honestly but commits a scaled update (its payload x 100, bound to
+    itself): the chain accepts the commitment and every opening of its honest trace (reveals and
+    ends all pass their Merkle proofs); the verifiers' payload check (the committed payload is
+    not compress(base - entry H/k + carry)) fails, they vote invalid, and the verdict is fraud:
+    not paid, half the bond burned, jailed. The honest co-participant is paid its slot."""
+    m, poisoner, honest = _pair()
+    before = {a: (wealth(m, a), m.provider(a).reputation) for a in (poisoner, honest)}
+    (chunk,) = update_leaves(poisoner, 1, 0)[entry_leaf(0) :]
+    scaled = hashlib.sha256(b"x100" + chunk).digest()
+    assert m.height + 1 < m.round(1, 0).commit_deadline
+    res = m.block(
+        [
+            (m.key(poisoner), bound_payload_msg(poisoner, scaled)),
+            (m.key(honest), submit_msg(honest, 1, 0)),
+        ]
+    )
+    assert all(x.code == 0 for x in res.tx_results)
+    run_job(m, 1, vote=lambda v, t: (False, 0) if t == poisoner else (True, 8_000))
+    (p,) = [p for p in m.round(1, 0).participants if p.address == poisoner]
+    assert p.HasField("reveal") and len(p.reveals) == len(p.segments) >= 1
+    assert all(o.end_opened_height for o in p.reveals)  # the trace itself was honest
+    assert sum(1 for v in p.verifiers if v.voted and not v.valid) >= 3
+    assert_convicted(m, poisoner, before[poisoner])
+    assert_paid(m, honest, before[honest])
+
+
 # -- jobs cost something, can be refused, and reputation is earned --------------------------------
 
 
@@ -512,17 +646,138 @@ def test_honest():
     )
 
 
-def test_fake_fraction_of_steps():
-    """A provider whose challenged segment is faked (any fraction f of its steps: a challenge hits
-    a faked segment with probability >= f) is proven fraudulent by an honest panel and loses half
-    its bond: 1,000 x its slot here, against a saving of at most the slot's training cost."""
-    m, cheat = _one_challenge()
-    before = wealth(m, cheat)
-    run_job(m, 1, vote=lambda v, t: (False, 0) if t == cheat else (True, 8_000))
-    (p,) = m.round(1, 0).participants
-    assert p.outcome == jobs_pb2.OUTCOME_FRAUD and p.reward == 0
-    assert before - wealth(m, cheat) == BOND // 2 == 1_000 * 1_000_000
-    assert m.provider(cheat).status == providers_pb2.PROVIDER_STATUS_JAILED
+N_SEG = 100  # H = 100 steps, k = 1: faking f % of the steps fakes (at least) f % of the segments
+
+
+def faked_trace(addr: bytes, job_id: int, round_: int, faked: set[int]) -> list[bytes]:
+    """Leaf data of the bound trace a provider commits when it skipped the steps of the segments
+    ``faked``: the end of each faked segment is a made-up state, not what re-executing the
+    segment yields (``honest_state``, the kits' stand-in for re-execution)."""
+    states = trace_states(addr, job_id, round_, N_SEG + 1)
+    made_up = [h(f"faked/{addr.hex()}/{i}") if i - 1 in faked else x for i, x in enumerate(states)]
+    return bound_trace_leaves(addr, job_id, round_, MODEL0, made_up)
+
+
+def reveal_of(tl: list[bytes], job_id: int, round_: int, segment: int, segments: list[int]):
+    """marketkit.reveal_msg for the committed trace ``tl`` (exact mode: the ends stay secret)."""
+    s, e = entry_leaf(segment), entry_leaf(segment + 1)
+    trace_list = b"".join(mask_trace(tl[entry_leaf(0) :], compute_hidden_entries(segments, N_SEG)))
+    return tx_pb2.Msg(
+        reveal_segment=jobs_pb2.MsgRevealSegment(
+            job_id=job_id,
+            round=round_,
+            segment=segment,
+            start_state_hash=tl[s],
+            start_proof=merkle_proof(tl, s),
+            end_proof=merkle_proof(tl, e),
+            start_location="http://10.0.0.1:26680/s/a",
+            trace_list_hash=hashlib.sha256(trace_list).digest(),
+            trace_list=trace_list,
+            end_leaf_hash=hash_leaf(tl[e]),
+        )
+    )
+
+
+def _faker_market():
+    """Job 1 (exact mode, a trace of N_SEG segments, 3 drawn per challenge), one round of two
+    participants, every commitment challenged by three verifiers; returns in its commit window."""
+    m = new_market(n_providers=8)
+    m.create_job(
+        rounds=1,
+        participants_per_round=2,
+        num_shards=2,
+        inner_steps=N_SEG,
+        trace_interval=1,
+        segments_per_challenge=3,
+        verifiers_per_challenge=3,
+        challenge_bps=10_000,
+        commit_blocks=6,
+        **EXACT,
+    )
+    m.until(m.height + 1)
+    return m
+
+
+def _commit_traces(m, traces: dict[bytes, list[bytes]]) -> None:
+    """Both participants commit ``traces`` in one block, before the commit deadline; then the
+    chain draws the challenges at the deadline."""
+    r = m.round(1, 0)
+    assert m.height + 1 < r.commit_deadline
+    res = m.block(
+        [
+            (
+                m.key(a),
+                submit_msg(
+                    a,
+                    1,
+                    0,
+                    n_entries=N_SEG + 1,
+                    probe=False,
+                    trace_root=merkle_root(tl),
+                    trace_binding_proof=merkle_proof(tl, BINDING_INDEX),
+                ),
+            )
+            for a, tl in traces.items()
+        ]
+    )
+    assert all(x.code == 0 for x in res.tx_results)
+    m.until(r.commit_deadline)
+
+
+@pytest.mark.parametrize("f_bps", [100, 1_000, 5_000])
+def test_fake_fraction_of_steps(f_bps: int):
+    """Two providers each fake a fraction f of their steps (the fewest segments that takes,
+    ceil(f x 100), packed into whole segments: their best case). The chain draws 3 of the 100
+    segments of each commitment at the commit deadline, from a seed that did not exist when they
+    committed; which segments a provider faked changes only its trace root, never the draw (a
+    rehearsal with the same history draws the same segments). One faker's faked segments include
+    one of its drawn segments: the honest panel re-executes it, cannot reach the committed end,
+    votes invalid (the chain would refuse a valid vote whose reached state is not the committed
+    end) and the verdict is fraud: half its bond burned, reputation 0, jailed, nothing paid, at
+    every f. The other's miss all three: the chain cannot tell, it is paid its slot (what that
+    escape is worth on average, 1 - C(100 - m, 3) / C(100, 3) per round against the collateral,
+    is benchmarks/incentives.py's fake-f rows)."""
+    rehearsal = _faker_market()
+    addrs = [p.address for p in rehearsal.round(1, 0).participants]
+    _commit_traces(rehearsal, {a: trace_leaves(a, 1, 0, n_entries=N_SEG + 1) for a in addrs})
+    drawn = {p.address: list(p.segments) for p in rehearsal.round(1, 0).participants}
+    hit, miss = addrs
+    n_fake = compute_faked_segments(N_SEG, f_bps)
+    assert n_fake == f_bps * N_SEG // 10_000 and all(len(drawn[a]) == 3 for a in addrs)
+
+    def undrawn(a: bytes) -> list[int]:
+        return [s for s in range(N_SEG) if s not in drawn[a]]
+
+    faked = {
+        hit: {drawn[hit][0], *undrawn(hit)[: n_fake - 1]},
+        miss: set(undrawn(miss)[:n_fake]),
+    }
+    assert len(faked[hit]) == len(faked[miss]) == n_fake
+    assert len(faked[hit] & set(drawn[hit])) == 1 and not faked[miss] & set(drawn[miss])
+
+    m = _faker_market()
+    before = {a: (wealth(m, a), m.provider(a).reputation) for a in addrs}
+    traces = {a: faked_trace(a, 1, 0, faked[a]) for a in addrs}
+    _commit_traces(m, traces)
+    r = m.round(1, 0)
+    assert {p.address: list(p.segments) for p in r.participants} == drawn
+    assert all(p.challenged and len(p.verifiers) == 3 for p in r.participants)
+    res = m.block(
+        [(m.key(a), reveal_of(traces[a], 1, 0, s, drawn[a])) for a in addrs for s in drawn[a]]
+    )
+    assert all(x.code == 0 for x in res.tx_results)
+    # the oracle of re-execution: a drawn segment that was faked does not re-execute to its end
+    run_job(m, 1, vote=lambda v, t: (False, 0) if faked[t] & set(drawn[t]) else (True, 8_000))
+
+    p = {q.address: q for q in m.round(1, 0).participants}
+    assert p[hit].outcome == jobs_pb2.OUTCOME_FRAUD and p[hit].reward == 0
+    assert p[hit].slashed == BOND // 2 == 1_000 * 1_000_000  # 2,000 x the 500,000 slot
+    assert wealth(m, hit) - before[hit][0] == -BOND // 2
+    assert before[hit][1] == 5000 and m.provider(hit).reputation == 0
+    assert m.provider(hit).status == providers_pb2.PROVIDER_STATUS_JAILED
+    assert p[miss].outcome == jobs_pb2.OUTCOME_ACCEPTED and p[miss].slashed == 0
+    assert p[miss].reward == 500_000 and wealth(m, miss) - before[miss][0] == 500_000
+    assert m.provider(miss).reputation > before[miss][1] == 5000
 
 
 def test_collateral_keeps_a_cheap_bond_out_of_rich_rounds():
@@ -634,6 +889,23 @@ def test_sybil_coalition_45_pct_cannot_slash_an_honest_provider():
     assert not [x for x in m.round(1, 0).payouts if x.kind == "bounty"]
 
 
+def test_sybil_coalition_50_pct_cannot_slash_an_honest_provider():
+    """Half the final panel's stake is still below the 2/3 a fraud verdict needs: the honest
+    provider is never slashed, jailed or marked down, and no bounty is paid. What the coalition
+    does get (the limit jobs README *Why cheating does not pay* states: 1/3 to 2/3 of the final
+    panel blocks a verdict, the BFT bound) is a blocked verdict: `undecided`, the provider is not
+    paid for work it did, the escrow goes back to the owner, and the false claimants lose nothing
+    (a wrong vote is judged against the final outcome, and undecided is none)."""
+    m, p, cset, before, target = _coalition_claims_fraud(50)
+    assert p.outcome == jobs_pb2.OUTCOME_UNDECIDED and p.slashed == 0 and p.reward == 0
+    assert wealth(m, target) == before[target] and m.provider(target).reputation == 5000
+    assert m.provider(target).status == providers_pb2.PROVIDER_STATUS_ACTIVE
+    assert not m.round(1, 0).payouts and m.job(1).refunded == 1_100_000
+    # the griefing is free: every false claimant keeps its bond and its reputation
+    assert all(wealth(m, a) == before[a] and m.provider(a).reputation == 5000 for a in cset)
+    assert not any(v.slashed for v in p.verifiers)
+
+
 def test_cheater_is_convicted_by_the_final_panel():
     """A real cheater (every honest verifier re-executes and votes invalid) is convicted by the
     final panel even when a 33 % coalition covers for it there: 2/3 of the stake is enough."""
@@ -657,3 +929,131 @@ def test_cheater_is_convicted_by_the_final_panel():
     # the coalition's valid votes in the final panel were against the verdict: slashed
     finals = [v for v in p.verifiers if v.panel == 2 and v.address in cset]
     assert finals and all(v.slashed > 0 for v in finals)
+
+
+# -- seeds: a grinding proposer ------------------------------------------------------------------
+
+
+def beacon_choices(height: int, n_vals: int = 4) -> list[bytes]:
+    """The beacons the proposer of block ``height`` can include on a chain of ``n_vals`` equal
+    validators: one per > 2/3 subset of the last commit's VRF shares over (chain id, height - 1)
+    (5 with 4 validators: tests/chain/test_beacon.py::test_grinder_cannot_change_the_seed)."""
+    vals = [signer(2000 + i) for i in range(n_vals)]
+    alpha = beacon.alpha(CHAIN_ID, height - 1)
+    outs = [(v.address, beacon.output(beacon.prove(v.seed, alpha))) for v in vals]
+    return [
+        beacon.block_beacon(list(sub))
+        for r in range(n_vals, 0, -1)
+        if 3 * r > 2 * n_vals
+        for sub in itertools.combinations(outs, r)
+    ]
+
+
+def _grinder_market(challenge_bps: int, withhold_peer: bool):
+    """Job 1, one round of two participants; the second in address order (the chain draws the
+    challenges in address order from one stream) is the grinder: a provider that committed a
+    random root and is also the proposer of the last commit block D - 1 and of the commit-deadline
+    block D, whose seed draws the challenges. It commits early; at D - 1 it includes the peer's
+    commitment or withholds it (``withhold_peer``: the peer then misses it, and the grinder's
+    draw moves up the stream). Returns the market at D - 1 committed, the two addresses and the
+    txs waiting in the mempool for D (a registration and an exit, which change the verifier
+    pool, and a transfer)."""
+    m = new_market(n_providers=8, n_keys=11)
+    m.create_job(
+        rounds=1,
+        participants_per_round=2,
+        verifiers_per_challenge=3,
+        challenge_bps=challenge_bps,
+        commit_blocks=6,
+    )
+    m.until(m.height + 1)
+    r = m.round(1, 0)
+    peer, grinder = (p.address for p in r.participants)
+    assert m.send(m.key(grinder), submit_msg(grinder, 1, 0)).code == 0
+    m.until(r.commit_deadline - 2)
+    if not withhold_peer:
+        assert m.send(m.key(peer), submit_msg(peer, 1, 0)).code == 0
+    m.until(r.commit_deadline - 1)
+    outsider = next(k for k in m.providers if k.address not in (peer, grinder))
+    pending = [
+        m.tx(m.chain.keys[9], register_msg(BOND)),
+        m.tx(outsider, exit_msg()),
+        m.tx(
+            m.owner,
+            tx_pb2.Msg(send=bank_pb2.MsgSend(to_address=m.chain.keys[10].address, amount=1)),
+        ),
+    ]
+    return m, peer, grinder, pending
+
+
+def grinder_choices(m, grinder: bytes, pending: list[bytes], n_hashes: int = 8):
+    """Every block D the grinder can propose, executed on the committed state and thrown away:
+    each ordered subset of the pending txs (withheld, reordered), each with a seed of its
+    choosing: one of ``n_hashes`` block hashes (a chain without vote extensions is seeded by the
+    hash, which its proposer picks freely) or one of the beacons it may include. Returns, per
+    candidate, (challenged, segments, verifiers) of the grinder's commitment."""
+    out = []
+    h = m.height + 1
+    orders = [list(p) for n in range(len(pending) + 1) for p in itertools.permutations(pending, n)]
+    hashes = [hashlib.sha256(b"grind%d" % i).digest() for i in range(n_hashes)]
+    for txs in orders:
+        blk = block_context(m.chain.request(txs), m.chain.app.chain_id)
+        seeded = [replace(blk, block_hash=x) for x in hashes]
+        seeded += [replace(blk, beacon=b) for b in beacon_choices(h)]
+        for d in seeded:
+            res = execute_block(m.store, d, txs, SignatureCache())
+            assert all(x.code == 0 for x in res.tx_results)
+            state = CacheKV(m.store)  # the block's writes over the committed state, thrown away
+            for k, v in res.writes.items():
+                if v is None:
+                    state.delete(k)
+                else:
+                    state.set(k, v)
+            r = jobs_keeper.get_round(state, 1, 0)
+            assert r is not None and r.phase == jobs_pb2.PHASE_REVEAL
+            (p,) = [p for p in r.participants if p.address == grinder]
+            out.append((p.challenged, tuple(p.segments), tuple(v.address for v in p.verifiers)))
+    assert len(out) == 16 * (n_hashes + 5)
+    return out
+
+
+def propose(m, txs: list[bytes], block_hash: bytes) -> None:
+    """Commit the next block as its proposer chose it (its txs, its hash: the kits' seed), every
+    invariant checked as chainkit's Chain.block does."""
+    req = m.chain.request(txs)
+    req.hash = block_hash
+    m.chain.app.finalize_block(req)
+    m.chain.app.commit(abci.RequestCommit())
+    m.chain.app.invariants()
+
+
+def test_seed_grinder():
+    """A cheater (random root) that proposes the last commit block and the commit-deadline block
+    D tries every block it could propose: the peer's commitment at D - 1 included or withheld,
+    every withholding and order of the txs waiting for D, every seed (any block hash, every beacon
+    subset). Grinding is real: at 5,000 bps some of those blocks leave it unchallenged (the bound,
+    not removal, jobs README *Seeds*); at the 10,000 bps the job asked for, every one of its
+    416 blocks challenges it (the draws it moved are only which segments and verifiers).
+    It proposes the one it likes best, is challenged, reveals, the panel finds no training
+    behind the root and it is convicted: half its bond, reputation 0, jailed; the honest peer
+    is paid its slot."""
+    m, peer, grinder, pending = _grinder_market(5_000, withhold_peer=False)
+    low = grinder_choices(m, grinder, pending)
+    assert 0 < sum(1 for c in low if not c[0]) < len(low)
+
+    seen = []
+    for withhold in (True, False):
+        m, peer, grinder, pending = _grinder_market(10_000, withhold_peer=withhold)
+        mine = grinder_choices(m, grinder, pending)
+        seen += mine
+    assert len(seen) == 2 * 16 * 13 and all(c[0] for c in seen)
+    assert len({c[1:] for c in seen}) > 1  # it did move the draws, only not the challenge
+
+    before = {a: (wealth(m, a), m.provider(a).reputation) for a in (grinder, peer)}
+    # the peer's commitment included, every pending tx withheld, D seeded by a hash it picked
+    propose(m, [], hashlib.sha256(b"grind0").digest())
+    (p,) = [p for p in m.round(1, 0).participants if p.address == grinder]
+    assert (p.challenged, tuple(p.segments), tuple(v.address for v in p.verifiers)) == mine[0]
+    run_job(m, 1, vote=lambda v, t: (False, 0) if t == grinder else (True, 8_000))
+    assert_convicted(m, grinder, before[grinder])
+    assert_paid(m, peer, before[peer])
