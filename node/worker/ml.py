@@ -94,6 +94,7 @@ class JobPlan:
     tolerance: float | None = (
         None  # None: exact mode (state bytes identical); else relative distance
     )
+    stack: str = ""  # exact mode: the stack the job pins (trainer.determinism.stack_id); "" none
 
     @classmethod
     def from_job(cls, job: dict[str, Any]) -> JobPlan:
@@ -129,6 +130,7 @@ class JobPlan:
                 if s.get("determinism_mode") == "tolerance"
                 else None
             ),
+            stack=str(s.get("stack") or "") if s.get("determinism_mode") != "tolerance" else "",
         )
         plan.compression()  # refuse a policy the trainer cannot run now, not at the first round
         return plan
@@ -155,6 +157,48 @@ class JobPlan:
             block_size=self.model.block_size,
             shard=shard,
         )
+
+
+# ----------------------------------------------------------------------------- the same stack
+
+
+def parse_stack(stack: str) -> dict[str, str] | None:
+    """The fields of a ``key=value;...`` stack id (trainer.determinism.stack_id); None if it is
+    not one."""
+    out: dict[str, str] = {}
+    for item in stack.split(";"):
+        k, eq, v = item.partition("=")
+        if not eq or not k or k in out:
+            return None
+        out[k] = v
+    return out
+
+
+def worker_stack(device: str) -> str:
+    """The stack this worker trains and re-executes on: ``trainer.determinism.stack_id`` of its
+    device, float32, with TF32 off whatever this process's default is, since every round runs
+    under ``set_determinism`` (ProviderWorker.start), which turns TF32 off."""
+    from trainer.determinism import stack_id
+
+    fields = parse_stack(stack_id(device)) or {}
+    fields["tf32"] = "off"
+    return ";".join(f"{k}={v}" for k, v in fields.items())
+
+
+def same_stack(pinned: str, mine: str) -> bool:
+    """Whether an exact-mode job pinned to ``pinned`` re-executes bitwise here (``mine``: see
+    worker_stack): the torch version, the device class and the dtype must be the same, and TF32
+    too on CUDA. On CPU the TF32 field says nothing (TF32 is a CUDA math mode; a stack id minted
+    in a fresh process says ``tf32=on`` because cuDNN's flag defaults to on, as the testnet's
+    built-in job and ``tx job create --stack``'s recipe do). A stack that is not ``key=value``
+    fields must equal ours."""
+    a, b = parse_stack(pinned), parse_stack(mine)
+    if a is None or b is None:
+        return pinned == mine
+    if not a.get("device", "").startswith("cuda"):
+        a.pop("tf32", None)
+        b.pop("tf32", None)
+    return a == b
 
 
 # ----------------------------------------------------------------------------- blob size caps

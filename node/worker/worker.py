@@ -19,6 +19,11 @@ from the chain and does what the round's phase asks of this provider::
                                           the store's gc deletes temp blobs released more than
                                           its margin ago (also every GC_EVERY_S)
 
+An exact-mode job pinned to a stack other than the worker's (ml.same_stack: torch version,
+device class, dtype, TF32 on CUDA) is not re-executable bitwise here: the worker declines the
+rounds it is drawn in (MsgDeclineRound, before committing: no slash) and casts no vote for it
+(a verifier cannot decline), logging it once per job.
+
 Failures are local: a duty that fails (peer blob bad or missing, node down, tx refused) is
 logged and retried with backoff on a later block; nothing a peer or the chain sends can stop the
 loop. Progress (node/worker/progress.py) makes ``kill -9`` + restart resume without redoing or
@@ -43,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from abci_app.codec.address import from_bech32
-from abci_app.jobs.errors import ErrDuplicate, ErrWrongPhase
+from abci_app.jobs.errors import ErrCannotDecline, ErrDuplicate, ErrWrongPhase
 from abci_app.jobs.incentives import compute_evidence, compute_hidden_entries, mask_trace
 from abci_app.merkle import bound_update_leaves, merkle_root
 from node.market_msgs import (
@@ -84,6 +89,7 @@ FETCH_ATTEMPTS_BEFORE_INVALID = (
 GC_EVERY_S = 60.0
 DUPLICATE = (ErrDuplicate.codespace, ErrDuplicate.code)  # the chain already has this duty done
 WRONG_PHASE = (ErrWrongPhase.codespace, ErrWrongPhase.code)  # too late (or too early) for it
+CANNOT_DECLINE = (ErrCannotDecline.codespace, ErrCannotDecline.code)  # committed or declined
 
 
 class WorkerError(Exception):
@@ -146,6 +152,7 @@ class ProviderWorker:
     def __init__(self, cfg: WorkerConfig) -> None:
         from node.blobs import BlobStore
         from node.keys import Keyring
+        from node.worker import ml
 
         if cfg.behaviour not in BEHAVIOURS:
             raise WorkerError(
@@ -160,6 +167,7 @@ class ProviderWorker:
         self.store = BlobStore(cfg.data_dir / "blobs", quota_bytes=cfg.quota_bytes)
         self.progress = Progress(cfg.data_dir / "progress.json")
         self.device = self._pick_device(cfg.device)
+        self.stack = ml.worker_stack(self.device)  # what an exact-mode job must pin to be ours
         self._check_procs(cfg.procs, self.device)
         self.endpoint = ""
         self.server: Any = None
@@ -174,6 +182,7 @@ class ProviderWorker:
         self._probes: dict[tuple[int, int, str], list[int]] = {}
         self._plans: dict[int, Any] = {}
         self._bad_jobs: set[int] = set()
+        self._foreign: set[int] = set()  # exact-mode jobs pinned to another stack (logged once)
         self._corpora: dict[str, Any] = {}
         self._policy: dict[int, Any] = {}
         self._cursor: dict[int, int] = {}
@@ -271,7 +280,7 @@ class ProviderWorker:
                 ) from None
             log.info("worker metrics on http://%s/metrics", self.cfg.metrics_listen)
         log.info(
-            "worker %s (%s, %s) serving blobs on %s:%d, endpoint %s, device %s",
+            "worker %s (%s, %s) serving blobs on %s:%d, endpoint %s, device %s, stack %s",
             self.cfg.key,
             self.me,
             self.cfg.behaviour,
@@ -279,6 +288,7 @@ class ProviderWorker:
             port,
             self.endpoint,
             self.device,
+            self.stack,
         )
 
     def stop(self) -> None:
@@ -360,10 +370,32 @@ class ProviderWorker:
             t = self.timing.setdefault(key, {})
             t[what] = t.get(what, 0.0) + amount
 
+    def _foreign_stack(self, jid: int) -> bool:
+        """An exact-mode job pinned to a stack other than ours (ml.same_stack): our re-execution
+        would not be bitwise that of an honest provider on its stack, so we neither train nor
+        verify for it (an honest round voted INVALID would be slashed as a wrong vote). Logged
+        once per job."""
+        from node.worker import ml
+
+        plan = self._plans[jid]
+        if plan.tolerance is not None or not plan.stack or ml.same_stack(plan.stack, self.stack):
+            return False
+        if jid not in self._foreign:
+            self._foreign.add(jid)
+            log.warning(
+                "job %d: exact mode pinned to stack %s, this worker runs %s: it neither trains "
+                "nor verifies for this job (declines the rounds it is drawn in)",
+                jid,
+                plan.stack,
+                self.stack,
+            )
+        return True
+
     def _round(self, job: dict[str, Any], r: dict[str, Any], height: int) -> None:
         me = next((p for p in r["participants"] if p["address"] == self.me), None)
         phase = r["phase"]
         jid, rn = int(r["job_id"]), int(r["round"])
+        foreign = self._foreign_stack(jid)
         self._here.key = f"{jid}/{rn}"
         self.timing.setdefault(self._here.key, {}).setdefault("seen", time.time())
         if (
@@ -376,7 +408,10 @@ class ProviderWorker:
         ):
             self._duty(f"open-end/{jid}/{rn}", lambda: self.do_open_end(job, r, me))
         if phase == "commit" and me is not None and me["commitment"] is None:
-            self._duty(f"commit/{jid}/{rn}", lambda: self.do_commit(job, r, me, height))
+            if not foreign:
+                self._duty(f"commit/{jid}/{rn}", lambda: self.do_commit(job, r, me, height))
+            elif me["outcome"] != "declined":  # before committing: no slash (jobs README)
+                self._duty(f"decline/{jid}/{rn}", lambda: self.do_decline(r))
         elif (
             phase == "reveal"
             and me is not None
@@ -401,7 +436,11 @@ class ProviderWorker:
                         f"open-vote/{jid}/{rn}/{t['address']}",
                         partial(self.do_open_vote, job, r, t, height),
                     )
-                elif not opening and any(not v.get("committed") and not v["voted"] for v in mine):
+                elif (
+                    not opening
+                    and not foreign  # a verifier cannot decline: it lets the vote go
+                    and any(not v.get("committed") and not v["voted"] for v in mine)
+                ):
                     self._duty(
                         f"verify/{jid}/{rn}/{t['address']}/{panel}",
                         partial(self.do_verify, job, r, t, height),
@@ -424,7 +463,7 @@ class ProviderWorker:
             fn()
             b.failures = 0
         except TxRejected as e:
-            if _code(e) in (DUPLICATE, WRONG_PHASE):
+            if _code(e) in (DUPLICATE, WRONG_PHASE, CANNOT_DECLINE):
                 log.info("%s: chain says %s; nothing more to do", name, e.log)
                 b.next_try = float("inf")
                 return
@@ -710,6 +749,17 @@ class ProviderWorker:
             res["height"],
             self.cfg.behaviour,
         )
+
+    def do_decline(self, r: dict[str, Any]) -> None:
+        """MsgDeclineRound: drawn, not committed, and not able to do the round (the job pins
+        another stack): outcome ``declined``, no slash, the slot stays in the escrow."""
+        from abci_app.pb import jobs_pb2, tx_pb2
+
+        jid, rn = int(r["job_id"]), int(r["round"])
+        msg = tx_pb2.Msg(decline_round=jobs_pb2.MsgDeclineRound(job_id=jid, round=rn))
+        res = self._send(msg)
+        self.progress.update(jid, rn, declined=res["txhash"])
+        log.info("round %d/%d: declined at height %d", jid, rn, res["height"])
 
     # ------------------------------------------------------------------------- reveal
 
