@@ -173,8 +173,9 @@ def is_audited(audit_seed: bytes, target: bytes, audit_bps: int) -> bool:
 
 
 def compute_value_gain_bps(gain_bps: int, paid: int, unit: int) -> int:
-    """Reputation gain rate for a round that paid ``paid``: full ``gain_bps`` at ``unit`` or
-    more, proportionally less below (truncating), 0 for unpaid work."""
+    """Reputation gain rate for a round that paid ``paid`` (a participant's reward, or a
+    verifier's share of V over its seats of the round): full ``gain_bps`` at ``unit`` or more,
+    proportionally less below (truncating), 0 for unpaid work."""
     if unit == 0:
         return gain_bps
     return gain_bps * min(paid, unit) // unit

@@ -102,6 +102,9 @@ MAX_PROBE_SEGMENTS = 180
 # and have it slashed (a missed reveal costs what fraud costs) at no cost to itself; with 2 it
 # needs the proposers of two consecutive heights (README *Why cheating does not pay*, 11).
 MIN_WINDOW_BLOCKS = 2
+# A commitment or a decline lands in block D - 1 at the latest (D = commit_deadline; see
+# check_before_challenge_seed), so commit_blocks - 1 blocks take them: at least MIN_WINDOW_BLOCKS.
+MIN_COMMIT_BLOCKS = MIN_WINDOW_BLOCKS + 1
 
 
 def _hash32(b: bytes, what: str) -> bytes:
@@ -152,10 +155,16 @@ def validate_spec(spec: jobs_pb2.JobSpec, params: jobs_pb2.JobsParams) -> None:
     if spec.tokens_per_step == 0 or spec.tokens_per_step * spec.inner_steps > MAX_U64:
         raise bad("tokens_per_step must be > 0 and H * tokens_per_step < 2^64")
     for f in ("commit_blocks", "reveal_blocks", "verdict_blocks", "attest_blocks"):
-        if not MIN_WINDOW_BLOCKS <= getattr(spec, f) <= params.max_window_blocks:
+        lo = MIN_COMMIT_BLOCKS if f == "commit_blocks" else MIN_WINDOW_BLOCKS
+        if not lo <= getattr(spec, f) <= params.max_window_blocks:
             raise bad(
-                f"{f} must be {MIN_WINDOW_BLOCKS}..{params.max_window_blocks} (a 1-block window "
-                "lets its one proposer censor a duty into a slash)"
+                f"{f} must be {lo}..{params.max_window_blocks} (a 1-block window lets its one "
+                "proposer censor a duty into a slash"
+                + (
+                    "; commitments land up to the block before the commit deadline)"
+                    if f == "commit_blocks"
+                    else ")"
+                )
             )
     if spec.min_reputation > MAX_REPUTATION:
         raise bad("min_reputation must be 0..10000")
@@ -288,9 +297,25 @@ def _load(
     return job, r, me
 
 
+def check_before_challenge_seed(ctx: Ctx, r: jobs_pb2.Round, what: str) -> None:
+    """A commitment or a decline must land before the block whose seed draws the round's
+    challenges: at height D - 1 at the latest (D = ``commit_deadline``). Block D's seed is its
+    beacon, built from the vote extensions over D - 1 (abci_app/beacon.py): public once D - 1 is
+    precommitted, before D's txs are fixed. A message landing in D could be chosen knowing the
+    draw: commit garbage when unchallenged, decline for free when challenged."""
+    if ctx.block.height >= r.commit_deadline:
+        raise ErrWrongPhase(
+            f"round {r.job_id}/{r.round}: {what} is accepted up to height "
+            f"{r.commit_deadline - 1}, the block before the commit deadline {r.commit_deadline}:"
+            f" the seed of block {r.commit_deadline} (its beacon, known once block "
+            f"{r.commit_deadline - 1} is precommitted) draws the round's challenges"
+        )
+
+
 def process_msg_submit_update(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgSubmitUpdate) -> None:
     params = get_params(ctx.store)
     job, r, me = _load(ctx, msg.job_id, msg.round, jobs_pb2.PHASE_COMMIT, signer)
+    check_before_challenge_seed(ctx, r, "MsgSubmitUpdate")
     if me is None:
         raise ErrNotSelected(f"signer was not drawn for round {msg.job_id}/{msg.round}")
     if me.HasField("commitment"):
@@ -743,8 +768,10 @@ def check_probe_vote(t: jobs_pb2.Participant, msg: jobs_pb2.MsgRevealVote) -> No
 
 def process_msg_decline_round(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgDeclineRound) -> None:
     """A drawn provider refuses the round before committing: outcome ``declined``, no slash, no
-    reputation change, its slot stays in the escrow (opt-in: nobody is forced to work)."""
+    reputation change, its slot stays in the escrow (opt-in: nobody is forced to work). Up to
+    height D - 1, as a commitment (``check_before_challenge_seed``)."""
     job, r, me = _load(ctx, msg.job_id, msg.round, jobs_pb2.PHASE_COMMIT, signer)
+    check_before_challenge_seed(ctx, r, "MsgDeclineRound")
     if me is None:
         raise ErrNotSelected(f"signer was not drawn for round {msg.job_id}/{msg.round}")
     if me.HasField("commitment") or me.outcome == jobs_pb2.OUTCOME_DECLINED:

@@ -4,10 +4,11 @@ One function per transition; each runs in the end_block of the height stored in 
 (``0x54 | height | job | round`` indexes what is due)::
 
     end_block(O)     OPEN -> COMMIT       process_round_open   draw participants + shards
-    heights O+1..D   COMMIT               MsgSubmitUpdate      (D = commit_deadline = O +
-                                                               commit_blocks)
-    end_block(D)     COMMIT -> REVEAL     process_challenge    seeded by hash(block D); next round
-                                                               opens here
+    heights O+1..D-1 COMMIT               MsgSubmitUpdate,     (D = commit_deadline = O +
+                                          MsgDeclineRound      commit_blocks; not in block D,
+                                                               whose seed draws the challenges)
+    end_block(D)     COMMIT -> REVEAL     process_challenge    seeded by block D's seed; next
+                                                               round opens here
     heights D+1..Rv  REVEAL               MsgRevealSegment     (Rv = D + reveal_blocks)
     end_block(Rv)    REVEAL -> VERDICT    process_reveal_end   unrevealed challenges: missed reveal
     heights Rv+1..Vd VERDICT              MsgVerdict (hash)    (Vd = Rv + verdict_blocks)
@@ -218,7 +219,8 @@ def process_challenge(
     not apply: an owner cannot pick who judges its providers) that is neither a participant of
     this round (a rival never judges a rival: its score would move pay between them) nor the job's
     owner. Seed = hash(seed of block D (its beacon, see BlockContext.seed), job, round):
-    randomness that did not exist when the provider committed. Unchallenged commitments are
+    randomness that did not exist when the provider committed (commitments and declines land at
+    height <= D - 1: msgs.check_before_challenge_seed). Unchallenged commitments are
     accepted at ``unverified_quality``. Then the job's next round opens in this same block."""
     params = get_params(ctx.store)
     spec = job.spec
@@ -695,7 +697,8 @@ def process_verifier_rewards(
     decided outcome (a tombstoned verifier is not paid; its units stay in the escrow). An audit
     that confirmed a unanimous first panel (``Participant.audited``, final outcome accepted) pays
     the first panel's units only, exactly as without the audit: the later panels' valid voters
-    gain reputation, not a share of V (an audit never dilutes an honest panel's pay)."""
+    get no share of V (an audit never dilutes an honest panel's pay), hence no reputation gain
+    either (``process_verifier_accountability``)."""
     majority_votes: list[tuple[bytes, int]] = []
     for p in r.participants:
         if p.challenged and p.outcome in DECIDED and p.verifiers:
@@ -824,14 +827,25 @@ def compute_claimed_bounty(
     )
 
 
+def compute_verifier_paid(r: jobs_pb2.Round) -> dict[bytes, int]:
+    """Verifier share paid to each address in the round (``process_verifier_rewards``)."""
+    out: dict[bytes, int] = {}
+    for x in r.payouts:
+        if x.kind == "verifier":
+            out[x.address] = out.get(x.address, 0) + x.amount
+    return out
+
+
 def process_verifier_accountability(ctx: Ctx, providers: ProviderKeeper, r: jobs_pb2.Round) -> None:
     """In (target, panel, verifier) order, for every challenge that was revealed, each assigned
     verifier of either panel is judged against the final outcome:
 
     - silent (no commit, or a commit never opened): slashed ``slash_fraction_liveness_bps``
       (burned) and loses reputation; silence is never free;
-    - on the side of a decided outcome (accepted, fraud, rejected): gains reputation (and was paid
-      its verifier unit);
+    - on the side of a decided outcome (accepted, fraud, rejected): gains reputation once a round
+      (at its first such seat), scaled by its verifier pay of the round as a participant's gain is
+      by its reward (``incentives.compute_value_gain_bps``: a job paying no verifier share, or a
+      seat not paid, earns none);
     - against a final accepted or fraud verdict: slashed ``slash_fraction_wrong_vote_bps``, and an
       invalid voter on accepted work at least the bounty it claimed + 1 uloco (a false fraud claim
       always costs more than it could have won); ``fraud_bounty_bps`` of the slash goes to the
@@ -840,6 +854,8 @@ def process_verifier_accountability(ctx: Ctx, providers: ProviderKeeper, r: jobs
     - an undecided outcome moves only the silent."""
     params = get_params(ctx.store)
     jid, rn = r.job_id, r.round
+    paid = compute_verifier_paid(r)
+    gained: set[bytes] = set()
     for p in r.participants:
         if not p.challenged or p.outcome == jobs_pb2.OUTCOME_MISSED_REVEAL or not p.verifiers:
             continue  # nothing to verify
@@ -872,13 +888,16 @@ def process_verifier_accountability(ctx: Ctx, providers: ProviderKeeper, r: jobs
                     round_=rn,
                 )
             elif decided and v.valid == want_valid:
-                _set_rep(
-                    ctx,
-                    providers,
-                    v.address,
-                    compute_gain(rep, params.reputation_gain_bps),
-                    "verifier_majority",
-                )
+                if v.address not in gained:
+                    gained.add(v.address)
+                    gain = compute_value_gain_bps(
+                        params.reputation_gain_bps,
+                        paid.get(v.address, 0),
+                        params.reputation_value_unit,
+                    )
+                    _set_rep(
+                        ctx, providers, v.address, compute_gain(rep, gain), "verifier_majority"
+                    )
                 continue
             elif decided and slashing:
                 reason = "wrong_vote"

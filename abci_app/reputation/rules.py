@@ -4,8 +4,10 @@ Rounding: a gain is a benefit, so it truncates; a loss is a penalty, so it round
 never reaches MAX_REPUTATION from below in one step unless the distance is tiny, and a loss
 never leaves a positive reputation unchanged (ceil of a positive product is >= 1).
 
-    accepted work (participant)        rep += floor((MAX - rep) * gain_bps / 10000)
-    verifier voted with the majority   rep += floor((MAX - rep) * gain_bps / 10000)
+    accepted work (participant)        rep += floor((MAX - rep) * g / 10000), once a round
+    verifier voted with the majority   rep += floor((MAX - rep) * g / 10000), once a round
+                                       g = gain_bps * min(paid, unit) / unit: its reward, or its
+                                       verifier pay (jobs.incentives.compute_value_gain_bps)
     missed commit                      rep -= ceil(rep * loss_missed_commit_bps / 10000)
     missed reveal (withholding)        rep  = 0   (and jailed: punished as fraud)
     verifier silent or in the minority rep -= ceil(rep * loss_verifier_bps / 10000)

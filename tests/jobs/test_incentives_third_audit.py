@@ -6,7 +6,7 @@ from abci_app.bank import keeper as bank
 from abci_app.encoding import MAX_U64
 from abci_app.jobs import keeper as jobs_keeper
 from abci_app.jobs.incentives import compute_required_bond
-from abci_app.jobs.msgs import MIN_WINDOW_BLOCKS
+from abci_app.jobs.msgs import MIN_COMMIT_BLOCKS, MIN_WINDOW_BLOCKS
 from abci_app.jobs.params import DEFAULTS as jobs_defaults
 from abci_app.pb import jobs_pb2, providers_pb2
 from abci_app.providers.params import DEFAULTS as providers_defaults
@@ -267,8 +267,9 @@ def test_proposer_censors_a_reveal_in_a_one_block_window():
     m = new_market(n_providers=1)
     for f in ("commit_blocks", "reveal_blocks", "verdict_blocks", "attest_blocks"):
         res = m.send(m.owner, create_job_msg(rounds=1, participants_per_round=1, **{f: 1}))
-        assert res.code == 517 and f"{f} must be {MIN_WINDOW_BLOCKS}.." in res.log
-    assert MIN_WINDOW_BLOCKS == 2
+        lo = MIN_COMMIT_BLOCKS if f == "commit_blocks" else MIN_WINDOW_BLOCKS
+        assert res.code == 517 and f"{f} must be {lo}.." in res.log
+    assert MIN_WINDOW_BLOCKS == 2 and MIN_COMMIT_BLOCKS == 3  # commitments stop at D - 1
     _m, p, delta = _censored_reveal(2)
     assert p.outcome == jobs_pb2.OUTCOME_ACCEPTED and delta == 1_000_000
 

@@ -66,11 +66,13 @@ def test_invalid_late():
 
 
 def test_last_block_of_window_is_accepted():
+    """The last block a commitment lands in is D - 1: block D's seed draws the challenges
+    (tests/jobs/test_seed_block_commit.py)."""
     m, r = job_in_commit()
     a = r.participants[0].address
-    m.until(r.commit_deadline - 1)
+    m.until(r.commit_deadline - 2)
     assert m.send(m.key(a), submit_msg(a, 1, 0)).code == 0
-    assert m.height == r.commit_deadline
+    assert m.height == r.commit_deadline - 1
     assert keeper.get_round(m.store, 1, 0).participants[0].HasField("commitment")
 
 

@@ -423,7 +423,7 @@ class Simulation:
             verifiers_per_challenge=self.rng.randint(1, 4),
             challenge_bps=self.pick([500, 3_000, 10_000, 10_000]),
             min_reputation=self.pick([0, 0, 0, 3_000]),
-            commit_blocks=self.rng.randint(2, 4),
+            commit_blocks=self.rng.randint(3, 5),  # >= 3: commitments stop at D - 1
             reveal_blocks=self.rng.randint(2, 4),
             verdict_blocks=self.rng.randint(2, 4),
             attest_blocks=self.rng.randint(2, 4),
