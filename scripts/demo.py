@@ -9,6 +9,11 @@
    worker's blob server and evaluated here)
 3. the cheater proven fraudulent, slashed and jailed; the honest providers paid; a loss plot
 4. `loconet testnet down`: everything stopped cleanly
+
+It exits non-zero, naming what is missing, when the chain does not show that story: the cheater
+not proven fraudulent, slashed and jailed; an honest provider slashed, a commitment of its not
+accepted and paid, or paid nothing at all; a model attested by under 2/3 of the accepted stake
+(computed from each round's participants); no round finalized.
 """
 
 from __future__ import annotations
@@ -127,6 +132,7 @@ def main() -> int:
     )
 
     step("2. the rounds, as the chain finalizes them")
+    problems: list[str] = []  # what the story claims and the chain does not show
     shown = 0
     deadline = time.monotonic() + 420
     while shown < ROUNDS and time.monotonic() < deadline:
@@ -140,11 +146,21 @@ def main() -> int:
         if r["attested_model_hash"]:
             loss = ml.val_loss(plan, blob(r["attested_model_hash"]), corpus)
             losses.append((f"round {r['round']}", loss))
+            # the quorum is over the accepted participants' stake (abci_app/jobs/rounds.py
+            # compute_attested); /round gives each participant's stake and outcome
+            total = sum(p["stake"] for p in r["participants"] if p["outcome"] == "accepted")
+            share = r["attest_stake"] / total if total else 0.0
             print(
                 f"  attested model {r['attested_model_hash'][:12]} by "
-                f"{r['attest_stake'] // 1_000_000} LOCO of bond (>= 2/3 of the accepted "
-                f"participants'): held-out loss {loss:.3f}"
+                f"{r['attest_stake'] // 1_000_000} LOCO of bond ({100 * share:.0f} % of the "
+                f"accepted participants' {total // 1_000_000} LOCO; 2/3 needed): held-out loss "
+                f"{loss:.3f}"
             )
+            if 3 * r["attest_stake"] < 2 * total or not total:
+                problems.append(
+                    f"round {r['round']}: model attested by {100 * share:.0f} % of the accepted "
+                    "stake, under 2/3"
+                )
         shown += 1
     if shown < ROUNDS:
         print(
@@ -153,19 +169,20 @@ def main() -> int:
         )
 
     step("3. who was paid, who was slashed")
+    final = [r for r in query(node, f"/rounds/{job_id}")["rounds"] if r["phase"] == "finalized"]
     for w in workers:
         p = query(node, f"/provider/{w.address}")
         paid = sum(
-            q["reward"]
-            for r in query(node, f"/rounds/{job_id}")["rounds"]
-            for q in r["participants"]
-            if q["address"] == w.address
+            q["reward"] for r in final for q in r["participants"] if q["address"] == w.address
         )
         print(
             f"  {name[w.address]:11s} {w.behaviour:12s} status {p['status']:8s} reputation "
             f"{p['reputation']:>5d}  earned {paid / 1e6:8.2f} LOCO  slashed "
             f"{p['slashed_total'] / 1e6:8.2f} LOCO"
         )
+        problems += check_provider(w.name, w.address, w.behaviour, p, final)
+    if not final:
+        problems.append("no round finalized")
     print("\nheld-out loss of the attested models, round by round:")
     print("  " + "  ".join(f"{i}: {v:.3f}" for i, v in losses))
     print(
@@ -179,12 +196,49 @@ def main() -> int:
 
     step("4. stop everything cleanly")
     run("testnet", "down", "--dir", str(DIR))
+    if problems:
+        sys.exit("demo failed: the chain does not show the story:\n  " + "\n  ".join(problems))
     print(
         f"\ndemo done in {time.monotonic() - t0:.0f}s. Explore further: `source .venv/bin/activate`"
         f" (puts loconet on your PATH), then `loconet --help`; "
         f"`loconet testnet up --providers 4 --dir {DIR}` restarts it"
     )
     return 0
+
+
+def check_provider(
+    who: str, address: str, behaviour: str, p: dict[str, Any], rounds: list[dict[str, Any]]
+) -> list[str]:
+    """What the demo claims of one provider, from the chain (its record ``p``, the finalized
+    ``rounds``): the cheater proven fraudulent in a round it was drawn in, slashed and jailed;
+    an honest one never slashed, each of its commitments accepted and paid, and paid something
+    (as a participant or a verifier). The problems, as lines; none when it holds."""
+    mine = [q for r in rounds for q in r["participants"] if q["address"] == address]
+    payouts = sum(x["amount"] for r in rounds for x in r["payouts"] if x["address"] == address)
+    out: list[str] = []
+    if behaviour != "honest":
+        if not mine:
+            out.append(f"{who} ({behaviour}) was never drawn: its fraud was not shown")
+        elif not any(q["outcome"] == "fraud" and q["slashed"] > 0 for q in mine):
+            outcomes = ", ".join(f"{q['outcome']} (slashed {q['slashed']})" for q in mine)
+            out.append(f"{who} ({behaviour}) was not found fraudulent and slashed: {outcomes}")
+        if p["slashed_total"] <= 0 or p["status"] == "active":
+            out.append(
+                f"{who} ({behaviour}): slashed {p['slashed_total']}, status {p['status']}: not "
+                "slashed and jailed"
+            )
+        return out
+    if p["slashed_total"] > 0:
+        out.append(f"honest {who} was slashed {p['slashed_total'] / 1e6:.6g} LOCO")
+    for r in rounds:
+        for q in r["participants"]:
+            if q["address"] == address and (q["outcome"] != "accepted" or q["reward"] <= 0):
+                out.append(
+                    f"honest {who} in round {r['round']}: {q['outcome']}, reward {q['reward']}"
+                )
+    if payouts <= 0:
+        out.append(f"honest {who} was paid nothing in {len(rounds)} round(s)")
+    return out
 
 
 def show_round(r: dict[str, Any], name: dict[str, str]) -> None:
