@@ -119,7 +119,7 @@ def round_table(r: dict[str, Any]) -> str:
 
     lines = [
         f"round {r['job_id']}/{r['round']}  phase {r['phase']}",
-        f"windows: opened {w['open_height']} | commit ≤{w['commit_deadline']} | reveal "
+        f"windows: opened {w['open_height']} | commit ≤{int(w['commit_deadline']) - 1} | reveal "
         f"≤{w['reveal_end']} | votes ≤{w['verdict_end']} | opened ≤{w['vote_reveal_end']} | "
         + (
             f"appeal ≤{w['appeal_end']} | opened ≤{w['appeal_reveal_end']} | "

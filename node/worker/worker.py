@@ -591,12 +591,14 @@ class ProviderWorker:
         prog = self.progress.round(jid, rn)
         if prog.get("submitted"):
             return  # landed; the chain shows it on a later block
-        if height >= int(r["windows"]["commit_deadline"]):
+        # a tx sent now lands in block height+1 at the earliest, and the chain takes commitments
+        # up to commit_deadline - 1 (block D's seed draws the challenges: jobs README)
+        if height + 1 >= int(r["windows"]["commit_deadline"]):
             log.warning(
-                "round %d/%d: commit deadline %d passed (height %d)",
+                "round %d/%d: commit window (last block %d) closed (height %d)",
                 jid,
                 rn,
-                r["windows"]["commit_deadline"],
+                int(r["windows"]["commit_deadline"]) - 1,
                 height,
             )
             return
