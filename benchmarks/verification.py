@@ -707,7 +707,8 @@ PATH_NOTE = (
     "(the CLI default); an honest unanimous verdict is audited with probability audit_bps by "
     "appeal_verifiers more, each paying the same, hence the expected column. The provider side "
     "is `commit_round` alone: its tolerance-mode probes of every trace entry (`trace_probes`) "
-    "are left out, which makes the ratios slightly higher than the network's."
+    "are left out (their time is listed under the table), so the ratios are higher than the "
+    "network's by that share."
 )
 
 
@@ -736,8 +737,8 @@ def render_compute(o: dict, seconds: float, a: argparse.Namespace) -> str:
             f"`{cf['stack']}`). The machine was shared (load average {load0} at the start, "
             f"{load} at the end, over 1/5/15 min; 2 cores): CPU time (`time.process_time`) "
             "leaves other processes out, but not their cache and memory-bandwidth contention, so "
-            "these ratios "
-            "carry a few tenths of a percent of noise. n = "
+            "on a loaded machine these ratios move by a percent or more between runs: compare "
+            "records. n = "
             f"{cf['n']}, s = {cf['s']}, codec `{cf['codec']}`, tolerance mode {cf['tolerance']:g}, "
             f"audit_bps {cf['audit_bps']}, appeal_verifiers {cf['appeal_verifiers']}; "
             f"provider = mean of {max(1, a.provider_reps)} rounds, verifier = mean of {a.reps} "
