@@ -411,7 +411,7 @@ class ProviderWorker:
             if not foreign:
                 self._duty(f"commit/{jid}/{rn}", lambda: self.do_commit(job, r, me, height))
             elif me["outcome"] != "declined":  # before committing: no slash (jobs README)
-                self._duty(f"decline/{jid}/{rn}", lambda: self.do_decline(r))
+                self._duty(f"decline/{jid}/{rn}", lambda: self.do_decline(r, height))
         elif (
             phase == "reveal"
             and me is not None
@@ -752,12 +752,15 @@ class ProviderWorker:
             self.cfg.behaviour,
         )
 
-    def do_decline(self, r: dict[str, Any]) -> None:
+    def do_decline(self, r: dict[str, Any], height: int) -> None:
         """MsgDeclineRound: drawn, not committed, and not able to do the round (the job pins
-        another stack): outcome ``declined``, no slash, the slot stays in the escrow."""
+        another stack): outcome ``declined``, no slash, the slot stays in the escrow. Like a
+        commitment it must land by commit_deadline - 1; later the round ends missed_commit."""
         from abci_app.pb import jobs_pb2, tx_pb2
 
         jid, rn = int(r["job_id"]), int(r["round"])
+        if height + 1 >= int(r["windows"]["commit_deadline"]):
+            return
         msg = tx_pb2.Msg(decline_round=jobs_pb2.MsgDeclineRound(job_id=jid, round=rn))
         res = self._send(msg)
         self.progress.update(jid, rn, declined=res["txhash"])

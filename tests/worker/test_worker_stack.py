@@ -115,6 +115,7 @@ def test_exact_job_on_another_stack_is_declined_and_not_verified(tmp_path, caplo
         st.w._round(j, st.commit_round(), height=50)
         st.w._round(j, st.verdict_round(), height=60)
         st.w._round(j, st.commit_round(rn=4, outcome="declined"), height=70)  # declined already
+        st.w._round(j, st.commit_round(rn=5), height=99)  # too late: it would land in block D
     assert st.duties == []  # neither trained nor verified
     (msg,) = st.sent
     assert msg.WhichOneof("sum") == "decline_round", msg
