@@ -124,7 +124,9 @@ def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -
     probability proportional to bond x reputation (seed = hash(this block's hash, job, round)),
     give each a distinct data shard from a seeded permutation, fix the base model (the last
     attested one). With no eligible provider the round waits and the draw is retried next block.
-    Eligible: active providers passing the job's filters, never its owner, whose bond covers the
+    Eligible (every draw's pool is ``providers.get_draw_pool``: the providers as they were at the
+    start of this block, less those this block punished, so no tx of the seeded block moves it):
+    active providers passing the job's filters, never its owner, whose bond covers the
     job's collateral (``incentives.compute_required_bond``) and whose opt-in policy takes the job
     (``incentives.is_job_acceptable``). With none the draw is retried every ``wait_retry_blocks``
     and the job is cancelled after ``max_wait_blocks`` of waiting (``process_job_expiry``).
@@ -143,7 +145,7 @@ def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -
     )
     eligible = [
         p
-        for p in providers.get_eligible(ctx.store, spec.min_reputation, spec.min_stake)
+        for p in providers.get_draw_pool(ctx.store, spec.min_reputation, spec.min_stake)
         if is_job_acceptable(p, job, bond)
     ]
     if not eligible:
@@ -229,7 +231,7 @@ def process_challenge(
     s = Sampler(seed)
     n_seg = compute_n_segments(spec)
     conflicted = {q.address for q in r.participants} | {job.owner}
-    pool = [v for v in providers.get_eligible(ctx.store, 0, 0) if v.address not in conflicted]
+    pool = [v for v in providers.get_draw_pool(ctx.store, 0, 0) if v.address not in conflicted]
     for p in r.participants:  # address order
         if p.outcome == jobs_pb2.OUTCOME_DECLINED:
             continue
@@ -477,7 +479,7 @@ def process_vote_reveal_end(
                 continue
         if pool is None:
             pool = [
-                v for v in providers.get_eligible(ctx.store, 0, 0) if v.address not in conflicted
+                v for v in providers.get_draw_pool(ctx.store, 0, 0) if v.address not in conflicted
             ]
         first = {v.address for v in p.verifiers}
         cands = [(v, v.bond * v.reputation) for v in pool if v.address not in first]
@@ -560,7 +562,7 @@ def process_appeal_reveal_end(
         if panel is None:
             conflicted = {q.address for q in r.participants} | {job.owner}
             panel = compute_final_panel(
-                [v for v in providers.get_eligible(ctx.store, 0, 0) if v.address not in conflicted]
+                [v for v in providers.get_draw_pool(ctx.store, 0, 0) if v.address not in conflicted]
             )
         if not panel:
             continue

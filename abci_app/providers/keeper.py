@@ -25,6 +25,8 @@ from abci_app.providers.keys import (
     UNBONDING_PREFIX,
     last_reputation_key,
     parse_last_reputation_key,
+    parse_provider_key,
+    parse_tombstone_key,
     parse_unbonding_key,
     provider_key,
     tombstone_key,
@@ -85,6 +87,57 @@ def get_eligible(
         for p in iterate_providers(store)
         if p.status == ACTIVE and p.bond >= floor and p.reputation >= rep
     ]
+
+
+def is_punished_since(before: providers_pb2.Provider, now: providers_pb2.Provider | None) -> bool:
+    """``now`` (the record as this block has left it so far) was jailed, slashed or removed since
+    ``before`` (its record at the block's start). No tx lowers bond + unbonding (an exit moves
+    the bond into unbonding; MsgUpdateProvider only adds) or touches ``slashed_total`` or
+    ``jailed_height``: only the jobs end-block's slashes and jails do."""
+    return (
+        now is None
+        or now.status == JAILED
+        or now.jailed_height != 0
+        or now.slashed_total > before.slashed_total
+        or now.bond + now.unbonding < before.bond + before.unbonding
+    )
+
+
+def get_draw_pool(
+    store: CacheKV, min_reputation: int, min_stake: int
+) -> list[providers_pb2.Provider]:
+    """The providers a seeded end-block draw picks from (participants, verifiers, the appeal/audit
+    and final panels): ``get_eligible`` over ``store.parent``, with the records of then (bond,
+    reputation, policy), less those the block so far jailed, tombstoned or slashed
+    (``is_punished_since``). ``store`` must be the block's CacheKV (the end-block ``ctx.store``):
+    its parent is the state after the previous block, fixed before this block's seed was known, so
+    no tx of this block (register, top-up, policy update, exit) moves the draw; a provider that
+    exits in this block is drawn as it was, and the duty binds it as any duty assigned before an
+    exit (README *Draws see the state before the seeded block*). Cost: the one scan of the
+    providers ``get_eligible`` makes, plus this block's own provider and tombstone writes."""
+    pool = get_eligible(store.parent, min_reputation, min_stake)
+    changed = {
+        parse_provider_key(k): v
+        for k, v in store.pending(PROVIDER_PREFIX, prefix_end(PROVIDER_PREFIX))
+    }
+    if not changed:
+        return pool
+    tombstoned = {
+        parse_tombstone_key(k)
+        for k, v in store.pending(TOMBSTONE_PREFIX, prefix_end(TOMBSTONE_PREFIX))
+        if v is not None
+    }
+    out = []
+    for p in pool:
+        if p.address in tombstoned:
+            continue
+        if p.address in changed:
+            raw = changed[p.address]
+            now = None if raw is None else decode_msg(providers_pb2.Provider, raw)
+            if is_punished_since(p, now):
+                continue
+        out.append(p)
+    return out
 
 
 # -- writes ---------------------------------------------------------------------------------------
@@ -287,12 +340,14 @@ __all__ = [
     "TOMBSTONE_PREFIX",
     "SlashResult",
     "compute_start_reputation",
+    "get_draw_pool",
     "get_eligible",
     "get_last_reputation",
     "get_provider",
     "get_reputation",
     "get_unbonding_blocks",
     "is_eligible",
+    "is_punished_since",
     "is_tombstoned",
     "iterate_providers",
     "jail",

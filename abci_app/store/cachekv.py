@@ -95,6 +95,16 @@ class CacheKV:
         )
         return _merge(pending, self._parent.iterate(start, end))
 
+    def pending(self, start: bytes, end: bytes | None = None) -> list[tuple[bytes, bytes | None]]:
+        """This buffer's own changes with start <= key < end, ascending (None = deleted): what
+        it holds over its parent (the same sort of the buffer ``iterate`` does)."""
+        _check("start", start)
+        if end is not None:
+            _check("end", end)
+        return sorted(
+            (k, v) for k, v in self._writes.items() if k >= start and (end is None or k < end)
+        )
+
     def writes(self) -> dict[bytes, bytes | None]:
         """A copy of the pending changes (None = delete), in key order."""
         return {k: self._writes[k] for k in sorted(self._writes)}

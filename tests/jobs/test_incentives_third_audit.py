@@ -446,13 +446,18 @@ def test_alternating_honest_and_cheating_rounds_loses_to_always_honest():
     """A provider alternates honest and cheating rounds, hoping the honest ones pay for the
     cheating ones (and keep its reputation up). Over a 10-round job, played on the app against the
     same provider always honest (same seeds: the draws agree until the cheater is convicted):
-    - every challenge (100 %, drawn 8 times): its first cheat is convicted (-1,000 LOCO), and each
-      cheat it had already committed in rounds drawn before the conviction is slashed again
-      (-500, -250: 50 % of what is left); its honest rounds after its conviction pay 0
-      (tombstoned): -1,749.5 LOCO against +1.96 LOCO honest, reputation 0 (jailed) against 8,585;
-    - half the commitments challenged: convicted at its first cheat (-999.3 LOCO against +1.6);
+    - every challenge (100 %; the honest one drawn 5 times of 10, the cheater 6): its first cheat
+      is convicted (-1,000 LOCO), and each cheat it had already committed in rounds drawn before
+      the conviction is slashed again (-500, -250: 50 % of what is left); its honest rounds after
+      its conviction pay 0 (tombstoned): -1,749.5 LOCO against +1.39 LOCO honest, reputation 0
+      (jailed) against 7,396;
+    - half the commitments challenged: convicted at its first cheat, then as above (-1,749.3 LOCO
+      against +2.58);
     - alternating missed commits instead (the only failure that is not final): 1 % of the bond
-      and 10 % of the reputation each, -77.7 LOCO against +1.96, reputation 6,132 against 8,585.
+      and 10 % of the reputation each, -77.6 LOCO against +1.39, reputation 5,474 against 7,396.
+    (The draws read the providers as they were at the start of the drawing block, README of
+    providers: a reputation gained in a finalize is weighed from the next block on; this draw
+    count went from 7 to 5 with that rule.)
     At the floor challenge rate (5 %) none of its cheats is challenged in this draw: on chain it
     earns exactly what honest play earns (and keeps the same reputation); what it saves is
     compute. That is the bound the collateral rule (row 1b) sizes: each cheat is caught with
@@ -462,7 +467,7 @@ def test_alternating_honest_and_cheating_rounds_loses_to_always_honest():
     honest = _alternate("honest", 10_000)
     cheat = _alternate("cheat", 10_000)
     miss = _alternate("miss", 10_000)
-    assert len(honest[3]) >= 6 and all(
+    assert len(honest[3]) >= 5 and all(
         c and o == jobs_pb2.OUTCOME_ACCEPTED for _, c, o, _, _ in honest[3]
     )
     frauds = [s for _, _, o, _, s in cheat[3] if o == jobs_pb2.OUTCOME_FRAUD]
