@@ -273,6 +273,10 @@ def test_explorer_shows_the_market_in_chromium(tmp_path: Path) -> None:
                             "windows": WINDOWS,
                             "challenge_bps": 10_000,
                             "verifiers_per_challenge": 1,
+                            # one segment per challenge (the library's default is 15: on a
+                            # 4-segment trace that opens every segment, which this hand-driven
+                            # provider's reveals are not written for)
+                            "segments_per_challenge": 1,
                             # exact mode: the hand-driven provider below re-executes by reading its
                             # own trace (tolerance mode would need probes: tests/jobs)
                             "determinism_mode": "exact",
