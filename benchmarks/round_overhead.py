@@ -7,13 +7,21 @@ it took part in into
     txs       time from signing a tx to seeing it in a block (each duty's tx)
     windows   the rest of the participant's round (waiting for the chain's phase windows)
 
-and counts bytes: what each blob server sent (its /stats counter) and what each worker fetched,
-against the trainer's own accounting (payload sizes committed on chain, state blobs).
+and counts bytes per worker: what its blob server sent (its /stats counter) and what it fetched,
+against the trainer's own accounting (the payload sizes committed on chain: its own, those served
+to the workers that needed them, the others' it needed; the rest is trace states and models).
 
     .venv/bin/python benchmarks/round_overhead.py [--inner-steps 800] [--rounds 3] [--commit-blocks
-    90]
+    90] [--verdict-blocks 40] [--save run.json]
+    .venv/bin/python benchmarks/round_overhead.py --from-saved run.json   # the tables again
 
-Prints a table per participant-round and the totals; record the figures in RESULTS.md.
+Prints a table per participant-round (compute, compute net of the fetches timed inside it, blobs,
+txs, windows, overhead = (blobs + txs) / net), one per round, the totals and a bytes table per
+worker; record the figures in RESULTS.md. The chain takes commitments up to commit_deadline - 1:
+--commit-blocks must leave room for H steps on a loaded machine and, as in the built-in job, be at
+least reveal + 2 x --verdict-blocks + attest (node/testnet_market.py BUILTIN_JOB).
+The job's last round is left out of the tables: the workers follow active jobs only, so none
+writes it final to stats.json (run one round more than you want reported).
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,7 +52,24 @@ def main() -> int:
         default=40,
         help="long enough for 2 targets x 2 segments x k steps",
     )
+    ap.add_argument(
+        "--save",
+        type=Path,
+        help="also write the raw figures (rounds, each worker's stats.json) to this JSON file",
+    )
+    ap.add_argument(
+        "--from-saved",
+        type=Path,
+        metavar="FILE",
+        help="print the report of a run saved with --save; starts no network",
+    )
     a = ap.parse_args()
+    if a.from_saved:
+        saved = json.loads(a.from_saved.read_text())
+        report(
+            saved["workers"], saved["rounds"], saved["stats"], argparse.Namespace(**saved["args"])
+        )
+        return 0
 
     from node import testnet_market as tm
     from node.ports import find_free_base
@@ -112,7 +138,18 @@ def main() -> int:
         deadline = time.monotonic() + 60
         while not written() and time.monotonic() < deadline:
             time.sleep(1)
-        report(workers, rounds, a)
+        ws = [{"name": w.name, "address": w.address} for w in workers]
+        stats = {
+            w.address: json.loads((w.path / "stats.json").read_text())
+            for w in workers
+            if (w.path / "stats.json").exists()
+        }
+        if a.save:
+            args = {k: v for k, v in vars(a).items() if k not in ("save", "from_saved")}
+            a.save.write_text(
+                json.dumps({"args": args, "workers": ws, "rounds": rounds, "stats": stats})
+            )
+        report(ws, rounds, stats, a)
     finally:
         subprocess.run(
             [*cli, "testnet", "down", "--purge", "--dir", str(d)],
@@ -123,28 +160,50 @@ def main() -> int:
     return 0
 
 
-def report(workers, rounds, a) -> None:
-    stats = {
-        w.address: json.loads((w.path / "stats.json").read_text())
-        for w in workers
-        if (w.path / "stats.json").exists()
-    }
+def report(
+    workers: list[dict[str, str]],
+    rounds: list[dict[str, Any]],
+    stats: dict[str, Any],
+    a: argparse.Namespace,
+) -> None:
+    """The tables: each participant-round's seconds, each round's and the run's overhead, each
+    worker's bytes. ``compute`` is what the worker timed (train_s + verify_s + aggregate_s);
+    ``net`` takes the fetch time out of it: the worker times re-execution (verify_s) and
+    aggregation (aggregate_s) around the fetches they make, so their blob time is in both
+    ``compute`` and ``blobs``. Subtracted up to verify_s + aggregate_s (training's own inputs are
+    fetched outside train_s): exact where every fetch was in those two, else a lower bound on
+    compute (the overhead then errs high). overhead = (blobs + txs) / net; windows = wall - net -
+    blobs - txs, the time the participant waited for the chain's windows."""
+
+    def timing(w: dict[str, str], r: dict[str, Any]) -> dict[str, Any]:
+        rounds_ = stats.get(w["address"], {}).get("rounds", {})
+        return dict(rounds_.get(f"{r['job_id']}/{r['round']}") or {})
+
+    # a round is reported once every worker has written it final to stats.json (the worker
+    # writes stats.json when it sees a round final, and follows active jobs only: the last round
+    # of a job, which completes the job, is never written final, and neither is its verifiers'
+    # and aggregators' time nor the bytes they fetched for it)
+    complete = [r for r in rounds if all("finalized" in timing(w, r) for w in workers)]
+    rounds_all, rounds = rounds, complete
     print(
-        f"H={a.inner_steps} k={a.trace_interval}, {len(rounds)} rounds, 2 of 4 providers train, 2 "
-        "verify"
+        f"H={a.inner_steps} k={a.trace_interval}, {len(rounds_all)} rounds, windows commit "
+        f"{a.commit_blocks} / verdict {a.verdict_blocks} blocks; 2 of 4 providers train, 2 verify"
     )
     print(
         f"{'worker':10s} {'round':>5s} {'role':9s} {'outcome':13s} {'wall s':>7s} {'compute':>8s} "
-        f"{'blobs':>7s} {'txs':>7s} {'windows':>8s} {'overhead %':>10s}"
+        f"{'net':>7s} {'blobs':>7s} {'txs':>7s} {'windows':>8s} {'overhead %':>10s}"
     )
-    tot = {"compute": 0.0, "blobs": 0.0, "txs": 0.0}
+    keys = ("compute", "net", "blobs", "txs", "windows")
+    tot = dict.fromkeys(keys, 0.0)
+    big = dict.fromkeys(keys, 0.0)  # participant-rounds whose net compute is >= 30 s
+    n_big = 0
+    per_round: dict[int, dict[str, float]] = {}
     for w in workers:
-        st = stats.get(w.address, {}).get("rounds", {})
         for r in rounds:
-            t = st.get(f"{r['job_id']}/{r['round']}")
-            if not t or "seen" not in t:
+            t = timing(w, r)
+            if "seen" not in t:
                 continue
-            mine = [p for p in r["participants"] if p["address"] == w.address]
+            mine = [p for p in r["participants"] if p["address"] == w["address"]]
             role = "trainer" if mine else "verifier"
             outcome = mine[0]["outcome"] if mine else "-"
             if role == "verifier" and not t.get("verify_s"):
@@ -153,34 +212,129 @@ def report(workers, rounds, a) -> None:
             wall = end - t["seen"]
             compute = t.get("train_s", 0) + t.get("verify_s", 0) + t.get("aggregate_s", 0)
             blobs, txs = t.get("fetch_s", 0), t.get("tx_s", 0)
-            for k, v in (("compute", compute), ("blobs", blobs), ("txs", txs)):
+            net = compute - min(blobs, t.get("verify_s", 0) + t.get("aggregate_s", 0))
+            windows = max(0.0, wall - net - blobs - txs)
+            row = dict(zip(keys, (compute, net, blobs, txs, windows), strict=True))
+            pr = per_round.setdefault(int(r["round"]), dict.fromkeys(keys, 0.0))
+            for k, v in row.items():
                 tot[k] += v
-            over = 100 * (blobs + txs) / compute if compute else 0
+                pr[k] += v
+                if net >= 30:
+                    big[k] += v
+            n_big += net >= 30
+            over = 100 * (blobs + txs) / net if net else 0
             print(
-                f"{w.name:10s} {r['round']:>5d} {role:9s} {outcome:13s} {wall:7.1f} "
-                f"{compute:8.2f} {blobs:7.2f} {txs:7.2f} "
-                f"{max(0.0, wall - compute - blobs - txs):8.1f} {over:10.1f}"
+                f"{w['name']:10s} {r['round']:>5d} {role:9s} {outcome:13s} {wall:7.1f} "
+                f"{compute:8.2f} {net:7.2f} {blobs:7.2f} {txs:7.2f} {windows:8.1f} {over:10.1f}"
             )
-    payload = sum(
-        p["commitment"]["payload_size"]
-        for r in rounds
-        for p in r["participants"]
-        if p["commitment"]
+
+    def share(x: dict[str, float]) -> float:
+        return 100 * (x["blobs"] + x["txs"]) / max(x["net"], 1e-9)
+
+    print(
+        f"\n{'round':>5s} {'outcomes':28s} {'compute':>8s} {'net':>7s} {'blobs':>7s} {'txs':>7s} "
+        f"{'windows':>8s} {'overhead %':>10s}"
     )
-    sent = sum(s.get("server", {}).get("bytes_sent", 0) for s in stats.values())
-    fetched = sum(
-        v.get("fetch_bytes", 0) for s in stats.values() for v in s.get("rounds", {}).values()
-    )
+    for r in rounds:
+        x = per_round.get(int(r["round"]))
+        if x is None:
+            continue
+        outs = ",".join(p["outcome"] for p in r["participants"])
+        print(
+            f"{r['round']:>5d} {outs:28s} {x['compute']:8.1f} {x['net']:7.1f} "
+            f"{x['blobs']:7.2f} {x['txs']:7.2f} {x['windows']:8.1f} {share(x):10.1f}"
+        )
+    for r in rounds_all:
+        if r in complete:
+            continue
+        trained = ", ".join(
+            f"{w['name']} {timing(w, r)['train_s']:.1f} s"
+            for w in workers
+            if timing(w, r).get("train_s")
+        )
+        outs = ",".join(p["outcome"] for p in r["participants"])
+        print(
+            f"{r['round']:>5d} {outs:28s} not reported: not written final by every worker "
+            f"(the job's last round); training: {trained or '-'}"
+        )
     print(
         "\n"
-        f"total compute {tot['compute']:.1f} s, blob transfer {tot['blobs']:.1f} s, tx latency "
-        f"{tot['txs']:.1f} s: network "
-        f"{100 * (tot['blobs'] + tot['txs']) / max(tot['compute'], 1e-9):.1f} % of compute"
+        f"total compute {tot['compute']:.1f} s (net of fetches {tot['net']:.1f} s), blob transfer "
+        f"{tot['blobs']:.1f} s, tx latency {tot['txs']:.1f} s, windows {tot['windows']:.1f} s: "
+        f"network {share(tot):.1f} % of compute"
     )
     print(
-        f"bytes: blob servers sent {sent:,}, workers fetched {fetched:,}; payloads committed "
-        f"{payload:,} (the rest: trace states to verifiers, base models, the dataset once per "
-        "worker)"
+        f"participant-rounds with >= 30 s of net compute: {n_big}, network {share(big):.1f} % of "
+        "their compute"
+        if n_big
+        else "no participant-round had >= 30 s of net compute"
+    )
+
+    # bytes per worker: what its blob server sent, what it fetched, and the trainer's accounting
+    # (payload sizes committed on chain): its own, and the others' it needed (the rounds it
+    # aggregated, the targets it verified); served payloads = its payload x the other workers that
+    # needed it (they fetch from the committing provider first)
+    aggregated = {
+        (w["address"], int(r["round"]))
+        for w in workers
+        for r in rounds
+        if timing(w, r).get("aggregate_s")
+    }
+    own = dict.fromkeys((w["address"] for w in workers), 0)
+    served_pl = dict.fromkeys(own, 0)
+    needed = dict.fromkeys(own, 0)
+    for r in rounds:
+        rn = int(r["round"])
+        for p in r["participants"]:
+            c = p["commitment"]
+            if not c or p["address"] not in own:
+                continue
+            own[p["address"]] += c["payload_size"]
+            verifiers = {
+                v["address"] for v in (p["challenge"] or {}).get("verifiers", []) if v["committed"]
+            }
+            users = {
+                w["address"]
+                for w in workers
+                if w["address"] != p["address"]
+                and (w["address"] in verifiers or (w["address"], rn) in aggregated)
+                and (p["outcome"] == "accepted" or w["address"] in verifiers)
+            }
+            served_pl[p["address"]] += c["payload_size"] * len(users)
+            for u in users:
+                needed[u] += c["payload_size"]
+    print(
+        "\nbytes per worker: served = its blob server's bytes_sent, fetched = what it fetched "
+        "(both as of its last stats.json); the rest over the reported rounds: the trainer's "
+        "accounting from the payload sizes committed on chain"
+    )
+    print(
+        f"{'worker':10s} {'served B':>11s} {'reqs':>5s} {'fetched B':>11s} {'in rounds B':>11s} "
+        f"{'own payl. B':>11s} {'payl. served B':>14s} {'states served B':>15s} "
+        f"{'payl. fetched B':>15s} {'states fetched B':>16s}"
+    )
+    sent_all = fetched_all = 0
+    for w in workers:
+        s = stats.get(w["address"], {})
+        srv = s.get("server", {})
+        sent = int(srv.get("bytes_sent", 0))
+        fetched = int(sum(v.get("fetch_bytes", 0) for v in s.get("rounds", {}).values()))
+        fetched_c = int(sum(timing(w, r).get("fetch_bytes", 0) for r in rounds))
+        sent_all += sent
+        fetched_all += fetched
+        a_ = w["address"]
+        print(
+            f"{w['name']:10s} {sent:11,d} {int(srv.get('requests', 0)):5d} {fetched:11,d} "
+            f"{fetched_c:11,d} {own[a_]:11,d} {served_pl[a_]:14,d} {sent - served_pl[a_]:15,d} "
+            f"{needed[a_]:15,d} {fetched_c - needed[a_]:16,d}"
+        )
+    print(
+        f"bytes: blob servers sent {sent_all:,}, workers fetched {fetched_all:,} "
+        f"({'equal' if sent_all == fetched_all else f'differ by {sent_all - fetched_all:,}'}); "
+        f"payloads committed in the reported rounds {sum(own.values()):,}, fetched by the "
+        f"workers that needed them {sum(needed.values()):,}; states = trace states and lists "
+        "to verifiers, base models (the dataset and initial model are seeded in every store; "
+        "served counts every round up to the snapshot)"
     )
 
 
