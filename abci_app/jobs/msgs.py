@@ -312,6 +312,38 @@ def check_before_challenge_seed(ctx: Ctx, r: jobs_pb2.Round, what: str) -> None:
         )
 
 
+# The first panel's openings (MsgRevealVote, MsgOpenEnd) stop one block before vote_reveal_end when
+# that leaves them MIN_WINDOW_BLOCKS blocks (check_before_audit_seed): verdict_blocks >= this.
+MIN_SEALED_VOTE_REVEAL_BLOCKS = MIN_WINDOW_BLOCKS + 1
+
+
+def compute_last_opening_height(job: jobs_pb2.Job, r: jobs_pb2.Round) -> int:
+    """The last height that takes the first panel's openings (MsgRevealVote of panel 0,
+    MsgOpenEnd): Vr - 1 (Vr = ``vote_reveal_end``) when ``verdict_blocks`` >=
+    MIN_SEALED_VOTE_REVEAL_BLOCKS, else Vr (a job with 2-block windows: closing at Vr - 1 would
+    leave its openings one block, which that block's proposer alone could censor into a missed
+    reveal, and leave a tolerance-mode verifier no block after the ends' opening)."""
+    if job.spec.verdict_blocks >= MIN_SEALED_VOTE_REVEAL_BLOCKS:
+        return r.vote_reveal_end - 1
+    return r.vote_reveal_end
+
+
+def check_before_audit_seed(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round, what: str) -> None:
+    """The first panel's openings must land before the block whose seed draws the panel audits
+    and the appeal panel (block Vr = ``vote_reveal_end``, ``rounds.process_vote_reveal_end``):
+    Vr's seed is its beacon over Vr - 1's vote extensions, public before Vr's txs are fixed, so
+    an opening (or an end left unopened) chosen in Vr could be chosen knowing whether the
+    verdict is audited and who would judge it. Up to ``compute_last_opening_height``."""
+    last = compute_last_opening_height(job, r)
+    if ctx.block.height > last:
+        raise ErrWrongPhase(
+            f"round {r.job_id}/{r.round}: {what} is accepted up to height {last}, the block "
+            f"before the vote-reveal window's last block {r.vote_reveal_end}: the seed of block "
+            f"{r.vote_reveal_end} (known once block {last} is precommitted) draws the panel "
+            "audits and the appeal panel"
+        )
+
+
 def process_msg_submit_update(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgSubmitUpdate) -> None:
     params = get_params(ctx.store)
     job, r, me = _load(ctx, msg.job_id, msg.round, jobs_pb2.PHASE_COMMIT, signer)
@@ -556,6 +588,7 @@ def process_msg_open_end(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgOpenEnd) -> N
     ``probe.encode_probe``). An end left unopened when the window closes makes the challenge a
     missed reveal (``rounds.process_vote_reveal_end``): withholding costs what fraud costs."""
     job, r, me = _load(ctx, msg.job_id, msg.round, jobs_pb2.PHASE_VOTE_REVEAL, signer)
+    check_before_audit_seed(ctx, job, r, "MsgOpenEnd")
     if not is_tolerance(job):
         raise ErrBadProbe("MsgOpenEnd is for tolerance-mode jobs (exact mode opens no end)")
     if me is None:
@@ -681,6 +714,8 @@ def process_msg_reveal_vote(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealVote
     closes (rounds.apply_probe_checks)."""
     r, v = _load_assignment(ctx, signer, msg.job_id, msg.round, msg.target, REVEAL_VOTE_PHASES)
     job = keeper.get_job(ctx.store, msg.job_id)
+    if job is not None and r.phase == jobs_pb2.PHASE_VOTE_REVEAL:
+        check_before_audit_seed(ctx, job, r, "the first panel's MsgRevealVote")
     tolerance = job is not None and is_tolerance(job)
     if not v.vote_hash:
         raise ErrVoteMismatch("no vote was committed: MsgVerdict in the voting window comes first")

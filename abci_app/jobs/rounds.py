@@ -13,7 +13,10 @@ One function per transition; each runs in the end_block of the height stored in 
     end_block(Rv)    REVEAL -> VERDICT    process_reveal_end   unrevealed challenges: missed reveal
     heights Rv+1..Vd VERDICT              MsgVerdict (hash)    (Vd = Rv + verdict_blocks)
     end_block(Vd)    VERDICT -> VOTE_REVEAL process_verdict_end
-    heights Vd+1..Vr VOTE_REVEAL          MsgRevealVote        (Vr = Vd + verdict_blocks)
+    heights Vd+1..Vr VOTE_REVEAL          MsgRevealVote,       (Vr = Vd + verdict_blocks; with
+                                          MsgOpenEnd           verdict_blocks >= 3 not in block
+                                                               Vr, whose seed draws the audits:
+                                                               msgs.check_before_audit_seed)
     end_block(Vr)    VOTE_REVEAL -> APPEAL | ATTEST  process_vote_reveal_end: a unanimous valid
                                                      first panel accepts; anything else escalates
     heights Vr+1..Ap APPEAL               MsgVerdict (hash)    (Ap = Vr + verdict_blocks; only if
