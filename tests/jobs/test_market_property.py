@@ -103,7 +103,7 @@ def gen_block(rng: random.Random, keys, store, p_duty: float, p_bad: float, p_li
                     vreward=rng.choice([0, 7, 50_000]),
                     participants_per_round=rng.randint(1, 3),
                     num_shards=rng.choice([2, 3, 5]),
-                    commit_blocks=rng.randint(2, 4),
+                    commit_blocks=rng.randint(3, 5),  # >= MIN_COMMIT_BLOCKS
                     reveal_blocks=rng.randint(2, 3),
                     verdict_blocks=rng.randint(2, 3),
                     attest_blocks=rng.randint(2, 3),
