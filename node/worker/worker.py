@@ -981,6 +981,7 @@ class ProviderWorker:
         probes alone (if the provider opens its ends in this last block, the chain compares our
         probes with its own, so a valid vote on faked work still counts invalid; if it never
         opens them, the challenge is a missed reveal and no vote is judged)."""
+        from abci_app.jobs.msgs import MIN_SEALED_VOTE_REVEAL_BLOCKS
         from abci_app.jobs.probe import PROBE_DIM, is_probe_within
         from node.blobs import BlobError
         from node.worker import ml
@@ -989,7 +990,14 @@ class ProviderWorker:
         jid, rn = int(r["job_id"]), int(r["round"])
         ch = t["challenge"]
         openings = sorted(ch.get("reveals") or [], key=lambda o: int(o["segment"]))
-        closing = height >= int(r["windows"]["vote_reveal_end"]) - 1
+        # the last block that takes the first panel's openings is Vr - 1 when the vote windows
+        # have >= 3 blocks (Vr's seed draws the audit: abci_app.jobs.msgs
+        # compute_last_opening_height), else Vr; a tx sent now lands in height + 1 at the earliest
+        last = int(r["windows"]["vote_reveal_end"])
+        verdict_blocks = int((job["spec"].get("windows") or {}).get("verdict", 0))
+        if verdict_blocks >= MIN_SEALED_VOTE_REVEAL_BLOCKS:
+            last -= 1
+        closing = height + 1 >= last
         if not openings or any(not o.get("end_opened_height") for o in openings):
             return (
                 (True, "the ends are not open: the probes speak for the vote") if closing else None
