@@ -124,7 +124,7 @@ def check_cheaters(d: Path, n0: NodeInfo, tmp_path: Path) -> None:
     # bonds as they were before each round's finalize (rounds finalize in order)
     bond = dict.fromkeys(honest | {lazy}, PROVIDER_BOND)
     bond |= dict.fromkeys((poison, withhold), PROVIDER_BOND * CHEATER_BOND_FACTOR)
-    lazy_paid = lazy_slashed = 0
+    lazy_paid = lazy_slashed = lazy_seats = 0
     for r in rounds:
         rn = r["round"]
         by = {p["address"]: p for p in r["participants"]}
@@ -135,10 +135,27 @@ def check_cheaters(d: Path, n0: NodeInfo, tmp_path: Path) -> None:
         want = trainers | ({poison, withhold} if r["windows"]["open_height"] < jailed_at else set())
         assert rn > 1 or want == trainers | {poison, withhold}, rn
         assert set(by) == want, (rn, sorted(by))
-        for p in r["participants"]:
-            if p["challenge"]:
-                panel = {v["address"] for v in p["challenge"]["verifiers"]}
-                assert panel == checkers | {lazy}, (rn, p["address"], panel)
+        # the verifiers are drawn at the commit deadline D from the providers as they were at the
+        # start of that block, less those the block itself slashes (providers README, "Draws see
+        # the state before the seeded block"): round r-1 finalizes in round r's D block, so the
+        # lazy verifier may sit out a round when a slash of round r-1 lands in that block before
+        # the draw (the records carry no height: which of its slashes does is not visible here)
+        prev = rounds[rn - 1] if rn else None
+        may_sit_out = (
+            prev is not None
+            and prev["finalized_height"] == r["windows"]["commit_deadline"]
+            and bool(_slashes(prev, lazy))
+        )
+        panels = [
+            {v["address"] for v in p["challenge"]["verifiers"]}
+            for p in r["participants"]
+            if p["challenge"]
+        ]
+        for panel in panels:
+            assert checkers <= panel <= checkers | {lazy}, (rn, panel)
+            assert lazy in panel or may_sit_out, (rn, panel)
+        sat_out = bool(panels) and all(lazy not in panel for panel in panels)
+        lazy_seats += sum(lazy in panel for panel in panels)
         assert all(p["challenge"] for p in r["participants"]), rn  # challenge rate 100 %
 
         # withhold: never revealed -> missed_reveal, slashed as fraud, all burned, unpaid
@@ -174,13 +191,15 @@ def check_cheaters(d: Path, n0: NodeInfo, tmp_path: Path) -> None:
             # the lazy verifier's seat on the poisoner costs it: a VALID vote is against the
             # verdict (wrong_vote); a vote it could not open (no evidence without
             # re-executing) is silence (verifier_silent)
-            assert any(v["slashed"] > 0 for v in mine), mine
+            assert sat_out or any(v["slashed"] > 0 for v in mine), mine
             if any(v["voted"] for v in mine):
                 assert "wrong_vote" in {s["reason"] for s in _slashes(r, lazy)}, r["slashes"]
-        # each slash of the lazy verifier, in the order the chain applied them: the fraction its
-        # reason names of its bond at that moment
+        # each slash of the lazy verifier: at most the fraction its reason names of its starting
+        # bond (slashes of neighbouring rounds land in the same blocks in either round's order,
+        # so the bond at each moment is not known here; the exact books are checked against the
+        # provider record at the end)
         for s in _slashes(r, lazy):
-            assert s["amount"] == _cut(bond[lazy], lazy_bps[s["reason"]]), (rn, s)
+            assert 0 < s["amount"] <= _cut(PROVIDER_BOND, lazy_bps[s["reason"]]), (rn, s)
             bond[lazy] -= s["amount"]
             lazy_slashed += s["amount"]
         shares = _verifier_shares(r, V)
@@ -212,6 +231,7 @@ def check_cheaters(d: Path, n0: NodeInfo, tmp_path: Path) -> None:
             and rec["slashed_total"] == PROVIDER_BOND * CHEATER_BOND_FACTOR - bond[a]
         )
         assert sla["earned_total"] == 0, sla
+    assert lazy_seats > 0  # the lazy verifier judged at least one commitment
     rec, sla = query(n0, f"/provider/{lazy}"), query(n0, f"/provider/{lazy}/sla")
     assert rec["bond"] == bond[lazy] and rec["slashed_total"] == lazy_slashed > 0, rec
     assert sla["earned_total"] == lazy_paid < lazy_slashed, sla
