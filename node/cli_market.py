@@ -37,6 +37,7 @@ from node.market_msgs import (
     build_attest,
     build_cancel_job,
     build_create_job,
+    build_decline_round,
     build_exit_provider,
     build_open_end,
     build_register_provider,
@@ -500,6 +501,10 @@ def cmd_round_open_end(a: argparse.Namespace) -> int:
         for sg in segs
     ]
     return broadcast(a, a.from_key, msgs)
+
+
+def cmd_round_decline(a: argparse.Namespace) -> int:
+    return broadcast(a, a.from_key, [build_decline_round(a.job_id, a.round)])
 
 
 def cmd_round_attest(a: argparse.Namespace) -> int:
@@ -1032,6 +1037,16 @@ COMMANDS: tuple[Command, ...] = (
         "--from bob --home ~/.loconet",
         cmd_round_reveal_vote,
         VOTE_ARGS,
+    ),
+    Command(
+        "tx round",
+        "decline",
+        "refuse a round you were drawn in, before committing (commit window, by commit_deadline"
+        " - 1): outcome declined, no slash, no reputation change; after the deadline the round"
+        " ends missed_commit",
+        "loconet tx round decline 1 0 --from alice --home ~/.loconet",
+        cmd_round_decline,
+        (JOB_ID, ROUND),
     ),
     Command(
         "tx round",

@@ -599,6 +599,15 @@ def build_reveal_vote(
     )
 
 
+def build_decline_round(job_id: int, round_: int) -> Any:
+    """MsgDeclineRound: a drawn provider that has not committed refuses the round (outcome
+    ``declined``, no slash, no reputation change; its slot stays in the job's escrow). It must
+    land by commit_deadline - 1 (block D's seed draws the challenges), so send it by D - 2."""
+    from abci_app.pb import jobs_pb2, tx_pb2
+
+    return tx_pb2.Msg(decline_round=jobs_pb2.MsgDeclineRound(job_id=job_id, round=round_))
+
+
 def build_attest(job_id: int, round_: int, model_hash: bytes) -> Any:
     from abci_app.pb import jobs_pb2, tx_pb2
 

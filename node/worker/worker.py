@@ -54,6 +54,7 @@ from abci_app.merkle import bound_update_leaves, merkle_root
 from node.market_msgs import (
     build_attest,
     build_bound_submit,
+    build_decline_round,
     build_open_end,
     build_reveal_from_trace,
     build_reveal_vote,
@@ -756,13 +757,10 @@ class ProviderWorker:
         """MsgDeclineRound: drawn, not committed, and not able to do the round (the job pins
         another stack): outcome ``declined``, no slash, the slot stays in the escrow. Like a
         commitment it must land by commit_deadline - 1; later the round ends missed_commit."""
-        from abci_app.pb import jobs_pb2, tx_pb2
-
         jid, rn = int(r["job_id"]), int(r["round"])
         if height + 1 >= int(r["windows"]["commit_deadline"]):
             return
-        msg = tx_pb2.Msg(decline_round=jobs_pb2.MsgDeclineRound(job_id=jid, round=rn))
-        res = self._send(msg)
+        res = self._send(build_decline_round(jid, rn))
         self.progress.update(jid, rn, declined=res["txhash"])
         log.info("round %d/%d: declined at height %d", jid, rn, res["height"])
 
