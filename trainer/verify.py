@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -71,11 +72,13 @@ from trainer.model import GPT, GPTConfig
 from trainer.probe import compute_probe
 from trainer.state import (
     InnerConfig,
+    LoadedState,
     evaluate,
     load_state,
     params_hash_of_state,
     run_inner_steps,
     state_bytes,
+    state_payload,
 )
 
 DEFAULT_TOLERANCE = 1e-3  # see README "Calibration"
@@ -83,6 +86,49 @@ ULP_FLOOR = (
     512  # a part within this many float32 ulps of the re-execution is rounding noise (README)
 )
 STATE_PARTS = ("param", "exp_avg", "exp_avg_sq")
+
+# The probe of each state a tolerance-mode re-execution reached, by (sha256 of the segment's start
+# state, sha256 of the reached state). ``verify_opened_end`` reads it when the opened end is byte
+# for byte the re-execution (an honest provider on the verifier's stack): the probe is a pure
+# function of those two states' bytes, so it is not computed again from a second decode of both.
+# A miss (another process, evicted) computes it as before: same value. Bounded, oldest out first.
+_PROBE_CACHE: dict[tuple[bytes, bytes], tuple[int, ...]] = {}
+_PROBE_CACHE_SIZE = 4096
+_PROBE_LOCK = threading.Lock()
+
+
+def _remember_probe(start_hash: bytes, end_hash: bytes, probe: list[int]) -> None:
+    with _PROBE_LOCK:
+        _PROBE_CACHE.pop((start_hash, end_hash), None)
+        _PROBE_CACHE[(start_hash, end_hash)] = tuple(probe)
+        while len(_PROBE_CACHE) > _PROBE_CACHE_SIZE:
+            del _PROBE_CACHE[next(iter(_PROBE_CACHE))]
+
+
+def _recall_probe(start_hash: bytes, end_hash: bytes) -> list[int] | None:
+    with _PROBE_LOCK:
+        got = _PROBE_CACHE.get((start_hash, end_hash))
+    return None if got is None else list(got)
+
+
+def _reexecuted(ls: LoadedState, inner_step: int) -> tuple[bytes, Payload]:
+    """The re-executed state's bytes (exactly ``ls.to_bytes(inner_step)``) and the Payload they
+    encode, whose tensors are the live model's and optimizer's: the probe and the distances read
+    it instead of decoding the bytes just built. Use it before the workspace is loaded again."""
+    pl = state_payload(
+        ls.model,
+        ls.opt,
+        ls.icfg,
+        round=ls.round,
+        inner_step=inner_step,
+        shard=ls.shard,
+        carry=ls.carry,
+        slices=ls.slices,
+    )
+    # in the decoded order (names sorted by their UTF-8 bytes, as ``encode`` writes them), so a
+    # sum over the entries (``state_distance``) adds in the order it does on decoded bytes
+    pl.entries = {n: pl.entries[n] for n in sorted(pl.entries, key=lambda s: s.encode("utf-8"))}
+    return encode(pl), pl
 
 
 @dataclass(slots=True)
@@ -184,6 +230,7 @@ def verify_segment(
     deterministic: bool = True,
     claimed_hash: bytes | None = None,
     workspace: dict | None = None,
+    start_hash: bytes | None = None,
 ) -> Verdict:
     """Re-run the k steps that follow ``start_state`` and judge ``claimed_end_state``.
 
@@ -202,7 +249,9 @@ def verify_segment(
     caller already called ``set_determinism`` (``verify_challenge``, once for all segments);
     ``claimed_hash``: sha256 of ``claimed_end_state`` when the caller already computed it (it is
     only reported; the check compares the bytes); ``workspace``: a dict kept across calls whose
-    model and optimizer the start state is loaded into (``load_state(into=...)``).
+    model and optimizer the start state is loaded into (``load_state(into=...)``);
+    ``start_hash``: sha256 of ``start_state`` when the caller already computed it (a secret end
+    in tolerance mode keys the probe it computed by it, for ``verify_opened_end``).
     """
     if not isinstance(k, int) or k <= 0:
         return _invalid(f"segment length k must be a positive int, got {k!r}")
@@ -223,6 +272,7 @@ def verify_segment(
             deterministic=deterministic,
             tolerance=tolerance,
             workspace=workspace,
+            start_hash=start_hash,
         )
     if (
         expected_start_hash is not None
@@ -297,12 +347,14 @@ def verify_segment(
         )
     except ValueError as exc:
         return _invalid(f"cannot re-run segment: {exc}")
-    reexec = ls.to_bytes(inner_step=s0 + k)
+    reexec, rp = _reexecuted(ls, s0 + k)
     if claimed_hash is None:
         claimed_hash = hashlib.sha256(claimed_end_state).digest()
-    v = judge_end(ps, reexec, claimed_end_state, tolerance, claimed_hash=claimed_hash)
+    v = judge_end(
+        ps, reexec, claimed_end_state, tolerance, claimed_hash=claimed_hash, reexec_payload=rp
+    )
     if tolerance is not None:
-        v.probe = compute_probe(ps, reexec)
+        v.probe = compute_probe(ps, rp)
         v.reexecuted_state = reexec
     return v
 
@@ -314,11 +366,15 @@ def judge_end(
     tolerance: float | None,
     *,
     claimed_hash: bytes | None = None,
+    reexec_hash: bytes | None = None,
+    reexec_payload: Payload | None = None,
 ) -> Verdict:
     """The re-executed end ``reexec`` against the claimed end bytes: identical, or (tolerance
     mode) every state part within ``tolerance`` of the segment's movement or within ULP_FLOOR
-    ulps (see the module docstring). ``start`` is the segment's start state."""
-    rh = hashlib.sha256(reexec).hexdigest()
+    ulps (see the module docstring). ``start`` is the segment's start state. ``reexec_hash`` /
+    ``reexec_payload``: sha256 of ``reexec`` / its decoded Payload, when the caller has them
+    (the same verdict, without hashing or decoding the bytes again)."""
+    rh = (reexec_hash or hashlib.sha256(reexec).digest()).hex()
     if claimed_hash is None:
         claimed_hash = hashlib.sha256(claimed_end_state).digest()
     ch = claimed_hash.hex()
@@ -326,7 +382,7 @@ def judge_end(
         return Verdict(True, 0.0, "identical state hash", rh, ch)
     try:
         ps = start if isinstance(start, Payload) else decode(start, expected_kind=KIND_STATE)
-        pr = decode(reexec, expected_kind=KIND_STATE)
+        pr = reexec_payload or decode(reexec, expected_kind=KIND_STATE)
         pcl = decode(claimed_end_state, expected_kind=KIND_STATE)
         dist = state_distance(ps, pr, pcl)
         ulps = ulp_distance(pr, pcl)
@@ -382,6 +438,7 @@ def _verify_secret_end(
     deterministic: bool,
     tolerance: float | None = None,
     workspace: dict | None = None,
+    start_hash: bytes | None = None,
 ) -> Verdict:
     """verify_segment's path for an end committed only as a leaf hash (the path the network
     runs: the worker hides every opened segment's end, in both modes). Exact mode: the
@@ -389,11 +446,13 @@ def _verify_secret_end(
     (the end is opened after the vote is committed: MsgOpenEnd); the verdict carries the probe of
     the re-executed state (the vote's evidence) and its bytes, for ``verify_opened_end``.
     ``workspace``: as in ``verify_segment`` (the start is loaded into its model and optimizer,
-    ``load_state(into=...)``: the same bytes as a fresh load, without rebuilding them)."""
-    if expected_start_hash is not None and hashlib.sha256(start_state).digest() != (
-        expected_start_hash
-    ):
-        return _invalid("start state does not match the committed trace entry")
+    ``load_state(into=...)``: the same bytes as a fresh load, without rebuilding them).
+    ``start_hash``: sha256 of ``start_state`` if known (the key of the probe kept for
+    ``verify_opened_end``)."""
+    if expected_start_hash is not None:
+        start_hash = hashlib.sha256(start_state).digest()
+        if start_hash != expected_start_hash:
+            return _invalid("start state does not match the committed trace entry")
     try:
         sm = decode_meta(start_state, expected_kind=KIND_STATE)
         ps = decode(start_state, expected_kind=KIND_STATE)
@@ -421,15 +480,17 @@ def _verify_secret_end(
         )
     except (PayloadError, ValueError) as exc:
         return _invalid(f"cannot re-run segment: {exc}")
-    reexec_bytes = ls.to_bytes(inner_step=s0 + k)
+    reexec_bytes, rp = _reexecuted(ls, s0 + k)
     reexec = hashlib.sha256(reexec_bytes).digest()
     if tolerance is not None:
+        probe = compute_probe(ps, rp)
+        _remember_probe(start_hash or hashlib.sha256(start_state).digest(), reexec, probe)
         return Verdict(
             True,
             0.0,
             "re-executed; the end is judged once it is opened (tolerance mode)",
             reexec.hex(),
-            probe=compute_probe(ps, reexec_bytes),
+            probe=probe,
             reexecuted_state=reexec_bytes,
         )
     if hash_leaf(reexec) == bytes(end_leaf):
@@ -464,6 +525,22 @@ def verify_opened_end(
     ch = hashlib.sha256(claimed_end_state).digest()
     if hash_leaf(ch) != bytes(end_leaf):
         return _invalid("opened end state is not the committed trace leaf")
+    if bytes(claimed_end_state) == bytes(reexec_state):
+        # byte for byte the re-execution (same metadata, distance 0): only the opened probe is
+        # left to check, against the probe of this state kept when it was re-executed (a miss
+        # computes it below, as for any other end)
+        own_probe = _recall_probe(hashlib.sha256(start_state).digest(), ch)
+        if own_probe is not None:
+            if not is_probe_within(list(claimed_probe), own_probe, tolerance_ppm):
+                return _invalid("the opened probe is not the probe of the opened end state")
+            return judge_end(
+                start_state,
+                reexec_state,
+                claimed_end_state,
+                tolerance,
+                claimed_hash=ch,
+                reexec_hash=ch,
+            )
     try:
         rm = decode_meta(reexec_state, expected_kind=KIND_STATE)
         cm = decode_meta(claimed_end_state, expected_kind=KIND_STATE)
@@ -802,6 +879,7 @@ def verify_challenge(
             deterministic=False,  # set above
             claimed_hash=ch.trace[s + 1],  # checked above: sha256 of ch.states[s + 1]
             workspace=workspace,
+            start_hash=None if s in ch.hidden else ch.trace[s],  # checked: sha256 of ch.states[s]
         )
         out.segments[s] = v
         if not v.valid and out.valid:
