@@ -481,33 +481,38 @@ def build_reveal_from_trace(
     (tolerance mode: ``build_open_end`` opens them then), and the list holds the secret ends of
     all the challenged ``segments`` as their leaf hashes (incentives.mask_trace;
     abci_app/jobs/README.md *Evidence only re-execution yields*); ``end_location`` is
-    ignored."""
+    ignored. A segment whose predecessor is challenged too opens its start by its leaf hash
+    as well (``start_leaf_hash``; no start hash, ``start_location`` ignored): only the start
+    of each run of adjacent challenged segments is public (incentives.is_run_start)."""
     import hashlib
 
-    from abci_app.jobs.incentives import compute_hidden_entries, mask_trace
+    from abci_app.jobs.incentives import compute_hidden_entries, is_run_start, mask_trace
     from abci_app.merkle import hash_leaf
     from abci_app.pb import jobs_pb2, tx_pb2
 
     if not 0 <= segment < len(trace) - 1:
         raise UsageError(f"segment {segment} is outside the trace's {len(trace) - 1} segments")
-    hidden = compute_hidden_entries(list(segments) or [segment], len(trace) - 1)
+    segs = list(segments) or [segment]
+    hidden = compute_hidden_entries(segs, len(trace) - 1)
     trace_list = b"".join(mask_trace(list(trace), hidden))
     leaves = bound_trace_leaves(provider, job_id, round_, base_model, trace)
     end = trace[segment + 1]
+    run_start = is_run_start(segment, segs)
     return tx_pb2.Msg(
         reveal_segment=jobs_pb2.MsgRevealSegment(
             job_id=job_id,
             round=round_,
             segment=segment,
-            start_state_hash=trace[segment],
+            start_state_hash=trace[segment] if run_start else b"",
             end_state_hash=b"",
             start_proof=merkle_proof(leaves, entry_leaf(segment)),
             end_proof=merkle_proof(leaves, entry_leaf(segment + 1)),
-            start_location=start_location,
+            start_location=start_location if run_start else "",
             end_location="",
             trace_list_hash=hashlib.sha256(trace_list).digest(),
             trace_list=trace_list if with_list else b"",
             end_leaf_hash=hash_leaf(end),
+            start_leaf_hash=b"" if run_start else hash_leaf(trace[segment]),
         )
     )
 

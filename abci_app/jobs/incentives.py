@@ -6,7 +6,9 @@ functions over integers and records; ``rounds.py`` and ``msgs.py`` apply them.
     compute_evidence           the digest of the end states a verifier's re-execution reached
     compute_end_leaves         the committed trace leaf hash of each opened segment's end
     is_reached_valid           a vote is valid <=> every reached end state is its committed leaf
-    compute_hidden_entries     the trace entries an exact-mode reveal keeps secret
+    compute_hidden_entries     the trace entries a reveal keeps secret (every end but H/k)
+    is_run_start               only the start of a run of adjacent opened segments is public
+    compute_runs               the opened segments as runs (what a verifier re-executes through)
     mask_trace                 the trace list a provider serves then (secret entries as leaf hashes)
     compute_required_bond      collateral: a cheater loses more on average than a slot pays
     compute_model_params       the model size a provider's policy compares with
@@ -99,8 +101,10 @@ def compute_end_leaves(p: jobs_pb2.Participant) -> list[bytes]:
 def is_reached_valid(p: jobs_pb2.Participant, reached: list[bytes]) -> bool:
     """A vote's ``reached`` states (one per opened segment, segment order) are all the committed
     ends: ``hash_leaf(reached[i])`` is the trace leaf the provider committed for that end. In
-    exact mode nobody but the provider knows those states before the votes are open, so a valid
-    vote proves the verifier re-executed every opened segment whose end is not otherwise public."""
+    exact mode nobody but the provider knows those states before the votes are open (every end
+    but entry H/k is secret, and so is every start but a run's: compute_hidden_entries), so a
+    valid vote proves the verifier re-executed every opened segment, except at most one whose
+    end is entry H/k (README *Evidence only re-execution yields*)."""
     leaves = compute_end_leaves(p)
     return len(reached) == len(leaves) and all(
         hash_leaf(x) == leaf for x, leaf in zip(reached, leaves, strict=True)
@@ -182,15 +186,38 @@ def compute_value_gain_bps(gain_bps: int, paid: int, unit: int) -> int:
 
 
 def compute_hidden_entries(segments: list[int], n: int) -> set[int]:
-    """Trace entries an exact-mode reveal keeps secret: the end s + 1 of each opened segment s,
-    except entry H/k (served for the payload check) and an end that another opened segment
-    starts at (its hash is opened as that start). What the provider masks in its served trace
-    list, and what the verifier re-executes to learn (its evidence)."""
-    ss = set(segments)
-    return {s + 1 for s in ss} - {0, n} - ss
+    """Trace entries a reveal keeps secret (both modes): the end s + 1 of every opened segment
+    s except entry H/k (``n``: served for the payload check). An opened segment whose
+    predecessor is opened too is not the start of a run of adjacent opened segments: its start
+    is the previous segment's (secret) end, opened as a leaf hash like it
+    (``MsgRevealSegment.start_leaf_hash``), so only the start of each run is public and every
+    end in a run is evidence. What the provider masks in its served trace list, and what the
+    verifier re-executes each run through to learn (README *Evidence only re-execution
+    yields*)."""
+    return {s + 1 for s in set(segments)} - {0, n}
+
+
+def is_run_start(segment: int, segments: list[int]) -> bool:
+    """Is opened ``segment`` the start of a run of adjacent opened segments (its predecessor
+    ``segment - 1`` is not opened)? Only a run's start opens its start state (hash and
+    location); the others open it as a leaf hash (``compute_hidden_entries``)."""
+    return segment - 1 not in set(segments)
+
+
+def compute_runs(segments: list[int]) -> list[list[int]]:
+    """The opened segments as runs of adjacent segments, each in order, runs in order:
+    ``[1, 2, 5, 3]`` -> ``[[1, 2, 3], [5]]``. A verifier re-executes each run through from the
+    run's (public) start, the state its re-execution reached being the next segment's start."""
+    runs: list[list[int]] = []
+    for s in sorted(set(segments)):
+        if runs and runs[-1][-1] == s - 1:
+            runs[-1].append(s)
+        else:
+            runs.append([s])
+    return runs
 
 
 def mask_trace(trace: list[bytes], hidden: set[int]) -> list[bytes]:
-    """The trace list a provider serves in exact mode: each secret entry replaced by its Merkle
+    """The trace list a provider serves (both modes): each secret entry replaced by its Merkle
     leaf hash (``hash_leaf``), which proves nothing about the state it commits to."""
     return [hash_leaf(h) if i in hidden else bytes(h) for i, h in enumerate(trace)]

@@ -47,6 +47,7 @@ from abci_app.jobs.incentives import (
     compute_hidden_entries,
     compute_vote_hash,
     is_reached_valid,
+    is_run_start,
 )
 from abci_app.jobs.params import get_params
 from abci_app.jobs.policy import PolicyError, parse_policy
@@ -463,7 +464,11 @@ def process_msg_reveal_segment(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealS
     is opened by its leaf hash only (``end_leaf_hash``, checked with verify_leaf_hash_proof), in
     both modes: its state hash (and, in tolerance mode, its probe) stays secret until the first
     panel has committed its votes, so only re-execution yields a valid vote's evidence (README
-    *Evidence only re-execution yields*; tolerance mode opens it later with MsgOpenEnd)."""
+    *Evidence only re-execution yields*; tolerance mode opens it later with MsgOpenEnd). So is
+    the start of a segment whose predecessor is challenged too (it is that segment's end:
+    ``start_leaf_hash``, start_state_hash and start_location empty, 507 otherwise): only the
+    start of each run of adjacent challenged segments is public (``incentives.is_run_start``),
+    and a verifier re-executes each run through."""
     job, r, me = _load(ctx, msg.job_id, msg.round, jobs_pb2.PHASE_REVEAL, signer)
     if me is None:
         raise ErrNotSelected(f"signer is not a participant of round {msg.job_id}/{msg.round}")
@@ -474,7 +479,25 @@ def process_msg_reveal_segment(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealS
         raise ErrWrongSegment(f"the challenged segments are {segments}, not {msg.segment}")
     if msg.segment in [o.segment for o in me.reveals] or me.HasField("reveal"):
         raise ErrDuplicate(f"segment {msg.segment} already revealed")
-    _hash32(msg.start_state_hash, "start_state_hash")
+    # only the start of a run of adjacent challenged segments is public; any other start is the
+    # previous segment's secret end, opened as its leaf hash like that end (README *Evidence*)
+    run_start = is_run_start(msg.segment, segments)
+    if run_start:
+        _hash32(msg.start_state_hash, "start_state_hash")
+        if msg.start_leaf_hash:
+            raise ErrInvalidHash(
+                f"segment {msg.segment} starts a run of challenged segments: open its start"
+                " state (start_state_hash, start_location); start_leaf_hash must be empty"
+            )
+    else:
+        _hash32(msg.start_leaf_hash, "start_leaf_hash")
+        if msg.start_state_hash or msg.start_location:
+            raise ErrInvalidHash(
+                f"segment {msg.segment - 1} is challenged too: the start of segment"
+                f" {msg.segment} is its secret end, open it by its leaf hash only"
+                " (start_leaf_hash = abci_app.merkle.hash_leaf(state hash)); start_state_hash"
+                " and start_location must be empty"
+            )
     # the end state stays secret: only its leaf hash is opened (README *Evidence*), both modes
     _hash32(msg.end_leaf_hash, "end_leaf_hash")
     if msg.end_state_hash or msg.end_location:
@@ -486,8 +509,12 @@ def process_msg_reveal_segment(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealS
         )
     n = compute_trace_leaves(job.spec)
     root = me.commitment.trace_root
-    start_ok = verify_merkle_proof(
-        root, msg.start_state_hash, entry_leaf(msg.segment), n, list(msg.start_proof)
+    start_leaf = entry_leaf(msg.segment)
+    start_proof = list(msg.start_proof)
+    start_ok = (
+        verify_merkle_proof(root, msg.start_state_hash, start_leaf, n, start_proof)
+        if run_start
+        else verify_leaf_hash_proof(root, msg.start_leaf_hash, start_leaf, n, start_proof)
     )
     end_leaf = entry_leaf(msg.segment + 1)
     end_ok = verify_leaf_hash_proof(root, msg.end_leaf_hash, end_leaf, n, list(msg.end_proof))
@@ -497,7 +524,7 @@ def process_msg_reveal_segment(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealS
                 f"{what} state is not trace entry {entry} (leaf {entry_leaf(entry)} of {n})"
                 " under the committed trace root"
             )
-    if not is_http_url(msg.start_location):
+    if run_start and not is_http_url(msg.start_location):
         raise ErrInvalidLocation("start_location must be an http(s) URL of <= 256 bytes")
     _hash32(msg.trace_list_hash, "trace_list_hash")
     check_trace_list(job, r, signer, me, msg)
@@ -510,6 +537,7 @@ def process_msg_reveal_segment(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealS
         segment=msg.segment,
         trace_list_hash=msg.trace_list_hash,
         end_leaf_hash=msg.end_leaf_hash,
+        start_leaf_hash=msg.start_leaf_hash,
     )
     me.reveals.append(opening)
     if len(me.reveals) == len(segments):  # every challenged segment is open: the reveal is complete
@@ -569,14 +597,16 @@ def check_trace_list(
             "trace_list's bound root (binding leaf, then the entries; the secret"
             " ends as their leaf hashes: incentives.mask_trace) is not the committed trace root"
         )
+    # a secret entry is in the list as the opened leaf hash; a public end (entry H/k) must have it
+    start = msg.start_leaf_hash if msg.segment in hidden else msg.start_state_hash
     end = msg.end_leaf_hash
-    if msg.segment + 1 not in hidden:  # a public end: its hash must have the leaf
+    if msg.segment + 1 not in hidden:
         ok_end = hash_leaf(entries[msg.segment + 1]) == msg.end_leaf_hash
         end = entries[msg.segment + 1] if ok_end else b""
-    if (entries[msg.segment], entries[msg.segment + 1]) != (msg.start_state_hash, end):
+    if (entries[msg.segment], entries[msg.segment + 1]) != (start, end):
         raise ErrBadTraceList(
             f"trace_list entries {msg.segment} and {msg.segment + 1} must be the revealed states"
-            " (a secret end as its leaf hash)"
+            " (a secret entry as its leaf hash)"
         )
 
 

@@ -151,6 +151,7 @@ def _participant_json(p: jobs_pb2.Participant) -> dict[str, Any]:
                     "end_location": o.end_location,
                     "trace_list_hash": o.trace_list_hash.hex(),
                     "end_leaf_hash": o.end_leaf_hash.hex(),
+                    "start_leaf_hash": o.start_leaf_hash.hex(),
                     "height": o.height,
                     "end_probe": list(o.end_probe),
                     "end_opened_height": o.end_opened_height,

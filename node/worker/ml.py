@@ -538,17 +538,23 @@ def verify_round(
     base_params_hash: bytes | None = None,
     hidden: dict[int, bytes] | None = None,
 ) -> ChallengeVerdict:
-    """The full check of one challenged commitment (trainer.verify.verify_challenge): the
-    served trace list gives the committed trace root, trace entry 0 is the pinned fresh start
-    (base model, step 0, zero moments, empty carry, the assigned shard), the committed payload
-    is compress(θ_base − θ_H + e_prev) of the trace's last entry, and every opened segment
-    re-executes (the job's determinism mode). ``states`` holds entries 0, H/k and each opened
-    segment's two entries, except the secret ends ``hidden`` (exact mode: entry -> the opened
-    leaf hash; ``trace`` holds that leaf hash there, incentives.mask_trace);
-    ``base_params_hash`` = ``params_hash`` of the round's base model bytes (they may carry the
-    outer momentum). Stops at the first failure."""
+    """The full check of one challenged commitment: the served trace list gives the committed
+    trace root, trace entry 0 is the pinned fresh start (base model, step 0, zero moments, empty
+    carry, the assigned shard), the committed payload is compress(θ_base − θ_H + e_prev) of the
+    trace's last entry (trainer.verify.verify_challenge, which checks those), and every opened
+    segment re-executes in the job's determinism mode, **each run of adjacent opened segments
+    through from the run's start** (trainer.verify_run.verify_run: only a run's start is
+    opened, every other start is the previous segment's secret end; the state the re-execution
+    reached is the next segment's start). ``states`` holds entries 0, H/k and the start of each
+    run, ``hidden`` the secret entries (entry -> the opened leaf hash; ``trace`` holds that leaf
+    hash there, incentives.mask_trace); ``base_params_hash`` = ``params_hash`` of the round's
+    base model bytes (they may carry the outer momentum). Stops at the first failure."""
+    from abci_app.jobs.incentives import compute_runs
+    from trainer.verify_run import verify_run
+
+    hidden = dict(hidden or {})
     ch = Challenge(
-        segments=sorted(set(segments)),
+        segments=[],  # start, payload, trace root and served states; the runs below
         trace=list(trace),
         states=states,
         carry=carry,
@@ -556,9 +562,9 @@ def verify_round(
         update_root=update_root,
         binding=binding,
         payload=payload,
-        hidden=dict(hidden or {}),
+        hidden=hidden,
     )
-    return verify_challenge(
+    out = verify_challenge(
         ch,
         spec,
         corpus=corpus,
@@ -570,12 +576,53 @@ def verify_round(
         device=device,
         base_params_hash=base_params_hash,
     )
+    if not out.valid:
+        return out
+    n = plan.H // plan.k
+    runs = compute_runs(segments)
+    if any(not 0 <= s < n for run in runs for s in run):
+        return ChallengeVerdict(False, "a drawn segment is outside the trace")
+    workspace: dict = {}  # one model and optimizer for every run
+    for run in runs:
+        first = run[0]
+        start = states.get(first)
+        if start is None or first in hidden:
+            return ChallengeVerdict(False, f"trace entry {first} (a run's start) was not served")
+        ends = [(hidden.get(s + 1), None if s + 1 in hidden else states.get(s + 1)) for s in run]
+        if any(leaf is None and end is None for leaf, end in ends):
+            return ChallengeVerdict(False, "an opened end is neither secret nor served")
+        verdicts = verify_run(
+            start,
+            spec,
+            plan.k,
+            ends,
+            corpus=corpus,
+            tolerance=plan.tolerance,
+            expected_start_hash=bytes(trace[first]),
+            base_model_hash=base_params_hash or binding.base_model_hash,
+            inner=plan.inner,
+            model=plan.model,
+            device=device,
+            workspace=workspace,
+        )
+        for s, v in zip(run, verdicts, strict=False):
+            out.segments[s] = v
+            if not v.valid:
+                out.valid, out.reason = False, f"segment {s}: {v.reason}"
+                return out
+    out.reason = f"start, payload and {len(out.segments)} segment(s) check out"
+    return out
 
 
 def quality(plan: JobPlan, base_bytes: bytes, payload: bytes, corpus: Corpus) -> int:
     """0..10000: the update's held-out loss improvement in milli-nats (trainer.verify), clamped;
-    a valid segment earns at least 1."""
-    heldout = corpus.heldout_batches(plan.model.block_size, 32, 4)
+    a valid segment earns at least 1. Scored on one fixed public held-out batch: the first 32
+    windows of the corpus's held-out *eval* half (``heldout_batches(block, 32, 1)``; the
+    adaptive compression policy only sees the other half). One batch, not four: a valid vote
+    pays this for every challenge, and four batches before and after cost 4-7 training steps of
+    the job's model, more than a quarter of what a 15-segment challenge re-executes
+    (benchmarks/RESULTS.md *Verification*); the aggregation screen keeps its own batches."""
+    heldout = corpus.heldout_batches(plan.model.block_size, 32, 1)
     try:
         q = quality_score(load_model(base_bytes, plan.model), payload, heldout)
     except (ValueError, KeyError):

@@ -983,7 +983,9 @@ class ProviderWorker:
         from abci_app.jobs.probe import PROBE_DIM, is_probe_within
         from node.blobs import BlobError
         from node.worker import ml
+        from trainer.commit import PayloadError
         from trainer.verify import verify_opened_end
+        from trainer.verify_run import shift_state
 
         jid, rn = int(r["job_id"]), int(r["round"])
         ch = t["challenge"]
@@ -1014,9 +1016,20 @@ class ProviderWorker:
             if not is_probe_within(theirs, mine, ppm):
                 return False, f"segment {o['segment']}: the opened probe is not ours"
             try:
-                start = state(o["start_state_hash"], [o["start_location"], endpoint])
                 claimed = state(o["end_state_hash"], [o["end_location"], endpoint])
                 reexec = bytes(self.store.read(v["reached"][i]))
+                if o.get("start_state_hash"):  # a run's start
+                    start = state(o["start_state_hash"], [o["start_location"], endpoint])
+                else:  # the previous opened segment's end, opened too; we re-executed from
+                    # ours: judge the displacement, our end moved onto the provider's start
+                    p = openings[i - 1]
+                    if i == 0 or int(p["segment"]) != int(o["segment"]) - 1:
+                        return False, f"segment {o['segment']}: no opened start"
+                    start = state(p["end_state_hash"], [p["end_location"], endpoint])
+                    own = bytes(self.store.read(v["reached"][i - 1]))
+                    reexec = shift_state(reexec, own, start)
+            except PayloadError as e:  # not a state of the model (the end before was judged)
+                return False, f"segment {o['segment']}: opened states do not match: {e}"
             except (BlobError, KeyError, OSError) as e:
                 if not closing:
                     raise
@@ -1072,8 +1085,8 @@ class ProviderWorker:
         if self.cfg.behaviour == "lazy-verifier":  # public data only: refused (exact mode) or
             # counted invalid and slashed (tolerance mode: its probes, all zero, are a guess)
             public = {int(o["segment"]): o["start_state_hash"] for o in openings}
-            guess = [
-                bytes.fromhex(o["end_state_hash"] or public.get(int(o["segment"]) + 1, "00" * 32))
+            guess = [  # only a run's start is public: never the end of an opened segment
+                bytes.fromhex(o["end_state_hash"] or public.get(int(o["segment"]) + 1) or "00" * 32)
                 for o in openings
             ]
             return True, ml.MAX_QUALITY, guess, "lazy: not re-executed"
@@ -1103,7 +1116,8 @@ class ProviderWorker:
             self.fetch, tier="temp", round_key=rk, max_bytes=ml.blob_cap(plan, ml.STATE_PARTS)
         )
         states: dict[int, bytes] = {}
-        # exact mode: the ends the provider keeps secret (it serves their leaf hashes only)
+        # the ends the provider keeps secret (it serves their leaf hashes only), and with them
+        # every start but a run's (the verifier re-executes each run through: ml.verify_round)
         segs = [int(o["segment"]) for o in openings]
         hidden: dict[int, bytes] = {}
         if any(o.get("end_leaf_hash") for o in openings):  # the chain opened the ends as leaves
@@ -1122,7 +1136,8 @@ class ProviderWorker:
             trace = ml.parse_trace_list(listed)
             for o in openings:
                 s = int(o["segment"])
-                states[s] = state(o["start_state_hash"], [o["start_location"], endpoint])
+                if s not in hidden:  # a run's start (any other is the secret end before it)
+                    states[s] = state(o["start_state_hash"], [o["start_location"], endpoint])
                 if s + 1 in hidden or s + 1 in states:
                     continue
                 if o["end_state_hash"]:

@@ -21,7 +21,7 @@ from abci_app.jobs.errors import (
     ErrVoteMismatch,
     ErrWrongPhase,
 )
-from abci_app.jobs.incentives import compute_hidden_entries, mask_trace
+from abci_app.jobs.incentives import compute_hidden_entries, is_run_start, mask_trace
 from abci_app.pb import abci, bank_pb2, jobs_pb2, providers_pb2
 from abci_app.store.cachekv import CacheKV
 from tests.kits.chainkit import CHAIN_ID, assert_rejected, signer
@@ -659,21 +659,26 @@ def faked_trace(addr: bytes, job_id: int, round_: int, faked: set[int]) -> list[
 
 
 def reveal_of(tl: list[bytes], job_id: int, round_: int, segment: int, segments: list[int]):
-    """marketkit.reveal_msg for the committed trace ``tl`` (exact mode: the ends stay secret)."""
+    """marketkit.reveal_msg for the committed trace ``tl`` (the ends stay secret, and so does
+    the start of a segment whose predecessor is opened too: only a run's start is public)."""
     s, e = entry_leaf(segment), entry_leaf(segment + 1)
     trace_list = b"".join(mask_trace(tl[entry_leaf(0) :], compute_hidden_entries(segments, N_SEG)))
+    start = (
+        {"start_state_hash": tl[s], "start_location": "http://10.0.0.1:26680/s/a"}
+        if is_run_start(segment, segments)
+        else {"start_leaf_hash": hash_leaf(tl[s])}
+    )
     return tx_pb2.Msg(
         reveal_segment=jobs_pb2.MsgRevealSegment(
             job_id=job_id,
             round=round_,
             segment=segment,
-            start_state_hash=tl[s],
             start_proof=merkle_proof(tl, s),
             end_proof=merkle_proof(tl, e),
-            start_location="http://10.0.0.1:26680/s/a",
             trace_list_hash=hashlib.sha256(trace_list).digest(),
             trace_list=trace_list,
             end_leaf_hash=hash_leaf(tl[e]),
+            **start,
         )
     )
 

@@ -251,3 +251,96 @@ def test_the_end_is_opened_by_its_leaf_hash_only(mode):
     assert res.code == 0, res.log
     o = m.round(1, 0).participants[0].reveals[0]
     assert o.end_leaf_hash == hash_leaf(st[s + 1]) and not o.end_state_hash and not o.end_location
+
+
+def _all_segments_in_phase(mode: str):
+    """A job whose challenge opens all four segments of its trace (one run ending at H/k: before
+    the run-start rule, every end was public as the next segment's start or as entry H/k)."""
+    from tests.kits.marketkit import EXACT
+
+    m, r = job_in_phase(
+        jobs_pb2.PHASE_REVEAL, segments_per_challenge=4, **(EXACT if mode == "exact" else {})
+    )
+    p = r.participants[0]
+    assert sorted(p.segments) == [0, 1, 2, 3]
+    return m, p
+
+
+@pytest.mark.parametrize("mode", ["exact", "tolerance"])
+def test_adjacent_opened_segments_keep_every_end_secret(mode):
+    """Only the start of a run of adjacent opened segments is public: segment s whose
+    predecessor is opened gives its start (the previous segment's end) as a leaf hash only
+    (``start_leaf_hash``, proven at leaf-hash level), and the trace list masks it, so every end
+    in the run but entry H/k stays secret (README *Evidence only re-execution yields*)."""
+    m, p = _all_segments_in_phase(mode)
+    a, k, segs = p.address, m.key(p.address), list(p.segments)
+    st = trace_states(a, 1, 0, 5)
+    assert compute_hidden_entries(segs, 4) == {1, 2, 3}
+    res = m.send(k, *[reveal_msg(a, 1, 0, s, segments=segs) for s in segs])
+    assert res.code == 0, res.log
+    q = m.round(1, 0).participants[0]
+    assert q.HasField("reveal")
+    by = {o.segment: o for o in q.reveals}
+    assert by[0].start_state_hash == st[0] and by[0].start_location and not by[0].start_leaf_hash
+    for s in (1, 2, 3):  # the start is the previous segment's secret end: a leaf hash only
+        o = by[s]
+        assert not o.start_state_hash and not o.start_location
+        assert o.start_leaf_hash == hash_leaf(st[s]) == by[s - 1].end_leaf_hash
+    # the list the first opening carried: entries 0 and H/k in the clear, every other a leaf
+    listed = mask_trace(st, {1, 2, 3})
+    assert by[0].trace_list_hash == hashlib.sha256(b"".join(listed)).digest()
+    public = {i for i, e in enumerate(listed) if e == st[i]}
+    assert public == {0, 4}
+    # what is public on chain and in the list names no end but entry H/k (segment 3's)
+    opened = {o.start_state_hash for o in q.reveals} | {o.end_state_hash for o in q.reveals}
+    assert {st[s + 1] for s in segs} & (opened | set(listed)) == {st[4]}
+
+
+def test_invalid_non_run_start_opening_gives_a_plain_start_hash():
+    """A segment whose predecessor is challenged too must open its start by its leaf hash only:
+    a plain start hash (with or without the leaf hash), a location, no leaf hash (507), a leaf
+    hash that is not the committed one or the state hash in its place (512) are refused, and
+    nothing changes; a run's start giving a leaf hash instead of its state is refused too."""
+    m, p = _all_segments_in_phase("exact")
+    a, k, segs = p.address, m.key(p.address), list(p.segments)
+    st = trace_states(a, 1, 0, 5)
+    tx = m.tx
+
+    def rv(s, **kw):
+        return reveal_msg(a, 1, 0, s, segments=segs, **kw)
+
+    plain = {"start_leaf_hash": b"", "start_state_hash": st[1]}
+    assert_rejected(m.chain, tx(k, rv(1, **plain)), ErrInvalidHash)
+    assert_rejected(
+        m.chain, tx(k, rv(1, **plain, start_location="http://10.0.0.1/s")), ErrInvalidHash
+    )
+    assert_rejected(m.chain, tx(k, rv(1, start_state_hash=st[1])), ErrInvalidHash)
+    assert_rejected(m.chain, tx(k, rv(1, start_location="http://10.0.0.1/s")), ErrInvalidHash)
+    assert_rejected(m.chain, tx(k, rv(1, start_leaf_hash=b"")), ErrInvalidHash)
+    assert_rejected(m.chain, tx(k, rv(1, start_leaf_hash=h("x"))), ErrBadProof)
+    assert_rejected(m.chain, tx(k, rv(1, start_leaf_hash=st[1])), ErrBadProof)
+    # segment 0 starts the run: its start is opened as the state, never as a leaf hash
+    assert_rejected(m.chain, tx(k, rv(0, start_leaf_hash=hash_leaf(st[0]))), ErrInvalidHash)
+    # the same openings in the right form are taken
+    res = m.send(k, rv(0), rv(1, trace_list=b""))
+    assert res.code == 0, res.log
+
+
+def test_hidden_entries_leave_a_lazy_verifier_at_most_the_segment_ending_at_h_over_k():
+    """For every set of opened segments of a 6-segment trace: every start but a run's is
+    secret, and the only opened segment whose end is public is the one ending at H/k (the
+    payload check needs entry H/k): a lazy verifier skips at most that one re-execution."""
+    from itertools import combinations
+
+    from abci_app.jobs.incentives import compute_runs, is_run_start
+
+    n = 6
+    for size in range(1, n + 1):
+        for segs in combinations(range(n), size):
+            hidden = compute_hidden_entries(list(segs), n)
+            assert {s for s in segs if s + 1 not in hidden} <= {n - 1}
+            assert all((s in hidden) != is_run_start(s, list(segs)) for s in segs)
+            runs = compute_runs(list(segs))
+            assert [s for run in runs for s in run] == sorted(segs)
+            assert all(run == list(range(run[0], run[-1] + 1)) for run in runs)
+            assert all(not is_run_start(s, list(segs)) for run in runs for s in run[1:])

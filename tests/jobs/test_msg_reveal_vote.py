@@ -177,3 +177,54 @@ def test_invalid_reveal_vote_in_the_voting_window():
     commit, open_ = vote_msgs(r, p.address, v.address)
     assert m.send(v, commit).code == 0
     assert_rejected(m.chain, m.tx(v, open_), ErrWrongPhase)
+
+
+def test_lazy_verifier_cannot_open_a_valid_vote_on_a_run():
+    """Exact mode, all four segments opened (one run ending at H/k: before the run-start rule
+    nothing was secret and an always-valid vote opened for free). From everything public (the
+    run's start, entry H/k, the trace list the first opening carried, the openings' leaf
+    hashes) a lazy verifier cannot name the ends: its valid vote is refused (531). Only after
+    re-executing segments 0..2 does it know every end but entry H/k's, which is public: the
+    bound is one skipped segment, the one ending at H/k."""
+    from abci_app.jobs.incentives import compute_evidence, compute_hidden_entries, mask_trace
+    from abci_app.merkle import hash_leaf
+    from tests.kits.marketkit import trace_states
+
+    m, r = job_in_phase(jobs_pb2.PHASE_VERDICT, segments_per_challenge=4, **EXACT)
+    p = r.participants[0]
+    assert sorted(o.segment for o in p.reveals) == [0, 1, 2, 3]
+    st = trace_states(p.address, 1, 0, 5)
+    listed = mask_trace(st, compute_hidden_entries(list(p.segments), 4))
+    public = {o.start_state_hash for o in p.reveals} | set(listed)
+    v = m.key(p.verifiers[0].address)
+    salt = vote_salt(v.address, 1, 0, p.address)
+
+    def commit_and_open(reached):
+        from abci_app.jobs.incentives import compute_vote_hash
+
+        ev = compute_evidence(reached)
+        hsh = compute_vote_hash(1, 0, p.address, v.address, True, 7_000, ev, salt)
+        return verdict_msg(1, 0, p.address, hsh), reveal_vote_msg(
+            1, 0, p.address, True, 7_000, ev, salt, reached
+        )
+
+    # the lazy verifier's best: the list's entry at each end (a leaf hash, or H/k in the clear)
+    lazy = [listed[s + 1] for s in range(4)]
+    ends = [o.end_leaf_hash for o in sorted(p.reveals, key=lambda o: o.segment)]
+    known = [x in public and hash_leaf(x) == e for x, e in zip(lazy, ends, strict=True)]
+    assert known == [False, False, False, True]
+    commit, open_ = commit_and_open(lazy)
+    assert m.send(v, commit).code == 0
+    m.until(r.verdict_end)
+    assert_rejected(m.chain, m.tx(v, open_), ErrBadEvidence)
+    # re-executing 0..2 yields entries 1..3; entry 4 is public: that vote opens (same market,
+    # replayed: the runs are deterministic)
+    m2, r2 = job_in_phase(jobs_pb2.PHASE_VERDICT, segments_per_challenge=4, **EXACT)
+    p2 = r2.participants[0]
+    v2 = m2.key(p2.verifiers[0].address)
+    assert (p2.address, v2.address) == (p.address, v.address)
+    commit, open_ = commit_and_open([st[1], st[2], st[3], listed[4]])
+    assert m2.send(v2, commit).code == 0
+    m2.until(r2.verdict_end)
+    res = m2.send(v2, open_)
+    assert res.code == 0, res.log

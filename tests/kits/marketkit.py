@@ -14,6 +14,7 @@ from abci_app.jobs.incentives import (
     compute_evidence,
     compute_hidden_entries,
     compute_vote_hash,
+    is_run_start,
     mask_trace,
 )
 from abci_app.jobs.probe import PROBE_DIM, compute_probe_evidence, encode_probe
@@ -228,8 +229,10 @@ def reveal_msg(
     ``entry_leaf(segment + 1)`` of the bound trace, with the trace list (the entries, leaves
     1.., concatenated) and its sha256. The end is opened by its leaf hash only (both modes), its
     state hash stays secret, and the list holds the secret ends of the challenged ``segments``
-    (default: this one) as leaf hashes (incentives.mask_trace). (``exact`` is accepted and
-    ignored: both modes reveal alike.)"""
+    (default: this one) as leaf hashes (incentives.mask_trace). A segment whose predecessor is
+    in ``segments`` opens its start by its leaf hash too (``start_leaf_hash``; no start hash or
+    location): only a run's start is public. (``exact`` is accepted and ignored: both modes
+    reveal alike.)"""
     kw.pop("exact", None)
     segments = list(kw.pop("segments", [segment]))
     tl = trace_leaves(addr, job_id, round_, base, n_entries)
@@ -240,14 +243,16 @@ def reveal_msg(
         "job_id": job_id,
         "round": round_,
         "segment": segment,
-        "start_state_hash": tl[s],
         "start_proof": merkle_proof(tl, s),
         "end_proof": merkle_proof(tl, e),
-        "start_location": "http://10.0.0.1:26680/s/a",
         "trace_list_hash": hashlib.sha256(trace_list).digest(),
         "trace_list": trace_list,
         "end_leaf_hash": hash_leaf(tl[e]),
     }
+    if is_run_start(segment, segments):
+        d.update(start_state_hash=tl[s], start_location="http://10.0.0.1:26680/s/a")
+    else:
+        d.update(start_leaf_hash=hash_leaf(tl[s]))
     d.update(kw)
     return tx_pb2.Msg(reveal_segment=jobs_pb2.MsgRevealSegment(**d))
 
@@ -291,7 +296,8 @@ def reached_states(
     the honest trace's entries when the segments are right, other states when they are not.
     ``diligent=False`` is a lazy verifier that did not re-execute: it has only public data, the
     revealed end state hashes (tolerance mode) or, in exact mode where those are secret, a
-    public entry when another opening starts there, else a guess."""
+    public entry when another opening starts there (only a run's start is: never the end of an
+    opened segment), else a guess."""
     opened = sorted(target.reveals, key=lambda o: o.segment)
     out = []
     for o in opened:

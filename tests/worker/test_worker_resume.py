@@ -155,25 +155,32 @@ def test_kill_9_after_commit_and_restart(tmp_path, monkeypatch):
     n = n_trace_leaves(len(prog["trace"]))
     submitted_trace = [bytes.fromhex(t) for t in prog["trace"]]
     for x in reveals:
-        assert verify_merkle_proof(
-            submit.trace_root, x.start_state_hash, entry_leaf(x.segment), n, list(x.start_proof)
-        )
+        if x.segment == 0:  # the run's start is opened; segment 1's start is entry 1, secret
+            assert verify_merkle_proof(
+                submit.trace_root, x.start_state_hash, entry_leaf(0), n, list(x.start_proof)
+            )
+            assert x.start_location.endswith(x.start_state_hash.hex())
+        else:
+            assert not x.start_state_hash and not x.start_location
+            assert x.start_leaf_hash == hash_leaf(submitted_trace[x.segment])
+            assert verify_leaf_hash_proof(
+                submit.trace_root, x.start_leaf_hash, entry_leaf(x.segment), n, list(x.start_proof)
+            )
         # the end is opened by its leaf hash only (its state stays secret until the votes)
         end = submitted_trace[x.segment + 1]
         assert not x.end_state_hash and x.end_leaf_hash == hash_leaf(end)
         assert verify_leaf_hash_proof(
             submit.trace_root, x.end_leaf_hash, entry_leaf(x.segment + 1), n, list(x.end_proof)
         )
-        assert x.start_location.endswith(x.start_state_hash.hex())
         # both openings name the trace list's hash; the first carries the list (the chain proves
         # it against the trace root), the second does not need to
-        # (the list holds the secret end, entry 2 of 0..H/k = 4, as its leaf hash)
+        # (the list holds the secret entries 1 and 2 of 0..H/k = 4 as their leaf hashes)
         masked = mask_trace(submitted_trace, compute_hidden_entries([0, 1], len(prog["trace"]) - 1))
         assert x.trace_list_hash == hashlib.sha256(b"".join(masked)).digest()
         assert c.w.store.has(x.trace_list_hash.hex())
     assert reveals[0].trace_list == b"".join(masked) and reveals[1].trace_list == b""
     for x in reveals:
-        assert c.w.store.has(x.start_state_hash.hex())
+        assert c.w.store.has(submitted_trace[x.segment].hex())
         assert c.w.store.has(submitted_trace[x.segment + 1].hex())
     leaf0 = binding_leaf(b"trace", c.w.me_bytes, 3, 1, hashlib.sha256(base).digest())
     assert verify_merkle_proof(submit.trace_root, leaf0, 0, n, list(submit.trace_binding_proof))

@@ -110,9 +110,12 @@ def judged(
     job=JOB,
     verifier: str = "honest",
     out: dict | None = None,
+    segments: list[int] | None = None,
 ):
     """(the verifier's vote, the true end state hash of the opened segment). ``out`` gets the
-    provider, the verifier, the round, the target, the submission and the sent messages."""
+    provider, the verifier, the round, the target, the submission and the sent messages.
+    ``segments``: the challenged segments (default ``[segment]``), all opened."""
+    segs = sorted(segments or [segment])
     set_determinism(0, threads=1)
     base = (
         momentum_base() if with_momentum else ml.initial_model_bytes(ml.config_from_job(MODEL), 0)
@@ -148,20 +151,27 @@ def judged(
 
         st = prov.store.read(prov.progress.round(3, 1)["trace"][-1])
         assert load_state(bytes(st)).slices == procs
-    ch = {"segment": segment, "segments": [segment], "opened": [], "reveal": None, "verifiers": []}
+    ch = {"segment": segs[0], "segments": segs, "opened": [], "reveal": None, "verifiers": []}
     prov.do_reveal(job, dict(r, phase="reveal"), {"challenge": ch})
-    (rev,) = [m.reveal_segment for m in sent[1:]]
+    revs = [m.reveal_segment for m in sent[1:]]
+    assert [x.segment for x in revs] == segs
+    rev = revs[0]
     assert hashlib.sha256(rev.trace_list).digest() == rev.trace_list_hash  # the first opening
     assert prov.store.has(rev.trace_list_hash.hex())  # and the provider serves it
-    opening = {
-        "segment": rev.segment,
-        "start_state_hash": rev.start_state_hash.hex(),
-        "end_state_hash": rev.end_state_hash.hex(),
-        "start_location": rev.start_location,
-        "end_location": rev.end_location,
-        "trace_list_hash": "" if drop_trace_list else rev.trace_list_hash.hex(),
-        "end_leaf_hash": rev.end_leaf_hash.hex(),
-    }
+    openings = [
+        {
+            "segment": x.segment,
+            "start_state_hash": x.start_state_hash.hex(),
+            "end_state_hash": x.end_state_hash.hex(),
+            "start_location": x.start_location,
+            "end_location": x.end_location,
+            "trace_list_hash": "" if drop_trace_list else rev.trace_list_hash.hex(),
+            "end_leaf_hash": x.end_leaf_hash.hex(),
+            "start_leaf_hash": x.start_leaf_hash.hex(),
+        }
+        for x in revs
+    ]
+    opening = openings[-1]
     target = {
         "address": prov.me,
         "shard": 2,
@@ -171,7 +181,7 @@ def judged(
             "payload_size": submit.payload_size,
             "blob_location": submit.blob_location,
         },
-        "challenge": dict(ch, opened=[segment], reveals=[opening], reveal=opening),
+        "challenge": dict(ch, opened=segs, reveals=openings, reveal=opening),
     }
 
     def serve(h: str) -> bytes:
@@ -179,22 +189,34 @@ def judged(
             return rev.trace_list[32:] + rev.trace_list[:32]
         return bytes(prov.store.read(h)) if prov.store.has(h) else blobs[h]
 
-    true_end = bytes.fromhex(prov.progress.round(3, 1)["trace"][segment + 1])
+    trace = [bytes.fromhex(x) for x in prov.progress.round(3, 1)["trace"]]
+    true_end = trace[segment + 1]
     n = job["spec"]["inner_steps"] // job["spec"]["trace_interval"]
-    if job["spec"]["determinism_mode"] == "exact":
-        # the end is opened by its leaf hash only; the committed trace list masks the secret end
-        assert not rev.end_state_hash and not rev.end_location
-        assert rev.end_leaf_hash == hash_leaf(true_end)
-        listed = ml.parse_trace_list(rev.trace_list)
-        hidden = compute_hidden_entries([segment], n)  # entry H/k is public (payload check)
-        assert (true_end not in listed) == bool(hidden)
-        for i in hidden:
-            assert listed[i] == hash_leaf(true_end)
-    ver = worker(tmp, "ver", verifier, serve, check=not other_list, job=job)
+    # both modes: the ends are opened by their leaf hashes only, and so is every start but a
+    # run's; the committed trace list masks them (entry H/k is public: the payload check)
+    hidden = compute_hidden_entries(segs, n)
+    listed = ml.parse_trace_list(rev.trace_list)
+    assert listed == [hash_leaf(x) if i in hidden else x for i, x in enumerate(trace)]
+    for x in revs:
+        assert not x.end_state_hash and not x.end_location
+        assert x.end_leaf_hash == hash_leaf(trace[x.segment + 1])
+        if x.segment - 1 in segs:  # not a run's start
+            assert not x.start_state_hash and not x.start_location
+            assert x.start_leaf_hash == hash_leaf(trace[x.segment])
+        else:
+            assert x.start_state_hash == trace[x.segment] and not x.start_leaf_hash
+    fetched: list[str] = []
+
+    def serve_logged(h: str) -> bytes:
+        fetched.append(h)
+        return serve(h)
+
+    ver = worker(tmp, "ver", verifier, serve_logged, check=not other_list, job=job)
     vote = ver.judge(job, dict(r, phase="verdict", participants=[target]), target, height=150)
     ver._pool.shutdown(wait=True)
     if out is not None:
         out.update(prov=prov, ver=ver, r=r, target=target, submit=submit, sent=sent, me=me)
+        out.update(trace=trace, fetched=fetched)
     return vote, true_end
 
 
@@ -387,3 +409,92 @@ def test_tolerance_round_probes_end_to_end(tmp_path, verifier):
         assert late.valid and list(late.probes) == mine
     else:
         assert rv.valid and not is_probe_within(list(oe.probe), mine, 1_000)
+
+
+# a trace of four segments (k = 1): a run inside the trace, and one ending at H/k
+JOB4: dict[str, Any] = {"id": 3, "spec": dict(JOB["spec"], trace_interval=1)}
+JOB4_TOL: dict[str, Any] = {
+    "id": 3,
+    "spec": dict(JOB["spec"], determinism_mode="tolerance", tolerance_ppm=1000, trace_interval=1),
+}
+
+
+@pytest.mark.parametrize("job", [JOB4, JOB4_TOL], ids=["exact", "tolerance"])
+@pytest.mark.parametrize("segs", [[1, 2], [0, 1, 2, 3]], ids=["inner-run", "whole-trace"])
+def test_honest_run_of_adjacent_segments_is_valid_end_to_end(tmp_path, job, segs):
+    """The provider opens only each run's start (the other starts as leaf hashes) and masks
+    every end but H/k; the verifier re-executes the run through from its start, its own reached
+    state being the next segment's start: it never fetches a secret state, and its vote is VALID
+    with every end of the run as evidence (exact mode: the committed ends, byte for byte)."""
+    box: dict = {}
+    (valid, q, reached, why), _ = judged(
+        tmp_path, "honest", segs[0], job=job, segments=segs, out=box
+    )
+    assert valid, why
+    assert f"start, payload and {len(segs)} segment(s)" in why and 1 <= q <= ml.MAX_QUALITY
+    trace = box["trace"]
+    assert reached == [trace[s + 1] for s in segs]
+    secret = compute_hidden_entries(segs, len(trace) - 1)
+    assert secret and not {trace[i].hex() for i in secret} & set(box["fetched"])
+    if job is JOB4_TOL:  # the blind vote's probes: one per opened segment, the provider's own
+        prog = box["prov"].progress.round(3, 1)
+        mine = box["ver"]._probes[(3, 1, box["target"]["address"])]
+        assert mine == [x for s in segs for x in prog["probes"][s + 1]]
+
+
+def test_lazy_verifier_cannot_name_the_ends_of_a_run(tmp_path):
+    """Exact mode, all four segments opened (one run ending at H/k: before the run-start rule
+    every end was public). The lazy verifier's guesses from public data have the committed leaf
+    only for the end that is entry H/k: its valid vote cannot be opened (incentives
+    .is_reached_valid)."""
+    box: dict = {}
+    (valid, _q, reached, why), _ = judged(
+        tmp_path, "honest", 0, job=JOB4, segments=[0, 1, 2, 3], verifier="lazy-verifier", out=box
+    )
+    assert valid and "lazy" in why
+    leaves = [bytes.fromhex(o["end_leaf_hash"]) for o in box["target"]["challenge"]["reveals"]]
+    assert [hash_leaf(x) == leaf for x, leaf in zip(reached, leaves, strict=True)] == [False] * 4
+
+
+def test_tolerance_run_opened_ends_are_judged_on_the_displacement(tmp_path):
+    """Tolerance mode, a run of two opened segments: after the provider opens its ends
+    (MsgOpenEnd), the verifier judges the second segment from the provider's opened start (the
+    first segment's end) with its own re-executed displacement (trainer.verify_run.shift_state),
+    and opens its vote VALID."""
+    box: dict = {}
+    (valid, _q, _reached, why), _ = judged(
+        tmp_path, "honest", 1, job=JOB4_TOL, segments=[1, 2], out=box
+    )
+    assert valid, why
+    prov, ver, r, target = box["prov"], box["ver"], box["r"], box["target"]
+    vsent: list = []
+    ver._send = lambda *m: vsent.extend(m) or {"txhash": "00" * 32, "height": 151}
+    rr = dict(r, participants=[target])
+    rr["windows"] = dict(r["windows"], vote_reveal_end=300)
+    ver.do_verify(JOB4_TOL, dict(rr, phase="verdict"), target, height=150)
+    psent: list = box["sent"]
+    before = len(psent)
+    prov.do_open_end(
+        JOB4_TOL, dict(rr, phase="vote_reveal"), dict(box["me"], challenge=target["challenge"])
+    )
+    oes = {m.open_end.segment: m.open_end for m in psent[before:]}
+    assert sorted(oes) == [1, 2]
+    opened = [
+        dict(
+            o,
+            end_state_hash=oes[o["segment"]].end_state_hash.hex(),
+            end_location=oes[o["segment"]].end_location,
+            end_probe=list(oes[o["segment"]].probe),
+            end_opened_height=160,
+        )
+        for o in target["challenge"]["reveals"]
+    ]
+    t2 = dict(target, challenge=dict(target["challenge"], reveals=opened, reveal=opened[-1]))
+    v = ver.progress.round(3, 1)["votes"][target["address"]]
+    assert ver.judge_opened_ends(JOB4_TOL, rr, t2, v, height=161) == (
+        True,
+        "opened ends within tolerance of the re-execution",
+    )
+    ver.do_open_vote(JOB4_TOL, dict(rr, phase="vote_reveal", participants=[t2]), t2, height=161)
+    (rv,) = [m.reveal_vote for m in vsent[1:]]
+    assert rv.valid and len(rv.probes) == 2 * 32

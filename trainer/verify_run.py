@@ -1,0 +1,187 @@
+"""Re-execution of a run of adjacent opened segments (issue 11; abci_app/jobs/README.md
+*Evidence only re-execution yields*).
+
+The chain's reveal opens only the start of each run of adjacent challenged segments
+(``abci_app.jobs.incentives.is_run_start``): every other start is the previous segment's secret
+end, opened as a Merkle leaf hash. So a verifier re-executes each run through from the run's
+start, the state its own re-execution reached being the next segment's start, and every end of
+the run is evidence only that re-execution yields.
+
+``verify_run(start_state, shard_spec, k, ends, ...)``
+    One ``trainer.verify.Verdict`` per segment of the run (stops after the first invalid one).
+    ``ends[i]`` = ``(end_leaf, claimed_end_state)`` of the run's i-th segment: a secret end
+    (``claimed_end_state`` None) is judged as ``verify_segment`` judges one (exact mode: the
+    re-executed state's hash must have the opened leaf hash; tolerance mode: the verdict carries
+    the probe of the re-executed end and its bytes, judged once MsgOpenEnd opens it); a public
+    end (entry H/k, served for the payload check) is judged against its bytes
+    (``trainer.verify.judge_end``, with the metadata checked first). The model and optimizer
+    stay loaded across the run: the provider trained through the same states.
+
+``shift_state(reexec, own_start, their_start)``
+    Tolerance mode, a segment that is not a run's start: the verifier's re-execution started from
+    its own reached state, which is within tolerance of the provider's but not identical, so
+    comparing its end with the provider's would add the previous segments' drift to this one's.
+    The verifier judges the segment's displacement instead: its re-executed end moved onto the
+    provider's opened start, ``reexec + (their_start - own_start)`` per state part (float64, cast
+    back), metadata the re-execution's (``worker.judge_opened_ends`` passes it to
+    ``trainer.verify.verify_opened_end`` with the provider's start).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from abci_app.merkle import hash_leaf
+from trainer.commit import KIND_STATE, Payload, PayloadError, decode, decode_meta, encode
+from trainer.data import Corpus, ShardSpec
+from trainer.determinism import set_determinism
+from trainer.model import GPTConfig
+from trainer.probe import compute_probe
+from trainer.state import InnerConfig, load_state, params_hash_of_state, run_inner_steps
+from trainer.verify import STATE_PARTS, Verdict, _invalid, judge_end
+
+
+def verify_run(
+    start_state: bytes,
+    shard_spec: ShardSpec,
+    k: int,
+    ends: list[tuple[bytes | None, bytes | None]],
+    *,
+    corpus: Corpus,
+    tolerance: float | None = None,
+    expected_start_hash: bytes | None = None,
+    base_model_hash: bytes | None = None,
+    inner: InnerConfig | None = None,
+    model: GPTConfig | None = None,
+    device: str = "cpu",
+    deterministic: bool = True,
+    workspace: dict | None = None,
+) -> list[Verdict]:
+    """Re-run the run's segments one after the other from ``start_state`` (the run's opened
+    start) and judge each end (module docstring). Never raises on bad input: the first bad
+    segment gets an invalid verdict and the run stops there."""
+    if not isinstance(k, int) or k <= 0:
+        return [_invalid(f"segment length k must be a positive int, got {k!r}")]
+    if not ends:
+        return []
+    if expected_start_hash is not None and hashlib.sha256(start_state).digest() != (
+        expected_start_hash
+    ):
+        return [_invalid("start state does not match the committed trace entry")]
+    try:
+        sm = decode_meta(start_state, expected_kind=KIND_STATE)
+        ps = decode(start_state, expected_kind=KIND_STATE)
+    except PayloadError as exc:
+        return [_invalid(f"malformed start state: {exc}")]
+    if inner is not None and sm.get("inner") != inner.to_dict():
+        return [_invalid("start state's inner hyperparameters differ from the job's")]
+    if model is not None and sm.get("model") != model.to_dict():
+        return [_invalid("start state's model config differs from the job's")]
+    if sm.get("round") != shard_spec.round or sm.get("shard") != shard_spec.shard_index():
+        return [_invalid("start state is not this round's assigned shard")]
+    s0 = sm.get("inner_step")
+    if not isinstance(s0, int) or s0 < 0:
+        return [_invalid("start state has no inner step")]
+    if base_model_hash is not None and s0 == 0 and params_hash_of_state(ps) != base_model_hash:
+        return [_invalid("start state is not the round's base model")]
+    if deterministic:
+        set_determinism(0, threads=1)
+    try:
+        ls = load_state(ps, device, into=None if workspace is None else workspace.get("loaded"))
+    except (PayloadError, ValueError) as exc:
+        return [_invalid(f"start state does not load: {exc}")]
+    if workspace is not None:
+        workspace["loaded"] = ls
+    out: list[Verdict] = []
+    prev: Payload = ps  # the decoded start of the segment being judged (the verifier's own)
+    step = s0
+    for i, (leaf, claimed) in enumerate(ends):
+        try:
+            run_inner_steps(
+                ls.model,
+                ls.opt,
+                ls.icfg,
+                corpus,
+                shard_spec,
+                step,
+                k,
+                device=device,
+                slices=ls.slices,
+            )
+        except ValueError as exc:
+            out.append(_invalid(f"cannot re-run segment {i} of the run: {exc}"))
+            return out
+        step += k
+        reexec = ls.to_bytes(inner_step=step)
+        rh = hashlib.sha256(reexec).digest()
+        cur: Payload | None = None
+        if tolerance is not None or claimed is not None:
+            cur = decode(reexec, expected_kind=KIND_STATE)
+        if claimed is not None:  # a public end (entry H/k): judged against its bytes
+            v = _judge_public_end(prev, reexec, claimed, tolerance)
+        elif leaf is None:
+            v = _invalid("a secret end state (no claimed bytes) needs its opened leaf hash")
+        elif tolerance is not None:
+            v = Verdict(
+                True,
+                0.0,
+                "re-executed; the end is judged once it is opened (tolerance mode)",
+                rh.hex(),
+            )
+        elif hash_leaf(rh) == bytes(leaf):
+            v = Verdict(True, 0.0, "re-executed end state is the committed (secret) leaf", rh.hex())
+        else:
+            v = _invalid(
+                "re-executed end state is not the committed trace leaf (exact mode)",
+                reexecuted_hash=rh.hex(),
+                claimed_hash="leaf:" + bytes(leaf).hex(),
+            )
+        if tolerance is not None and cur is not None:
+            v.probe = compute_probe(prev, cur)
+            v.reexecuted_state = reexec
+        out.append(v)
+        if not v.valid:
+            return out
+        if cur is not None:
+            prev = cur
+    return out
+
+
+def _judge_public_end(
+    start: Payload, reexec: bytes, claimed: bytes, tolerance: float | None
+) -> Verdict:
+    """A served end (entry H/k) against the re-execution: the same metadata, then
+    ``judge_end`` (identical bytes in exact mode; within tolerance otherwise)."""
+    try:
+        cm = decode_meta(claimed, expected_kind=KIND_STATE)
+        rm = decode_meta(reexec, expected_kind=KIND_STATE)
+    except PayloadError as exc:
+        return _invalid(f"malformed claimed end state: {exc}")
+    if cm != rm:
+        diff = sorted(x for x in set(cm) | set(rm) if cm.get(x) != rm.get(x))
+        return _invalid(f"claimed end state's metadata differs from the re-execution's: {diff}")
+    return judge_end(start, reexec, claimed, tolerance)
+
+
+def shift_state(reexec: bytes, own_start: bytes, their_start: bytes) -> bytes:
+    """``reexec + (their_start - own_start)`` for every tensor part of ``STATE_PARTS`` (in
+    float64, cast back to each part's dtype), the metadata and every other part ``reexec``'s:
+    the verifier's re-executed displacement applied to the provider's start (module docstring).
+    PayloadError when the three states do not have the same tensors."""
+    pr = decode(reexec, expected_kind=KIND_STATE)
+    po = decode(own_start, expected_kind=KIND_STATE)
+    pt = decode(their_start, expected_kind=KIND_STATE)
+    for name, e in pr.entries.items():
+        a, b = po.entries.get(name), pt.entries.get(name)
+        if a is None or b is None:
+            raise PayloadError(f"tensor {name} is missing from a start state")
+        for part in STATE_PARTS:
+            x = e.parts.get(part)
+            if x is None:
+                continue
+            ya, yb = a.parts.get(part), b.parts.get(part)
+            if ya is None or yb is None or ya.shape != x.shape or yb.shape != x.shape:
+                raise PayloadError(f"{name}.{part} differs in shape between the states")
+            shifted = x.double() + (yb.double() - ya.double())
+            e.parts[part] = shifted.to(x.dtype)
+    return encode(pr)
