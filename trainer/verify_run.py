@@ -14,8 +14,9 @@ the run is evidence only that re-execution yields.
     re-executed state's hash must have the opened leaf hash; tolerance mode: the verdict carries
     the probe of the re-executed end and its bytes, judged once MsgOpenEnd opens it); a public
     end (entry H/k, served for the payload check) is judged against its bytes
-    (``trainer.verify.judge_end``, with the metadata checked first). The model and optimizer
-    stay loaded across the run: the provider trained through the same states.
+    (``trainer.verify.judge_end``, with the metadata checked first; in tolerance mode only as
+    the run's first end, else like a secret one). The model and optimizer stay loaded across
+    the run: the provider trained through the same states.
 
 ``shift_state(reexec, own_start, their_start)``
     Tolerance mode, a segment that is not a run's start: the verifier's re-execution started from
@@ -117,10 +118,11 @@ def verify_run(
         cur: Payload | None = None
         if tolerance is not None or claimed is not None:
             cur = decode(reexec, expected_kind=KIND_STATE)
-        if claimed is not None:  # a public end (entry H/k): judged against its bytes
+        if claimed is not None and (tolerance is None or i == 0):
+            # a public end (entry H/k): judged against its bytes (tolerance mode: only from the
+            # provider's own start; later in a run the verifier's start has drifted, and the end
+            # is judged once MsgOpenEnd opens the start too, as the secret ones)
             v = _judge_public_end(prev, reexec, claimed, tolerance)
-        elif leaf is None:
-            v = _invalid("a secret end state (no claimed bytes) needs its opened leaf hash")
         elif tolerance is not None:
             v = Verdict(
                 True,
@@ -128,6 +130,8 @@ def verify_run(
                 "re-executed; the end is judged once it is opened (tolerance mode)",
                 rh.hex(),
             )
+        elif leaf is None:
+            v = _invalid("a secret end state (no claimed bytes) needs its opened leaf hash")
         elif hash_leaf(rh) == bytes(leaf):
             v = Verdict(True, 0.0, "re-executed end state is the committed (secret) leaf", rh.hex())
         else:

@@ -614,6 +614,28 @@ def verify_round(
     return out
 
 
+def reexecute_segment(
+    plan: JobPlan, spec: ShardSpec, start: bytes, *, corpus: Corpus, device: str = "cpu"
+) -> bytes | None:
+    """The state k steps after ``start`` (tolerance mode: the re-execution of one segment from
+    a start the provider opened, trainer.verify_run.verify_run of a one-segment run with a
+    secret end); None when the start does not re-execute (not a state of the job's model)."""
+    from trainer.verify_run import verify_run
+
+    (v,) = verify_run(
+        start,
+        spec,
+        plan.k,
+        [(bytes(32), None)],
+        corpus=corpus,
+        tolerance=plan.tolerance if plan.tolerance is not None else 0.0,
+        inner=plan.inner,
+        model=plan.model,
+        device=device,
+    )
+    return v.reexecuted_state or None
+
+
 def quality(plan: JobPlan, base_bytes: bytes, payload: bytes, corpus: Corpus) -> int:
     """0..10000: the update's held-out loss improvement in milli-nats (trainer.verify), clamped;
     a valid segment earns at least 1. Scored on one fixed public held-out batch: the first 32

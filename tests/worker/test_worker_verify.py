@@ -456,7 +456,7 @@ def test_lazy_verifier_cannot_name_the_ends_of_a_run(tmp_path):
     assert [hash_leaf(x) == leaf for x, leaf in zip(reached, leaves, strict=True)] == [False] * 4
 
 
-def test_tolerance_run_opened_ends_are_judged_on_the_displacement(tmp_path):
+def test_tolerance_run_opened_ends_are_judged_on_the_displacement(tmp_path, monkeypatch):
     """Tolerance mode, a run of two opened segments: after the provider opens its ends
     (MsgOpenEnd), the verifier judges the second segment from the provider's opened start (the
     first segment's end) with its own re-executed displacement (trainer.verify_run.shift_state),
@@ -498,3 +498,22 @@ def test_tolerance_run_opened_ends_are_judged_on_the_displacement(tmp_path):
     ver.do_open_vote(JOB4_TOL, dict(rr, phase="vote_reveal", participants=[t2]), t2, height=161)
     (rv,) = [m.reveal_vote for m in vsent[1:]]
     assert rv.valid and len(rv.probes) == 2 * 32
+    # a verifier whose re-execution of the second segment drifted (from its own start) too far
+    # passes: that segment is re-executed once more from the provider's opened start, which
+    # decides
+    from trainer.commit import KIND_STATE, decode, encode
+
+    p = decode(bytes(ver.store.read(v["reached"][1])), expected_kind=KIND_STATE)
+    for e in p.entries.values():
+        e.parts["param"] = e.parts["param"] + 1e-2
+    drifted = ver.store.put_bytes(encode(p), tier="temp", round_key="3/1")
+    calls: list = []
+    real = ml.reexecute_segment
+    monkeypatch.setattr(ml, "reexecute_segment", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    v2 = dict(v, reached=[v["reached"][0], drifted])
+    assert ver.judge_opened_ends(JOB4_TOL, rr, t2, v2, height=161)[0] and calls == [1]
+    # the provider's opened end of the second segment is not its work: refused after both
+    bad = dict(opened[1], end_state_hash=opened[0]["end_state_hash"])
+    t3 = dict(target, challenge=dict(target["challenge"], reveals=[opened[0], bad], reveal=bad))
+    valid3, why3 = ver.judge_opened_ends(JOB4_TOL, rr, t3, v2, height=161)
+    assert not valid3 and "segment 2" in why3
