@@ -87,28 +87,35 @@ ULP_FLOOR = (
 )
 STATE_PARTS = ("param", "exp_avg", "exp_avg_sq")
 
-# The probe of each state a tolerance-mode re-execution reached, by (sha256 of the segment's start
-# state, sha256 of the reached state). ``verify_opened_end`` reads it when the opened end is byte
-# for byte the re-execution (an honest provider on the verifier's stack): the probe is a pure
-# function of those two states' bytes, so it is not computed again from a second decode of both.
-# A miss (another process, evicted) computes it as before: same value. Bounded, oldest out first.
-_PROBE_CACHE: dict[tuple[bytes, bytes], tuple[int, ...]] = {}
+# The probe of each state a tolerance-mode re-execution reached: sha256 of the reached state ->
+# (sha256 of the segment's start state, the probe). ``verify_opened_end`` reads it when the opened
+# end is byte for byte the re-execution (an honest provider on the verifier's stack): the probe is
+# a pure function of those two states' bytes, so it is not computed again from a second decode of
+# both. The start is hashed only when its end is here; a miss (another process, evicted, another
+# start) computes the probe as before: the same value. Bounded, oldest out first.
+_PROBE_CACHE: dict[bytes, tuple[bytes, tuple[int, ...]]] = {}
 _PROBE_CACHE_SIZE = 4096
 _PROBE_LOCK = threading.Lock()
 
 
 def _remember_probe(start_hash: bytes, end_hash: bytes, probe: list[int]) -> None:
+    """Keep the probe of the state with sha256 ``end_hash`` re-executed from the state with
+    sha256 ``start_hash`` (``compute_probe`` of the two)."""
     with _PROBE_LOCK:
-        _PROBE_CACHE.pop((start_hash, end_hash), None)
-        _PROBE_CACHE[(start_hash, end_hash)] = tuple(probe)
+        _PROBE_CACHE.pop(end_hash, None)
+        _PROBE_CACHE[end_hash] = (start_hash, tuple(probe))
         while len(_PROBE_CACHE) > _PROBE_CACHE_SIZE:
             del _PROBE_CACHE[next(iter(_PROBE_CACHE))]
 
 
-def _recall_probe(start_hash: bytes, end_hash: bytes) -> list[int] | None:
+def _recall_probe(start_state: bytes, end_hash: bytes) -> list[int] | None:
+    """``compute_probe(start_state, end)`` for the end with sha256 ``end_hash`` if it was kept
+    (from this very start), else None."""
     with _PROBE_LOCK:
-        got = _PROBE_CACHE.get((start_hash, end_hash))
-    return None if got is None else list(got)
+        got = _PROBE_CACHE.get(end_hash)
+    if got is None or hashlib.sha256(start_state).digest() != got[0]:
+        return None
+    return list(got[1])
 
 
 def _reexecuted(ls: LoadedState, inner_step: int) -> tuple[bytes, Payload]:
@@ -368,12 +375,14 @@ def judge_end(
     claimed_hash: bytes | None = None,
     reexec_hash: bytes | None = None,
     reexec_payload: Payload | None = None,
+    claimed_payload: Payload | None = None,
 ) -> Verdict:
     """The re-executed end ``reexec`` against the claimed end bytes: identical, or (tolerance
     mode) every state part within ``tolerance`` of the segment's movement or within ULP_FLOOR
     ulps (see the module docstring). ``start`` is the segment's start state. ``reexec_hash`` /
-    ``reexec_payload``: sha256 of ``reexec`` / its decoded Payload, when the caller has them
-    (the same verdict, without hashing or decoding the bytes again)."""
+    ``reexec_payload``: sha256 of ``reexec`` / its decoded Payload, ``claimed_payload``: the
+    decoded claimed end, when the caller has them (the same verdict, without hashing or
+    decoding the bytes again)."""
     rh = (reexec_hash or hashlib.sha256(reexec).digest()).hex()
     if claimed_hash is None:
         claimed_hash = hashlib.sha256(claimed_end_state).digest()
@@ -383,7 +392,7 @@ def judge_end(
     try:
         ps = start if isinstance(start, Payload) else decode(start, expected_kind=KIND_STATE)
         pr = reexec_payload or decode(reexec, expected_kind=KIND_STATE)
-        pcl = decode(claimed_end_state, expected_kind=KIND_STATE)
+        pcl = claimed_payload or decode(claimed_end_state, expected_kind=KIND_STATE)
         dist = state_distance(ps, pr, pcl)
         ulps = ulp_distance(pr, pcl)
     except (PayloadError, KeyError) as exc:
@@ -525,11 +534,12 @@ def verify_opened_end(
     ch = hashlib.sha256(claimed_end_state).digest()
     if hash_leaf(ch) != bytes(end_leaf):
         return _invalid("opened end state is not the committed trace leaf")
-    if bytes(claimed_end_state) == bytes(reexec_state):
+    same = bytes(claimed_end_state) == bytes(reexec_state)
+    if same:
         # byte for byte the re-execution (same metadata, distance 0): only the opened probe is
         # left to check, against the probe of this state kept when it was re-executed (a miss
         # computes it below, as for any other end)
-        own_probe = _recall_probe(hashlib.sha256(start_state).digest(), ch)
+        own_probe = _recall_probe(start_state, ch)
         if own_probe is not None:
             if not is_probe_within(list(claimed_probe), own_probe, tolerance_ppm):
                 return _invalid("the opened probe is not the probe of the opened end state")
@@ -551,12 +561,21 @@ def verify_opened_end(
         return _invalid(f"opened end state's metadata differs from the re-execution's: {diff}")
     try:
         ps = decode(start_state, expected_kind=KIND_STATE)
-        own = compute_probe(ps, claimed_end_state)
+        pc = decode(claimed_end_state, expected_kind=KIND_STATE)  # what compute_probe decodes
+        own = compute_probe(ps, pc)
     except (PayloadError, KeyError, ValueError) as exc:
         return _invalid(f"opened end state does not match the model's tensors: {exc}")
     if not is_probe_within(list(claimed_probe), own, tolerance_ppm):
         return _invalid("the opened probe is not the probe of the opened end state")
-    return judge_end(ps, reexec_state, claimed_end_state, tolerance, claimed_hash=ch)
+    return judge_end(
+        ps,
+        reexec_state,
+        claimed_end_state,
+        tolerance,
+        claimed_hash=ch,
+        reexec_hash=ch if same else None,
+        claimed_payload=pc,
+    )
 
 
 @dataclass(frozen=True, slots=True)

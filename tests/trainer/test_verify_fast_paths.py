@@ -6,8 +6,8 @@ Each shortcut in trainer/verify.py is checked against the computation it replace
 * the probe ``verify_opened_end`` recalls for an opened end byte-identical to the re-execution is
   the probe it computes without the cache, and every verdict (honest, wrong probe, wrong leaf,
   another numerical path) is the same with the cache and without it;
-* ``judge_end`` with the re-execution's hash and Payload passed in gives the verdict it gives
-  from the bytes alone.
+* ``judge_end`` with the re-execution's hash and Payload and the claimed end's Payload passed in
+  gives the verdict it gives from the bytes alone.
 """
 
 import hashlib
@@ -91,8 +91,8 @@ def test_opened_end_verdicts_do_not_depend_on_the_probe_cache(seg, corpus):
         expected_end_leaf=hash_leaf(hashlib.sha256(e).digest()),
     )
     assert own.valid and own.reexecuted_state == e
-    key = (hashlib.sha256(s).digest(), hashlib.sha256(e).digest())
-    assert V._recall_probe(*key) == own.probe == compute_probe(s, e)
+    assert V._recall_probe(s, hashlib.sha256(e).digest()) == own.probe == compute_probe(s, e)
+    assert V._recall_probe(e, hashlib.sha256(e).digest()) is None  # another start: no shortcut
     other = _other_path(s, spec, corpus)
     assert other != e
     cases = {
@@ -140,7 +140,13 @@ def test_judge_end_with_the_known_hash_and_payload_is_the_same_verdict(seg, corp
         for tol in (None, DEFAULT_TOLERANCE):
             slow = V.judge_end(s, raw, claimed, tol)
             fast = V.judge_end(
-                s, raw, claimed, tol, reexec_hash=hashlib.sha256(raw).digest(), reexec_payload=pl
+                s,
+                raw,
+                claimed,
+                tol,
+                reexec_hash=hashlib.sha256(raw).digest(),
+                reexec_payload=pl,
+                claimed_payload=decode(claimed, expected_kind=KIND_STATE),
             )
             assert _same(slow, fast) and slow.distances == fast.distances
 
@@ -150,12 +156,17 @@ def test_cache_is_bounded():
         saved = dict(V._PROBE_CACHE)
         V._PROBE_CACHE.clear()
     try:
+
+        def start(i: int) -> bytes:
+            return b"start %d" % i
+
         for i in range(V._PROBE_CACHE_SIZE + 10):
-            V._remember_probe(i.to_bytes(32, "big"), b"e" * 32, [i])
+            V._remember_probe(hashlib.sha256(start(i)).digest(), i.to_bytes(32, "big"), [i])
         assert len(V._PROBE_CACHE) == V._PROBE_CACHE_SIZE
-        assert V._recall_probe((0).to_bytes(32, "big"), b"e" * 32) is None
+        assert V._recall_probe(start(0), (0).to_bytes(32, "big")) is None  # evicted
         last = V._PROBE_CACHE_SIZE + 9
-        assert V._recall_probe(last.to_bytes(32, "big"), b"e" * 32) == [last]
+        assert V._recall_probe(start(last), last.to_bytes(32, "big")) == [last]
+        assert V._recall_probe(start(last - 1), last.to_bytes(32, "big")) is None
     finally:
         with V._PROBE_LOCK:
             V._PROBE_CACHE.clear()
