@@ -60,7 +60,7 @@ TRAIN_BPS = 6_000
 VERIFY_BPS = 500
 TRAIN_COST = R // P * TRAIN_BPS // 10_000
 VERIFY_COST = TRAIN_COST * VERIFY_BPS // 10_000
-WINDOWS = {"commit_blocks": 12, "reveal_blocks": 2, "verdict_blocks": 2, "attest_blocks": 2}
+WINDOWS = {"commit_blocks": 12, "reveal_blocks": 2, "verdict_blocks": 3, "attest_blocks": 2}
 EXACT_JOB = dict(mk.EXACT)  # an exact-mode job (the ends of opened segments stay secret)
 
 

@@ -801,7 +801,7 @@ COMMANDS: tuple[Command, ...] = (
         "loconet tx job create --from owner --rounds 3 --reward-per-round 10loco "
         "--verifier-reward 1loco --data corpus.txt --init-seed 0 --blob-source "
         "http://10.0.0.1:26680 --inner-steps 8 --trace-interval 2 --compression topk:0.01+int4 "
-        "--participants 2 --shards 4 --tokens-per-step 1024 --windows 4,2,2,2 --challenge-bps "
+        "--participants 2 --shards 4 --tokens-per-step 1024 --windows 4,2,3,2 --challenge-bps "
         "10000 --verifiers 1 --segments 4 --home ~/.loconet",
         cmd_job_create,
         (

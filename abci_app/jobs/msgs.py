@@ -106,6 +106,23 @@ MIN_WINDOW_BLOCKS = 2
 # A commitment or a decline lands in block D - 1 at the latest (D = commit_deadline; see
 # check_before_challenge_seed), so commit_blocks - 1 blocks take them: at least MIN_WINDOW_BLOCKS.
 MIN_COMMIT_BLOCKS = MIN_WINDOW_BLOCKS + 1
+# The first panel's openings (MsgRevealVote, MsgOpenEnd) land by vote_reveal_end - 1 (block Vr's
+# seed draws the panel audits and the appeal panel: check_before_audit_seed), so the vote windows
+# take verdict_blocks - 1 blocks of openings: at least MIN_WINDOW_BLOCKS. Jobs created before this
+# floor (verdict_blocks 2) keep openings up to Vr (compute_last_opening_height).
+MIN_SEALED_VOTE_REVEAL_BLOCKS = MIN_WINDOW_BLOCKS + 1
+MIN_VERDICT_BLOCKS = MIN_SEALED_VOTE_REVEAL_BLOCKS
+_MIN_BLOCKS = {
+    "commit_blocks": MIN_COMMIT_BLOCKS,
+    "reveal_blocks": MIN_WINDOW_BLOCKS,
+    "verdict_blocks": MIN_VERDICT_BLOCKS,
+    "attest_blocks": MIN_WINDOW_BLOCKS,
+}
+_WHY_LONGER = {
+    "commit_blocks": "; commitments land up to the block before the commit deadline",
+    "verdict_blocks": "; the first panel's openings land up to the block before the vote-reveal"
+    " end, whose seed draws the audits",
+}
 
 
 def _hash32(b: bytes, what: str) -> bytes:
@@ -155,17 +172,11 @@ def validate_spec(spec: jobs_pb2.JobSpec, params: jobs_pb2.JobsParams) -> None:
         )
     if spec.tokens_per_step == 0 or spec.tokens_per_step * spec.inner_steps > MAX_U64:
         raise bad("tokens_per_step must be > 0 and H * tokens_per_step < 2^64")
-    for f in ("commit_blocks", "reveal_blocks", "verdict_blocks", "attest_blocks"):
-        lo = MIN_COMMIT_BLOCKS if f == "commit_blocks" else MIN_WINDOW_BLOCKS
+    for f, lo in _MIN_BLOCKS.items():
         if not lo <= getattr(spec, f) <= params.max_window_blocks:
             raise bad(
                 f"{f} must be {lo}..{params.max_window_blocks} (a 1-block window lets its one "
-                "proposer censor a duty into a slash"
-                + (
-                    "; commitments land up to the block before the commit deadline)"
-                    if f == "commit_blocks"
-                    else ")"
-                )
+                f"proposer censor a duty into a slash{_WHY_LONGER.get(f, '')})"
             )
     if spec.min_reputation > MAX_REPUTATION:
         raise bad("min_reputation must be 0..10000")
@@ -313,15 +324,11 @@ def check_before_challenge_seed(ctx: Ctx, r: jobs_pb2.Round, what: str) -> None:
         )
 
 
-# The first panel's openings (MsgRevealVote, MsgOpenEnd) stop one block before vote_reveal_end when
-# that leaves them MIN_WINDOW_BLOCKS blocks (check_before_audit_seed): verdict_blocks >= this.
-MIN_SEALED_VOTE_REVEAL_BLOCKS = MIN_WINDOW_BLOCKS + 1
-
-
 def compute_last_opening_height(job: jobs_pb2.Job, r: jobs_pb2.Round) -> int:
     """The last height that takes the first panel's openings (MsgRevealVote of panel 0,
     MsgOpenEnd): Vr - 1 (Vr = ``vote_reveal_end``) when ``verdict_blocks`` >=
-    MIN_SEALED_VOTE_REVEAL_BLOCKS, else Vr (a job with 2-block windows: closing at Vr - 1 would
+    MIN_SEALED_VOTE_REVEAL_BLOCKS (every job created since MIN_VERDICT_BLOCKS), else Vr (a job
+    with 2-block windows, created before that floor: closing at Vr - 1 would
     leave its openings one block, which that block's proposer alone could censor into a missed
     reveal, and leave a tolerance-mode verifier no block after the ends' opening)."""
     if job.spec.verdict_blocks >= MIN_SEALED_VOTE_REVEAL_BLOCKS:

@@ -4,7 +4,7 @@ Vr - 1's vote extensions, public before Vr's txs are fixed. A first-panel openin
 or a provider's MsgOpenEnd landing in Vr could be chosen knowing whether the verdict is audited
 (a covering verifier stays silent or opens the winning side; a cheater leaves its ends unopened):
 so they are accepted up to Vr - 1, where the window keeps two blocks for them (verdict_blocks >=
-3); a job with 2-block windows keeps Vr (one block could be censored by its proposer alone)."""
+3, the chain's floor: a 2-block window is refused)."""
 
 from __future__ import annotations
 
@@ -72,18 +72,22 @@ def test_openings_landing_the_block_before_are_accepted():
     assert next(v for v in me.verifiers if v.panel == 0).voted
 
 
-def test_two_block_vote_windows_keep_their_last_block():
-    """verdict_blocks 2: closing at Vr - 1 would leave the openings one block (Vd + 1), which its
-    proposer alone could censor into a missed reveal: such a job keeps taking them in Vr (its
-    audit stays foreseeable from Vr - 1's precommits; jobs README *limits*)."""
-    m, r = job_in_phase(jobs_pb2.PHASE_VOTE_REVEAL, **(WINDOWS3 | {"verdict_blocks": 2}))
-    vr = r.vote_reveal_end
-    t = _challenged(r)
-    m.until(vr - 1)
-    ends = [
-        (m.key(t.address), open_end_msg(t.address, 1, 0, o.segment, base=r.base_model_hash))
-        for o in t.reveals
-    ]
-    resp = m.block([*ends, _opening(m, r, t)])
-    assert m.height == vr
-    assert [x.code for x in resp.tx_results] == [0] * (len(ends) + 1)
+def test_two_block_vote_windows_are_refused():
+    """verdict_blocks 2 would leave the first panel's openings either one block before Vr (which
+    its proposer alone could censor into a missed reveal) or Vr itself (whose seed is public
+    before its txs are chosen: the audit foreseeable). A job must give the vote windows >= 3
+    blocks (517, no state change); a job created before that floor keeps its openings up to Vr."""
+    from abci_app.jobs.errors import ErrInvalidJobSpec
+    from abci_app.jobs.msgs import MIN_VERDICT_BLOCKS, compute_last_opening_height
+    from tests.kits.marketkit import create_job_msg, new_market
+
+    assert MIN_VERDICT_BLOCKS == MIN_SEALED_VOTE_REVEAL_BLOCKS == 3
+    m = new_market(n_providers=2)
+    msg = create_job_msg(rounds=1, verdict_blocks=2)
+    res = assert_rejected(m.chain, m.tx(m.owner, msg), ErrInvalidJobSpec)
+    assert "verdict_blocks must be 3.." in res.log and "seed draws the audits" in res.log
+    assert m.send(m.owner, create_job_msg(rounds=1, verdict_blocks=3)).code == 0
+    r = jobs_pb2.Round(vote_reveal_end=40)
+    for blocks, last in ((2, 40), (3, 39), (7, 39)):
+        job = jobs_pb2.Job(spec=jobs_pb2.JobSpec(verdict_blocks=blocks))
+        assert compute_last_opening_height(job, r) == last

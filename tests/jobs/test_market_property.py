@@ -105,7 +105,7 @@ def gen_block(rng: random.Random, keys, store, p_duty: float, p_bad: float, p_li
                     num_shards=rng.choice([2, 3, 5]),
                     commit_blocks=rng.randint(3, 5),  # >= MIN_COMMIT_BLOCKS
                     reveal_blocks=rng.randint(2, 3),
-                    verdict_blocks=rng.randint(2, 3),
+                    verdict_blocks=rng.randint(3, 4),
                     attest_blocks=rng.randint(2, 3),
                     challenge_bps=rng.choice([400, 500, 5_000, 10_000]),
                     verifiers_per_challenge=rng.randint(1, 3),
@@ -214,6 +214,8 @@ def test_random_market_traffic_keeps_invariants_and_determinism(seed, p_duty, p_
         ok += sum(r.code == 0 for r in ra.tx_results)
         exact_books(a.store)
     assert a.store.height > BLOCKS
-    assert ok > 30  # the traffic did things, not only get rejected
+    # the traffic did things, not only get rejected: 30-89 accepted txs over seeds 0-24 at the
+    # sparsest settings (p_duty 0.5, p_bad 0.2) with 3-4-block vote windows; half the minimum
+    assert ok >= 15
     finalized = sum(j.rounds_finalized for j in jobs_keeper.iterate_jobs(a.store))
     assert finalized > 0

@@ -29,7 +29,7 @@ def test_honest_job_all_paid_reputation_rises():
     m = new_market(n_providers=3)
     owner_bal = bank.get_balance(m.store, m.owner.address)
     bals = {k.address: bank.get_balance(m.store, k.address) for k in m.providers}
-    m.create_job(rounds=3, reward=1_000_000, vreward=90_000, commit_blocks=8)
+    m.create_job(rounds=3, reward=1_000_000, vreward=90_000, commit_blocks=10)
     resps = run_job(m, 1)
     job = m.job(1)
     assert job.status == jobs_pb2.JOB_STATUS_COMPLETED and job.rounds_finalized == 3
@@ -45,7 +45,7 @@ def test_honest_job_all_paid_reputation_rises():
         assert 90_000 - 2 <= r.verifier_paid <= 90_000
         assert r.attested_model_hash == agg_hash(1, r.round)
         paid += r.reward_paid + r.verifier_paid
-    # one-step-delay overlap (commit window 8 = reveal + 2 x verdict (commit, open) + attest): round
+    # one-step-delay overlap (commit window 10 = reveal + 2 x verdict (commit, open) + attest): round
     # 1 opens at round 0's commit deadline, before round 0 is attested, so it trains on the initial
     # model; round 2 opens in the block that finalizes round 0 (finalize runs first) and trains on
     # its aggregate

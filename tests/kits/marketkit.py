@@ -94,7 +94,7 @@ def job_spec(**kw: Any) -> jobs_pb2.JobSpec:
         "tokens_per_step": 1024,
         "commit_blocks": 3,
         "reveal_blocks": 2,
-        "verdict_blocks": 2,
+        "verdict_blocks": 3,
         "attest_blocks": 2,
         "min_reputation": 0,
         "min_stake": 0,

@@ -425,7 +425,7 @@ class Simulation:
             min_reputation=self.pick([0, 0, 0, 3_000]),
             commit_blocks=self.rng.randint(3, 5),  # >= 3: commitments stop at D - 1
             reveal_blocks=self.rng.randint(2, 4),
-            verdict_blocks=self.rng.randint(2, 4),
+            verdict_blocks=self.rng.randint(3, 4),
             attest_blocks=self.rng.randint(2, 4),
         )
         rounds, reward, vreward = (

@@ -59,7 +59,7 @@ def test_killed_worker_rejoins_newcomer_is_drawn_leaver_is_not(tmp_path: Path) -
             participants_per_round=2,
             num_shards=4,
             verifiers_per_challenge=1,
-            windows={"commit": 40, "reveal": 2, "verdict": 2, "attest": 6},
+            windows={"commit": 40, "reveal": 2, "verdict": 3, "attest": 6},
         )
         tm.seed_stores([a, b], [dataset, model])
         job_id = tm.create_job(d, rpc, "validator0", job)
