@@ -24,14 +24,14 @@ k = 1, s = 15 segments per challenge, every commitment challenged, tolerance mod
    same ``--rounds`` challenges over it.
 4. **Compute.** CPU time (``time.process_time``) of one provider round (``commit_round``: H
    steps, trace, compression) vs what one verifier runs per challenge on the network
-   (node/worker/worker.py): ``verify_challenge`` on a challenge whose opened ends are secret
-   (``compute_hidden_entries``, the trace list masked: the secret-end path), then in tolerance
-   mode ``verify_opened_end`` for every opened end, and the quality score of a valid vote;
-   means over ``--reps`` challenges. The expected cost includes panel audits: an honest
-   unanimous verdict is re-executed by ``--appeal-verifiers`` (7) more with probability
-   ``--audit-bps`` (500), so expected = one verifier's x (1 + 0.05 x 7) with the chain's
-   defaults. ``--compute-only`` runs this part alone (a few minutes) and records its rows as a
-   dated subsection.
+   (node/worker/worker.py ``judge``, calling the worker's own functions): ``ml.verify_round`` on
+   a challenge whose opened ends are secret (``compute_hidden_entries``, the trace list masked:
+   the secret-end path), then in tolerance mode ``verify_opened_end`` for every opened end, and
+   the quality score of a valid vote (``ml.quality``); means over ``--reps`` challenges. The
+   expected cost includes panel audits: an honest unanimous verdict is re-executed by
+   ``--appeal-verifiers`` (7) more with probability ``--audit-bps`` (500), so expected = one
+   verifier's x (1 + 0.05 x 7) with the chain's defaults. ``--compute-only`` runs this part
+   alone (a few minutes) and records its rows as a dated subsection.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from abci_app.jobs.params import DEFAULTS as JOBS_PARAMS
 from abci_app.jobs.sampler import Sampler
 from abci_app.merkle import hash_leaf
 from node.market_msgs import expected_verifier_compute_bps
+from node.worker import ml
 from trainer.carry import load_carry
 from trainer.commit import KIND_STATE, Binding, decode, encode, update_root
 from trainer.compression import make_codec
@@ -64,7 +65,6 @@ from trainer.probe import trace_probes
 from trainer.state import InnerConfig, load_state, model_hash, model_payload, run_inner_steps
 from trainer.verify import (
     Challenge,
-    quality_score,
     rerun_segment,
     verify_challenge,
     verify_opened_end,
@@ -283,10 +283,11 @@ def main() -> int:
         cspec = ShardSpec(**{**spec.to_dict(), "block_size": ccfg.block_size})
         cm0 = init_model(ccfg, 0)
         cbind = Binding(bind.provider, 1, 0, model_hash(cm0))
-        t_prov = []
-        for _ in range(max(1, a.provider_reps)):
+        t_prov: list[float] = []
+
+        def provider_round(ccfg=ccfg, cm0=cm0, cspec=cspec, ck=ck, cbind=cbind, t_prov=t_prov):
             t0 = time.process_time()
-            art = commit_round(
+            out = commit_round(
                 Worker("A", ccfg, ICFG, "cpu"),
                 params_of(cm0),
                 corpus,
@@ -297,16 +298,37 @@ def main() -> int:
                 cbind,
             )
             t_prov.append(time.process_time() - t0)
-        t_provider = sum(t_prov) / len(t_prov)
+            return out
+
+        # the provider rounds are spread between the timed challenges (the first before them),
+        # so that both sides see the same load on a shared machine
+        n_prov = max(1, a.provider_reps)
+        prov_at = {round(i * a.reps / n_prov) for i in range(1, n_prov)}
+        art = provider_round()
         # tolerance mode: the provider also commits the probe of every trace entry (the worker's
         # trace_probes); timed apart, the ratios below leave it out of the provider's side
         t0 = time.process_time()
         probes = trace_probes(art.states)
         t_probes = time.process_time() - t0
         base_bytes = encode(model_payload(cm0))
-        heldout = corpus.heldout_batches(ccfg.block_size, 32, 4)  # node/worker/ml.py quality
+        # the worker's own calls (node/worker/worker.py judge): ml.verify_round, then ml.quality
+        plan = ml.JobPlan(
+            job_id=1,
+            model=ccfg,
+            inner=ICFG,
+            H=n * ck,
+            k=ck,
+            batch_size=cspec.batch_size,
+            n_shards=cspec.n_shards,
+            dataset_id=corpus.id,
+            policy=CODEC,
+            tokens_per_step=cspec.batch_size * ccfg.block_size,
+            tolerance=tol,
+        )
         t_ver, t_open, t_qual = [], [], []
         for rep in range(a.reps):
+            if rep in prov_at:
+                provider_round()  # same trace: the round is deterministic
             segs = draw_segments(Sampler(f"time/{rep}".encode()), n, s)
             ch = network_challenge(
                 segs,
@@ -319,16 +341,19 @@ def main() -> int:
                 payload=art.payload,
             )
             t0 = time.process_time()
-            v = verify_challenge(
-                ch,
+            v = ml.verify_round(
+                plan,
                 cspec,
+                segments=ch.segments,
+                trace=ch.trace,
+                states=ch.states,
+                carry=ch.carry,
+                payload=ch.payload,
+                trace_root=ch.trace_root,
+                update_root=ch.update_root,
+                binding=ch.binding,
                 corpus=corpus,
-                k=ck,
-                H=n * ck,
-                inner=ICFG,
-                model=ccfg,
-                codec=CODEC,
-                tolerance=tol,
+                hidden=ch.hidden,
             )
             t_ver.append(time.process_time() - t0)
             assert v.valid, v.reason
@@ -353,8 +378,11 @@ def main() -> int:
             t_open.append(time.process_time() - t0)
             # a valid vote carries the update's quality (the worker's ml.quality)
             t0 = time.process_time()
-            quality_score(base_bytes, art.payload, heldout)
+            ml.quality(plan, base_bytes, art.payload, corpus)
             t_qual.append(time.process_time() - t0)
+        while len(t_prov) < n_prov:  # more provider rounds than challenges
+            provider_round()
+        t_provider = sum(t_prov) / len(t_prov)
         tv, to, tq = (sum(x) / len(x) for x in (t_ver, t_open, t_qual))
         total = tv + to + tq
         compute.append(
@@ -699,11 +727,13 @@ def compute_table(o: dict) -> list[str]:
 PATH_NOTE = (
     "What is timed is what the network runs (node/worker/worker.py `judge` and "
     "`judge_opened_ends`): the end of every opened segment is secret "
-    "(`incentives.compute_hidden_entries`, the served trace list masked), so `verify_challenge` "
-    "re-executes it on the secret-end path; in tolerance mode each opened end is then judged "
-    "against the kept re-execution (`verify_opened_end`: the probe of the opened state and every "
+    "(`incentives.compute_hidden_entries`, the served trace list masked), so the worker's "
+    "`ml.verify_round` re-executes it on the secret-end path; in tolerance mode each opened end "
+    "is then judged against the kept re-execution (`verify_opened_end`: the probe of the opened "
+    "state and every "
     "state part within tolerance); a valid vote carries the update's quality "
-    "(`quality_score` on 4 held-out batches of 32, as `ml.quality`). One first-panel verifier "
+    "(`ml.quality`: `quality_score` on one held-out batch of 32 windows since 2026-12-02, four "
+    "before). One first-panel verifier "
     "(the CLI default); an honest unanimous verdict is audited with probability audit_bps by "
     "appeal_verifiers more, each paying the same, hence the expected column. The provider side "
     "is `commit_round` alone: its tolerance-mode probes of every trace entry (`trace_probes`) "
@@ -718,8 +748,9 @@ def render_compute(o: dict, seconds: float, a: argparse.Namespace) -> str:
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     load0 = " / ".join(f"{x:.1f}" for x in o.get("load_start", ()))
     cmd = (
-        f"nice -n 10 .venv/bin/python benchmarks/verification.py --compute-only "
-        f"--compute {a.compute} --reps {a.reps} --provider-reps {a.provider_reps} "
+        "nice -n 10 .venv/bin/python benchmarks/verification.py --compute-only "
+        + ("" if a.n == 480 else f"--n {a.n} ")
+        + f"--compute {a.compute} --reps {a.reps} --provider-reps {a.provider_reps} "
         + (
             ""
             if (a.audit_bps, a.appeal_verifiers)
@@ -742,7 +773,7 @@ def render_compute(o: dict, seconds: float, a: argparse.Namespace) -> str:
             f"{cf['n']}, s = {cf['s']}, codec `{cf['codec']}`, tolerance mode {cf['tolerance']:g}, "
             f"audit_bps {cf['audit_bps']}, appeal_verifiers {cf['appeal_verifiers']}; "
             f"provider = mean of {max(1, a.provider_reps)} rounds, verifier = mean of {a.reps} "
-            "challenges. " + PATH_NOTE,
+            "challenges (the provider rounds timed between the challenges). " + PATH_NOTE,
             "",
             *compute_table(o),
             "",
