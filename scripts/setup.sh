@@ -2,7 +2,8 @@
 # loconet setup: idempotent; seconds when nothing changed.
 #   1. a virtualenv (.venv) with the project installed (editable) from pyproject.toml, with the
 #      test and dev extras (pytest; the pinned ruff, mypy and pre-commit of `make lint`)
-#   2. cometbft built with `go install` into .bin/ (found by the CLI, PATH untouched)
+#   2. cometbft built from the pinned module's source with scripts/cometbft/*.patch into .bin/
+#      (found by the CLI, PATH untouched)
 #   3. Python protobuf stubs generated from the pinned cometbft module's proto/ folder,
 #      gogoproto, and our own proto/ files, into abci_app/codec/gen/ (build output).
 #   4. the EVM side (contracts/): solc, OpenZeppelin and anvil from npm at the versions pinned
@@ -19,6 +20,7 @@ need() {  # need CMD "one sentence saying what to install"
 }
 need "$PY" "Python 3.11 is required: install python3.11 (or set PYTHON=/path/to/python3.11) and rerun make setup."
 need go "Go is required to build cometbft: install Go >= 1.22 from https://go.dev/dl and rerun make setup."
+need patch "patch is required to build cometbft: install it (apt install patch) and rerun make setup."
 need gcc "A C compiler is required (cgo and Python wheels): install gcc (apt install build-essential) and rerun make setup."
 need node "Node.js is required for the Solidity compiler (solcjs): install Node.js >= 18 and rerun make setup."
 
@@ -35,11 +37,26 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
-# 2. cometbft
-if [ ! -x .bin/cometbft ] || [ "$(.bin/cometbft version 2>/dev/null)" != "${COMETBFT_VERSION#v}" ]; then
-  echo "setup: building cometbft $COMETBFT_VERSION with go install (first run: about 2 minutes)"
-  mkdir -p .bin
-  GOBIN="$ROOT/.bin" GOFLAGS=-mod=mod go install "github.com/cometbft/cometbft/cmd/cometbft@$COMETBFT_VERSION"
+# 2. cometbft: the pinned release's module source, with the patches in scripts/cometbft/ applied
+#    (each says why; README *Stack*), built with `go build` into .bin/. The stamp names the version
+#    and the patches' hash, so a changed patch rebuilds; the binary is written under a temporary
+#    name and renamed when complete.
+patch_sum=$(cat scripts/cometbft/*.patch | sha256sum | cut -c1-64)
+comet_want="${COMETBFT_VERSION#v} $patch_sum"
+if [ ! -x .bin/cometbft ] || [ "$(cat .bin/.cometbft-build 2>/dev/null)" != "$comet_want" ] \
+    || [ "$(.bin/cometbft version 2>/dev/null)" != "${COMETBFT_VERSION#v}" ]; then
+  echo "setup: building cometbft $COMETBFT_VERSION with scripts/cometbft/*.patch (first run: about 2 minutes)"
+  comet_dir=$(GOFLAGS=-mod=mod go mod download -json "github.com/cometbft/cometbft@$COMETBFT_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  src=.build/cometbft-$COMETBFT_VERSION
+  rm -rf "$src" && mkdir -p .build .bin
+  cp -R "$comet_dir" "$src" && chmod -R u+w "$src"
+  for p in scripts/cometbft/*.patch; do
+    patch -s -p1 -d "$src" --no-backup-if-mismatch < "$p" || { echo "error: $p does not apply to cometbft $COMETBFT_VERSION" >&2; exit 1; }
+  done
+  (cd "$src" && GOFLAGS=-mod=mod go build -trimpath -o "$ROOT/.bin/cometbft.partial" ./cmd/cometbft)
+  mv -f .bin/cometbft.partial .bin/cometbft
+  echo "$comet_want" > .bin/.cometbft-build
+  rm -rf "$src"
 fi
 
 # 3. protobuf stubs

@@ -11,7 +11,7 @@ from node.cli import build_parser
 
 def test_every_table_command_parses_and_shows_an_example(capsys):
     parser = build_parser()
-    assert len(cli_market.COMMANDS) == 18
+    assert len(cli_market.COMMANDS) == 19  # tx round decline included
     for c in cli_market.COMMANDS:
         argv = c.group.split() + [c.name, "--help"]
         with pytest.raises(SystemExit) as e:
