@@ -45,10 +45,10 @@ def test_honest_job_all_paid_reputation_rises():
         assert 90_000 - 2 <= r.verifier_paid <= 90_000
         assert r.attested_model_hash == agg_hash(1, r.round)
         paid += r.reward_paid + r.verifier_paid
-    # one-step-delay overlap (commit window 10 = reveal + 2 x verdict (commit, open) + attest): round
-    # 1 opens at round 0's commit deadline, before round 0 is attested, so it trains on the initial
-    # model; round 2 opens in the block that finalizes round 0 (finalize runs first) and trains on
-    # its aggregate
+    # one-step-delay overlap (commit window 10 = reveal + 2 x verdict (commit, open) + attest):
+    # round 1 opens at round 0's commit deadline, before round 0 is attested, so it trains on the
+    # initial model; round 2 opens in the block that finalizes round 0 (finalize runs first) and
+    # trains on its aggregate
     assert rounds[0].base_model_hash == MODEL0 and rounds[1].base_model_hash == MODEL0
     assert rounds[2].base_model_hash == agg_hash(1, 0)
     assert rounds[1].open_height == rounds[0].commit_deadline
