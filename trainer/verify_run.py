@@ -39,7 +39,7 @@ from trainer.determinism import set_determinism
 from trainer.model import GPTConfig
 from trainer.probe import compute_probe
 from trainer.state import InnerConfig, load_state, params_hash_of_state, run_inner_steps
-from trainer.verify import STATE_PARTS, Verdict, _invalid, judge_end
+from trainer.verify import STATE_PARTS, Verdict, _invalid, _reexecuted, _remember_probe, judge_end
 
 
 def verify_run(
@@ -65,9 +65,8 @@ def verify_run(
         return [_invalid(f"segment length k must be a positive int, got {k!r}")]
     if not ends:
         return []
-    if expected_start_hash is not None and hashlib.sha256(start_state).digest() != (
-        expected_start_hash
-    ):
+    start_hash = hashlib.sha256(start_state).digest()
+    if expected_start_hash is not None and start_hash != expected_start_hash:
         return [_invalid("start state does not match the committed trace entry")]
     try:
         sm = decode_meta(start_state, expected_kind=KIND_STATE)
@@ -95,6 +94,7 @@ def verify_run(
         workspace["loaded"] = ls
     out: list[Verdict] = []
     prev: Payload = ps  # the decoded start of the segment being judged (the verifier's own)
+    prev_hash = start_hash  # its sha256
     step = s0
     for i, (leaf, claimed) in enumerate(ends):
         try:
@@ -113,16 +113,15 @@ def verify_run(
             out.append(_invalid(f"cannot re-run segment {i} of the run: {exc}"))
             return out
         step += k
-        reexec = ls.to_bytes(inner_step=step)
+        # the reached state's bytes and a Payload over the live tensors (no decode of the bytes
+        # just encoded: trainer.verify._reexecuted); read before the next segment trains them
+        reexec, live = _reexecuted(ls, step)
         rh = hashlib.sha256(reexec).digest()
-        cur: Payload | None = None
-        if tolerance is not None or claimed is not None:
-            cur = decode(reexec, expected_kind=KIND_STATE)
         if claimed is not None and (tolerance is None or i == 0):
             # a public end (entry H/k): judged against its bytes (tolerance mode: only from the
             # provider's own start; later in a run the verifier's start has drifted, and the end
             # is judged once MsgOpenEnd opens the start too, as the secret ones)
-            v = _judge_public_end(prev, reexec, claimed, tolerance)
+            v = _judge_public_end(prev, reexec, claimed, tolerance, rh, live)
         elif tolerance is not None:
             v = Verdict(
                 True,
@@ -140,22 +139,33 @@ def verify_run(
                 reexecuted_hash=rh.hex(),
                 claimed_hash="leaf:" + bytes(leaf).hex(),
             )
-        if tolerance is not None and cur is not None:
-            v.probe = compute_probe(prev, cur)
+        if tolerance is not None:
+            v.probe = compute_probe(prev, live)
             v.reexecuted_state = reexec
+            # kept for verify_opened_end: an opened end byte for byte this re-execution, from
+            # this very start, checks its opened probe against this one instead of recomputing
+            _remember_probe(prev_hash, rh, v.probe)
         out.append(v)
         if not v.valid:
             return out
-        if cur is not None:
-            prev = cur
+        if i + 1 < len(ends) and (tolerance is not None or ends[i + 1][1] is not None):
+            # the run goes on and its next segment reads this state as its start (its probe, or
+            # a served end judged against it): a copy, since the live tensors train on
+            prev, prev_hash = decode(reexec, expected_kind=KIND_STATE), rh
     return out
 
 
 def _judge_public_end(
-    start: Payload, reexec: bytes, claimed: bytes, tolerance: float | None
+    start: Payload,
+    reexec: bytes,
+    claimed: bytes,
+    tolerance: float | None,
+    reexec_hash: bytes | None = None,
+    reexec_payload: Payload | None = None,
 ) -> Verdict:
     """A served end (entry H/k) against the re-execution: the same metadata, then
-    ``judge_end`` (identical bytes in exact mode; within tolerance otherwise)."""
+    ``judge_end`` (identical bytes in exact mode; within tolerance otherwise); the
+    re-execution's hash and Payload when the caller has them."""
     try:
         cm = decode_meta(claimed, expected_kind=KIND_STATE)
         rm = decode_meta(reexec, expected_kind=KIND_STATE)
@@ -164,7 +174,9 @@ def _judge_public_end(
     if cm != rm:
         diff = sorted(x for x in set(cm) | set(rm) if cm.get(x) != rm.get(x))
         return _invalid(f"claimed end state's metadata differs from the re-execution's: {diff}")
-    return judge_end(start, reexec, claimed, tolerance)
+    return judge_end(
+        start, reexec, claimed, tolerance, reexec_hash=reexec_hash, reexec_payload=reexec_payload
+    )
 
 
 def shift_state(reexec: bytes, own_start: bytes, their_start: bytes) -> bytes:

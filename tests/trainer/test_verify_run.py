@@ -114,6 +114,56 @@ def test_tolerance_run_carries_the_probe_of_every_end(trace, corpus):
     assert [v.reexecuted_state for v in vs] == [st[2], st[3]]
 
 
+def test_tolerance_run_keeps_each_probe_for_the_opened_end_pass(trace, corpus):
+    """verify_run keeps the probe of every re-executed end keyed by the start it re-ran from
+    (the run's start, then its own reached states), so verify_opened_end of an end byte for
+    byte the re-execution takes the shortcut; its verdicts equal the long way's (empty cache),
+    and a served end later in the run (entry H/k) gets the probe from the state before it."""
+    import trainer.verify as V
+    from trainer.verify import verify_opened_end
+
+    st = trace["states"]
+    with V._PROBE_LOCK:
+        saved = dict(V._PROBE_CACHE)
+        V._PROBE_CACHE.clear()
+    try:
+        ends = [(_leaf(st[2]), None), (_leaf(st[3]), None), (None, st[4])]
+        vs = verify_run(st[1], trace["spec"], K, ends, corpus=corpus, tolerance=1e-3)
+        assert all(v.valid for v in vs)
+        assert [v.probe for v in vs] == [compute_probe(st[i], st[i + 1]) for i in (1, 2, 3)]
+        for i in (1, 2, 3):
+            h = hashlib.sha256(st[i + 1]).digest()
+            assert V._recall_probe(st[i], h) == compute_probe(st[i], st[i + 1])
+
+        def judge(i, probe):
+            return verify_opened_end(
+                st[i],
+                vs[i - 1].reexecuted_state,
+                st[i + 1],
+                tolerance=1e-3,
+                end_leaf=_leaf(st[i + 1]),
+                claimed_probe=probe,
+                tolerance_ppm=1_000,
+            )
+
+        probes = {
+            "right": lambda i: compute_probe(st[i], st[i + 1]),
+            "wrong": lambda i: [0] * len(vs[0].probe),
+        }
+        cached = {(i, n): judge(i, f(i)) for i in (1, 2) for n, f in probes.items()}
+        with V._PROBE_LOCK:
+            V._PROBE_CACHE.clear()
+        fresh = {(i, n): judge(i, f(i)) for i in (1, 2) for n, f in probes.items()}
+        for key in cached:
+            assert (cached[key].valid, cached[key].reason) == (fresh[key].valid, fresh[key].reason)
+        assert all(cached[(i, "right")].valid for i in (1, 2))
+        assert not any(cached[(i, "wrong")].valid for i in (1, 2))
+    finally:
+        with V._PROBE_LOCK:
+            V._PROBE_CACHE.clear()
+            V._PROBE_CACHE.update(saved)
+
+
 def test_shift_state_moves_a_reexecuted_end_onto_the_providers_start(trace):
     """A verifier's own start off by an offset, and its end off by the same offset: shifted
     onto the provider's start, the end is the provider's (up to float rounding) and the
