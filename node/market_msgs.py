@@ -138,6 +138,14 @@ DEFAULT_VERIFIERS_PER_CHALLENGE = 1
 CATCH_TARGET_BPS = 9_900
 VERIFIER_SHARE_TARGET_BPS = 500
 _FAKE_BPS, _ROUNDS = 1_000, 3
+# the fixed work a verifier pays per opened segment besides its k steps, in provider steps: load
+# the start into its workspace, encode and hash the reached state, its probe, the opened-end
+# judgement (and per challenge the start, payload and trace-root checks and the quality score).
+# Measured on the benchmark's tiny and small models, the worst case (their step is cheapest next
+# to a decode of their state): about one step per segment, all of it included (benchmarks/
+# RESULTS.md "Verifier compute with the shortcuts on the run path": tiny k = 1 at n = 480
+# measured 7.8-8.6 %, this model says 8.4 %; at n = 960 3.7-3.8 %, the model 4.2 %)
+FIXED_STEPS_PER_SEGMENT = 1
 
 
 def expected_verifier_compute_bps(
@@ -164,13 +172,34 @@ def expected_verifier_compute_bps(
     return one * (verifiers * 10_000 + a * av) // 10_000
 
 
+def expected_verifier_work_bps(
+    n: int,
+    s: int,
+    challenge_bps: int,
+    k: int,
+    verifiers: int = DEFAULT_VERIFIERS_PER_CHALLENGE,
+    *,
+    audit_bps: int | None = None,
+    appeal_verifiers: int | None = None,
+) -> int:
+    """``expected_verifier_compute_bps`` (the re-executed steps) plus the fixed work of each
+    opened segment, ``FIXED_STEPS_PER_SEGMENT`` steps on top of its ``k``: the verifiers'
+    expected compute per provider step, in basis points, as measured on small models (an upper
+    estimate for larger ones, whose steps dwarf the fixed work)."""
+    steps = expected_verifier_compute_bps(
+        n, s, challenge_bps, verifiers, audit_bps=audit_bps, appeal_verifiers=appeal_verifiers
+    )
+    return steps * (k + FIXED_STEPS_PER_SEGMENT) // k
+
+
 def job_audit_warning(
     d: dict[str, Any], *, audit_bps: int | None = None, appeal_verifiers: int | None = None
 ) -> str | None:
     """One line when a job dict (``build_create_job``'s) misses the targets above, naming the
     settings that would meet them; None when it meets them (or has no whole number of
     segments, which the chain refuses anyway). Catch rate: the chain's
-    ``abci_app.jobs.audit.compute_catch_bps``; compute: ``expected_verifier_compute_bps``."""
+    ``abci_app.jobs.audit.compute_catch_bps``; compute: ``expected_verifier_work_bps`` (the
+    re-executed steps and the fixed work per segment)."""
     from abci_app.jobs.audit import compute_catch_bps
 
     try:
@@ -188,8 +217,8 @@ def job_audit_warning(
         return compute_catch_bps(n_, s_, c_, _FAKE_BPS, _ROUNDS)
 
     def share(n_: int, s_: int, c_: int) -> int:
-        return expected_verifier_compute_bps(
-            n_, s_, c_, v, audit_bps=audit_bps, appeal_verifiers=appeal_verifiers
+        return expected_verifier_work_bps(
+            n_, s_, c_, k, v, audit_bps=audit_bps, appeal_verifiers=appeal_verifiers
         )
 
     got_catch, got_share = catch(n, s, c), share(n, s, c)
@@ -201,8 +230,9 @@ def job_audit_warning(
         )
     if got_share > VERIFIER_SHARE_TARGET_BPS:
         problems.append(
-            f"its verifiers re-execute an expected {got_share / 100:.1f} % of the provider's steps "
-            f"(> {VERIFIER_SHARE_TARGET_BPS / 100:g} %, panel audits included)"
+            f"its verifiers' expected compute is {got_share / 100:.2f} % of the provider's "
+            f"(> {VERIFIER_SHARE_TARGET_BPS / 100:g} %, panel audits and the fixed work per "
+            "segment included)"
         )
     if not problems:
         return None
