@@ -46,6 +46,7 @@ from abci_app.app import Application, block_context, execute_block  # noqa: E402
 from abci_app.bank import keeper as bank  # noqa: E402
 from abci_app.codec.tx import SignatureCache  # noqa: E402
 from abci_app.jobs import keeper as jobs_keeper  # noqa: E402
+from abci_app.jobs.params import DEFAULTS as JOBS_DEFAULTS  # noqa: E402
 from abci_app.pb import abci, jobs_pb2  # noqa: E402
 from abci_app.store import MerkleStore  # noqa: E402
 from tests.kits import chainkit  # noqa: E402
@@ -620,7 +621,7 @@ def measured_row(
     return Row(name, prof, prof - base, round(h_tot / seeds), sl, note)
 
 
-AUDIT_BPS = 500  # the default jobs param audit_bps (abci_app/jobs/params.py)
+AUDIT_BPS = JOBS_DEFAULTS["audit_bps"]  # the default jobs param (abci_app/jobs/params.py)
 
 
 def audited_row(

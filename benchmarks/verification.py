@@ -29,8 +29,8 @@ k = 1, s = 15 segments per challenge, every commitment challenged, tolerance mod
    the secret-end path), then in tolerance mode ``verify_opened_end`` for every opened end, and
    the quality score of a valid vote (``ml.quality``); means over ``--reps`` challenges. The
    expected cost includes panel audits: an honest unanimous verdict is re-executed by
-   ``--appeal-verifiers`` (7) more with probability ``--audit-bps`` (500), so expected = one
-   verifier's x (1 + 0.05 x 7) with the chain's defaults. ``--compute-only`` runs this part
+   ``--audit-verifiers`` (1) more with probability ``--audit-bps`` (3000), so expected = one
+   verifier's x (1 + 0.3 x 1) with the chain's defaults. ``--compute-only`` runs this part
    alone (a few minutes) and records its rows as a dated subsection.
 """
 
@@ -224,11 +224,11 @@ def main() -> int:
         f"(default {JOBS_PARAMS['audit_bps']})",
     )
     ap.add_argument(
-        "--appeal-verifiers",
+        "--audit-verifiers",
         type=int,
-        default=JOBS_PARAMS["appeal_verifiers"],
+        default=JOBS_PARAMS["audit_verifiers"],
         help="chain param: the audit's panel size, each re-executing the challenge "
-        f"(default {JOBS_PARAMS['appeal_verifiers']})",
+        f"(default {JOBS_PARAMS['audit_verifiers']})",
     )
     ap.add_argument(
         "--results", help="write/replace the '## Verification' section of this RESULTS.md"
@@ -266,13 +266,13 @@ def main() -> int:
             "codec": CODEC,
             "stack": stack_id(),
             "audit_bps": a.audit_bps,
-            "appeal_verifiers": a.appeal_verifiers,
+            "audit_verifiers": a.audit_verifiers,
         },
         "load_start": load_start,
     }
     # an honest challenge is re-executed by the first panel (1 verifier, the CLI default) and, when
-    # audited (audit_bps), by appeal_verifiers more: expected re-executions per challenge
-    audit_factor = (10_000 + a.audit_bps * a.appeal_verifiers) / 10_000
+    # audited (audit_bps), by audit_verifiers more: expected re-executions per challenge
+    audit_factor = (10_000 + a.audit_bps * a.audit_verifiers) / 10_000
 
     # 4. Compute: a provider round vs a verifier challenge, per (model, k) with n and s fixed.
     compute = []
@@ -401,7 +401,7 @@ def main() -> int:
                 "ratio_with_audits": audit_factor * total / t_provider,
                 "steps_ratio": min(s, n) / n,
                 "steps_ratio_with_audits": expected_verifier_compute_bps(
-                    n, s, c, audit_bps=a.audit_bps, appeal_verifiers=a.appeal_verifiers
+                    n, s, c, audit_bps=a.audit_bps, audit_verifiers=a.audit_verifiers
                 )
                 / 1e4,
             }
@@ -705,7 +705,7 @@ def render(o: dict) -> str:
 
 def compute_table(o: dict) -> list[str]:
     cf = o["config"]
-    fac = (10_000 + cf["audit_bps"] * cf["appeal_verifiers"]) / 10_000
+    fac = (10_000 + cf["audit_bps"] * cf["audit_verifiers"]) / 10_000
     lines = [
         "| model (params) | k | H | provider round | verifier: challenge + opened ends + quality "
         f"| verifier / provider | expected with panel audits (x {fac:g}) | re-executed steps / "
@@ -735,7 +735,7 @@ PATH_NOTE = (
     "(`ml.quality`: `quality_score` on one held-out batch of 32 windows since 2026-12-02, four "
     "before). One first-panel verifier "
     "(the CLI default); an honest unanimous verdict is audited with probability audit_bps by "
-    "appeal_verifiers more, each paying the same, hence the expected column. The provider side "
+    "audit_verifiers more, each paying the same, hence the expected column. The provider side "
     "is `commit_round` alone: its tolerance-mode probes of every trace entry (`trace_probes`) "
     "are left out (their time is listed under the table), so the ratios are higher than the "
     "network's by that share."
@@ -753,9 +753,9 @@ def render_compute(o: dict, seconds: float, a: argparse.Namespace) -> str:
         + f"--compute {a.compute} --reps {a.reps} --provider-reps {a.provider_reps} "
         + (
             ""
-            if (a.audit_bps, a.appeal_verifiers)
-            == (JOBS_PARAMS["audit_bps"], JOBS_PARAMS["appeal_verifiers"])
-            else f"--audit-bps {a.audit_bps} --appeal-verifiers {a.appeal_verifiers} "
+            if (a.audit_bps, a.audit_verifiers)
+            == (JOBS_PARAMS["audit_bps"], JOBS_PARAMS["audit_verifiers"])
+            else f"--audit-bps {a.audit_bps} --audit-verifiers {a.audit_verifiers} "
         )
         + "--results benchmarks/RESULTS.md"
     )
@@ -771,7 +771,7 @@ def render_compute(o: dict, seconds: float, a: argparse.Namespace) -> str:
             "on a loaded machine these ratios move by a percent or more between runs: compare "
             "records. n = "
             f"{cf['n']}, s = {cf['s']}, codec `{cf['codec']}`, tolerance mode {cf['tolerance']:g}, "
-            f"audit_bps {cf['audit_bps']}, appeal_verifiers {cf['appeal_verifiers']}; "
+            f"audit_bps {cf['audit_bps']}, audit_verifiers {cf['audit_verifiers']}; "
             f"provider = mean of {max(1, a.provider_reps)} rounds, verifier = mean of {a.reps} "
             "challenges (the provider rounds timed between the challenges). " + PATH_NOTE,
             "",

@@ -155,19 +155,19 @@ def expected_verifier_compute_bps(
     verifiers: int = DEFAULT_VERIFIERS_PER_CHALLENGE,
     *,
     audit_bps: int | None = None,
-    appeal_verifiers: int | None = None,
+    audit_verifiers: int | None = None,
 ) -> int:
     """Expected steps re-executed by all of a job's verifiers per provider step, in basis points,
     for an honest provider: one verifier's share (``audit.compute_verifier_compute_bps``:
     c·min(s, n)/n) times the first panel's ``verifiers`` plus the panel audit's
-    ``audit_bps``/10⁴ × ``appeal_verifiers`` (a unanimous valid first panel is escalated to the
-    appeal panel anyway with that probability; the chain's defaults when not given: 500 bps, 7).
+    ``audit_bps``/10⁴ × ``audit_verifiers`` (a unanimous valid first panel is audited by that many
+    fresh verifiers with that probability; the chain's defaults when not given: 3000 bps, 1).
     """
     from abci_app.jobs.audit import compute_verifier_compute_bps
     from abci_app.jobs.params import DEFAULTS
 
     a = DEFAULTS["audit_bps"] if audit_bps is None else audit_bps
-    av = DEFAULTS["appeal_verifiers"] if appeal_verifiers is None else appeal_verifiers
+    av = DEFAULTS["audit_verifiers"] if audit_verifiers is None else audit_verifiers
     one = compute_verifier_compute_bps(n, s, challenge_bps)
     return one * (verifiers * 10_000 + a * av) // 10_000
 
@@ -180,20 +180,20 @@ def expected_verifier_work_bps(
     verifiers: int = DEFAULT_VERIFIERS_PER_CHALLENGE,
     *,
     audit_bps: int | None = None,
-    appeal_verifiers: int | None = None,
+    audit_verifiers: int | None = None,
 ) -> int:
     """``expected_verifier_compute_bps`` (the re-executed steps) plus the fixed work of each
     opened segment, ``FIXED_STEPS_PER_SEGMENT`` steps on top of its ``k``: the verifiers'
     expected compute per provider step, in basis points, as measured on small models (an upper
     estimate for larger ones, whose steps dwarf the fixed work)."""
     steps = expected_verifier_compute_bps(
-        n, s, challenge_bps, verifiers, audit_bps=audit_bps, appeal_verifiers=appeal_verifiers
+        n, s, challenge_bps, verifiers, audit_bps=audit_bps, audit_verifiers=audit_verifiers
     )
     return steps * (k + FIXED_STEPS_PER_SEGMENT) // k
 
 
 def job_audit_warning(
-    d: dict[str, Any], *, audit_bps: int | None = None, appeal_verifiers: int | None = None
+    d: dict[str, Any], *, audit_bps: int | None = None, audit_verifiers: int | None = None
 ) -> str | None:
     """One line when a job dict (``build_create_job``'s) misses the targets above, naming the
     settings that would meet them; None when it meets them (or has no whole number of
@@ -218,7 +218,7 @@ def job_audit_warning(
 
     def share(n_: int, s_: int, c_: int) -> int:
         return expected_verifier_work_bps(
-            n_, s_, c_, k, v, audit_bps=audit_bps, appeal_verifiers=appeal_verifiers
+            n_, s_, c_, k, v, audit_bps=audit_bps, audit_verifiers=audit_verifiers
         )
 
     got_catch, got_share = catch(n, s, c), share(n, s, c)

@@ -51,7 +51,10 @@ DEFAULTS: dict[str, int] = {
     "min_segments_per_challenge": 1,
     # a unanimous-valid first panel is audited (escalated to the appeal panel anyway) with this
     # probability, drawn after its votes are open: holding every first-panel seat is never safe
-    "audit_bps": 500,
+    "audit_bps": 3_000,
+    # an audit draws this many fresh verifiers (README "Verdict": one honest seat breaks a
+    # covering coalition's unanimity; each seat is one more re-execution)
+    "audit_verifiers": 1,
 }
 BPS_FIELDS = (
     "min_challenge_bps",
@@ -103,6 +106,8 @@ def params_from_json(d: dict[str, Any]) -> jobs_pb2.JobsParams:
         )
     if not 1 <= vals["appeal_verifiers"] <= vals["max_verifiers"]:
         raise ValueError("jobs.params.appeal_verifiers: must be 1..max_verifiers")
+    if not 1 <= vals["audit_verifiers"] <= vals["max_verifiers"]:
+        raise ValueError("jobs.params.audit_verifiers: must be 1..max_verifiers")
     if vals["max_shards"] < vals["max_participants"]:
         raise ValueError(
             "jobs.params.max_shards: must be >= max_participants (shards are distinct within a "

@@ -440,6 +440,12 @@ def compute_appeal_seed(block_seed: bytes, job_id: int, round_: int) -> bytes:
     ).digest()
 
 
+def compute_audit_panel_size(params: jobs_pb2.JobsParams) -> int:
+    """Seats of an audit's panel: ``audit_verifiers`` (params stored before the field existed
+    read 0: such a chain audits with ``appeal_verifiers``, as it did)."""
+    return params.audit_verifiers or params.appeal_verifiers
+
+
 def process_vote_reveal_end(
     ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round
 ) -> None:
@@ -487,7 +493,9 @@ def process_vote_reveal_end(
         first = {v.address for v in p.verifiers}
         cands = [(v, v.bond * v.reputation) for v in pool if v.address not in first]
         vs = weighted_sample(
-            hashlib.sha256(seed + p.address).digest(), cands, params.appeal_verifiers
+            hashlib.sha256(seed + p.address).digest(),
+            cands,
+            compute_audit_panel_size(params) if audited else params.appeal_verifiers,
         )
         if not vs:
             _decide(ctx, job, r, p)

@@ -450,9 +450,10 @@ def test_alternating_honest_and_cheating_rounds_loses_to_always_honest():
     same provider always honest (same seeds: the draws agree until the cheater is convicted):
     - every challenge (100 %; the honest one drawn 5 times of 10, the cheater 6): its first cheat
       is convicted (-1,000 LOCO), and each cheat it had already committed in rounds drawn before
-      the conviction is slashed again (-500, -250: 50 % of what is left); its honest rounds after
-      its conviction pay 0 (tombstoned): -1,749.5 LOCO against +1.39 LOCO honest, reputation 0
-      (jailed) against 7,396;
+      the conviction is slashed again (-500, -250, ...: 50 % of what is left; how many depends on
+      how the draws fall with the audits' longer rounds); its honest rounds after its conviction
+      pay 0 (tombstoned): -1,749.5 LOCO or less against about +1.4 LOCO honest, reputation 0
+      (jailed) against ~7,400;
     - half the commitments challenged: convicted at its first cheat, then as above (-1,749.3 LOCO
       against +2.58);
     - alternating missed commits instead (the only failure that is not final): 1 % of the bond
@@ -474,7 +475,8 @@ def test_alternating_honest_and_cheating_rounds_loses_to_always_honest():
         c and o == jobs_pb2.OUTCOME_ACCEPTED for _, c, o, _, _ in honest[3]
     )
     frauds = [s for _, _, o, _, s in cheat[3] if o == jobs_pb2.OUTCOME_FRAUD]
-    assert frauds == [BOND // 2, BOND // 4, BOND // 8]
+    # the first conviction takes half the bond, each later one half of what is left
+    assert len(frauds) >= 3 and frauds == [BOND >> (i + 1) for i in range(len(frauds))]
     assert cheat[0] < -sum(frauds) + honest[0] and cheat[0] < -BOND // 2
     assert cheat[1] == 0 < honest[1] and cheat[2] == providers_pb2.PROVIDER_STATUS_JAILED
     slashes = [s for _, _, o, _, s in miss[3] if o == jobs_pb2.OUTCOME_MISSED_COMMIT]

@@ -1,6 +1,6 @@
-"""Panel audits (issue 11, jobs README *Verdict*): a unanimous-valid first panel is escalated to
-the appeal panel anyway with probability ``audit_bps``, drawn from the seed of the block that
-closes its vote-reveal window. One test per strategy, on the real app (every block commits and
+"""Panel audits (issue 11, jobs README *Verdict*): a unanimous-valid first panel is escalated
+anyway, to ``audit_verifiers`` fresh verifiers, with probability ``audit_bps``, drawn from the
+seed of the block that closes its vote-reveal window. One test per strategy, on the real app (every block commits and
 checks every invariant): balances and reputations before and after."""
 
 import hashlib
@@ -75,6 +75,9 @@ def test_coalition_holding_every_first_panel_seat_waves_a_cheater_through_is_cau
     run_job(m, 1, vote=vote)
     (p,) = m.round(1, 0).participants
     assert len(coalition) == 1 and p.audited and p.escalated and p.final_tier
+    # the audit drew audit_verifiers (1) fresh seat, not an appeal panel of 7: one honest
+    # re-execution breaks the unanimity, and the final panel decides
+    assert len([v for v in p.verifiers if v.panel == 1]) == 1
     assert p.outcome == jobs_pb2.OUTCOME_FRAUD and p.slashed == BOND // 2 and p.reward == 0
     assert before[cheater] - wealth(m, cheater) == BOND // 2
     assert m.provider(cheater).status == providers_pb2.PROVIDER_STATUS_JAILED
@@ -117,7 +120,7 @@ def test_honest_unanimous_panel_that_is_audited_loses_nothing_and_is_paid_as_usu
         assert delta[a] == delta0[a] > 0 and rep[a] == rep0[a] > 0
     assert m.round(1, 0).verifier_paid == m0.round(1, 0).verifier_paid
     appeal = {v.address for v in p.verifiers if v.panel == 1}
-    assert appeal and all(delta[a] == 0 and rep[a] == 0 for a in appeal)
+    assert len(appeal) == 1 and all(delta[a] == 0 and rep[a] == 0 for a in appeal)
 
 
 def test_audit_rate_over_many_seeds_matches_audit_bps():
@@ -154,7 +157,12 @@ def test_audit_draw_is_per_target_and_per_block():
 
 
 def test_invalid_audit_bps_is_refused():
-    assert params_from_json({}).audit_bps == 500
+    assert params_from_json({}).audit_bps == 3_000
+    assert params_from_json({}).audit_verifiers == 1
+    assert params_from_json({"audit_verifiers": 7}).audit_verifiers == 7
+    for bad in (0, 8):  # 1..max_verifiers (7)
+        with pytest.raises(ValueError, match="audit_verifiers"):
+            params_from_json({"audit_verifiers": bad})
     assert params_from_json({"audit_bps": 10_000}).audit_bps == 10_000
     with pytest.raises(ValueError, match="audit_bps"):
         params_from_json({"audit_bps": 10_001})
@@ -169,7 +177,8 @@ def test_coalition_holding_two_thirds_of_an_appeal_panel_cannot_slash_its_honest
     less than ⅓; the cheater is convicted, the honest appeal voter is on the winning side (paid a
     bounty, never slashed) and every covering vote is slashed. (Before, the ⅔ acceptance was final
     and the honest minority was slashed as a wrong vote.)"""
-    m = new_market(n_providers=1, n_keys=10, jobs_params=ALWAYS)
+    # the audit is only the way in here: an audit panel the size of an appeal panel
+    m = new_market(n_providers=1, n_keys=10, jobs_params={**ALWAYS, "audit_verifiers": 7})
     cheater = m.providers[0].address
     job = create_job_msg(
         rounds=1,
@@ -217,3 +226,62 @@ def test_coalition_holding_two_thirds_of_an_appeal_panel_cannot_slash_its_honest
     assert wealth(m, honest_a.address) > before[honest_a.address]  # bounties
     for a in coalition:
         assert wealth(m, a) < before[a] - BOND // 10
+
+
+def test_half_stake_coalition_covering_a_cheater_is_unpaid_when_the_one_audit_seat_is_honest():
+    """Above ⅓ of the final panel's stake a coalition cannot be convicted (the BFT bound), so what
+    the audit can take from it is the pay. A coalition holds the first panel (one seat) and half
+    of the final panel's stake, and waves its cheater through; the audit draws one fresh seat
+    (`audit_verifiers` 1), honest here, whose invalid vote breaks the unanimity: the final panel
+    is split (coalition valid, honest invalid), `undecided`: the cheater is paid nothing, nobody
+    is slashed, the honest audit verifier loses nothing. (The coalition's late keys join after the
+    audit draw, so they sit on the final panel only.)"""
+    m = new_market(n_providers=1, n_keys=8, jobs_params=ALWAYS)
+    cheater = m.providers[0].address
+    job = create_job_msg(
+        rounds=1,
+        participants_per_round=1,
+        verifiers_per_challenge=1,
+        challenge_bps=10_000,
+        commit_blocks=6,
+    )
+    assert m.send(m.owner, job).code == 0
+    m.until(m.height + 1)
+    first, honest_a, honest_late, late = (
+        m.chain.keys[2],
+        m.chain.keys[3],
+        m.chain.keys[4],
+        m.chain.keys[5],
+    )
+    m.block([(first, register_msg(BOND))])  # the only possible first-panel verifier
+    coalition = {first.address, late.address}
+
+    def vote(v, t):
+        return (True, 9_000) if v in coalition else (False, 0)
+
+    before: dict[bytes, int] = {}
+    for _ in range(500):
+        if m.job(1).status == jobs_pb2.JOB_STATUS_COMPLETED:
+            break
+        r = m.round(1, 0)
+        if r.phase == jobs_pb2.PHASE_VERDICT and not before:  # the audit's only candidate
+            m.block([(honest_a, register_msg(BOND))])
+            before = {a: wealth(m, a) for a in coalition | {honest_a.address, cheater}}
+        elif r.phase == jobs_pb2.PHASE_APPEAL and honest_late.address not in before:
+            # final panel: coalition BOND + 2 BOND, honest BOND + 2 BOND: half each
+            m.block([(late, register_msg(BOND * 2)), (honest_late, register_msg(BOND * 2))])
+            before |= {a.address: wealth(m, a.address) for a in (late, honest_late)}
+        actors_block(m, 1, vote=vote)
+    assert m.job(1).status == jobs_pb2.JOB_STATUS_COMPLETED
+    (p,) = m.round(1, 0).participants
+    panels: dict[int, set[bytes]] = {}
+    for v in p.verifiers:
+        panels.setdefault(v.panel, set()).add(v.address)
+    assert panels[0] == {first.address} and p.audited
+    assert panels[1] == {honest_a.address}  # one seat
+    assert p.final_tier and panels[2] >= coalition | {honest_a.address, honest_late.address}
+    assert p.outcome == jobs_pb2.OUTCOME_UNDECIDED and p.reward == 0 and p.slashed == 0
+    assert wealth(m, cheater) == before[cheater]  # the stolen slot is not paid
+    assert not m.round(1, 0).slashes
+    for a in (honest_a.address, honest_late.address):
+        assert wealth(m, a) >= before[a]

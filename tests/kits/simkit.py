@@ -315,7 +315,14 @@ class Simulation:
         self.accounts.append(k)
         self.signers.append(k)
         self.by_address[k.address] = k
-        return self.pick(self.accounts[:-1]), send_msg(k.address, 20_000 * LOCO)
+        funder = self.pick(self.accounts[:-1])
+        # sometimes more than the funder holds: the rejected branch, whatever the run's balances
+        amount = (
+            bank.get_balance(self.store, funder.address) + 1
+            if self.chance(0.1)
+            else 20_000 * LOCO
+        )
+        return funder, send_msg(k.address, amount)
 
     def op_withdraw(self) -> tuple[Ed25519Signer, tx_pb2.Msg]:
         """Settlement: tokens into the EVM withdrawal escrow (the zero address is refused)."""
