@@ -1,7 +1,7 @@
 """Panel audits (issue 11, jobs README *Verdict*): a unanimous-valid first panel is escalated
 anyway, to ``audit_verifiers`` fresh verifiers, with probability ``audit_bps``, drawn from the
-seed of the block that closes its vote-reveal window. One test per strategy, on the real app (every block commits and
-checks every invariant): balances and reputations before and after."""
+seed of the block that closes its vote-reveal window. One test per strategy, on the real app
+(every block commits and checks every invariant): balances and reputations before and after."""
 
 import hashlib
 
