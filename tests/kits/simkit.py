@@ -318,9 +318,7 @@ class Simulation:
         funder = self.pick(self.accounts[:-1])
         # sometimes more than the funder holds: the rejected branch, whatever the run's balances
         amount = (
-            bank.get_balance(self.store, funder.address) + 1
-            if self.chance(0.1)
-            else 20_000 * LOCO
+            bank.get_balance(self.store, funder.address) + 1 if self.chance(0.1) else 20_000 * LOCO
         )
         return funder, send_msg(k.address, amount)
 
