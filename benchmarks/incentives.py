@@ -460,7 +460,11 @@ def play(
     with these behaviours (neither strategist nor counted as honest); ``with_owner``: the job's
     owner is in the strategist's coalition (its wealth counts); ``jobs_params``: genesis jobs
     params overrides (e.g. ``audit_bps``)."""
-    params = ({"min_challenge_bps": 0} if zero_min_challenge else {}) | (jobs_params or {})
+    params = (
+        ({"min_challenge_bps": 0} if zero_min_challenge else {})
+        | JOBS_PARAMS_OVERRIDE
+        | (jobs_params or {})
+    )
     w = World(new_world(seed, 1 + n_honest + n_strategist + len(others), params or None), {})
     m = w.m
     honest = m.providers[:n_honest]
@@ -622,6 +626,9 @@ def measured_row(
 
 
 AUDIT_BPS = JOBS_DEFAULTS["audit_bps"]  # the default jobs param (abci_app/jobs/params.py)
+# --jobs-param KEY=VALUE: genesis jobs params for every row (e.g. the audit rule of an earlier
+# default, to compare it on the same code); a row's own overrides still win
+JOBS_PARAMS_OVERRIDE: dict[str, int] = {}
 
 
 def audited_row(
@@ -636,32 +643,42 @@ def audited_row(
     E = (1 - a) x W + a x X, W = measured with ``audit_bps`` 0 (a unanimous first panel is final),
     X = measured with ``audit_bps`` 10000 (every unanimous first panel is audited), both on the
     chain over the same seeds at challenge_bps 10000 (the audit draw is independent of the rest:
-    its own seed domain). The note gives W, the profit the audit takes away."""
+    its own seed domain). The note gives W, the profit the audit takes away. "vs playing honest"
+    compares E with the same keys playing honest, mixed the same way from the same two worlds
+    (audit_bps 0 and 10000, same seeds): audits shift round timing and so the later draws, and a
+    baseline measured at the default rate would differ from the mixture by that draw noise alone
+    (±0.15 M a round at 3 seeds)."""
     if name and not wanted(name):
         return Row(name, 0, 0, 0, 0, SKIPPED)
-    out = []
-    for bps in (0, 10_000):
-        s_tot = h_tot = 0.0
-        sl = 0
-        for s in range(seeds):
-            a, b, c, _ = play(
-                s,
-                strategist,
-                rounds=rounds,
-                challenge_bps=10_000,
-                jobs_params={"audit_bps": bps},
-                **kw,
-            )
-            s_tot, h_tot, sl = s_tot + a / seeds, h_tot + b / seeds, sl + c
-        out.append((s_tot, h_tot, sl))
-    (w_s, w_h, w_sl), (x_s, x_h, x_sl) = out
-    prof = ((10_000 - AUDIT_BPS) * w_s + AUDIT_BPS * x_s) / 10_000
-    hon = ((10_000 - AUDIT_BPS) * w_h + AUDIT_BPS * x_h) / 10_000
-    base = _baseline(
-        ("measured", seeds, rounds, repr(sorted(kw.items()))),
-        lambda: measured_row("", Actor, seeds, rounds, **kw).profit,
+
+    def measure(make: Callable[[bytes], Actor]) -> list[tuple[float, float, int]]:
+        out = []
+        for bps in (0, 10_000):
+            s_tot = h_tot = 0.0
+            sl = 0
+            for s in range(seeds):
+                a, b, c, _ = play(
+                    s,
+                    make,
+                    rounds=rounds,
+                    challenge_bps=10_000,
+                    jobs_params={"audit_bps": bps},
+                    **kw,
+                )
+                s_tot, h_tot, sl = s_tot + a / seeds, h_tot + b / seeds, sl + c
+            out.append((s_tot, h_tot, sl))
+        return out
+
+    def mix(w: float, x: float) -> float:
+        return ((10_000 - AUDIT_BPS) * w + AUDIT_BPS * x) / 10_000
+
+    (w_s, w_h, w_sl), (x_s, x_h, x_sl) = measure(strategist)
+    (hw_s, _, _), (hx_s, _, _) = measure(Actor)
+    prof, hon, base = mix(w_s, x_s), mix(w_h, x_h), round(mix(hw_s, hx_s))
+    note = (
+        f"{note}; without audits {round(w_s):,}, always audited {round(x_s):,} (honest play: "
+        f"{round(hw_s):,} and {round(hx_s):,})"
     )
-    note = f"{note}; without audits {round(w_s):,}, always audited {round(x_s):,}"
     return Row(name, round(prof), round(prof) - base, round(hon), w_sl + x_sl, note)
 
 
@@ -1145,7 +1162,22 @@ def main() -> None:
         help="comma-separated substrings: run only the rows whose name contains one"
         " (e.g. --only lazy,coalition)",
     )
+    ap.add_argument(
+        "--jobs-param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="genesis jobs param for every row (repeatable; e.g. --jobs-param audit_bps=500"
+        " --jobs-param audit_verifiers=7: the audit rule before 2026-12-03)",
+    )
     a = ap.parse_args()
+    global AUDIT_BPS
+    for kv in a.jobs_param:
+        key, _, val = kv.partition("=")
+        if key not in JOBS_DEFAULTS or not val.isdigit():
+            ap.error(f"--jobs-param {kv!r}: want KEY=INTEGER with KEY one of the jobs params")
+        JOBS_PARAMS_OVERRIDE[key] = int(val)
+    AUDIT_BPS = JOBS_PARAMS_OVERRIDE.get("audit_bps", AUDIT_BPS)
     ONLY.extend(x.strip() for x in a.only.split(",") if x.strip())
     t0 = time.time()
     rs = rows(a.seeds, a.rounds, a.long_rounds)
@@ -1160,6 +1192,7 @@ def main() -> None:
             f"benchmarks/incentives.py --rounds {a.rounds} "
             f"--seeds {a.seeds} --long-rounds {a.long_rounds}"
             + (f" --only {shlex.quote(a.only)}" if a.only else "")
+            + "".join(f" --jobs-param {kv}" for kv in a.jobs_param)
             + f"` ({dt:.0f} s). R = {R:,} uloco/round, V = {V:,}, P = {P}, 3 verifiers, "
             f"challenge 500 bps, bonds {mk.BOND:,}; train cost {TRAIN_COST:,}/slot, verify cost "
             f"{VERIFY_COST:,}.\n\n"

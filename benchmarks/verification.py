@@ -29,8 +29,8 @@ k = 1, s = 15 segments per challenge, every commitment challenged, tolerance mod
    the secret-end path), then in tolerance mode ``verify_opened_end`` for every opened end, and
    the quality score of a valid vote (``ml.quality``); means over ``--reps`` challenges. The
    expected cost includes panel audits: an honest unanimous verdict is re-executed by
-   ``--audit-verifiers`` (1) more with probability ``--audit-bps`` (3000), so expected = one
-   verifier's x (1 + 0.3 x 1) with the chain's defaults. ``--compute-only`` runs this part
+   ``--audit-verifiers`` (1) more with probability ``--audit-bps`` (4000), so expected = one
+   verifier's x (1 + 0.4 x 1) with the chain's defaults. ``--compute-only`` runs this part
    alone (a few minutes) and records its rows as a dated subsection.
 """
 

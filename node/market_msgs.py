@@ -161,7 +161,7 @@ def expected_verifier_compute_bps(
     for an honest provider: one verifier's share (``audit.compute_verifier_compute_bps``:
     c·min(s, n)/n) times the first panel's ``verifiers`` plus the panel audit's
     ``audit_bps``/10⁴ × ``audit_verifiers`` (a unanimous valid first panel is audited by that many
-    fresh verifiers with that probability; the chain's defaults when not given: 3000 bps, 1).
+    fresh verifiers with that probability; the chain's defaults when not given: 4000 bps, 1).
     """
     from abci_app.jobs.audit import compute_verifier_compute_bps
     from abci_app.jobs.params import DEFAULTS

@@ -51,7 +51,7 @@ DEFAULTS: dict[str, int] = {
     "min_segments_per_challenge": 1,
     # a unanimous-valid first panel is audited (escalated to the appeal panel anyway) with this
     # probability, drawn after its votes are open: holding every first-panel seat is never safe
-    "audit_bps": 3_000,
+    "audit_bps": 4_000,
     # an audit draws this many fresh verifiers (README "Verdict": one honest seat breaks a
     # covering coalition's unanimity; each seat is one more re-execution)
     "audit_verifiers": 1,

@@ -157,7 +157,7 @@ def test_audit_draw_is_per_target_and_per_block():
 
 
 def test_invalid_audit_bps_is_refused():
-    assert params_from_json({}).audit_bps == 3_000
+    assert params_from_json({}).audit_bps == 4_000
     assert params_from_json({}).audit_verifiers == 1
     assert params_from_json({"audit_verifiers": 7}).audit_verifiers == 7
     for bad in (0, 8):  # 1..max_verifiers (7)
