@@ -129,8 +129,9 @@ def verdict_escalated(
     panel: str = "appeal",
     reason: str = "dispute",
 ) -> abci.Event:
-    """``reason``: ``dispute`` (the earlier panel was not unanimous valid, or did not accept) or
-    ``audit`` (a unanimous-valid first panel drawn for an audit, ``audit_bps``)."""
+    """``reason``: ``dispute`` (the earlier panel was not unanimous valid, or did not accept).
+    (``audit`` until 2026-12-03, when an audit escalated a unanimous first panel; an audit's
+    seats now sit in the first panel, drawn at the challenge.)"""
     return event(
         "verdict.escalated",
         job_id=job_id,

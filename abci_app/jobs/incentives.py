@@ -15,7 +15,7 @@ functions over integers and records; ``rounds.py`` and ``msgs.py`` apply them.
     is_job_acceptable          opt-in: a provider's policy, never the job's owner
     is_escalated               a first-panel verdict that is not unanimous goes to the appeal panel
     compute_audit_seed         the panel audits' seed, drawn after the first panel's votes open
-    is_audited                 a unanimous-valid first panel is escalated anyway with audit_bps
+    is_audited                 a challenge's first panel gets audit_verifiers more seats (audit_bps)
     compute_value_gain_bps     reputation grows with the value of verified, paid work
 """
 
@@ -156,21 +156,22 @@ def is_escalated(verifiers: list[jobs_pb2.VerifierAssignment]) -> bool:
 
 
 def compute_audit_seed(block_seed: bytes, job_id: int, round_: int) -> bytes:
-    """sha256("loconet/panel-audit/v1" | seed of the block that closes the first panel's
-    vote-reveal window | u64 job | u64 round): randomness that did not exist while the first panel
-    committed its votes, so nobody knew which unanimous verdicts would be audited. Its own domain:
-    independent of the appeal panel's draw (``rounds.compute_appeal_seed``) from the same block."""
+    """sha256("loconet/panel-audit/v1" | seed of the commit-deadline block D | u64 job | u64
+    round): randomness that did not exist when the provider committed (commitments land by
+    D - 1), so no provider knew whether its challenge would be audited. Its own domain:
+    independent of the challenge and first-panel draws (``rounds.compute_challenge_seed``) from
+    the same block."""
     return hashlib.sha256(
         b"loconet/panel-audit/v1" + block_seed + u64_key(job_id) + u64_key(round_)
     ).digest()
 
 
 def is_audited(audit_seed: bytes, target: bytes, audit_bps: int) -> bool:
-    """Is the unanimous-valid first-panel verdict on ``target`` audited: ``below(10000) <
-    audit_bps`` of a sha256 counter-mode sampler seeded by ``sha256(audit_seed | target)``
-    (rejection sampling: exactly audit_bps / 10000, no modulo bias). An audited verdict goes to the
-    appeal panel as a disputed one would: a coalition that holds every first-panel seat and waves
-    a cheater through is caught there with probability audit_bps / 10000 per challenge."""
+    """Is the challenge of ``target`` audited: ``below(10000) < audit_bps`` of a sha256
+    counter-mode sampler seeded by ``sha256(audit_seed | target)`` (rejection sampling: exactly
+    audit_bps / 10000, no modulo bias). An audited challenge's first panel gets
+    ``audit_verifiers`` more seats, drawn with it: a coalition that holds the other seats and
+    waves a cheater through meets an honest audit seat's invalid vote, a dispute."""
     if audit_bps <= 0:
         return False
     return Sampler(hashlib.sha256(audit_seed + target).digest()).below(BPS) < audit_bps

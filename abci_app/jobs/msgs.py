@@ -337,18 +337,18 @@ def compute_last_opening_height(job: jobs_pb2.Job, r: jobs_pb2.Round) -> int:
 
 
 def check_before_audit_seed(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round, what: str) -> None:
-    """The first panel's openings must land before the block whose seed draws the panel audits
-    and the appeal panel (block Vr = ``vote_reveal_end``, ``rounds.process_vote_reveal_end``):
-    Vr's seed is its beacon over Vr - 1's vote extensions, public before Vr's txs are fixed, so
-    an opening (or an end left unopened) chosen in Vr could be chosen knowing whether the
-    verdict is audited and who would judge it. Up to ``compute_last_opening_height``."""
+    """The first panel's openings must land before the block whose seed draws the appeal panel
+    (block Vr = ``vote_reveal_end``, ``rounds.process_vote_reveal_end``): Vr's seed is its
+    beacon over Vr - 1's vote extensions, public before Vr's txs are fixed, so an opening (or an
+    end left unopened) chosen in Vr could be chosen knowing who would judge a dispute. Up to
+    ``compute_last_opening_height``."""
     last = compute_last_opening_height(job, r)
     if ctx.block.height > last:
         raise ErrWrongPhase(
             f"round {r.job_id}/{r.round}: {what} is accepted up to height {last}, the block "
             f"before the vote-reveal window's last block {r.vote_reveal_end}: the seed of block "
-            f"{r.vote_reveal_end} (known once block {last} is precommitted) draws the panel "
-            "audits and the appeal panel"
+            f"{r.vote_reveal_end} (known once block {last} is precommitted) draws the appeal "
+            "panel"
         )
 
 

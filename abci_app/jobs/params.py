@@ -49,11 +49,12 @@ DEFAULTS: dict[str, int] = {
     "reputation_value_unit": 100_000,
     # floor of JobSpec.segments_per_challenge (jobs README "Enough segments")
     "min_segments_per_challenge": 1,
-    # a unanimous-valid first panel is audited (escalated to the appeal panel anyway) with this
-    # probability, drawn after its votes are open: holding every first-panel seat is never safe
+    # a challenge is audited with this probability (drawn at the commit deadline, after the
+    # commitment): its first panel gets audit_verifiers more seats, so holding the
+    # verifiers_per_challenge seats is never safe (README "Panel audits")
     "audit_bps": 4_000,
-    # an audit draws this many fresh verifiers (README "Verdict": one honest seat breaks a
-    # covering coalition's unanimity; each seat is one more re-execution)
+    # an audit's seats (one honest seat breaks a covering coalition's unanimity; each seat is one
+    # more re-execution)
     "audit_verifiers": 1,
 }
 BPS_FIELDS = (

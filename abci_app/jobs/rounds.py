@@ -219,7 +219,9 @@ def process_challenge(
     """At the commit deadline D: participants without a commitment have missed it; each
     commitment is challenged with probability challenge_bps / 10000 at min(segments_per_challenge,
     H/k) distinct uniform trace segments (``audit.draw_segments``),
-    and each challenge gets up to verifiers_per_challenge verifiers drawn (bond x reputation) from
+    and each challenge gets up to verifiers_per_challenge verifiers drawn (bond x reputation),
+    ``audit_verifiers`` more when it is **audited** (``incentives.is_audited``, probability
+    ``audit_bps``, from this block's seed in its own domain), from
     every active provider (bond >= min_provider_stake, reputation >= 1; the job's own filters do
     not apply: an owner cannot pick who judges its providers) that is neither a participant of
     this round (a rival never judges a rival: its score would move pay between them) nor the job's
@@ -230,6 +232,7 @@ def process_challenge(
     params = get_params(ctx.store)
     spec = job.spec
     seed = compute_challenge_seed(ctx.block.seed, job.id, r.round)
+    audit_seed = compute_audit_seed(ctx.block.seed, job.id, r.round)
     r.challenge_seed = seed
     s = Sampler(seed)
     n_seg = compute_n_segments(spec)
@@ -249,12 +252,13 @@ def process_challenge(
         p.segments.extend(draw_segments(s, n_seg, max(1, spec.segments_per_challenge)))
         p.segment = p.segments[0]
         cands = [(v, v.bond * v.reputation) for v in pool]
-        vs = weighted_sample(
-            hashlib.sha256(seed + b"verifiers" + p.address).digest(),
-            cands,
-            spec.verifiers_per_challenge,
-        )
+        audited = is_audited(audit_seed, p.address, params.audit_bps)
+        seats = spec.verifiers_per_challenge + (compute_audit_panel_size(params) if audited else 0)
+        vs = weighted_sample(hashlib.sha256(seed + b"verifiers" + p.address).digest(), cands, seats)
         vs.sort(key=lambda v: v.address)
+        # audited: the audit's seats sit in the first panel, drawn with it and voting with it
+        # (secret votes, secret-end evidence, paid per unit like any first-panel vote)
+        p.audited = audited and len(vs) > spec.verifiers_per_challenge
         p.verifiers.extend(jobs_pb2.VerifierAssignment(address=v.address, stake=v.bond) for v in vs)
         ctx.emit(
             events.challenge_issued(
@@ -402,13 +406,6 @@ def _decide(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round, p: jobs_pb2.Particip
         params.min_fraud_verifiers,
         support,
     )
-    if p.audited and p.outcome == jobs_pb2.OUTCOME_ACCEPTED:
-        # the audit confirmed the unanimous first panel: its verdict stands, at its quality
-        p.quality = compute_outcome(
-            [v for v in p.verifiers if v.panel == 0],
-            params.unverified_quality,
-            params.min_fraud_verifiers,
-        )[1]
     ctx.emit(
         events.verdict_decided(
             job.id, r.round, p.address, enum_name(jobs_pb2.Outcome, p.outcome), p.quality
@@ -453,9 +450,8 @@ def process_vote_reveal_end(
     (MsgOpenEnd) -> missed reveal (punished as fraud), and the first panel's valid votes whose
     probes disagree with the provider's count as invalid (``apply_probe_checks``); no verifier
     assigned -> accepted at unverified_quality; every first-panel verifier revealed *valid* ->
-    accepted (``incentives.is_escalated``), unless the verdict is **audited**
-    (``incentives.is_audited``: probability ``audit_bps``, seeded by this block's seed, i.e.
-    after the votes are open); otherwise (or audited) escalated: an appeal panel of
+    accepted (``incentives.is_escalated``; an audited challenge's first panel holds its audit
+    seats too, ``process_challenge``); otherwise escalated: an appeal panel of
     ``appeal_verifiers`` is drawn (bond x reputation, seed = this block's seed: unknown while the
     first panel voted)
     from active providers that are not in the first panel, not participants of the round and not
@@ -464,7 +460,6 @@ def process_vote_reveal_end(
     params = get_params(ctx.store)
     h = ctx.block.height
     seed = compute_appeal_seed(ctx.block.seed, job.id, r.round)
-    audit_seed = compute_audit_seed(ctx.block.seed, job.id, r.round)
     conflicted = {q.address for q in r.participants} | {job.owner}
     pool: list[providers_pb2.Provider] | None = None
     escalated = False
@@ -480,12 +475,9 @@ def process_vote_reveal_end(
             )
             continue
         apply_probe_checks(job, p, 0)
-        audited = False
         if not is_escalated(list(p.verifiers)):
-            audited = bool(p.verifiers) and is_audited(audit_seed, p.address, params.audit_bps)
-            if not audited:
-                _decide(ctx, job, r, p)
-                continue
+            _decide(ctx, job, r, p)
+            continue
         if pool is None:
             pool = [
                 v for v in providers.get_draw_pool(ctx.store, 0, 0) if v.address not in conflicted
@@ -493,16 +485,13 @@ def process_vote_reveal_end(
         first = {v.address for v in p.verifiers}
         cands = [(v, v.bond * v.reputation) for v in pool if v.address not in first]
         vs = weighted_sample(
-            hashlib.sha256(seed + p.address).digest(),
-            cands,
-            compute_audit_panel_size(params) if audited else params.appeal_verifiers,
+            hashlib.sha256(seed + p.address).digest(), cands, params.appeal_verifiers
         )
         if not vs:
             _decide(ctx, job, r, p)
             continue
         vs.sort(key=lambda v: v.address)
         p.escalated = True
-        p.audited = audited
         escalated = True
         p.verifiers.extend(
             jobs_pb2.VerifierAssignment(address=v.address, stake=v.bond, panel=1) for v in vs
@@ -513,7 +502,7 @@ def process_vote_reveal_end(
                 r.round,
                 p.address,
                 [v.address for v in vs],
-                reason="audit" if audited else "dispute",
+                reason="dispute",
             )
         )
     sla.record_ends_deadline(ctx.store, r, h, compute_ends_due(job, r))
@@ -707,20 +696,15 @@ def process_verifier_rewards(
     ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round
 ) -> None:
     """Pay the verifier share: one unit per revealed vote (any panel) on the side of the final,
-    decided outcome (a tombstoned verifier is not paid; its units stay in the escrow). An audit
-    that confirmed a unanimous first panel (``Participant.audited``, final outcome accepted) pays
-    the first panel's units only, exactly as without the audit: the later panels' valid voters
-    get no share of V (an audit never dilutes an honest panel's pay), hence no reputation gain
-    either (``process_verifier_accountability``)."""
+    decided outcome (a tombstoned verifier is not paid; its units stay in the escrow). An audit's
+    seats are first-panel verifiers and paid as such: V is the owner's budget for verification,
+    split over the units of the votes that did the work."""
     majority_votes: list[tuple[bytes, int]] = []
     for p in r.participants:
         if p.challenged and p.outcome in DECIDED and p.verifiers:
             want_valid = p.outcome == jobs_pb2.OUTCOME_ACCEPTED
-            confirmed = p.audited and want_valid
             majority_votes.extend(
-                (v.address, 1)
-                for v in p.verifiers
-                if v.voted and v.valid == want_valid and not (confirmed and v.panel > 0)
+                (v.address, 1) for v in p.verifiers if v.voted and v.valid == want_valid
             )
     for addr, amount in compute_shares(job.verifier_reward_per_round, majority_votes):
         if providers.is_tombstoned(ctx.store, addr):

@@ -234,7 +234,10 @@ def test_owner_cancels_mid_round_to_avoid_paying():
             j = m.job(1)
             assert j.status == jobs_pb2.JOB_STATUS_CANCELLED and j.rounds_opened == 2
             assert j.escrow == 0 and j.refunded == j.escrow_funded - j.paid_total
-            assert j.refunded == 1_100_000  # the round never opened
+            # the round never opened, and what the rounds in flight returned (the verifier
+            # share's rounding dust when V splits over an audited challenge's extra units)
+            back = sum(m.round(1, n).returned_to_escrow for n in (0, 1))
+            assert j.refunded == 1_100_000 + back and back < 10
     assert paid[True] == paid[False]
     assert [sum(a for _, a, k in r if k == "participant") for r in paid[True]] == [1_000_000] * 2
 
@@ -476,7 +479,9 @@ def test_alternating_honest_and_cheating_rounds_loses_to_always_honest():
     )
     frauds = [s for _, _, o, _, s in cheat[3] if o == jobs_pb2.OUTCOME_FRAUD]
     # the first conviction takes half the bond, each later one half of what is left
-    assert len(frauds) >= 3 and frauds == [BOND >> (i + 1) for i in range(len(frauds))]
+    # (rounds finalize out of order when their windows differ: an audit's dispute is longer)
+    assert len(frauds) >= 3
+    assert sorted(frauds, reverse=True) == [BOND >> (i + 1) for i in range(len(frauds))]
     assert cheat[0] < -sum(frauds) + honest[0] and cheat[0] < -BOND // 2
     assert cheat[1] == 0 < honest[1] and cheat[2] == providers_pb2.PROVIDER_STATUS_JAILED
     slashes = [s for _, _, o, _, s in miss[3] if o == jobs_pb2.OUTCOME_MISSED_COMMIT]

@@ -1,7 +1,8 @@
-"""Panel audits (issue 11, jobs README *Verdict*): a unanimous-valid first panel is escalated
-anyway, to ``audit_verifiers`` fresh verifiers, with probability ``audit_bps``, drawn from the
-seed of the block that closes its vote-reveal window. One test per strategy, on the real app
-(every block commits and checks every invariant): balances and reputations before and after."""
+"""Panel audits (issue 11, jobs README *Panel audits*): a challenge is audited with probability
+``audit_bps``, drawn from the seed of the commit-deadline block D (after the commitment); its
+first panel then gets ``audit_verifiers`` more seats, drawn with it, voting with it (secret
+votes, secret-end evidence) and paid with it. One test per strategy, on the real app (every block
+commits and checks every invariant): balances and reputations before and after."""
 
 import hashlib
 
@@ -28,7 +29,8 @@ NEVER = {"audit_bps": 0}
 
 def _one_challenge(jobs_params: dict[str, int], **kw):
     """Job 1, one participant, always challenged, one first-panel verifier (the coalition's seat:
-    a coalition holding it holds the whole first panel); six more providers for the appeal."""
+    without an audit a coalition holding it holds the whole first panel), one more when audited;
+    the other providers for the appeal."""
     m = new_market(n_providers=8, jobs_params=jobs_params)
     m.create_job(
         rounds=1, participants_per_round=1, verifiers_per_challenge=1, challenge_bps=10_000, **kw
@@ -38,14 +40,15 @@ def _one_challenge(jobs_params: dict[str, int], **kw):
 
 
 def _cover_for_cheater(m):
-    """The coalition's first-panel seat waves the cheater through (valid); every other verifier
-    re-executes and sees the faked steps (invalid)."""
+    """The coalition holds the job's one first-panel seat (of an audited challenge's two seats,
+    the lower address: the other is the audit's) and waves the cheater through (valid); every
+    other verifier re-executes and sees the faked steps (invalid)."""
     coalition: set[bytes] = set()
 
     def vote(v, t):
-        if m.round(1, 0).phase == jobs_pb2.PHASE_VERDICT:
-            coalition.add(v)
-            return (True, 9_000)
+        if not coalition:
+            (p,) = m.round(1, 0).participants
+            coalition.add(min(a.address for a in p.verifiers if a.panel == 0))
         return (True, 9_000) if v in coalition else (False, 0)
 
     return coalition, vote
@@ -56,9 +59,10 @@ def test_coalition_holding_every_first_panel_seat_waves_a_cheater_through_is_cau
     mode,
 ):
     """Without an audit a unanimous first panel is final: the coalition's cheater is accepted and
-    paid. Audited, the challenge goes to the appeal panel, which convicts; the final panel
-    confirms: the cheater loses half its bond and is jailed, the coalition's valid votes are
-    against the final verdict and slashed on every seat, the honest verifiers earn bounties."""
+    paid. Audited, the first panel holds one more seat, honest here: its invalid vote is a
+    dispute, the appeal panel convicts, the final panel confirms: the cheater loses half its bond
+    and is jailed, the coalition's valid votes are against the final verdict and slashed on every
+    seat, the honest verifiers earn bounties."""
     kw = {} if mode == "tolerance" else EXACT
     # the counterfactual: never audited, the cheat pays
     m0, cheater0 = _one_challenge(NEVER, **kw)
@@ -75,9 +79,10 @@ def test_coalition_holding_every_first_panel_seat_waves_a_cheater_through_is_cau
     run_job(m, 1, vote=vote)
     (p,) = m.round(1, 0).participants
     assert len(coalition) == 1 and p.audited and p.escalated and p.final_tier
-    # the audit drew audit_verifiers (1) fresh seat, not an appeal panel of 7: one honest
-    # re-execution breaks the unanimity, and the final panel decides
-    assert len([v for v in p.verifiers if v.panel == 1]) == 1
+    # the audit drew audit_verifiers (1) more seat into the first panel, at the challenge: one
+    # honest re-execution breaks the unanimity, and the dispute goes the usual way
+    assert len([v for v in p.verifiers if v.panel == 0]) == 2
+    assert len([v for v in p.verifiers if v.panel == 1]) >= 3
     assert p.outcome == jobs_pb2.OUTCOME_FRAUD and p.slashed == BOND // 2 and p.reward == 0
     assert before[cheater] - wealth(m, cheater) == BOND // 2
     assert m.provider(cheater).status == providers_pb2.PROVIDER_STATUS_JAILED
@@ -105,22 +110,24 @@ def _honest_run(jobs_params: dict[str, int]):
 
 
 def test_honest_unanimous_panel_that_is_audited_loses_nothing_and_is_paid_as_usual():
-    """An honest provider and an honest unanimous first panel, audited: the appeal panel accepts
-    (the audit confirms), nobody is slashed, and the provider and the first panel are paid and
-    gain reputation exactly as in the same round without the audit (same first panel, same
-    quality, same verifier units); the appeal panel is not slashed, and, paid no share of V,
-    gains no reputation either (verifier gains are scaled by pay)."""
+    """An honest provider and an honest first panel, audited: the audit's seat votes valid with
+    the job's seat, the unanimous first panel is final (no escalation, no later windows),
+    nobody is slashed, and the provider is paid and gains reputation exactly as in the same round
+    without the audit (same quality). V, the owner's verification budget, is split over the two
+    seats' units instead of one: the same total, each seat paid and gaining reputation by its
+    pay."""
     m0, p0, target0, first0, delta0, rep0 = _honest_run(NEVER)
     m, p, target, first, delta, rep = _honest_run(ALWAYS)
-    assert not p0.escalated and p.audited and p.escalated and not p.final_tier
-    assert target == target0 and first == first0
+    assert not p0.audited and p.audited and not p.escalated and not p.final_tier
+    assert target == target0 and len(first0) == 1 and len(first) == 2
     assert p.outcome == p0.outcome == jobs_pb2.OUTCOME_ACCEPTED and p.quality == p0.quality
     assert not m.round(1, 0).slashes and all(v.slashed == 0 for v in p.verifiers)
-    for a in {target} | first:
-        assert delta[a] == delta0[a] > 0 and rep[a] == rep0[a] > 0
-    assert m.round(1, 0).verifier_paid == m0.round(1, 0).verifier_paid
-    appeal = {v.address for v in p.verifiers if v.panel == 1}
-    assert len(appeal) == 1 and all(delta[a] == 0 and rep[a] == 0 for a in appeal)
+    assert delta[target] == delta0[target] > 0 and rep[target] == rep0[target] > 0
+    assert m.round(1, 0).verifier_paid == m0.round(1, 0).verifier_paid > 0
+    assert sum(delta[a] for a in first) == sum(delta0[a] for a in first0)
+    assert all(delta[a] > 0 and rep[a] > 0 for a in first)
+    assert m.round(1, 0).vote_reveal_end == m0.round(1, 0).vote_reveal_end
+    assert m.round(1, 0).appeal_end == 0
 
 
 def test_audit_rate_over_many_seeds_matches_audit_bps():
@@ -171,14 +178,15 @@ def test_invalid_audit_bps_is_refused():
 
 
 def test_coalition_holding_two_thirds_of_an_appeal_panel_cannot_slash_its_honest_minority():
-    """A coalition that holds the first panel and ⅔ of the appeal panel's stake covers a cheater
-    (valid) against the appeal panel's honest member (invalid). An accepting appeal is final only
-    when unanimous: the dissent sends the challenge to the final panel, where the coalition holds
-    less than ⅓; the cheater is convicted, the honest appeal voter is on the winning side (paid a
-    bounty, never slashed) and every covering vote is slashed. (Before, the ⅔ acceptance was final
-    and the honest minority was slashed as a wrong vote.)"""
-    # the audit is only the way in here: an audit panel the size of an appeal panel
-    m = new_market(n_providers=1, n_keys=10, jobs_params={**ALWAYS, "audit_verifiers": 7})
+    """A coalition that holds the job's first-panel seat and ⅔ of the appeal panel's stake covers
+    a cheater (valid) against the honest audit seat and the appeal panel's honest member
+    (invalid). An accepting appeal is final only when unanimous: the dissent sends the challenge
+    to the final panel, where the coalition holds less than ⅓; the cheater is convicted, the
+    honest appeal voter is on the winning side (paid a bounty, never slashed) and every covering
+    vote is slashed. (Before, the ⅔ acceptance was final and the honest minority was slashed as a
+    wrong vote.)"""
+    # the audit's honest seat is only the way in here: its invalid vote is the dispute
+    m = new_market(n_providers=1, n_keys=11, jobs_params=ALWAYS)
     cheater = m.providers[0].address
     job = create_job_msg(
         rounds=1,
@@ -189,13 +197,15 @@ def test_coalition_holding_two_thirds_of_an_appeal_panel_cannot_slash_its_honest
     )
     assert m.send(m.owner, job).code == 0
     m.until(m.height + 1)
-    first, appeal_c, honest_a, late = (
+    first, appeal_c, honest_a, late, honest_f = (
         m.chain.keys[2],
         m.chain.keys[3:5],
         m.chain.keys[5],
         m.chain.keys[6:10],
+        m.chain.keys[10],
     )
-    m.block([(first, register_msg(BOND))])  # the only possible first-panel verifier
+    # the only two possible first-panel verifiers: the job's seat and the audit's
+    m.block([(first, register_msg(BOND)), (honest_f, register_msg(BOND))])
     coalition = {first.address} | {k.address for k in appeal_c}
 
     def vote(v, t):
@@ -217,7 +227,7 @@ def test_coalition_holding_two_thirds_of_an_appeal_panel_cannot_slash_its_honest
     panels: dict[int, set[bytes]] = {}
     for v in p.verifiers:
         panels.setdefault(v.panel, set()).add(v.address)
-    assert panels[0] == {first.address} and p.audited
+    assert panels[0] == {first.address, honest_f.address} and p.audited
     assert panels[1] == {k.address for k in appeal_c} | {honest_a.address}
     # the appeal panel accepted by ⅔ of its stake, not unanimously: on to the final panel
     assert p.final_tier and p.outcome == jobs_pb2.OUTCOME_FRAUD and p.slashed == BOND // 2
@@ -230,12 +240,11 @@ def test_coalition_holding_two_thirds_of_an_appeal_panel_cannot_slash_its_honest
 
 def test_half_stake_coalition_covering_a_cheater_is_unpaid_when_the_one_audit_seat_is_honest():
     """Above ⅓ of the final panel's stake a coalition cannot be convicted (the BFT bound), so what
-    the audit can take from it is the pay. A coalition holds the first panel (one seat) and half
-    of the final panel's stake, and waves its cheater through; the audit draws one fresh seat
-    (`audit_verifiers` 1), honest here, whose invalid vote breaks the unanimity: the final panel
-    is split (coalition valid, honest invalid), `undecided`: the cheater is paid nothing, nobody
-    is slashed, the honest audit verifier loses nothing. (The coalition's late keys join after the
-    audit draw, so they sit on the final panel only.)"""
+    the audit can take from it is the pay. A coalition holds the job's first-panel seat and half
+    of the later panels' stake, and waves its cheater through; the audit's one seat
+    (`audit_verifiers` 1), honest here, votes invalid: a dispute; the appeal panel splits (a
+    coalition key valid, an honest key invalid), and so does the final panel: `undecided`: the
+    cheater is paid nothing, nobody is slashed, the honest verifiers lose nothing."""
     m = new_market(n_providers=1, n_keys=8, jobs_params=ALWAYS)
     cheater = m.providers[0].address
     job = create_job_msg(
@@ -253,7 +262,8 @@ def test_half_stake_coalition_covering_a_cheater_is_unpaid_when_the_one_audit_se
         m.chain.keys[4],
         m.chain.keys[5],
     )
-    m.block([(first, register_msg(BOND))])  # the only possible first-panel verifier
+    # the only two possible first-panel verifiers: the job's seat and the audit's
+    m.block([(first, register_msg(BOND)), (honest_a, register_msg(BOND))])
     coalition = {first.address, late.address}
 
     def vote(v, t):
@@ -264,21 +274,21 @@ def test_half_stake_coalition_covering_a_cheater_is_unpaid_when_the_one_audit_se
         if m.job(1).status == jobs_pb2.JOB_STATUS_COMPLETED:
             break
         r = m.round(1, 0)
-        if r.phase == jobs_pb2.PHASE_VERDICT and not before:  # the audit's only candidate
-            m.block([(honest_a, register_msg(BOND))])
-            before = {a: wealth(m, a) for a in coalition | {honest_a.address, cheater}}
-        elif r.phase == jobs_pb2.PHASE_APPEAL and honest_late.address not in before:
-            # final panel: coalition BOND + 2 BOND, honest BOND + 2 BOND: half each
+        if r.phase == jobs_pb2.PHASE_VERDICT and not before:
+            # the appeal pool, after the first panel's draw: coalition 2 BOND, honest 2 BOND
             m.block([(late, register_msg(BOND * 2)), (honest_late, register_msg(BOND * 2))])
-            before |= {a.address: wealth(m, a.address) for a in (late, honest_late)}
+            before = {
+                a: wealth(m, a)
+                for a in coalition | {honest_a.address, honest_late.address, cheater}
+            }
         actors_block(m, 1, vote=vote)
     assert m.job(1).status == jobs_pb2.JOB_STATUS_COMPLETED
     (p,) = m.round(1, 0).participants
     panels: dict[int, set[bytes]] = {}
     for v in p.verifiers:
         panels.setdefault(v.panel, set()).add(v.address)
-    assert panels[0] == {first.address} and p.audited
-    assert panels[1] == {honest_a.address}  # one seat
+    assert panels[0] == {first.address, honest_a.address} and p.audited
+    assert panels[1] == {late.address, honest_late.address}
     assert p.final_tier and panels[2] >= coalition | {honest_a.address, honest_late.address}
     assert p.outcome == jobs_pb2.OUTCOME_UNDECIDED and p.reward == 0 and p.slashed == 0
     assert wealth(m, cheater) == before[cheater]  # the stolen slot is not paid
