@@ -367,7 +367,7 @@ class Coverer(Actor):
     (every segment faked) and, as a verifier, votes valid at quality 9,000 on coalition members
     (it shares their states, so its valid vote opens in both modes) and honestly on the others.
     It wins when it holds every first-panel seat of a coalition cheater (a unanimous first panel
-    stands) unless that verdict is audited (``audit_bps``)."""
+    stands), an audited challenge's extra seat (``audit_bps``) included."""
 
     def commit(self, w, job, r):
         return Truth(frozenset(range(H)))
@@ -626,8 +626,8 @@ def measured_row(
 
 
 AUDIT_BPS = JOBS_DEFAULTS["audit_bps"]  # the default jobs param (abci_app/jobs/params.py)
-# --jobs-param KEY=VALUE: genesis jobs params for every row (e.g. the audit rule of an earlier
-# default, to compare it on the same code); a row's own overrides still win
+# --jobs-param KEY=VALUE: genesis jobs params for every row (e.g. another audit rate, to compare
+# it on the same code); a row's own overrides still win
 JOBS_PARAMS_OVERRIDE: dict[str, int] = {}
 
 
@@ -640,10 +640,11 @@ def audited_row(
     **kw: Any,
 ) -> Row:
     """Expected profit per round of a first-panel coalition at the default audit rate a:
-    E = (1 - a) x W + a x X, W = measured with ``audit_bps`` 0 (a unanimous first panel is final),
-    X = measured with ``audit_bps`` 10000 (every unanimous first panel is audited), both on the
-    chain over the same seeds at challenge_bps 10000 (the audit draw is independent of the rest:
-    its own seed domain). The note gives W, the profit the audit takes away. "vs playing honest"
+    E = (1 - a) x W + a x X, W = measured with ``audit_bps`` 0 (the job's first-panel seats
+    alone), X = measured with ``audit_bps`` 10000 (every challenge audited: ``audit_verifiers``
+    more first-panel seats), both on the chain over the same seeds at challenge_bps 10000 (the
+    audit coin is independent of the rest: its own seed domain). The note gives W, the profit
+    the audit takes away. "vs playing honest"
     compares E with the same keys playing honest, mixed the same way from the same two worlds
     (audit_bps 0 and 10000, same seeds): audits shift round timing and so the later draws, and a
     baseline measured at the default rate would differ from the mixture by that draw noise alone
@@ -1168,7 +1169,7 @@ def main() -> None:
         default=[],
         metavar="KEY=VALUE",
         help="genesis jobs param for every row (repeatable; e.g. --jobs-param audit_bps=500"
-        " --jobs-param audit_verifiers=7: the audit rule before 2026-12-03)",
+        " --jobs-param audit_verifiers=2)",
     )
     a = ap.parse_args()
     global AUDIT_BPS

@@ -28,8 +28,8 @@ k = 1, s = 15 segments per challenge, every commitment challenged, tolerance mod
    a challenge whose opened ends are secret (``compute_hidden_entries``, the trace list masked:
    the secret-end path), then in tolerance mode ``verify_opened_end`` for every opened end, and
    the quality score of a valid vote (``ml.quality``); means over ``--reps`` challenges. The
-   expected cost includes panel audits: an honest unanimous verdict is re-executed by
-   ``--audit-verifiers`` (1) more with probability ``--audit-bps`` (4000), so expected = one
+   expected cost includes panel audits: an audited challenge's first panel has
+   ``--audit-verifiers`` (1) more seats, with probability ``--audit-bps`` (4000), so expected = one
    verifier's x (1 + 0.4 x 1) with the chain's defaults. ``--compute-only`` runs this part
    alone (a few minutes) and records its rows as a dated subsection.
 """
@@ -734,9 +734,9 @@ PATH_NOTE = (
     "state part within tolerance); a valid vote carries the update's quality "
     "(`ml.quality`: `quality_score` on one held-out batch of 32 windows since 2026-12-02, four "
     "before). One first-panel verifier "
-    "(the CLI default); an honest unanimous verdict is audited with probability audit_bps by "
-    "audit_verifiers more, each paying the same, hence the expected column. The provider side "
-    "is `commit_round` alone: its tolerance-mode probes of every trace entry (`trace_probes`) "
+    "(the CLI default); a challenge is audited with probability audit_bps: its first panel has "
+    "audit_verifiers more seats, each paying the same, hence the expected column. The provider "
+    "side is `commit_round` alone: its tolerance-mode probes of every trace entry (`trace_probes`) "
     "are left out (their time is listed under the table), so the ratios are higher than the "
     "network's by that share."
 )

@@ -160,8 +160,8 @@ def expected_verifier_compute_bps(
     """Expected steps re-executed by all of a job's verifiers per provider step, in basis points,
     for an honest provider: one verifier's share (``audit.compute_verifier_compute_bps``:
     c·min(s, n)/n) times the first panel's ``verifiers`` plus the panel audit's
-    ``audit_bps``/10⁴ × ``audit_verifiers`` (a unanimous valid first panel is audited by that many
-    fresh verifiers with that probability; the chain's defaults when not given: 4000 bps, 1).
+    ``audit_bps``/10⁴ × ``audit_verifiers`` (a challenge is audited with that probability: its first
+    panel gets that many more seats; the chain's defaults when not given: 4000 bps, 1).
     """
     from abci_app.jobs.audit import compute_verifier_compute_bps
     from abci_app.jobs.params import DEFAULTS
