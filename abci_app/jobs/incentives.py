@@ -14,7 +14,7 @@ functions over integers and records; ``rounds.py`` and ``msgs.py`` apply them.
     compute_model_params       the model size a provider's policy compares with
     is_job_acceptable          opt-in: a provider's policy, never the job's owner
     is_escalated               a first-panel verdict that is not unanimous goes to the appeal panel
-    compute_audit_seed         the panel audits' seed, drawn after the first panel's votes open
+    compute_audit_seed         the panel audits' seed, from the commit-deadline block D
     is_audited                 a challenge's first panel gets audit_verifiers more seats (audit_bps)
     compute_value_gain_bps     reputation grows with the value of verified, paid work
 """

@@ -7,15 +7,15 @@ One function per transition; each runs in the end_block of the height stored in 
     heights O+1..D-1 COMMIT               MsgSubmitUpdate,     (D = commit_deadline = O +
                                           MsgDeclineRound      commit_blocks; not in block D,
                                                                whose seed draws the challenges)
-    end_block(D)     COMMIT -> REVEAL     process_challenge    seeded by block D's seed; next
-                                                               round opens here
+    end_block(D)     COMMIT -> REVEAL     process_challenge    seeded by block D's seed (the
+                                                               audits too); next round opens
     heights D+1..Rv  REVEAL               MsgRevealSegment     (Rv = D + reveal_blocks)
     end_block(Rv)    REVEAL -> VERDICT    process_reveal_end   unrevealed challenges: missed reveal
     heights Rv+1..Vd VERDICT              MsgVerdict (hash)    (Vd = Rv + verdict_blocks)
     end_block(Vd)    VERDICT -> VOTE_REVEAL process_verdict_end
     heights Vd+1..Vr VOTE_REVEAL          MsgRevealVote,       (Vr = Vd + verdict_blocks; with
                                           MsgOpenEnd           verdict_blocks >= 3 not in block
-                                                               Vr, whose seed draws the audits:
+                                                               Vr, whose seed draws the appeal:
                                                                msgs.check_before_audit_seed)
     end_block(Vr)    VOTE_REVEAL -> APPEAL | ATTEST  process_vote_reveal_end: a unanimous valid
                                                      first panel accepts; anything else escalates
