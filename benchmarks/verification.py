@@ -227,7 +227,7 @@ def main() -> int:
         "--audit-verifiers",
         type=int,
         default=JOBS_PARAMS["audit_verifiers"],
-        help="chain param: the audit's panel size, each re-executing the challenge "
+        help="chain param: an audited challenge's extra first-panel seats, each re-executing it "
         f"(default {JOBS_PARAMS['audit_verifiers']})",
     )
     ap.add_argument(

@@ -253,7 +253,7 @@ def process_challenge(
         p.segment = p.segments[0]
         cands = [(v, v.bond * v.reputation) for v in pool]
         audited = is_audited(audit_seed, p.address, params.audit_bps)
-        seats = spec.verifiers_per_challenge + (compute_audit_panel_size(params) if audited else 0)
+        seats = spec.verifiers_per_challenge + (compute_audit_seats(params) if audited else 0)
         vs = weighted_sample(hashlib.sha256(seed + b"verifiers" + p.address).digest(), cands, seats)
         vs.sort(key=lambda v: v.address)
         # audited: the audit's seats sit in the first panel, drawn with it and voting with it
@@ -437,9 +437,10 @@ def compute_appeal_seed(block_seed: bytes, job_id: int, round_: int) -> bytes:
     ).digest()
 
 
-def compute_audit_panel_size(params: jobs_pb2.JobsParams) -> int:
-    """Seats of an audit's panel: ``audit_verifiers`` (params stored before the field existed
-    read 0: such a chain audits with ``appeal_verifiers``, as it did)."""
+def compute_audit_seats(params: jobs_pb2.JobsParams) -> int:
+    """An audited challenge's extra first-panel seats: ``audit_verifiers`` (params stored before
+    the field existed read 0: such a chain audits with ``appeal_verifiers`` seats, as many as its
+    audits drew before)."""
     return params.audit_verifiers or params.appeal_verifiers
 
 

@@ -816,13 +816,11 @@ def test_collateral_keeps_a_cheap_bond_out_of_rich_rounds():
 # -- the final panel: a coalition below 2/3 of its stake never slashes an honest provider ----------
 
 
-def _coalition_market(share_pct: int):
-    """An honest provider committed and revealed; a 3-key coalition registered before the commit
-    deadline holds every seat of the first panel (1) and of the appeal panel (the other 2), the
-    worst case; four honest verifiers register during the appeal, so the final panel (every
-    provider outside the round) gives the coalition ``share_pct`` % of its stake."""
-    m = new_market(n_providers=1, n_keys=9)
-    target = m.providers[0].address
+def one_slot_job(n_keys: int, jobs_params: dict[str, int] | None = None):
+    """(market, its only provider): job 1, one round with that provider as its one participant,
+    every commitment challenged, one first-panel seat, a 6-block commit window, so that keys
+    registered right after this return are in the commit deadline's verifier draw."""
+    m = new_market(n_providers=1, n_keys=n_keys, jobs_params=jobs_params)
     job = create_job_msg(
         rounds=1,
         participants_per_round=1,
@@ -832,6 +830,15 @@ def _coalition_market(share_pct: int):
     )
     assert m.send(m.owner, job).code == 0
     m.until(m.height + 1)
+    return m, m.providers[0].address
+
+
+def _coalition_market(share_pct: int):
+    """An honest provider committed and revealed; a 3-key coalition registered before the commit
+    deadline holds every seat of the first panel (1) and of the appeal panel (the other 2), the
+    worst case; four honest verifiers register during the appeal, so the final panel (every
+    provider outside the round) gives the coalition ``share_pct`` % of its stake."""
+    m, target = one_slot_job(9)
     coalition, honest = m.chain.keys[2:5], m.chain.keys[5:9]
     m.block([(k, register_msg(BOND)) for k in coalition])
     honest_bond = BOND * 3 * (100 - share_pct) // (4 * share_pct)

@@ -12,12 +12,11 @@ from abci_app.jobs.incentives import compute_audit_seed, is_audited
 from abci_app.jobs.params import params_from_json
 from abci_app.jobs.rounds import compute_appeal_seed
 from abci_app.pb import jobs_pb2, providers_pb2
-from tests.jobs.test_incentives import wealth
+from tests.jobs.test_incentives import one_slot_job, wealth
 from tests.kits.marketkit import (
     BOND,
     EXACT,
     actors_block,
-    create_job_msg,
     new_market,
     register_msg,
     run_job,
@@ -25,6 +24,14 @@ from tests.kits.marketkit import (
 
 ALWAYS = {"audit_bps": 10_000}
 NEVER = {"audit_bps": 0}
+
+
+def _panels(p: jobs_pb2.Participant) -> dict[int, set[bytes]]:
+    """panel -> the addresses that sat in it (0 first, 1 appeal, 2 final) for ``p``'s challenge."""
+    out: dict[int, set[bytes]] = {}
+    for v in p.verifiers:
+        out.setdefault(v.panel, set()).add(v.address)
+    return out
 
 
 def _one_challenge(jobs_params: dict[str, int], **kw):
@@ -186,17 +193,7 @@ def test_coalition_holding_two_thirds_of_an_appeal_panel_cannot_slash_its_honest
     vote is slashed. (Before, the ⅔ acceptance was final and the honest minority was slashed as a
     wrong vote.)"""
     # the audit's honest seat is only the way in here: its invalid vote is the dispute
-    m = new_market(n_providers=1, n_keys=11, jobs_params=ALWAYS)
-    cheater = m.providers[0].address
-    job = create_job_msg(
-        rounds=1,
-        participants_per_round=1,
-        verifiers_per_challenge=1,
-        challenge_bps=10_000,
-        commit_blocks=6,
-    )
-    assert m.send(m.owner, job).code == 0
-    m.until(m.height + 1)
+    m, cheater = one_slot_job(11, ALWAYS)
     first, appeal_c, honest_a, late, honest_f = (
         m.chain.keys[2],
         m.chain.keys[3:5],
@@ -224,9 +221,7 @@ def test_coalition_holding_two_thirds_of_an_appeal_panel_cannot_slash_its_honest
             before |= {k.address: wealth(m, k.address) for k in late}
         actors_block(m, 1, vote=vote)
     (p,) = m.round(1, 0).participants
-    panels: dict[int, set[bytes]] = {}
-    for v in p.verifiers:
-        panels.setdefault(v.panel, set()).add(v.address)
+    panels = _panels(p)
     assert panels[0] == {first.address, honest_f.address} and p.audited
     assert panels[1] == {k.address for k in appeal_c} | {honest_a.address}
     # the appeal panel accepted by ⅔ of its stake, not unanimously: on to the final panel
@@ -245,17 +240,7 @@ def test_half_stake_coalition_covering_a_cheater_is_unpaid_when_the_one_audit_se
     (`audit_verifiers` 1), honest here, votes invalid: a dispute; the appeal panel splits (a
     coalition key valid, an honest key invalid), and so does the final panel: `undecided`: the
     cheater is paid nothing, nobody is slashed, the honest verifiers lose nothing."""
-    m = new_market(n_providers=1, n_keys=8, jobs_params=ALWAYS)
-    cheater = m.providers[0].address
-    job = create_job_msg(
-        rounds=1,
-        participants_per_round=1,
-        verifiers_per_challenge=1,
-        challenge_bps=10_000,
-        commit_blocks=6,
-    )
-    assert m.send(m.owner, job).code == 0
-    m.until(m.height + 1)
+    m, cheater = one_slot_job(8, ALWAYS)
     first, honest_a, honest_late, late = (
         m.chain.keys[2],
         m.chain.keys[3],
@@ -284,9 +269,7 @@ def test_half_stake_coalition_covering_a_cheater_is_unpaid_when_the_one_audit_se
         actors_block(m, 1, vote=vote)
     assert m.job(1).status == jobs_pb2.JOB_STATUS_COMPLETED
     (p,) = m.round(1, 0).participants
-    panels: dict[int, set[bytes]] = {}
-    for v in p.verifiers:
-        panels.setdefault(v.panel, set()).add(v.address)
+    panels = _panels(p)
     assert panels[0] == {first.address, honest_a.address} and p.audited
     assert panels[1] == {late.address, honest_late.address}
     assert p.final_tier and panels[2] >= coalition | {honest_a.address, honest_late.address}
