@@ -99,6 +99,10 @@ def wait_height(
     raise SystemExit("node did not produce blocks")
 
 
+# BLOCK_LOG=1: one stderr line per block seen (height, time since the load began, txs, proposer)
+BLOCK_LOG = bool(os.environ.get("BLOCK_LOG"))
+
+
 def run_load(
     txs: list[bytes],
     rate: float,
@@ -118,7 +122,7 @@ def run_load(
     rpc_errors: dict[str, int] = {}
     submitted: dict[bytes, float] = {}
     committed: dict[bytes, float] = {}
-    block_log: list[tuple[int, float, int]] = []
+    block_log: list[tuple[int, float, list[bytes]]] = []
     stop = threading.Event()
 
     def watch() -> None:
@@ -138,11 +142,20 @@ def run_load(
                     continue
                 seen = time.monotonic()
                 body = r["result"]["block"]["data"]["txs"] or []
-                for t in body:
-                    committed[hashlib.sha256(base64.b64decode(t)).digest()] = seen
-                block_log.append((h, seen, len(body)))
+                hashes = [hashlib.sha256(base64.b64decode(t)).digest() for t in body]
+                for d in hashes:
+                    committed[d] = seen
+                block_log.append((h, seen, hashes))
+                if BLOCK_LOG:
+                    hdr = r["result"]["block"]["header"]
+                    print(
+                        f"block {h} +{seen - t_start:.2f}s txs={len(body)} "
+                        f"proposer={hdr['proposer_address'][:8]}",
+                        file=sys.stderr,
+                    )
                 h += 1
 
+    t_start = time.monotonic()
     w = threading.Thread(target=watch, daemon=True)
     w.start()
     time.sleep(0.5)
@@ -211,23 +224,30 @@ def run_load(
         th.join()
     sent = sum(counts)
     send_time = time.monotonic() - t0
+
     # drain: until every submitted tx is in a block, or no new block carried one for DRAIN_QUIET_S
     # (a loaded 4-validator net can take several seconds per block: a short window ends early)
-    last = len(committed)
+    # (only this run's txs count: every loconet block carries a new injected vote-extension tx)
+    def landed() -> int:
+        return sum(h in committed for h in submitted)
+
+    last = landed()
     quiet = drain_start = time.monotonic()
     while (
         time.monotonic() - quiet < DRAIN_QUIET_S
         and time.monotonic() - drain_start < DRAIN_MAX_S
-        and not all(h in committed for h in submitted)
+        and last < len(submitted)
     ):
         time.sleep(0.5)
-        if len(committed) != last:
-            last, quiet = len(committed), time.monotonic()
+        if (now := landed()) != last:
+            last, quiet = now, time.monotonic()
     stop.set()
     w.join(5)
     ours = {h: committed[h] for h in submitted if h in committed}
     lat = sorted(ours[h] - submitted[h] for h in ours)
-    loaded = [(h, t, n) for h, t, n in block_log if n > 0]
+    # a loaded block carries at least one of this run's txs: every loconet block also carries the
+    # proposer's injected vote-extension tx, so "any tx" would count the idle blocks of the drain
+    loaded = [(h, t, n) for h, t, ds in block_log if (n := sum(d in submitted for d in ds)) > 0]
     # committed tx/s = txs in blocks / (last loaded block seen - first submission): a few huge
     # blocks (a saturated net) make a block-to-block span meaningless
     span = loaded[-1][1] - t0 if loaded else 0.0
@@ -728,6 +748,12 @@ def main() -> int:
         "--no-single", action="store_true", help="with --validators N: skip the single-node row"
     )
     ap.add_argument(
+        "--no-kvstore",
+        action="store_true",
+        help="with --validators N: skip the kvstore network (an A/B of loconet alone; not with "
+        "--record, whose table compares the two)",
+    )
+    ap.add_argument(
         "--funded",
         type=int,
         default=0,
@@ -738,6 +764,8 @@ def main() -> int:
         "--record", action="store_true", help="append the figures to benchmarks/RESULTS.md"
     )
     args = ap.parse_args()
+    if args.no_kvstore and args.record:
+        raise SystemExit("--record compares loconet with kvstore: drop --no-kvstore")
     args.load_start = os.getloadavg()[0]  # recorded with the figures (a shared machine)
     # stop the nodes (finally blocks) on kill
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -761,7 +789,11 @@ def main() -> int:
         if args.validators > 1:
             rates = [float(x) for x in (args.rates or str(args.rate)).split(",")]
             net_ours = bench_loconet_net(tmp, args, rates)
-            net_kv = bench_kvstore_net(tmp, args, rates, net_ours[0]["tx_bytes"])
+            net_kv = (
+                []
+                if args.no_kvstore
+                else bench_kvstore_net(tmp, args, rates, net_ours[0]["tx_bytes"])
+            )
             print(
                 json.dumps(
                     {"validators": args.validators, "loconet": net_ours, "kvstore": net_kv},
