@@ -72,10 +72,16 @@ def running(pid_file: Path, marker: str) -> int | None:
     pid = read_pid(pid_file)
     if pid is None or not alive(pid):
         return None
-    try:
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except OSError:
-        return None
+    # a child caught inside execve (Popen returns once the close-on-exec pipe closes, before the
+    # kernel has set up the new command line) reads an empty cmdline for a moment: wait it out
+    for _ in range(100):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            return None
+        if cmd or not alive(pid):
+            break
+        time.sleep(0.01)
     return pid if marker in cmd else None
 
 
