@@ -270,9 +270,7 @@ def main() -> int:
         },
         "load_start": load_start,
     }
-    # an honest challenge is re-executed by the first panel (1 verifier, the CLI default) and, when
-    # audited (audit_bps), by audit_verifiers more: expected re-executions per challenge
-    audit_factor = (10_000 + a.audit_bps * a.audit_verifiers) / 10_000
+    audit_factor = reexecutions_per_challenge(a.audit_bps, a.audit_verifiers)
 
     # 4. Compute: a provider round vs a verifier challenge, per (model, k) with n and s fixed.
     compute = []
@@ -703,9 +701,16 @@ def render(o: dict) -> str:
     return "\n".join(lines)
 
 
+def reexecutions_per_challenge(audit_bps: int, audit_verifiers: int) -> float:
+    """Expected re-executions of an honest challenge: the first panel's one verifier (the CLI
+    default) and, when the challenge is audited (``audit_bps``), ``audit_verifiers`` more; the
+    same factor ``node.market_msgs.expected_verifier_compute_bps`` applies to the steps."""
+    return (10_000 + audit_bps * audit_verifiers) / 10_000
+
+
 def compute_table(o: dict) -> list[str]:
     cf = o["config"]
-    fac = (10_000 + cf["audit_bps"] * cf["audit_verifiers"]) / 10_000
+    fac = reexecutions_per_challenge(cf["audit_bps"], cf["audit_verifiers"])
     lines = [
         "| model (params) | k | H | provider round | verifier: challenge + opened ends + quality "
         f"| verifier / provider | expected with panel audits (x {fac:g}) | re-executed steps / "
