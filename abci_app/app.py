@@ -13,8 +13,8 @@ move bytes between CometBFT and the store:
   reads of the committed store are remembered until the next Commit (``ReadCache``);
 - genesis (``init_chain``) is staged together with block ``initial_height`` and committed with it;
 - state sync (``list/offer_snapshot``, ``load/apply_snapshot_chunk``): snapshots of committed
-  heights are written in the background after Commit and restored onto an empty store only when
-  the rebuilt root is the light-client-verified app hash (``abci_app/snapshots.py``).
+  heights are written in the background after Commit and restored onto an empty store, each
+  chunk checked against the light-client-verified app hash (``abci_app/snapshots.py``).
 """
 
 from __future__ import annotations

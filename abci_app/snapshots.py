@@ -1,30 +1,40 @@
 """State-sync snapshots of the Merkle store (ABCI ListSnapshots, LoadSnapshotChunk,
-OfferSnapshot, ApplySnapshotChunk).
+OfferSnapshot, ApplySnapshotChunk), each chunk verified against the trusted app hash.
 
-Format 1. The committed (key, value) pairs at height H, in key order, each encoded as
-``uvarint(len key) ‖ key ‖ uvarint(len value) ‖ value``, cut into chunks of at most
-``chunk_bytes`` at pair boundaries (a pair longer than that gets a chunk of its own).
-``Snapshot.metadata`` is the sha256 of every chunk, concatenated (32 bytes per chunk), and
-``Snapshot.hash = sha256(metadata)``. Two nodes with the same state and chunk size produce
-byte-identical snapshots, so CometBFT fetches the chunks of one snapshot from every peer that
-offers it.
+Format 2. The store is a binary sparse Merkle tree over sha256(key) (``abci_app/store/tree.py``).
+A snapshot of height H cuts it at a depth d (0..``MAX_DEPTH``) into its 2^d subtrees: chunk i
+holds the (key, value) pairs whose sha256(key) starts with the d bits of i, in ascending
+sha256(key) order:
+
+    chunk_i   = u8 2 ‖ uvarint(i) ‖ pair ‖ pair ‖ ...       pair = uvarint(len key) ‖ key ‖
+                                                                   uvarint(len value) ‖ value
+    metadata  = u8 d ‖ for each subtree i in order: u8 kind ‖ its hash (32 bytes)
+    hash      = sha256(metadata);  chunks = 2^d
+
+(kind 0 empty with 32 zero bytes, 1 one key: its leaf hash, 2 two or more: the internal hash:
+``tree.subtree_summary``). d is the smallest depth at which every chunk fits ``chunk_bytes``
+(hashes spread keys evenly, so chunks come out of similar sizes), ``MAX_DEPTH`` at most. Two
+nodes with the same state and chunk size produce byte-identical snapshots, so CometBFT fetches
+the chunks of one snapshot from every peer that offers it.
 
 Taking (``Snapshotter``): when Commit makes height H with H % ``snapshot_interval`` == 0, a
 background thread reads the committed version H through ``MerkleStore.iterate_at`` (the store is
-thread-safe and H stays readable for ``keep_recent`` heights), writes the chunks to
-``DIR/tmp-H/`` and renames the folder to ``DIR/H/`` when complete; blocks go on meanwhile. The
-last ``keep`` snapshots are kept. One more can wait while one is written; a snapshot due beyond
-that is skipped (logged).
+thread-safe and H stays readable for ``keep_recent`` heights): once to size the subtrees, then
+once per ``PASS_BYTES`` of chunks to write them, into ``DIR/tmp-H/``; the folder is renamed to
+``DIR/H/`` when complete; blocks go on meanwhile. The last ``keep`` snapshots are kept. One more
+can wait while one is written; a snapshot due beyond that is skipped (logged).
 
 Restoring (``Restore``): CometBFT's light client verifies the header of H + 1 and passes its
-app hash to OfferSnapshot. The offer is accepted only by an empty store, for format 1, at a
-height 1..2^63-1 (CometBFT's int64), with metadata of 32 bytes per chunk whose sha256 is the
-snapshot hash. Each chunk (applied in order) must hash to its entry in the metadata, else CometBFT
-refetches it and rejects its sender; its keys must continue the strictly ascending order. After the
-last chunk the pairs go to ``MerkleStore.restore``, which commits them as version H only if their
-root equals the trusted app hash; otherwise the snapshot is rejected and the store stays empty. The
-metadata itself is untrusted until that final check: a peer inventing a snapshot wastes one
-download, nothing more.
+app hash to OfferSnapshot. The offer is accepted only by an empty store, for format 2, at a
+height 1..2^63-1 (CometBFT's int64), with well-formed metadata whose sha256 is the snapshot hash
+and whose subtrees fold to the trusted app hash (``tree.fold_summaries``): so the metadata is
+trusted from the offer on, and a peer inventing a snapshot is refused before any chunk is
+fetched. Each chunk (applied in order) must then rebuild its own subtree: its keys carry the
+chunk's prefix, in strictly ascending hash order, and their (kind, hash) is the metadata's entry.
+A chunk that does not is refetched and its sender rejected (CometBFT asks another peer); only
+verified pairs are kept, so what a restore holds in memory is the real state, whatever a peer
+sends. After the last chunk the pairs go to ``MerkleStore.restore``, which commits them as
+version H after checking the root once more.
 """
 
 from __future__ import annotations
@@ -35,7 +45,7 @@ import os
 import queue
 import shutil
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from google.protobuf.message import DecodeError
@@ -44,20 +54,35 @@ from abci_app.encoding import encode_uvarint
 from abci_app.pb import abci
 from abci_app.server import FramingError, decode_uvarint
 from abci_app.store import MerkleStore, StoreError
+from abci_app.store.tree import (
+    EMPTY_HASH,
+    KIND_EMPTY,
+    KIND_INTERNAL,
+    KIND_LEAF,
+    fold_summaries,
+    hash_key,
+    hash_value,
+    subtree_summary,
+)
 
 log = logging.getLogger("loconet.snapshots")
 
-FORMAT = 1
+FORMAT = 2
 CHUNK_BYTES = 1 << 20  # CometBFT's p2p limit for a chunk message is 16 MiB
 HASH_BYTES = 32
 MAX_HEIGHT = 2**63 - 1  # CometBFT heights are int64 (the store keeps them as SQLite INTEGERs)
+# 2^16 chunks at most: metadata of 2.1 MB, inside CometBFT's 4 MB snapshot message; at 1 MiB a
+# chunk, states up to ~64 GiB stay within the target size
+MAX_DEPTH = 16
+PASS_BYTES = 64 << 20  # chunk bytes a snapshot holds in memory at once while writing
+_ENTRY = 1 + HASH_BYTES
 
 
 class SnapshotError(Exception):
     pass
 
 
-# -- format 1 -------------------------------------------------------------------------------------
+# -- format 2 -------------------------------------------------------------------------------------
 
 
 def encode_pair(key: bytes, value: bytes) -> bytes:
@@ -74,9 +99,23 @@ def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
     return r
 
 
-def decode_chunk(chunk: bytes) -> list[tuple[bytes, bytes]]:
-    """The pairs of a chunk; raises SnapshotError when the bytes are not whole pairs."""
-    out, pos = [], 0
+def encode_chunk(index: int, pairs: Iterable[tuple[bytes, bytes]]) -> bytes:
+    """Chunk ``index`` of the given pairs, which must already be in ascending sha256(key)
+    order."""
+    return b"".join(
+        [bytes((FORMAT,)), encode_uvarint(index), *(encode_pair(k, v) for k, v in pairs)]
+    )
+
+
+def decode_chunk(chunk: bytes, index: int) -> list[tuple[bytes, bytes]]:
+    """The pairs of chunk ``index``; raises SnapshotError when the bytes are not a format-2
+    header for that index followed by whole pairs."""
+    if not chunk or chunk[0] != FORMAT:
+        raise SnapshotError("chunk does not start with the format byte 2")
+    i, pos = _uvarint(chunk, 1)
+    if i != index:
+        raise SnapshotError(f"chunk says it is chunk {i}, not {index}")
+    out = []
     while pos < len(chunk):
         parts = []
         for _ in range(2):
@@ -89,30 +128,101 @@ def decode_chunk(chunk: bytes) -> list[tuple[bytes, bytes]]:
     return out
 
 
-def chunk_pairs(
-    pairs: Iterable[tuple[bytes, bytes]], chunk_bytes: int = CHUNK_BYTES
-) -> Iterator[bytes]:
-    """Deterministic cut of the encoded pairs into chunks of at most ``chunk_bytes``."""
-    buf = bytearray()
-    for k, v in pairs:
-        enc = encode_pair(k, v)
-        if buf and len(buf) + len(enc) > chunk_bytes:
-            yield bytes(buf)
-            buf.clear()
-        buf += enc
-    if buf:
-        yield bytes(buf)
+def encode_metadata(depth: int, summaries: list[tuple[int, bytes]]) -> bytes:
+    return bytes((depth,)) + b"".join(bytes((k,)) + h for k, h in summaries)
 
 
-def snapshot_of(height: int, chunk_hashes: list[bytes]) -> abci.Snapshot:
-    metadata = b"".join(chunk_hashes)
+def decode_metadata(md: bytes) -> tuple[int, list[tuple[int, bytes]]]:
+    """(depth, the 2^depth subtree summaries); raises SnapshotError when malformed."""
+    if not md or md[0] > MAX_DEPTH:
+        raise SnapshotError(f"metadata must start with a depth 0..{MAX_DEPTH}")
+    depth = md[0]
+    if len(md) != 1 + _ENTRY * (1 << depth):
+        raise SnapshotError(f"metadata of depth {depth} must be {1 + _ENTRY * (1 << depth)} bytes")
+    out = []
+    for pos in range(1, len(md), _ENTRY):
+        kind, h = md[pos], md[pos + 1 : pos + _ENTRY]
+        if kind not in (KIND_EMPTY, KIND_LEAF, KIND_INTERNAL) or (kind == KIND_EMPTY) != (
+            h == EMPTY_HASH
+        ):
+            raise SnapshotError(f"subtree {(pos - 1) // _ENTRY}: bad kind {kind} or hash")
+        out.append((kind, h))
+    return depth, out
+
+
+def snapshot_of(height: int, depth: int, summaries: list[tuple[int, bytes]]) -> abci.Snapshot:
+    metadata = encode_metadata(depth, summaries)
     return abci.Snapshot(
         height=height,
         format=FORMAT,
-        chunks=len(chunk_hashes),
+        chunks=len(summaries),
         hash=hashlib.sha256(metadata).digest(),
         metadata=metadata,
     )
+
+
+def _bucket(key_hash: bytes, depth: int) -> int:
+    return int.from_bytes(key_hash[:4], "big") >> (32 - depth)
+
+
+def choose_depth(sizes: list[int], chunk_bytes: int) -> int:
+    """The smallest depth at which every subtree's encoded pairs fit ``chunk_bytes``
+    (``sizes``: bytes per subtree at ``MAX_DEPTH``); ``MAX_DEPTH`` when none does."""
+    best, level = MAX_DEPTH, sizes
+    for depth in range(MAX_DEPTH, -1, -1):  # level: bytes per subtree at ``depth``
+        if max(level) <= chunk_bytes:
+            best = depth
+        if depth:
+            level = [a + b for a, b in zip(level[0::2], level[1::2], strict=True)]
+    return best
+
+
+def cut(
+    pairs_at: Callable[[], Iterable[tuple[bytes, bytes]]],
+    height: int,
+    chunk_bytes: int,
+    emit: Callable[[int, bytes], None],
+    pass_bytes: int = PASS_BYTES,
+) -> abci.Snapshot:
+    """Cut the state that ``pairs_at()`` yields (each call: the same pairs, any order) into the
+    format-2 snapshot of ``height``: ``emit(i, chunk_i)`` for every chunk in order, then the
+    Snapshot. One pass sizes the subtrees; each later pass builds the chunks of ``pass_bytes``."""
+    sizes = [0] * (1 << MAX_DEPTH)
+    for k, v in pairs_at():
+        sizes[_bucket(hash_key(k), MAX_DEPTH)] += len(encode_pair(k, v))
+    depth = choose_depth(sizes, chunk_bytes)
+    per = 1 << (MAX_DEPTH - depth)
+    chunk_sizes = [sum(sizes[i : i + per]) for i in range(0, len(sizes), per)]
+    summaries: list[tuple[int, bytes]] = []
+    lo = 0
+    while lo < len(chunk_sizes):  # chunks [lo, hi) in this pass
+        hi, held = lo + 1, chunk_sizes[lo]
+        while hi < len(chunk_sizes) and held + chunk_sizes[hi] <= pass_bytes:
+            held += chunk_sizes[hi]
+            hi += 1
+        groups: list[list[tuple[bytes, bytes, bytes]]] = [[] for _ in range(lo, hi)]
+        if held:
+            for k, v in pairs_at():
+                kh = hash_key(k)
+                i = _bucket(kh, depth)
+                if lo <= i < hi:
+                    groups[i - lo].append((kh, k, v))
+        for i, group in enumerate(groups, lo):
+            group.sort()
+            summaries.append(subtree_summary([(kh, hash_value(v)) for kh, _, v in group], depth))
+            emit(i, encode_chunk(i, ((k, v) for _, k, v in group)))
+        lo = hi
+    return snapshot_of(height, depth, summaries)
+
+
+def snapshot_in_memory(
+    height: int, pairs: Iterable[tuple[bytes, bytes]], chunk_bytes: int = CHUNK_BYTES
+) -> tuple[abci.Snapshot, list[bytes]]:
+    """The snapshot of ``pairs`` at ``height`` and its chunks (tests and tools)."""
+    state = list(pairs)
+    chunks: list[bytes] = []
+    snap = cut(lambda: state, height, chunk_bytes, lambda i, c: chunks.append(c))
+    return snap, chunks
 
 
 # -- taking and serving ---------------------------------------------------------------------------
@@ -186,13 +296,12 @@ class Snapshotter:
         tmp = self.dir.joinpath(f"tmp-{height}")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        hashes = []
-        for i, chunk in enumerate(
-            chunk_pairs(self.store.iterate_at(height, b""), self.chunk_bytes)
-        ):
-            tmp.joinpath(f"chunk-{i}").write_bytes(chunk)
-            hashes.append(hashlib.sha256(chunk).digest())
-        snap = snapshot_of(height, hashes)
+        snap = cut(
+            lambda: self.store.iterate_at(height, b""),
+            height,
+            self.chunk_bytes,
+            lambda i, chunk: self._write(tmp.joinpath(f"chunk-{i}"), chunk),
+        )
         tmp.joinpath("snapshot").write_bytes(snap.SerializeToString(deterministic=True))
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
@@ -200,6 +309,10 @@ class Snapshotter:
         for old in self.heights()[: -self.keep]:
             shutil.rmtree(self.dir.joinpath(str(old)), ignore_errors=True)
         return snap
+
+    @staticmethod
+    def _write(path: Path, data: bytes) -> None:
+        path.write_bytes(data)
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """True once no snapshot is queued or being written (tests, shutdown)."""
@@ -219,13 +332,14 @@ class Snapshotter:
         out = []
         for h in self.heights():
             try:
-                out.append(
-                    abci.Snapshot.FromString(self.dir.joinpath(str(h), "snapshot").read_bytes())
-                )
+                snap = abci.Snapshot.FromString(self.dir.joinpath(str(h), "snapshot").read_bytes())
             except OSError:
                 continue  # pruned meanwhile
             except DecodeError:
                 log.warning("snapshot %d: its snapshot file is corrupt; not offered", h)
+                continue
+            if snap.format == FORMAT:  # one an older version wrote is never offered
+                out.append(snap)
         return out
 
     def load_chunk(self, height: int, fmt: int, index: int) -> bytes:
@@ -249,75 +363,83 @@ class Restore:
 
     def __init__(self, snapshot: abci.Snapshot, app_hash: bytes) -> None:
         self.snapshot, self.app_hash = snapshot, app_hash
-        self.hashes = [
-            snapshot.metadata[i : i + HASH_BYTES]
-            for i in range(0, len(snapshot.metadata), HASH_BYTES)
-        ]
+        self.depth, self.summaries = decode_metadata(snapshot.metadata)
         self.next = 0
         self.pairs: list[tuple[bytes, bytes]] = []
 
     @staticmethod
     def check_offer(snapshot: abci.Snapshot, app_hash: bytes) -> int:
-        """The OfferSnapshot result for this snapshot (ACCEPT when it can be applied)."""
+        """The OfferSnapshot result for this snapshot (ACCEPT when it can be applied): its
+        metadata must fold to the trusted ``app_hash``."""
         if snapshot.format != FORMAT:
             return Offer.REJECT_FORMAT
         md = snapshot.metadata
         if (
             not 1 <= snapshot.height <= MAX_HEIGHT
-            or snapshot.chunks < 1
-            or len(md) != HASH_BYTES * snapshot.chunks
-            or hashlib.sha256(md).digest() != snapshot.hash
             or len(app_hash) != HASH_BYTES
+            or hashlib.sha256(md).digest() != snapshot.hash
         ):
             return Offer.REJECT
+        try:
+            depth, summaries = decode_metadata(md)
+        except SnapshotError as e:
+            log.warning("snapshot %d refused: %s", snapshot.height, e)
+            return Offer.REJECT
+        if snapshot.chunks != len(summaries) or fold_summaries(summaries)[1] != app_hash:
+            log.warning(
+                "snapshot %d refused: its subtrees do not make the trusted app hash %s",
+                snapshot.height,
+                app_hash.hex(),
+            )
+            return Offer.REJECT
         return Offer.ACCEPT
+
+    def _chunk_problem(self, index: int, chunk: bytes) -> str | list[tuple[bytes, bytes]]:
+        """The chunk's pairs when they rebuild subtree ``index`` exactly, else why not."""
+        try:
+            pairs = decode_chunk(chunk, index)
+        except SnapshotError as e:
+            return str(e)
+        leaves, last = [], None
+        for k, v in pairs:
+            kh = hash_key(k)
+            if _bucket(kh, self.depth) != index:
+                return "a key outside the chunk's subtree"
+            if last is not None and kh <= last:
+                return "keys out of hash order, or a key twice"
+            last = kh
+            leaves.append((kh, hash_value(v)))
+        if subtree_summary(leaves, self.depth) != self.summaries[index]:
+            return "its pairs do not make the subtree the trusted metadata names"
+        return pairs
 
     def apply(
         self, index: int, chunk: bytes, sender: str
     ) -> tuple[abci.ResponseApplySnapshotChunk, bool]:
-        """(response, whether this was the last chunk). A chunk that does not hash to its
-        metadata entry is refetched (from another peer: its sender is rejected); one that
-        hashes right but does not decode to ascending pairs condemns the whole snapshot."""
+        """(response, whether this was the last chunk). A chunk that does not rebuild its
+        subtree is refetched (from another peer: its sender is rejected)."""
         if index != self.next:  # CometBFT applies chunks in order
             return Apply(result=Apply.RETRY, refetch_chunks=[self.next]), False
-        if hashlib.sha256(chunk).digest() != self.hashes[index]:
+        got = self._chunk_problem(index, chunk)
+        if isinstance(got, str):
             log.warning(
-                "snapshot %d chunk %d from %s does not match its hash: refetching",
+                "snapshot %d chunk %d from %s refused (%s): refetching",
                 self.snapshot.height,
                 index,
-                sender,
+                sender or "?",
+                got,
             )
             return Apply(
                 result=Apply.RETRY,
                 refetch_chunks=[index],
                 reject_senders=[sender] if sender else [],
             ), False
-        try:
-            pairs = decode_chunk(chunk)
-        except SnapshotError as e:
-            log.warning(
-                "snapshot %d chunk %d is malformed (%s): rejecting the snapshot",
-                self.snapshot.height,
-                index,
-                e,
-            )
-            return Apply(result=Apply.REJECT_SNAPSHOT), False
-        last = self.pairs[-1][0] if self.pairs else None
-        for k, _ in pairs:
-            if last is not None and k <= last:
-                log.warning(
-                    "snapshot %d chunk %d: keys out of order: rejecting the snapshot",
-                    self.snapshot.height,
-                    index,
-                )
-                return Apply(result=Apply.REJECT_SNAPSHOT), False
-            last = k
-        self.pairs += pairs
+        self.pairs += got
         self.next += 1
-        return Apply(result=Apply.ACCEPT), self.next == len(self.hashes)
+        return Apply(result=Apply.ACCEPT), self.next == len(self.summaries)
 
     def finish(self, store: MerkleStore) -> abci.ResponseApplySnapshotChunk:
-        """Commit the pairs as version H if their root is the trusted app hash."""
+        """Commit the pairs as version H (the store checks their root once more)."""
         try:
             store.restore(self.snapshot.height, self.pairs, self.app_hash)
         except StoreError as e:
@@ -335,11 +457,17 @@ class Restore:
 __all__ = [
     "CHUNK_BYTES",
     "FORMAT",
+    "MAX_DEPTH",
     "Restore",
     "SnapshotError",
     "Snapshotter",
-    "chunk_pairs",
+    "choose_depth",
+    "cut",
     "decode_chunk",
+    "decode_metadata",
+    "encode_chunk",
+    "encode_metadata",
     "encode_pair",
+    "snapshot_in_memory",
     "snapshot_of",
 ]

@@ -760,3 +760,60 @@ def walk_path(root: Ref, key_hash: bytes, load: PageLoader) -> tuple[list[bytes]
         prefix = (prefix << 1) | bit
         depth += 1
     return siblings, None
+
+
+# -- subtrees from their leaves (state-sync chunks: abci_app/snapshots.py) -----------------------
+
+
+def subtree_summary(leaves: Sequence[tuple[bytes, bytes]], depth: int) -> tuple[int, bytes]:
+    """(kind, hash) of the compact subtree holding exactly ``leaves``, at a position ``depth``
+    bits down: ``leaves`` are (key hash, value hash) pairs in strictly ascending key-hash order
+    that share their first ``depth`` bits (the caller checks both). No key: (KIND_EMPTY,
+    EMPTY_HASH); one: (KIND_LEAF, its leaf hash), wherever it sits below; two or more:
+    (KIND_INTERNAL, the internal hash) by the rules in this module's docstring."""
+    n = len(leaves)
+    if n == 0:
+        return KIND_EMPTY, EMPTY_HASH
+    if n == 1:
+        return KIND_LEAF, compute_leaf_hash(*leaves[0])
+    ints = [int.from_bytes(kh, "big") for kh, _ in leaves]
+    return KIND_INTERNAL, _internal_of(leaves, ints, 0, n, depth)
+
+
+def _internal_of(
+    leaves: Sequence[tuple[bytes, bytes]], ints: list[int], lo: int, hi: int, depth: int
+) -> bytes:
+    """Hash of the internal node over ``leaves[lo:hi]`` (two or more) at ``depth``."""
+    # the keys share their first ``depth`` bits; those whose next bit is 1 come last
+    bit = 1 << (KEY_BITS - 1 - depth)
+    split = bisect_left(ints, (ints[lo] & ~((bit << 1) - 1)) | bit, lo, hi)
+    children = []
+    for a, b in ((lo, split), (split, hi)):
+        if b - a == 0:
+            children.append(EMPTY_HASH)
+        elif b - a == 1:
+            children.append(compute_leaf_hash(*leaves[a]))
+        else:
+            children.append(_internal_of(leaves, ints, a, b, depth + 1))
+    return compute_internal_hash(children[0], children[1])
+
+
+def fold_summaries(summaries: Sequence[tuple[int, bytes]]) -> tuple[int, bytes]:
+    """(kind, hash) of the tree whose 2^d subtrees at depth d, left to right, are
+    ``summaries``: siblings combine as the compact form says (two empty: empty; one leaf beside
+    an empty subtree: that leaf, moved up; anything else: an internal node). The root hash of the
+    whole state when ``summaries`` cover depth d."""
+    level = list(summaries)
+    if not level or len(level) & (len(level) - 1):
+        raise ValueError("fold_summaries needs a power-of-two number of subtrees")
+    while len(level) > 1:
+        nxt = []
+        for (lk, lh), (rk, rh) in zip(level[0::2], level[1::2], strict=True):
+            if lk == KIND_EMPTY and rk != KIND_INTERNAL:
+                nxt.append((rk, rh))
+            elif rk == KIND_EMPTY and lk == KIND_LEAF:
+                nxt.append((lk, lh))
+            else:
+                nxt.append((KIND_INTERNAL, compute_internal_hash(lh, rh)))
+        level = nxt
+    return level[0]
