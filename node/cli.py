@@ -63,6 +63,8 @@ def parse_amount(text: str, what: str = "amount") -> int:
         or not num.lstrip("+-").replace(".", "", 1).isdigit()
     ):
         raise UsageError(f"bad {what} {text!r}: write e.g. 1000uloco or 2.5loco")
+    if v <= 0:  # before the unit hint: "give a unit, -3uloco" would suggest another refusal
+        raise UsageError(f"bad {what} {text!r}: must be between 1uloco and 2^64-1 uloco")
     if scale == 0:
         raise UsageError(
             f"bad {what} {text!r}: give a unit, {num}uloco or {num}loco (1 LOCO = 10^6 uloco)"
@@ -312,6 +314,11 @@ def cmd_keys_show(args: argparse.Namespace) -> int:
 def cmd_keys_list(args: argparse.Namespace) -> int:
     from node.keys import Keyring
 
+    if not Path(args.home).is_dir():
+        raise UsageError(
+            f"{args.home} does not exist: check --home (or create a node home with "
+            f"`loconet init --home {args.home}`)"
+        )
     keys = Keyring(Path(args.home)).list()
     data = [{"name": k.name, "address": k.address} for k in keys]
     out(args, data, "\n".join(f"{k.name:20s} {k.address}" for k in keys) or "no keys")

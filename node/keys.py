@@ -132,6 +132,11 @@ class Keyring:
     def get(self, name: str) -> Key:
         path = self._path(name)
         if not path.exists():
+            if not self.dir.parent.is_dir():  # a typo'd --home: not "add the key" to a new folder
+                raise KeyError_(
+                    f"{self.dir.parent} does not exist: check --home (or create a node home with "
+                    f"`loconet init --home {self.dir.parent}`)"
+                )
             known = ", ".join(self.names()) or "none"
             raise KeyError_(
                 f"no key named {name!r} in {self.dir} (known: {known}); add it with `loconet keys "

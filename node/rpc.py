@@ -177,7 +177,8 @@ class Client:
             body = safejson.loads(bytes(data))  # a hostile node nests [[[[... 10^5 deep
         except (ValueError, RecursionError):
             raise RpcError(
-                f"{method}: node answered HTTP {r.status_code} with non-JSON body"
+                f"{method}: {self.url} answered HTTP {r.status_code} with a body that is not JSON: "
+                "it is not a CometBFT RPC endpoint; check --node (the RPC port, 26657 by default)"
             ) from None
         if not isinstance(body, dict) or ("result" not in body and not body.get("error")):
             raise RpcError(

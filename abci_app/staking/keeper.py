@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from abci_app.bank import keeper as bank
 from abci_app.bank.keys import FEE_COLLECTOR
+from abci_app.codec.address import to_bech32
 from abci_app.encoding import (
     MAX_U64,
     decode_amount,
@@ -161,7 +162,7 @@ def decrease_bond(
     have = get_bond(store, cons, delegator)
     if have < amount:
         raise ErrInsufficientBond(
-            f"bond of {delegator.hex()} with validator {cons.hex().upper()} is {have}uloco, "
+            f"bond of {to_bech32(delegator)} with validator {cons.hex().upper()} is {have}uloco, "
             f"cannot unbond {amount}uloco"
         )
     mine = [e for e in iterate_unbondings(store, cons) if e.delegator == delegator]

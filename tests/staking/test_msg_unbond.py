@@ -107,3 +107,15 @@ def test_invalid_unbond_of_the_last_validator() -> None:
         c, c.tx(c.vals[0], [unbond_msg(c.vals[0].address, 10 * LOCO)]), ErrLastValidator
     )
     c.ok(c.vals[0], [unbond_msg(c.vals[0].address, 9 * LOCO)])  # power 1 is still a validator
+
+
+def test_invalid_unbond_more_than_bonded_names_the_delegator_in_bech32() -> None:
+    # the log showed the delegator as raw hex (c7c7de34...): a user knows their loco1... address
+    from abci_app.codec.address import to_bech32
+    from abci_app.pb import abci
+
+    c = new_staking_chain([10 * LOCO])
+    d = c.keys[1]
+    res = c.app.check_tx(abci.RequestCheckTx(tx=c.tx(d, [unbond_msg(c.vals[0].address, 1)])))
+    assert res.code == ErrInsufficientBond.code, res.log
+    assert f"bond of {to_bech32(d.address)} with validator" in res.log, res.log
