@@ -316,7 +316,7 @@ class Application:
             from concurrent.futures import ThreadPoolExecutor
 
             self._pool = ThreadPoolExecutor(self.verify_threads, thread_name_prefix="sigverify")
-        self.sigs.preverify(txs, self._pool, self.verify_threads)
+        self.sigs.preverify(txs, self._pool, self.verify_threads, self.chain_id)
 
     def check_tx(self, req: abci.RequestCheckTx) -> abci.ResponseCheckTx:
         r = process_tx(self._check_ctx(), req.tx, self.sigs)
@@ -324,13 +324,15 @@ class Application:
 
     # -- proposals ------------------------------------------------------------------------------
     def _stateless_ok(self, raw: bytes) -> bool:
+        # a cache hit says only "the signature verifies", a pure function of the bytes; the
+        # chain id is checked on every path. It was skipped on a hit, so a foreign-chain tx
+        # primed into one node's cache (CheckTx batches preverify before refusing it) made that
+        # node accept a proposal its peers rejected
         try:
-            if self.sigs.lookup(raw) is not None:
-                return True
-            tx = decode_tx(raw)
+            tx = self.sigs.lookup(raw) or decode_tx(raw)
             if tx.chain_id != self.chain_id:
                 return False
-            self.sigs.verify(tx)
+            self.sigs.verify(tx)  # returns at once when cached
         except LoconetError:
             return False
         return True

@@ -910,6 +910,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except known as e:
         msg = e.log if isinstance(e, LoconetError) else str(e)
+        if isinstance(e, TxRejected):  # the (code space/n) tag says the code once, not twice
+            msg = f"tx rejected in {e.stage}: {e.log}"
         code = getattr(e, "code", None) if isinstance(e, (LoconetError, TxRejected)) else None
         space = getattr(e, "codespace", None) if code is not None else None
         return report_error(args, msg, code, space, reason=getattr(e, "reason", None))

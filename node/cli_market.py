@@ -516,6 +516,21 @@ def cmd_round_attest(a: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------- queries
 
 
+# what to run when a query names something the chain does not have (the app's "X not found")
+_LISTS = {
+    "job": "loconet query jobs",
+    "round": "loconet query rounds JOB_ID",
+    "provider": "loconet query providers",
+}
+
+
+def _next_step(log: str) -> str:
+    what = log.split(" ", 1)[0]
+    if log.endswith(" not found") and what in _LISTS:
+        return f"; list the {what}s there are with `{_LISTS[what]}` (and check --node and --height)"
+    return ""
+
+
 def _query(
     a: argparse.Namespace,
     path: str,
@@ -535,7 +550,7 @@ def _query(
     with Client(a.node) as c:
         qr = c.abci_query(path, height=getattr(a, "height", 0) or 0, prove=prove)
         if qr.code != 0:
-            raise UsageError(f"query {path} failed (code {qr.code}): {qr.log}")
+            raise UsageError(f"query {path} failed (code {qr.code}): {qr.log}{_next_step(qr.log)}")
         data = safejson.loads(qr.value)
         if prove:
             if rederive is None:

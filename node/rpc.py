@@ -43,13 +43,23 @@ class NodeUnreachable(RpcError):
 
 
 def normalize_url(url: str) -> str:
-    """``tcp://H:P`` -> ``http://H:P``; ``H:P`` -> ``http://H:P``; http(s) kept. Anything else
-    raises NodeUnreachable(reason="protocol") naming the accepted forms."""
+    """``tcp://H:P`` -> ``http://H:P``; ``H:P`` -> ``http://H:P``; http(s) kept. A bare ``H``
+    or ``tcp://H`` gets CometBFT's RPC port, 26657. Anything else raises
+    NodeUnreachable(reason="protocol") naming the accepted forms."""
     u = url.strip().rstrip("/")
+    bare = u.startswith("tcp://") or "://" not in u
     if u.startswith("tcp://"):
         u = "http://" + u.removeprefix("tcp://")
     elif "://" not in u:
         u = "http://" + u
+    if bare:
+        # ``127.0.0.1`` or ``tcp://node1`` names a CometBFT node, not a web server: without a
+        # port it went to port 80 and failed as "connection refused". Give it the RPC port
+        # (26657). An explicit http(s):// URL keeps its scheme's port (a reverse proxy).
+        rest = u.split("://", 1)[1]
+        host, sep, path = rest.partition("/")
+        if host and not re.fullmatch(r"[^/?#]*:\d*", host):
+            u = f"http://{host}:26657" + (sep + path if sep else "")
     scheme = u.split("://", 1)[0]
     if scheme not in ("http", "https") or not u.split("://", 1)[1]:
         raise NodeUnreachable(
@@ -59,10 +69,11 @@ def normalize_url(url: str) -> str:
         )
     # a port past 65535 (or 0) reached connect() and was reported as "connection refused ...
     # nothing listens" (or an OverflowError): say what is wrong with it instead
-    port = re.fullmatch(r"[^/?#]*:(\d+)", u.split("://", 1)[1].split("/", 1)[0])
-    if port and not 1 <= int(port[1]) <= 65535:
+    port = re.fullmatch(r"[^/?#]*:(\d*)", u.split("://", 1)[1].split("/", 1)[0])
+    if port and not (port[1] and 1 <= int(port[1]) <= 65535):
         raise NodeUnreachable(
-            f"--node {url!r}: port {port[1]} is not a TCP port (1..65535); write http://HOST:PORT "
+            f"--node {url!r}: port {port[1] or '(empty)'} is not a TCP port (1..65535); write "
+            "http://HOST:PORT "
             "(e.g. http://127.0.0.1:26657)",
             "protocol",
         )

@@ -234,17 +234,23 @@ class SignatureCache:
             old, _ = self._ok.popitem(last=False)
             self._bytes -= self._cost(old)
 
-    def preverify(self, raws: list[bytes], pool: Executor, workers: int) -> None:
+    def preverify(
+        self, raws: list[bytes], pool: Executor, workers: int, chain_id: str | None = None
+    ) -> None:
         """Decode and verify a batch of txs on ``workers`` threads (libsodium releases the GIL)
-        and remember the valid ones; invalid ones are left for the sequential path to report."""
+        and remember the valid ones; invalid ones, and with ``chain_id`` those signed for
+        another chain (CheckTx refuses them: they would only take cache space), are left for
+        the sequential path to report."""
         txs = []
         for raw in raws:
             if raw in self._ok:
                 continue
             try:
-                txs.append(decode_tx(raw))
+                tx = decode_tx(raw)
             except TxError:
                 continue
+            if chain_id is None or tx.chain_id == chain_id:
+                txs.append(tx)
         if len(txs) < 2 * workers:
             return
         chunks = [txs[i::workers] for i in range(workers)]

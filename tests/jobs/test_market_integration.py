@@ -52,6 +52,12 @@ def test_one_round_through_the_cli_on_cometbft(tmp_path: Path) -> None:
     try:
         node.wait_height(2)
         common = ["--home", home, "--node", node.url]
+        # a job id the chain does not have names the command that lists the ones it has
+        missing = cli("query", "job", "99", "--node", node.url, check=False)
+        assert missing.returncode == 1, missing
+        assert "job 99 not found; list the jobs there are with `loconet query jobs`" in (
+            missing.stderr
+        ), missing.stderr
 
         def q(*args: str) -> dict:
             return json.loads(cli("query", *args, "--node", node.url, "-o", "json").stdout)
