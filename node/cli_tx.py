@@ -446,6 +446,10 @@ def cmd_tx_sign(args: argparse.Namespace) -> int:
             f"{args.file}: body_bytes must be the base64 of the tx body (as --generate-only "
             "wrote it)"
         ) from None
+    # what is signed is body_bytes, not the document's "messages": a document whose messages
+    # say "send 1uloco" over body_bytes that send 999999loco was signed as the latter and its
+    # output still showed the former. The messages shown are decoded from the bytes signed.
+    shown = _shown_messages(args.file, doc, body, "body_bytes")
     client = None
     if args.chain_id is None or args.sequence is None:
         from node.rpc import Client
@@ -456,6 +460,11 @@ def cmd_tx_sign(args: argparse.Namespace) -> int:
     finally:
         if client is not None:
             client.close()
+    _confirm(
+        args,
+        f"sign as {key.address} on {chain_id}, sequence {sequence}, fee {fee}uloco:\n"
+        + json.dumps(shown, indent=2, sort_keys=True),
+    )
     raw = sign_body(key.signer, body, sequence=sequence, fee=fee, chain_id=chain_id)
     signed = {
         "type": SIGNED,
@@ -465,7 +474,7 @@ def cmd_tx_sign(args: argparse.Namespace) -> int:
         "signer": key.address,
         "txhash": tx_hash(raw),
         "tx": base64.b64encode(raw).decode(),
-        "messages": doc.get("messages", []),
+        "messages": shown,
     }
     text = json.dumps(signed, indent=2, sort_keys=True)
     if args.output_document:
@@ -493,8 +502,34 @@ def cmd_tx_broadcast(args: argparse.Namespace) -> int:
         raise UsageError(
             f"{args.file}: tx must be the base64 of the signed tx (as `tx sign` wrote it)"
         ) from None
+    from abci_app.codec.tx import decode_tx
+    from abci_app.errors import LoconetError
+
+    try:
+        body = decode_tx(raw).body_bytes
+    except LoconetError as e:
+        raise UsageError(f"{args.file}: tx is not a loconet tx ({e.log})") from None
+    _shown_messages(args.file, doc, body, "tx")
     with Client(args.node) as c:
         return _send(args, c, raw, {}, None, resend=True)
+
+
+def _shown_messages(file: str, doc: dict[str, Any], body: bytes, field: str) -> list[Any]:
+    """The messages ``body`` holds, as JSON; a document whose own "messages" say otherwise was
+    altered after it was written and is refused (the bytes are what the chain executes)."""
+    from google.protobuf.message import DecodeError
+
+    try:
+        shown = json.loads(json.dumps(_messages_json(body)))
+    except (DecodeError, ValueError, TypeError, KeyError):
+        raise UsageError(f"{file}: {field} does not decode to tx messages") from None
+    if "messages" in doc and doc["messages"] != shown:
+        raise UsageError(
+            f"{file}: its \"messages\" are not what its {field} holds (the file was altered after "
+            f"it was written): the bytes hold {json.dumps(shown, sort_keys=True)}"[:600]
+            + "; regenerate the document with --generate-only"
+        )
+    return shown
 
 
 # ----------------------------------------------------------------------------- queries
