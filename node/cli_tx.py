@@ -525,7 +525,7 @@ def _shown_messages(file: str, doc: dict[str, Any], body: bytes, field: str) -> 
         raise UsageError(f"{file}: {field} does not decode to tx messages") from None
     if "messages" in doc and doc["messages"] != shown:
         raise UsageError(
-            f"{file}: its \"messages\" are not what its {field} holds (the file was altered after "
+            f'{file}: its "messages" are not what its {field} holds (the file was altered after '
             f"it was written): the bytes hold {json.dumps(shown, sort_keys=True)}"[:600]
             + "; regenerate the document with --generate-only"
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 from pathlib import Path
 
 from abci_app.codec.tx import decode_tx
@@ -29,7 +30,7 @@ def _unsigned(home: Path, to: str, amount: str) -> dict:
     return json.loads(r.stdout)
 
 
-def _sign(home: Path, f: Path) -> object:
+def _sign(home: Path, f: Path) -> subprocess.CompletedProcess[str]:
     return run(
         "tx", "sign", str(f), "--from", "alice", "--home", str(home),
         "--chain-id", "c", "--sequence", "0", "--node", NOWHERE,
