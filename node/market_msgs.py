@@ -276,6 +276,23 @@ def _audit_fix(n: int, k: int, c: int, v: int, catch: Callable, share: Callable)
     return "--verifiers 1 and a longer trace (more segments per round)"
 
 
+def _int(name: str, v: Any) -> int:
+    """A whole number from a job spec: an int (not a bool) or ASCII decimal digits. A float was
+    truncated (10.99 -> 10, the owner signed other numbers than the file held), 1e999 was an
+    OverflowError traceback and "١٢" (non-ASCII digits) was read as 12."""
+    if isinstance(v, str) and v.isascii() and v.removeprefix("-").isdigit():
+        return int(v)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise UsageError(f"job spec {name} must be a whole number, got {v!r}"[:300])
+    return v
+
+
+def _obj(name: str, v: Any) -> dict[str, Any]:
+    if not isinstance(v, dict) or not all(isinstance(k, str) for k in v):
+        raise UsageError(f"job spec {name} must be a JSON object, got {v!r}"[:300])
+    return v
+
+
 def build_create_job(d: dict[str, Any]) -> Any:
     """From a dict shaped like ``/job`` JSON's ``spec`` plus ``rounds``, ``reward_per_round`` and
     ``verifier_reward_per_round`` (hashes hex, windows as {commit, reveal, verdict, attest};
@@ -284,45 +301,54 @@ def build_create_job(d: dict[str, Any]) -> Any:
     from abci_app.pb import jobs_pb2, tx_pb2
 
     try:
-        w = d["windows"]
+        if not isinstance(d, dict):
+            raise UsageError(f"a job spec is a JSON object, got {type(d).__name__}")
+        w = _obj("windows", d["windows"])
         spec = jobs_pb2.JobSpec(
-            model=jobs_pb2.ModelConfig(**{k: int(v) for k, v in d["model"].items()}),
+            model=jobs_pb2.ModelConfig(
+                **{k: _int(f"model.{k}", v) for k, v in _obj("model", d["model"]).items()}
+            ),
             initial_model_hash=hex32(d["initial_model_hash"], "initial_model_hash"),
             dataset_id=hex32(d["dataset_id"], "dataset_id"),
-            inner_steps=int(d["inner_steps"]),
-            trace_interval=int(d["trace_interval"]),
+            inner_steps=_int("inner_steps", d["inner_steps"]),
+            trace_interval=_int("trace_interval", d["trace_interval"]),
             compression_policy=str(d["compression_policy"]),
             compression_params=[
-                jobs_pb2.CompressionParam(key=k, value=int(v))
-                for k, v in sorted(d.get("compression_params", {}).items())
+                jobs_pb2.CompressionParam(key=k, value=_int(f"compression_params.{k}", v))
+                for k, v in sorted(
+                    _obj("compression_params", d.get("compression_params", {})).items()
+                )
             ],
-            participants_per_round=int(d["participants_per_round"]),
-            num_shards=int(d["num_shards"]),
-            tokens_per_step=int(d["tokens_per_step"]),
-            commit_blocks=int(w["commit"]),
-            reveal_blocks=int(w["reveal"]),
-            verdict_blocks=int(w["verdict"]),
-            attest_blocks=int(w["attest"]),
-            min_reputation=int(d.get("min_reputation", 0)),
-            min_stake=int(d.get("min_stake", 0)),
-            challenge_bps=int(d["challenge_bps"]),
-            verifiers_per_challenge=int(d["verifiers_per_challenge"]),
+            participants_per_round=_int("participants_per_round", d["participants_per_round"]),
+            num_shards=_int("num_shards", d["num_shards"]),
+            tokens_per_step=_int("tokens_per_step", d["tokens_per_step"]),
+            commit_blocks=_int("windows.commit", w["commit"]),
+            reveal_blocks=_int("windows.reveal", w["reveal"]),
+            verdict_blocks=_int("windows.verdict", w["verdict"]),
+            attest_blocks=_int("windows.attest", w["attest"]),
+            min_reputation=_int("min_reputation", d.get("min_reputation", 0)),
+            min_stake=_int("min_stake", d.get("min_stake", 0)),
+            challenge_bps=_int("challenge_bps", d["challenge_bps"]),
+            verifiers_per_challenge=_int("verifiers_per_challenge", d["verifiers_per_challenge"]),
             blob_sources=[str(u) for u in d.get("blob_sources", ())],
-            initial_model_bytes=int(d.get("initial_model_bytes", 0)),
-            dataset_bytes=int(d.get("dataset_bytes", 0)),
-            segments_per_challenge=int(
-                d.get("segments_per_challenge", DEFAULT_SEGMENTS_PER_CHALLENGE)
+            initial_model_bytes=_int("initial_model_bytes", d.get("initial_model_bytes", 0)),
+            dataset_bytes=_int("dataset_bytes", d.get("dataset_bytes", 0)),
+            segments_per_challenge=_int(
+                "segments_per_challenge",
+                d.get("segments_per_challenge", DEFAULT_SEGMENTS_PER_CHALLENGE),
             ),
             determinism_mode=_determinism_mode(str(d.get("determinism_mode", "tolerance"))),
-            tolerance_ppm=int(d.get("tolerance_ppm", 0)),
+            tolerance_ppm=_int("tolerance_ppm", d.get("tolerance_ppm", 0)),
             stack=str(d.get("stack", "")),
         )
         return tx_pb2.Msg(
             create_job=jobs_pb2.MsgCreateJob(
                 spec=spec,
-                rounds=int(d["rounds"]),
-                reward_per_round=int(d["reward_per_round"]),
-                verifier_reward_per_round=int(d.get("verifier_reward_per_round", 0)),
+                rounds=_int("rounds", d["rounds"]),
+                reward_per_round=_int("reward_per_round", d["reward_per_round"]),
+                verifier_reward_per_round=_int(
+                    "verifier_reward_per_round", d.get("verifier_reward_per_round", 0)
+                ),
             )
         )
     except KeyError as e:
