@@ -37,6 +37,7 @@ from abci_app.errors import (
     ErrInternal,
     ErrTxTimeout,
     ErrWrongChainId,
+    GenesisError,
     InvariantBroken,
     LoconetError,
 )
@@ -53,6 +54,24 @@ META_BLOCK_TIME = META_PREFIX + b"block_time"
 
 # ---------------------------------------------------------------------------------------------
 # pure block execution
+
+
+def _app_state(raw: bytes) -> dict[str, Any]:
+    """The genesis app_state: a JSON object whose keys are module names (a misspelt module,
+    "bnak", was silently ignored and the chain started without its balances)."""
+    try:
+        state = json.loads(raw or b"{}")
+    except ValueError as e:
+        raise GenesisError(f"genesis app_state is not JSON: {e}") from None
+    if not isinstance(state, dict):
+        raise GenesisError(
+            f"genesis app_state must be a JSON object of module states, got {type(state).__name__}"
+        )
+    known = sorted(m.name for m in MODULES)
+    unknown = sorted(str(k) for k in state if k not in known)
+    if unknown:
+        raise GenesisError(f"genesis app_state has unknown modules {unknown}: known are {known}")
+    return state
 
 
 @dataclass(slots=True)
@@ -291,14 +310,30 @@ class Application:
             raise RuntimeError("InitChain on a store that already has blocks")
         if req.initial_height not in (0, 1):
             raise RuntimeError("loconet supports initial_height 1 only")
-        app_state: dict[str, Any] = json.loads(req.app_state_bytes or b"{}")
+        app_state = _app_state(req.app_state_bytes)
         g = CacheKV(self.store)
         g.set(META_CHAIN_ID, req.chain_id.encode())
         g.set(META_BLOCK_TIME, encode_amount(req.time.seconds * 10**9 + req.time.nanos))
         validators: list[abci.ValidatorUpdate] = []
         for m in MODULES:
             if m.init_genesis is not None:
-                validators.extend(m.init_genesis(g, app_state.get(m.name, {}), req) or [])
+                state = app_state.get(m.name, {})
+                if not isinstance(state, dict):
+                    raise GenesisError(
+                        f"genesis app_state.{m.name} must be a JSON object, got "
+                        f"{type(state).__name__}"
+                    )
+                try:
+                    validators.extend(m.init_genesis(g, state, req) or [])
+                except GenesisError:
+                    raise
+                except LoconetError as e:
+                    raise GenesisError(f"genesis app_state.{m.name}: {e.log}") from None
+                except (ValueError, TypeError, KeyError, AttributeError, IndexError) as e:
+                    # a field of the wrong shape deep in a module's genesis: name the module
+                    # and what was wrong rather than halting with a traceback
+                    what = f"missing field {e}" if isinstance(e, KeyError) else str(e)
+                    raise GenesisError(f"genesis app_state.{m.name}: {what}"[:1000]) from None
         check_genesis_params(g)
         if self.check_invariants:
             check_invariants(g)

@@ -30,6 +30,12 @@ class LoconetError(Exception):
         self.log = log
 
 
+class GenesisError(ValueError):
+    """The genesis app_state is not one loconet can start from; the message names the field.
+    InitChain halts on it (a chain cannot start from a state it cannot read), without a
+    traceback."""
+
+
 class InvariantBroken(Exception):
     """A state invariant does not hold: the node must halt, never continue."""
 

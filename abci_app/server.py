@@ -57,6 +57,7 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from abci_app.encoding import encode_uvarint
+from abci_app.errors import GenesisError
 from abci_app.pb import abci
 
 log = logging.getLogger("loconet.abci")
@@ -246,7 +247,10 @@ class ABCIServer:
         try:
             resp = self._handlers[kind](getattr(req, kind))
         except Exception as e:
-            log.exception("ABCI %s failed", kind)
+            if isinstance(e, GenesisError):  # the message names the field: no traceback
+                log.error("ABCI %s failed: %s", kind, e)
+            else:
+                log.exception("ABCI %s failed", kind)
             soft = _error_response(kind, CODE_INTERNAL, f"internal error in {kind}: {e}")
             if soft is not None:
                 return soft

@@ -14,7 +14,7 @@ def parse_amount(v: Any, what: str) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, str)):
         raise ValueError(f"{what}: amount must be a decimal string, got {v!r}")  # noqa: TRY004 (genesis errors are ValueError)
     s = str(v)
-    if not s.isdigit():
+    if not (s.isascii() and s.isdigit()):  # "١٢" (non-ASCII digits) was read as 12
         raise ValueError(f"{what}: amount must be a non-negative decimal integer, got {v!r}")
     return int(s)
 
