@@ -165,7 +165,9 @@ def cmd_job_create(a: argparse.Namespace) -> int:
     d.setdefault(
         "model", {"n_layers": 2, "n_heads": 2, "d_model": 64, "context_len": 64, "vocab_size": 256}
     )
-    build_create_job(d)  # a spec field of the wrong type is refused before any warning on it
+    # a spec field of the wrong type is refused before any warning reads it; the hashes that
+    # --data/--init-seed/--init-model fill in below are not known yet, so stand in for them
+    build_create_job({"dataset_id": "00" * 32, "initial_model_hash": "00" * 32, **d})
     warning = job_audit_warning(d)
     if warning:  # the chain takes the job anyway: the catch rate is the owner's to buy
         import sys
