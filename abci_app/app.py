@@ -484,6 +484,7 @@ class Application:
                 known = ", ".join(f"/{r}" for r in sorted(QUERIES))
                 raise QueryError(f"unknown query path {req.path!r}; known: {known}")
             value, keys = QUERIES[parts[0]](reader, parts[1:], params)
+            params.refuse_unread(req.path)
             resp = abci.ResponseQuery(code=0, value=value, height=height)
             if req.prove:
                 for k in keys:

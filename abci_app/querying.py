@@ -21,12 +21,42 @@ PARAMS = frozenset({"from", "limit", "status", "owner"})
 ALIASES = {"offset": "from"}
 
 
-def parse_path(path: str) -> tuple[list[str], dict[str, str]]:
+class Params(dict[str, str]):
+    """A path's query parameters that remember which ones its handler read: one it never read
+    (``/job/3?limit=5``, ``/providers?owner=...``) did not apply to that path, and is refused by
+    :meth:`refuse_unread` instead of being silently ignored."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read: set[str] = set()
+
+    def __getitem__(self, k: str) -> str:
+        self.read.add(k)
+        return super().__getitem__(k)
+
+    def get(self, k: str, default: Any = None) -> Any:
+        self.read.add(k)
+        return super().get(k, default)
+
+    def __contains__(self, k: object) -> bool:
+        if isinstance(k, str):
+            self.read.add(k)
+        return super().__contains__(k)
+
+    def refuse_unread(self, path: str) -> None:
+        unread = sorted(set(self) - self.read)
+        if unread:
+            raise QueryError(
+                f"query parameter {unread[0]!r} does not apply to {path.partition('?')[0][:80]!r}"
+            )
+
+
+def parse_path(path: str) -> tuple[list[str], Params]:
     """``/rounds/7?from=2&limit=10`` -> (["rounds", "7"], {"from": "2", "limit": "10"}).
     A parameter no path takes, or one given twice (``from`` and ``offset`` count as one), is a
     QueryError: a typo (``?ownr=``) never reads as a clean answer to another question."""
     base, _, qs = path.partition("?")
-    params: dict[str, str] = {}
+    params = Params()
     for part in qs.split("&") if qs else []:
         if not part:
             continue  # "?&limit=5", a trailing "&"
@@ -40,6 +70,7 @@ def parse_path(path: str) -> tuple[list[str], dict[str, str]]:
         if name in params:
             raise QueryError(f"query parameter {name!r} given twice")
         params[name] = v
+    params.read.clear()  # the checks above are not the handler's reads
     return [p for p in base.split("/") if p], params
 
 

@@ -24,6 +24,8 @@ from abci_app.bank.genesis import parse_amount
 from abci_app.codec.address import address_from_pubkey, from_bech32
 from abci_app.pb import abci, staking_pb2
 from abci_app.staking import keeper
+from abci_app.staking.errors import ErrInvalidMoniker
+from abci_app.staking.msgs import validate_moniker
 from abci_app.staking.params import params_from_json, set_params
 from abci_app.store import CacheKV
 
@@ -62,12 +64,18 @@ def init_genesis(
                 f"{bank.get_balance(store, operator)}uloco in bank genesis, cannot self-bond "
                 f"{self_bond}"
             )
+        moniker = entry.get("moniker", "")
+        try:  # MsgCreateValidator's rule: a number was stored as its str(), a control char kept
+            if not isinstance(moniker, str):
+                raise ErrInvalidMoniker(f"moniker must be a string, got {moniker!r}"[:200])
+            if moniker:  # an unnamed genesis validator is allowed
+                validate_moniker(moniker)
+        except ErrInvalidMoniker as e:
+            raise ValueError(f"{where}: {e}") from None
         keeper.set_validator(
             store,
             cons,
-            staking_pb2.Validator(
-                pub_key=pk, operator=operator, moniker=str(entry.get("moniker", ""))
-            ),
+            staking_pb2.Validator(pub_key=pk, operator=operator, moniker=moniker),
         )
         keeper.increase_bond(store, cons, operator, self_bond)
     updates = keeper.apply_validator_set(store)

@@ -69,6 +69,19 @@ CASES: dict[str, tuple[Callable[[dict[str, Any]], Any], str]] = {
         "app_state.staking",
     ),
     "validators is a number": (_set(("staking", "validators"), 5), "app_state.staking"),
+    # a moniker follows MsgCreateValidator's rule: a number was stored as "7", a newline kept
+    "moniker is a number": (
+        lambda s: s["staking"]["validators"][0].update(moniker=7),
+        "moniker must be a string",
+    ),
+    "moniker with a control character": (
+        lambda s: s["staking"]["validators"][0].update(moniker="node0\n<b>"),
+        "printable characters",
+    ),
+    "moniker too long": (
+        lambda s: s["staking"]["validators"][0].update(moniker="n" * 65),
+        "printable characters",
+    ),
 }
 
 

@@ -142,3 +142,20 @@ def test_invalid_query_parameters(chain: Chain) -> None:
         assert (r.code, r.codespace) == (1, "query"), (path, r.code, r.log)
     assert q(chain, "/jobs?offset=0&limit=1").code == 0  # offset: another name for from
     assert q(chain, "/supply?").code == 0 and q(chain, "/providers?status=active&").code == 0
+
+
+def test_a_parameter_the_path_does_not_take_is_refused(chain: Chain) -> None:
+    # /supply?limit=5 and /providers?owner=... answered as if the parameter were not there: a
+    # client that thought it filtered or paged got the whole answer without being told
+    for path, name in (
+        ("/supply?limit=5", "limit"),
+        ("/providers?owner=loco1x", "owner"),
+        ("/params?from=3", "from"),
+        ("/rounds/1?status=active", None),  # job 1 does not exist: that error comes first
+    ):
+        r = q(chain, path)
+        assert (r.code, r.codespace) == (1, "query"), (path, r.code, r.log)
+        if name:
+            assert f"'{name}' does not apply" in r.log, r.log
+    assert q(chain, "/providers?status=active&limit=2&from=0").code == 0
+    assert q(chain, "/jobs?owner=&status=").code == 0  # empty values are read, and apply
