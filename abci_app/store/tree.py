@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import NamedTuple, TypeAlias
@@ -817,3 +817,100 @@ def fold_summaries(summaries: Sequence[tuple[int, bytes]]) -> tuple[int, bytes]:
                 nxt.append((KIND_INTERNAL, compute_internal_hash(lh, rh)))
         level = nxt
     return level[0]
+
+
+# -- a whole tree from its sorted leaves, streamed (state-sync restore) ---------------------------
+
+
+class _SortedBuilder:
+    """:func:`build_sorted`'s state: the next two leaves of the input (so a subtree knows whether
+    it holds none, one or more), and the pages built so far are handed to ``emit``."""
+
+    def __init__(
+        self,
+        version: int,
+        leaves: Iterable[tuple[bytes, bytes]],
+        emit: Callable[[bytes, bytes], None],
+    ) -> None:
+        self.vbytes = version.to_bytes(8, "big")
+        self.emit = emit
+        self.it = iter(leaves)
+        self.last = -1
+        self.nodes = 0
+        self.a = self.pull()
+        self.b = self.pull() if self.a is not None else None
+
+    def pull(self) -> tuple[int, bytes, bytes] | None:
+        nxt = next(self.it, None)
+        if nxt is None:
+            return None
+        kh, vh = nxt
+        if len(kh) != HASH_LEN or len(vh) != HASH_LEN:
+            raise StoreError("build_sorted: key and value hashes are 32 bytes")
+        ki = int.from_bytes(kh, "big")
+        if ki <= self.last:
+            raise StoreError("build_sorted: leaves must come in strictly ascending key-hash order")
+        self.last = ki
+        return ki, kh, vh
+
+    def sub(
+        self, depth: int, prefix: int, out: list[tuple[int, bytes]] | None, slot: int
+    ) -> tuple[int, bytes]:
+        """(kind, hash) of the subtree at (depth, prefix): it holds the next leaves whose first
+        ``depth`` bits are ``prefix``; its nodes go into ``out`` (the page being built) from
+        ``slot`` on, or into a page of their own at a page root (``out`` None)."""
+        a, shift = self.a, KEY_BITS - depth
+        if a is None or a[0] >> shift != prefix:
+            return KIND_EMPTY, EMPTY_HASH
+        root = out is None
+        if out is None:
+            out, slot = [], 0
+        b = self.b
+        if b is None or b[0] >> shift != prefix:  # alone here: its leaf
+            self.a, self.b = b, (self.pull() if b is not None else None)
+            node = LEAF_DOMAIN + a[1] + a[2]
+            kind, h = KIND_LEAF, _sha256(node).digest()
+        else:
+            if depth >= KEY_BITS:  # unreachable with strictly ascending hashes
+                raise StoreError("two different keys have the same sha256")
+            d1 = depth + 1
+            cout, ls = (out, 2 * slot + 1) if d1 % PAGE_LEVELS else (None, -1)
+            lk, lh = self.sub(d1, prefix << 1, cout, ls)
+            rk, rh = self.sub(d1, (prefix << 1) | 1, cout, ls + 1)
+            vb, zero = self.vbytes, bytes(8)
+            node = b"".join(
+                (
+                    INTERNAL_DOMAIN,
+                    _KIND_BYTE[lk],
+                    vb if lk else zero,
+                    lh,
+                    _KIND_BYTE[rk],
+                    vb if rk else zero,
+                    rh,
+                )
+            )
+            kind, h = KIND_INTERNAL, _sha256(INTERNAL_DOMAIN + lh + rh).digest()
+        out.append((slot, node))
+        self.nodes += 1
+        if root:
+            self.emit(path_key(depth, prefix), encode_page(out))
+        return kind, h
+
+
+def build_sorted(
+    version: int,
+    leaves: Iterable[tuple[bytes, bytes]],
+    emit: Callable[[bytes, bytes], None],
+) -> tuple[Ref, int]:
+    """The tree holding ``leaves`` ((key hash, value hash), strictly ascending key hash; a
+    StoreError otherwise), every node written at ``version``, built in one pass over the input:
+    each page is handed to ``emit(path, page)`` as soon as it is complete (children before their
+    parents), so memory stays O(depth) however many leaves there are. Returns (root, nodes
+    written). Byte for byte the pages :func:`apply_updates` writes for the same leaves onto the
+    empty tree (tests check it); what the store's bulk restore uses instead of one
+    ``apply_updates`` over the whole state, whose new nodes all stay in memory until written."""
+    b = _SortedBuilder(version, leaves, emit)
+    kind, h = b.sub(0, 0, None, 0)
+    if b.a is not None:  # unreachable: the root subtree takes every leaf
+        raise StoreError("build_sorted: leaves left over")
+    return (EMPTY_REF if kind == KIND_EMPTY else Ref(kind, version, h)), b.nodes

@@ -295,7 +295,7 @@ def test_a_malformed_chunk_is_refetched_and_nothing_of_it_kept(how: str) -> None
         [0],
         ["evil"],
     ), how
-    assert c._restore is not None and c._restore.pairs == []  # nothing unverified is held
+    assert c._restore is not None and c._restore.chunks == []  # nothing unverified is held
     assert c.store.height == 0
     r = c.apply_snapshot_chunk(abci.RequestApplySnapshotChunk(index=0, chunk=chunks[0]))
     assert r.result == Apply.ACCEPT and c.store.app_hash == root
@@ -317,7 +317,7 @@ def test_a_key_outside_its_chunks_subtree_is_refused() -> None:
             assert resp.result == Apply.RETRY, i
         resp, _ = r.apply(i, chunks[i], "ok")
         assert resp.result == Apply.ACCEPT
-    assert sorted(r.pairs) == sorted(state)
+    assert sorted(r.pairs()) == sorted(state)
 
 
 def test_offers_that_cannot_be_applied(sim: Simulation) -> None:
@@ -559,13 +559,13 @@ def test_hostile_chunk_bytes_are_refetched_never_raised(chunk: bytes, index: int
     r = Restore(snap, _root_of(dict(state)))
     for i in range(index):
         assert r.apply(i, chunks[i], "ok")[0].result == Apply.ACCEPT
-    kept = list(r.pairs)
+    kept = list(r.pairs())
     resp, _ = r.apply(index, chunk, "evil")
     if chunk == chunks[index]:
         assert resp.result == Apply.ACCEPT
     else:
         assert (resp.result, list(resp.reject_senders)) == (Apply.RETRY, ["evil"])
-        assert r.pairs == kept
+        assert list(r.pairs()) == kept
 
 
 @settings(max_examples=300, deadline=None)
