@@ -91,6 +91,7 @@ MAX_ENTRIES = 1 << 16
 MAX_PARTS = 16
 MAX_ELEMENTS = 1 << 34  # per tensor; anything larger is "absurd" for this node
 MAX_META = 1 << 16
+MAX_META_DEPTH = 32  # arrays/objects nested in a meta (the node's own metas nest 2-3 deep)
 
 if sys.byteorder != "little":  # pragma: no cover - all supported hosts are little-endian
     raise RuntimeError("trainer.commit assumes a little-endian host")
@@ -140,8 +141,8 @@ def encode(p: Payload) -> bytes:
     """Canonical bytes of ``p`` (see the module docstring)."""
     codec = p.codec.encode("ascii")
     meta = canonical_json(p.meta)
-    if len(codec) > 255 or len(meta) > MAX_META:
-        raise PayloadError("codec name or meta too long")
+    if len(codec) > 255 or len(meta) > MAX_META or _nesting(meta) > MAX_META_DEPTH:
+        raise PayloadError("codec name or meta too long, or meta nested too deep")
     head = [
         MAGIC,
         struct.pack(">HBB", VERSION, p.kind, 0),
@@ -212,9 +213,36 @@ class _Reader:
         if nd > MAX_NDIM:
             raise PayloadError(f"{what}: {nd} dims, at most {MAX_NDIM} allowed")
         dims = tuple(self.u(">Q", what) for _ in range(nd))
-        if math.prod(dims) > MAX_ELEMENTS:
+        # each dim too (a zero beside 2^64 - 1 passed the product and broke torch.empty with a
+        # TypeError or a stride-overflow RuntimeError)
+        if math.prod(dims) > MAX_ELEMENTS or any(d > MAX_ELEMENTS for d in dims):
             raise PayloadError(f"{what}: absurd size {dims} (more than 2^34 elements)")
         return dims
+
+
+def _nesting(raw: bytes) -> int:
+    """How deep the JSON text ``raw`` nests arrays and objects (brackets inside strings not
+    counted); a plain byte scan, so its answer never depends on the interpreter's stack."""
+    if b"[" not in raw and b"{" not in raw:
+        return 0
+    depth = deepest = 0
+    in_string = escaped = False
+    for c in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == 0x5C:  # backslash
+                escaped = True
+            elif c == 0x22:  # closing quote
+                in_string = False
+        elif c == 0x22:
+            in_string = True
+        elif c in (0x5B, 0x7B):  # [ {
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in (0x5D, 0x7D):  # ] }
+            depth -= 1
+    return deepest
 
 
 def _read_header(r: _Reader, expected_kind: int | None) -> tuple[int, str, dict]:
@@ -238,10 +266,15 @@ def _read_header(r: _Reader, expected_kind: int | None) -> tuple[int, str, dict]
         if meta_len > MAX_META:
             raise PayloadError(f"meta of {meta_len} bytes is absurd (max {MAX_META})")
         meta_raw = r.take(meta_len, "meta")
+        if _nesting(meta_raw) > MAX_META_DEPTH:
+            # before json.loads: its recursion limit depends on the caller's stack, so a meta
+            # nested ~1,000 deep decoded on one node and raised RecursionError on another
+            raise PayloadError(f"meta nested deeper than {MAX_META_DEPTH} levels")
         meta = json.loads(meta_raw.decode("ascii"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PayloadError(f"bad codec name or meta: {exc}") from None
-    if not isinstance(meta, dict) or canonical_json(meta) != meta_raw:
+        canonical = isinstance(meta, dict) and canonical_json(meta) == meta_raw
+    except ValueError as exc:  # UnicodeDecodeError, JSONDecodeError, NaN, a 5,000-digit int
+        raise PayloadError(f"bad codec name or meta: {str(exc)[:200]}") from None
+    if not canonical:
         raise PayloadError("meta is not canonical JSON of an object")
     return kind, codec, meta
 
@@ -315,6 +348,18 @@ def decode(buf: bytes, expected_kind: int | None = None, check_finite: bool = Tr
     """Parse and validate canonical bytes; raise ``PayloadError`` on any defect."""
     if not isinstance(buf, (bytes, bytearray, memoryview)):
         raise PayloadError(f"payload must be bytes, got {type(buf).__name__}")
+    try:
+        return _decode(buf, expected_kind, check_finite)
+    except PayloadError:
+        raise
+    except (ValueError, TypeError, OverflowError, IndexError, RuntimeError) as exc:
+        # a backstop: the checks above are meant to leave nothing to torch or struct, but a
+        # peer's bytes must never raise anything else (the worker reads PayloadError as
+        # "invalid"); the message names the type only, the same on every node
+        raise PayloadError(f"malformed payload ({type(exc).__name__})") from None
+
+
+def _decode(buf: bytes, expected_kind: int | None, check_finite: bool) -> Payload:
     r = _Reader(buf if isinstance(buf, bytes) else bytes(buf))
     kind, codec, meta = _read_header(r, expected_kind)
     n = r.u(">I", "entry count")
