@@ -19,13 +19,16 @@ ending in ``/blob/HASH`` for the same hash.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
+import socket
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, NoReturn, Self
 
 import httpx
 
@@ -55,7 +58,8 @@ def blob_url(location: str, h: str) -> str:
         raise PeerUnavailable(f"not an http(s) URL: {location!r}", location)
     # a port past 65535 (or 0) reached connect(): "Connection refused", as if nothing listened
     port = re.fullmatch(r"[^/?#]*:(\d+)", loc.split("://", 1)[1].split("/", 1)[0])
-    if port and not 1 <= int(port[1]) <= 65535:
+    # (length first: int() of 5,000 digits is a ValueError past Python's digit limit)
+    if port and (len(port[1]) > 5 or not 1 <= int(port[1]) <= 65535):
         raise PeerUnavailable(
             f"not a valid URL (port {port[1]} is not a TCP port, 1..65535)", location
         )
@@ -84,8 +88,13 @@ class BlobClient:
         self.timeout_s = float(timeout_s)
         self.max_bytes = int(max_bytes)
         self.min_rate_bps = int(min_rate_bps)
+        # no keep-alive: every fetch opens its own connection, so the head deadline below can
+        # always reach its socket (a reused one is not announced to the trace hook)
         self._http = httpx.Client(
-            timeout=httpx.Timeout(self.timeout_s), follow_redirects=False, transport=transport
+            timeout=httpx.Timeout(self.timeout_s),
+            follow_redirects=False,
+            transport=transport,
+            limits=httpx.Limits(max_keepalive_connections=0),
         )
         self.bytes_received = 0
         # progress of the current body: on_progress(bytes so far, announced size or None)
@@ -99,9 +108,13 @@ class BlobClient:
         tier: str = "hot",
         round_key: str | None = None,
         max_bytes: int | None = None,
+        give_up_after_s: float | None = None,
     ) -> Path:
         """Return the path of blob ``h`` in ``store``, fetching it from ``urls`` if it is not
-        there yet (tier and round hold are applied either way). Raises ``FetchFailed``."""
+        there yet (tier and round hold are applied either way). Raises ``FetchFailed``.
+        ``give_up_after_s``: no further location is tried once this long has passed since the
+        first began (a list of peers that accept connections and never answer cost
+        ``timeout_s`` each, without end)."""
         check_hash(h)
         check_tier(tier)
         limit = self.max_bytes if max_bytes is None else min(int(max_bytes), self.max_bytes)
@@ -109,7 +122,17 @@ class BlobClient:
             store.retain(h, tier, round_key)
             return store.path(h)
         attempts: list[tuple[str, FetchError]] = []
+        t0 = time.monotonic()
         for loc in urls:
+            if give_up_after_s is not None and attempts and time.monotonic() - t0 > give_up_after_s:
+                log.warning(
+                    "blob %s: gave up after %.0fs and %d locations (%d not tried)",
+                    h[:12],
+                    time.monotonic() - t0,
+                    len(attempts),
+                    len(urls) - len(attempts),
+                )
+                break
             try:
                 return self._fetch_one(h, loc, store, tier, round_key, limit)
             except FetchError as e:
@@ -124,8 +147,17 @@ class BlobClient:
         url = blob_url(location, h)
         t0 = time.monotonic()
         in_body = False
+        # httpx's timeouts are per read: a peer sending "100 Continue" every few seconds, or its
+        # head a byte at a time, kept fetch() (and the worker's loop) waiting forever
+        head = _HeadDeadline(2 * self.timeout_s)
         try:
-            with self._http.stream("GET", url, headers={"Accept-Encoding": "identity"}) as r:
+            with self._http.stream(
+                "GET",
+                url,
+                headers={"Accept-Encoding": "identity"},
+                extensions={"trace": head.trace},
+            ) as r:
+                head.cancel()
                 if r.status_code != 200:
                     raise PeerUnavailable(f"HTTP {r.status_code}", location)
                 cl_text = r.headers.get("content-length")
@@ -170,15 +202,28 @@ class BlobClient:
             raise PeerTimeout(
                 f"no answer within {self.timeout_s:g}s ({type(e).__name__})", location
             ) from None
-        except httpx.RemoteProtocolError as e:
+        except httpx.HTTPError as e:
+            if not head.expired:
+                self._failed(e, location, in_body)
+            raise PeerTimeout(
+                f"no complete response head within {head.seconds:g}s", location
+            ) from None
+        except httpx.InvalidURL as e:  # http://[::1 : not an HTTPError, it escaped as a traceback
+            raise PeerUnavailable(f"not a valid URL ({e})", location) from None
+        except UnicodeError as e:  # a DNS label over 63 characters, or an empty one (a..b)
+            raise PeerUnavailable(f"not a valid host name ({e})", location) from None
+        finally:
+            head.cancel()
+        return store.path(h)
+
+    @staticmethod
+    def _failed(e: Exception, location: str, in_body: bool) -> NoReturn:
+        """Raises the FetchError for a transport failure ``e``."""
+        if isinstance(e, httpx.RemoteProtocolError):
             if in_body:
                 raise Truncated(f"connection broke mid-body ({e})", location) from None
             raise PeerUnavailable(str(e), location) from None
-        except httpx.HTTPError as e:
-            raise PeerUnavailable(f"{type(e).__name__}: {e}", location) from None
-        except httpx.InvalidURL as e:  # http://[::1 : not an HTTPError, it escaped as a traceback
-            raise PeerUnavailable(f"not a valid URL ({e})", location) from None
-        return store.path(h)
+        raise PeerUnavailable(f"{type(e).__name__}: {e}", location) from None
 
     def close(self) -> None:
         self._http.close()
@@ -190,6 +235,48 @@ class BlobClient:
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+class _HeadDeadline:
+    """Shuts the connection's socket down when the response head has not arrived ``seconds``
+    after the request began (connect included): the blocked read then fails at once. The
+    socket comes from httpcore's ``connection.connect_tcp.complete`` trace event."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.expired = False
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def trace(self, name: str, info: dict[str, Any]) -> None:
+        if name == "connection.connect_tcp.complete":
+            stream = info.get("return_value")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            with self._lock:
+                self._sock = sock
+                if self.expired:
+                    self._shutdown()
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._timer is None:
+                return  # cancelled meanwhile
+            self.expired = True
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)
+
+    def cancel(self) -> None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
 
 
 def _metrics():

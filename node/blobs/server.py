@@ -54,6 +54,9 @@ class ServerStats:
 
 
 MAX_CONNECTIONS = 256
+# open connections one address may hold: one peer holding every slot answered every honest
+# fetch with 503, so a provider's revealed states read as unavailable to its verifiers
+MAX_PER_PEER = 16
 
 
 class _Busy(asyncio.Protocol):
@@ -68,12 +71,39 @@ class _Busy(asyncio.Protocol):
         transport.close()
 
 
-class _CappedSite(web.TCPSite):
-    """TCPSite whose protocol factory answers ``_Busy`` past ``max_connections`` open ones."""
+def _peer_host(transport: asyncio.BaseTransport | None) -> Any:
+    peer = transport.get_extra_info("peername") if transport is not None else None
+    return peer[0] if isinstance(peer, tuple) and peer else peer
 
-    def __init__(self, runner: web.AppRunner, host: str, port: int, cap: int, **kw: Any) -> None:
+
+class _PerPeerGate(asyncio.Protocol):
+    """Admits a connection when its address holds fewer than ``per_peer`` open ones: hands the
+    transport to a fresh aiohttp handler (``transport.set_protocol``); answers 503 otherwise."""
+
+    def __init__(self, server: Any, per_peer: int) -> None:
+        self._server, self._per_peer = server, per_peer
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        host = _peer_host(transport)
+        held = sum(1 for c in self._server.connections if _peer_host(c.transport) == host)
+        if held >= self._per_peer:
+            _Busy().connection_made(transport)
+            return
+        handler = self._server()
+        transport.set_protocol(handler)
+        handler.connection_made(transport)
+
+
+class _CappedSite(web.TCPSite):
+    """TCPSite whose protocol factory answers ``_Busy`` past ``max_connections`` open ones, or
+    past ``per_peer`` open ones from the same address."""
+
+    def __init__(
+        self, runner: web.AppRunner, host: str, port: int, cap: int, per_peer: int, **kw: Any
+    ) -> None:
         super().__init__(runner, host, port, **kw)
-        self._cap = cap
+        self._cap, self._per_peer = cap, per_peer
 
     async def start(self) -> None:
         await web.BaseSite.start(self)  # registers the site with the runner
@@ -81,7 +111,9 @@ class _CappedSite(web.TCPSite):
         assert server is not None
 
         def factory() -> asyncio.Protocol:
-            return _Busy() if len(server.connections) >= self._cap else server()
+            if len(server.connections) >= self._cap:
+                return _Busy()
+            return _PerPeerGate(server, self._per_peer)
 
         self._server = await asyncio.get_running_loop().create_server(
             factory,
@@ -149,6 +181,7 @@ class BlobServer:
         idle_timeout: float = 15.0,
         write_timeout: float = 60.0,
         max_connections: int = MAX_CONNECTIONS,
+        max_per_peer: int = MAX_PER_PEER,
     ) -> None:
         self.store = store
         # a connection that has not sent a whole request within idle_timeout seconds of opening (or
@@ -160,6 +193,7 @@ class BlobServer:
         # descriptor of the worker's own process (which trains, stores blobs and talks to the
         # chain), so a peer opening thousands would otherwise starve it into EMFILE
         self.max_connections = max_connections
+        self.max_per_peer = max_per_peer
         self.host = host
         self.port = port
         self.chunk_size = chunk_size
@@ -276,7 +310,12 @@ class BlobServer:
         )
         await self._runner.setup()
         site = _CappedSite(
-            self._runner, self.host, self.port, self.max_connections, reuse_address=True
+            self._runner,
+            self.host,
+            self.port,
+            self.max_connections,
+            self.max_per_peer,
+            reuse_address=True,
         )
         await site.start()
         if self.port == 0:

@@ -81,6 +81,9 @@ PANEL_OF = {
     "final": (2, False),
     "final_reveal": (2, True),
 }
+# a fetch starts no further location past this (its first locations, the ones the chain names
+# for the blob, are always tried first; a peer that accepts and never answers costs 30 s)
+FETCH_GIVE_UP_S = 120.0
 FETCH_ATTEMPTS_BEFORE_INVALID = (
     4  # a verifier votes invalid when the revealed states stay unavailable
 )
@@ -532,7 +535,15 @@ class ProviderWorker:
         t0 = time.perf_counter()
         with self._client() as client:
             path = client.fetch(
-                h, urls, self.store, tier=tier, round_key=round_key, max_bytes=max_bytes
+                h,
+                urls,
+                self.store,
+                tier=tier,
+                round_key=round_key,
+                max_bytes=max_bytes,
+                # the duty runs on the worker's loop: black-hole peers must not hold it for
+                # 30 s each (the blob is asked for again on the next tick)
+                give_up_after_s=FETCH_GIVE_UP_S,
             )
         data = Path(path).read_bytes()
         self.account("fetch_s", time.perf_counter() - t0)
