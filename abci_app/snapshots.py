@@ -20,7 +20,8 @@ the chunks of one snapshot from every peer that offers it.
 Taking (``Snapshotter``): when Commit makes height H with H % ``snapshot_interval`` == 0, a
 background thread reads the committed version H through ``MerkleStore.iterate_at`` (the store is
 thread-safe and H stays readable for ``keep_recent`` heights): once to size the subtrees, then
-once per ``PASS_BYTES`` of chunks to write them, into ``DIR/tmp-H/``; the folder is renamed to
+once more to build the chunks (spilling them to temporary files in runs of ``PASS_BYTES`` when
+the state is larger), into ``DIR/tmp-H/``; the folder is renamed to
 ``DIR/H/`` when complete; blocks go on meanwhile. The last ``keep`` snapshots are kept. One more
 can wait while one is written; a snapshot due beyond that is skipped (logged).
 
@@ -41,11 +42,13 @@ which builds the tree in one pass and commits it as version H after checking the
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import queue
 import shutil
+import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -78,6 +81,7 @@ MAX_HEIGHT = 2**63 - 1  # CometBFT heights are int64 (the store keeps them as SQ
 MAX_DEPTH = 16
 PASS_BYTES = 16 << 20  # chunk bytes a snapshot holds in memory at once while writing (~3x in
 # Python objects)
+MAX_SPILL_FILES = 64  # runs of PASS_BYTES spilled by one pass over the state (open files)
 _ENTRY = 1 + HASH_BYTES
 
 
@@ -105,9 +109,7 @@ def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
 def encode_chunk(index: int, pairs: Iterable[tuple[bytes, bytes]]) -> bytes:
     """Chunk ``index`` of the given pairs, which must already be in ascending sha256(key)
     order."""
-    return b"".join(
-        [bytes((FORMAT,)), encode_uvarint(index), *(encode_pair(k, v) for k, v in pairs)]
-    )
+    return encode_chunk_records(index, (encode_pair(k, v) for k, v in pairs))
 
 
 def decode_chunk(chunk: bytes, index: int) -> list[tuple[bytes, bytes]]:
@@ -186,40 +188,88 @@ def cut(
     chunk_bytes: int,
     emit: Callable[[int, bytes], None],
     pass_bytes: int = PASS_BYTES,
+    spill_dir: str | os.PathLike[str] | None = None,
 ) -> abci.Snapshot:
     """Cut the state that ``pairs_at()`` yields (each call: the same pairs, any order) into the
     format-2 snapshot of ``height``: ``emit(i, chunk_i)`` for every chunk in order, then the
-    Snapshot. One pass sizes the subtrees; each later pass builds the chunks of ``pass_bytes``."""
+    Snapshot. One pass sizes the subtrees and groups the chunks into runs of ``pass_bytes``; when
+    there is one run, a second pass builds it in memory; otherwise the second pass spills each
+    pair into its run's temporary file (in ``spill_dir``; ``MAX_SPILL_FILES`` runs a pass) and the
+    runs are built from their files one at a time. So the state is read twice whatever its size
+    (it was read once more per run), and memory holds one run."""
     sizes = [0] * (1 << MAX_DEPTH)
     for k, v in pairs_at():
         sizes[_bucket(hash_key(k), MAX_DEPTH)] += len(encode_pair(k, v))
     depth = choose_depth(sizes, chunk_bytes)
     per = 1 << (MAX_DEPTH - depth)
     chunk_sizes = [sum(sizes[i : i + per]) for i in range(0, len(sizes), per)]
-    summaries: list[tuple[int, bytes]] = []
+    runs: list[tuple[int, int]] = []  # chunks [lo, hi) built together
     lo = 0
-    while lo < len(chunk_sizes):  # chunks [lo, hi) in this pass
+    while lo < len(chunk_sizes):
         hi, held = lo + 1, chunk_sizes[lo]
         while hi < len(chunk_sizes) and held + chunk_sizes[hi] <= pass_bytes:
             held += chunk_sizes[hi]
             hi += 1
+        runs.append((lo, hi))
+        lo = hi
+    summaries: list[tuple[int, bytes]] = []
+
+    def build(lo: int, hi: int, records: Iterable[bytes]) -> None:
         # one bytes object per pair, key hash first (the sort order): kh ‖ vh ‖ encoded pair
         groups: list[list[bytes]] = [[] for _ in range(lo, hi)]
-        if held:
-            for k, v in pairs_at():
-                kh = hash_key(k)
-                i = _bucket(kh, depth)
-                if lo <= i < hi:
-                    groups[i - lo].append(kh + hash_value(v) + encode_pair(k, v))
+        for e in records:
+            groups[_bucket(e[:HASH_BYTES], depth) - lo].append(e)
         for i, group in enumerate(groups, lo):
             group.sort()
             leaves = [(e[:HASH_BYTES], e[HASH_BYTES : 2 * HASH_BYTES]) for e in group]
             summaries.append(subtree_summary(leaves, depth))
-            head = bytes((FORMAT,)) + encode_uvarint(i)
-            emit(i, head + b"".join(e[2 * HASH_BYTES :] for e in group))
+            emit(i, encode_chunk_records(i, (e[2 * HASH_BYTES :] for e in group)))
             group.clear()
-        lo = hi
+
+    def record(k: bytes, v: bytes) -> bytes:
+        return hash_key(k) + hash_value(v) + encode_pair(k, v)
+
+    if len(runs) == 1:  # the whole state in one run: no spill
+        lo, hi = runs[0]
+        build(lo, hi, (record(k, v) for k, v in pairs_at()) if any(chunk_sizes) else ())
+        return snapshot_of(height, depth, summaries)
+    run_of = [0] * len(chunk_sizes)
+    for r, (lo, hi) in enumerate(runs):
+        run_of[lo:hi] = [r] * (hi - lo)
+    for first in range(0, len(runs), MAX_SPILL_FILES):
+        batch = runs[first : first + MAX_SPILL_FILES]
+        with contextlib.ExitStack() as open_files:
+            files = [open_files.enter_context(tempfile.TemporaryFile(dir=spill_dir)) for _ in batch]
+            writes = [f.write for f in files]
+            for k, v in pairs_at():
+                e = record(k, v)
+                r = run_of[_bucket(e[:HASH_BYTES], depth)] - first
+                if 0 <= r < len(batch):
+                    writes[r](len(e).to_bytes(4, "big") + e)
+            for (lo, hi), f in zip(batch, files, strict=True):
+                f.seek(0)
+                build(lo, hi, _spilled(f.read()))
+                f.close()  # its disk space goes now, not after the whole batch
     return snapshot_of(height, depth, summaries)
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.write_bytes(data)  # in the snapshot's tmp-H folder: the folder is renamed when whole
+
+
+def _spilled(data: bytes) -> Iterator[bytes]:
+    """The records of a spill file: u32 length ‖ record, back to back."""
+    pos = 0
+    while pos < len(data):
+        n = int.from_bytes(data[pos : pos + 4], "big")
+        yield data[pos + 4 : pos + 4 + n]
+        pos += 4 + n
+
+
+def encode_chunk_records(index: int, encoded_pairs: Iterable[bytes]) -> bytes:
+    """Chunk ``index`` from pairs already encoded (``encode_pair``), in ascending sha256(key)
+    order: the bytes :func:`encode_chunk` makes of the same pairs."""
+    return b"".join([bytes((FORMAT,)), encode_uvarint(index), *encoded_pairs])
 
 
 def snapshot_in_memory(
@@ -307,7 +357,8 @@ class Snapshotter:
             lambda: self.store.iterate_at(height, b""),
             height,
             self.chunk_bytes,
-            lambda i, chunk: self._write(tmp.joinpath(f"chunk-{i}"), chunk),
+            lambda i, chunk: _write(tmp.joinpath(f"chunk-{i}"), chunk),
+            spill_dir=tmp,
         )
         tmp.joinpath("snapshot").write_bytes(snap.SerializeToString(deterministic=True))
         shutil.rmtree(final, ignore_errors=True)
@@ -316,10 +367,6 @@ class Snapshotter:
         for old in self.heights()[: -self.keep]:
             shutil.rmtree(self.dir.joinpath(str(old)), ignore_errors=True)
         return snap
-
-    @staticmethod
-    def _write(path: Path, data: bytes) -> None:
-        path.write_bytes(data)
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """True once no snapshot is queued or being written (tests, shutdown)."""
