@@ -376,7 +376,7 @@ def cmd_tx_bank_send(args: argparse.Namespace) -> int:
 
 def cmd_query_account(args: argparse.Namespace) -> int:
     from abci_app.codec.address import from_bech32
-    from node.proofs import verified_account
+    from node.proofs import expected_chain_id, verified_account
     from node.rpc import Client
 
     addr = from_bech32(args.address)
@@ -387,7 +387,13 @@ def cmd_query_account(args: argparse.Namespace) -> int:
         data = safejson.loads(qr.value)
         data["height"] = qr.height
         if args.prove:
-            v = verified_account(c, qr, addr, asked=args.height or 0)
+            v = verified_account(
+                c,
+                qr,
+                addr,
+                asked=args.height or 0,
+                chain_id=expected_chain_id(getattr(args, "home", None)),
+            )
             if (v["balance"], v["sequence"]) != (data["balance"], data["sequence"]):
                 raise UsageError(
                     "the node's answer disagrees with its own proof: do not trust this node"

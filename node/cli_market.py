@@ -541,7 +541,7 @@ def _query(
 ) -> Any:
     """Run an abci_query; with --prove, verify every proof against the next header's app hash and
     re-derive the answer from the proven bytes (it must equal what the node said)."""
-    from node.proofs import ProofInvalid, verify_query
+    from node.proofs import ProofInvalid, expected_chain_id, verify_query
     from node.rpc import Client
 
     if getattr(a, "legacy_page_from", None) is not None:
@@ -559,7 +559,12 @@ def _query(
             if rederive is None:
                 raise UsageError("--prove is not available for this query")
             try:
-                root, proven = verify_query(c, qr, asked=getattr(a, "height", 0) or 0)
+                root, proven = verify_query(
+                    c,
+                    qr,
+                    asked=getattr(a, "height", 0) or 0,
+                    chain_id=expected_chain_id(getattr(a, "home", None)),
+                )
             except ProofInvalid as e:
                 raise UsageError(f"proof check failed: {e}: do not trust this node") from None
             if rederive(proven) != data:
@@ -576,12 +581,16 @@ def _query(
 
 
 def _proven_one(
-    decode: Callable[[bytes], Any], to_json: Callable[[Any], Any]
+    key: bytes, decode: Callable[[bytes], Any], to_json: Callable[[Any], Any]
 ) -> Callable[[dict[bytes, bytes | None]], Any]:
+    """Re-derive a one-record answer from the proven value of exactly ``key``."""
+    from node.proofs import ProofInvalid, proven_record
+
     def f(proven: dict[bytes, bytes | None]) -> Any:
-        if len(proven) != 1:
-            raise UsageError("proof covers an unexpected set of keys")
-        (raw,) = proven.values()
+        try:
+            raw = proven_record(proven, key)
+        except ProofInvalid as e:
+            raise UsageError(f"proof check failed: {e}: do not trust this node") from None
         if raw is None:
             raise UsageError("the proof shows the record does not exist")
         return to_json(decode(raw))
@@ -600,26 +609,33 @@ def _proven_sla(address: str) -> Callable[[dict[bytes, bytes | None]], Any]:
     """Re-derive ``/provider/{addr}/sla`` from its proven value (absent = no duty yet: zeros)."""
     from abci_app.codec.address import from_bech32
     from abci_app.jobs import sla
+    from abci_app.jobs.keys import sla_key
     from abci_app.jobs.queries import sla_to_json
+    from node.proofs import ProofInvalid, proven_record
 
     def f(proven: dict[bytes, bytes | None]) -> Any:
-        if len(proven) != 1:
-            raise UsageError("proof covers an unexpected set of keys")
-        (raw,) = proven.values()
-        return sla_to_json(from_bech32(address), sla.Sla() if raw is None else sla.decode_sla(raw))
+        addr = from_bech32(address)
+        try:  # exactly this provider's key: another's SLA, or an unrelated absence, verified too
+            raw = proven_record(proven, sla_key(addr))
+        except ProofInvalid as e:
+            raise UsageError(f"proof check failed: {e}: do not trust this node") from None
+        return sla_to_json(addr, sla.Sla() if raw is None else sla.decode_sla(raw))
 
     return f
 
 
 def cmd_query_provider(a: argparse.Namespace) -> int:
+    from abci_app.codec.address import from_bech32
     from abci_app.encoding import decode_msg
     from abci_app.pb import providers_pb2
+    from abci_app.providers.keys import provider_key
     from abci_app.providers.queries import provider_to_json
 
+    key = provider_key(from_bech32(a.address)) if a.prove else b""
     res = _query(
         a,
         f"/provider/{a.address}",
-        _proven_one(lambda b: decode_msg(providers_pb2.Provider, b), provider_to_json),
+        _proven_one(key, lambda b: decode_msg(providers_pb2.Provider, b), provider_to_json),
     )
     res["result"]["sla"] = _query(a, f"/provider/{a.address}/sla", _proven_sla(a.address))["result"]
     text = market_render.provider_text(res["result"], res["height"])
@@ -634,11 +650,14 @@ def cmd_query_providers(a: argparse.Namespace) -> int:
 
 def cmd_query_job(a: argparse.Namespace) -> int:
     from abci_app.encoding import decode_msg
+    from abci_app.jobs.keys import job_key
     from abci_app.jobs.queries import job_to_json
     from abci_app.pb import jobs_pb2
 
     res = _query(
-        a, f"/job/{a.job_id}", _proven_one(lambda b: decode_msg(jobs_pb2.Job, b), job_to_json)
+        a,
+        f"/job/{a.job_id}",
+        _proven_one(job_key(a.job_id), lambda b: decode_msg(jobs_pb2.Job, b), job_to_json),
     )
     text = market_render.job_text(res["result"], res["height"])
     return _emit(a, res, text)
@@ -656,29 +675,37 @@ def cmd_query_jobs(a: argparse.Namespace) -> int:
 
 def cmd_query_round(a: argparse.Namespace) -> int:
     from abci_app.encoding import decode_msg
+    from abci_app.jobs.keys import round_key
     from abci_app.jobs.queries import round_to_json
     from abci_app.pb import jobs_pb2
 
     res = _query(
         a,
         f"/round/{a.job_id}/{a.round}",
-        _proven_one(lambda b: decode_msg(jobs_pb2.Round, b), round_to_json),
+        _proven_one(
+            round_key(a.job_id, a.round), lambda b: decode_msg(jobs_pb2.Round, b), round_to_json
+        ),
     )
     return _emit(a, res, market_render.round_table(res["result"]) + f"\nheight: {res['height']}")
 
 
 def cmd_query_rounds(a: argparse.Namespace) -> int:
     from abci_app.encoding import decode_msg
+    from abci_app.jobs.keys import round_key
     from abci_app.jobs.queries import round_to_json
     from abci_app.pb import jobs_pb2
+    from node.proofs import ProofInvalid, proven_records
 
     def rederive(proven: dict[bytes, bytes | None]) -> Any:
-        rounds = [
-            round_to_json(decode_msg(jobs_pb2.Round, v))
-            for _, v in sorted(proven.items())
-            if v is not None
-        ]
-        return {"rounds": rounds, "total": total[0]}
+        try:  # each of this job's rounds under its own key (not another job's)
+            recs = proven_records(
+                proven,
+                lambda b: decode_msg(jobs_pb2.Round, b),
+                lambda r: round_key(a.job_id, r.round) if r.job_id == a.job_id else b"",
+            )
+        except ProofInvalid as e:
+            raise UsageError(f"proof check failed: {e}: do not trust this node") from None
+        return {"rounds": [round_to_json(r) for r in recs], "total": total[0]}
 
     total = [0]
     res0 = _query(
@@ -704,8 +731,8 @@ def cmd_query_market_params(a: argparse.Namespace) -> int:
 
     def rederive(proven: dict[bytes, bytes | None]) -> Any:
         pv, jv = proven.get(PK), proven.get(JK)
-        if pv is None or jv is None:
-            raise UsageError("proof does not cover both params keys")
+        if pv is None or jv is None or set(proven) != {PK, JK}:
+            raise UsageError("proof does not cover exactly the two params keys")
         return {
             "providers": pp_json(decode_msg(providers_pb2.ProvidersParams, pv)),
             "jobs": params_to_json(decode_msg(jobs_pb2.JobsParams, jv)),

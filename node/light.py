@@ -217,10 +217,22 @@ def fetch_validators(client: Client, height: int) -> list[Validator]:
 
 
 def verified_app_hash(
-    client: Client, height: int, trusted_vals: list[Validator] | None = None
+    client: Client,
+    height: int,
+    trusted_vals: list[Validator] | None = None,
+    chain_id: str | None = None,
 ) -> bytes:
-    """The app hash in header ``height``, after checking that header as above."""
+    """The app hash in header ``height``, after checking that header as above; ``chain_id``:
+    the chain the caller means (its client config's), which the header must name: a node of
+    another chain (a testnet's, or one it made up under another name) answers with its own
+    validly signed headers."""
     signed_header = client.call("commit", height=str(height))["signed_header"]
+    named = signed_header["header"].get("chain_id")
+    if chain_id is not None and named != chain_id:
+        raise HeaderInvalid(
+            f"header {height} is of chain {str(named)[:60]!r}, not {chain_id!r} (the chain-id of "
+            "your client config: `loconet config chain-id`)"
+        )
     got = (signed_header["header"]["height"], signed_header["commit"]["height"])
     if {int(x) for x in got} != {height}:
         # a real, validly signed header of another height would prove a value of another

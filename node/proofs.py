@@ -13,6 +13,7 @@ than 2/3 of the validator set's power signed, and that set must hash to the head
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from typing import Any
 
 from abci_app.auth.keys import account_key
@@ -30,7 +31,11 @@ class ProofInvalid(Exception):
 
 
 def verify_query(
-    client: Client, qr: QueryResult, wait: float = 30.0, asked: int = 0
+    client: Client,
+    qr: QueryResult,
+    wait: float = 30.0,
+    asked: int = 0,
+    chain_id: str | None = None,
 ) -> tuple[bytes, dict[bytes, bytes | None]]:
     """Returns (app hash used, {store key: proven value or None}). Raises ProofInvalid.
     ``asked``: the height the caller queried (0: the latest); an answer for another height is
@@ -41,7 +46,7 @@ def verify_query(
         raise ProofInvalid("the node returned no proof")
     client.wait_for_height(qr.height + 1, timeout=wait)
     try:
-        root = verified_app_hash(client, qr.height + 1)
+        root = verified_app_hash(client, qr.height + 1, chain_id=chain_id)
     except HeaderInvalid as e:
         raise ProofInvalid(f"header check failed: {e}") from None
     return root, verify_ops(qr, root)
@@ -69,11 +74,47 @@ def verify_ops(qr: QueryResult, root: bytes) -> dict[bytes, bytes | None]:
     return proven
 
 
+def proven_record(proven: dict[bytes, bytes | None], key: bytes) -> bytes | None:
+    """The proven value of ``key`` (None: proven absent), when the proof covers exactly that key.
+    Each op verifying against the app hash is not enough: a true proof of *another* key (provider
+    A's SLA shown as B's, an absence proof of some unrelated key hiding B's record) verified too."""
+    if set(proven) != {key}:
+        raise ProofInvalid(
+            f"the proof covers {len(proven)} key(s), not exactly the record asked for "
+            f"({key.hex()[:24]}...)"
+        )
+    return proven[key]
+
+
+def proven_records(
+    proven: dict[bytes, bytes | None],
+    decode: Callable[[bytes], Any],
+    key_of: Callable[[Any], bytes],
+) -> list[Any]:
+    """The records of a proven list answer, in key order: every key present, and each record
+    stored under the key its own id makes (``key_of``): a record of another module or another
+    job, proven under its own key, is refused (protobuf parses most bytes as most messages)."""
+    out = []
+    for k, raw in sorted(proven.items()):
+        if raw is None:
+            raise ProofInvalid(f"a list answer proves key {k.hex()[:24]}... absent")
+        try:
+            rec = decode(raw)
+        except Exception:  # noqa: BLE001 (a value that is not this record: refused, named)
+            raise ProofInvalid(f"the value under key {k.hex()[:24]}... is not a record") from None
+        if key_of(rec) != k:
+            raise ProofInvalid(
+                f"the record proven under key {k.hex()[:24]}... is not stored where its id says"
+            )
+        out.append(rec)
+    return out
+
+
 def verified_account(
-    client: Client, qr: QueryResult, address: bytes, asked: int = 0
+    client: Client, qr: QueryResult, address: bytes, asked: int = 0, chain_id: str | None = None
 ) -> dict[str, Any]:
     """Balance and sequence re-derived from the proven store values."""
-    root, proven = verify_query(client, qr, asked=asked)
+    root, proven = verify_query(client, qr, asked=asked, chain_id=chain_id)
     bk, ak = balance_key(address), account_key(address)
     if bk not in proven or ak not in proven:
         raise ProofInvalid("proof does not cover the account's balance and sequence keys")
@@ -93,3 +134,24 @@ def verified_account(
         "app_hash": root.hex().upper(),
         "proof": proof_json,
     }
+
+
+def expected_chain_id(home: str | None) -> str | None:
+    """The chain id a ``--prove`` header must name: the client config's in ``home``, else the
+    chain id of the node home's genesis (``HOME/config/genesis.json``); None when neither says."""
+    if not home:
+        return None
+    import json
+    from pathlib import Path
+
+    from node import client_config
+
+    try:
+        named = client_config.load(home).get("chain-id")
+        if named:
+            return named
+        genesis = json.loads((Path(home) / "config" / "genesis.json").read_text())
+        cid = genesis.get("chain_id") if isinstance(genesis, dict) else None
+        return cid if isinstance(cid, str) and cid else None
+    except Exception:  # noqa: BLE001 (no readable config or genesis: nothing pinned, as before)
+        return None

@@ -19,17 +19,20 @@ from __future__ import annotations
 import base64
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from abci_app.codec.address import from_bech32
 from abci_app.encoding import decode_msg
 from abci_app.jobs import sla
+from abci_app.jobs.keys import job_key, round_key, sla_key
 from abci_app.jobs.queries import job_to_json, round_to_json, sla_to_json
 from abci_app.pb import jobs_pb2, providers_pb2
+from abci_app.providers.keys import provider_key
 from abci_app.providers.queries import provider_to_json
 from node.light import HeaderInvalid, verified_app_hash
-from node.proofs import ProofInvalid, verify_ops
+from node.proofs import ProofInvalid, proven_record, proven_records, verify_ops
 from node.rpc import Client, RpcError
 
 # tx kinds the round pages link to: event type -> (label, attribute naming the actor)
@@ -108,6 +111,19 @@ class Collector:
         return data, proven
 
     @staticmethod
+    def _records(
+        proven: dict[bytes, bytes | None],
+        decode: Callable[[bytes], Any],
+        key_of: Callable[[Any], bytes],
+        what: str,
+    ) -> list[Any]:
+        """A proven list's records, each under the key its own id makes (node/proofs.py)."""
+        try:
+            return proven_records(proven, decode, key_of)
+        except ProofInvalid as e:
+            raise Untrusted(f"the node's {what}: {e}: do not trust this node") from None
+
+    @staticmethod
     def _same(what: str, node_said: Any, proven: Any) -> None:
         if node_said != proven:
             raise Untrusted(
@@ -121,9 +137,13 @@ class Collector:
             data, proven = self._query(f"/providers?from={start}&limit=200", h, root)
             page = data["providers"]
             derived = [
-                provider_to_json(decode_msg(providers_pb2.Provider, v))
-                for _, v in sorted(proven.items())
-                if v
+                provider_to_json(p)
+                for p in self._records(
+                    proven,
+                    lambda b: decode_msg(providers_pb2.Provider, b),
+                    lambda p: provider_key(p.address),
+                    "provider list",
+                )
             ]
             self._same(
                 "provider list",
@@ -137,9 +157,10 @@ class Collector:
 
     def _sla(self, address: str, h: int, root: bytes) -> dict[str, Any]:
         data, proven = self._query(f"/provider/{address}/sla", h, root)
-        if len(proven) != 1:
-            raise Untrusted(f"SLA proof of {address} covers {len(proven)} keys")
-        (raw,) = proven.values()
+        try:  # exactly this provider's key: another's SLA, or an unrelated absence, verified too
+            raw = proven_record(proven, sla_key(from_bech32(address)))
+        except ProofInvalid as e:
+            raise Untrusted(f"SLA proof of {address}: {e}: do not trust this node") from None
         self._same(
             f"SLA of {address}",
             data,
@@ -149,7 +170,12 @@ class Collector:
 
     def _jobs(self, h: int, root: bytes) -> list[dict[str, Any]]:
         data, proven = self._query("/jobs?limit=100", h, root)
-        derived = [job_to_json(decode_msg(jobs_pb2.Job, v)) for _, v in sorted(proven.items()) if v]
+        derived = [
+            job_to_json(j)
+            for j in self._records(
+                proven, lambda b: decode_msg(jobs_pb2.Job, b), lambda j: job_key(j.id), "job list"
+            )
+        ]
         self._same(
             "job list",
             sorted(data["jobs"], key=lambda j: j["id"]),
@@ -158,10 +184,16 @@ class Collector:
         jobs = data["jobs"]
         for j in jobs:
             rd, rproven = self._query(f"/rounds/{j['id']}?limit={MAX_ROUNDS_PER_JOB}", h, root)
+            jid = int(j["id"])
+
+            def where(r: Any, jid: int = jid) -> bytes:  # this job's round, under its key
+                return round_key(jid, r.round) if r.job_id == jid else b""
+
             rderived = [
-                round_to_json(decode_msg(jobs_pb2.Round, v))
-                for _, v in sorted(rproven.items())
-                if v
+                round_to_json(r)
+                for r in self._records(
+                    rproven, lambda b: decode_msg(jobs_pb2.Round, b), where, f"rounds of job {jid}"
+                )
             ]
             self._same(f"rounds of job {j['id']}", rd["rounds"], rderived)
             j["round_records"] = rd["rounds"]
