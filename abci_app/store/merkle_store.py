@@ -469,10 +469,12 @@ class MerkleStore:
                 for raw_key, raw_value in pairs:
                     key = _check_bytes("key", raw_key)
                     value = _check_bytes("value", raw_value)
+                    # yielded first: the builder refuses a key out of order (or twice) before
+                    # its row can reach SQLite (a repeat filling a batch was an IntegrityError)
+                    yield hash_key(key), hash_value(value)
                     rows.append((key, height, value))
                     if len(rows) >= _RESTORE_BATCH:
                         flush_rows()
-                    yield hash_key(key), hash_value(value)
 
             def emit(path: bytes, page: bytes) -> None:
                 pages.append((height, path, page))

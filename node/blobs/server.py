@@ -55,7 +55,9 @@ class ServerStats:
 
 MAX_CONNECTIONS = 256
 # open connections one address may hold: one peer holding every slot answered every honest
-# fetch with 503, so a provider's revealed states read as unavailable to its verifiers
+# fetch with 503, so a provider's revealed states read as unavailable to its verifiers. Per
+# exact address: an IPv6 host with a /64 still gets 16 per address it uses (grouping by /64
+# would make the honest workers of one datacenter subnet share 16)
 MAX_PER_PEER = 16
 
 

@@ -116,3 +116,21 @@ def test_restore_of_an_empty_state_and_of_one_key() -> None:
     s = MerkleStore(None)
     s.restore(3, [(b"only", b"1")], reference_root({b"only": b"1"}))
     assert verify_proof(s.prove(b"only"), s.app_hash, b"only", b"1")
+
+
+def test_a_key_twice_at_a_batch_boundary_is_a_store_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the row of a repeated key that filled a batch reached SQLite (UNIQUE (key, version)) before
+    # the builder saw the repeat: sqlite3.IntegrityError, which Restore.finish does not catch
+    from abci_app.store import merkle_store
+
+    monkeypatch.setattr(merkle_store, "_RESTORE_BATCH", 4)
+    state = {b"k%d" % i: b"v" for i in range(10)}
+    pairs = in_hash_order(state)
+    for at in range(1, 9):
+        twice = pairs[:at] + [pairs[at - 1]] + pairs[at:]
+        s = MerkleStore(None)
+        with pytest.raises(StoreError, match="ascending sha256"):
+            s.restore(7, twice, reference_root(state))
+        assert (s.height, list(s.iterate(b""))) == (0, [])
+        s.restore(7, pairs, reference_root(state))
+        assert dict(s.iterate(b"")) == state
