@@ -1,0 +1,67 @@
+"""``loconet evm deploy`` checks the signer set it hands the contract as ``--prove`` checks an
+answer (attacker-review finding): it read ``/settlement`` unproven, so a lying node could make
+the contract trust the attacker's keys. Now the stored set must come with a proof against a
+header signed by >2/3 of the validators, and a proof that leaves the key out is refused.
+(Before the first checkpoint no set is stored: deploy says so; the validator set itself is
+still the node's answer: README, Known limits.)"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from abci_app.encoding import encode_msg
+from abci_app.pb import settlement_pb2
+from abci_app.settlement.keys import LATEST_CHECKPOINT_KEY, PARAMS_KEY, SIGNER_SET_KEY
+from abci_app.settlement.queries import set_to_json
+from node.cli import UsageError
+from node.cli_evm import _proven_settlement
+from tests.kits.fakenode import FakeChain, install
+
+SET = settlement_pb2.SignerSet(
+    signers=[
+        settlement_pb2.Signer(validator=b"\x01" * 20, evm_address=b"\xaa" * 20, power=10),
+        settlement_pb2.Signer(validator=b"\x02" * 20, evm_address=b"\xbb" * 20, power=10),
+    ]
+)
+ATTACKER = settlement_pb2.SignerSet(
+    signers=[settlement_pb2.Signer(validator=b"\x01" * 20, evm_address=b"\xee" * 20, power=99)]
+)
+
+
+def _serve(monkeypatch: pytest.MonkeyPatch, stored: bool, shown: Any, keys: list[bytes]) -> None:
+    state = {SIGNER_SET_KEY: encode_msg(SET)} if stored else {b"\x01other": b"x"}
+    chain = FakeChain(state)
+    body = {"signer_set": shown, "latest_final": 0}
+    chain.answers["/settlement"] = (json.dumps(body).encode(), keys)
+    install(monkeypatch, chain)
+
+
+ALL = [PARAMS_KEY, SIGNER_SET_KEY, LATEST_CHECKPOINT_KEY]
+
+
+def test_the_stored_set_as_proven_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    _serve(monkeypatch, True, set_to_json(SET), ALL)
+    assert _proven_settlement("http://127.0.0.1:1")["signer_set"] == set_to_json(SET)
+
+
+def test_a_set_other_than_the_proven_one_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    _serve(monkeypatch, True, set_to_json(ATTACKER), ALL)
+    with pytest.raises(UsageError, match="disagrees with its own proof"):
+        _proven_settlement("http://127.0.0.1:1")
+
+
+def test_a_proof_that_leaves_the_set_out_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    _serve(monkeypatch, True, set_to_json(ATTACKER), [PARAMS_KEY])
+    with pytest.raises(UsageError, match="does not cover the signer set"):
+        _proven_settlement("http://127.0.0.1:1")
+
+
+def test_before_the_first_checkpoint_it_says_the_set_is_unproven(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _serve(monkeypatch, False, set_to_json(SET), ALL)
+    assert _proven_settlement("http://127.0.0.1:1")["signer_set"] == set_to_json(SET)
+    assert "cannot be proven" in capsys.readouterr().err
