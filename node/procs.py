@@ -13,6 +13,7 @@ the relayer): started in their own session with a pid file, found again from the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -121,12 +122,17 @@ def stop_group(pid: int, *, kill: bool = False, timeout: float = 20.0) -> bool:
     except ProcessLookupError:
         return False
     deadline = time.monotonic() + timeout
-    while alive(pid) and time.monotonic() < deadline:
+    while True:
+        if not alive(pid):
+            # reap it if we are its parent (tests), else it lingers as a zombie: a zombie that
+            # died before the first look was left unreaped, its group still answered killpg, and
+            # a second stop_group said True ("stopped") for a process long gone
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+            break
+        if time.monotonic() >= deadline:
+            break
         time.sleep(0.05)
-        try:  # reap it if we are its parent (tests), else it lingers as a zombie
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
     try:
         # whatever is left of the group (cometbft after a stuck stop)
         os.killpg(pid, signal.SIGKILL)
