@@ -63,43 +63,50 @@ def _query(node: str, path: str, height: int = 0) -> Any:
     return safejson.loads(qr.value)
 
 
-def _proven_settlement(node: str) -> Any:
-    """``/settlement``, its stored signer set checked as ``--prove`` checks an answer (proof
-    against the app hash of a header signed by >2/3 of the validators): the contract will trust
-    exactly that set. Before the first checkpoint no set is stored (the one shown is computed
-    from staking) and nothing can be proven: said on stderr."""
-    import sys
-
+def _proven_settlement(node: str, home: str | None) -> tuple[Any, str]:
+    """``/settlement`` and the loconet chain id, its stored signer set checked as ``--prove``
+    checks an answer (proof against the app hash of a header signed by >2/3 of the validators):
+    the contract will trust exactly that set, for exactly that chain id, which the proven header
+    must name (``--home``'s chain id when it has one, else the one the node reports). Before the
+    first checkpoint no set is stored (the one shown is computed from staking) and nothing can
+    be proven: said on stderr."""
     from abci_app.encoding import decode_msg
     from abci_app.pb import settlement_pb2
     from abci_app.settlement.keys import SIGNER_SET_KEY
     from abci_app.settlement.queries import set_to_json
-    from node.proofs import ProofInvalid, verify_query
+    from node.proofs import ProofInvalid, expected_chain_id, verify_answer
     from node.rpc import Client
 
+    stored: list[bytes] = []
+
+    def rederive(proven: dict[bytes, bytes | None]) -> Any:
+        if SIGNER_SET_KEY not in proven:  # proven present or proven absent, never left out
+            raise ProofInvalid("the node's proof does not cover the signer set")
+        raw = proven[SIGNER_SET_KEY]
+        if raw is None:
+            return s["signer_set"]  # not stored yet: nothing to check it against
+        stored.append(raw)
+        return set_to_json(decode_msg(settlement_pb2.SignerSet, raw))
+
     with Client(node) as c:
+        chain_id = expected_chain_id(home) or str(c.status()["node_info"]["network"])
         qr = c.abci_query("/settlement", prove=True)
         if qr.code != 0:
             raise UsageError(f"query /settlement failed: {qr.log}")
         s = safejson.loads(qr.value)
         try:
-            _, proven = verify_query(c, qr)
+            verify_answer(c, qr, s["signer_set"], rederive, chain_id=chain_id)
         except ProofInvalid as e:
             raise UsageError(
                 f"the signer set's proof check failed: {e}: do not trust this node"
             ) from None
-    if SIGNER_SET_KEY not in proven:  # proven present or proven absent, never left out
-        raise UsageError("the node's proof does not cover the signer set: do not trust this node")
-    raw = proven[SIGNER_SET_KEY]
-    if raw is None:
+    if not stored:
         print(
             "note: no checkpoint yet, so the signer set is not stored and cannot be proven; "
             "deploy against a node you run",
             file=sys.stderr,
         )
-    elif set_to_json(decode_msg(settlement_pb2.SignerSet, raw)) != s["signer_set"]:
-        raise UsageError("the node's signer set disagrees with its own proof: do not trust it")
-    return s
+    return s, chain_id
 
 
 def _chain_id(node: str) -> str:
@@ -236,13 +243,12 @@ def cmd_query_claim(args: argparse.Namespace) -> int:
 def cmd_evm_deploy(args: argparse.Namespace) -> int:
     from node.evm import client
 
-    s = _proven_settlement(args.node)
+    s, chain_id = _proven_settlement(args.node, getattr(args, "home", None))
     if not s["signer_set"]:
         raise UsageError(
             "no validator has a settlement key yet: register one with `loconet tx settlement "
             "set-key`"
         )
-    chain_id = _chain_id(args.node)
     w3 = _w3(args.evm_rpc)
     signers, powers = client.set_of(s["signer_set"])
     d = client.deploy(

@@ -52,6 +52,23 @@ def verify_query(
     return root, verify_ops(qr, root)
 
 
+def verify_answer(
+    client: Client,
+    qr: QueryResult,
+    answer: Any,
+    rederive: Callable[[dict[bytes, bytes | None]], Any],
+    asked: int = 0,
+    chain_id: str | None = None,
+) -> bytes:
+    """``verify_query``, then the answer the node sent must be what ``rederive`` makes of the
+    proven values: the one check every ``--prove`` caller (queries, ``evm deploy``) runs.
+    Returns the app hash used. Raises ProofInvalid."""
+    root, proven = verify_query(client, qr, asked=asked, chain_id=chain_id)
+    if rederive(proven) != answer:
+        raise ProofInvalid("the node's answer disagrees with its own proof")
+    return root
+
+
 def verify_ops(qr: QueryResult, root: bytes) -> dict[bytes, bytes | None]:
     """Every ProofOp of ``qr`` against an app hash the caller already checked (``verify_query``
     does the header check first; the explorer checks one header per height and many queries).

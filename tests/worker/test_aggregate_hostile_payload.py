@@ -9,33 +9,13 @@ import struct
 import pytest
 
 from node.worker import ml
+from tests.kits.workerkit import CORPUS, tiny_job
 from trainer.commit import MAGIC
-from trainer.data import Corpus, synthetic_text
 from trainer.determinism import set_determinism
-
-CORPUS = Corpus(synthetic_text(60_000))
 
 
 def job() -> dict:
-    return {
-        "id": 7,
-        "spec": {
-            "model": {
-                "n_layers": 1,
-                "n_heads": 2,
-                "d_model": 16,
-                "context_len": 16,
-                "vocab_size": 256,
-            },
-            "inner_steps": 6,
-            "trace_interval": 3,
-            "tokens_per_step": 64,
-            "num_shards": 4,
-            "dataset_id": CORPUS.id,
-            "compression_policy": "dense",
-            "compression_params": {},
-        },
-    }
+    return tiny_job()
 
 
 def hostile_payloads() -> list[bytes]:

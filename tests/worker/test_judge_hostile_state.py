@@ -12,34 +12,12 @@ import struct
 from node.keys import Keyring
 from node.worker import ml
 from node.worker.worker import ProviderWorker, WorkerConfig
+from tests.kits.workerkit import tiny_job
 from trainer.commit import MAGIC
-from trainer.data import Corpus, synthetic_text
-
-CORPUS = Corpus(synthetic_text(60_000))
 
 
 def job() -> dict:
-    return {
-        "id": 7,
-        "spec": {
-            "model": {
-                "n_layers": 1,
-                "n_heads": 2,
-                "d_model": 16,
-                "context_len": 16,
-                "vocab_size": 256,
-            },
-            "inner_steps": 4,
-            "trace_interval": 2,
-            "tokens_per_step": 64,
-            "num_shards": 4,
-            "dataset_id": CORPUS.id,
-            "initial_model_hash": "cd" * 32,
-            "compression_policy": "dense",
-            "compression_params": {},
-            "blob_sources": [],
-        },
-    }
+    return tiny_job(inner_steps=4, trace_interval=2, initial_model_hash="cd" * 32, blob_sources=[])
 
 
 def deep_state() -> bytes:
