@@ -13,6 +13,7 @@ fsync, plus pruning).
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import os
@@ -50,6 +51,12 @@ def main() -> None:
         "below it, the measured blocks prune what blocks of the same size made stale: the "
         "steady state, not the load's big blocks)",
     )
+    parser.add_argument(
+        "--default-gc",
+        action="store_true",
+        help="keep CPython's default GC thresholds (default: the node process's, "
+        "node.supervisor.GC_THRESHOLD, as the store runs inside `loconet start`)",
+    )
     parser.add_argument("--dir", type=Path, default=None, help="folder for the database")
     parser.add_argument(
         "--record", action="store_true", help="append the figures to benchmarks/RESULTS.md"
@@ -57,6 +64,10 @@ def main() -> None:
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
     args = parser.parse_args()
     load0 = os.getloadavg()[0]
+    if not args.default_gc:
+        from node.supervisor import tune_gc
+
+        tune_gc()
 
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         path = Path(tmp) / "state.db"
@@ -139,6 +150,7 @@ def main() -> None:
         "pages_written_per_key": round(pages / changed, 1),
         "db_mib": round(size / 2**20, 1),
         "rss_mb": round(rss_mb),
+        "gc_threshold": list(gc.get_threshold()),
         "load_average": [round(load0, 1), round(os.getloadavg()[0], 1)],
     }
     if args.output == "json":
@@ -176,7 +188,7 @@ def main() -> None:
             f.write(
                 "\n"
                 f"### store_bench ({time.strftime('%Y-%m-%d')}, {machine}, load average "
-                f"{load0:.1f} -> {os.getloadavg()[0]:.1f})\n"
+                f"{load0:.1f} -> {os.getloadavg()[0]:.1f}, GC thresholds {gc.get_threshold()})\n"
                 "\n"
                 f"`{cmd}`\n"
                 "\n"

@@ -219,7 +219,7 @@ def cmd_start(args: argparse.Namespace) -> int:
 def cmd_abci(args: argparse.Namespace) -> int:
     from abci_app.server import ABCIServer
     from node.config import AppConfig, abci_address_problem, resolve_abci_address
-    from node.supervisor import lock_home, open_store
+    from node.supervisor import lock_home, open_store, tune_gc
 
     home = Path(args.home)
     if not (home / "config" / "app.toml").is_file():
@@ -232,6 +232,7 @@ def cmd_abci(args: argparse.Namespace) -> int:
     if args.address and abci_address_problem(args.address):
         raise UsageError(f"bad --address: {abci_address_problem(args.address)}")
     lock_home(home)  # one node per home (node/supervisor.py); released when the process ends
+    tune_gc()
     store = open_store(home, cfg.keep_recent)
     address = resolve_abci_address(home, args.address) if args.address else cfg.abci_address
     try:
