@@ -377,7 +377,7 @@ def cmd_tx_bank_send(args: argparse.Namespace) -> int:
 
 def cmd_query_account(args: argparse.Namespace) -> int:
     from abci_app.codec.address import from_bech32
-    from node.proofs import expected_chain_id, verified_account
+    from node.proofs import expected_chain_id, trust_of, verified_account
     from node.rpc import Client
 
     addr = from_bech32(args.address)
@@ -394,6 +394,7 @@ def cmd_query_account(args: argparse.Namespace) -> int:
                 addr,
                 asked=args.height or 0,
                 chain_id=expected_chain_id(getattr(args, "home", None)),
+                trust=(trust := trust_of(getattr(args, "home", None))),
             )
             if (v["balance"], v["sequence"]) != (data["balance"], data["sequence"]):
                 raise UsageError(
@@ -402,6 +403,7 @@ def cmd_query_account(args: argparse.Namespace) -> int:
             data["proof"] = v["proof"]
             data["proof_verified"] = True
             data["app_hash"] = v["app_hash"]
+            data["validator_set"] = "genesis" if trust is not None else "node"
     text = (
         f"address:  {data['address']}\n"
         f"balance:  {data['balance']} uloco ({fmt_loco(data['balance'])})\n"

@@ -74,7 +74,7 @@ def _proven_settlement(node: str, home: str | None) -> tuple[Any, str]:
     from abci_app.pb import settlement_pb2
     from abci_app.settlement.keys import SIGNER_SET_KEY
     from abci_app.settlement.queries import set_to_json
-    from node.proofs import ProofInvalid, expected_chain_id, verify_answer
+    from node.proofs import ProofInvalid, expected_chain_id, trust_of, verify_answer
     from node.rpc import Client
 
     stored: list[bytes] = []
@@ -95,7 +95,7 @@ def _proven_settlement(node: str, home: str | None) -> tuple[Any, str]:
             raise UsageError(f"query /settlement failed: {qr.log}")
         s = safejson.loads(qr.value)
         try:
-            verify_answer(c, qr, s["signer_set"], rederive, chain_id=chain_id)
+            verify_answer(c, qr, s["signer_set"], rederive, chain_id=chain_id, trust=trust_of(home))
         except ProofInvalid as e:
             raise UsageError(
                 f"the signer set's proof check failed: {e}: do not trust this node"

@@ -541,7 +541,7 @@ def _query(
 ) -> Any:
     """Run an abci_query; with --prove, verify every proof against the next header's app hash and
     re-derive the answer from the proven bytes (it must equal what the node said)."""
-    from node.proofs import ProofInvalid, expected_chain_id, verify_answer
+    from node.proofs import ProofInvalid, expected_chain_id, trust_of, verify_answer
     from node.rpc import Client
 
     if getattr(a, "legacy_page_from", None) is not None:
@@ -559,6 +559,7 @@ def _query(
             if rederive is None:
                 raise UsageError("--prove is not available for this query")
             try:
+                trust = trust_of(getattr(a, "home", None))
                 root = verify_answer(
                     c,
                     qr,
@@ -566,6 +567,7 @@ def _query(
                     rederive,
                     asked=getattr(a, "height", 0) or 0,
                     chain_id=expected_chain_id(getattr(a, "home", None)),
+                    trust=trust,
                 )
             except ProofInvalid as e:
                 raise UsageError(f"proof check failed: {e}: do not trust this node") from None
@@ -574,6 +576,7 @@ def _query(
                 "result": data,
                 "proof_verified": True,
                 "app_hash": root.hex().upper(),
+                "validator_set": "genesis" if trust is not None else "node",
             }
     return {"height": qr.height, "result": data}
 

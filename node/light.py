@@ -10,10 +10,10 @@ fetches the signed header of a height (``/commit``) and the validator set of tha
 3. validators holding more than 2/3 of the set's power signed the commit (ed25519 over the
    length-delimited ``CanonicalVote``).
 
-What it does not do: the validator set comes from the same node, so a node that forges a
-whole chain with its own keys is not caught unless the caller pins the set (``trusted_vals``,
-e.g. from genesis); skipping verification across validator-set changes (as the light client
-does) is left out.
+Which set: without more, the one the same node reports, so a node that forges a whole chain
+with its own keys is caught only by the chain id. With a node home, ``node.trust`` trusts the
+set from the genesis in it by skipping verification (CometBFT's light client rules), and the
+forged chain is refused.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import base64
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf import wrappers_pb2
 from nacl.exceptions import BadSignatureError
@@ -31,6 +31,9 @@ from nacl.signing import VerifyKey
 from abci_app.encoding import encode_uvarint
 from abci_app.pb import keys_pb2  # noqa: F401  (puts the generated stubs on sys.path)
 from node.rpc import Client
+
+if TYPE_CHECKING:
+    from node.trust import TrustStore
 
 
 class HeaderInvalid(Exception):
@@ -221,11 +224,19 @@ def verified_app_hash(
     height: int,
     trusted_vals: list[Validator] | None = None,
     chain_id: str | None = None,
+    trust: TrustStore | None = None,
 ) -> bytes:
     """The app hash in header ``height``, after checking that header as above; ``chain_id``:
     the chain the caller means (its client config's), which the header must name: a node of
     another chain (a testnet's, or one it made up under another name) answers with its own
-    validly signed headers."""
+    validly signed headers. ``trust``: the validator set is not the node's word but trusted
+    from genesis (``node.trust``: a forged chain under the right chain id is caught too)."""
+    if trust is not None:
+        if chain_id is not None and trust.chain_id != chain_id:
+            raise HeaderInvalid(
+                f"the genesis of --home is of chain {trust.chain_id!r}, not {chain_id!r}"
+            )
+        return _hex(trust.verified_header(client, height)["app_hash"])
     signed_header = client.call("commit", height=str(height))["signed_header"]
     named = signed_header["header"].get("chain_id")
     if chain_id is not None and named != chain_id:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from abci_app.auth.keys import account_key
 from abci_app.bank.keys import balance_key
@@ -24,6 +24,9 @@ from abci_app.querying import PROOF_TYPE
 from abci_app.store import Proof, StoreError, verify_proof
 from node.light import HeaderInvalid, verified_app_hash
 from node.rpc import Client, QueryResult
+
+if TYPE_CHECKING:
+    from node.trust import TrustStore
 
 
 class ProofInvalid(Exception):
@@ -36,17 +39,19 @@ def verify_query(
     wait: float = 30.0,
     asked: int = 0,
     chain_id: str | None = None,
+    trust: TrustStore | None = None,
 ) -> tuple[bytes, dict[bytes, bytes | None]]:
     """Returns (app hash used, {store key: proven value or None}). Raises ProofInvalid.
     ``asked``: the height the caller queried (0: the latest); an answer for another height is
-    refused (the state of another height, proven, read as the asked one's)."""
+    refused (the state of another height, proven, read as the asked one's). ``trust``: the
+    header's signers are trusted from genesis (``node.trust``), not taken from the node."""
     if asked and qr.height != asked:
         raise ProofInvalid(f"asked for height {asked}, the node answered for height {qr.height}")
     if not qr.proof_ops:
         raise ProofInvalid("the node returned no proof")
     client.wait_for_height(qr.height + 1, timeout=wait)
     try:
-        root = verified_app_hash(client, qr.height + 1, chain_id=chain_id)
+        root = verified_app_hash(client, qr.height + 1, chain_id=chain_id, trust=trust)
     except HeaderInvalid as e:
         raise ProofInvalid(f"header check failed: {e}") from None
     return root, verify_ops(qr, root)
@@ -59,11 +64,12 @@ def verify_answer(
     rederive: Callable[[dict[bytes, bytes | None]], Any],
     asked: int = 0,
     chain_id: str | None = None,
+    trust: TrustStore | None = None,
 ) -> bytes:
     """``verify_query``, then the answer the node sent must be what ``rederive`` makes of the
     proven values: the one check every ``--prove`` caller (queries, ``evm deploy``) runs.
     Returns the app hash used. Raises ProofInvalid."""
-    root, proven = verify_query(client, qr, asked=asked, chain_id=chain_id)
+    root, proven = verify_query(client, qr, asked=asked, chain_id=chain_id, trust=trust)
     if rederive(proven) != answer:
         raise ProofInvalid("the node's answer disagrees with its own proof")
     return root
@@ -128,10 +134,15 @@ def proven_records(
 
 
 def verified_account(
-    client: Client, qr: QueryResult, address: bytes, asked: int = 0, chain_id: str | None = None
+    client: Client,
+    qr: QueryResult,
+    address: bytes,
+    asked: int = 0,
+    chain_id: str | None = None,
+    trust: TrustStore | None = None,
 ) -> dict[str, Any]:
     """Balance and sequence re-derived from the proven store values."""
-    root, proven = verify_query(client, qr, asked=asked, chain_id=chain_id)
+    root, proven = verify_query(client, qr, asked=asked, chain_id=chain_id, trust=trust)
     bk, ak = balance_key(address), account_key(address)
     if bk not in proven or ak not in proven:
         raise ProofInvalid("proof does not cover the account's balance and sequence keys")
@@ -172,3 +183,15 @@ def expected_chain_id(home: str | None) -> str | None:
         return cid if isinstance(cid, str) and cid else None
     except Exception:  # noqa: BLE001 (no readable config or genesis: nothing pinned, as before)
         return None
+
+
+def trust_of(home: str | None) -> TrustStore | None:
+    """The genesis trust of ``--home`` when it is a node home (``node.trust``), else None (the
+    node's own validator set is checked, as before). Raises ProofInvalid for a genesis whose
+    validator set cannot be computed."""
+    from node.trust import trust_store
+
+    try:
+        return trust_store(home)
+    except HeaderInvalid as e:
+        raise ProofInvalid(str(e)) from None

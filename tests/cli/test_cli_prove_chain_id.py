@@ -3,8 +3,8 @@ regression, in part). A lying node that made up a one-validator chain with its o
 ``query account X --prove`` to print a balance of 10^9 LOCO with "proof_verified": true: the
 validator set is the node's own answer (README, Known limits) and the header's chain id was
 compared with nothing. Now the header must name the chain of the client config
-(``loconet config set chain-id``) or of the home's genesis; a forgery under the right name still
-needs a pinned validator set, which is not done yet."""
+(``loconet config set chain-id``) or of the home's genesis; a forgery under the right name is
+caught by the genesis trust of a node home (tests/cli/test_prove_trusted_genesis.py)."""
 
 from __future__ import annotations
 

@@ -89,5 +89,5 @@ def test_a_node_of_another_chain_than_home_names_is_refused(
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "genesis.json").write_text(json.dumps({"chain_id": "loconet-main"}))
     _serve(monkeypatch, True, set_to_json(SET), ALL, chain_id="loconet-fake")
-    with pytest.raises(UsageError, match="not 'loconet-main'"):
+    with pytest.raises(UsageError, match="chain 'loconet-fake'"):
         _proven_settlement("http://127.0.0.1:1", str(tmp_path))

@@ -102,6 +102,25 @@ def test_single_node_transfer_proof_and_crash_restarts(tmp_path) -> None:
             cli("query", "account", bob, "--node", node.url, "--prove", "-o", "json").stdout
         )
         assert q["balance"] == 2_500_000 and q["proof_verified"] is True and q["proof"]
+        assert q["validator_set"] == "node"
+        # with the node home, the signers are trusted from its genesis (node/trust.py): the set
+        # the app's InitChain computes must be the one the real chain runs
+        q = json.loads(
+            cli(
+                "query",
+                "account",
+                bob,
+                "--node",
+                node.url,
+                "--prove",
+                "--home",
+                str(node.home),
+                "-o",
+                "json",
+            ).stdout
+        )
+        assert q["balance"] == 2_500_000 and q["validator_set"] == "genesis"
+        assert (node.home / "data" / "light_trust.json").is_file()
         # a rejected tx: exit code non-zero, code and reason printed
         bad = cli(
             "tx",

@@ -222,3 +222,24 @@ def test_join_downtime_unjail_and_double_sign(tmp_path: Path) -> None:
             check=False,
         )
         assert r.returncode == 1 and "tombstoned" in r.stderr
+
+        # -- --prove from genesis across every set change above (node/trust.py) -----------------
+        # a join, a jail, an unjail and a tombstone, with skips of at most 8 blocks
+        # (2/3 of unbonding_blocks 12): the set the genesis gives must lead to today's header
+        res = json.loads(
+            cli(
+                "query",
+                "account",
+                acct,
+                "--prove",
+                "--home",
+                str(n0.home),
+                "--node",
+                n0.rpc_url,
+                "-o",
+                "json",
+            ).stdout
+        )
+        assert res["proof_verified"] is True and res["validator_set"] == "genesis"
+        trusted = json.loads((Path(n0.home) / "data" / "light_trust.json").read_text())
+        assert len(trusted["trusted"]) > height(n0) // 8 // 2

@@ -1,0 +1,290 @@
+"""``--prove`` with a node home trusts the validator set from its genesis (node/trust.py), not
+from the node: a node that forges a whole chain with its own keys under the real chain id was
+"proof_verified" (README, Known limits, before). Skipping verification as CometBFT's light
+client does it: adjacent headers chain by ``next_validators_hash``, skips need >1/3 of the
+trusted set's power, bisection in between, and never a skip past two thirds of the unbonding
+period. Chains here are made up in process (their own keys, headers and commits)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from nacl.signing import SigningKey
+
+from abci_app.auth.keys import account_key
+from abci_app.bank.keys import balance_key
+from abci_app.codec.address import address_from_pubkey, to_bech32
+from abci_app.encoding import encode_amount
+from node import light
+from node.cli import main
+from node.light import HeaderInvalid
+from node.rpc import Client
+from node.trust import TRUST_FILE, TrustStore, genesis_validators
+from tests.kits.fakenode import FakeChain, install
+
+CHAIN = "loconet-main"
+POWER_REDUCTION = 1_000_000
+
+
+def keys(*seeds: int) -> list[SigningKey]:
+    return [SigningKey(bytes([s]) * 32) for s in seeds]
+
+
+def genesis(vals: list[SigningKey], power: int = 10, unbonding: int = 100) -> dict[str, Any]:
+    """A genesis as `loconet init` writes it: each validator self-bonds power x 10^6 uloco."""
+    ops = [address_from_pubkey(bytes(k.verify_key)) for k in vals]
+    return {
+        "chain_id": CHAIN,
+        "initial_height": "1",
+        "validators": [],
+        "app_state": {
+            "bank": {
+                "balances": [
+                    {"address": to_bech32(op), "amount": str(10 * power * POWER_REDUCTION)}
+                    for op in ops
+                ]
+            },
+            "slashing": {"params": {"max_evidence_age_blocks": str(min(unbonding, 100))}},
+            "staking": {
+                "params": {"unbonding_blocks": str(unbonding)},
+                "validators": [
+                    {
+                        "pub_key": base64.b64encode(bytes(k.verify_key)).decode(),
+                        "operator": to_bech32(op),
+                        "moniker": f"v{i}",
+                        "self_bond": str(power * POWER_REDUCTION),
+                    }
+                    for i, (k, op) in enumerate(zip(vals, ops, strict=True))
+                ],
+            },
+        },
+    }
+
+
+def home_with(tmp_path: Path, g: dict[str, Any]) -> Path:
+    home = tmp_path / "home"
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "genesis.json").write_text(json.dumps(g))
+    return home
+
+
+def _ts(h: int) -> str:
+    return f"2026-01-01T00:{h // 60 % 60:02d}:{h % 60:02d}.000000001Z"
+
+
+class LightChain:
+    """Heights 1..tip; ``sets(h)``: the keys of height h's validator set (power 10 each);
+    ``signers(h)``: who signs h's commit (default: all of ``sets(h)``)."""
+
+    def __init__(
+        self,
+        sets: Callable[[int], list[SigningKey]],
+        signers: Callable[[int], list[SigningKey]] | None = None,
+        chain_id: str = CHAIN,
+    ) -> None:
+        self.sets, self.signers, self.chain_id = sets, signers or sets, chain_id
+        self.calls: list[tuple[str, int]] = []
+
+    def vals(self, h: int) -> list[light.Validator]:
+        v = [
+            light.Validator(address_from_pubkey(bytes(k.verify_key)), bytes(k.verify_key), 10)
+            for k in self.sets(h)
+        ]
+        return sorted(v, key=lambda x: (-x.power, x.address))
+
+    def header(self, h: int) -> dict[str, Any]:
+        hx = lambda b: b.hex().upper()  # noqa: E731
+        return {
+            "version": {"block": "11", "app": "0"},
+            "chain_id": self.chain_id,
+            "height": str(h),
+            "time": _ts(h),
+            "last_block_id": {"hash": "", "parts": {"total": 0, "hash": ""}},
+            "last_commit_hash": "",
+            "data_hash": "",
+            "validators_hash": hx(light.validator_set_hash(self.vals(h))),
+            "next_validators_hash": hx(light.validator_set_hash(self.vals(h + 1))),
+            "consensus_hash": "",
+            "app_hash": hx(bytes([h % 256]) * 32),
+            "last_results_hash": "",
+            "evidence_hash": "",
+            "proposer_address": hx(self.vals(h)[0].address),
+        }
+
+    def commit(self, h: int) -> dict[str, Any]:
+        hdr = self.header(h)
+        bid = {
+            "hash": light.header_hash(hdr).hex().upper(),
+            "parts": {"total": 1, "hash": "00" * 32},
+        }
+        msg = light.vote_sign_bytes(self.chain_id, h, 0, bid, _ts(h))
+        sigs = [
+            {
+                "block_id_flag": 2,
+                "validator_address": address_from_pubkey(bytes(k.verify_key)).hex().upper(),
+                "timestamp": _ts(h),
+                "signature": base64.b64encode(k.sign(msg).signature).decode(),
+            }
+            for k in self.signers(h)
+        ]
+        return {
+            "signed_header": {
+                "header": hdr,
+                "commit": {"height": str(h), "round": 0, "block_id": bid, "signatures": sigs},
+            }
+        }
+
+    def client(self) -> Client:
+        def handle(req: httpx.Request) -> httpx.Response:
+            body = json.loads(req.content)
+            m, p = body["method"], body["params"]
+            h = int(p.get("height", 0))
+            self.calls.append((m, h))
+            if m == "commit":
+                res: Any = self.commit(h)
+            elif m == "validators":
+                vs = self.vals(h)
+                res = {
+                    "validators": [
+                        {
+                            "address": v.address.hex().upper(),
+                            "pub_key": {
+                                "type": "tendermint/PubKeyEd25519",
+                                "value": base64.b64encode(v.pub_key).decode(),
+                            },
+                            "voting_power": str(v.power),
+                        }
+                        for v in vs
+                    ],
+                    "total": str(len(vs)),
+                }
+            else:
+                raise AssertionError(m)
+            return httpx.Response(200, json={"jsonrpc": "2.0", "id": 1, "result": res})
+
+        return Client("http://127.0.0.1:1", transport=httpx.MockTransport(handle))
+
+    def commits_fetched(self) -> list[int]:
+        return sorted({h for m, h in self.calls if m == "commit"})
+
+
+V = keys(1, 2, 3, 4)
+
+
+def test_the_genesis_set_is_the_apps_initchain_set_in_cometbfts_order() -> None:
+    got = genesis_validators(genesis(V))
+    want = sorted(
+        (
+            light.Validator(address_from_pubkey(bytes(k.verify_key)), bytes(k.verify_key), 10)
+            for k in V
+        ),
+        key=lambda v: v.address,
+    )
+    assert got == want
+
+
+def test_a_stable_set_is_trusted_with_a_few_skips(tmp_path: Path) -> None:
+    chain = LightChain(lambda h: V)
+    t = TrustStore(home_with(tmp_path, genesis(V)))
+    assert t.verified_header(chain.client(), 50)["height"] == "50"
+    assert chain.commits_fetched() == [50]  # one skip from genesis: >1/3 of V signed it
+    saved = json.loads((tmp_path / "home" / "data" / TRUST_FILE).read_text())
+    assert [x["height"] for x in saved["trusted"]] == [0, 50]
+
+
+def test_skips_never_pass_two_thirds_of_the_unbonding_period(tmp_path: Path) -> None:
+    chain = LightChain(lambda h: V)
+    t = TrustStore(home_with(tmp_path, genesis(V, unbonding=30)))  # period 20
+    t.verified_header(chain.client(), 70)
+    assert chain.commits_fetched() == [20, 40, 60, 70]
+
+
+def test_a_rotating_set_is_followed_by_bisection(tmp_path: Path) -> None:
+    """One validator replaced every 10 heights, then the whole set by height 40: a direct skip
+    from genesis to 60 has no overlap; bisection finds headers each trusted by the last."""
+    pool = keys(*range(1, 12))
+
+    def sets(h: int) -> list[SigningKey]:
+        k = min(h // 10, 7)
+        return pool[k : k + 4]
+
+    chain = LightChain(sets)
+    t = TrustStore(home_with(tmp_path, genesis(pool[:4])))
+    t.verified_header(chain.client(), 60)
+    got = chain.commits_fetched()
+    assert got[-1] == 60 and 2 < len(got) < 20
+    # and later heights start from the newest trusted one below them
+    chain.calls.clear()
+    t.verified_header(chain.client(), 65)
+    assert chain.commits_fetched() == [65]
+
+
+def test_a_chain_forged_with_other_keys_under_the_real_chain_id_is_refused(
+    tmp_path: Path,
+) -> None:
+    forged = LightChain(lambda h: keys(9, 10, 11, 12))
+    t = TrustStore(home_with(tmp_path, genesis(V)))
+    with pytest.raises(HeaderInvalid, match="not signed by the validator set"):
+        t.verified_header(forged.client(), 30)
+    assert not (tmp_path / "home" / "data" / TRUST_FILE).exists()
+
+
+def test_a_third_of_the_trusted_set_is_not_enough(tmp_path: Path) -> None:
+    """The attacker holds one genesis key of four (exactly 1/4 < 1/3) plus keys of its own:
+    no skip from genesis, and header 1 is not signed by the genesis set."""
+    forged = LightChain(lambda h: [V[0], *keys(9, 10, 11)])
+    t = TrustStore(home_with(tmp_path, genesis(V)))
+    with pytest.raises(HeaderInvalid):
+        t.verified_header(forged.client(), 30)
+
+
+def test_a_fork_of_a_trusted_height_is_refused(tmp_path: Path) -> None:
+    home = home_with(tmp_path, genesis(V))
+    TrustStore(home).verified_header(LightChain(lambda h: V).client(), 40)
+    # the same set, another header at 40 (another chain id would be caught earlier: same one,
+    # other app hashes)
+    other = LightChain(lambda h: V)
+    other.header = (lambda f: lambda h: {**f(h), "app_hash": "EE" * 32})(other.header)  # type: ignore[method-assign]
+    with pytest.raises(HeaderInvalid, match="a fork"):
+        TrustStore(home).verified_header(other.client(), 40)
+
+
+def test_a_damaged_trust_file_is_rebuilt_from_genesis(tmp_path: Path) -> None:
+    home = home_with(tmp_path, genesis(V))
+    (home / "data").mkdir()
+    (home / "data" / TRUST_FILE).write_text('{"genesis_sha256": "x", "trus')
+    assert TrustStore(home).verified_header(LightChain(lambda h: V).client(), 5)["height"] == "5"
+
+
+def test_cli_prove_refuses_the_forged_chain_and_accepts_the_true_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """End to end through `loconet query account --prove --home`: FakeChain signs with its own
+    key (b"\\x07" * 32). A home whose genesis names other validators refuses it; a home whose
+    genesis names that key accepts, and says the set came from genesis."""
+    victim = bytes(range(20))
+    chain = FakeChain({balance_key(victim): encode_amount(10**15)}, chain_id=CHAIN)
+    addr = to_bech32(victim)
+    chain.answers[f"/account/{addr}"] = (
+        json.dumps({"address": addr, "balance": 10**15, "sequence": 0}).encode(),
+        [balance_key(victim), account_key(victim)],
+    )
+    install(monkeypatch, chain)
+    argv = ["query", "account", addr, "--prove", "--node", "http://127.0.0.1:1", "-o", "json"]
+
+    rc = main([*argv, "--home", str(home_with(tmp_path / "a", genesis(V)))])
+    out = capsys.readouterr()
+    said = out.out + out.err
+    assert rc == 1 and "not signed by the validator set" in said and "proof_verified" not in said
+
+    rc = main([*argv, "--home", str(home_with(tmp_path / "b", genesis(keys(7))))])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    res = json.loads(out.out)
+    assert res["proof_verified"] is True and res["validator_set"] == "genesis"
