@@ -69,6 +69,8 @@ def query_market_params(
 ) -> tuple[bytes, list[bytes]]:
     """/market_params -> {"providers": {...}, "jobs": {...}}: both modules' params in one proven
     answer. It spans two modules, so it lives here, where both are wired."""
+    if args:
+        raise QueryError("usage: /market_params (one module's: /params/{providers|jobs})")
     data = {
         "providers": providers_params_to_json(get_providers_params(reader)),
         "jobs": jobs_params_to_json(get_jobs_params(reader)),

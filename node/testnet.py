@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from node import procs
-from node.atomic import write_atomic
+from node.atomic import copy_atomic, write_atomic
 from node.config import AppConfig, Ports, set_toml_values, tune_cometbft_config
 from node.paths import cometbft_binary
 from node.ports import is_port_free
@@ -399,11 +398,14 @@ def add_node(
     _cometbft_init(home)
     if clone_key_of:
         src = find_node(m, clone_key_of)
-        shutil.copy(
+        # atomic: a copy cut by a crash left a key file cometbft cannot read, and every rerun
+        # of add-node failed on it
+        copy_atomic(
             Path(src.home) / "config" / "priv_validator_key.json",
             home / "config" / "priv_validator_key.json",
+            mode=0o600,
         )
-    shutil.copy(d / "genesis.json", home / "config" / "genesis.json")
+    copy_atomic(d / "genesis.json", home / "config" / "genesis.json")
     ports = node_ports(m["base_port"], i)
     pv = json.loads((home / "config" / "priv_validator_key.json").read_text())
     n = NodeInfo(

@@ -21,9 +21,11 @@ final model hash). Worker models need no saving: every round starts by loading t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,34 @@ def _policy_fields(policy: Any) -> dict[str, Any]:
     return out
 
 
+def write_safetensors(
+    path: str | Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]
+) -> None:
+    """``path`` holds the old file or the whole new one, whatever stops the process or the
+    machine: a temp name of its own in the same folder (two runs on one path do not share it),
+    fsynced before the rename, the folder after (nothing was fsynced before)."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        save_file(tensors, tmp, metadata=metadata)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
 def save_simulation(
     path: str | Path,
     sim: Any,
@@ -72,8 +102,6 @@ def save_simulation(
     compute_s: float,
     prev_policy_loss: float,
 ) -> None:
-    from safetensors.torch import save_file
-
     t: dict[str, torch.Tensor] = {}
     for n, p in gmodel.named_parameters():
         t[f"global/{n}"] = p.detach()
@@ -114,11 +142,7 @@ def save_simulation(
         "has_known_base": known_base is not None,
     }
     tensors = {k: v.detach().contiguous().cpu().clone() for k, v in t.items()}
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    save_file(tensors, str(tmp), metadata={"loconet": json.dumps(meta)})
-    os.replace(tmp, path)
+    write_safetensors(path, tensors, {"loconet": json.dumps(meta)})
 
 
 def load(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:

@@ -28,6 +28,8 @@ def query_supply(
     reader: KVReader, args: list[str], params: dict[str, str]
 ) -> tuple[bytes, list[bytes]]:
     """/supply -> {"supply"}"""
+    if args:
+        raise QueryError("usage: /supply")
     return to_json({"supply": keeper.get_supply(reader)}), [SUPPLY_KEY]
 
 

@@ -42,6 +42,8 @@ def query_validators(
     reader: KVReader, args: list[str], params: dict[str, str]
 ) -> tuple[bytes, list[bytes]]:
     """/validators -> every validator (active, jailed, out of the set), address order."""
+    if args:  # /validators/<hex> is a typo of /validator/<hex>, not a request for the list
+        raise QueryError("usage: /validators (one validator: /validator/{consensus address})")
     out, keys = [], []
     for cons, v in keeper.iterate_validators(reader):
         out.append(validator_json(cons, v, keeper.get_bond(reader, cons, v.operator)))

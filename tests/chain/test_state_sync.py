@@ -579,3 +579,21 @@ def test_hostile_offers_are_answered_never_raised(md: bytes, chunks: int, height
         height=height, format=FORMAT, chunks=chunks, hash=hashlib.sha256(md).digest(), metadata=md
     )
     assert Restore.check_offer(snap, bytes(32)) in (Offer.ACCEPT, Offer.REJECT)
+
+
+def test_a_chunk_is_refused_at_its_first_bad_pair_not_after_decoding_it_all(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Attacker-review finding: a 16 MiB chunk of 8M empty pairs, wrong from its second pair,
+    was decoded into 8M Python tuples before the first check (seconds of the event loop,
+    ~600 MB). The check now walks the chunk pair by pair: here the repeated key is found and
+    the truncated tail after it is never reached (its error would be 'ends inside')."""
+    state = [(b"a", b"1"), (b"b", b"2"), (b"c", b"3")]
+    snap, chunks = snapshot_in_memory(7, state)
+    first = decode_chunk(chunks[0], 0)[0]
+    hostile = encode_chunk(0, [first, first, first]) + b"\x05ab"  # a repeat, then a cut
+    r = Restore(snap, _root_of(dict(state)))
+    with caplog.at_level("WARNING"):
+        resp, _ = r.apply(0, hostile, "evil")
+    assert resp.result == Apply.RETRY and list(resp.reject_senders) == ["evil"]
+    assert "a key twice" in caplog.text and "ends inside" not in caplog.text

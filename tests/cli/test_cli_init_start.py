@@ -91,6 +91,11 @@ def test_invalid_init_killed_midway_is_named_on_rerun(tmp_path: Path) -> None:
     assert "app_state" not in json.loads((home / "config" / "genesis.json").read_text())
     r = run("init", "--home", str(home))
     assert r.returncode == 1 and "unfinished init" in r.stderr and "rm -r" in r.stderr, r.stderr
+    # start says the same, before cometbft runs (it halted at InitChain with "staking genesis
+    # bonds no validator", which did not point at the interrupted init)
+    r = run("start", "--home", str(home))
+    assert r.returncode == 1 and "unfinished init" in r.stderr and "rm -r" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
 
 
 @pytest.fixture(scope="module")

@@ -309,3 +309,23 @@ def test_invalid_half_written_segment_never_carries_its_name(tmp_path):
     write_atomic(target, b"{}")
     assert target.read_bytes() == b"{}"
     assert [x.name for x in tmp_path.glob("*.json")] == [target.name]
+
+
+def test_checkpoint_save_leaves_no_temp_file_and_replaces_whole(tmp_path: Path) -> None:
+    """write_safetensors (save_simulation's writer) uses a temp name of its own in the folder,
+    fsyncs it and renames it; a failed write leaves the old file and no temp behind."""
+    import pytest
+    import torch
+    from safetensors.torch import load_file
+
+    from trainer import checkpoint
+
+    path = tmp_path / "ck" / "checkpoint.safetensors"
+    for step in (1, 2):
+        checkpoint.write_safetensors(path, {"w": torch.full((3,), float(step))}, {"s": str(step)})
+        assert sorted(p.name for p in path.parent.iterdir()) == ["checkpoint.safetensors"]
+    assert float(load_file(str(path))["w"][0]) == 2.0
+    with pytest.raises(Exception):  # noqa: B017 (safetensors' own error type for a bad tensor)
+        checkpoint.write_safetensors(path, {"w": "not a tensor"}, {})  # type: ignore[dict-item]
+    assert sorted(p.name for p in path.parent.iterdir()) == ["checkpoint.safetensors"]
+    assert float(load_file(str(path))["w"][0]) == 2.0
