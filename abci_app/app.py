@@ -482,7 +482,8 @@ class Application:
             parts, params = parse_path(req.path)
             if not parts or parts[0] not in QUERIES:
                 known = ", ".join(f"/{r}" for r in sorted(QUERIES))
-                raise QueryError(f"unknown query path {req.path!r}; known: {known}")
+                shown = req.path if len(req.path) <= 100 else req.path[:100] + "..."
+                raise QueryError(f"unknown query path {shown!r}; known: {known}")
             value, keys = QUERIES[parts[0]](reader, parts[1:], params)
             params.refuse_unread(req.path)
             resp = abci.ResponseQuery(code=0, value=value, height=height)

@@ -444,7 +444,9 @@ class BlobStore:
             if row is not None:  # row without its file: drop it and store afresh
                 self._delete(db, h)
             self._make_room(db, size)
-            final.parent.mkdir(exist_ok=True)
+            if not final.parent.is_dir():
+                final.parent.mkdir(exist_ok=True)
+                _fsync_dir(final.parent.parent)  # the new blobs/XX/ entry itself, on disk
             os.replace(tmp, final)
             _fsync_dir(final.parent)
             now = self._clock()

@@ -36,3 +36,8 @@ def test_the_three_paths_that_ignored_them(path: str) -> None:
 @pytest.mark.parametrize("path", ["/validators", "/supply", "/market_params"])
 def test_they_still_answer_without(path: str) -> None:
     assert CHAIN.app.query(abci.RequestQuery(path=path)).code == 0
+
+
+def test_an_unknown_path_is_named_shortened_not_echoed_whole() -> None:
+    r = CHAIN.app.query(abci.RequestQuery(path="/nope" + "a" * 100_000))
+    assert r.code != 0 and "unknown query path '/nopeaaa" in r.log and len(r.log) < 2_000
