@@ -944,7 +944,15 @@ def main(argv: list[str] | None = None) -> int:
         )
     # RecursionError: a peer's JSON nested past the interpreter's limit where it was parsed
     # with json.loads, not safejson
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
+    except (
+        KeyError,
+        TypeError,
+        ValueError,
+        AttributeError,
+        IndexError,
+        RecursionError,
+        OverflowError,
+    ) as e:
         from node.rpc import Client
 
         if not Client.answers:  # no node answered: a bug of this CLI, keep its traceback

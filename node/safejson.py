@@ -35,4 +35,10 @@ def loads(text: str | bytes, max_depth: int = MAX_DEPTH) -> Any:
         raise ValueError(f"JSON that is not UTF-8 ({e.reason} at byte {e.start})") from None
     if depth(s) > max_depth:
         raise ValueError(f"JSON nested deeper than {max_depth} levels")
-    return json.loads(s)
+    return json.loads(s, parse_constant=_no_constant)
+
+
+def _no_constant(name: str) -> Any:
+    """NaN, Infinity and -Infinity are not JSON (RFC 8259), and no node sends them: a lying one's
+    ``"height": Infinity`` made int() raise OverflowError, a traceback in the CLI."""
+    raise ValueError(f"{name} is not a JSON number")

@@ -232,7 +232,8 @@ def test_a_chain_forged_with_other_keys_under_the_real_chain_id_is_refused(
     t = TrustStore(home_with(tmp_path, genesis(V)))
     with pytest.raises(HeaderInvalid, match="not signed by the validator set"):
         t.verified_header(forged.client(), 30)
-    assert not (tmp_path / "home" / "data" / TRUST_FILE).exists()
+    saved = json.loads((tmp_path / "home" / "data" / TRUST_FILE).read_text())
+    assert [x["height"] for x in saved["trusted"]] == [0]  # nothing of the forgery kept
 
 
 def test_a_third_of_the_trusted_set_is_not_enough(tmp_path: Path) -> None:
@@ -288,3 +289,87 @@ def test_cli_prove_refuses_the_forged_chain_and_accepts_the_true_one(
     assert rc == 0, out.err
     res = json.loads(out.out)
     assert res["proof_verified"] is True and res["validator_set"] == "genesis"
+
+
+def test_a_walk_that_gives_up_keeps_what_it_verified_and_counts_only_fetches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review findings: the step limit counted loop turns that fetched nothing (half the stated
+    headers), and a walk that gave up threw away every header it had verified, so each retry
+    failed the same way. Now: 12 fetches allowed past the asked header, 19 needed (period 20 to
+    height 400): the first try stops with what it verified saved (20..240), the second goes on
+    from there and succeeds."""
+    import node.trust as trust
+
+    monkeypatch.setattr(trust, "MAX_STEPS", 12)
+    chain = LightChain(lambda h: V)
+    home = home_with(tmp_path, genesis(V, unbonding=30))
+    with pytest.raises(HeaderInvalid, match="run the command again"):
+        TrustStore(home).verified_header(chain.client(), 400)
+    saved = json.loads((home / "data" / TRUST_FILE).read_text())
+    assert [x["height"] for x in saved["trusted"]] == [0, *range(20, 20 * 13, 20)]
+    assert TrustStore(home).verified_header(chain.client(), 400)["height"] == "400"
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["[]", '{"genesis_sha256": 1}', "[" * 5000 + "]" * 5000, '{"trusted": [{"height": Infinity}]}'],
+)
+def test_any_damaged_trust_file_is_rebuilt_from_genesis(tmp_path: Path, content: str) -> None:
+    home = home_with(tmp_path, genesis(V))
+    (home / "data").mkdir()
+    (home / "data" / TRUST_FILE).write_text(content)
+    assert TrustStore(home).verified_header(LightChain(lambda h: V).client(), 5)["height"] == "5"
+
+
+def test_a_node_sending_infinity_is_a_clean_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A lying node's ``"height": Infinity`` (json.loads accepts it) made int() raise
+    OverflowError: a traceback. NaN and Infinity are not JSON; node answers refuse them."""
+    victim = bytes(range(20))
+    chain = FakeChain({balance_key(victim): encode_amount(1)}, chain_id=CHAIN)
+    addr = to_bech32(victim)
+    chain.answers[f"/account/{addr}"] = (
+        json.dumps({"address": addr, "balance": 1, "sequence": 0}).encode(),
+        [balance_key(victim), account_key(victim)],
+    )
+    real_commit = chain.commit
+
+    def commit(h: int) -> dict[str, Any]:
+        c = real_commit(h)
+        c["signed_header"]["header"]["height"] = float("inf")  # json.dumps writes Infinity
+        return c
+
+    chain.commit = commit  # type: ignore[method-assign]
+
+    def transport() -> httpx.MockTransport:  # raw bytes: httpx's json= refuses Infinity
+        def handle(req: httpx.Request) -> httpx.Response:
+            body = json.loads(req.content)
+            res = chain.rpc(body["method"], body["params"])
+            return httpx.Response(
+                200, content=json.dumps({"jsonrpc": "2.0", "id": 1, "result": res})
+            )
+
+        return httpx.MockTransport(handle)
+
+    chain.transport = transport  # type: ignore[method-assign]
+    install(monkeypatch, chain)
+    argv = ["query", "account", addr, "--prove", "--node", "http://127.0.0.1:1"]
+    for extra in ([], ["--home", str(home_with(tmp_path, genesis(keys(7))))]):
+        rc = main([*argv, *extra])
+        out = capsys.readouterr()
+        assert rc == 1 and "Traceback" not in out.err and out.err.startswith("error:"), out.err
+
+
+def test_a_genesis_with_infinity_is_a_clean_error(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "config").mkdir(parents=True)
+    text = json.dumps(genesis(V)).replace(
+        '"unbonding_blocks": "100"', '"unbonding_blocks": Infinity'
+    )
+    (home / "config" / "genesis.json").write_text(text)
+    from node.trust import trust_store
+
+    with pytest.raises(HeaderInvalid, match="cannot read"):
+        trust_store(home)
