@@ -25,8 +25,14 @@ def cmd_explorer(a: argparse.Namespace) -> int:
     node = normalize_url(a.node)  # http://, tcp:// or HOST:PORT; anything else names the forms
     if not 0 < a.poll < 10**9:  # nan and inf too
         raise UsageError("--poll must be a positive number of seconds")
+    from node.proofs import ProofInvalid, trust_of
+
     try:
-        serve(node, host, port, a.poll)
+        trust = trust_of(a.home)
+    except ProofInvalid as e:
+        raise UsageError(str(e)) from None
+    try:
+        serve(node, host, port, a.poll, trust=trust)
     except OSError as e:
         raise UsageError(
             f"cannot listen on {a.listen}: {e.strerror or e}; pick another --listen port"

@@ -21,7 +21,7 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from abci_app.codec.address import from_bech32
 from abci_app.encoding import decode_msg
@@ -34,6 +34,9 @@ from abci_app.providers.queries import provider_to_json
 from node.light import HeaderInvalid, verified_app_hash
 from node.proofs import ProofInvalid, proven_record, proven_records, verify_ops
 from node.rpc import Client, RpcError
+
+if TYPE_CHECKING:
+    from node.trust import TrustStore
 
 # tx kinds the round pages link to: event type -> (label, attribute naming the actor)
 TX_EVENTS = {
@@ -88,9 +91,10 @@ def event_attrs(ev: dict[str, Any]) -> dict[str, str]:
 
 
 class Collector:
-    def __init__(self, url: str, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, timeout: float = 10.0, trust: TrustStore | None = None) -> None:
         self.url = url
         self.client = Client(url, timeout=timeout)
+        self.trust = trust  # signers trusted from a node home's genesis (node/trust.py)
         self._lock = threading.Lock()
         self._history: dict[str, list[tuple[int, int]]] = {}
         self._history_to = 0
@@ -283,7 +287,7 @@ class Collector:
             raise RpcError(f"the node is at height {latest}: waiting for two blocks")
         h = latest - 1
         try:
-            root = verified_app_hash(self.client, h + 1)
+            root = verified_app_hash(self.client, h + 1, trust=self.trust)
         except HeaderInvalid as e:
             raise Untrusted(f"header {h + 1} does not check: {e}") from None
         self.proven_keys = 0

@@ -18,13 +18,16 @@ import dataclasses
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 from aiohttp import web
 
 from node.explorer import svg, views
 from node.explorer.data import Collector, Snapshot, Untrusted
+
+if TYPE_CHECKING:
+    from node.trust import TrustStore
 from node.httplog import client_error_log
 from node.rpc import RpcError
 
@@ -56,10 +59,10 @@ def make_env() -> jinja2.Environment:
 
 
 class Explorer:
-    def __init__(self, node: str, poll: float = 2.0) -> None:
+    def __init__(self, node: str, poll: float = 2.0, trust: TrustStore | None = None) -> None:
         self.node = node
         self.poll = poll
-        self.collector = Collector(node)
+        self.collector = Collector(node, trust=trust)
         self.lookup = Collector(node)  # tx and block pages, beside the poller's snapshot
         self.snap: Snapshot | None = None
         self.error = ""
@@ -235,9 +238,14 @@ IDLE_TIMEOUT_S = 15.0
 
 
 def serve(
-    node: str, host: str, port: int, poll: float = 2.0, idle_timeout: float = IDLE_TIMEOUT_S
+    node: str,
+    host: str,
+    port: int,
+    poll: float = 2.0,
+    idle_timeout: float = IDLE_TIMEOUT_S,
+    trust: TrustStore | None = None,
 ) -> None:
-    ex = Explorer(node, poll)
+    ex = Explorer(node, poll, trust)
     shown = f"[{host}]" if ":" in host else host
     print(f"loconet explorer: http://{shown}:{port}/  (node {node}; Ctrl-C stops)", flush=True)
     web.run_app(

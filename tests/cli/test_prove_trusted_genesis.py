@@ -373,3 +373,16 @@ def test_a_genesis_with_infinity_is_a_clean_error(tmp_path: Path) -> None:
 
     with pytest.raises(HeaderInvalid, match="cannot read"):
         trust_store(home)
+
+
+def test_the_explorer_with_a_home_refuses_the_forged_chain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`loconet explorer --home`: the page's header check trusts the genesis too (FakeChain signs
+    with its own key; the home's genesis names V): an *untrusted* banner, not a page."""
+    from node.explorer.data import Collector, Untrusted
+
+    install(monkeypatch, FakeChain({b"\x01k": b"v"}, chain_id=CHAIN))
+    c = Collector("http://127.0.0.1:1", trust=TrustStore(home_with(tmp_path, genesis(V))))
+    with pytest.raises(Untrusted, match="not signed by the validator set"):
+        c.snapshot()
