@@ -37,6 +37,7 @@ PLUGINS = (
     "node.cli_blob",
     "node.cli_tx",
     "node.cli_explorer",
+    "node.cli_trust",
     "node.worker.cli",
 )
 

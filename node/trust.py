@@ -22,10 +22,10 @@ attack), so trust never skips further than that. Each trusted header's height, h
 validators and ``next_validators_hash`` are kept in ``HOME/data/light_trust.json`` (written
 atomically), so later checks start from the newest trusted height below the one asked.
 
-Not done: a trust anchor newer than genesis (for a chain far past its first unbonding period a
-walk from genesis takes one header per ``period`` blocks, and is only as safe as the genesis
-validators' keys are today: CometBFT asks for a recent trusted header, which loconet does not
-take yet).
+A chain far past its first unbonding period: a walk from genesis takes one header per
+``period`` blocks and is only as safe as the genesis validators' keys are today, so the user can
+pin a recent header by its hash (``loconet trust HEIGHT HASH --home H``, ``TrustStore.pin``),
+as CometBFT's light client asks for a trusted header; later checks start from it.
 """
 
 from __future__ import annotations
@@ -288,6 +288,34 @@ class TrustStore:
                 continue
             self._record(sh_h, vals_h)
             pending.pop()
+
+    def pin(self, client: Client, height: int, header_hash: bytes) -> Trusted:
+        """Trust header ``height`` because the user says its hash is ``header_hash`` (from a
+        source they trust: their own node, a block explorer, a friend): weak subjectivity, the
+        way back in for a chain far past its first unbonding period. The node's header must
+        have that hash and be signed by >2/3 of the set it names; a different header already
+        trusted at that height is refused (a fork). Later checks start from it."""
+        from node.light import header_hash as hash_of
+
+        if height < 1:
+            raise HeaderInvalid(f"height must be >= 1, got {height}")
+        sh, vals = self._fetch(client, height)
+        got = hash_of(sh["header"])
+        if got != header_hash:
+            raise HeaderInvalid(
+                f"the node's header {height} has hash {got.hex().upper()}, not "
+                f"{header_hash.hex().upper()}: a node of another chain or a fork"
+            )
+        self._anchor()
+        have = self.trusted.get(height)
+        if have is not None and have.header_hash != header_hash:
+            raise HeaderInvalid(
+                f"header {height} already trusted with hash {have.header_hash.hex().upper()}: "
+                "the two cannot both be this chain's"
+            )
+        t = self._record(sh, vals)
+        self._save()
+        return t
 
 
 def trust_store(home: str | Path | None) -> TrustStore | None:

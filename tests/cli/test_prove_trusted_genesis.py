@@ -141,6 +141,9 @@ class LightChain:
         }
 
     def client(self) -> Client:
+        return Client("http://127.0.0.1:1", transport=self.transport())
+
+    def transport(self) -> httpx.MockTransport:
         def handle(req: httpx.Request) -> httpx.Response:
             body = json.loads(req.content)
             m, p = body["method"], body["params"]
@@ -168,7 +171,7 @@ class LightChain:
                 raise AssertionError(m)
             return httpx.Response(200, json={"jsonrpc": "2.0", "id": 1, "result": res})
 
-        return Client("http://127.0.0.1:1", transport=httpx.MockTransport(handle))
+        return httpx.MockTransport(handle)
 
     def commits_fetched(self) -> list[int]:
         return sorted({h for m, h in self.calls if m == "commit"})
@@ -386,3 +389,67 @@ def test_the_explorer_with_a_home_refuses_the_forged_chain(
     c = Collector("http://127.0.0.1:1", trust=TrustStore(home_with(tmp_path, genesis(V))))
     with pytest.raises(Untrusted, match="not signed by the validator set"):
         c.snapshot()
+
+
+def test_a_pinned_header_is_where_later_checks_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`loconet trust HEIGHT HASH`: for a chain far past its first unbonding period. With one
+    fetch allowed, height 5,010 cannot be reached from genesis (period 66), and can from a
+    header pinned at 5,000. A wrong hash, or a second header at a trusted height, is refused."""
+    import node.trust as trust
+    from node import rpc
+
+    chain = LightChain(lambda h: V)
+    home = home_with(tmp_path, genesis(V))
+    monkeypatch.setattr(trust, "MAX_STEPS", 1)
+    with pytest.raises(HeaderInvalid, match="run the command again"):
+        TrustStore(home).verified_header(chain.client(), 5010)
+
+    orig = rpc.Client.__init__
+    monkeypatch.setattr(
+        rpc.Client,
+        "__init__",
+        lambda self, url=rpc.DEFAULT_NODE, timeout=10.0, transport=None: orig(
+            self, url, timeout, chain.transport()
+        ),
+    )
+    good = light.header_hash(chain.header(5000)).hex().upper()
+    argv = ["trust", "5000", "--home", str(home), "--node", "http://127.0.0.1:1", "-o", "json"]
+    assert main([*argv[:2], "AB" * 32, *argv[2:]]) == 1
+    assert "not " + "AB" * 32 in capsys.readouterr().out
+    assert main([*argv[:2], good, *argv[2:]]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert (res["height"], res["hash"], res["validators"]) == (5000, good, 4)
+
+    chain.calls.clear()
+    assert TrustStore(home).verified_header(chain.client(), 5010)["height"] == "5010"
+    assert chain.commits_fetched() == [5010]
+
+    monkeypatch.undo()  # the next client talks to another chain
+    other = LightChain(lambda h: V)
+    other.header = (lambda f: lambda h: {**f(h), "app_hash": "EE" * 32})(other.header)  # type: ignore[method-assign]
+    with pytest.raises(HeaderInvalid, match="already trusted"):
+        TrustStore(home).pin(other.client(), 5000, light.header_hash(other.header(5000)))
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["5", "zz"], "64 hex characters"),
+        (["5", "AB" * 31], "64 hex characters"),
+        (["0", "AB" * 32], "HEIGHT"),
+    ],
+)
+def test_trust_arguments_are_checked_before_any_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], says: str
+) -> None:
+    home = home_with(tmp_path, genesis(V))
+    rc = main(["trust", *args, "--home", str(home), "--node", "http://127.0.0.1:1"])
+    err = capsys.readouterr().err
+    assert rc != 0 and says in err and "Traceback" not in err
+
+
+def test_trust_needs_a_node_home(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["trust", "5", "AB" * 32, "--home", str(tmp_path), "--node", "http://127.0.0.1:1"])
+    assert rc == 1 and "genesis.json" in capsys.readouterr().err
