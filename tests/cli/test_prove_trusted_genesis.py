@@ -26,7 +26,7 @@ from node.cli import main
 from node.light import HeaderInvalid
 from node.rpc import Client
 from node.trust import TRUST_FILE, TrustStore, genesis_validators
-from tests.kits.fakenode import FakeChain, install
+from tests.kits.fakenode import FakeChain, header_of, install
 
 CHAIN = "loconet-main"
 POWER_REDUCTION = 1_000_000
@@ -99,23 +99,15 @@ class LightChain:
         return sorted(v, key=lambda x: (-x.power, x.address))
 
     def header(self, h: int) -> dict[str, Any]:
-        hx = lambda b: b.hex().upper()  # noqa: E731
-        return {
-            "version": {"block": "11", "app": "0"},
-            "chain_id": self.chain_id,
-            "height": str(h),
-            "time": _ts(h),
-            "last_block_id": {"hash": "", "parts": {"total": 0, "hash": ""}},
-            "last_commit_hash": "",
-            "data_hash": "",
-            "validators_hash": hx(light.validator_set_hash(self.vals(h))),
-            "next_validators_hash": hx(light.validator_set_hash(self.vals(h + 1))),
-            "consensus_hash": "",
-            "app_hash": hx(bytes([h % 256]) * 32),
-            "last_results_hash": "",
-            "evidence_hash": "",
-            "proposer_address": hx(self.vals(h)[0].address),
-        }
+        return header_of(
+            self.chain_id,
+            h,
+            _ts(h),
+            light.validator_set_hash(self.vals(h)),
+            light.validator_set_hash(self.vals(h + 1)),
+            bytes([h % 256]) * 32,
+            self.vals(h)[0].address,
+        )
 
     def commit(self, h: int) -> dict[str, Any]:
         hdr = self.header(h)

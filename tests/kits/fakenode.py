@@ -19,6 +19,35 @@ def _ts(h: int) -> str:
     return f"2026-01-01T00:00:{h:02d}.000000001Z"
 
 
+def header_of(
+    chain_id: str,
+    h: int,
+    time: str,
+    validators_hash: bytes,
+    next_validators_hash: bytes,
+    app_hash: bytes,
+    proposer: bytes,
+) -> dict[str, Any]:
+    """A CometBFT v0.38 header as /commit shows it (the fields light.header_hash reads)."""
+    hx = lambda b: b.hex().upper()  # noqa: E731
+    return {
+        "version": {"block": "11", "app": "0"},
+        "chain_id": chain_id,
+        "height": str(h),
+        "time": time,
+        "last_block_id": {"hash": "", "parts": {"total": 0, "hash": ""}},
+        "last_commit_hash": "",
+        "data_hash": "",
+        "validators_hash": hx(validators_hash),
+        "next_validators_hash": hx(next_validators_hash),
+        "consensus_hash": "",
+        "app_hash": hx(app_hash),
+        "last_results_hash": "",
+        "evidence_hash": "",
+        "proposer_address": hx(proposer),
+    }
+
+
 class FakeChain:
     def __init__(self, state: dict[bytes, bytes], chain_id: str = "loconet-local") -> None:
         self.store = MerkleStore(None)
@@ -31,23 +60,8 @@ class FakeChain:
         self.answers: dict[str, Any] = {}  # abci_query path -> (value bytes, [keys to prove])
 
     def header(self, h: int) -> dict[str, Any]:
-        hx = lambda b: b.hex().upper()  # noqa: E731
-        return {
-            "version": {"block": "11", "app": "0"},
-            "chain_id": self.chain_id,
-            "height": str(h),
-            "time": _ts(h),
-            "last_block_id": {"hash": "", "parts": {"total": 0, "hash": ""}},
-            "last_commit_hash": "",
-            "data_hash": "",
-            "validators_hash": hx(light.validator_set_hash([self.val])),
-            "next_validators_hash": hx(light.validator_set_hash([self.val])),
-            "consensus_hash": "",
-            "app_hash": hx(self.root),
-            "last_results_hash": "",
-            "evidence_hash": "",
-            "proposer_address": hx(self.val.address),
-        }
+        vh = light.validator_set_hash([self.val])
+        return header_of(self.chain_id, h, _ts(h), vh, vh, self.root, self.val.address)
 
     def commit(self, h: int) -> dict[str, Any]:
         hdr = self.header(h)
