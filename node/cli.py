@@ -415,10 +415,21 @@ def cmd_query_account(args: argparse.Namespace) -> int:
         text += (
             "\n"
             f"proof:    verified against app hash {data['app_hash']} (header "
-            f"{data['height'] + 1}, signed by >2/3 of the validators)"
+            f"{data['height'] + 1}, signed by >2/3 of the validators)\n"
+            f"signers:  {signers_note(data['validator_set'])}"
         )
     out(args, data, text)
     return 0
+
+
+def signers_note(validator_set: str) -> str:
+    """How far --prove's header check trusted its signers (node/trust.py), in words."""
+    if validator_set == "genesis":
+        return "trusted from --home's genesis (light-client skipping verification)"
+    return (
+        "the set the node reports (give a node home as --home to check them against its "
+        "genesis: a node forging a whole chain is caught only then)"
+    )
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -29,6 +29,7 @@ from node.cli import (
     out,
     parse_amount,
     read_input_file,
+    signers_note,
 )
 from node.market_msgs import (
     DEFAULT_CHALLENGE_BPS,
@@ -601,7 +602,10 @@ def _proven_one(
 
 def _emit(a: argparse.Namespace, res: dict[str, Any], text: str) -> int:
     if res.get("proof_verified"):
-        text += f"\nproof: verified against app hash {res['app_hash']} (header {res['height'] + 1})"
+        text += (
+            f"\nproof: verified against app hash {res['app_hash']} (header {res['height'] + 1})"
+            f"\nsigners: {signers_note(res['validator_set'])}"
+        )
     out(a, res, text)
     return 0
 

@@ -284,6 +284,11 @@ def test_cli_prove_refuses_the_forged_chain_and_accepts_the_true_one(
     assert rc == 0, out.err
     res = json.loads(out.out)
     assert res["proof_verified"] is True and res["validator_set"] == "genesis"
+    # in words too, and without a node home it says what it could not check
+    assert main([*argv[:-2], "--home", str(tmp_path / "b" / "home")]) == 0
+    assert "signers:  trusted from --home's genesis" in capsys.readouterr().out
+    assert main(argv[:-2]) == 0
+    assert "give a node home as --home" in capsys.readouterr().out
 
 
 def test_a_walk_that_gives_up_keeps_what_it_verified_and_counts_only_fetches(
