@@ -44,6 +44,7 @@ from node.light import (
     Validator,
     _hex,
     fetch_validators,
+    header_hash,
     validator_set_hash,
     verify_signed_header,
 )
@@ -212,8 +213,6 @@ class TrustStore:
         return 3 * signed > total
 
     def _record(self, sh: dict[str, Any], vals: list[Validator]) -> Trusted:
-        from node.light import header_hash
-
         hdr = sh["header"]
         t = Trusted(
             int(hdr["height"]),
@@ -233,8 +232,6 @@ class TrustStore:
         self._anchor()
         have = self.trusted.get(height)
         if have is not None:
-            from node.light import header_hash
-
             if header_hash(sh["header"]) != have.header_hash:
                 raise HeaderInvalid(
                     f"header {height} is not the one trusted before at that height: a fork; "
@@ -289,26 +286,24 @@ class TrustStore:
             self._record(sh_h, vals_h)
             pending.pop()
 
-    def pin(self, client: Client, height: int, header_hash: bytes) -> Trusted:
-        """Trust header ``height`` because the user says its hash is ``header_hash`` (from a
+    def pin(self, client: Client, height: int, want: bytes) -> Trusted:
+        """Trust header ``height`` because the user says its hash is ``want`` (from a
         source they trust: their own node, a block explorer, a friend): weak subjectivity, the
         way back in for a chain far past its first unbonding period. The node's header must
         have that hash and be signed by >2/3 of the set it names; a different header already
         trusted at that height is refused (a fork). Later checks start from it."""
-        from node.light import header_hash as hash_of
-
         if height < 1:
             raise HeaderInvalid(f"height must be >= 1, got {height}")
         sh, vals = self._fetch(client, height)
-        got = hash_of(sh["header"])
-        if got != header_hash:
+        got = header_hash(sh["header"])
+        if got != want:
             raise HeaderInvalid(
                 f"the node's header {height} has hash {got.hex().upper()}, not "
-                f"{header_hash.hex().upper()}: a node of another chain or a fork"
+                f"{want.hex().upper()}: a node of another chain or a fork"
             )
         self._anchor()
         have = self.trusted.get(height)
-        if have is not None and have.header_hash != header_hash:
+        if have is not None and have.header_hash != want:
             raise HeaderInvalid(
                 f"header {height} already trusted with hash {have.header_hash.hex().upper()}: "
                 "the two cannot both be this chain's"
