@@ -274,6 +274,7 @@ def _write(path: Path, data: bytes) -> None:
 
 
 def _fsync_dir(folder: Path) -> None:
+    # node/atomic.py has the same helper; abci_app does not import node (node imports abci_app)
     fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(fd)

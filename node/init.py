@@ -99,6 +99,23 @@ def init_home(
         os.close(fd)
 
 
+def unfinished_init_message(home: Path) -> str:
+    return (
+        f"{home} holds an unfinished init (interrupted?): remove it (`rm -r {home}`) and rerun "
+        "`loconet init`"
+    )
+
+
+def genesis_unfinished(gpath: Path) -> bool:
+    """The genesis is still cometbft's own: `loconet init` writes the finished one (with
+    ``app_state``) last. A byte scan, not a parse: a node's start reads a genesis of any size
+    (71 MB with 1M funded accounts) without holding it as Python objects."""
+    try:
+        return b'"app_state"' not in gpath.read_bytes()
+    except OSError:
+        return False  # unreadable: cometbft names the file and the error itself
+
+
 def _refuse_existing(home: Path, gpath: Path, unfinished_too: bool = True) -> None:
     if gpath.exists():
         try:
@@ -108,10 +125,7 @@ def _refuse_existing(home: Path, gpath: Path, unfinished_too: bool = True) -> No
         if not finished and not unfinished_too:
             return
         if not finished:  # cometbft's own genesis, not yet ours: an init stopped midway
-            raise InitError(
-                f"{home} holds an unfinished init (interrupted?): remove it (`rm -r {home}`) and "
-                "rerun `loconet init`"
-            )
+            raise InitError(unfinished_init_message(home))
         raise InitError(f"{home} is already initialized: pick another --home or remove it")
 
 

@@ -65,19 +65,6 @@ def lock_home(home: Path) -> int:
 GC_THRESHOLD = (50_000, 20, 20)
 
 
-def _unfinished_init(home: Path) -> bool:
-    """The genesis is still cometbft's own (no ``app_state``): `loconet init` stopped before its
-    last step (node/init.py writes the finished genesis last). Started, the app halted at
-    InitChain with "staking genesis bonds no validator", which did not say why."""
-    import json
-
-    try:
-        g = json.loads((home / "config" / "genesis.json").read_text())
-    except (OSError, ValueError, RecursionError):
-        return False  # unreadable: cometbft names the file and the error itself
-    return isinstance(g, dict) and "app_state" not in g
-
-
 def tune_gc() -> None:
     """Set the node process's GC thresholds (``GC_THRESHOLD``). Garbage cycles are collected as
     before, only in larger batches; results do not depend on it (nothing on the hash path
@@ -161,11 +148,11 @@ async def run_node(home: Path, log_console: bool | None = None) -> int:
     home = home.resolve()
     if not (home / "config" / "genesis.json").exists():
         raise StartError(f"{home} is not a loconet home: run `loconet init --home {home}` first")
-    if _unfinished_init(home):
-        raise StartError(
-            f"{home} holds an unfinished init (interrupted?): remove it (`rm -r {home}`) and "
-            "rerun `loconet init`"
-        )
+    from node.init import genesis_unfinished, unfinished_init_message
+
+    if genesis_unfinished(home / "config" / "genesis.json"):
+        # the app halted at InitChain ("staking genesis bonds no validator"), which said not why
+        raise StartError(unfinished_init_message(home))
     binary = cometbft_binary()
     cfg = AppConfig.load(home)
     laddr = read_cometbft_config(home)
