@@ -16,11 +16,23 @@ to a random node that is up, never waiting for blocks (steady load). Then, one n
 
 After each: the other nodes kept making blocks, and the victim catches up with them (the time
 it takes is the catch-up figure). During the storm a validator joins (a new node, then
-``create-validator``) and one unbonds part of its stake. At the end, with the load stopped:
+``create-validator``) and one unbonds part of its stake.
+
+With ``--providers P`` (P > 0) the network also runs a training job: P honest provider workers
+(``loconet provider run``, each following two of the validators' RPCs) register, and the
+built-in job (``loconet testnet up``'s) runs through the storm, with one more perturbation kind:
+
+    kill9-worker  SIGKILL to a worker's process group in the middle of a round (while it
+                  trains or verifies, when the storm catches it at it), restart it 1-4 s later
+
+At the end, with the load stopped:
 
 - every node has the same app hash at the same height (divergence = 0);
 - every tx that got a hash back from CheckTx is in every node's block store (lost tx = 0);
-- the recipient's balance equals the sum of the committed transfers (read from the blocks).
+- the recipient's balance equals the sum of the committed transfers (read from the blocks);
+- with workers: rounds were finalized; no honest participant was judged ``fraud`` or
+  ``rejected`` and no vote an honest verifier opened was slashed (a worker killed across a
+  deadline may miss that duty: a missed commit, reveal or vote is counted, with its slash).
 
 ``run_storm`` is also what tests/testnet/test_chaos.py runs with a handful of perturbations.
 """
@@ -42,12 +54,13 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from abci_app.codec.tx import build_tx
 from abci_app.pb import bank_pb2, tx_pb2
+from node import testnet_market as tm
 from node.keys import Keyring
 from node.rpc import Client, RpcError, TxRejected
 from node.testnet import (
@@ -59,6 +72,7 @@ from node.testnet import (
     load,
     nodes_of,
     pid_of,
+    save,
     start_node,
     stop_node,
     wait_producing,
@@ -68,6 +82,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 KINDS = ("kill9-group", "kill9-app", "kill9-comet", "sigstop", "restart")
+WORKER_KIND = "kill9-worker"
 WRONG_SEQUENCE = re.compile(r"expected (\d+), got (\d+)")
 
 
@@ -81,6 +96,8 @@ class StormConfig:
     unbond: bool = True  # one unbonds part of its stake two thirds of the way in
     base_port: int = 0  # 0: a free range
     catch_up_timeout: float = 90.0
+    providers: int = 0  # > 0: honest workers run the built-in job, and kill9-worker joins KINDS
+    rounds: int = 1000  # the job's rounds (more than the storm lasts: it is never completed)
 
 
 @dataclass
@@ -98,9 +115,12 @@ class StormResult:
     unbonded: bool = False
     sender_errors: list[str] = field(default_factory=list)
     resent: int = 0
+    job: dict[str, Any] = field(default_factory=dict)  # with workers: round_stats(...)
+    workers_caught_busy: int = 0
 
     def summary(self) -> dict[str, Any]:
         cu = sorted(self.catch_up_s)
+        job = {f"job_{k}": v for k, v in self.job.items()}
         return {
             "perturbations": sum(self.perturbations.values()),
             "by_kind": dict(sorted(self.perturbations.items())),
@@ -117,6 +137,7 @@ class StormResult:
             "seconds": round(self.seconds, 1),
             "txs_resent_after_a_lost_mempool": self.resent,
             "cometbft_outlived_its_app": STATS["comet_outlived_app"],
+            **job,
         }
 
 
@@ -331,6 +352,112 @@ def perturb(n: NodeInfo, kind: str, rng: random.Random) -> None:
         raise ValueError(kind)
 
 
+def _worker_busy(w: tm.WorkerInfo, seen: int) -> bool:
+    """The worker logged, after byte ``seen`` of its log, that it started training or verifying."""
+    p = w.path / "worker.log"
+    try:
+        with p.open("rb") as f:
+            f.seek(seen)
+            tail = f.read()
+    except OSError:
+        return False
+    return b": training" in tail or b"verif" in tail
+
+
+def perturb_worker(d: Path, w: tm.WorkerInfo, rng: random.Random, wait_busy: float) -> bool:
+    """SIGKILL of a worker's process group while it trains or verifies (waiting up to
+    ``wait_busy`` s for it to start either, then at whatever it is doing), then a restart 1-4 s
+    later, as `loconet testnet start providerN` does. True if it was caught busy."""
+    log = w.path / "worker.log"
+    seen = log.stat().st_size if log.exists() else 0
+    deadline = time.monotonic() + wait_busy
+    while time.monotonic() < deadline and not _worker_busy(w, seen):
+        time.sleep(0.1)
+    busy = _worker_busy(w, seen)
+    time.sleep(rng.uniform(0.0, 1.0))  # somewhere inside the work, not at its first line
+    tm.stop_worker(w, kill=True)
+    time.sleep(rng.uniform(1.0, 4.0))
+    tm.start_worker(d, w)
+    return busy
+
+
+def round_stats(rounds: list[dict[str, Any]], honest: set[str]) -> dict[str, Any]:
+    """Outcomes of the finalized rounds of a job whose providers are all honest: what a crash may
+    cost a worker (a missed duty, its slash) and what it must never (a fraud or rejected verdict,
+    a slash of a vote an honest verifier opened)."""
+    done = [r for r in rounds if r["phase"] == "finalized"]
+    outcomes: dict[str, int] = {}
+    wrong: list[str] = []
+    missed_slash = 0
+    silent_votes = 0
+    for r in done:
+        for p in r["participants"]:
+            outcomes[p["outcome"]] = outcomes.get(p["outcome"], 0) + 1
+            if p["address"] in honest and p["outcome"] in ("fraud", "rejected"):
+                wrong.append(f"round {r['round']}: {p['address']} {p['outcome']}")
+            if p["outcome"].startswith("missed_"):
+                missed_slash += p["slashed"]
+            for v in (p.get("challenge") or {}).get("verifiers", []):
+                if v["address"] not in honest:
+                    continue
+                if v["voted"] and v["slashed"]:
+                    wrong.append(
+                        f"round {r['round']}: honest verifier {v['address']} slashed for an "
+                        f"opened vote on {p['address']}"
+                    )
+                elif not v["voted"]:
+                    silent_votes += 1
+                    missed_slash += v["slashed"]
+    return {
+        "rounds_finalized": len(done),
+        "outcomes": dict(sorted(outcomes.items())),
+        "silent_verifier_seats": silent_votes,
+        "slashed_for_missed_duties_uloco": missed_slash,
+        "wrong_verdicts": wrong,
+    }
+
+
+def _job_rounds(n: NodeInfo, job_id: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    with Client(n.rpc_url, timeout=10) as c:
+        while True:
+            page = json.loads(c.abci_query(f"/rounds/{job_id}?from={len(out)}&limit=100").value)[
+                "rounds"
+            ]
+            out += page
+            if len(page) < 100:
+                return out
+
+
+def stop_all(d: Path) -> None:
+    """Stop every worker and node of the storm's network (what `loconet testnet down` does)."""
+    if not (d / "testnet.json").exists():
+        return
+    m = load(d)
+    for w in tm.workers_of(m):
+        tm.stop_worker(w, kill=True)
+    for n in nodes_of(m):
+        stop_node(n)
+
+
+def _start_job(d: Path, cfg: StormConfig, nodes: list[NodeInfo]) -> tuple[int, list[tm.WorkerInfo]]:
+    """What `loconet testnet up --providers P` does: register P honest providers, hand them the
+    built-in job's blobs, start their workers, create the job once they all serve."""
+
+    m = load(d)
+    workers = tm.plan_workers(d, m, ["honest"] * cfg.providers)
+    rpc = nodes[0].rpc_url
+    tm.register_providers(d, rpc, workers)
+    m["workers"] = [asdict(w) for w in workers]
+    save(d, m)
+    job, dataset, model = tm.builtin_job(cfg.rounds, workers)
+    tm.seed_stores(workers, [dataset, model])
+    for w in workers:
+        tm.start_worker(d, w)
+    tm.wait_serving(workers, timeout=4 * cfg.catch_up_timeout)
+    return tm.create_job(d, rpc, "validator0", job), workers
+
+
 def _block_txs(n: NodeInfo, top: int) -> dict[str, int]:
     """tx hash -> result code, for every tx in n's block store up to ``top``."""
     out: dict[str, int] = {}
@@ -367,13 +494,16 @@ def run_storm(cfg: StormConfig, d: Path, log: Any = print) -> StormResult:
         [b + 56 for b in random_bases(20_000, 45_000 - 700, 100)],
         [100 * i + k for i in range(7) for k in (0, 1, 2, 4)],
     )
-    create(d, cfg.validators, cfg.senders + 2, base, {})
+    create(d, cfg.validators, cfg.senders + 2, base, {}, providers=cfg.providers)
     nodes = nodes_of(load(d))
     for n in nodes:
         start_node(n)
     wait_producing(nodes, progress=False)
     res = StormResult()
     t_start = time.monotonic()
+    job_id, workers = _start_job(d, cfg, nodes) if cfg.providers else (0, [])
+    if workers:
+        log(f"job {job_id} runs on {len(workers)} workers")
     kr = Keyring(d)
     recipient = kr.get(f"account{cfg.senders + 1}")
     with Client(nodes[0].rpc_url) as c:
@@ -392,7 +522,8 @@ def run_storm(cfg: StormConfig, d: Path, log: Any = print) -> StormResult:
     ]
     for s in senders:
         s.start()
-    kinds = [KINDS[i % len(KINDS)] for i in range(cfg.perturbations)]
+    menu = (*KINDS, WORKER_KIND) if workers else KINDS
+    kinds = [menu[i % len(menu)] for i in range(cfg.perturbations)]
     rng.shuffle(kinds)
     join_at = cfg.perturbations // 3 if cfg.join else -1
     unbond_at = 2 * cfg.perturbations // 3 if cfg.unbond else -1
@@ -452,6 +583,19 @@ def run_storm(cfg: StormConfig, d: Path, log: Any = print) -> StormResult:
                 )
                 res.unbonded = True
                 log(f"[{i}] {nodes[1].name}'s operator unbonded 1000 LOCO")
+            if kind == WORKER_KIND:
+                w = rng.choice(workers)
+                t0 = time.monotonic()
+                busy = perturb_worker(d, w, rng, wait_busy=cfg.catch_up_timeout / 2)
+                tm.wait_serving([w], timeout=2 * cfg.catch_up_timeout)
+                res.catch_up_s.append(time.monotonic() - t0)
+                res.perturbations[kind] = res.perturbations.get(kind, 0) + 1
+                res.workers_caught_busy += busy
+                log(
+                    f"[{i}] {kind:12s} {w.name} ({'busy' if busy else 'idle'}): serving again "
+                    f"after {res.catch_up_s[-1]:.1f}s"
+                )
+                continue
             victim = rng.choice(pool)
             others = [n for n in pool if n is not victim]
             h_before = _max_height(others)
@@ -477,6 +621,13 @@ def run_storm(cfg: StormConfig, d: Path, log: Any = print) -> StormResult:
             log(
                 f"[{i}] {kind:12s} {victim.name}: caught up in {res.catch_up_s[-1]:.1f}s (height "
                 f"{target})"
+            )
+        if workers:  # a short storm may end before round 0: let the job finalize one
+            _wait(
+                "a finalized round of the job",
+                lambda: any(r["phase"] == "finalized" for r in _job_rounds(nodes[0], job_id)),
+                6 * cfg.catch_up_timeout,
+                every=2.0,
             )
     finally:
         for s in senders:
@@ -509,6 +660,9 @@ def run_storm(cfg: StormConfig, d: Path, log: Any = print) -> StormResult:
         bal = json.loads(c.abci_query(f"/account/{recipient.address}", height=top).value)["balance"]
     res.balance_ok = bal == bal0 + sum(committed.values())
     res.final_height = top
+    if workers:
+        res.job = round_stats(_job_rounds(pool[0], job_id), {w.address for w in workers})
+        res.job["workers_killed_busy"] = res.workers_caught_busy
     res.seconds = time.monotonic() - t_start
     return res
 
@@ -522,6 +676,12 @@ def main() -> int:
     ap.add_argument("--senders", type=int, default=3)
     ap.add_argument("--no-join", action="store_true")
     ap.add_argument("--no-unbond", action="store_true")
+    ap.add_argument(
+        "--providers",
+        type=int,
+        default=0,
+        help="run the built-in training job on this many honest workers, and kill them too",
+    )
     ap.add_argument(
         "--record", action="store_true", help="append the figures to benchmarks/RESULTS.md"
     )
@@ -537,18 +697,19 @@ def main() -> int:
         senders=args.senders,
         join=not args.no_join,
         unbond=not args.no_unbond,
+        providers=args.providers,
     )
     with tempfile.TemporaryDirectory(prefix="loconet-chaos-") as tmp:
         d = Path(args.keep) if args.keep else Path(tmp) / "net"
         try:
             res = run_storm(cfg, d)
         finally:
-            if (d / "testnet.json").exists():
-                for n in nodes_of(load(d)):
-                    stop_node(n)
+            stop_all(d)
     s = res.summary()
     print(json.dumps(s, indent=2))
     ok = not res.lost and not res.divergent and res.balance_ok
+    if cfg.providers:
+        ok = ok and res.job["rounds_finalized"] > 0 and not res.job["wrong_verdicts"]
     if args.record:
         cmd = "python benchmarks/chaos.py " + " ".join(sys.argv[1:])
         machine = (

@@ -84,9 +84,27 @@ PANEL_OF = {
 # a fetch starts no further location past this (its first locations, the ones the chain names
 # for the blob, are always tried first; a peer that accepts and never answers costs 30 s)
 FETCH_GIVE_UP_S = 120.0
-FETCH_ATTEMPTS_BEFORE_INVALID = (
-    4  # a verifier votes invalid when the revealed states stay unavailable
-)
+# a verifier votes invalid when the revealed states are still unavailable this many blocks before
+# the end of the window its panel commits in (the vote must still land in the window); until then
+# it keeps trying: a provider whose worker crashed and restarts within the window is verified
+VOTE_INVALID_MARGIN_BLOCKS = 2
+# a duty whose window ends within this many blocks is tried again at least every DUE_RETRY_S,
+# whatever its backoff: a retry scheduled past a short window turned one transient error into a
+# missed reveal (slashed as fraud) or a silent verifier (slashed for liveness)
+DUE_BLOCKS = 4
+DUE_RETRY_S = 0.5
+# phase -> the round field holding the height it ends (abci_app/jobs/keeper.py _DUE_FIELD)
+PHASE_END = {
+    "commit": "commit_deadline",
+    "reveal": "reveal_end",
+    "verdict": "verdict_end",
+    "vote_reveal": "vote_reveal_end",
+    "appeal": "appeal_end",
+    "appeal_reveal": "appeal_reveal_end",
+    "final": "final_end",
+    "final_reveal": "final_reveal_end",
+    "attest": "attest_end",
+}
 # the blob store's gc (temp blobs past their round's finalization + temp_margin_s, stale temp
 # files, eviction down to the quota) runs when a round is finalized and at most this often
 # besides, so the last rounds' trace states go too once no round finalizes any more
@@ -135,6 +153,18 @@ def _record_training(steps: int, seconds: float, loss: float) -> None:
 class _Backoff:
     failures: int = 0
     next_try: float = 0.0
+    last_try: float = 0.0
+
+
+def phase_end(r: dict[str, Any]) -> int:
+    """The last height of the round's current phase (0: a phase without an end, or unknown)."""
+    return int(r.get("windows", {}).get(PHASE_END.get(r.get("phase", ""), ""), 0) or 0)
+
+
+def is_due(r: dict[str, Any], height: int) -> bool:
+    """The round's current phase ends within DUE_BLOCKS blocks of ``height``."""
+    end = phase_end(r)
+    return end > 0 and height >= end - DUE_BLOCKS
 
 
 @dataclass
@@ -402,6 +432,7 @@ class ProviderWorker:
         foreign = self._foreign_stack(jid)
         self._here.key = f"{jid}/{rn}"
         self.timing.setdefault(self._here.key, {}).setdefault("seen", time.time())
+        due = is_due(r, height)
         if (
             phase == "vote_reveal"
             and me is not None
@@ -410,10 +441,12 @@ class ProviderWorker:
             and self._plans[jid].tolerance is not None
             and any(not o.get("end_opened_height") for o in me["challenge"].get("reveals") or [])
         ):
-            self._duty(f"open-end/{jid}/{rn}", lambda: self.do_open_end(job, r, me))
+            self._duty(f"open-end/{jid}/{rn}", lambda: self.do_open_end(job, r, me), due=due)
         if phase == "commit" and me is not None and me["commitment"] is None:
             if not foreign:
-                self._duty(f"commit/{jid}/{rn}", lambda: self.do_commit(job, r, me, height))
+                self._duty(
+                    f"commit/{jid}/{rn}", lambda: self.do_commit(job, r, me, height), due=due
+                )
             elif me["outcome"] != "declined":  # before committing: no slash (jobs README)
                 self._duty(f"decline/{jid}/{rn}", lambda: self.do_decline(r, height))
         elif (
@@ -423,7 +456,7 @@ class ProviderWorker:
             and me["challenge"]["reveal"] is None
         ):
             if self.cfg.behaviour != "withhold":
-                self._duty(f"reveal/{jid}/{rn}", lambda: self.do_reveal(job, r, me))
+                self._duty(f"reveal/{jid}/{rn}", lambda: self.do_reveal(job, r, me), due=due)
         elif phase in PANEL_OF:  # a panel commits its secret votes, or opens them
             panel, opening = PANEL_OF[phase]
             for t in r["participants"]:
@@ -439,6 +472,7 @@ class ProviderWorker:
                     self._duty(
                         f"open-vote/{jid}/{rn}/{t['address']}",
                         partial(self.do_open_vote, job, r, t, height),
+                        due=due,
                     )
                 elif (
                     not opening
@@ -448,6 +482,7 @@ class ProviderWorker:
                     self._duty(
                         f"verify/{jid}/{rn}/{t['address']}/{panel}",
                         partial(self.do_verify, job, r, t, height),
+                        due=due,
                     )
         elif (
             phase == "attest"
@@ -455,14 +490,19 @@ class ProviderWorker:
             and me["outcome"] == "accepted"
             and not me["attested_hash"]
         ):
-            self._duty(f"attest/{jid}/{rn}", lambda: self.do_attest(job, r, height))
+            self._duty(f"attest/{jid}/{rn}", lambda: self.do_attest(job, r, height), due=due)
         elif phase == "finalized":
             self.on_finalized(r)
 
-    def _duty(self, name: str, fn: Callable[[], None]) -> None:
+    def _duty(self, name: str, fn: Callable[[], None], *, due: bool = False) -> None:
+        """Run ``fn`` unless its backoff says wait; ``due`` (its window is about to close): wait at
+        most DUE_RETRY_S since the last try, so no retry is scheduled past the window."""
         b = self._backoff.setdefault(name, _Backoff())
-        if time.monotonic() < b.next_try:
+        now = time.monotonic()
+        wait_until = min(b.next_try, b.last_try + DUE_RETRY_S) if due else b.next_try
+        if now < wait_until:
             return
+        b.last_try = now
         try:
             fn()
             b.failures = 0
@@ -1189,11 +1229,12 @@ class ProviderWorker:
             nf = self._fetch_failures[key] = self._fetch_failures.get(key, 0) + 1
             w = r["windows"]  # the end of the window this panel commits in
             end = {"appeal": w.get("appeal_end"), "final": w.get("final_end")}.get(r["phase"])
-            last_chance = height >= int(end or w["verdict_end"]) - 1
-            if nf < FETCH_ATTEMPTS_BEFORE_INVALID and not last_chance:
+            last_chance = height >= int(end or w["verdict_end"]) - VOTE_INVALID_MARGIN_BLOCKS
+            if not last_chance:
                 raise
             return invalid(
-                f"revealed blobs unavailable: {e}", [hashlib.sha256(b"unavailable").digest()]
+                f"revealed blobs unavailable ({nf} tries): {e}",
+                [hashlib.sha256(b"unavailable").digest()],
             )
         except (
             ValueError,

@@ -2,7 +2,7 @@
 the cap was global only (max_connections, 256), so one address holding that many idle sockets
 (reopening each when idle_timeout closes it) had every honest fetch answered 503, and a
 provider's revealed states read as unavailable to its verifiers, who then vote INVALID after
-FETCH_ATTEMPTS_BEFORE_INVALID tries. Now one address holds at most max_per_peer of them."""
+tries (now: until near its window's end). Now one address holds at most max_per_peer of them."""
 
 import socket
 import time

@@ -123,7 +123,7 @@ def _first_panel(m) -> list[bytes]:
 def test_data_withholding_after_reveal():
     """A provider that commits and reveals on chain but never serves the revealed states: no
     verifier of any panel can re-execute, each votes invalid (node/worker does so after
-    FETCH_ATTEMPTS_BEFORE_INVALID failed fetches), and the final panel convicts it: it loses
+    failed fetches until near its window's end), and the final panel convicts it: it loses
     what fraud costs (half its bond, jailed), against +1 slot (1,000,000 uloco) for serving."""
     m, target = _one_challenge()
     before = wealth(m, target)

@@ -326,13 +326,47 @@ def test_unavailable_blobs_are_retried_until_the_acting_panels_window_ends(tmp_p
     }
     windows = {"verdict_end": 100, "appeal_end": 140, "final_end": 180}
     r = {"job_id": 3, "round": 1, "base_model_hash": "66" * 32, "windows": windows}
-    with pytest.raises(BlobError):  # the final panel's window is open until 180: retry
-        ver.judge(JOB, dict(r, phase="final", participants=[target]), target, height=150)
-    valid, _q, _reached, why = ver.judge(
-        JOB, dict(r, phase="final", participants=[target]), target, height=179
+    for h in (150, 160, 170, 175, 177):  # open until 180: however many tries fail, retry (a
+        # crashed provider that restarts inside the window is still verified)
+        with pytest.raises(BlobError):
+            ver.judge(JOB, dict(r, phase="final", participants=[target]), target, height=h)
+    valid, _q, _reached, why = ver.judge(  # 2 blocks before the end: the vote must still land
+        JOB, dict(r, phase="final", participants=[target]), target, height=178
     )
-    assert not valid and "unavailable" in why
+    assert not valid and "unavailable (6 tries)" in why
     ver._pool.shutdown(wait=True)
+
+
+def test_a_duty_near_its_deadline_is_retried_whatever_its_backoff(tmp_path):
+    """chaos.py --providers found a verifier whose 3rd failed fetch put its next try 4 s later,
+    past the verdict window's end: silent, slashed for liveness. In the last DUE_BLOCKS of a
+    window a failing duty is tried again at least every DUE_RETRY_S; before that, the backoff
+    holds (a persistent error is not hammered)."""
+    from node.worker import worker as wk
+
+    w = worker(tmp_path, "w", "honest", lambda h: b"")
+    calls: list[float] = []
+
+    def failing() -> None:
+        calls.append(time.monotonic())
+        raise OSError("node down")
+
+    r = {"phase": "reveal", "windows": {"reveal_end": 100}}
+    for _ in range(4):  # far from the end: the backoff (1, 2, 4 s ...) holds after the first
+        w._duty("reveal/3/1", failing, due=wk.is_due(r, 50))
+    assert len(calls) == 1
+    assert not wk.is_due(r, 100 - wk.DUE_BLOCKS - 1) and wk.is_due(r, 100 - wk.DUE_BLOCKS)
+    w._backoff["reveal/3/1"].next_try = time.monotonic() + 60  # as after many failures
+    w._duty("reveal/3/1", failing, due=wk.is_due(r, 97))
+    assert len(calls) == 1  # the last try was just now
+    time.sleep(wk.DUE_RETRY_S + 0.05)
+    w._duty("reveal/3/1", failing, due=wk.is_due(r, 98))
+    assert len(calls) == 2, "a duty due within DUE_BLOCKS waited for its 60 s backoff"
+    w._duty("reveal/3/1", failing, due=False)  # not due: the backoff holds again
+    assert len(calls) == 2
+    assert wk.phase_end({"phase": "finalized", "windows": {}}) == 0
+    assert not wk.is_due({"phase": "finalized", "windows": {}}, 10**9)
+    w._pool.shutdown(wait=True)
 
 
 @pytest.mark.parametrize("verifier", ["honest", "lazy-verifier"])
