@@ -104,6 +104,7 @@ class StormConfig:
 class StormResult:
     perturbations: dict[str, int] = field(default_factory=dict)
     catch_up_s: list[float] = field(default_factory=list)
+    worker_back_s: list[float] = field(default_factory=list)  # kill -> serving again
     accepted: int = 0
     committed: int = 0
     lost: list[str] = field(default_factory=list)
@@ -120,6 +121,7 @@ class StormResult:
 
     def summary(self) -> dict[str, Any]:
         cu = sorted(self.catch_up_s)
+        wb = sorted(self.worker_back_s)
         job = {f"job_{k}": v for k, v in self.job.items()}
         return {
             "perturbations": sum(self.perturbations.values()),
@@ -137,6 +139,14 @@ class StormResult:
             "seconds": round(self.seconds, 1),
             "txs_resent_after_a_lost_mempool": self.resent,
             "cometbft_outlived_its_app": STATS["comet_outlived_app"],
+            **(
+                {
+                    "worker_back_p50_s": round(statistics.median(wb), 2),
+                    "worker_back_max_s": round(wb[-1], 2),
+                }
+                if wb
+                else {}
+            ),
             **job,
         }
 
@@ -364,10 +374,13 @@ def _worker_busy(w: tm.WorkerInfo, seen: int) -> bool:
     return b": training" in tail or b"verif" in tail
 
 
-def perturb_worker(d: Path, w: tm.WorkerInfo, rng: random.Random, wait_busy: float) -> bool:
+def perturb_worker(
+    d: Path, w: tm.WorkerInfo, rng: random.Random, wait_busy: float
+) -> tuple[bool, float]:
     """SIGKILL of a worker's process group while it trains or verifies (waiting up to
     ``wait_busy`` s for it to start either, then at whatever it is doing), then a restart 1-4 s
-    later, as `loconet testnet start providerN` does. True if it was caught busy."""
+    later, as `loconet testnet start providerN` does. Returns (caught busy, monotonic time of
+    the kill)."""
     log = w.path / "worker.log"
     seen = log.stat().st_size if log.exists() else 0
     deadline = time.monotonic() + wait_busy
@@ -375,10 +388,11 @@ def perturb_worker(d: Path, w: tm.WorkerInfo, rng: random.Random, wait_busy: flo
         time.sleep(0.1)
     busy = _worker_busy(w, seen)
     time.sleep(rng.uniform(0.0, 1.0))  # somewhere inside the work, not at its first line
+    killed = time.monotonic()
     tm.stop_worker(w, kill=True)
     time.sleep(rng.uniform(1.0, 4.0))
     tm.start_worker(d, w)
-    return busy
+    return busy, killed
 
 
 def round_stats(rounds: list[dict[str, Any]], honest: set[str]) -> dict[str, Any]:
@@ -585,15 +599,15 @@ def run_storm(cfg: StormConfig, d: Path, log: Any = print) -> StormResult:
                 log(f"[{i}] {nodes[1].name}'s operator unbonded 1000 LOCO")
             if kind == WORKER_KIND:
                 w = rng.choice(workers)
-                t0 = time.monotonic()
-                busy = perturb_worker(d, w, rng, wait_busy=cfg.catch_up_timeout / 2)
+                busy, killed = perturb_worker(d, w, rng, wait_busy=cfg.catch_up_timeout / 2)
                 tm.wait_serving([w], timeout=2 * cfg.catch_up_timeout)
-                res.catch_up_s.append(time.monotonic() - t0)
+                # its own figure: a worker's restart is not a node's catch-up
+                res.worker_back_s.append(time.monotonic() - killed)
                 res.perturbations[kind] = res.perturbations.get(kind, 0) + 1
                 res.workers_caught_busy += busy
                 log(
                     f"[{i}] {kind:12s} {w.name} ({'busy' if busy else 'idle'}): serving again "
-                    f"after {res.catch_up_s[-1]:.1f}s"
+                    f"{res.worker_back_s[-1]:.1f}s after the kill"
                 )
                 continue
             victim = rng.choice(pool)
