@@ -31,8 +31,10 @@ At the end, with the load stopped:
 - every tx that got a hash back from CheckTx is in every node's block store (lost tx = 0);
 - the recipient's balance equals the sum of the committed transfers (read from the blocks);
 - with workers: rounds were finalized; no honest participant was judged ``fraud`` or
-  ``rejected`` and no vote an honest verifier opened was slashed (a worker killed across a
-  deadline may miss that duty: a missed commit, reveal or vote is counted, with its slash).
+  ``rejected`` and no valid or invalid vote an honest verifier opened was slashed (a worker
+  killed across a deadline may miss that duty: a missed commit, reveal or vote is counted, with
+  its slash, and so is an unavailable vote on a provider whose worker was down, which costs
+  what silence costs).
 
 ``run_storm`` is also what tests/testnet/test_chaos.py runs with a handful of perturbations.
 """
@@ -404,6 +406,7 @@ def round_stats(rounds: list[dict[str, Any]], honest: set[str]) -> dict[str, Any
     wrong: list[str] = []
     missed_slash = 0
     silent_votes = 0
+    unavailable_votes = 0
     for r in done:
         for p in r["participants"]:
             outcomes[p["outcome"]] = outcomes.get(p["outcome"], 0) + 1
@@ -414,7 +417,11 @@ def round_stats(rounds: list[dict[str, Any]], honest: set[str]) -> dict[str, Any
             for v in (p.get("challenge") or {}).get("verifiers", []):
                 if v["address"] not in honest:
                     continue
-                if v["voted"] and v["slashed"]:
+                if v.get("unavailable"):  # could not fetch (e.g. the provider's worker was
+                    # down): what silence costs, at most (jobs README *Unavailable votes*)
+                    unavailable_votes += 1
+                    missed_slash += v["slashed"]
+                elif v["voted"] and v["slashed"]:
                     wrong.append(
                         f"round {r['round']}: honest verifier {v['address']} slashed for an "
                         f"opened vote on {p['address']}"
@@ -426,6 +433,7 @@ def round_stats(rounds: list[dict[str, Any]], honest: set[str]) -> dict[str, Any
         "rounds_finalized": len(done),
         "outcomes": dict(sorted(outcomes.items())),
         "silent_verifier_seats": silent_votes,
+        "unavailable_votes": unavailable_votes,
         "slashed_for_missed_duties_uloco": missed_slash,
         "wrong_verdicts": wrong,
     }

@@ -232,7 +232,11 @@ class World:
                         a = self.actors.get(v.address)
                         if a and v.panel == panel and not v.vote_hash:
                             choice = a.vote(self, jid, r, p)
-                            if choice is not None:
+                            if choice == mk.UNAVAILABLE:
+                                commit, open_ = mk.unavailable_vote_msgs(r, p.address, v.address)
+                                m.pending_votes[(jid, r.round, p.address, v.address)] = open_
+                                out.append((m.key(v.address), commit))
+                            elif choice is not None:
                                 commit, open_ = mk.vote_msgs(
                                     r,
                                     p.address,
@@ -360,6 +364,23 @@ class FalseAccuser(Actor):
             if target.address in w.actors and isinstance(w.actors[target.address], FalseAccuser)
             else (False, 0)
         )
+
+
+class UnavailableAccuser(FalseAccuser):
+    """A coalition member that, instead of a false fraud claim, says "unavailable" on every honest
+    target (jobs README *Unavailable votes*: counted invalid, costs what silence costs when the
+    work is accepted): cheaper per seat than a false invalid vote, and never re-executes."""
+
+    def vote(self, w, job, r, target):
+        claim = super().vote(w, job, r, target)
+        return None if claim is None else mk.UNAVAILABLE
+
+
+class AlwaysUnavailable(Actor):
+    """A lazy verifier that never fetches nor re-executes and always votes "unavailable"."""
+
+    def vote(self, w, job, r, target):
+        return mk.UNAVAILABLE
 
 
 class Coverer(Actor):
@@ -740,6 +761,21 @@ def rows(seeds: int, rounds: int, long_rounds: int = 1_000) -> list[Row]:
                 n_honest=20,
             )
         )
+    for share, n in ((10, 2), (33, 7), (50, 14)):
+        bond = mk.BOND * 20 * share // (100 - share) // n
+        out.append(
+            measured_row(
+                f"unavailable-claiming coalition s={share} %",
+                UnavailableAccuser,
+                seeds,
+                rounds,
+                f"{n} keys among 20 honest, vote unavailable on every honest target (counted"
+                " invalid, slashed as silence when accepted); every commitment challenged",
+                strategist_bond=max(bond, 1_000_000_000),
+                n_strategist=n,
+                n_honest=20,
+            )
+        )
     for share, n in ((33, 7), (50, 14)):
         bond = mk.BOND * 20 * share // (100 - share) // n
         out.append(
@@ -799,6 +835,18 @@ def rows(seeds: int, rounds: int, long_rounds: int = 1_000) -> list[Row]:
             rounds,
             "its probes are committed before the provider opens its own (probe root bound at"
             " commit): a guess, counted invalid, escalated, slashed as a wrong vote",
+        )
+    )
+    out.append(
+        measured_row(
+            "lazy verifier, always unavailable",
+            AlwaysUnavailable,
+            seeds,
+            rounds,
+            "never fetches nor re-executes, votes unavailable on every target; 1 provider in 9"
+            " cheats; every commitment challenged: paid nothing, slashed as silent on accepted"
+            " work",
+            others=cheater,
         )
     )
     out.append(

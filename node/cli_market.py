@@ -424,12 +424,20 @@ def read_probes(path: str, what: str = "--probe-file") -> list[list[int]]:
 
 
 def _vote_args(a: argparse.Namespace) -> tuple[Any, bytes, list[bytes], list[int] | None]:
-    """(signer, target, reached end states (exact mode), flat probes (tolerance mode) or None)."""
+    """(signer, target, reached end states (exact mode), flat probes (tolerance mode) or None).
+    --unavailable: no evidence (nothing reached)."""
     from abci_app.codec.address import from_bech32
     from node.keys import Keyring
 
+    if a.unavailable:
+        if a.valid or a.invalid or a.evidence or a.probes or a.quality:
+            raise UsageError(
+                "--unavailable is a vote of its own: give none of --valid, --invalid, --quality,"
+                " --evidence, --probes with it"
+            )
+        return Keyring(Path(a.home)).get(a.from_key).signer, from_bech32(a.target), [], None
     if a.valid == a.invalid:
-        raise UsageError("give exactly one of --valid or --invalid")
+        raise UsageError("give exactly one of --valid, --invalid or --unavailable")
     if bool(a.evidence) == bool(a.probes):
         raise UsageError(
             "give --evidence HEX,... (exact-mode job: the end states your re-execution reached)"
@@ -467,6 +475,8 @@ def cmd_round_verdict(a: argparse.Namespace) -> int:
                 a.quality,
                 evidence,
                 blind=probes is not None,
+                unavailable=a.unavailable,
+                panel=PANELS[a.panel],
             )
         ],
     )
@@ -479,7 +489,16 @@ def cmd_round_reveal_vote(a: argparse.Namespace) -> int:
         a.from_key,
         [
             build_reveal_vote(
-                signer, a.job_id, a.round, target, a.valid, a.quality, reached, probes=probes
+                signer,
+                a.job_id,
+                a.round,
+                target,
+                a.valid,
+                a.quality,
+                reached,
+                probes=probes,
+                unavailable=a.unavailable,
+                panel=PANELS[a.panel],
             )
         ],
     )
@@ -764,12 +783,27 @@ LIST_FLAGS = (
     A("--limit", type=U64, default=100),
     A("--from", dest="legacy_page_from", default=None, help=argparse.SUPPRESS),
 )
+PANELS = {"first": 0, "appeal": 1, "final": 2}
 VOTE_ARGS = (
     JOB_ID,
     ROUND,
     A("target", metavar="TARGET"),
     A("--valid", action="store_true"),
     A("--invalid", action="store_true"),
+    A(
+        "--unavailable",
+        action="store_true",
+        help="you could not fetch the target's revealed states (counted invalid; if the work is"
+        " accepted it costs what silence costs, never a wrong vote's slash: jobs README"
+        " *Unavailable votes*); no --evidence/--probes",
+    ),
+    A(
+        "--panel",
+        choices=tuple(PANELS),
+        default="first",
+        help="the panel you vote in on this target (default first); it is in the vote's salt:"
+        " give the same at verdict and reveal-vote",
+    ),
     A("--quality", type=U32, default=0, help="0..10000"),
     A(
         "--evidence",

@@ -573,13 +573,20 @@ def build_reveal_from_trace(
     )
 
 
-def vote_salt(signer: Any, job_id: int, round_: int, target: bytes) -> bytes:
+def vote_salt(signer: Any, job_id: int, round_: int, target: bytes, panel: int = 0) -> bytes:
     """The salt of a secret vote, derived from the voter's key (an ed25519 signature is
-    deterministic): ``verdict`` and ``reveal-vote`` compute the same one, nobody else can."""
+    deterministic): ``verdict`` and ``reveal-vote`` compute the same one, nobody else can.
+    ``panel`` (0 first, 1 appeal, 2 final) is in it: a verifier seated on the same target in two
+    panels opens its first vote (and salt) before it commits the later one, whose hash would
+    otherwise be guessable from that salt (an unavailable vote's, byte for byte)."""
     import hashlib
 
     sig = signer.sign(
-        b"loconet/vote-salt/v1" + job_id.to_bytes(8, "big") + round_.to_bytes(8, "big") + target
+        b"loconet/vote-salt/v1"
+        + job_id.to_bytes(8, "big")
+        + round_.to_bytes(8, "big")
+        + target
+        + (bytes((panel,)) if panel else b"")
     )
     return hashlib.sha256(sig).digest()
 
@@ -594,15 +601,32 @@ def build_verdict(
     evidence: bytes,
     *,
     blind: bool = False,
+    unavailable: bool = False,
+    panel: int = 0,
 ) -> Any:
     """MsgVerdict: the hash of the vote (abci_app.jobs.incentives.compute_vote_hash);
     ``blind`` (tolerance mode): of the evidence and salt only (compute_blind_vote_hash: valid and
-    quality are given when it is opened)."""
-    from abci_app.jobs.incentives import compute_blind_vote_hash, compute_vote_hash
+    quality are given when it is opened). ``unavailable`` (either mode): the vote that the
+    revealed states could not be fetched (valid, quality and evidence are then ignored: it
+    commits to invalid, 0 and incentives.UNAVAILABLE_EVIDENCE). ``panel``: the voter's panel on
+    this target (0 first, 1 appeal, 2 final), in the salt (``vote_salt``)."""
+    from abci_app.jobs.incentives import (
+        UNAVAILABLE_EVIDENCE,
+        compute_blind_vote_hash,
+        compute_vote_hash,
+    )
     from abci_app.pb import jobs_pb2, tx_pb2
 
+    if unavailable:
+        salt = vote_salt(signer, job_id, round_, target, panel)
+        h = compute_vote_hash(
+            job_id, round_, target, signer.address, False, 0, UNAVAILABLE_EVIDENCE, salt, True
+        )
+        return tx_pb2.Msg(
+            verdict=jobs_pb2.MsgVerdict(job_id=job_id, round=round_, target=target, vote_hash=h)
+        )
     if blind:
-        salt = vote_salt(signer, job_id, round_, target)
+        salt = vote_salt(signer, job_id, round_, target, panel)
         h = compute_blind_vote_hash(job_id, round_, target, signer.address, evidence, salt)
         return tx_pb2.Msg(
             verdict=jobs_pb2.MsgVerdict(job_id=job_id, round=round_, target=target, vote_hash=h)
@@ -616,7 +640,7 @@ def build_verdict(
         valid,
         q,
         evidence,
-        vote_salt(signer, job_id, round_, target),
+        vote_salt(signer, job_id, round_, target, panel),
     )
     return tx_pb2.Msg(
         verdict=jobs_pb2.MsgVerdict(job_id=job_id, round=round_, target=target, vote_hash=h)
@@ -632,16 +656,31 @@ def build_reveal_vote(
     quality: int,
     reached: Sequence[bytes],
     probes: Sequence[int] | None = None,
+    *,
+    unavailable: bool = False,
+    panel: int = 0,
 ) -> Any:
     """MsgRevealVote opening what ``build_verdict`` committed with the same arguments: the end
     states the re-execution reached (one per opened segment, segment order) and their digest
     ``compute_evidence(reached)``, the ``evidence`` the vote hash committed to. ``probes``
     (tolerance mode, a blind vote): the flat probes of the reached states instead, evidence
-    ``compute_probe_evidence(probes)``."""
-    from abci_app.jobs.incentives import compute_evidence
+    ``compute_probe_evidence(probes)``. ``unavailable``: opens an unavailable vote (invalid,
+    quality 0, nothing reached, no probes, evidence incentives.UNAVAILABLE_EVIDENCE)."""
+    from abci_app.jobs.incentives import UNAVAILABLE_EVIDENCE, compute_evidence
     from abci_app.jobs.probe import compute_probe_evidence
     from abci_app.pb import jobs_pb2, tx_pb2
 
+    if unavailable:
+        return tx_pb2.Msg(
+            reveal_vote=jobs_pb2.MsgRevealVote(
+                job_id=job_id,
+                round=round_,
+                target=target,
+                evidence=UNAVAILABLE_EVIDENCE,
+                salt=vote_salt(signer, job_id, round_, target, panel),
+                unavailable=True,
+            )
+        )
     tolerance = probes is not None
     return tx_pb2.Msg(
         reveal_vote=jobs_pb2.MsgRevealVote(
@@ -653,7 +692,7 @@ def build_reveal_vote(
             evidence=compute_probe_evidence(list(probes or []))
             if tolerance
             else compute_evidence(list(reached)),
-            salt=vote_salt(signer, job_id, round_, target),
+            salt=vote_salt(signer, job_id, round_, target, panel),
             reached=[] if tolerance else list(reached),
             probes=list(probes or []),
         )

@@ -146,9 +146,12 @@ def round_table(r: dict[str, Any]) -> str:
         votes = "-"
         if ch:
             vs = ch["verifiers"]
+            na = sum(bool(v["voted"] and v.get("unavailable")) for v in vs)
             votes = (
                 f"{sum(v['voted'] and v['valid'] for v in vs)}✓"
-                f"{sum(v['voted'] and not v['valid'] for v in vs)}✗/{len(vs)}"
+                f"{sum(v['voted'] and not v['valid'] for v in vs) - na}✗"
+                + (f"{na}?" if na else "")
+                + f"/{len(vs)}"
                 + ("↑" if p.get("escalated") else "")
             )
         seg = str(ch["segment"]) if ch else "-"

@@ -91,8 +91,16 @@ def end_opened(job_id: int, round_: int, provider: bytes, segment: int) -> abci.
 
 
 def verdict_posted(
-    job_id: int, round_: int, verifier: bytes, target: bytes, valid: bool, quality: int
+    job_id: int,
+    round_: int,
+    verifier: bytes,
+    target: bytes,
+    valid: bool,
+    quality: int,
+    *,
+    unavailable: bool = False,
 ) -> abci.Event:
+    """A vote opened; ``unavailable``: the verifier could not fetch the revealed states."""
     return event(
         "verdict.posted",
         job_id=job_id,
@@ -101,6 +109,7 @@ def verdict_posted(
         provider=to_bech32(target),
         valid=valid,
         quality=quality,
+        unavailable=unavailable,
     )
 
 

@@ -3,6 +3,7 @@ functions over integers and records; ``rounds.py`` and ``msgs.py`` apply them.
 
     compute_vote_hash          secret votes: MsgVerdict commits to this, MsgRevealVote opens it
     compute_blind_vote_hash    tolerance mode: the vote commits to its probe evidence only
+    UNAVAILABLE_EVIDENCE       an unavailable vote's evidence (compute_evidence of nothing)
     compute_evidence           the digest of the end states a verifier's re-execution reached
     compute_end_leaves         the committed trace leaf hash of each opened segment's end
     is_reached_valid           a vote is valid <=> every reached end state is its committed leaf
@@ -46,17 +47,22 @@ def compute_vote_hash(
     quality: int,
     evidence: bytes,
     salt: bytes,
+    unavailable: bool = False,
 ) -> bytes:
-    """sha256(DOMAIN | u64 job | u64 round | target (20) | verifier (20) | valid (1 byte) |
-    u32 quality | evidence (32) | salt (32)). The verifier's address is inside: a copied hash
-    cannot be opened by anyone else, and the salt keeps the two-valued vote unguessable."""
+    """sha256(DOMAIN | u64 job | u64 round | target (20) | verifier (20) | vote (1 byte: 0
+    invalid, 1 valid, 2 unavailable) | u32 quality | evidence (32) | salt (32)). The verifier's
+    address is inside: a copied hash cannot be opened by anyone else, and the salt keeps the vote
+    unguessable. ``unavailable`` (README *Unavailable votes*) is committed with the vote, so an
+    invalid vote cannot be reopened as "unavailable" once the others' votes are seen."""
+    if unavailable and valid:
+        raise ValueError("an unavailable vote is not valid")
     return hashlib.sha256(
         VOTE_DOMAIN
         + u64_key(job_id)
         + u64_key(round_)
         + target
         + verifier
-        + (b"\x01" if valid else b"\x00")
+        + (b"\x02" if unavailable else b"\x01" if valid else b"\x00")
         + quality.to_bytes(4, "big")
         + evidence
         + salt
@@ -80,6 +86,10 @@ def compute_evidence(end_state_hashes: list[bytes]) -> bytes:
     vote must carry exactly this for the target's opened segments; an invalid vote anything else
     (the states its re-execution reached)."""
     return hashlib.sha256(EVIDENCE_DOMAIN + b"".join(end_state_hashes)).digest()
+
+
+# the evidence of an unavailable vote: nothing was reached (MsgRevealVote.unavailable)
+UNAVAILABLE_EVIDENCE = hashlib.sha256(EVIDENCE_DOMAIN).digest()
 
 
 def compute_expected_evidence(p: jobs_pb2.Participant) -> bytes:

@@ -42,6 +42,7 @@ from abci_app.jobs.errors import (
     ErrWrongSegment,
 )
 from abci_app.jobs.incentives import (
+    UNAVAILABLE_EVIDENCE,
     compute_blind_vote_hash,
     compute_evidence,
     compute_hidden_entries,
@@ -762,6 +763,9 @@ def process_msg_reveal_vote(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealVote
         raise ErrInvalidQuality(f"quality must be 0..{MAX_QUALITY}")
     _hash32(msg.evidence, "evidence")
     _hash32(msg.salt, "salt")
+    if msg.unavailable:
+        _open_unavailable_vote(ctx, signer, msg, r, v)
+        return
     want = (
         compute_blind_vote_hash(msg.job_id, msg.round, msg.target, signer, msg.evidence, msg.salt)
         if tolerance
@@ -813,6 +817,41 @@ def process_msg_reveal_vote(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealVote
     v.quality = msg.quality if msg.valid else 0
     keeper.set_round(ctx.store, r)
     ctx.emit(events.verdict_posted(msg.job_id, r.round, signer, msg.target, msg.valid, v.quality))
+
+
+def _open_unavailable_vote(
+    ctx: Ctx,
+    signer: bytes,
+    msg: jobs_pb2.MsgRevealVote,
+    r: jobs_pb2.Round,
+    v: jobs_pb2.VerifierAssignment,
+) -> None:
+    """Opens a vote committed as "unavailable" (README *Unavailable votes*), in either
+    determinism mode: valid false, quality 0, nothing reached, no probes, evidence
+    incentives.UNAVAILABLE_EVIDENCE, and the committed hash is compute_vote_hash(...,
+    unavailable=True) (so an invalid vote cannot be reopened as unavailable, nor the reverse)."""
+    if msg.valid or msg.quality or msg.reached or msg.probes:
+        raise ErrBadEvidence(
+            "an unavailable vote is invalid, with quality 0 and no reached states or probes"
+        )
+    if msg.evidence != UNAVAILABLE_EVIDENCE:
+        raise ErrBadEvidence(
+            "an unavailable vote's evidence is incentives.compute_evidence([]) (nothing reached)"
+        )
+    want = compute_vote_hash(
+        msg.job_id, msg.round, msg.target, signer, False, 0, msg.evidence, msg.salt, True
+    )
+    if want != v.vote_hash:
+        raise ErrVoteMismatch(
+            "this unavailable vote does not open the committed vote_hash: it must have been"
+            " committed as unavailable (incentives.compute_vote_hash(..., unavailable=True))"
+        )
+    v.voted, v.valid, v.unavailable, v.quality = True, False, True, 0
+    v.height, v.evidence = ctx.block.height, msg.evidence
+    keeper.set_round(ctx.store, r)
+    ctx.emit(
+        events.verdict_posted(msg.job_id, r.round, signer, msg.target, False, 0, unavailable=True)
+    )
 
 
 def check_probe_vote(t: jobs_pb2.Participant, msg: jobs_pb2.MsgRevealVote) -> None:

@@ -172,6 +172,7 @@ def _participant_json(p: jobs_pb2.Participant) -> dict[str, Any]:
                     "slashed": v.slashed,
                     "probes": list(v.probes),
                     "probe_mismatch": v.probe_mismatch,
+                    "unavailable": v.unavailable,
                 }
                 for v in p.verifiers
             ],

@@ -699,13 +699,16 @@ def process_verifier_rewards(
     """Pay the verifier share: one unit per revealed vote (any panel) on the side of the final,
     decided outcome (a tombstoned verifier is not paid; its units stay in the escrow). An audit's
     seats are first-panel verifiers and paid as such: V is the owner's budget for verification,
-    split over the units of the votes that did the work."""
+    split over the units of the votes that did the work, so an unavailable vote (nothing
+    re-executed) is paid nothing, whatever the outcome."""
     majority_votes: list[tuple[bytes, int]] = []
     for p in r.participants:
         if p.challenged and p.outcome in DECIDED and p.verifiers:
             want_valid = p.outcome == jobs_pb2.OUTCOME_ACCEPTED
             majority_votes.extend(
-                (v.address, 1) for v in p.verifiers if v.voted and v.valid == want_valid
+                (v.address, 1)
+                for v in p.verifiers
+                if v.voted and not v.unavailable and v.valid == want_valid
             )
     for addr, amount in compute_shares(job.verifier_reward_per_round, majority_votes):
         if providers.is_tombstoned(ctx.store, addr):
@@ -766,10 +769,13 @@ def process_participant_penalties(ctx: Ctx, providers: ProviderKeeper, r: jobs_p
             p.reputation_delta = _set_rep(ctx, providers, p.address, 0, "missed_reveal")
             providers.jail(ctx, p.address, "missed_reveal")
         elif p.outcome == jobs_pb2.OUTCOME_FRAUD:
-            provers = [
+            provers = [  # an unavailable vote proved nothing: no share of the bounty
                 (v.address, v.stake)
                 for v in p.verifiers
-                if v.voted and not v.valid and not providers.is_tombstoned(ctx.store, v.address)
+                if v.voted
+                and not v.valid
+                and not v.unavailable
+                and not providers.is_tombstoned(ctx.store, v.address)
             ]
             res = providers.slash(
                 ctx,
@@ -812,7 +818,8 @@ def compute_claimed_bounty(
     providers: ProviderKeeper, ctx: Ctx, p: jobs_pb2.Participant
 ) -> dict[bytes, int]:
     """What each invalid voter on ``p`` would have been paid as fraud bounty had its claim won:
-    floor(fraud slash x bounty_bps) split by stake (rewards.compute_shares)."""
+    floor(fraud slash x bounty_bps) split by stake (rewards.compute_shares). An unavailable vote
+    claims nothing (it is never a bounty winner: ``process_verifier_accountability``)."""
     params = get_params(ctx.store)
     prov = providers.get_provider(ctx.store, p.address)
     total = prov.bond + prov.unbonding if prov else 0
@@ -820,7 +827,12 @@ def compute_claimed_bounty(
     bounty = fraud * params.fraud_bounty_bps // BPS
     return dict(
         compute_shares(
-            bounty, [(v.address, v.stake) for v in p.verifiers if v.voted and not v.valid]
+            bounty,
+            [
+                (v.address, v.stake)
+                for v in p.verifiers
+                if v.voted and not v.valid and not v.unavailable
+            ],
         )
     )
 
@@ -849,7 +861,13 @@ def process_verifier_accountability(ctx: Ctx, providers: ProviderKeeper, r: jobs
       always costs more than it could have won); ``fraud_bounty_bps`` of the slash goes to the
       winning voters by stake, the rest is burned; loses reputation;
     - against a rejected verdict (too few voters to prove anything): loses reputation only;
-    - an undecided outcome moves only the silent."""
+    - an undecided outcome moves only the silent;
+    - an unavailable vote ("I could not fetch the revealed states", README *Unavailable votes*)
+      counted as invalid in the tally: it gains nothing (no bounty, no pay: it proved nothing);
+      when the final verdict accepts it is judged as silence (the liveness slash and
+      reputation), never as a wrong vote; otherwise (fraud, rejected, undecided) it loses
+      nothing, as an invalid vote there. A provider that serves every verifier but one can then
+      cost that one the liveness slash, not 10 %."""
     params = get_params(ctx.store)
     jid, rn = r.job_id, r.round
     paid = compute_verifier_paid(r)
@@ -864,6 +882,7 @@ def process_verifier_accountability(ctx: Ctx, providers: ProviderKeeper, r: jobs
             (v.address, v.stake)
             for v in p.verifiers
             if v.voted
+            and not v.unavailable
             and v.valid == want_valid
             and not providers.is_tombstoned(ctx.store, v.address)
         ]
@@ -875,8 +894,10 @@ def process_verifier_accountability(ctx: Ctx, providers: ProviderKeeper, r: jobs
         for v in p.verifiers:
             rep = providers.get_reputation(ctx.store, v.address)
             reason = ""
-            if not v.voted:
-                reason = "verifier_silent"
+            if v.unavailable and p.outcome != jobs_pb2.OUTCOME_ACCEPTED:
+                continue  # not refuted (invalid prevailed, or nothing did): nothing either way
+            if not v.voted or v.unavailable:
+                reason = "verifier_unavailable" if v.unavailable else "verifier_silent"
                 res = providers.slash(
                     ctx,
                     v.address,

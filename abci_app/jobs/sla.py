@@ -183,8 +183,9 @@ def record_ends_deadline(
 def record_finalized(store: CacheKV, r: jobs_pb2.Round, height: int) -> None:
     """At the finalize, after payouts and penalties: verdicts on revealed challenges, the attest
     duty of accepted participants (kept when it attested in the window, whatever the quorum:
-    the figure is its own conduct), verifier seats on revealed challenges (voted = kept), and
-    the round's payouts and slashes by address."""
+    the figure is its own conduct), verifier seats on revealed challenges (voted = kept, but an
+    unavailable vote on work the verdict accepted is not), and the round's payouts and slashes
+    by address."""
     b = _Batch(store, height)
     for p in r.participants:
         revealed = p.challenged and p.outcome != jobs_pb2.OUTCOME_MISSED_REVEAL
@@ -199,9 +200,12 @@ def record_finalized(store: CacheKV, r: jobs_pb2.Round, height: int) -> None:
             b.duty(p.address, kept)
         if revealed:
             for v in p.verifiers:
+                # an unavailable vote kept the duty unless the verdict refuted it (accepted: it
+                # is slashed as silence, jobs README *Unavailable votes*)
+                kept = v.voted and not (v.unavailable and p.outcome == jobs_pb2.OUTCOME_ACCEPTED)
                 b.add(v.address, "verifier_assigned")
-                b.add(v.address, "verifier_voted", int(v.voted))
-                b.duty(v.address, v.voted)
+                b.add(v.address, "verifier_voted", int(kept))
+                b.duty(v.address, kept)
     kinds = {
         "participant": "earned_participant",
         "verifier": "earned_verifier",

@@ -61,7 +61,11 @@ def provider_record(address: str, jobs: list[dict[str, Any]]) -> dict[str, Any]:
                                 "job": j["id"],
                                 "round": r["round"],
                                 "role": "verifier of " + p["address"][:12] + "…",
-                                "outcome": ("voted " + ("valid" if v["valid"] else "invalid"))
+                                "outcome": (
+                                    "voted unavailable"
+                                    if v.get("unavailable")
+                                    else "voted " + ("valid" if v["valid"] else "invalid")
+                                )
                                 if v["voted"]
                                 else "silent",
                                 "reward": 0,

@@ -49,7 +49,12 @@ from typing import Any
 
 from abci_app.codec.address import from_bech32
 from abci_app.jobs.errors import ErrCannotDecline, ErrDuplicate, ErrWrongPhase
-from abci_app.jobs.incentives import compute_evidence, compute_hidden_entries, mask_trace
+from abci_app.jobs.incentives import (
+    UNAVAILABLE_EVIDENCE,
+    compute_evidence,
+    compute_hidden_entries,
+    mask_trace,
+)
 from abci_app.merkle import bound_update_leaves, merkle_root
 from node.market_msgs import (
     build_attest,
@@ -147,6 +152,17 @@ def _record_training(steps: int, seconds: float, loss: float) -> None:
     m = worker_metrics()
     for _ in range(max(steps, 0)):
         m.step(loss, seconds / max(steps, 1))
+
+
+def unavailable_vote(why: str) -> tuple[bool, int, list[bytes], str]:
+    """``judge``'s answer when the revealed states cannot be fetched: invalid, quality 0 and
+    nothing reached (a vote that re-executed always names one state per opened segment), sent
+    as MsgRevealVote.unavailable."""
+    return False, 0, [], why
+
+
+def is_unavailable_vote(vote: tuple[bool, int, list[bytes], str]) -> bool:
+    return not vote[0] and not vote[2]
 
 
 @dataclass
@@ -915,17 +931,21 @@ class ProviderWorker:
         if vote is None:
             return  # states not fetched yet: retried on a later block
         valid, q, reached, why = vote
+        unavailable = is_unavailable_vote(vote)
         votes = dict(self.progress.round(jid, rn).get("votes", {}))
         votes[target] = {
             "valid": valid,
             "quality": q,
             "reached": [x.hex() for x in reached],
             "why": why,
+            "unavailable": unavailable,
         }
         probes = self._probes.pop((jid, rn, target), None)
-        if probes is None and self._plans[jid].tolerance is not None:
+        if probes is None and self._plans[jid].tolerance is not None and not unavailable:
             probes = self._no_probes(t)  # nothing re-executed (an early refusal): a guess
-        if probes is not None:  # tolerance mode: a blind vote on the probes reached
+        if unavailable:  # either mode: nothing reached, nothing to probe
+            probes, evidence = None, UNAVAILABLE_EVIDENCE
+        elif probes is not None:  # tolerance mode: a blind vote on the probes reached
             from abci_app.jobs.probe import compute_probe_evidence
 
             votes[target]["probes"] = probes
@@ -943,6 +963,8 @@ class ProviderWorker:
                 q,
                 evidence,
                 blind=probes is not None,
+                unavailable=unavailable,
+                panel=PANEL_OF[r["phase"]][0],
             )
         )
         self.stats.votes += 1
@@ -951,7 +973,7 @@ class ProviderWorker:
             jid,
             rn,
             target,
-            "VALID" if valid else "INVALID",
+            "UNAVAILABLE" if unavailable else "VALID" if valid else "INVALID",
             q,
             why,
             res["height"],
@@ -970,12 +992,39 @@ class ProviderWorker:
             vote = self.judge(job, r, t, height)
             if vote is None:
                 return
-            v = {"valid": vote[0], "quality": vote[1], "reached": [x.hex() for x in vote[2]]}
+            v = {
+                "valid": vote[0],
+                "quality": vote[1],
+                "reached": [x.hex() for x in vote[2]],
+                "unavailable": is_unavailable_vote(vote),
+            }
             probes = self._probes.pop((jid, rn, target), None)
             if probes is None and self._plans[jid].tolerance is not None:
                 probes = self._no_probes(t)
-            if probes is not None:
+            if probes is not None and not v["unavailable"]:
                 v["probes"] = probes
+        if v.get("unavailable"):
+            res = self._send(
+                build_reveal_vote(
+                    self.key.signer,
+                    jid,
+                    rn,
+                    from_bech32(target),
+                    False,
+                    0,
+                    [],
+                    unavailable=True,
+                    panel=PANEL_OF[r["phase"]][0],
+                )
+            )
+            log.info(
+                "round %d/%d: vote on %s opened: UNAVAILABLE at height %d",
+                jid,
+                rn,
+                target,
+                res["height"],
+            )
+            return
         valid = bool(v["valid"])
         lazy = self.cfg.behaviour == "lazy-verifier"  # checks nothing: the chain catches it
         if "probes" in v and valid and not lazy:  # tolerance mode: judge the opened ends first
@@ -995,6 +1044,7 @@ class ProviderWorker:
                 int(v["quality"]),
                 [bytes.fromhex(x) for x in v["reached"]],
                 probes=v.get("probes"),
+                panel=PANEL_OF[r["phase"]][0],
             )
         )
         log.info(
@@ -1122,8 +1172,10 @@ class ProviderWorker:
         re-execution yields it), in tolerance mode the revealed one the re-execution is within
         tolerance of; when invalid, hashes that differ. The vote commits to
         abci_app.jobs.incentives.compute_evidence(reached). None while the blobs cannot be
-        fetched (a few tries); then INVALID: revealing commits the provider to serving its trace
-        list, entries 0 and H/k, the opened states and its payload."""
+        fetched (until VOTE_INVALID_MARGIN_BLOCKS before the panel's window ends); then an
+        UNAVAILABLE vote (``unavailable_vote``: invalid with nothing reached; jobs README
+        *Unavailable votes*): it convicts a provider that serves nobody, and costs this verifier
+        at most the liveness slash if the provider served the others (framing)."""
         from abci_app.merkle import hash_leaf
         from node.blobs import BlobError
         from node.worker import ml
@@ -1232,10 +1284,7 @@ class ProviderWorker:
             last_chance = height >= int(end or w["verdict_end"]) - VOTE_INVALID_MARGIN_BLOCKS
             if not last_chance:
                 raise
-            return invalid(
-                f"revealed blobs unavailable ({nf} tries): {e}",
-                [hashlib.sha256(b"unavailable").digest()],
-            )
+            return unavailable_vote(f"revealed blobs unavailable ({nf} tries): {e}")
         except (
             ValueError,
             PayloadError,

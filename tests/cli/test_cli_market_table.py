@@ -177,3 +177,19 @@ def test_tolerance_mode_cli_builds_probes(tmp_path):
     )
     with pytest.raises(market_msgs.UsageError, match="--probes"):
         cli_market._vote_args(a)
+
+
+def test_verdict_unavailable_and_panel_flags():
+    """tx round verdict/reveal-vote --unavailable (jobs README *Unavailable votes*) is a vote of
+    its own: combined with --valid/--invalid/--quality/--evidence/--probes it is refused naming
+    the fix; --panel (first/appeal/final) picks the salt both commands derive."""
+    base = ["tx", "round", "verdict", "1", "0", "loco1x", "--from", "bob", "--home", "h"]
+    a = build_parser().parse_args(base + ["--unavailable", "--panel", "final"])
+    assert a.unavailable and cli_market.PANELS[a.panel] == 2
+    assert build_parser().parse_args(base + ["--valid"]).panel == "first"
+    for extra in (["--valid"], ["--invalid"], ["--quality", "5"], ["--evidence", "00" * 32]):
+        bad = build_parser().parse_args(base + ["--unavailable", *extra])
+        with pytest.raises(market_msgs.UsageError, match="--unavailable is a vote of its own"):
+            cli_market._vote_args(bad)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(base + ["--unavailable", "--panel", "second"])

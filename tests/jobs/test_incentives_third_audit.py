@@ -122,9 +122,10 @@ def _first_panel(m) -> list[bytes]:
 
 def test_data_withholding_after_reveal():
     """A provider that commits and reveals on chain but never serves the revealed states: no
-    verifier of any panel can re-execute, each votes invalid (node/worker does so after
-    failed fetches until near its window's end), and the final panel convicts it: it loses
-    what fraud costs (half its bond, jailed), against +1 slot (1,000,000 uloco) for serving."""
+    verifier of any panel can re-execute, each votes invalid, and the final panel convicts it:
+    it loses what fraud costs (half its bond, jailed), against +1 slot (1,000,000 uloco) for
+    serving. (node/worker votes *unavailable* instead, which convicts it the same way:
+    test_unavailable_votes.py.)"""
     m, target = _one_challenge()
     before = wealth(m, target)
     run_job(m, 1, vote=lambda v, t: (False, 0))
@@ -143,8 +144,9 @@ def test_data_withholding_after_reveal_when_verifiers_stay_silent():
     withholder only forgoes its slot (slashed 0, reputation kept), while each of the 7 other
     providers, seated twice (a first or appeal panel and the final panel), is slashed the
     liveness fraction twice (-39,800,000 uloco: 1 % of its bond, then 1 % of what is left) and
-    loses reputation. Open (README *Third audit*): cheaper than fraud for the provider, paid by
-    the verifiers, but only if they abandon the protocol's invalid vote, which convicts it."""
+    loses reputation. Cheaper than fraud for the provider, paid by the verifiers, but only if
+    they abandon both the invalid vote and the unavailable vote, either of which convicts it
+    (README *Unavailable votes*: silence is dominated)."""
     m, target = _one_challenge()
     before = {k.address: wealth(m, k.address) for k in m.providers}
     rep = {k.address: m.provider(k.address).reputation for k in m.providers}
@@ -162,12 +164,13 @@ def test_data_withholding_after_reveal_when_verifiers_stay_silent():
 
 
 def test_selective_serving_frames_one_verifier():
-    """Remaining limit (data availability is not attributable): a provider serves its revealed
-    states to every verifier but one. That one cannot re-execute and votes invalid; the others
-    and the appeal panel accept; the framed verifier is slashed as a wrong vote on accepted work
-    (10 % of its bond, at least the bounty it would have claimed + 1) while the provider is paid
-    its full slot: the provider spends nothing. Measured here: framed verifier -200,000,001 uloco,
-    provider +1 slot (1,000,000), as in honest play."""
+    """Data availability is not attributable: a provider serves its revealed states to every
+    verifier but one. If that one votes *invalid*, the others and the appeal panel accept and it
+    is slashed as a wrong vote on accepted work (10 % of its bond, at least the bounty it would
+    have claimed + 1) while the provider is paid its full slot: framer spends nothing. Measured
+    here: framed verifier -200,000,001 uloco, provider +1 slot (1,000,000), as in honest play.
+    Why node/worker votes *unavailable* instead, which bounds this to the liveness slash:
+    test_unavailable_votes.py."""
     m, target = _one_challenge()
     before = {k.address: wealth(m, k.address) for k in m.providers}
     victim: list[bytes] = []

@@ -10,6 +10,7 @@ from typing import Any
 from abci_app.codec.tx import Ed25519Signer
 from abci_app.jobs import keeper as jobs_keeper
 from abci_app.jobs.incentives import (
+    UNAVAILABLE_EVIDENCE,
     compute_blind_vote_hash,
     compute_evidence,
     compute_hidden_entries,
@@ -402,6 +403,24 @@ def vote_msgs(
     )
 
 
+# a ``vote`` callback's answer for "I could not fetch the revealed states"
+# (MsgRevealVote.unavailable)
+UNAVAILABLE = "unavailable"
+
+
+def unavailable_vote_msgs(
+    r: jobs_pb2.Round, target: bytes, verifier: bytes
+) -> tuple[tx_pb2.Msg, tx_pb2.Msg]:
+    """(MsgVerdict, MsgRevealVote) of an unavailable vote on ``target`` (either mode)."""
+    salt = vote_salt(verifier, r.job_id, r.round, target)
+    hsh = compute_vote_hash(
+        r.job_id, r.round, target, verifier, False, 0, UNAVAILABLE_EVIDENCE, salt, True
+    )
+    opening = reveal_vote_msg(r.job_id, r.round, target, False, 0, UNAVAILABLE_EVIDENCE, salt)
+    opening.reveal_vote.unavailable = True
+    return verdict_msg(r.job_id, r.round, target, hsh), opening
+
+
 def attest_msg(job_id: int, round_: int, model_hash: bytes) -> tx_pb2.Msg:
     return tx_pb2.Msg(
         attest_model=jobs_pb2.MsgAttestModel(job_id=job_id, round=round_, model_hash=model_hash)
@@ -533,7 +552,8 @@ def actors_block(
 ) -> abci.ResponseFinalizeBlock:
     """One block in which every drawn provider does its duty for every live round of the job,
     except as told: ``vote(verifier, target) -> (valid, quality[, diligent[, noise_ppm]]) | None``
-    (None = silent; diligent False = a lazy verifier's evidence, whose opening may be refused;
+    | UNAVAILABLE (None = silent; UNAVAILABLE = an unavailable vote; diligent False = a lazy
+    verifier's evidence, whose opening may be refused;
     noise_ppm: how far a diligent tolerance-mode probe is off the provider's; asked
     once per assignment, first panel in the verdict window, appeal panel in the appeal window,
     final panel in the final window; the vote is committed then and opened in the next window),
@@ -582,7 +602,11 @@ def actors_block(
                     for v in p.verifiers:
                         if v.panel == panel and not v.vote_hash:
                             choice = vote(v.address, p.address)
-                            if choice is not None:
+                            if choice == UNAVAILABLE:
+                                commit, open_ = unavailable_vote_msgs(r, p.address, v.address)
+                                m.pending_votes[(job_id, r.round, p.address, v.address)] = open_
+                                txs.append((m.key(v.address), commit))
+                            elif choice is not None:
                                 extra = list(choice[2:])
                                 commit, open_ = vote_msgs(
                                     r,

@@ -302,8 +302,10 @@ def test_island_round_is_judged_by_a_single_process_verifier(tmp_path, behaviour
 
 def test_unavailable_blobs_are_retried_until_the_acting_panels_window_ends(tmp_path):
     """A fetch failure is retried while the window the verifier's panel commits in is open (the
-    appeal and final panels vote long after verdict_end); at its last block the vote is INVALID."""
+    appeal and final panels vote long after verdict_end); near its last block the vote is
+    UNAVAILABLE."""
     from node.blobs import BlobError
+    from node.worker import worker as wk
 
     def unavailable(h: str) -> bytes:
         raise BlobError(f"{h[:8]} unavailable")
@@ -330,10 +332,14 @@ def test_unavailable_blobs_are_retried_until_the_acting_panels_window_ends(tmp_p
         # crashed provider that restarts inside the window is still verified)
         with pytest.raises(BlobError):
             ver.judge(JOB, dict(r, phase="final", participants=[target]), target, height=h)
-    valid, _q, _reached, why = ver.judge(  # 2 blocks before the end: the vote must still land
+    vote = ver.judge(  # 2 blocks before the end: the vote must still land
         JOB, dict(r, phase="final", participants=[target]), target, height=178
     )
+    valid, _q, reached, why = vote
     assert not valid and "unavailable (6 tries)" in why
+    # an unavailable vote (nothing reached), not an invalid one: framing this verifier costs it
+    # the liveness slash at most (jobs README *Unavailable votes*)
+    assert reached == [] and wk.is_unavailable_vote(vote)
     ver._pool.shutdown(wait=True)
 
 
