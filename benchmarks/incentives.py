@@ -376,6 +376,14 @@ class UnavailableAccuser(FalseAccuser):
         return None if claim is None else mk.UNAVAILABLE
 
 
+class SilentCoalition(FalseAccuser):
+    """A coalition member that stays silent on every honest target (the griefing that was open
+    before unavailable votes: silence escalates and is slashed the liveness fraction)."""
+
+    def vote(self, w, job, r, target):
+        return None
+
+
 class AlwaysUnavailable(Actor):
     """A lazy verifier that never fetches nor re-executes and always votes "unavailable"."""
 
@@ -763,6 +771,19 @@ def rows(seeds: int, rounds: int, long_rounds: int = 1_000) -> list[Row]:
         )
     for share, n in ((10, 2), (33, 7), (50, 14)):
         bond = mk.BOND * 20 * share // (100 - share) // n
+        out.append(
+            measured_row(
+                f"silent coalition s={share} %",
+                SilentCoalition,
+                seeds,
+                rounds,
+                f"{n} keys among 20 honest, silent on every honest target (escalates, slashed the"
+                " liveness fraction); every commitment challenged",
+                strategist_bond=max(bond, 1_000_000_000),
+                n_strategist=n,
+                n_honest=20,
+            )
+        )
         out.append(
             measured_row(
                 f"unavailable-claiming coalition s={share} %",
