@@ -721,6 +721,11 @@ def main() -> int:
         unbond=not args.no_unbond,
         providers=args.providers,
     )
+
+    def _terminated(signum: int, _frame: Any) -> None:  # kill/timeout: stop the network too
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _terminated)
     with tempfile.TemporaryDirectory(prefix="loconet-chaos-") as tmp:
         d = Path(args.keep) if args.keep else Path(tmp) / "net"
         try:
