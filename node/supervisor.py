@@ -278,7 +278,8 @@ async def _run_locked(
     stopper.cancel()
     await server.stop()
     if app.snapshots is not None:
-        # lets a snapshot being written finish (else its tmp folder is dropped at the next start)
+        # abandons a snapshot being written (its tmp folder is dropped at the next start): a stop
+        # never waits for snapshots
         app.snapshots.close()
     store.close()
     if pump is not None:
