@@ -1003,29 +1003,8 @@ class ProviderWorker:
                 probes = self._no_probes(t)
             if probes is not None and not v["unavailable"]:
                 v["probes"] = probes
-        if v.get("unavailable"):
-            res = self._send(
-                build_reveal_vote(
-                    self.key.signer,
-                    jid,
-                    rn,
-                    from_bech32(target),
-                    False,
-                    0,
-                    [],
-                    unavailable=True,
-                    panel=PANEL_OF[r["phase"]][0],
-                )
-            )
-            log.info(
-                "round %d/%d: vote on %s opened: UNAVAILABLE at height %d",
-                jid,
-                rn,
-                target,
-                res["height"],
-            )
-            return
-        valid = bool(v["valid"])
+        unavailable = bool(v.get("unavailable"))  # then nothing else in the opening counts
+        valid = bool(v["valid"]) and not unavailable
         lazy = self.cfg.behaviour == "lazy-verifier"  # checks nothing: the chain catches it
         if "probes" in v and valid and not lazy:  # tolerance mode: judge the opened ends first
             verdict = self.judge_opened_ends(job, r, t, v, height)
@@ -1044,6 +1023,7 @@ class ProviderWorker:
                 int(v["quality"]),
                 [bytes.fromhex(x) for x in v["reached"]],
                 probes=v.get("probes"),
+                unavailable=unavailable,
                 panel=PANEL_OF[r["phase"]][0],
             )
         )
@@ -1052,7 +1032,7 @@ class ProviderWorker:
             jid,
             rn,
             target,
-            "VALID" if valid else "INVALID",
+            "UNAVAILABLE" if unavailable else "VALID" if valid else "INVALID",
             res["height"],
         )
 

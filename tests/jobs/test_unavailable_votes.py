@@ -32,6 +32,19 @@ from tests.kits.marketkit import (
 )
 
 
+def _one_first_panel_verifier_says(m, answer):
+    """A ``vote`` for run_job: the first first-panel verifier asked answers ``answer`` on every
+    seat it holds, everyone else votes valid; the list names that verifier once asked."""
+    chosen: list[bytes] = []
+
+    def vote(v, t):
+        if not chosen and v in set(_first_panel(m)):
+            chosen.append(v)
+        return answer if chosen and v == chosen[0] else (True, 8_000)
+
+    return vote, chosen
+
+
 def _in_verdict(exact: bool):
     m, r = job_in_phase(jobs_pb2.PHASE_VERDICT, **(EXACT if exact else {}))
     p = r.participants[0]
@@ -129,13 +142,7 @@ def test_selective_serving_costs_the_framed_verifier_the_liveness_slash_only():
     it votes invalid: test_incentives_third_audit). It is paid no verifier share."""
     m, target = _one_challenge()
     before = {k.address: wealth(m, k.address) for k in m.providers}
-    victim: list[bytes] = []
-
-    def vote(v, t):
-        if not victim and v in set(_first_panel(m)):
-            victim.append(v)
-        return UNAVAILABLE if victim and v == victim[0] else (True, 8_000)
-
+    vote, victim = _one_first_panel_verifier_says(m, UNAVAILABLE)
     run_job(m, 1, vote=vote)
     r = m.round(1, 0)
     (p,) = r.participants
@@ -176,13 +183,7 @@ def test_always_unavailable_lazy_verifier_loses_against_honest_verification():
     m, target = _one_challenge()
     before = {k.address: wealth(m, k.address) for k in m.providers}
     rep0 = {k.address: m.provider(k.address).reputation for k in m.providers}
-    lazy: list[bytes] = []
-
-    def vote(v, t):
-        if not lazy and v in set(_first_panel(m)):
-            lazy.append(v)
-        return UNAVAILABLE if v in lazy else (True, 8_000)
-
+    vote, lazy = _one_first_panel_verifier_says(m, UNAVAILABLE)
     run_job(m, 1, vote=vote)
     (p,) = m.round(1, 0).participants
     assert p.outcome == jobs_pb2.OUTCOME_ACCEPTED
@@ -237,13 +238,7 @@ def test_sla_counts_an_unavailable_vote_on_accepted_work_as_a_missed_duty():
         return get_sla(m.store, addr).verifier_voted
 
     m, target = _one_challenge()
-    victim: list[bytes] = []
-
-    def vote(v, t):
-        if not victim and v in set(_first_panel(m)):
-            victim.append(v)
-        return UNAVAILABLE if victim and v == victim[0] else (True, 8_000)
-
+    vote, victim = _one_first_panel_verifier_says(m, UNAVAILABLE)
     run_job(m, 1, vote=vote)
     (p,) = m.round(1, 0).participants
     assert p.outcome == jobs_pb2.OUTCOME_ACCEPTED
