@@ -34,7 +34,9 @@ At the end, with the load stopped:
   ``rejected`` and no valid or invalid vote an honest verifier opened was slashed (a worker
   killed across a deadline may miss that duty: a missed commit, reveal or vote is counted, with
   its slash, and so is an unavailable vote on a provider whose worker was down, which costs
-  what silence costs).
+  what silence costs; an honest provider ``rejected`` or convicted only by unavailable votes,
+  its worker down through the deciding panel's window, is listed apart: that is the rule for a
+  provider that does not serve what it revealed, which a crash cannot be told from).
 
 ``run_storm`` is also what tests/testnet/test_chaos.py runs with a handful of perturbations.
 """
@@ -407,11 +409,17 @@ def round_stats(rounds: list[dict[str, Any]], honest: set[str]) -> dict[str, Any
     missed_slash = 0
     silent_votes = 0
     unavailable_votes = 0
+    unavailable_losses: list[str] = []
     for r in done:
         for p in r["participants"]:
             outcomes[p["outcome"]] = outcomes.get(p["outcome"], 0) + 1
             if p["address"] in honest and p["outcome"] in ("fraud", "rejected"):
-                wrong.append(f"round {r['round']}: {p['address']} {p['outcome']}")
+                if _refuted_only_by_unavailability(p):
+                    # its worker was down through the deciding panel's window (a kill here): the
+                    # rule for a provider that does not serve what it revealed, not a wrong verdict
+                    unavailable_losses.append(f"round {r['round']}: {p['address']} {p['outcome']}")
+                else:
+                    wrong.append(f"round {r['round']}: {p['address']} {p['outcome']}")
             if p["outcome"].startswith("missed_"):
                 missed_slash += p["slashed"]
             for v in (p.get("challenge") or {}).get("verifiers", []):
@@ -435,8 +443,19 @@ def round_stats(rounds: list[dict[str, Any]], honest: set[str]) -> dict[str, Any
         "silent_verifier_seats": silent_votes,
         "unavailable_votes": unavailable_votes,
         "slashed_for_missed_duties_uloco": missed_slash,
+        "lost_to_unavailability": unavailable_losses,
         "wrong_verdicts": wrong,
     }
+
+
+def _refuted_only_by_unavailability(p: dict[str, Any]) -> bool:
+    """No vote of the panel that decided ``p`` (the last one seated) said invalid after
+    re-executing: each was valid, unavailable or silent."""
+    vs = (p.get("challenge") or {}).get("verifiers", [])
+    last = max((v["panel"] for v in vs), default=0)
+    return any(v["voted"] and v.get("unavailable") for v in vs if v["panel"] == last) and all(
+        v["valid"] or v.get("unavailable") or not v["voted"] for v in vs if v["panel"] == last
+    )
 
 
 def _job_rounds(n: NodeInfo, job_id: int) -> list[dict[str, Any]]:
