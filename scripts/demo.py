@@ -255,7 +255,13 @@ def show_round(r: dict[str, Any], name: dict[str, str]) -> None:
             votes = (
                 " ".join(
                     f"{name.get(v['address'], v['address'][:10])}:"
-                    f"{'valid' if v['valid'] else 'INVALID'}"
+                    + (
+                        "unavailable"
+                        if v.get("unavailable")
+                        else "valid"
+                        if v["valid"]
+                        else "INVALID"
+                    )
                     for v in vs
                     if v["voted"]
                 )
