@@ -617,31 +617,22 @@ def build_verdict(
     )
     from abci_app.pb import jobs_pb2, tx_pb2
 
-    if unavailable:
-        salt = vote_salt(signer, job_id, round_, target, panel)
-        h = compute_vote_hash(
-            job_id, round_, target, signer.address, False, 0, UNAVAILABLE_EVIDENCE, salt, True
-        )
-        return tx_pb2.Msg(
-            verdict=jobs_pb2.MsgVerdict(job_id=job_id, round=round_, target=target, vote_hash=h)
-        )
-    if blind:
-        salt = vote_salt(signer, job_id, round_, target, panel)
+    salt = vote_salt(signer, job_id, round_, target, panel)
+    if blind and not unavailable:
         h = compute_blind_vote_hash(job_id, round_, target, signer.address, evidence, salt)
-        return tx_pb2.Msg(
-            verdict=jobs_pb2.MsgVerdict(job_id=job_id, round=round_, target=target, vote_hash=h)
+    else:
+        valid = valid and not unavailable
+        h = compute_vote_hash(
+            job_id,
+            round_,
+            target,
+            signer.address,
+            valid,
+            quality if valid else 0,
+            UNAVAILABLE_EVIDENCE if unavailable else evidence,
+            salt,
+            unavailable,
         )
-    q = quality if valid else 0
-    h = compute_vote_hash(
-        job_id,
-        round_,
-        target,
-        signer.address,
-        valid,
-        q,
-        evidence,
-        vote_salt(signer, job_id, round_, target, panel),
-    )
     return tx_pb2.Msg(
         verdict=jobs_pb2.MsgVerdict(job_id=job_id, round=round_, target=target, vote_hash=h)
     )
@@ -670,18 +661,14 @@ def build_reveal_vote(
     from abci_app.jobs.probe import compute_probe_evidence
     from abci_app.pb import jobs_pb2, tx_pb2
 
+    tolerance = probes is not None and not unavailable
+    valid = valid and not unavailable
     if unavailable:
-        return tx_pb2.Msg(
-            reveal_vote=jobs_pb2.MsgRevealVote(
-                job_id=job_id,
-                round=round_,
-                target=target,
-                evidence=UNAVAILABLE_EVIDENCE,
-                salt=vote_salt(signer, job_id, round_, target, panel),
-                unavailable=True,
-            )
-        )
-    tolerance = probes is not None
+        evidence = UNAVAILABLE_EVIDENCE
+    elif tolerance:
+        evidence = compute_probe_evidence(list(probes or []))
+    else:
+        evidence = compute_evidence(list(reached))
     return tx_pb2.Msg(
         reveal_vote=jobs_pb2.MsgRevealVote(
             job_id=job_id,
@@ -689,12 +676,11 @@ def build_reveal_vote(
             target=target,
             valid=valid,
             quality=quality if valid else 0,
-            evidence=compute_probe_evidence(list(probes or []))
-            if tolerance
-            else compute_evidence(list(reached)),
+            evidence=evidence,
             salt=vote_salt(signer, job_id, round_, target, panel),
-            reached=[] if tolerance else list(reached),
-            probes=list(probes or []),
+            reached=[] if tolerance or unavailable else list(reached),
+            probes=list(probes or []) if tolerance else [],
+            unavailable=unavailable,
         )
     )
 

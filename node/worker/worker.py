@@ -89,10 +89,10 @@ PANEL_OF = {
 # a fetch starts no further location past this (its first locations, the ones the chain names
 # for the blob, are always tried first; a peer that accepts and never answers costs 30 s)
 FETCH_GIVE_UP_S = 120.0
-# a verifier votes invalid when the revealed states are still unavailable this many blocks before
-# the end of the window its panel commits in (the vote must still land in the window); until then
+# a verifier votes unavailable when the revealed states still cannot be fetched this many blocks
+# before the end of the window its panel commits in (the vote must still land in the window); until then
 # it keeps trying: a provider whose worker crashed and restarts within the window is verified
-VOTE_INVALID_MARGIN_BLOCKS = 2
+VOTE_UNAVAILABLE_MARGIN_BLOCKS = 2
 # a duty whose window ends within this many blocks is tried again at least every DUE_RETRY_S,
 # whatever its backoff: a retry scheduled past a short window turned one transient error into a
 # missed reveal (slashed as fraud) or a silent verifier (slashed for liveness)
@@ -1152,7 +1152,7 @@ class ProviderWorker:
         re-execution yields it), in tolerance mode the revealed one the re-execution is within
         tolerance of; when invalid, hashes that differ. The vote commits to
         abci_app.jobs.incentives.compute_evidence(reached). None while the blobs cannot be
-        fetched (until VOTE_INVALID_MARGIN_BLOCKS before the panel's window ends); then an
+        fetched (until VOTE_UNAVAILABLE_MARGIN_BLOCKS before the panel's window ends); then an
         UNAVAILABLE vote (``unavailable_vote``: invalid with nothing reached; jobs README
         *Unavailable votes*): it convicts a provider that serves nobody, and costs this verifier
         at most the liveness slash if the provider served the others (framing)."""
@@ -1261,7 +1261,7 @@ class ProviderWorker:
             nf = self._fetch_failures[key] = self._fetch_failures.get(key, 0) + 1
             w = r["windows"]  # the end of the window this panel commits in
             end = {"appeal": w.get("appeal_end"), "final": w.get("final_end")}.get(r["phase"])
-            last_chance = height >= int(end or w["verdict_end"]) - VOTE_INVALID_MARGIN_BLOCKS
+            last_chance = height >= int(end or w["verdict_end"]) - VOTE_UNAVAILABLE_MARGIN_BLOCKS
             if not last_chance:
                 raise
             return unavailable_vote(f"revealed blobs unavailable ({nf} tries): {e}")
