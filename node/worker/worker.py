@@ -90,8 +90,8 @@ PANEL_OF = {
 # for the blob, are always tried first; a peer that accepts and never answers costs 30 s)
 FETCH_GIVE_UP_S = 120.0
 # a verifier votes unavailable when the revealed states still cannot be fetched this many blocks
-# before the end of the window its panel commits in (the vote must still land in the window); until then
-# it keeps trying: a provider whose worker crashed and restarts within the window is verified
+# before the end of the window its panel commits in (the vote must still land in the window);
+# until then it keeps trying: a provider whose worker crashed and restarts in the window is verified
 VOTE_UNAVAILABLE_MARGIN_BLOCKS = 2
 # a duty whose window ends within this many blocks is tried again at least every DUE_RETRY_S,
 # whatever its backoff: a retry scheduled past a short window turned one transient error into a
