@@ -11,10 +11,36 @@ requests, so CometBFT's consensus connection (PrepareProposal, FinalizeBlock, ..
 behind a flood of pipelined CheckTx or a recheck of the whole mempool: at most a few hundred of
 them (``tests/chain/test_abci_socket.py``, a PrepareProposal during 3,000 CheckTx).
 
-Connections and their roles. CometBFT's socket client treats a ResponseException as fatal
-(it stops the client and the node exits), so nothing a peer can send through RPC may ever be
-answered with one. Every connection gets its role from the first method it sends
-(``echo``/``flush`` are allowed everywhere and decide nothing):
+Who may speak ABCI. A role is bound to the connections cometbft opened, not to whichever
+connection spoke first: the server is given a *gate* that admits or refuses each connection as
+it is accepted, before a byte of it is read. A refused connection is closed with one WARNING line
+(``ABCI connection refused: ...``); it never reaches the Application, claims no role and never
+stops the node.
+
+=================== ======================================================================
+gate                admits
+=================== ======================================================================
+``CometbftOnly``    ``loconet start``: only the connections of the cometbft process this node
+                    started (its pid, set once it runs). Unix socket: the peer's pid from
+                    ``SO_PEERCRED``. TCP: the peer socket's inode, found in
+                    ``/proc/net/tcp{,6}`` by its address pair, must be an open fd of
+                    ``/proc/<cometbft pid>/fd``. Everything else is refused, whoever runs it.
+``OneClient``       ``loconet abci`` (cometbft started elsewhere, so its pid is unknown): the
+                    connections of one client at a time, at most the four cometbft opens. The
+                    client is the peer's process when it can be found (``SO_PEERCRED``; for
+                    loopback TCP the process among those this user may inspect that holds the
+                    peer socket), else the peer's host. A connection from another client, or a
+                    fifth one, is refused until all of the client's connections close (a
+                    restarted cometbft reconnects normally). Its limit: a process that connects
+                    *before* cometbft holds the slot, and cometbft's connections are refused
+                    (cometbft then fails to start, visibly, instead of a running node stopping).
+``None``            (tests, benchmarks) any connection.
+=================== ======================================================================
+
+Within the admitted connections every connection gets its role from the first method it sends
+(``echo``/``flush`` are allowed everywhere and decide nothing). CometBFT's socket client treats
+a ResponseException as fatal (it stops the client and the node exits), so nothing a peer can
+send through RPC may ever be answered with one:
 
 =========== ============================================================== ==================
 role        methods                                                        live connections
@@ -43,7 +69,14 @@ machine cannot go on safely: the server answers with ResponseException, logs the
 with exit status 1 (a halted node restarts from its last commit).
 
 The default listen address of a node is a Unix socket in its home (directory mode 0700), so
-only the node's own user can open an ABCI connection; TCP is used only when configured.
+only the node's own user can open an ABCI connection; TCP is used only when configured. The
+socket's folder must be private (``private_socket_dir``): created 0700 when missing, and the
+server refuses to start when it is a symbolic link or not a folder, belongs to another user, or
+is open to the group or others (a home path too long for a socket puts it in
+``/tmp/loconet-UID/``, which another user could have made first).
+
+Stopping the server closes the connections still open and lets their handlers end; a handler
+cancelled at shutdown ends quietly (no ``CancelledError`` traceback).
 """
 
 from __future__ import annotations
@@ -51,8 +84,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable
-from typing import Any
+import socket
+import stat
+import struct
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 from google.protobuf.message import DecodeError
 
@@ -215,6 +252,240 @@ async def _close_gracefully(reader: asyncio.StreamReader, writer: asyncio.Stream
         pass
 
 
+class SocketDirError(Exception):
+    """The folder of the ABCI Unix socket is not private to this user; the message names the fix."""
+
+
+def private_socket_dir(path: str) -> None:
+    """Make sure ``path``, the folder of a Unix socket, is this user's alone: created with mode
+    0700 when missing; SocketDirError when it is a symbolic link or not a folder, belongs to
+    another user, or is open to the group or others (another user could then replace or reach
+    the socket)."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+    except FileExistsError:  # a file, or a dangling symlink, in the way: said below
+        pass
+    except OSError as e:
+        raise SocketDirError(f"cannot create the ABCI socket folder {path}: {e.strerror}") from None
+    st = os.lstat(path)
+    mode = stat.S_IMODE(st.st_mode)
+    problem = fix = ""
+    if stat.S_ISLNK(st.st_mode):
+        problem, fix = "is a symbolic link", f"remove the link (`rm {path}`) and start again"
+    elif not stat.S_ISDIR(st.st_mode):
+        problem, fix = "is not a folder", f"move it away (`mv {path} {path}.bad`) and start again"
+    elif st.st_uid != os.geteuid():
+        problem = f"belongs to another user (uid {st.st_uid})"
+        fix = (
+            "use a home whose path is shorter (its socket is then HOME/data/abci.sock) or set "
+            "abci_address in HOME/config/app.toml to a socket in a folder of yours"
+        )
+    elif mode & 0o077:
+        problem, fix = f"is open to other users (mode {mode:04o})", f"`chmod 700 {path}`"
+    if problem:
+        raise SocketDirError(
+            f"the ABCI socket folder {path} {problem}: another user could reach or replace the "
+            f"node's ABCI socket; {fix}"
+        )
+
+
+# --- who may open an ABCI connection (module docstring, *Who may speak ABCI*) ----------------
+
+
+def unix_peer(sock: Any) -> tuple[int, int] | None:
+    """(pid, uid) of the process at the other end of a Unix socket (Linux ``SO_PEERCRED``), or
+    None where the platform cannot say."""
+    opt = getattr(socket, "SO_PEERCRED", None)
+    if opt is None:
+        return None
+    try:
+        pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, opt, 12))
+    except OSError:
+        return None
+    return (pid, uid) if pid > 0 else None
+
+
+def _hex_words(packed: bytes) -> str:
+    """An address as /proc/net/tcp{,6} prints it: each 32-bit word in host byte order, %08X."""
+    return "".join(
+        f"{int.from_bytes(packed[i : i + 4], sys.byteorder):08X}" for i in range(0, len(packed), 4)
+    )
+
+
+def _proc_net_forms(ip: str) -> set[str]:
+    """The forms ``ip`` may take in /proc/net/tcp (IPv4) and /proc/net/tcp6 (IPv6, and IPv4 as
+    ``::ffff:a.b.c.d`` on a dual-stack socket)."""
+    ip = ip.split("%", 1)[0]
+    mapped = b"\0" * 10 + b"\xff\xff"
+    try:
+        v4 = socket.inet_pton(socket.AF_INET, ip)
+        return {_hex_words(v4), _hex_words(mapped + v4)}
+    except OSError:
+        pass
+    try:
+        v6 = socket.inet_pton(socket.AF_INET6, ip)
+    except OSError:
+        return set()
+    forms = {_hex_words(v6)}
+    if v6.startswith(mapped):
+        forms.add(_hex_words(v6[12:]))
+    return forms
+
+
+def tcp_peer_inode(sock: Any) -> int | None:
+    """The inode of the socket at the other end of a local TCP connection: the row of
+    /proc/net/tcp{,6} whose local address is our peer's and whose remote address is ours. None
+    when there is none (a remote peer, or it closed already)."""
+    try:
+        ours, theirs = sock.getsockname(), sock.getpeername()
+    except OSError:
+        return None
+    local = {f"{h}:{theirs[1]:04X}" for h in _proc_net_forms(theirs[0])}
+    remote = {f"{h}:{ours[1]:04X}" for h in _proc_net_forms(ours[0])}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                for line in f:
+                    fields = line.split()
+                    if len(fields) > 9 and fields[1] in local and fields[2] in remote:
+                        inode = int(fields[9])
+                        return inode or None
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def holds_socket(pid: int, inode: int) -> bool:
+    """Whether process ``pid`` has socket ``inode`` open (one of its /proc/PID/fd links)."""
+    fd_dir, target = f"/proc/{pid}/fd", f"socket:[{inode}]"
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"{fd_dir}/{fd}") == target:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def peer_pid(sock: Any, candidates: Iterable[int] | None = None) -> int | None:
+    """The process at the other end of a local connection: ``SO_PEERCRED`` on a Unix socket; for
+    TCP the one of ``candidates`` (default: every process this user may inspect) holding the
+    peer socket. None when it cannot be found."""
+    if sock.family == socket.AF_UNIX:
+        peer = unix_peer(sock)
+        return None if peer is None else peer[0]
+    inode = tcp_peer_inode(sock)
+    if inode is None:
+        return None
+    if candidates is None:
+        try:
+            candidates = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+        except OSError:
+            return None
+    for pid in candidates:
+        if holds_socket(pid, inode):
+            return pid
+    return None
+
+
+def describe_peer(sock: Any) -> str:
+    """Who is at the other end, for a log line."""
+    try:
+        if sock.family == socket.AF_UNIX:
+            peer = unix_peer(sock)
+            return "a Unix peer" if peer is None else f"pid {peer[0]} (uid {peer[1]})"
+        host, port = sock.getpeername()[:2]
+        return f"{host}:{port}"
+    except OSError:
+        return "a peer that left"
+
+
+class Gate(Protocol):
+    """Admits or refuses each ABCI connection as it is accepted (module docstring)."""
+
+    def admit(self, conn: object, sock: Any) -> str | None:
+        """None to admit ``conn`` (the socket ``sock``), else why it is refused."""
+        ...
+
+    def release(self, conn: object) -> None:
+        """``conn``, once admitted, has closed."""
+        ...
+
+
+class CometbftOnly:
+    """``loconet start``: only the connections of the cometbft process with pid ``pid`` (None
+    until the node has started it: every connection is refused until then)."""
+
+    def __init__(self, pid: int | None = None) -> None:
+        self.pid = pid
+
+    def admit(self, conn: object, sock: Any) -> str | None:
+        if self.pid is None:
+            return f"cometbft is not started yet; {describe_peer(sock)} is not cometbft"
+        if peer_pid(sock, [self.pid]) == self.pid:
+            return None
+        return (
+            f"{describe_peer(sock)} is not the node's cometbft (pid {self.pid}); only its "
+            "connections may speak ABCI"
+        )
+
+    def release(self, conn: object) -> None:
+        pass
+
+
+class OneClient:
+    """``loconet abci`` (cometbft started elsewhere): the connections of one client at a time,
+    at most ``LIMIT`` (the four cometbft opens); the client is the peer's process when it can be
+    found, else the peer's host."""
+
+    LIMIT = 4
+
+    def __init__(self) -> None:
+        self.live: dict[object, str] = {}  # admitted connection -> its client
+
+    @staticmethod
+    def client_of(sock: Any) -> str:
+        pid = peer_pid(sock) if sock.family == socket.AF_UNIX or _is_loopback(sock) else None
+        if pid is not None:
+            return f"pid {pid}"
+        if sock.family == socket.AF_UNIX:
+            return "a Unix peer"
+        try:
+            return f"host {sock.getpeername()[0]}"
+        except OSError:
+            return "a peer that left"
+
+    def admit(self, conn: object, sock: Any) -> str | None:
+        who = self.client_of(sock)
+        if len(self.live) >= self.LIMIT:
+            return (
+                f"{len(self.live)} ABCI connections are open already (cometbft opens "
+                f"{self.LIMIT}); {who} must wait until they close"
+            )
+        holders = set(self.live.values())
+        if holders and who not in holders:
+            return (
+                f"the ABCI connections belong to {holders.pop()}; {who} must wait until they close"
+            )
+        self.live[conn] = who
+        return None
+
+    def release(self, conn: object) -> None:
+        self.live.pop(conn, None)
+
+
+def _is_loopback(sock: Any) -> bool:
+    try:
+        host = sock.getpeername()[0].split("%", 1)[0]
+    except OSError:
+        return False
+    return host == "::1" or host.startswith(("127.", "::ffff:127."))
+
+
 class _Conn:
     """One client connection: its role, fixed by the first role-bearing method it sends."""
 
@@ -225,14 +496,19 @@ class _Conn:
 
 
 class ABCIServer:
-    def __init__(self, app: Any, address: str = "tcp://127.0.0.1:26658") -> None:
+    def __init__(
+        self, app: Any, address: str = "tcp://127.0.0.1:26658", gate: Gate | None = None
+    ) -> None:
         self.app = app
         self.address = address
+        self.gate = gate  # who may connect (module docstring); None: anyone
         self._handlers = _dispatch_table(app)
         self._server: asyncio.AbstractServer | None = None
         self.fatal_error: BaseException | None = None
         self.connections = 0
         self._roles: dict[str, _Conn] = {}  # exclusive role -> the live connection holding it
+        self._live: dict[_Conn, asyncio.StreamWriter] = {}  # closed by stop()
+        self._tasks: set[asyncio.Task[Any]] = set()  # their handlers, awaited by stop()
 
     def handle_request(self, req: abci.Request) -> abci.Response:
         kind = req.WhichOneof("value")
@@ -295,8 +571,19 @@ class ABCIServer:
         return None
 
     async def _serve_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
         conn = _Conn()
+        if self.gate is not None:
+            sock = writer.get_extra_info("socket")
+            refused = self.gate.admit(conn, sock) if sock is not None else "no socket to identify"
+            if refused is not None:
+                log.warning("ABCI connection refused: %s", refused)
+                writer.close()
+                return
+        self.connections += 1
+        self._live[conn] = writer
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
         frames = FrameReader()
         try:
             while True:
@@ -348,8 +635,18 @@ class ABCIServer:
                     await writer.drain()
         except (ConnectionResetError, BrokenPipeError, FramingError) as e:
             log.warning("ABCI connection closed: %s", e)
+        except asyncio.CancelledError:
+            # the loop is shutting down with this connection open (a client that never closed):
+            # end quietly; re-raising made asyncio's stream callback log a CancelledError
+            # traceback (the handler is asyncio's own task: nothing awaits its cancellation)
+            log.debug("ABCI connection handler cancelled at shutdown")
         finally:
             self.connections -= 1
+            self._live.pop(conn, None)
+            if task is not None:
+                self._tasks.discard(task)
+            if self.gate is not None:
+                self.gate.release(conn)
             if conn.role is not None and self._roles.get(conn.role) is conn:
                 del self._roles[conn.role]
             writer.close()
@@ -362,10 +659,9 @@ class ABCIServer:
     async def start(self) -> None:
         if self.address.startswith("unix://"):
             path = self.address[len("unix://") :]
-            if os.path.exists(path):
+            private_socket_dir(os.path.dirname(os.path.abspath(path)))
+            if os.path.lexists(path):
                 os.unlink(path)
-            parent = os.path.dirname(path) or "."
-            os.makedirs(parent, mode=0o700, exist_ok=True)
             self._server = await asyncio.start_unix_server(self._serve_conn, path=path)
             os.chmod(path, 0o600)
         else:
@@ -390,6 +686,13 @@ class ABCIServer:
         return int(sockets[0].getsockname()[1])
 
     async def stop(self) -> None:
+        """Stop listening, close the connections still open and let their handlers end (a
+        client that never closes is no reason to wait: 2 s at most)."""
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+        for writer in list(self._live.values()):
+            writer.close()
+        tasks = [t for t in self._tasks if t is not asyncio.current_task()]
+        if tasks:
+            await asyncio.wait(tasks, timeout=2)

@@ -218,9 +218,12 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 
 def cmd_abci(args: argparse.Namespace) -> int:
-    from abci_app.server import ABCIServer
+    """The ABCI server alone, for a cometbft started elsewhere. Its connections are admitted by
+    the ``OneClient`` rule (abci_app/server.py): one client at a time, at most the four
+    connections cometbft opens; any other is refused with one warning line."""
+    from abci_app.server import ABCIServer, OneClient, SocketDirError
     from node.config import AppConfig, abci_address_problem, resolve_abci_address
-    from node.supervisor import lock_home, open_store, tune_gc
+    from node.supervisor import StartError, lock_home, open_store, tune_gc
 
     home = Path(args.home)
     if not (home / "config" / "app.toml").is_file():
@@ -241,11 +244,13 @@ def cmd_abci(args: argparse.Namespace) -> int:
     except ValueError as e:  # a bad key file or app.toml value: one line, as `start` says it
         store.close()
         raise UsageError(str(e)) from None
-    server = ABCIServer(app, address)
+    server = ABCIServer(app, address, gate=OneClient())
     try:
         asyncio.run(server.serve_forever())
     except KeyboardInterrupt:
         pass
+    except SocketDirError as e:
+        raise StartError(str(e)) from None
     finally:
         store.close()
     return 1 if server.fatal_error else 0

@@ -5,6 +5,20 @@ check cometbft's ports, start cometbft. Either side ending stops the other. SIGI
 cometbft gets SIGTERM (SIGKILL after 15 s), then the ABCI server closes and the store is
 closed. ``kill -9`` of the process group loses nothing committed: the store persists only in
 Commit, and on restart CometBFT replays what the app does not have.
+
+Only cometbft's connections speak ABCI: the server's gate (``CometbftOnly``, abci_app/server.py)
+admits only the connections of the cometbft process started here; any other local process that
+connects to the ABCI socket or port is refused with one warning line and the node goes on.
+
+cometbft dies with this process: it is started with ``PR_SET_PDEATHSIG`` = SIGKILL (Linux), so a
+``kill -9`` of ``loconet start`` alone (not its group) does not leave an orphan cometbft holding
+the node's ports and home. SIGKILL, not SIGTERM: the process that would escalate a SIGTERM that
+cometbft does not act on (the 15 s above) is the one that just died, so SIGTERM could leave the
+orphan running for good; a SIGKILL'd cometbft loses nothing (the same as ``kill -9`` of the
+group, above). The signal fires when the *thread* that forked the child ends, not the process:
+``Popen`` is called in the coroutine itself, on the event loop's thread (the main thread under
+``loconet start``), which lives as long as the node, never in a pool thread (``to_thread``)
+that may end while cometbft runs.
 """
 
 from __future__ import annotations
@@ -18,9 +32,10 @@ import subprocess
 import sys
 import threading
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
-from abci_app.server import ABCIServer
+from abci_app.server import ABCIServer, CometbftOnly, Gate, OneClient, SocketDirError
 from abci_app.store import MerkleStore
 from node.config import AppConfig
 from node.paths import cometbft_binary
@@ -134,6 +149,40 @@ def read_cometbft_config(home: Path) -> dict[str, str]:
     return addrs
 
 
+def die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child get SIGKILL when the thread that forked it ends
+    (Linux ``prctl(PR_SET_PDEATHSIG)``), or None where there is no such call. libc's ``prctl``
+    is looked up here, in the parent: the child only calls it (no import or allocation of note
+    between fork and exec). A parent that died before the call is seen by ``getppid`` and the
+    child kills itself."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    pr_set_pdeathsig = 1  # <linux/prctl.h>
+    parent = os.getpid()
+    sigkill = int(signal.SIGKILL)
+
+    def preexec() -> None:
+        prctl(pr_set_pdeathsig, sigkill, 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), sigkill)
+
+    return preexec
+
+
+def abci_gate() -> Gate:
+    """``CometbftOnly`` where the peer of a connection can be identified (Linux: SO_PEERCRED,
+    /proc), else the ``OneClient`` rule of ``loconet abci``."""
+    if sys.platform.startswith("linux") and os.path.isdir("/proc/self/fd"):
+        return CometbftOnly()
+    return OneClient()
+
+
 def check_port_free(port: int, what: str) -> None:
     if not is_port_free(port):
         raise StartError(
@@ -192,9 +241,13 @@ async def _run_locked(
     except ValueError as e:
         store.close()
         raise StartError(str(e)) from None
-    server = ABCIServer(app, cfg.abci_address)
+    gate = abci_gate()
+    server = ABCIServer(app, cfg.abci_address, gate=gate)
     try:
         await server.start()
+    except SocketDirError as e:
+        store.close()
+        raise StartError(str(e)) from None
     except OSError as e:
         store.close()
         raise StartError(
@@ -224,7 +277,10 @@ async def _run_locked(
         stdout=subprocess.PIPE if echo else logf,
         stderr=subprocess.STDOUT,
         start_new_session=False,
+        preexec_fn=die_with_parent(),  # noqa: PLW1509 (module docstring: on the main thread)
     )
+    if isinstance(gate, CometbftOnly):
+        gate.pid = proc.pid  # from now on its connections, and only those, are admitted
     pump = None
     if echo:  # the log file and the console both get every line
 
