@@ -104,18 +104,32 @@ def cmd_up(args: argparse.Namespace) -> int:
             d, args.validators, args.accounts, args.base_port, params, providers=args.providers
         )
     nodes = nodes_of(m)
-    for n in nodes:
-        start_node(n)
-    wait_producing(nodes, timeout=args.timeout)
-    data: dict[str, Any] = {}
-    if fresh and args.providers:
-        data = _up_market(d, m, behaviours, args)
-    for w in tm.workers_of(m):
-        tm.start_worker(d, w)
-    if args.evm:  # anvil, the settlement contracts and a relayer (node/evm/testnet_evm.py)
-        from node.evm import testnet_evm
+    try:
+        for n in nodes:
+            start_node(n)
+        wait_producing(nodes, timeout=args.timeout)
+        data: dict[str, Any] = {}
+        if fresh and args.providers:
+            data = _up_market(d, m, behaviours, args)
+        for w in tm.workers_of(m):
+            tm.start_worker(d, w)
+        if args.evm:  # anvil, the settlement contracts and a relayer (node/evm/testnet_evm.py)
+            from node.evm import testnet_evm
 
-        data["evm"] = testnet_evm.up(d, nodes[0].rpc_url, args.evm_port)
+            data["evm"] = testnet_evm.up(d, nodes[0].rpc_url, args.evm_port)
+    except BaseException as e:
+        # a wait that timed out (nodes up, workers serving), a failed step or Ctrl-C: what this
+        # command started is stopped, never left running with nobody told how to stop it
+        stopped = _stop_all(d)
+        what = f"stopped {', '.join(stopped)}" if stopped else "nothing was left running"
+        if isinstance(e, TestnetError):
+            raise TestnetError(
+                f"{e}\n{what}; the network's files stay in {d}: `loconet testnet up --dir "
+                f"{args.dir}` tries again, `loconet testnet down --purge --dir {args.dir}` removes "
+                "them"
+            ) from e
+        print(f"testnet up did not finish: {what}", file=sys.stderr)
+        raise
     rows = validator_table(nodes)
     elapsed = time.monotonic() - t0
     text = f"{'MONIKER':8s} {'RPC':24s} {'VALIDATOR ADDRESS':40s} {'POWER':>7s}\n" + "\n".join(
@@ -220,7 +234,8 @@ def move_ports(d: Path, m: dict[str, Any], base: int) -> dict[str, Any]:
                         "laddr": f'"tcp://127.0.0.1:{n.p2p}"',
                         "persistent_peers": f'"{persistent_peers(nodes, n.name)}"',
                     },
-                    "instrumentation": {"prometheus_listen_addr": f'":{n.metrics}"'},
+                    # loopback, as init writes it (node/config.py)
+                    "instrumentation": {"prometheus_listen_addr": f'"127.0.0.1:{n.metrics}"'},
                 },
             ),
         )
@@ -450,6 +465,23 @@ def remove_node(d: Path, n: NodeInfo) -> None:
     print(f"{n.name} did not sync; it was stopped and removed", file=sys.stderr)
 
 
+def _stop_all(d: Path) -> list[str]:
+    """Stop every worker, node and EVM process of the testnet in ``d`` that runs; their names.
+    Best effort: a manifest that cannot be read stops what it names and nothing else."""
+    from node import testnet_market as tm
+    from node.evm import testnet_evm
+
+    try:
+        m = load(d)
+    except TestnetError:
+        return []
+    return (
+        testnet_evm.down(d)
+        + [w.name for w in tm.workers_of(m) if tm.stop_worker(w)]
+        + [n.name for n in nodes_of(m) if stop_node(n)]
+    )
+
+
 def cmd_down(args: argparse.Namespace) -> int:
     d = _dir(args)
     if not manifest_path(d).exists():
@@ -582,8 +614,9 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
     p.add_argument(
         "--timeout",
         type=positive_seconds,
-        default=120.0,
-        help="seconds to wait for blocks (default 120)",
+        default=300.0,
+        help="seconds to wait for blocks, then for the workers to serve (default 300: a busy "
+        "machine is slow to start torch); on a timeout what it started is stopped",
     )
     p.add_argument(
         "--providers",

@@ -137,5 +137,29 @@ def stop_group(pid: int, *, kill: bool = False, timeout: float = 20.0) -> bool:
         # whatever is left of the group (cometbft after a stuck stop)
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
-        pass
+        return True
+    # and wait until it is gone: a cometbft still dying holds its data folder's lock, and the
+    # node started next in that folder would fail to open its store and exit (a restart that
+    # followed a stop at once on a loaded machine found node0 dead)
+    group_gone(pid, timeout=GROUP_GONE_S)
     return True
+
+
+GROUP_GONE_S = 10.0
+
+
+def group_gone(pgid: int, timeout: float) -> bool:
+    """Wait up to ``timeout`` until no process of group ``pgid`` exists; whether none does."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pgid, os.WNOHANG)  # the leader, when it is our child, is a zombie until then
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:  # a member of another user's: not ours to wait for
+            return False
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)

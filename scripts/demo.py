@@ -10,6 +10,10 @@
 3. the cheater proven fraudulent, slashed and jailed; the honest providers paid; a loss plot
 4. `loconet testnet down`: everything stopped cleanly
 
+`scripts/demo.py --busy N` runs the same story with N CPU-burning processes (busy loops at the
+user's own priority, never niced) beside the network for its whole length: a provider's machine
+is a busy machine, and the story must hold there too (`make demo` runs it idle).
+
 It exits non-zero, naming what is missing, when the chain does not show that story: the cheater
 not proven fraudulent, slashed and jailed; an honest provider slashed, a commitment of its not
 accepted and paid, or paid nothing at all; a model attested by under 2/3 of the accepted stake
@@ -18,7 +22,9 @@ accepted and paid, or paid nothing at all; a model attested by under 2/3 of the 
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import shlex
 import shutil
 import signal
@@ -32,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DIR = ROOT / ".loconet-demo"
 LOCONET = [sys.executable, "-m", "node.cli"]
 ROUNDS = 6
+ROUND_STALL_S = 300  # the longest the demo waits for the next round to finalize
 
 
 def step(text: str) -> None:
@@ -66,7 +73,33 @@ def query(node: str, path: str) -> Any:
     return json.loads(qr.value)
 
 
-def main() -> int:
+_BURNERS: list[subprocess.Popen[bytes]] = []
+
+
+def start_burners(n: int) -> None:
+    """N processes that each keep one core busy (a tight loop, the user's priority), until
+    stop_burners or this process dies (each exits when its parent is gone)."""
+    loop = (
+        "import os\n"
+        "p = os.getppid()\n"
+        "while os.getppid() == p:\n"
+        "    for _ in range(1_000_000): pass\n"
+    )
+    for _ in range(n):
+        _BURNERS.append(subprocess.Popen([sys.executable, "-c", loop]))
+    if n:
+        print(f"(busy mode: {n} CPU-burning processes beside the network, {os.cpu_count()} cores)")
+
+
+def stop_burners() -> None:
+    for p in _BURNERS:
+        p.kill()
+    for p in _BURNERS:
+        p.wait()
+    _BURNERS.clear()
+
+
+def main(busy: int = 0) -> int:
     from node.blobs import BlobClient, BlobStore
     from node.testnet import load
     from node.testnet_market import workers_of
@@ -82,6 +115,7 @@ def main() -> int:
             cwd=ROOT,
         )
         shutil.rmtree(DIR)
+    start_burners(busy)
     step("1. a 4-validator network, 4 provider workers (one cheats), and a training job")
     base = free_base()
     run(
@@ -134,13 +168,15 @@ def main() -> int:
     step("2. the rounds, as the chain finalizes them")
     problems: list[str] = []  # what the story claims and the chain does not show
     shown = 0
-    deadline = time.monotonic() + 420
+    # a stall, not a slow machine, ends the wait: ROUND_STALL_S without a round finalizing
+    deadline = time.monotonic() + ROUND_STALL_S
     while shown < ROUNDS and time.monotonic() < deadline:
         rounds = query(node, f"/rounds/{job_id}?from={shown}&limit=4")["rounds"]
         done = [r for r in rounds if r["phase"] == "finalized"]
         if not done or done[0]["round"] != shown:
             time.sleep(1.0)
             continue
+        deadline = time.monotonic() + ROUND_STALL_S
         r = done[0]
         show_round(r, name)
         if r["attested_model_hash"]:
@@ -319,17 +355,41 @@ def _terminated(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="scripts/demo.py",
+        description="the `make demo` story: 4 validators, 4 provider workers (one cheats)",
+        epilog="example: .venv/bin/python scripts/demo.py --busy 4   (the story on a busy machine)",
+    )
+    p.add_argument(
+        "--busy",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run N CPU-burning processes beside the network for the whole demo (default 0)",
+    )
+    a = p.parse_args(argv)
+    if not 0 <= a.busy <= 256:
+        p.error(f"--busy {a.busy}: give 0..256 processes")
+    return a
+
+
 if __name__ == "__main__":
-    # Ctrl-C, SIGTERM (`timeout`, a CI runner) or a failure midway stop the network too: the
-    # validators and workers are separate processes that would otherwise keep running
+    # Ctrl-C, SIGTERM (`timeout`, a CI runner) or a failure midway (an exception, or a failed
+    # step's sys.exit) stop the network too: the validators and workers are separate processes
+    # that would otherwise keep running
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _terminated)
+    args = parse_args()
     try:
-        sys.exit(main())
+        code = main(args.busy)
     except KeyboardInterrupt:
         print("\ninterrupted: stopping the network", file=sys.stderr)
         _stop_network()
         sys.exit(130)
-    except Exception:
+    except BaseException:
         _stop_network()
         raise
+    finally:
+        stop_burners()
+    sys.exit(code)

@@ -30,7 +30,7 @@ def free_base_port(nodes: int = 7) -> int:
     return find_free_base(candidates, offsets)
 
 
-def cli(*args: str, check: bool = True, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, check: bool = True, timeout: float = 420) -> subprocess.CompletedProcess[str]:
     r = subprocess.run(
         [sys.executable, "-m", "node.cli", *args],
         check=False,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 from node import procs
@@ -54,3 +55,39 @@ def test_running_waits_out_a_child_inside_execve(tmp_path: Path, monkeypatch) ->
     monkeypatch.setattr(Path, "read_bytes", mid_exec)
     assert procs.running(pid_file, "pytest") == os.getpid()
     assert calls["n"] == 3
+
+
+def test_stop_group_returns_only_when_a_lingering_member_is_gone(tmp_path: Path) -> None:
+    """The flaky restart (node0 found dead right after `testnet up` moved a just-stopped net):
+    stop_group SIGKILLed what was left of the group and returned at once, so a cometbft still
+    dying could hold its data folder's lock while the next start opened it. Now it returns only
+    once no member of the group is left."""
+    member = tmp_path / "member.pid"
+    # the leader exits on SIGTERM; its child ignores SIGTERM and lives on in the group until the
+    # SIGKILL that stop_group sends to what is left
+    script = (
+        "import os, signal, subprocess, sys, time\n"
+        "c = subprocess.Popen([sys.executable, '-c', "
+        "'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)'])\n"
+        f"open({str(member)!r}, 'w').write(str(c.pid))\n"
+        "time.sleep(60)\n"
+    )
+    pid = procs.spawn(
+        [sys.executable, "-c", script, "marker-group"],
+        log=tmp_path / "g.log",
+        pid_file=tmp_path / "g.pid",
+    )
+    for _ in range(200):
+        if procs.read_pid(member) is not None:
+            break
+        time.sleep(0.05)
+    child = procs.read_pid(member)
+    assert child is not None and os.getpgid(child) == pid
+    assert procs.stop_group(pid, timeout=5)
+    assert not procs.alive(child)
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        pass
+    else:
+        raise AssertionError("a member of the stopped group is still there")
