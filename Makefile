@@ -30,4 +30,4 @@ lint: setup           ## ruff check, ruff format --check and mypy over every pac
 	@$(PY) -m mypy
 
 clean:
-	rm -rf .venv .bin abci_app/codec/gen .loconet-demo .loconet-demo-node
+	rm -rf .venv .bin abci_app/codec/gen .loconet-demo .loconet-demo-node .loconet-demo-busy
