@@ -62,6 +62,9 @@ SLASH_EVENTS = (
 )
 
 
+log = logging.getLogger("loconet.metrics")
+
+
 def parse_listen(address: str) -> tuple[str, int]:
     """``127.0.0.1:26661`` / ``:26661`` / ``tcp://0.0.0.0:26661`` -> (host, port)."""
     hostport = address.split("://", 1)[-1]
@@ -79,13 +82,24 @@ REQUEST_DEADLINE_S = 30.0  # and one still connected this long after it opened (
 MAX_SCRAPERS = 32  # connections served at once (a thread each); more are closed at once
 
 
-def serve(registry: CollectorRegistry, address: str) -> tuple[Any, Any]:
+def serve(
+    registry: CollectorRegistry,
+    address: str,
+    *,
+    client_timeout_s: float | None = None,
+    deadline_s: float | None = None,
+) -> tuple[Any, Any]:
     """Serve ``registry`` at http://address/metrics on a daemon thread; returns (server, thread).
     prometheus_client's exposition app behind a threaded wsgiref server whose connections time out
-    after CLIENT_TIMEOUT_S of silence (``start_http_server`` has no timeout: every slowloris
-    connection held a thread for ever)."""
+    after ``client_timeout_s`` (CLIENT_TIMEOUT_S) of silence and are shut ``deadline_s``
+    (REQUEST_DEADLINE_S) after they opened (``start_http_server`` has no timeout: every slowloris
+    connection held a thread for ever). A client that times out, resets, or leaves mid-request
+    is one INFO line on ``loconet.metrics`` (socketserver printed a traceback to stderr for each,
+    e.g. every idle connection's ``TimeoutError``); an error of the server's own is logged with
+    its traceback."""
     import socket
     import socketserver
+    import sys
     import threading
     from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
@@ -93,16 +107,18 @@ def serve(registry: CollectorRegistry, address: str) -> tuple[Any, Any]:
 
     host, port = parse_listen(address)
 
-    deadline_s, max_scrapers = REQUEST_DEADLINE_S, MAX_SCRAPERS
+    deadline = REQUEST_DEADLINE_S if deadline_s is None else deadline_s
+    idle = CLIENT_TIMEOUT_S if client_timeout_s is None else client_timeout_s
+    max_scrapers = MAX_SCRAPERS
 
     class Handler(WSGIRequestHandler):
-        timeout = CLIENT_TIMEOUT_S
+        timeout = idle
 
         def setup(self) -> None:
             super().setup()
             # the timeout above is per read: a client dripping a byte every few seconds held
             # its thread for ever; past the deadline its socket is shut, whatever it sends
-            self._deadline = threading.Timer(deadline_s, self._expire)
+            self._deadline = threading.Timer(deadline, self._expire)
             self._deadline.daemon = True
             self._deadline.start()
 
@@ -139,6 +155,27 @@ def serve(registry: CollectorRegistry, address: str) -> tuple[Any, Any]:
                 super().process_request_thread(request, client_address)
             finally:
                 self.slots.release()
+
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            # socketserver's default prints a 15-line traceback to stderr. Any OSError here was
+            # raised by the socket under the request's parsing or the answer's writing: the
+            # client was idle past the timeout (TimeoutError), dripped past the deadline (the
+            # shut socket then breaks the 400's write), reset or left. Its doing: one line. An
+            # error in the exposition app itself is wsgiref's to report (a 500); anything else
+            # reaching here is ours, with its traceback.
+            e = sys.exc_info()[1]
+            peer = client_address[0] if isinstance(client_address, tuple) else client_address
+            if isinstance(e, OSError):
+                why = "idle past the timeout" if isinstance(e, TimeoutError) else "mid-request"
+                log.info(
+                    "metrics client %s dropped %s (%s: %s)",
+                    peer,
+                    why,
+                    type(e).__name__,
+                    " ".join(str(e).split())[:200],
+                )
+                return
+            log.error("metrics: error serving %s", peer, exc_info=e)
 
     exposition = make_wsgi_app(registry)
 
@@ -215,9 +252,7 @@ def _never_fatal(where: str) -> Iterator[None]:
     try:
         yield
     except Exception:
-        logging.getLogger("loconet.metrics").exception(
-            "metrics after %s failed (the node goes on)", where
-        )
+        log.exception("metrics after %s failed (the node goes on)", where)
 
 
 class MeteredApplication(Application):

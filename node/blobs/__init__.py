@@ -13,6 +13,8 @@ sha256. The interface (workers and the CLI code against it; extend, do not break
     store.retain(h, tier, round_key); store.hold(h, round_key)    # tier/hold on a stored blob
     store.release_round("job1/r3")    # round finalized: its temp blobs expire after the margin
     store.gc() -> GcReport            # expire, clean temp files, evict down to the quota
+    store.gc_plan() -> GcReport       # what gc() would delete now, deleting nothing
+    store.set_quota(n); store.may_evict = False   # a put then raises EvictionNeeded, not evicts
     store.ls() -> [BlobInfo]; store.usage(); with store.writer() as w: ...  (streaming put)
 
     server = serve_blobs(store, "0.0.0.0", 26680)   # background thread; server.url, server.stats
@@ -38,6 +40,7 @@ from node.blobs.client import BlobClient, blob_url
 from node.blobs.errors import (
     BlobError,
     BlobNotFound,
+    EvictionNeeded,
     FetchError,
     FetchFailed,
     HashMismatch,
@@ -70,6 +73,7 @@ __all__ = [
     "BlobServer",
     "BlobStore",
     "BlobWriter",
+    "EvictionNeeded",
     "FetchError",
     "FetchFailed",
     "GcReport",

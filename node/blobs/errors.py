@@ -5,6 +5,8 @@
     ├── BlobNotFound                "not_found"       not in the local store
     ├── QuotaExceeded               "quota_exceeded"  the quota cannot be met without evicting a
     │                                                 pinned blob or one an open round holds
+    ├── EvictionNeeded              "eviction_needed" a put needs to evict blobs and the store
+    │                                                 was told not to without asking (the CLI)
     ├── FetchError                  a single location failed; the client tries the next one
     │   ├── HashMismatch            "hash_mismatch"   the body's sha256 is not the requested hash
     │   ├── Truncated               "truncated"       fewer bytes than the peer announced
@@ -41,6 +43,18 @@ class BlobNotFound(BlobError, KeyError):
 
 class QuotaExceeded(BlobError):
     code = "quota_exceeded"
+
+
+class EvictionNeeded(BlobError):
+    """A put would have to evict unpinned, unheld blobs to stay under the quota, and the store's
+    ``may_evict`` does not allow those (``loconet blob put|get`` ask first). Nothing was deleted;
+    ``victims`` = [(hash, size), ...] that the put would evict, least recently used first."""
+
+    code = "eviction_needed"
+
+    def __init__(self, msg: str, victims: list[tuple[str, int]]) -> None:
+        super().__init__(msg)
+        self.victims = victims
 
 
 class FetchError(BlobError):

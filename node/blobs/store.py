@@ -29,6 +29,11 @@ Quota: a put that would exceed ``quota_bytes`` first deletes expired temp blobs,
 the least recently used blobs that are neither pinned nor held by an open round. If that is not
 enough the put is refused with ``QuotaExceeded`` and nothing is deleted. The quota is stored in
 the metadata: a store opened with ``quota_bytes=None`` (the CLI) uses the one its owner set.
+``may_evict`` (default True: the worker's automatic eviction) set to False makes a put that
+would evict raise ``EvictionNeeded`` (listing the victims, nothing deleted) instead; set to a
+set of hashes it lets the put evict those only: ``loconet blob put|get`` show the victims and
+ask first. ``gc_plan()`` says what ``gc()`` would delete; ``gc(only=...)`` deletes no blob
+outside the set it is given (the CLI passes what it showed).
 
 Every hash that comes in (argument, file name) is checked to be 64 lowercase hex characters, so
 no input can name a path outside ``blobs/``.
@@ -45,14 +50,20 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
 
-from node.blobs.errors import BlobNotFound, HashMismatch, InvalidHash, QuotaExceeded
+from node.blobs.errors import (
+    BlobNotFound,
+    EvictionNeeded,
+    HashMismatch,
+    InvalidHash,
+    QuotaExceeded,
+)
 
 log = logging.getLogger("loconet.blobs")
 
@@ -139,6 +150,8 @@ class GcReport:
     expired: list[str] = field(default_factory=list)  # temp blobs past their retention
     evicted: list[str] = field(default_factory=list)  # removed to get back under the quota
     freed_bytes: int = 0
+    expired_bytes: int = 0  # of freed_bytes, by expiry
+    evicted_bytes: int = 0  # of freed_bytes, by eviction
     stale_tmp_removed: int = 0
     orphan_rows_removed: int = 0  # metadata rows whose file was gone
     adopted: int = 0  # complete blob files without a row (a crash between rename and commit)
@@ -228,6 +241,9 @@ class BlobStore:
         self.tmp_dir.mkdir(parents=True, exist_ok=True)
         self.temp_margin_s = float(temp_margin_s)
         self._clock = clock
+        # what a put may evict to stay under the quota: True any unpinned, unheld blob (the
+        # worker's cache behaviour); False none (EvictionNeeded instead); a set: those hashes
+        self.may_evict: bool | frozenset[str] = True
         self._lock = threading.RLock()
         # Opening (creating the file, switching it to WAL, creating the schema) and closing (the
         # last connection checkpoints and deletes the WAL) take locks SQLite does not always wait
@@ -267,16 +283,38 @@ class BlobStore:
             )
             db.execute("CREATE INDEX IF NOT EXISTS holds_hash ON holds(hash)")
             db.execute("CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            if quota_bytes is None:
-                row = db.execute("SELECT value FROM meta WHERE key='quota_bytes'").fetchone()
-                self.quota_bytes = int(row[0]) if row else DEFAULT_QUOTA_BYTES
-            else:
-                self.quota_bytes = int(quota_bytes)
-                db.execute(
-                    "INSERT INTO meta(key, value) VALUES('quota_bytes', ?)"
-                    " ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-                    (str(self.quota_bytes),),
-                )
+            row = db.execute("SELECT value FROM meta WHERE key='quota_bytes'").fetchone()
+            self.quota_bytes = int(row[0]) if row else DEFAULT_QUOTA_BYTES
+            if quota_bytes is not None:
+                self._set_quota(db, int(quota_bytes), persist=True)
+
+    def _set_quota(self, db: sqlite3.Connection, quota: int, persist: bool) -> None:
+        used = self._used(db)
+        if quota < self.quota_bytes and quota < used:
+            # a lowered quota is the next gc's (or put's) licence to evict: say so once, here
+            log.warning(
+                "blob store %s: quota lowered from %d B to %d B, below the %d B it holds: gc and "
+                "puts will evict unpinned blobs no open round holds to get under it",
+                self.root,
+                self.quota_bytes,
+                quota,
+                used,
+            )
+        self.quota_bytes = quota
+        if persist:
+            db.execute(
+                "INSERT INTO meta(key, value) VALUES('quota_bytes', ?)"
+                " ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                (str(quota),),
+            )
+
+    def set_quota(self, quota_bytes: int, persist: bool = True) -> None:
+        """Use ``quota_bytes`` from now on; ``persist`` stores it for every later open (as
+        ``BlobStore(root, quota_bytes)`` does), else it holds for this object only."""
+        if quota_bytes <= 0:
+            raise ValueError(f"quota_bytes must be positive, got {quota_bytes}")
+        with self._tx() as db:
+            self._set_quota(db, int(quota_bytes), persist)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -371,24 +409,37 @@ class BlobStore:
             db.execute("INSERT OR IGNORE INTO holds VALUES(?, ?)", (round_key, h))
             db.execute("UPDATE blobs SET released_at=NULL WHERE hash=?", (h,))
 
-    def _expire_temp(self, db: sqlite3.Connection, report: GcReport | None = None) -> int:
-        """Delete temp blobs that no open round holds and whose margin has passed."""
+    def _expired(self, db: sqlite3.Connection) -> list[tuple[str, int]]:
+        """Temp blobs that no open round holds and whose margin has passed (LRU first)."""
         cutoff = self._clock() - self.temp_margin_s
-        rows = db.execute(
-            "SELECT hash, size FROM blobs WHERE tier='temp' AND pinned=0 AND released_at IS NOT "
-            "NULL AND released_at <= ? AND NOT EXISTS (SELECT 1 FROM holds WHERE "
-            "holds.hash=blobs.hash) ORDER BY use_seq",
-            (cutoff,),
-        ).fetchall()
-        freed = 0
-        for h, size in rows:
-            self._delete(db, h)
-            freed += size
-            if report is not None:
-                report.expired.append(h)
-        if report is not None:
-            report.freed_bytes += freed
-        return freed
+        return [
+            (str(h), int(s))
+            for h, s in db.execute(
+                "SELECT hash, size FROM blobs WHERE tier='temp' AND pinned=0 AND released_at IS "
+                "NOT NULL AND released_at <= ? AND NOT EXISTS (SELECT 1 FROM holds WHERE "
+                "holds.hash=blobs.hash) ORDER BY use_seq",
+                (cutoff,),
+            )
+        ]
+
+    def _gc_victims(
+        self, db: sqlite3.Connection, only: Collection[str] | None = None, need: int = 0
+    ) -> tuple[list[tuple[str, int]], list[tuple[str, int]], int]:
+        """What gc (``need`` = 0) or a put of ``need`` bytes would delete, deleting nothing:
+        (expired, evicted, bytes used after). ``only``: no blob outside it is chosen."""
+        used = self._used(db)
+        expired = [(h, s) for h, s in self._expired(db) if only is None or h in only]
+        used -= sum(s for _, s in expired)
+        gone = {h for h, _ in expired}
+        evicted: list[tuple[str, int]] = []
+        for h, size in self._evictable(db):
+            if used + need <= self.quota_bytes:
+                break
+            if h in gone or (only is not None and h not in only):
+                continue
+            evicted.append((h, size))
+            used -= size
+        return expired, evicted, used
 
     def _delete(self, db: sqlite3.Connection, h: str) -> None:
         db.execute("DELETE FROM blobs WHERE hash=?", (h,))
@@ -408,31 +459,32 @@ class BlobStore:
         ]
 
     def _make_room(self, db: sqlite3.Connection, need: int) -> list[str]:
-        """Free space for ``need`` more bytes, or raise QuotaExceeded having deleted nothing."""
+        """Free space for ``need`` more bytes (expired temp blobs first, then evictions), or
+        raise QuotaExceeded / EvictionNeeded having deleted nothing."""
         used = self._used(db)
         if used + need <= self.quota_bytes:
             return []
-        self._expire_temp(db)
-        used = self._used(db)
-        if used + need <= self.quota_bytes:
-            return []
-        victims: list[str] = []
-        freed = 0
-        for h, size in self._evictable(db):
-            if used - freed + need <= self.quota_bytes:
-                break
-            victims.append(h)
-            freed += size
-        if used - freed + need > self.quota_bytes:
+        expired, victims, after = self._gc_victims(db, need=need)
+        if after + need > self.quota_bytes:
             raise QuotaExceeded(
                 f"storing {need} B would exceed the quota of {self.quota_bytes} B: {used} B used, "
-                f"of which only {freed} B may be evicted (the rest is pinned or held by an open "
-                "round); raise the quota or release finished rounds"
+                f"of which only {used - after} B may be evicted (the rest is pinned or held by an "
+                "open round); raise the quota or release finished rounds"
             )
-        for h in victims:
+        allowed = self.may_evict
+        if allowed is not True and any(allowed is False or h not in allowed for h, _ in victims):
+            freed = sum(s for _, s in victims)
+            raise EvictionNeeded(
+                f"storing {need} B under the quota of {self.quota_bytes} B ({used} B used) "
+                f"would evict {len(victims)} blob(s) ({freed} B): nothing was deleted",
+                victims,
+            )
+        for h, _ in expired + victims:
             self._delete(db, h)
-        log.info("evicted %d blob(s) (%d B) to stay under the quota", len(victims), freed)
-        return victims
+        if victims:
+            freed = sum(s for _, s in victims)
+            log.info("evicted %d blob(s) (%d B) to stay under the quota", len(victims), freed)
+        return [h for h, _ in victims]
 
     def _commit(self, tmp: Path, h: str, size: int, tier: str, round_key: str | None) -> None:
         final = self._final_path(h)
@@ -597,9 +649,11 @@ class BlobStore:
                     )
         return held
 
-    def gc(self, verify: bool = False) -> GcReport:
+    def gc(self, verify: bool = False, only: Collection[str] | None = None) -> GcReport:
         """Delete expired temp blobs and stale temp files, repair metadata after a crash, evict
-        down to the quota (never a pinned or held blob); ``verify`` re-hashes every blob."""
+        down to the quota (never a pinned or held blob); ``verify`` re-hashes every blob (and
+        deletes the corrupt ones). ``only``: expire and evict no blob outside this set (what
+        ``gc_plan`` showed a person who confirmed it), even if the store changed meanwhile."""
         rep = GcReport()
         rep.stale_tmp_removed = self._clean_stale_tmp()
         rep.orphan_rows_removed, rep.adopted = self._reconcile()
@@ -608,19 +662,40 @@ class BlobStore:
                 if not self.verify(info.hash):
                     rep.corrupt_removed.append(info.hash)
         with self._tx() as db:
-            self._expire_temp(db, rep)
-            used = self._used(db)
-            for h, size in self._evictable(db):
-                if used <= self.quota_bytes:
-                    break
+            expired, evicted, _ = self._gc_victims(db, None if only is None else set(only))
+            for h, _ in expired + evicted:
                 self._delete(db, h)
-                rep.evicted.append(h)
-                rep.freed_bytes += size
-                used -= size
-            rep.used_bytes = self._used(db)
-            rep.count = int(db.execute("SELECT COUNT(*) FROM blobs").fetchone()[0])
-        rep.quota_bytes = self.quota_bytes
+            self._fill(db, rep, expired, evicted)
         return rep
+
+    def gc_plan(self) -> GcReport:
+        """What ``gc()`` would expire and evict now (``expired``, ``evicted``, their bytes, and
+        ``used_bytes``/``count`` after it), deleting and repairing nothing."""
+        rep = GcReport()
+        with self._lock:
+            db = self._db
+            expired, evicted, _ = self._gc_victims(db)
+            self._fill(db, rep, expired, evicted, planned=True)
+        return rep
+
+    def _fill(
+        self,
+        db: sqlite3.Connection,
+        rep: GcReport,
+        expired: list[tuple[str, int]],
+        evicted: list[tuple[str, int]],
+        planned: bool = False,
+    ) -> None:
+        rep.expired = [h for h, _ in expired]
+        rep.evicted = [h for h, _ in evicted]
+        rep.expired_bytes = sum(s for _, s in expired)
+        rep.evicted_bytes = sum(s for _, s in evicted)
+        rep.freed_bytes = rep.expired_bytes + rep.evicted_bytes
+        used, count = db.execute("SELECT COALESCE(SUM(size), 0), COUNT(*) FROM blobs").fetchone()
+        gone = len(expired) + len(evicted) if planned else 0
+        rep.used_bytes = int(used) - (rep.freed_bytes if planned else 0)
+        rep.count = int(count) - gone
+        rep.quota_bytes = self.quota_bytes
 
     def ls(self) -> list[BlobInfo]:
         """Every blob, least recently used first."""
