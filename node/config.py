@@ -113,6 +113,11 @@ def set_toml_values(text: str, values: dict[str, dict[str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def metrics_listen_addr(port: int) -> str:
+    """CometBFT's ``prometheus_listen_addr`` as init writes it: loopback only."""
+    return f"127.0.0.1:{port}"
+
+
 @dataclass(frozen=True, slots=True)
 class Ports:
     p2p: int = 26656
@@ -140,11 +145,14 @@ def tune_cometbft_config(
     values["rpc"]["laddr"] = f'"tcp://127.0.0.1:{ports.rpc}"'
     values["p2p"]["laddr"] = f'"tcp://127.0.0.1:{ports.p2p}"'
     values["p2p"]["persistent_peers"] = f'"{persistent_peers}"'
-    # CometBFT's own Prometheus metrics (consensus, p2p, mempool) at :metrics/metrics; the app's
-    # are one port up (AppConfig.metrics_listen, node/metrics.py)
+    # CometBFT's own Prometheus metrics (consensus, p2p, mempool) at 127.0.0.1:metrics/metrics,
+    # loopback like the RPC (":PORT" listened on every interface); an operator who scrapes from
+    # another host sets prometheus_listen_addr = "0.0.0.0:PORT" in config.toml, as for [rpc]
+    # laddr (no flag: one place for every listen address). The app's metrics are one port up
+    # (AppConfig.metrics_listen, node/metrics.py)
     values["instrumentation"] = {
         "prometheus": "true",
-        "prometheus_listen_addr": f'":{ports.metrics}"',
+        "prometheus_listen_addr": f'"{metrics_listen_addr(ports.metrics)}"',
     }
     write_atomic(path, set_toml_values(path.read_text(), values))
 
