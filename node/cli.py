@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -42,35 +42,42 @@ PLUGINS = (
 )
 
 
+_AMOUNT_SHAPE = re.compile(r"([+-]?)([0-9]*\.?[0-9]*)")  # ASCII digits only: never '٥'
+
+
 def parse_amount(text: str, what: str = "amount") -> int:
     """``1000uloco`` -> 1000; ``2.5loco`` -> 2500000. A bare number is refused (5 what? write
-    5uloco or 5loco): on chain every amount is an integer of uloco, 1 LOCO = 10^6 uloco."""
-    t = text.strip().lower()
-    if t.endswith("uloco"):
-        num, scale = t[:-5], 1
-    elif t.endswith("loco"):
-        num, scale = t[:-4], ULOCO
-    else:
-        num, scale = t, 0
-    try:
-        v = Decimal(num)
-    except InvalidOperation:
-        v = None
-    if (
-        v is None
-        or not v.is_finite()
-        or not num
-        or not num.isascii()  # Decimal and isdigit() take '٥' (Arabic-Indic five) as 5
-        or not num.lstrip("+-").replace(".", "", 1).isdigit()
-    ):
+    5uloco or 5loco): on chain every amount is an integer of uloco, 1 LOCO = 10^6 uloco.
+
+    One spelling per amount: digits, an optional decimal part, a lowercase unit. ``-5loco``,
+    ``+5loco``, ``5LOCO``, ``.5loco`` and ``5.loco`` are refused, each naming the spelling to use
+    (``+5loco`` and ``5LOCO`` were sent as 5loco; a negative one never is)."""
+    t = text.strip()
+    unit = next((u for u in ("uloco", "loco") if t.lower().endswith(u)), "")
+    num = t[: len(t) - len(unit)]
+    m = _AMOUNT_SHAPE.fullmatch(num)
+    if m is None or not any(c.isdigit() for c in m[2]):
         raise UsageError(f"bad {what} {text!r}: write e.g. 1000uloco or 2.5loco")
+    v = Decimal(m[1] + m[2])
     if v <= 0:  # before the unit hint: "give a unit, -3uloco" would suggest another refusal
-        raise UsageError(f"bad {what} {text!r}: must be between 1uloco and 2^64-1 uloco")
-    if scale == 0:
+        sign = "amounts cannot be negative; " if m[1] == "-" else ""
+        raise UsageError(f"bad {what} {text!r}: {sign}must be between 1uloco and 2^64-1 uloco")
+    digits = m[2]
+    if digits.startswith("."):
+        digits = "0" + digits
+    digits = digits.rstrip(".")
+    canonical = digits + unit.lower()
+    if m[1] == "+":
+        raise UsageError(f"bad {what} {text!r}: write it without the sign: {canonical}")
+    if unit and t[-len(unit) :] != unit.lower():
+        raise UsageError(f"bad {what} {text!r}: units are lowercase: write {canonical}")
+    if digits != m[2]:
+        raise UsageError(f"bad {what} {text!r}: write {canonical}")
+    if not unit:
         raise UsageError(
             f"bad {what} {text!r}: give a unit, {num}uloco or {num}loco (1 LOCO = 10^6 uloco)"
         )
-    n = v * scale
+    n = v * (1 if unit == "uloco" else ULOCO)
     if n != n.to_integral_value():
         raise UsageError(f"bad {what} {text!r}: the smallest unit is 1uloco (0.000001loco)")
     if n <= 0 or n > 2**64 - 1:
@@ -80,7 +87,8 @@ def parse_amount(text: str, what: str = "amount") -> int:
 
 def parse_fee(text: str) -> int | None:
     """``--fee``: auto (None: the chain's exact minimum, node/fees.py), 100uloco or 0.001loco;
-    a bare integer is uloco (the fee is always in uloco); 0 is allowed."""
+    a bare integer is uloco (the fee is always in uloco); 0 is allowed. The amount spellings are
+    ``parse_amount``'s (no sign, lowercase units)."""
     t = str(text).strip()
     if t.lower() == "auto":
         return None
@@ -89,8 +97,10 @@ def parse_fee(text: str) -> int | None:
         if n > 2**64 - 1:
             raise UsageError(f"bad --fee {text!r}: at most 2^64-1 uloco")
         return n
-    if re.fullmatch(r"0+(\.0*)?(u?loco)", t.lower()):  # 0loco, 0.0loco, 0uloco: no fee
+    if re.fullmatch(r"0+(\.0+)?(u?loco)", t):  # 0loco, 0.0loco, 0uloco: no fee
         return 0
+    if re.fullmatch(r"[+-]?(0+\.?0*|\.0+)(u?loco)", t, re.IGNORECASE):  # +0loco, 0LOCO, 0.loco
+        raise UsageError(f"bad --fee {text!r}: write 0uloco (no sign, a lowercase unit)")
     return parse_amount(t, "--fee")
 
 
@@ -197,6 +207,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         chain_id=args.chain_id,
         moniker=args.moniker,
         abci_address=args.abci_address,
+        listen=listen_addresses(args),
     )
     out(
         args,
@@ -205,9 +216,41 @@ def cmd_init(args: argparse.Namespace) -> int:
         f"validator address: {info['validator_address']}\n"
         f"validator account: {info['validator_account']} (key 'validator', funded with 1,000,000 "
         "LOCO)\n"
+        f"RPC {info['rpc']}, P2P {info['p2p']} (config/config.toml)\n"
         f"start it with: loconet start --home {info['home']}",
     )
     return 0
+
+
+def port_arg(text: str) -> int:
+    """An argparse ``type``: a TCP port, 1..65535."""
+    t = text.strip()
+    if not (t.isascii() and t.isdigit() and len(t) <= 5 and 0 < int(t) < 65536):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a port (1..65535)")
+    return int(t)
+
+
+def listen_addresses(args: argparse.Namespace) -> dict[str, tuple[str, int]]:
+    """``init``'s --rpc-port/--rpc.laddr and --p2p-port/--p2p.laddr as {"rpc"|"p2p": (host,
+    port)}; only the ones given (node/init.py writes them into config.toml)."""
+    got: dict[str, tuple[str, int]] = {}
+    for what in ("rpc", "p2p"):
+        port, laddr = getattr(args, f"{what}_port", None), getattr(args, f"{what}_laddr", None)
+        if port is not None and laddr is not None:
+            raise UsageError(f"give --{what}-port or --{what}.laddr, not both")
+        if port is not None:
+            got[what] = ("127.0.0.1", port)
+        elif laddr is not None:
+            m = re.fullmatch(r"tcp://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-]+):([0-9]{1,5})", laddr)
+            if m is None or not 0 < int(m[2]) < 65536:
+                raise UsageError(
+                    f"bad --{what}.laddr {laddr[:60]!r}: write tcp://HOST:PORT, e.g. "
+                    f"tcp://0.0.0.0:{26657 if what == 'rpc' else 26656}"
+                )
+            got[what] = (m[1], int(m[2]))
+    if "rpc" in got and "p2p" in got and got["rpc"][1] == got["p2p"][1]:
+        raise UsageError(f"the RPC and P2P ports are both {got['rpc'][1]}: give two ports")
+    return got
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -326,9 +369,125 @@ def cmd_keys_list(args: argparse.Namespace) -> int:
             f"{args.home} does not exist: check --home (or create a node home with "
             f"`loconet init --home {args.home}`)"
         )
-    keys = Keyring(Path(args.home)).list()
-    data = [{"name": k.name, "address": k.address} for k in keys]
-    out(args, data, "\n".join(f"{k.name:20s} {k.address}" for k in keys) or "no keys")
+    found = Keyring(Path(args.home)).scan()
+    data: list[dict[str, str]] = [
+        {"name": n, "address": k.address} if k is not None else {"name": n, "error": str(why)}
+        for n, k, why in found
+    ]
+    good = [f"{n:20s} {k.address}" for n, k, _ in found if k is not None]
+    out(args, data, "\n".join(good) or ("no keys" if not found else "no readable keys"))
+    broken = [str(why) for _, k, why in found if k is None]
+    if broken and not is_json(args):  # -o json: the entry's "error" says it
+        for why in broken:
+            print(f"error: {why}", file=sys.stderr)
+    # like `ls` with an unreadable entry: the others are listed, the exit status says one failed
+    return 1 if broken else 0
+
+
+def read_passphrase(prompt: str, confirm: bool = False) -> str:
+    """A passphrase from the terminal (hidden; typed twice with ``confirm``), else the first
+    line of stdin (a script: ``echo "$PASS" | loconet keys export ...``)."""
+    if sys.stdin.isatty():
+        import getpass
+
+        first = getpass.getpass(prompt)
+        if confirm and getpass.getpass("repeat it: ") != first:
+            raise UsageError("the two passphrases differ: nothing was written")
+        return first
+    line = sys.stdin.readline()
+    if not line:
+        raise UsageError("no passphrase on stdin: type it at a terminal, or pipe it in")
+    return line.removesuffix("\n").removesuffix("\r")
+
+
+def cmd_keys_export(args: argparse.Namespace) -> int:
+    """The key, sealed under a passphrase as ASCII armor (node/keys.py: scrypt +
+    ChaCha20-Poly1305); to stdout, or to ``--to FILE`` created with mode 0600."""
+    from node.atomic import write_new_atomic
+    from node.keys import MIN_PASSPHRASE, Keyring, export_armor
+
+    k = Keyring(Path(args.home)).get(args.name)
+    if args.to and os.path.lexists(args.to):
+        raise UsageError(f"{args.to} exists: pick another --to (an export never overwrites)")
+    passphrase = read_passphrase(
+        f"passphrase to encrypt {k.name!r} (at least {MIN_PASSPHRASE} characters): ",
+        confirm=True,
+    )
+    armor = export_armor(k, passphrase)
+    if args.to:
+        try:
+            write_new_atomic(Path(args.to), armor, 0o600)
+        except FileExistsError:
+            raise UsageError(f"{args.to} exists: pick another --to") from None
+        out(
+            args,
+            {"name": k.name, "address": k.address, "file": args.to},
+            f"exported {k.name!r} ({k.address}) to {args.to} (mode 0600, encrypted)",
+        )
+    else:
+        out(args, {"name": k.name, "address": k.address, "armor": armor}, armor.rstrip("\n"))
+    return 0
+
+
+def cmd_keys_import(args: argparse.Namespace) -> int:
+    """A key from a ``keys export`` file, under NAME (0600, refused when NAME or the address
+    is already in the keyring)."""
+    from node.keys import Keyring, import_armor
+
+    ring = Keyring(Path(args.home))
+    ring._path(args.name)  # a bad name fails before asking for the passphrase
+    if ring._path(args.name).exists():
+        raise UsageError(f"key {args.name!r} already exists in {ring.dir}: pick another name")
+    text = read_input_file(args.file, "the key file", limit=64 << 10).decode()
+    passphrase = read_passphrase(f"passphrase of {args.file}: ")
+    k = ring.add(args.name, seed=import_armor(text, passphrase))
+    out(
+        args,
+        {"name": k.name, "address": k.address, "imported": True},
+        f"imported key {k.name!r}\naddress: {k.address}",
+    )
+    return 0
+
+
+COMETBFT_VERSION = "0.38.25"  # the cometbft `make setup` builds (scripts/setup.sh pins it)
+
+
+def version_info() -> dict[str, str]:
+    from importlib import metadata
+
+    try:
+        mine = metadata.version("loconet")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        mine = "unknown (not installed: run `make setup`)"
+    return {"loconet": mine, "cometbft": COMETBFT_VERSION}
+
+
+def version_line() -> str:
+    v = version_info()
+    return f"loconet {v['loconet']} (cometbft {v['cometbft']})"
+
+
+def cmd_version(args: argparse.Namespace) -> int:
+    """loconet's version (package metadata), the cometbft version the project pins, and the one
+    the CLI would start (``cometbft version``), when it finds one."""
+    import subprocess
+
+    from node.paths import ToolMissing, cometbft_binary
+
+    data: dict[str, Any] = {**version_info(), "cometbft_binary": None}
+    try:
+        r = subprocess.run(
+            [cometbft_binary(), "version"], capture_output=True, text=True, timeout=10, check=False
+        )
+        data["cometbft_binary"] = r.stdout.strip() or None
+    except (ToolMissing, OSError, subprocess.TimeoutExpired):
+        pass
+    text = version_line()
+    if data["cometbft_binary"] and data["cometbft_binary"] != data["cometbft"]:
+        text += f"\nwarning: the cometbft found is {data['cometbft_binary']}: run `make setup`"
+    elif not data["cometbft_binary"]:
+        text += "\nno cometbft binary found: run `make setup`"
+    out(args, data, text)
     return 0
 
 
@@ -382,18 +541,47 @@ def cmd_tx_bank_send(args: argparse.Namespace) -> int:
 
 
 def cmd_query_account(args: argparse.Namespace) -> int:
+    data = account_state(args)
+    text = (
+        f"address:  {data['address']}\n"
+        f"balance:  {data['balance']} uloco ({fmt_loco(data['balance'])})\n"
+        f"sequence: {data['sequence']}\n"
+        f"height:   {data['height']}"
+    )
+    out(args, data, text + proof_note(data))
+    return 0
+
+
+def proof_note(data: dict[str, Any]) -> str:
+    """The lines --prove adds to a text answer ("" without a proof)."""
+    if not data.get("proof_verified"):
+        return ""
+    return (
+        "\n"
+        f"proof:    verified against app hash {data['app_hash']} (header "
+        f"{data['height'] + 1}, signed by >2/3 of the validators)\n"
+        f"signers:  {signers_note(data['validator_set'])}"
+    )
+
+
+def account_state(args: argparse.Namespace, client: Any = None) -> dict[str, Any]:
+    """``/account/ADDR`` at ``--height`` (address, balance, sequence, height); with ``--prove``
+    also its Merkle proof, verified against the next header's app hash (proof, proof_verified,
+    app_hash, validator_set). ``query account``, ``query balance`` and ``query bank balances``
+    all read it here."""
     from abci_app.codec.address import from_bech32
     from node.proofs import expected_chain_id, trust_of, verified_account
     from node.rpc import Client
 
     addr = from_bech32(args.address)
-    with Client(args.node) as c:
-        qr = c.abci_query(f"/account/{args.address}", height=args.height or 0, prove=args.prove)
+    prove = bool(getattr(args, "prove", False))
+    with client if client is not None else Client(args.node) as c:
+        qr = c.abci_query(f"/account/{args.address}", height=args.height or 0, prove=prove)
         if qr.code != 0:
             raise UsageError(f"query failed (code {qr.code}): {qr.log}")
         data = safejson.loads(qr.value)
         data["height"] = qr.height
-        if args.prove:
+        if prove:
             v = verified_account(
                 c,
                 qr,
@@ -410,21 +598,7 @@ def cmd_query_account(args: argparse.Namespace) -> int:
             data["proof_verified"] = True
             data["app_hash"] = v["app_hash"]
             data["validator_set"] = "genesis" if trust is not None else "node"
-    text = (
-        f"address:  {data['address']}\n"
-        f"balance:  {data['balance']} uloco ({fmt_loco(data['balance'])})\n"
-        f"sequence: {data['sequence']}\n"
-        f"height:   {data['height']}"
-    )
-    if args.prove:
-        text += (
-            "\n"
-            f"proof:    verified against app hash {data['app_hash']} (header "
-            f"{data['height'] + 1}, signed by >2/3 of the validators)\n"
-            f"signers:  {signers_note(data['validator_set'])}"
-        )
-    out(args, data, text)
-    return 0
+    return dict(data)
 
 
 def signers_note(validator_set: str) -> str:
@@ -535,6 +709,8 @@ def add_tx_flags(p: argparse.ArgumentParser) -> None:
         p.add_argument("--home", required=True, help="home whose keyring holds the --from key")
     p.add_argument(
         "--fee",
+        "--fees",  # the Cosmos SDK's spelling: its values (5000uloco) mean the same here
+        dest="fee",
         type=_fee_arg,
         default=None,
         help="fee: auto (default: the chain's exact minimum for this tx, read from the node's "
@@ -585,10 +761,62 @@ def add_tx_flags(p: argparse.ArgumentParser) -> None:
     add_output_flag(p)
 
 
+HOME_ENV = "LOCONET_HOME"
+
+
+def default_home() -> tuple[str, str]:
+    """(the home a command without --home uses, where it comes from): $LOCONET_HOME, else
+    ~/.loconet (as a Cosmos SDK app's ~/.simd)."""
+    env = os.environ.get(HOME_ENV, "")
+    if env.strip():
+        return env, f"${HOME_ENV}"
+    return str(Path.home() / ".loconet"), "the default home"
+
+
+def finish_leaves(p: argparse.ArgumentParser) -> None:
+    """What every command gets once all plugins registered theirs: --home defaults to
+    $LOCONET_HOME, else ~/.loconet (``resolve_defaults`` fills it in: "required" homes always,
+    "optional" ones, read only for the node address, when that folder exists and --node is
+    absent); and the names of its append options, so a default filled into one is a list."""
+    subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+    for s in subs:
+        for child in s.choices.values():
+            finish_leaves(child)
+    if subs:
+        return
+    lists = frozenset(a.dest for a in p._actions if isinstance(a, argparse._AppendAction))
+    home = next((a for a in p._actions if a.dest == "home" and a.option_strings), None)
+    kind = None
+    if home is not None:
+        groups = [g for g in p._mutually_exclusive_groups if home in g._group_actions]
+        kind = "required" if home.required or any(g.required for g in groups) else "optional"
+        home.required = False
+        for g in groups:  # blob: --home or --dir, now --home by default
+            g.required = False
+        note = f"default: ${HOME_ENV}, else ~/.loconet"
+        home.help = f"{home.help} ({note})" if home.help else note
+    p.set_defaults(_list_dests=lists, _home_kind=kind)
+
+
 def resolve_defaults(args: argparse.Namespace) -> None:
-    """Fill --node, -o and --chain-id left out on the command line from the client config of
-    --home (node/client_config.py), the home's config.toml, or the built-in defaults."""
+    """Fill --home, --node, -o and --chain-id left out on the command line: the home from
+    $LOCONET_HOME or ~/.loconet (``finish_leaves``), the others from the client config of the
+    home (node/client_config.py), the home's config.toml, or the built-in defaults. A value
+    filled into an append option (``provider run --node``) is a list of one, as the option
+    itself builds."""
     from node import client_config
+
+    kind = getattr(args, "_home_kind", None)
+    if kind is not None and getattr(args, "home", None) is None:
+        implicit, source = default_home()
+        if kind == "required" and getattr(args, "dir", None) is None:
+            args.home, args._home_from = implicit, source
+        elif kind == "optional" and getattr(args, "node", None) is None and Path(implicit).is_dir():
+            args.home, args._home_from = implicit, source
+    lists: frozenset[str] = getattr(args, "_list_dests", frozenset())
+
+    def fill(dest: str, value: Any) -> None:
+        setattr(args, dest, [value] if dest in lists else value)
 
     home = getattr(args, "home", None)
     cfg = (
@@ -597,12 +825,11 @@ def resolve_defaults(args: argparse.Namespace) -> None:
         else {}
     )
     if hasattr(args, "output") and args.output is None:
-        args.output = cfg.get("output", "text")
+        fill("output", cfg.get("output", "text"))
     if hasattr(args, "node") and args.node is None:
-        args.node = client_config.node_from_home(home) if home else None
-        args.node = args.node or DEFAULT_NODE
+        fill("node", (client_config.node_from_home(home) if home else None) or DEFAULT_NODE)
     if hasattr(args, "chain_id") and args.chain_id is None and cfg.get("chain-id"):
-        args.chain_id = cfg["chain-id"]
+        fill("chain_id", cfg["chain-id"])
 
 
 class Parser(argparse.ArgumentParser):
@@ -611,6 +838,17 @@ class Parser(argparse.ArgumentParser):
     Subcommand parsers inherit the class (add_subparsers' default parser_class)."""
 
     argv: list[str] = []
+
+    def _parse_optional(self, arg_string: str) -> Any:
+        # `-5loco` is no negative number to argparse (those are `-5`, `-.5`): it was an unknown
+        # option ("unrecognized arguments", or "--fee: expected one argument")
+        if (
+            arg_string not in self._option_string_actions
+            and re.fullmatch(r"-\.?[0-9][0-9A-Za-z.]*", arg_string)
+            and not self._negative_number_matcher.match(arg_string)
+        ):
+            self.error(f"{arg_string}: amounts cannot be negative (an amount is e.g. 5loco)")
+        return super()._parse_optional(arg_string)
 
     def error(self, message: str) -> NoReturn:
         a = Parser.argv
@@ -637,13 +875,24 @@ def build_parser() -> argparse.ArgumentParser:
         "  loconet status",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=version_line())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = add_command(
+        sub,
+        "version",
+        "loconet's version and the cometbft version it pins (and the one it finds)",
+        "loconet version -o json",
+        cmd_version,
+    )
+    add_output_flag(p)
 
     p = add_command(
         sub,
         "init",
         "create a node home: config, keys, single-validator genesis",
-        "loconet init --home ~/.loconet --chain-id loconet-local --moniker alice",
+        "loconet init --home ~/.loconet --chain-id loconet-local --moniker alice\n"
+        "  loconet init --home ~/.loconet-2 --rpc-port 27657 --p2p-port 27656",
         cmd_init,
     )
     p.add_argument("--home", required=True)
@@ -655,7 +904,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="where the app listens for cometbft: a Unix socket in the home (default; only this "
         "user can connect) or tcp://127.0.0.1:26658 when cometbft runs elsewhere",
     )
-    add_output_flag(p)
+    p.add_argument("--rpc-port", type=port_arg, help="cometbft's RPC port (default 26657)")
+    p.add_argument("--p2p-port", type=port_arg, help="cometbft's P2P port (default 26656)")
+    p.add_argument(
+        "--rpc.laddr",
+        dest="rpc_laddr",
+        metavar="tcp://HOST:PORT",
+        help="cometbft's RPC listen address, as in config.toml (default tcp://127.0.0.1:26657)",
+    )
+    p.add_argument(
+        "--p2p.laddr",
+        dest="p2p_laddr",
+        metavar="tcp://HOST:PORT",
+        help="cometbft's P2P listen address (default tcp://127.0.0.1:26656)",
+    )
 
     p = add_command(
         sub,
@@ -737,6 +999,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--home", required=True)
     add_output_flag(p)
+    p = add_command(
+        keys,
+        "export",
+        "print a key encrypted with a passphrase (ASCII armor: scrypt + ChaCha20-Poly1305), "
+        "for `keys import`; the passphrase is read from the terminal, else from stdin",
+        "loconet keys export alice --to alice.key --home ~/.loconet",
+        cmd_keys_export,
+    )
+    p.add_argument("name")
+    p.add_argument("--home", required=True)
+    p.add_argument(
+        "--to", metavar="FILE", help="write the armor to FILE (created with mode 0600; not stdout)"
+    )
+    add_output_flag(p)
+    p = add_command(
+        keys,
+        "import",
+        "add a key from a `keys export` file under NAME (asks for its passphrase; refused when "
+        "NAME or the key's address is already in the keyring)",
+        "loconet keys import alice alice.key --home ~/.loconet",
+        cmd_keys_import,
+    )
+    p.add_argument("name")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--home", required=True)
+    add_output_flag(p)
 
     tx = sub.add_parser("tx", help="sign and broadcast transactions").add_subparsers(
         dest="tx_module", required=True, metavar="MODULE"
@@ -809,6 +1097,7 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         register_train(sub)
+    finish_leaves(parser)
     complete_group_help(parser)
     return parser
 
@@ -936,6 +1225,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except known as e:
         msg = e.log if isinstance(e, LoconetError) else str(e)
+        source = getattr(args, "_home_from", None)
+        if source and str(args.home) in msg:  # "check --home": say where the home came from
+            msg += f" (no --home given: {args.home} is {source})"
         if isinstance(e, TxRejected):  # the (code space/n) tag says the code once, not twice
             msg = f"tx rejected in {e.stage}: {e.log}"
         code = getattr(e, "code", None) if isinstance(e, (LoconetError, TxRejected)) else None

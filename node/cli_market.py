@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from node.cli import (
     add_output_flag,
     add_tx_flags,
     broadcast,
+    is_json,
     out,
     parse_amount,
     read_input_file,
@@ -66,11 +68,79 @@ def cmd_provider_register(a: argparse.Namespace) -> int:
                 "torch is not installed here: give the hardware with --gpu MODEL:COUNT:MEMORY_MIB"
             ) from None
         gpus = detect_hardware()
-    return broadcast(
-        a,
-        a.from_key,
-        [build_register_provider(parse_amount(a.bond), gpus, a.throughput, a.region, a.endpoint)],
-    )
+    msg = build_register_provider(parse_amount(a.bond), gpus, a.throughput, a.region, a.endpoint)
+    warnings = [] if a.skip_hardware_check else hardware_warnings(a.throughput, a.gpu)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    extra = {"warnings": warnings} if is_json(a) else None
+    return broadcast(a, a.from_key, [msg], extra)
+
+
+# the default job model (`tx job create` without --model: 2 layers, d_model 64, context 64,
+# vocabulary 256): training costs about 6 FLOPs per parameter per token (forward + backward),
+# 12·L·d² in the blocks plus V·d in the output layer; attention scores are left out, so the
+# ceiling below is generous
+DEFAULT_MODEL_FLOPS_PER_TOKEN = 6 * (12 * 2 * 64 * 64 + 256 * 64)
+THROUGHPUT_SLACK = 4  # the measurement runs ~0.1 s on a possibly busy machine: warn only far above
+
+
+def hardware_warnings(throughput: int, gpu_flags: list[str] | None) -> list[str]:
+    """What ``tx provider register`` warns about (stderr, and "warnings" under -o json): torch
+    sees no CUDA GPU here, or --throughput is above a quick ceiling for this machine (a ~0.1 s
+    matmul timing, times ``THROUGHPUT_SLACK``, over the default job model's FLOPs per token).
+    The ceiling is checked only when the registered hardware is this machine's (no --gpu, or
+    --gpu naming what torch sees): a registration for another machine cannot be measured here.
+    Imports torch, only in this command."""
+    try:
+        import torch
+
+        from node.worker.ml import detect_hardware
+    except ImportError:
+        return ["torch is not installed here: the throughput claim and the GPU are unchecked"]
+    warnings = []
+    cuda = torch.cuda.is_available()
+    if not cuda:
+        warnings.append(
+            "torch sees no CUDA GPU on this machine: a provider worker here trains on the CPU "
+            "(and `provider run` refuses registered hardware it does not see)"
+        )
+    here = detect_hardware()
+    if gpu_flags and sorted(g.lower() for g in gpu_flags) != sorted(h.lower() for h in here):
+        return warnings
+    flops = _matmul_flops(torch, "cuda" if cuda else "cpu")
+    devices = torch.cuda.device_count() if cuda else 1
+    ceiling = int(flops * devices * THROUGHPUT_SLACK // DEFAULT_MODEL_FLOPS_PER_TOKEN)
+    if throughput > ceiling:
+        warnings.append(
+            f"--throughput {throughput} tokens/s is above what this machine can train: a quick "
+            f"estimate ({flops / 1e9:.1f} GFLOP/s per {'GPU' if cuda else 'CPU'}, x"
+            f"{THROUGHPUT_SLACK} margin) allows at most ~{ceiling} tokens/s even for the default "
+            "job model; claim what the machine sustains"
+        )
+    return warnings
+
+
+def _matmul_flops(torch: Any, device: str) -> float:
+    """FLOP/s of square matmuls on ``device`` (fp32 on CPU, fp16 on CUDA): the best of ~20 ms
+    slices over ~0.15 s, so a busy moment on a shared machine does not lower the ceiling."""
+    import time
+
+    n = 4096 if device == "cuda" else 256
+    dtype = torch.float16 if device == "cuda" else torch.float32
+    x = torch.randn(n, n, device=device, dtype=dtype)
+    y = torch.randn(n, n, device=device, dtype=dtype)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    torch.matmul(x, y)  # warm-up: kernels chosen, memory touched
+    sync()
+    best, start = 0.0, time.perf_counter()
+    while time.perf_counter() - start < 0.15:
+        reps, t0 = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - t0) < 0.02:
+            torch.matmul(x, y)
+            sync()
+            reps += 1
+        best = max(best, 2 * n**3 * reps / elapsed)
+    return best
 
 
 def cmd_provider_update(a: argparse.Namespace) -> int:
@@ -851,9 +921,15 @@ COMMANDS: tuple[Command, ...] = (
                 help="MODEL:COUNT:MEMORY_MIB (repeatable; default: what torch sees, "
                 "e.g. H100:8:81920 or cpu:16:131072)",
             ),
-            A("--throughput", type=U64, required=True, help="claimed tokens/s"),
+            A(
+                "--throughput",
+                type=U64,
+                required=True,
+                help="claimed tokens/s (a warning when above a quick estimate for this machine)",
+            ),
             A("--region", required=True),
             A("--endpoint", required=True, help="blob endpoint http(s) URL"),
+            A("--skip-hardware-check", action="store_true", help=argparse.SUPPRESS),
         ),
     ),
     Command(

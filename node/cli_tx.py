@@ -26,12 +26,14 @@ from node.cli import (
     HEIGHT,
     U64,
     UsageError,
+    account_state,
     add_command,
     add_node_flag,
     add_output_flag,
     fmt_loco,
     is_json,
     out,
+    proof_note,
     read_input_file,
     uint_arg,
 )
@@ -711,22 +713,39 @@ def cmd_query_block(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_query_balance(args: argparse.Namespace) -> int:
-    from abci_app.codec.address import from_bech32
+def _proof_fields(acc: dict[str, Any]) -> dict[str, Any]:
+    keys = ("proof", "proof_verified", "app_hash", "validator_set")
+    return {k: acc[k] for k in keys if k in acc}
 
-    from_bech32(args.address)
-    with _client(args) as c:
-        qr = c.abci_query(f"/account/{args.address}", height=args.height or 0)
-    if qr.code != 0:
-        raise UsageError(f"query failed (code {qr.code}): {qr.log}")
-    acc = safejson.loads(qr.value)
+
+def cmd_query_balance(args: argparse.Namespace) -> int:
+    acc = account_state(args, _client(args))
     data = {
         "address": args.address,
         "balance": acc["balance"],
         "denom": "uloco",
-        "height": qr.height,
+        "height": acc["height"],
+        **_proof_fields(acc),
     }
-    out(args, data, f"{acc['balance']} uloco ({fmt_loco(acc['balance'])}) at height {qr.height}")
+    text = f"{acc['balance']} uloco ({fmt_loco(acc['balance'])}) at height {acc['height']}"
+    out(args, data, text + proof_note(acc))
+    return 0
+
+
+def cmd_query_bank_balances(args: argparse.Namespace) -> int:
+    """``query balance`` in the Cosmos SDK's shape (``simd query bank balances``): under -o json
+    {"balances": [{"denom", "amount"}], "pagination"}, amounts as strings, no entry for a zero
+    balance; plus the height and, with --prove, the proof fields of ``query account``."""
+    acc = account_state(args, _client(args))
+    bal = int(acc["balance"])
+    data = {
+        "balances": [{"denom": "uloco", "amount": str(bal)}] if bal else [],
+        "pagination": {"next_key": None, "total": "0"},
+        "height": acc["height"],
+        **_proof_fields(acc),
+    }
+    text = f"{bal} uloco ({fmt_loco(bal)}) at height {acc['height']}"
+    out(args, data, text + proof_note(acc))
     return 0
 
 
@@ -838,6 +857,21 @@ def cmd_config_get(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------- parsers
 
 
+def _balance_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("address", metavar="ADDR")
+    p.add_argument(
+        "--height", type=HEIGHT, default=0, help="state after this block (default latest)"
+    )
+    p.add_argument(
+        "--prove",
+        action="store_true",
+        help="fetch a Merkle proof and verify it against the next block header's app hash "
+        "(as `query account --prove`)",
+    )
+    add_node_flag(p)
+    add_output_flag(p)
+
+
 def register(root: Any, tx: Any, query: Any) -> None:
     p = add_command(
         tx,
@@ -918,14 +952,23 @@ def register(root: Any, tx: Any, query: Any) -> None:
     p = add_command(
         query,
         "balance",
-        "the balance of an address in uloco",
-        "loconet query balance loco1...",
+        "the balance of an address in uloco (optionally with a verified Merkle proof)",
+        "loconet query balance loco1... --prove",
         cmd_query_balance,
     )
-    p.add_argument("address", metavar="ADDR")
-    p.add_argument("--height", type=HEIGHT, default=0)
-    add_node_flag(p)
-    add_output_flag(p)
+    _balance_flags(p)
+    bank = query.add_parser(
+        "bank", help="bank queries, as the Cosmos SDK names them"
+    ).add_subparsers(dest="bank_query", required=True, metavar="BANK_QUERY")
+    p = add_command(
+        bank,
+        "balances",
+        "the balances of an address, in the Cosmos SDK's JSON shape (balances: [{denom, "
+        "amount}]); `query balance` in other words",
+        "loconet query bank balances loco1... --prove -o json",
+        cmd_query_bank_balances,
+    )
+    _balance_flags(p)
     p = add_command(
         query,
         "rewards",

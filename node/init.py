@@ -14,6 +14,7 @@ from node.config import (
     AppConfig,
     Ports,
     abci_address_problem,
+    set_toml_values,
     tune_cometbft_config,
 )
 from node.keys import Keyring
@@ -68,14 +69,29 @@ def init_home(
     moniker: str = "node0",
     ports: Ports | None = None,
     abci_address: str = DEFAULT_ABCI_ADDRESS,
+    listen: dict[str, tuple[str, int]] | None = None,
 ) -> dict[str, Any]:
+    """``listen``: {"rpc"|"p2p": (host, port)} for cometbft's listen addresses (``init
+    --rpc-port``, ``--rpc.laddr`` ...), written into config.toml; the others keep ``ports``."""
     home = Path(home)
     check_chain_id(chain_id)
     check_moniker(moniker)
     check_abci_address(abci_address)
+    listen = dict(listen or {})
+    ports = ports or Ports()
+    if listen:
+        import dataclasses
+
+        ports = dataclasses.replace(ports, **{k: port for k, (_, port) in listen.items()})
+        taken = {ports.metrics: "cometbft's metrics", ports.metrics + 1: "the app's metrics"}
+        for what, (_, port) in listen.items():
+            if port in taken:
+                raise InitError(
+                    f"--{what}-port {port} is {taken[port]} port: pick another (a port other than "
+                    f"{ports.metrics} and {ports.metrics + 1})"
+                )
     gpath = home / "config" / "genesis.json"
     _refuse_existing(home, gpath, unfinished_too=False)  # unfinished: maybe one running now
-    ports = ports or Ports()
     try:  # cometbft answers an uncreatable home with a Go panic and its stack: say it in one line
         home.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -93,7 +109,7 @@ def init_home(
         raise InitError(f"another `loconet init` (pid {e.pid}) is creating {home}") from None
     try:
         _refuse_existing(home, gpath)  # again, under the lock: the other one may have finished
-        return _init_locked(home, gpath, chain_id, moniker, ports, abci_address)
+        return _init_locked(home, gpath, chain_id, moniker, ports, abci_address, listen)
     finally:
         lock.unlink(missing_ok=True)
         os.close(fd)
@@ -130,7 +146,13 @@ def _refuse_existing(home: Path, gpath: Path, unfinished_too: bool = True) -> No
 
 
 def _init_locked(
-    home: Path, gpath: Path, chain_id: str, moniker: str, ports: Ports, abci_address: str
+    home: Path,
+    gpath: Path,
+    chain_id: str,
+    moniker: str,
+    ports: Ports,
+    abci_address: str,
+    listen: dict[str, tuple[str, int]],
 ) -> dict[str, Any]:
     r = subprocess.run(
         [cometbft_binary(), "init", "--home", str(home)],
@@ -141,6 +163,12 @@ def _init_locked(
     if r.returncode != 0:
         raise InitError(f"cometbft init failed: {r.stderr.strip() or r.stdout.strip()}")
     tune_cometbft_config(home, moniker, ports, abci_address=abci_address)
+    hosts = {what: host for what, (host, _) in listen.items() if host != "127.0.0.1"}
+    if hosts:  # tune_cometbft_config listens on loopback; --rpc.laddr tcp://0.0.0.0:P asks more
+        ctoml = home / "config" / "config.toml"
+        port = {"rpc": ports.rpc, "p2p": ports.p2p}
+        values = {w: {"laddr": f'"tcp://{h}:{port[w]}"'} for w, h in hosts.items()}
+        write_atomic(ctoml, set_toml_values(ctoml.read_text(), values))
     write_atomic(home / "config" / "app.toml", AppConfig(abci_address=abci_address).to_toml())
     (home / "data").mkdir(mode=0o700, exist_ok=True)
     (home / "data").chmod(0o700)
@@ -184,4 +212,6 @@ def _init_locked(
         "moniker": moniker,
         "validator_address": pv["address"],
         "validator_account": key.address,
+        "rpc": f"tcp://{listen.get('rpc', ('127.0.0.1',))[0]}:{ports.rpc}",
+        "p2p": f"tcp://{listen.get('p2p', ('127.0.0.1',))[0]}:{ports.p2p}",
     }

@@ -89,6 +89,9 @@ class Key:
         return self.signer.address
 
 
+Scan = list[tuple[str, Key | None, str | None]]  # (name, key or None, why it is unreadable)
+
+
 class Keyring:
     def __init__(self, home: Path) -> None:
         self.dir = Path(home) / "keyring"
@@ -99,10 +102,22 @@ class Keyring:
         return self.dir / f"{name}.json"
 
     def add(self, name: str, seed: bytes | None = None) -> Key:
+        """Write key ``name`` (a fresh one, or the key of ``seed``). Refused when the name is
+        taken, or when the keyring already holds this key under another name: the Cosmos SDK
+        keyring refuses that too (``ErrDuplicatedAddress``), and two names for one address let
+        two provider workers (locked per key name) sign from one account."""
         path = self._path(name)
         if path.exists():
             raise KeyError_(f"key {name!r} already exists in {self.dir}: pick another name")
         signer = Ed25519Signer(seed) if seed is not None else Ed25519Signer.generate()
+        address = to_bech32(signer.address)
+        for other, key, _ in self.scan():
+            if key is not None and key.address == address:
+                raise KeyError_(
+                    f"this key is already in the keyring as {other!r} ({address}): use --from "
+                    f"{other} (one name per address; `loconet keys delete {other}` first to "
+                    "rename it)"
+                )
         self.dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.dir, 0o700)
         body = json.dumps(
@@ -171,3 +186,120 @@ class Keyring:
 
     def list(self) -> list[Key]:
         return [self.get(n) for n in self.names()]
+
+    def scan(self) -> Scan:
+        """(name, key, None) for every readable key and (name, None, why + fix) for a corrupt
+        one: one bad file does not hide the others (``keys list``)."""
+        found: Scan = []
+        for n in self.names():
+            try:
+                found.append((n, self.get(n), None))
+            except KeyError_ as e:
+                found.append((n, None, str(e)))
+        return found
+
+
+# ----------------------------------------------------------------------------- export / import
+#
+# ``keys export`` writes a key as ASCII armor encrypted with a passphrase, like the Cosmos SDK's
+# (which armors a bcrypt + xsalsa20-poly1305 box): here scrypt (RFC 7914) derives a 256-bit key
+# from the passphrase and a random salt, and ChaCha20-Poly1305 (RFC 8439) seals the 32-byte
+# ed25519 seed, both from the ``cryptography`` package. The header lines are the AEAD's
+# associated data: a changed address, salt or parameter fails the tag like a wrong passphrase.
+#
+#     -----BEGIN LOCONET PRIVATE KEY-----
+#     kdf: scrypt
+#     kdf-params: n=32768,r=8,p=1
+#     salt: <16 bytes, hex>
+#     cipher: chacha20-poly1305
+#     type: ed25519
+#     address: loco1...
+#
+#     <base64 of the 12-byte nonce followed by the ciphertext and its 16-byte tag>
+#     -----END LOCONET PRIVATE KEY-----
+
+ARMOR_BEGIN = "-----BEGIN LOCONET PRIVATE KEY-----"
+ARMOR_END = "-----END LOCONET PRIVATE KEY-----"
+SCRYPT_N, SCRYPT_R, SCRYPT_P = 1 << 15, 8, 1  # 32 MiB, ~0.1 s: OWASP's scrypt minimum is 2^17/8/1
+MAX_SCRYPT_N = 1 << 20  # an imported file may ask more work, up to 1 GiB of memory
+MIN_PASSPHRASE = 8  # the Cosmos SDK's minimum for a keyring passphrase
+
+
+def _scrypt(passphrase: str, salt: bytes, n: int, r: int, p: int) -> bytes:
+    from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
+
+    return Scrypt(salt=salt, length=32, n=n, r=r, p=p).derive(passphrase.encode())
+
+
+def export_armor(key: Key, passphrase: str) -> str:
+    """``key`` sealed under ``passphrase`` as the armored text above."""
+    import base64
+
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+    if len(passphrase) < MIN_PASSPHRASE:
+        raise KeyError_(f"the passphrase must have at least {MIN_PASSPHRASE} characters")
+    salt, nonce = os.urandom(16), os.urandom(12)
+    header = (
+        "kdf: scrypt\n"
+        f"kdf-params: n={SCRYPT_N},r={SCRYPT_R},p={SCRYPT_P}\n"
+        f"salt: {salt.hex()}\n"
+        "cipher: chacha20-poly1305\n"
+        "type: ed25519\n"
+        f"address: {key.address}\n"
+    )
+    aead = ChaCha20Poly1305(_scrypt(passphrase, salt, SCRYPT_N, SCRYPT_R, SCRYPT_P))
+    body = base64.b64encode(nonce + aead.encrypt(nonce, key.signer.seed, header.encode())).decode()
+    lines = [body[i : i + 64] for i in range(0, len(body), 64)]
+    return f"{ARMOR_BEGIN}\n{header}\n" + "\n".join(lines) + f"\n{ARMOR_END}\n"
+
+
+def import_armor(text: str, passphrase: str) -> bytes:
+    """The ed25519 seed sealed in ``text`` (``export_armor``'s output); KeyError_ naming what
+    is wrong: not such a file, a wrong passphrase (or an altered file), unknown parameters."""
+    import base64
+    import binascii
+
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+    bad = "not a key exported by `loconet keys export`"
+    lines = text.strip().splitlines()
+    if len(lines) < 4 or lines[0].strip() != ARMOR_BEGIN or lines[-1].strip() != ARMOR_END:
+        raise KeyError_(f"{bad} (no {ARMOR_BEGIN} ... {ARMOR_END} block)")
+    try:
+        blank = lines.index("", 1)
+    except ValueError:
+        raise KeyError_(f"{bad} (no blank line after the headers)") from None
+    header_lines = lines[1:blank]
+    headers: dict[str, str] = {}
+    for line in header_lines:
+        k, sep, v = line.partition(": ")
+        if not sep:
+            raise KeyError_(f"{bad} (header line {line[:40]!r})")
+        headers[k] = v
+    want = {"kdf": "scrypt", "cipher": "chacha20-poly1305", "type": "ed25519"}
+    for k, v in want.items():
+        if headers.get(k) != v:
+            raise KeyError_(f"{bad}: {k} is {headers.get(k)!r}, this loconet reads {v!r}")
+    m = re.fullmatch(r"n=(\d{1,8}),r=(\d{1,2}),p=(\d{1,2})", headers.get("kdf-params", ""))
+    if not m:
+        raise KeyError_(f"{bad} (kdf-params {headers.get('kdf-params', '')[:40]!r})")
+    n, r, p = (int(x) for x in m.groups())
+    if not (2 <= n <= MAX_SCRYPT_N and n & (n - 1) == 0 and 1 <= r <= 32 and 1 <= p <= 16):
+        raise KeyError_(f"{bad}: scrypt n={n}, r={r}, p={p} is out of the range this reads")
+    try:
+        salt = bytes.fromhex(headers.get("salt", ""))
+        raw = base64.b64decode("".join(lines[blank + 1 : -1]), validate=True)
+    except (ValueError, binascii.Error):
+        raise KeyError_(f"{bad} (salt or body is not hex / base64)") from None
+    if len(salt) < 16 or len(raw) != 12 + 32 + 16:
+        raise KeyError_(f"{bad} (salt or body has the wrong length)")
+    aad = "".join(f"{line}\n" for line in header_lines).encode()
+    try:
+        seed = ChaCha20Poly1305(_scrypt(passphrase, salt, n, r, p)).decrypt(raw[:12], raw[12:], aad)
+    except InvalidTag:
+        raise KeyError_("wrong passphrase, or the file was altered") from None
+    if to_bech32(Ed25519Signer(seed).address) != headers.get("address"):  # sealed: never
+        raise KeyError_(f"{bad}: its key is not the address its header names")
+    return seed

@@ -36,7 +36,8 @@ def cmd_provider_run(a: argparse.Namespace) -> int:
     cfg = WorkerConfig(
         home=home,
         key=a.from_key,
-        nodes=a.node or [DEFAULT_NODE],
+        # a list (--node appends); a string here was split into the nodes "h", "t", "t", "p"...
+        nodes=[a.node] if isinstance(a.node, str) else list(a.node or [DEFAULT_NODE]),
         data_dir=Path(a.data_dir) if a.data_dir else home / "worker" / a.from_key,
         listen=a.listen,
         device=a.device,
@@ -112,7 +113,8 @@ def register(root: Any, tx: Any, query: Any) -> None:
         "--node",
         action="append",
         metavar="URL",
-        help=f"CometBFT RPC URL; repeat for fallbacks (default {DEFAULT_NODE})",
+        help="CometBFT RPC URL; repeat for fallbacks (default: --home's client config node, "
+        f"else its config.toml's RPC address, else {DEFAULT_NODE})",
     )
     p.add_argument(
         "--listen",
@@ -147,6 +149,8 @@ def register(root: Any, tx: Any, query: Any) -> None:
     )
     p.add_argument(
         "--fee",
+        "--fees",  # the Cosmos SDK's spelling
+        dest="fee",
         type=_fee_arg,
         default=None,
         help="fee per tx: auto (default: the chain's exact minimum for each tx, read from the "
