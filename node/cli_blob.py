@@ -154,10 +154,9 @@ def _confirm_delete(args: argparse.Namespace, summary: str, evicts: bool, fix: s
         raise UsageError(
             f"not at a terminal, so nobody confirmed the eviction: nothing was deleted; {fix}"
         )
-    try:
-        answer = input("delete them? [y/N]: ")
-    except EOFError:
-        answer = ""
+    # the question on stderr (input() would print it on stdout, into -o json's document)
+    print("delete them? [y/N]: ", end="", file=sys.stderr, flush=True)
+    answer = sys.stdin.readline()  # "" at end of input: no
     if answer.strip().lower() not in ("y", "yes"):
         raise UsageError("cancelled: nothing was deleted (--yes skips this question)")
 
