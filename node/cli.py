@@ -918,6 +918,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="tcp://HOST:PORT",
         help="cometbft's P2P listen address (default tcp://127.0.0.1:26656)",
     )
+    add_output_flag(p)
 
     p = add_command(
         sub,
