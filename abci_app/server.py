@@ -21,8 +21,9 @@ stops the node.
 gate                admits
 =================== ======================================================================
 ``CometbftOnly``    ``loconet start``: only the connections of the cometbft process this node
-                    started (its pid, set once it runs). Unix socket: the peer's pid from
-                    ``SO_PEERCRED``. TCP: the peer socket's inode, found in
+                    started (its pid, set once it runs), or of a process it started (a
+                    ``$LOCONET_COMETBFT`` wrapper that does not ``exec``). Unix socket: the
+                    peer's pid from ``SO_PEERCRED``. TCP: the peer socket's inode, found in
                     ``/proc/net/tcp{,6}`` by its address pair, must be an open fd of
                     ``/proc/<cometbft pid>/fd``. Everything else is refused, whoever runs it.
 ``OneClient``       ``loconet abci`` (cometbft started elsewhere, so its pid is unknown): the
@@ -416,9 +417,39 @@ class Gate(Protocol):
         ...
 
 
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        return int(stat.rsplit(")", 1)[1].split()[1])  # pid (comm) state ppid: comm may hold ")"
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes ``pid`` started, and theirs, from /proc (empty when it started none)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return []
+    for p in entries:
+        parent = _parent_of(p)
+        if parent is not None:
+            children.setdefault(parent, []).append(p)
+    out, todo = [], list(children.get(pid, []))
+    while todo and len(out) < 4096:
+        p = todo.pop()
+        out.append(p)
+        todo += children.get(p, [])
+    return out
+
+
 class CometbftOnly:
     """``loconet start``: only the connections of the cometbft process with pid ``pid`` (None
-    until the node has started it: every connection is refused until then)."""
+    until the node has started it: every connection is refused until then), or of a process
+    it started (``$LOCONET_COMETBFT`` may be a wrapper script that runs cometbft without
+    ``exec``)."""
 
     def __init__(self, pid: int | None = None) -> None:
         self.pid = pid
@@ -426,8 +457,19 @@ class CometbftOnly:
     def admit(self, conn: object, sock: Any) -> str | None:
         if self.pid is None:
             return f"cometbft is not started yet; {describe_peer(sock)} is not cometbft"
-        if peer_pid(sock, [self.pid]) == self.pid:
+        peer = peer_pid(sock, [self.pid])
+        if peer == self.pid:
             return None
+        if sock.family == socket.AF_UNIX:
+            ancestor, hops = peer, 0
+            while ancestor is not None and ancestor > 1 and hops < 64:
+                ancestor, hops = _parent_of(ancestor), hops + 1
+                if ancestor == self.pid:
+                    return None
+        else:
+            kids = descendants(self.pid)  # only when cometbft itself does not hold the socket
+            if kids and peer_pid(sock, kids) is not None:
+                return None
         return (
             f"{describe_peer(sock)} is not the node's cometbft (pid {self.pid}); only its "
             "connections may speak ABCI"

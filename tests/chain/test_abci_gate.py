@@ -134,9 +134,10 @@ class Peer:
         return self.proc.stdout.readline().strip()
 
     def close(self) -> None:
-        assert self.proc.stdin is not None
+        assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.close()
         self.proc.wait(10)
+        self.proc.stdout.close()
 
 
 def wait_until(cond, what: str, timeout: float = 10) -> None:  # noqa: ANN001
@@ -172,6 +173,39 @@ def test_extra_abci_connection_from_another_process_is_refused_by_the_cometbft_g
     refused = [r for r in caplog.records if "ABCI connection refused" in r.getMessage()]
     assert len(refused) == 3 and all(r.levelno == logging.WARNING for r in refused)
     assert not [r for r in caplog.records if r.exc_info], "a refusal is one line, no traceback"
+
+
+@pytest.mark.parametrize("transport", ["unix", "tcp"])
+def test_connection_of_a_process_cometbft_started_is_admitted(
+    tmp_path: Path, transport: str
+) -> None:
+    """``$LOCONET_COMETBFT`` may be a wrapper that runs cometbft as its child (no ``exec``)."""
+    gate = CometbftOnly()
+    with serving(listen_address(tmp_path, transport), gate) as srv:
+        address = address_of(srv, transport)
+        wrapper = subprocess.Popen(  # the shell stays: `; exit` keeps it from exec'ing python
+            [
+                "sh",
+                "-c",
+                'exec 3<&0; "$0" -c "$1" "$2" <&3; exit $?',
+                sys.executable,
+                PEER,
+                address,
+            ],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        gate.pid = wrapper.pid
+        try:
+            assert wrapper.stdout is not None
+            assert wrapper.stdout.readline().strip() == "answered"
+        finally:
+            assert wrapper.stdin is not None and wrapper.stdout is not None
+            wrapper.stdin.close()
+            wrapper.wait(10)
+            wrapper.stdout.close()
 
 
 @pytest.mark.parametrize("transport", ["unix", "tcp"])

@@ -83,14 +83,19 @@ def _intrude(address: str, method: str) -> tuple[subprocess.Popen[str], str]:
 
 def _release(intruders: list[subprocess.Popen[str]]) -> None:
     for p in intruders:
-        if p.poll() is None:
-            assert p.stdin is not None
-            p.stdin.close()
+        if p.stdin is not None:
             try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+                p.stdin.close()
+            except OSError:
+                pass
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        for pipe in (p.stdout, p.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 def _send_one_tx(node: Node) -> dict:
