@@ -437,7 +437,8 @@ def descendants(pid: int) -> list[int]:
         parent = _parent_of(p)
         if parent is not None:
             children.setdefault(parent, []).append(p)
-    out, todo = [], list(children.get(pid, []))
+    out: list[int] = []
+    todo = list(children.get(pid, []))
     while todo and len(out) < 4096:
         p = todo.pop()
         out.append(p)
