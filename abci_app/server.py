@@ -426,9 +426,39 @@ def _parent_of(pid: int) -> int | None:
         return None
 
 
+def _children(pid: int) -> list[int] | None:
+    """The children of ``pid`` from /proc/PID/task/*/children (a few small reads), or None when
+    the kernel does not provide those files."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []  # gone
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(c) for c in f.read().split()]
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            continue
+    return out
+
+
 def descendants(pid: int) -> list[int]:
-    """The processes ``pid`` started, and theirs, from /proc (empty when it started none)."""
+    """The processes ``pid`` started, and theirs (empty when it started none): from the task
+    children files when the kernel has them (cheap: a refused connection costs a few reads),
+    else from every /proc/PID/stat."""
     children: dict[int, list[int]] = {}
+    first = _children(pid)
+    if first is not None:
+        out: list[int] = []
+        todo = list(first)
+        while todo and len(out) < 4096:
+            p = todo.pop()
+            out.append(p)
+            todo += _children(p) or []
+        return out
     try:
         entries = [int(p) for p in os.listdir("/proc") if p.isdigit()]
     except OSError:
@@ -437,7 +467,7 @@ def descendants(pid: int) -> list[int]:
         parent = _parent_of(p)
         if parent is not None:
             children.setdefault(parent, []).append(p)
-    out: list[int] = []
+    out = []
     todo = list(children.get(pid, []))
     while todo and len(out) < 4096:
         p = todo.pop()
@@ -503,12 +533,12 @@ class OneClient:
             return "a peer that left"
 
     def admit(self, conn: object, sock: Any) -> str | None:
-        who = self.client_of(sock)
-        if len(self.live) >= self.LIMIT:
+        if len(self.live) >= self.LIMIT:  # checked first: refusing costs no /proc scan
             return (
                 f"{len(self.live)} ABCI connections are open already (cometbft opens "
-                f"{self.LIMIT}); {who} must wait until they close"
+                f"{self.LIMIT}); {describe_peer(sock)} must wait until they close"
             )
+        who = self.client_of(sock)
         holders = set(self.live.values())
         if holders and who not in holders:
             return (
