@@ -26,6 +26,7 @@ gate                admits
                     peer's pid from ``SO_PEERCRED``. TCP: the peer socket's inode, found in
                     ``/proc/net/tcp{,6}`` by its address pair, must be an open fd of
                     ``/proc/<cometbft pid>/fd``. Everything else is refused, whoever runs it.
+                    Linux only: without ``SO_PEERCRED`` and /proc, ``start`` uses ``OneClient``.
 ``OneClient``       ``loconet abci`` (cometbft started elsewhere, so its pid is unknown): the
                     connections of one client at a time, at most the four cometbft opens. The
                     client is the peer's process when it can be found (``SO_PEERCRED``; for
