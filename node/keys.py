@@ -111,7 +111,8 @@ class Keyring:
             raise KeyError_(f"key {name!r} already exists in {self.dir}: pick another name")
         signer = Ed25519Signer(seed) if seed is not None else Ed25519Signer.generate()
         address = to_bech32(signer.address)
-        for other, key, _ in self.scan():
+        # a fresh key never collides (2^-128): only a given seed (recover, import) is looked up
+        for other, key, _ in self.scan() if seed is not None else ():
             if key is not None and key.address == address:
                 raise KeyError_(
                     f"this key is already in the keyring as {other!r} ({address}): use --from "

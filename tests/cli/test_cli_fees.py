@@ -62,10 +62,11 @@ def test_fee_zero_in_every_unit_and_ascii_digits_only():
     digits) was 12 uloco."""
     from node.cli import parse_fee
 
-    for zero in ("0", "00", "0uloco", "0loco", "0.0loco", "0.000uloco", "0LOCO"):
+    for zero in ("0", "00", "0uloco", "0loco", "0.0loco", "0.000uloco"):
         assert parse_fee(zero) == 0, zero
     assert parse_fee(" 5 ") == 5 and parse_fee("auto") is None and parse_fee("1loco") == 10**6
-    for bad in ("１２", "²", "-0", "0.0", "18446744073709551616"):
+    # "0LOCO": one spelling per amount, lowercase units (#28)
+    for bad in ("１２", "²", "-0", "0.0", "18446744073709551616", "0LOCO"):
         with pytest.raises(UsageError, match="--fee"):
             parse_fee(bad)
 
