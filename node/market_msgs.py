@@ -128,16 +128,23 @@ def build_exit_provider() -> Any:
 # ----------------------------------------------------------------------------- jobs
 
 # the job defaults ``tx job create`` asks for and ``build_create_job`` fills in (abci_app/jobs/
-# README.md "Enough segments"): every commitment challenged, 15 segments re-executed per challenge
-DEFAULT_CHALLENGE_BPS = 10_000
-DEFAULT_SEGMENTS_PER_CHALLENGE = 15
+# README.md "Enough segments"): 5 % of commitments challenged (the chain's floor,
+# min_challenge_bps), one segment re-executed per challenge, one first-panel verifier. What stops
+# a rational cheater is its expected loss, which the chain's collateral rule
+# (incentives.compute_required_bond) keeps >= collateral_margin (2x) its gain at any challenge
+# rate; a higher rate buys the owner certainty and costs bytes: each verifier of a challenge
+# fetches two trainer states (12 B/param each), so at 100 % with 15 segments the verification
+# alone weighed as much as the fp32 AllReduce the design exists to avoid (issue 29)
+DEFAULT_CHALLENGE_BPS = 500
+DEFAULT_SEGMENTS_PER_CHALLENGE = 1
 DEFAULT_VERIFIERS_PER_CHALLENGE = 1
-# what a job's challenge settings should buy (issue 10): a provider faking 10 % of its steps is
-# caught within 3 rounds with >= 99 %, and the verifiers' expected re-executed steps, panel audits
-# included, stay <= 5 % of the provider's
-CATCH_TARGET_BPS = 9_900
+# what a job's challenge settings must not cost: the verifiers' expected re-executed steps, panel
+# audits included, <= 5 % of the provider's; the verification bytes of a round (served and
+# fetched, trainer/netmodel.py) <= half of the whole-round budget, 1/100 of per-step fp32 ring
+# AllReduce for the same steps (the other half is for the payloads and model downloads)
 VERIFIER_SHARE_TARGET_BPS = 500
-_FAKE_BPS, _ROUNDS = 1_000, 3
+TRAFFIC_TARGET = 100  # whole-round traffic >= 100x below per-step fp32 ring AllReduce
+VERIFICATION_SHARE_OF_BUDGET = 0.5
 # the fixed work a verifier pays per opened segment besides its k steps, in provider steps: load
 # the start into its workspace, encode and hash the reached state, its probe, the opened-end
 # judgement (and per challenge the start, payload and trace-root checks and the quality score).
@@ -192,88 +199,110 @@ def expected_verifier_work_bps(
     return steps * (k + FIXED_STEPS_PER_SEGMENT) // k
 
 
+def verification_traffic_share(
+    H: int,
+    n: int,
+    s: int,
+    challenge_bps: int,
+    participants: int,
+    verifiers: int = DEFAULT_VERIFIERS_PER_CHALLENGE,
+    *,
+    audit_bps: int | None = None,
+    audit_verifiers: int | None = None,
+) -> float | None:
+    """A round's expected verification bytes per participant (its reveals served and, on
+    average, as many fetched as a verifier: trainer/netmodel.py) over per-step fp32 ring
+    AllReduce for the same H steps, sent and received. Independent of the model size: both are
+    bytes per parameter (the trace list's 32 B an entry left out). None for one participant
+    (no AllReduce to compare with)."""
+    from abci_app.jobs.params import DEFAULTS
+    from trainer.netmodel import allreduce_step_bytes, reveal_bytes_per_round
+
+    if participants < 2:
+        return None
+    a = DEFAULTS["audit_bps"] if audit_bps is None else audit_bps
+    av = DEFAULTS["audit_verifiers"] if audit_verifiers is None else audit_verifiers
+    reveal = reveal_bytes_per_round(
+        1.0,
+        challenge_bps=challenge_bps,
+        segments=min(s, n),
+        verifiers=verifiers,
+        audit_bps=a,
+        audit_verifiers=av,
+    )
+    return 2 * reveal / (2 * H * allreduce_step_bytes(1.0, participants, 4))
+
+
 def job_audit_warning(
     d: dict[str, Any], *, audit_bps: int | None = None, audit_verifiers: int | None = None
 ) -> str | None:
     """One line when a job dict (``build_create_job``'s) misses the targets above, naming the
     settings that would meet them; None when it meets them (or has no whole number of
-    segments, which the chain refuses anyway). Catch rate: the chain's
-    ``abci_app.jobs.audit.compute_catch_bps``; compute: ``expected_verifier_work_bps`` (the
-    re-executed steps and the fixed work per segment)."""
-    from abci_app.jobs.audit import compute_catch_bps
-
+    segments, which the chain refuses anyway). Compute: ``expected_verifier_work_bps`` (the
+    re-executed steps and the fixed work per segment); bytes: ``verification_traffic_share``."""
     try:
         H, k = int(d["inner_steps"]), int(d["trace_interval"])
         s = int(d.get("segments_per_challenge", DEFAULT_SEGMENTS_PER_CHALLENGE))
         c = int(d.get("challenge_bps", DEFAULT_CHALLENGE_BPS))
         v = int(d.get("verifiers_per_challenge", DEFAULT_VERIFIERS_PER_CHALLENGE))
+        p = int(d.get("participants_per_round", 0))
     except (KeyError, TypeError, ValueError):
         return None
-    if k <= 0 or H <= 0 or H % k or s <= 0 or not 0 < c <= 10_000:
+    if k <= 0 or H <= 0 or H % k or s <= 0 or v <= 0 or not 0 < c <= 10_000:
         return None
     n = H // k
+    kw: dict[str, Any] = {"audit_bps": audit_bps, "audit_verifiers": audit_verifiers}
+    budget = VERIFICATION_SHARE_OF_BUDGET / TRAFFIC_TARGET
 
-    def catch(n_: int, s_: int, c_: int) -> int:
-        return compute_catch_bps(n_, s_, c_, _FAKE_BPS, _ROUNDS)
+    def share(s_: int, c_: int) -> int:
+        return expected_verifier_work_bps(n, s_, c_, k, v, **kw)
 
-    def share(n_: int, s_: int, c_: int) -> int:
-        return expected_verifier_work_bps(
-            n_, s_, c_, k, v, audit_bps=audit_bps, audit_verifiers=audit_verifiers
-        )
+    def traffic(s_: int, c_: int) -> float:
+        return verification_traffic_share(H, n, s_, c_, p, v, **kw) or 0.0
 
-    got_catch, got_share = catch(n, s, c), share(n, s, c)
     problems = []
-    if got_catch < CATCH_TARGET_BPS:
+    if share(s, c) > VERIFIER_SHARE_TARGET_BPS:
         problems.append(
-            f"a provider faking 10 % of its steps is caught within 3 rounds with "
-            f"{got_catch / 100:.1f} % (< {CATCH_TARGET_BPS / 100:g} %)"
-        )
-    if got_share > VERIFIER_SHARE_TARGET_BPS:
-        problems.append(
-            f"its verifiers' expected compute is {got_share / 100:.2f} % of the provider's "
+            f"its verifiers' expected compute is {share(s, c) / 100:.2f} % of the provider's "
             f"(> {VERIFIER_SHARE_TARGET_BPS / 100:g} %, panel audits and the fixed work per "
             "segment included)"
+        )
+    if traffic(s, c) > budget:
+        problems.append(
+            f"its verification moves 1/{1 / traffic(s, c):.0f} of what per-step fp32 AllReduce "
+            f"would (> 1/{1 / budget:.0f}: the round cannot stay {TRAFFIC_TARGET}x below it)"
         )
     if not problems:
         return None
     return (
         f"warning: H/k = {n} segments, --segments {s}, --challenge-bps {c}, --verifiers {v}: "
         + " and ".join(problems)
-        + f"; fix: {_audit_fix(n, k, c, v, catch, share)} "
+        + f"; fix: {_audit_fix(n, k, s, c, share, traffic, budget)} "
         '(abci_app/jobs/README.md "Enough segments")'
     )
 
 
-def _audit_fix(n: int, k: int, c: int, v: int, catch: Callable, share: Callable) -> str:
-    """The cheapest settings that meet both targets: fewest segments at this challenge rate, then
-    at every commitment challenged, then a longer trace (more segments per round)."""
-
-    def fewest(n_: int, c_: int) -> int | None:
-        for s_ in range(1, min(n_, 256) + 1):
-            if catch(n_, s_, c_) >= CATCH_TARGET_BPS:
-                return s_
-        return None
-
-    for c_ in dict.fromkeys((c, 10_000)):
-        s_ = fewest(n, c_)
-        if s_ is not None and share(n, s_, c_) <= VERIFIER_SHARE_TARGET_BPS:
-            return f"--segments {s_}" + ("" if c_ == c else f" --challenge-bps {c_}")
+def _audit_fix(
+    n: int, k: int, s: int, c: int, share: Callable, traffic: Callable, budget: float
+) -> str:
+    """The nearest settings that meet both targets: fewer segments, then a lower challenge rate
+    (down to the chain's floor), then a longer trace (more steps per round)."""
     from abci_app.jobs.params import DEFAULTS
 
-    s_ = fewest(n, 10_000) or 1
-    # share falls as 1/n, the catch rate hardly moves; the chain takes at most max_trace_entries
-    for n_ in range(n + 1, DEFAULTS["max_trace_entries"]):
-        if share(n_, s_, 10_000) <= VERIFIER_SHARE_TARGET_BPS:
-            while s_ < n_ and catch(n_, s_, 10_000) < CATCH_TARGET_BPS:
-                s_ += 1
-            if share(n_, s_, 10_000) > VERIFIER_SHARE_TARGET_BPS:
-                continue
-            more = "" if c == 10_000 else " --challenge-bps 10000"
-            return (
-                f"a trace of H/k >= {n_} segments (e.g. --inner-steps {n_ * k} with "
-                f"--trace-interval {k}) with --segments {s_}{more}"
-            )
-    return "--verifiers 1 and a longer trace (more segments per round)"
+    def ok(s_: int, c_: int) -> bool:
+        return share(s_, c_) <= VERIFIER_SHARE_TARGET_BPS and traffic(s_, c_) <= budget
+
+    for s_ in range(min(s, n), 0, -1):
+        if ok(s_, c):
+            return f"--segments {s_}"
+    floor = DEFAULTS["min_challenge_bps"]
+    for c_ in range(c, floor - 1, -100):
+        if ok(1, c_):
+            return f"--segments 1 --challenge-bps {c_}" if s != 1 else f"--challenge-bps {c_}"
+    return (
+        f"--segments 1 --challenge-bps {floor} and more steps per round (--inner-steps): both "
+        "shares fall as 1/H"
+    )
 
 
 def _int(name: str, v: Any) -> int:

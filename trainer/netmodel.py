@@ -11,11 +11,21 @@ workers:
   in the compressed domain (dense fp/bf16, DiLoCoX's low rank with a shared basis, dense low-bit
   with a shared scale); the baseline's per-step fp32 / bf16 gradient AllReduce is this.
 
-Verification adds *reveal* bytes: a commitment is challenged with probability
-``challenge_bps / 10000``; a challenged provider serves each verifier the states at trace
-indices 0, H/k and i, i+1 per drawn segment i (trainer/verify.py:Challenge), each a trainer
-state (parameters + AdamW moments: 12 bytes per parameter) plus the error-feedback carry
-(4 bytes per parameter when the codec keeps residuals).
+Verification adds *reveal* bytes (``verification_bytes_per_challenge``): a commitment is
+challenged with probability ``challenge_bps / 10000``; each verifier of its panel (the first
+panel's ``verifiers`` plus, with probability ``audit_bps / 10000``, ``audit_verifiers`` more)
+fetches what ``node/worker/ml.py:verify_round`` needs: the trace list (32 bytes an entry), the
+trace's last entry (a trainer state: parameters + AdamW moments, 12 bytes per parameter) for the
+payload check, the start of each run of adjacent opened segments (12 B/param each: a run's later
+starts are the re-execution's own states), the committed payload, and, only for a round that
+starts from a carried state, entry 0 and the carry (a fresh start is rebuilt from the base model
+the verifier holds; an empty carry has nothing to fetch).
+
+``round_traffic_per_worker`` adds everything a participant sends and receives in a round (its
+payload served to the other participants and their payloads fetched, its reveals served and, on
+average over its rounds as a verifier, as many fetched, the base model when it sat out the
+previous round, its txs) and sets it against per-step fp32 ring AllReduce for the same tokens,
+counted the same way (sent and received): ``2 x H x 2(W-1)/W x 4P``.
 """
 
 from __future__ import annotations
@@ -38,18 +48,96 @@ def sync_bytes(payload: float, workers: int, mode: str) -> float:
     raise ValueError(f"mode must be upload, allgather or ring, got {mode!r}")
 
 
+STATE_BYTES_PER_PARAM = 12  # float32 parameters + AdamW exp_avg + exp_avg_sq
+TRACE_LEAF_BYTES = 32
+
+
+def verification_bytes_per_challenge(
+    n_params: float,
+    *,
+    runs: int = 1,
+    payload_bytes: float = 0.0,
+    trace_entries: int = 0,
+    fresh: bool = True,
+    carry: bool = False,
+) -> float:
+    """Bytes one verifier fetches for one challenged commitment (module docstring): the last
+    trace entry and each run's start (12 B/param each), the payload, the trace list; a carried
+    start adds entry 0 (12 B/param) and a non-empty carry (4 B/param)."""
+    state = STATE_BYTES_PER_PARAM * n_params
+    out = (1 + runs) * state + payload_bytes + TRACE_LEAF_BYTES * trace_entries
+    if not fresh:
+        out += state
+    if carry:
+        out += 4 * n_params
+    return out
+
+
 def reveal_bytes_per_round(
-    n_params: int,
+    n_params: float,
     *,
     challenge_bps: int = 500,
     segments: int = 1,
     verifiers: int = 1,
-    carry: bool = True,
+    audit_bps: int = 0,
+    audit_verifiers: int = 0,
+    payload_bytes: float = 0.0,
+    trace_entries: int = 0,
+    fresh: bool = True,
+    carry: bool = False,
 ) -> float:
-    """Expected bytes a provider serves to verifiers per round (see the module docstring)."""
-    state = 12 * n_params
-    per_challenge = (2 + 2 * segments) * state + (4 * n_params if carry else 0)
-    return challenge_bps / 10_000 * verifiers * per_challenge
+    """Expected bytes a provider serves to its verifiers per round: ``challenge_bps`` x the
+    expected panel (``verifiers`` + ``audit_bps``/10⁴ x ``audit_verifiers``) x one verifier's
+    fetch. ``segments`` opened segments are counted as that many runs (the worst case: none
+    adjacent)."""
+    panel = verifiers + audit_bps / 10_000 * audit_verifiers
+    return (
+        challenge_bps
+        / 10_000
+        * panel
+        * verification_bytes_per_challenge(
+            n_params,
+            runs=segments,
+            payload_bytes=payload_bytes,
+            trace_entries=trace_entries,
+            fresh=fresh,
+            carry=carry,
+        )
+    )
+
+
+def round_traffic_per_worker(
+    n_params: float,
+    *,
+    workers: int,
+    H: int,
+    payload_bytes: float,
+    mode: str = "allgather",
+    reveal_bytes: float = 0.0,
+    model_bytes: float = 0.0,
+    model_download_share: float = 0.0,
+    tx_bytes: float = 0.0,
+) -> dict[str, float]:
+    """Everything one participant of a ``workers``-participant round sends and receives, by
+    kind, against per-step fp32 ring AllReduce for the same H steps (sent and received):
+    ``payloads`` (its payload to the W-1 others and theirs to it, ``sync_bytes`` each way),
+    ``verification`` (``reveal_bytes`` served, and as many fetched as a verifier on average),
+    ``models`` (the base model, ``model_bytes``, in a ``model_download_share`` of its rounds),
+    ``txs``; ``total``, ``allreduce`` and ``reduction`` = allreduce / total."""
+    payloads = 2 * sync_bytes(payload_bytes, workers, mode)
+    verification = 2 * reveal_bytes
+    models = model_download_share * model_bytes
+    total = payloads + verification + models + tx_bytes
+    allreduce = 2 * H * allreduce_step_bytes(n_params, workers, 4)
+    return {
+        "payloads": payloads,
+        "verification": verification,
+        "models": models,
+        "txs": float(tx_bytes),
+        "total": total,
+        "allreduce": allreduce,
+        "reduction": allreduce / total if total else math.inf,
+    }
 
 
 def allreduce_step_bytes(n_params: float, workers: int, bytes_per_value: int = 4) -> float:

@@ -5,9 +5,11 @@ import pytest
 from trainer.netmodel import (
     allreduce_step_bytes,
     reveal_bytes_per_round,
+    round_traffic_per_worker,
     speedup,
     step_time_for,
     sync_bytes,
+    verification_bytes_per_challenge,
 )
 
 
@@ -21,12 +23,44 @@ def test_sync_bytes_counts_receivers():
 
 
 def test_reveal_bytes():
-    # 5 % challenged, 1 segment: states 0, H/k, i, i+1 (4 x 12 B/param) + carry 4 B/param
-    assert reveal_bytes_per_round(1000) == pytest.approx(0.05 * (4 * 12_000 + 4000))
-    assert (
-        reveal_bytes_per_round(1000, challenge_bps=10_000, segments=2, verifiers=3, carry=False)
-        == 3 * 6 * 12_000
+    # 5 % challenged, 1 segment, one verifier: the last trace entry and the run's start
+    # (2 x 12 B/param); a fresh start and an empty carry move nothing more
+    assert reveal_bytes_per_round(1000) == pytest.approx(0.05 * 2 * 12_000)
+    # every commitment, 2 runs, 3 verifiers + an audit seat in 40 % of challenges; payload and
+    # a 5-entry trace list fetched too
+    assert reveal_bytes_per_round(
+        1000,
+        challenge_bps=10_000,
+        segments=2,
+        verifiers=3,
+        audit_bps=4_000,
+        audit_verifiers=1,
+        payload_bytes=1_100,
+        trace_entries=5,
+    ) == pytest.approx(3.4 * (3 * 12_000 + 1_100 + 5 * 32))
+    # a carried start adds entry 0 and the carry (4 B/param)
+    assert verification_bytes_per_challenge(1000, fresh=False, carry=True) == 3 * 12_000 + 4_000
+
+
+def test_round_traffic_counts_both_directions_of_everything():
+    # 4 participants, H = 100, 1 MB payload all-gathered: 3 MB out, 3 MB in
+    r = round_traffic_per_worker(
+        1e6,
+        workers=4,
+        H=100,
+        payload_bytes=1e6,
+        reveal_bytes=2e5,
+        model_bytes=8e6,
+        model_download_share=0.25,
+        tx_bytes=5_000,
     )
+    assert r["payloads"] == 6e6
+    assert r["verification"] == 4e5  # served as a provider, fetched as a verifier
+    assert r["models"] == 2e6
+    assert r["total"] == 6e6 + 4e5 + 2e6 + 5_000
+    # fp32 ring AllReduce: 2(W-1)/W x 4 B/param sent and as much received, every step
+    assert r["allreduce"] == pytest.approx(2 * 100 * 1.5 * 4e6)
+    assert r["reduction"] == pytest.approx(r["allreduce"] / r["total"])
 
 
 def test_speedup_107b_known_answers():
