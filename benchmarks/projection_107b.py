@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.diloco_table import write_section as _write_section  # noqa: E402
 from trainer.compression import make_codec  # noqa: E402
-from trainer.netmodel import speedup, step_time_for  # noqa: E402
+from trainer.netmodel import reveal_bytes_per_round, speedup, step_time_for  # noqa: E402
 
 HEAD = "## Trainer: 107B projection (P3, restated)"
 CODECS = [
@@ -110,6 +110,7 @@ def render(a) -> str:
                 + " | ".join(f"{s:,.0f}x" for s in sp)
                 + f" | {mx:.2f} |"
             )
+    L += verification_rows(a, ts, bw)
     L += [
         "",
         "What the small-scale rows imply and what they cannot: the table above only needs "
@@ -123,6 +124,71 @@ def render(a) -> str:
         "",
     ]
     return "\n".join(L)
+
+
+def verification_bytes(a, challenge_bps: int, segments: int) -> float:
+    """A worker's expected verification bytes a round, served and fetched (trainer/netmodel.py):
+    the chain's default panel audits, one first-panel verifier, an int8-sized payload."""
+    from abci_app.jobs.params import DEFAULTS
+
+    return 2 * reveal_bytes_per_round(
+        a.params,
+        challenge_bps=challenge_bps,
+        segments=segments,
+        verifiers=1,
+        audit_bps=DEFAULTS["audit_bps"],
+        audit_verifiers=DEFAULTS["audit_verifiers"],
+        payload_bytes=a.params,
+    )
+
+
+def verification_rows(a, ts: list[float], bw: float) -> list[str]:
+    """The speedups again with the verification on the same link (issue 29): at the defaults
+    ``tx job create`` ships and at the old ones (every commitment, 15 segments)."""
+    from node.market_msgs import DEFAULT_CHALLENGE_BPS, DEFAULT_SEGMENTS_PER_CHALLENGE
+
+    P, W = a.params, a.workers
+    settings = [
+        ("shipped defaults", DEFAULT_CHALLENGE_BPS, DEFAULT_SEGMENTS_PER_CHALLENGE),
+        ("old defaults", 10_000, 15),
+    ]
+    L = [
+        "",
+        "**Counting verification** (issue 29): each worker also serves its reveals and, as a "
+        "verifier, fetches as many on average: per challenge and verifier the trace's last "
+        "entry and one state per opened segment (12 B/param each) and the payload; the panel is "
+        "1 verifier plus the chain's audits (40 % x 1 seat); carried on the same full-duplex "
+        "link, overlapped with the next round's compute like the sync.",
+    ]
+    for name, c, sg in settings:
+        vb = verification_bytes(a, c, sg)
+        L.append(
+            f"- {name} (c {c / 100:g} %, {sg} segment(s)): {vb / 1e9:,.0f} GB a round per "
+            f"worker, {vb / 2 * 8 / bw:,.0f} s at {a.gbps:g} Gbps against H x t_step = "
+            f"{a.H} x t_step of compute"
+        )
+    L += ["", "| codec | sync | settings | " + " | ".join(f"t_step {t:g} s" for t in ts) + " |"]
+    L.append("|---|---|---|" + "---|" * len(ts))
+    for c in ("dense+int4", "lowrank:64+int4", "chunk:32/4096+int2"):
+        b = bits_per_param(c)
+        mode = "ring" if c.startswith(RING_OK) else "allgather"
+        for name, ch, sg in settings:
+            vb = verification_bytes(a, ch, sg)
+            sp = [
+                speedup(
+                    n_params=P,
+                    workers=W,
+                    t_step=t,
+                    H=a.H,
+                    bits_per_param=b,
+                    bandwidth_bps=bw,
+                    mode=mode,
+                    extra_bytes=vb,
+                )["speedup"]
+                for t in ts
+            ]
+            L.append(f"| {c} | {mode} | {name} | " + " | ".join(f"{x:,.0f}x" for x in sp) + " |")
+    return L
 
 
 def write_section(path: Path, md: str) -> None:

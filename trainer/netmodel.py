@@ -155,14 +155,22 @@ def speedup(
     bandwidth_bps: float,
     mode: str,
     overlap: bool = True,
+    extra_bytes: float = 0.0,
 ) -> dict:
     """DiLoCo with a codec of ``bits_per_param`` vs a bf16 ring AllReduce every step.
 
     AllReduce: t_step + ring(W) x 2P bytes / bw per step. DiLoCo: H steps then one sync of
-    P x bits/8 bytes (``mode`` ring or allgather); with ``overlap`` the sync of a round hides
-    behind the next round's compute (one-step delay): max instead of sum."""
+    P x bits/8 bytes (``mode`` ring or allgather) plus ``extra_bytes`` a round on the same link
+    (the verification a worker serves and fetches, model downloads: ``round_traffic_per_worker``
+    counts them both ways, which a full-duplex link carries at once, so half of them are
+    counted here); with ``overlap`` the transfers of a round hide behind the next round's
+    compute (one-step delay): max instead of sum."""
     t_ar = t_step + allreduce_step_bytes(n_params, workers, 2) * 8 / bandwidth_bps
-    t_sync = sync_bytes(n_params * bits_per_param / 8, workers, mode) * 8 / bandwidth_bps
+    t_sync = (
+        (sync_bytes(n_params * bits_per_param / 8, workers, mode) + extra_bytes / 2)
+        * 8
+        / bandwidth_bps
+    )
     per_round = max(H * t_step, t_sync) if overlap else H * t_step + t_sync
     t_dl = per_round / H
     return {

@@ -90,3 +90,26 @@ def test_speedup_107b_known_answers():
         mode="allgather",
     )
     assert s["speedup"] < 20
+
+
+def test_verification_bytes_share_the_link_with_the_sync():
+    """extra_bytes (served + fetched, half of them per direction on a full-duplex link) join the
+    sync; once they outlast H steps of compute they set the round's length."""
+    P, W, bw = 1e9, 4, 1e9
+    base = speedup(
+        n_params=P, workers=W, t_step=1.0, H=10, bits_per_param=1, bandwidth_bps=bw, mode="ring"
+    )
+    assert base["diloco_s_per_step"] == pytest.approx(1.0)  # the sync hides behind compute
+    slow = speedup(
+        n_params=P,
+        workers=W,
+        t_step=1.0,
+        H=10,
+        bits_per_param=1,
+        bandwidth_bps=bw,
+        mode="ring",
+        extra_bytes=2 * 10e9,  # 10 GB each way: 80 s at 1 Gbps
+    )
+    t_sync = (1.5 * P / 8 + 10e9) * 8 / bw
+    assert slow["diloco_s_per_step"] == pytest.approx(t_sync / 10)
+    assert slow["speedup"] < base["speedup"]
