@@ -155,6 +155,58 @@ def render(a: argparse.Namespace) -> str:
     return "\n".join(L)
 
 
+def seeded_table(path: Path) -> str:
+    """The whole-round bytes of a saved seeded table (benchmarks/diloco_seeds.py's table.json,
+    e.g. benchmarks/diloco_seeds_runs/h100_60rounds_seeds3.json) at the shipped defaults: each
+    row's payloads all-gathered (sent to the W-1 others and theirs received: no int/low-rank/
+    sparse payload can be summed on a ring; an uncompressed float32 one is, on a ring), its
+    verification served and fetched (trainer/netmodel.py, the row's payload size per round),
+    against fp32 ring AllReduce sent and
+    received. The row's loss and gap are the table's."""
+    import json
+
+    res = json.loads(path.read_text())
+    W, P, rounds = res["workers"], res["n_params"], res["steps"] // res["H"]
+    ar = 2 * res["allreduce_bytes"]
+    L = [
+        f"Rows of `{path}` ({P:,} parameters, {W} workers, H = {res['H']}, {rounds} rounds); "
+        "bytes per worker for the run, sent + received; verification at the shipped defaults "
+        f"(c {DEFAULT_CHALLENGE_BPS / 100:g} %, {DEFAULT_SEGMENTS_PER_CHALLENGE} segment, "
+        f"1 verifier + audits {DEFAULTS['audit_bps'] / 100:g} % x {DEFAULTS['audit_verifiers']}); "
+        f"fp32 ring AllReduce both ways {ar:,.0f} B.",
+        "",
+        "| run | gap to AllReduce | payloads (both ways; ring for float32) | verification | "
+        "whole run | reduction |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for r in res["rows"]:
+        if r["group"] == "a" or r.get("steps_mult", 1) != 1:
+            continue
+        per_round = r["bytes_upload"] / rounds
+        ver = (
+            2
+            * rounds
+            * reveal_bytes_per_round(
+                P,
+                challenge_bps=DEFAULT_CHALLENGE_BPS,
+                segments=DEFAULT_SEGMENTS_PER_CHALLENGE,
+                verifiers=DEFAULT_VERIFIERS_PER_CHALLENGE,
+                audit_bps=DEFAULTS["audit_bps"],
+                audit_verifiers=DEFAULTS["audit_verifiers"],
+                payload_bytes=per_round,
+                trace_entries=res["H"] + 1,
+            )
+        )
+        # uncompressed float32 updates are the one payload a ring can sum on the way
+        ring = r.get("bytes_ring") is not None and " + " not in r["run"]
+        pay = 2 * (r["bytes_ring"] if ring else r["bytes_allgather"])
+        L.append(
+            f"| {r['run']} | {r['gap']:+.2f} % | {pay:,.0f} | {ver:,.0f} | {pay + ver:,.0f} | "
+            f"**{ar / (pay + ver):,.0f}x** |"
+        )
+    return "\n".join(L)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description="catch rate, deterrence margin and verification cost at the shipped defaults",
@@ -163,12 +215,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--participants", type=int, default=4)
     p.add_argument("--inner-steps", type=int, default=100)
     p.add_argument("--trace-interval", type=int, default=1)
+    p.add_argument(
+        "--seeded",
+        type=Path,
+        metavar="TABLE_JSON",
+        help="also the whole-round bytes of a saved seeded table's rows at the shipped defaults",
+    )
     a = p.parse_args(argv)
     if a.participants < 2 or a.inner_steps < 1 or a.trace_interval < 1:
         p.error("--participants >= 2, --inner-steps and --trace-interval >= 1")
     if a.inner_steps % a.trace_interval:
         p.error("--trace-interval must divide --inner-steps")
     print(render(a))
+    if a.seeded:
+        print()
+        print(seeded_table(a.seeded))
     return 0
 
 
