@@ -43,6 +43,8 @@ from node.blobs.errors import (
 )
 from node.blobs.store import BlobStore, check_hash, check_tier
 
+ROUND_HEADER = "X-Loconet-Round"  # node/blobs/server.py counts the bytes for this round
+
 log = logging.getLogger("loconet.blobs.client")
 
 DEFAULT_MAX_BYTES = 4 << 30
@@ -73,7 +75,11 @@ def blob_url(location: str, h: str) -> str:
 
 class BlobClient:
     """``fetch(h, urls, store)`` -> the verified blob's path in ``store``. Thread-safe (one
-    httpx connection pool); ``bytes_received`` counts every body byte read, failures included."""
+    httpx connection pool); ``bytes_received`` counts every body byte read, failures included,
+    ``received_by_hash`` the same per requested blob, ``head_bytes_sent`` / ``head_bytes_received``
+    the HTTP request and response heads (request line or status line, headers, blank line).
+    ``round_label`` ("JOB/ROUND"): sent as ``X-Loconet-Round`` with every request, so the serving
+    blob server counts the bytes for that round (node/blobs/server.py, traffic by kind)."""
 
     def __init__(
         self,
@@ -82,6 +88,7 @@ class BlobClient:
         *,
         min_rate_bps: int = DEFAULT_MIN_RATE_BPS,
         transport: httpx.BaseTransport | None = None,
+        round_label: str | None = None,
     ) -> None:
         if timeout_s <= 0 or max_bytes <= 0 or min_rate_bps <= 0:
             raise ValueError("timeout_s, max_bytes and min_rate_bps must be positive")
@@ -97,6 +104,11 @@ class BlobClient:
             limits=httpx.Limits(max_keepalive_connections=0),
         )
         self.bytes_received = 0
+        self.received_by_hash: dict[str, int] = {}
+        self.head_bytes_sent = 0
+        self.head_bytes_received = 0
+        self.round_label = round_label
+        self._count_lock = threading.Lock()
         # progress of the current body: on_progress(bytes so far, announced size or None)
         self.on_progress: Callable[[int, int | None], None] | None = None
 
@@ -150,14 +162,18 @@ class BlobClient:
         # httpx's timeouts are per read: a peer sending "100 Continue" every few seconds, or its
         # head a byte at a time, kept fetch() (and the worker's loop) waiting forever
         head = _HeadDeadline(2 * self.timeout_s)
+        headers = {"Accept-Encoding": "identity"}
+        if self.round_label:
+            headers[ROUND_HEADER] = self.round_label
         try:
             with self._http.stream(
                 "GET",
                 url,
-                headers={"Accept-Encoding": "identity"},
+                headers=headers,
                 extensions={"trace": head.trace},
             ) as r:
                 head.cancel()
+                self._count_heads(r)
                 if r.status_code != 200:
                     raise PeerUnavailable(f"HTTP {r.status_code}", location)
                 cl_text = r.headers.get("content-length")
@@ -177,7 +193,9 @@ class BlobClient:
                 in_body = True
                 with store.writer() as w:
                     for chunk in r.iter_raw():  # as received: the rate check sees every read
-                        self.bytes_received += len(chunk)
+                        with self._count_lock:
+                            self.bytes_received += len(chunk)
+                            self.received_by_hash[h] = self.received_by_hash.get(h, 0) + len(chunk)
                         _metrics().blob_in(len(chunk))  # node/metrics.py
                         if w.size + len(chunk) > limit:
                             raise Oversize(f"sent more than the limit of {limit} B", location)
@@ -215,6 +233,17 @@ class BlobClient:
         finally:
             head.cancel()
         return store.path(h)
+
+    def _count_heads(self, r: httpx.Response) -> None:
+        """The request head sent and the response head received, as HTTP/1.1 writes them."""
+        q = r.request
+        sent = len(b"%s %s HTTP/1.1\r\n" % (q.method.encode(), q.url.raw_path))
+        sent += sum(len(k) + len(v) + 4 for k, v in q.headers.raw) + 2
+        got = len(f"HTTP/1.1 {r.status_code} {r.reason_phrase}\r\n".encode())
+        got += sum(len(k) + len(v) + 4 for k, v in r.headers.raw) + 2
+        with self._count_lock:
+            self.head_bytes_sent += sent
+            self.head_bytes_received += got
 
     @staticmethod
     def _failed(e: Exception, location: str, in_body: bool) -> NoReturn:

@@ -7,7 +7,8 @@
                           500); two Range headers, or an If-Range other than the ETag, give the
                           whole blob
     HEAD /blob/{sha256}   the same headers, no body
-    GET  /stats           JSON counters: bytes_sent (body bytes written), requests, hits, ...
+    GET  /stats           JSON counters: bytes_sent (body bytes written), requests, hits, ...,
+                          and the bytes sent by kind and by round (see *Traffic by kind* below)
     GET  /health          "ok"
 
 File reads and the metadata update run in the loop's default executor, so a slow disk or a
@@ -17,18 +18,33 @@ network, only the local worker writes through BlobStore. A connection gets ``idl
 to send a whole request (slowloris), a reader ``write_timeout`` (60 s) to take each chunk. Bodies
 are streamed from the file in ``chunk_size`` pieces; ``bytes_sent`` counts what was handed to the
 transport (the round-overhead benchmark reads it).
+
+Traffic by kind (issue 29, benchmarks/traffic.py): every byte the server writes is also counted
+under a *kind* and a *round*. The kind of a blob body is what ``classify(hash, head)`` says (the
+worker installs one that knows what it stored: trace lists, datasets), else the kind byte of the
+blob's canonical header (trainer/commit.py: ``LOCO``, u16 version, kind at offset 6: update,
+state, model, carry), else ``other``; the response heads (status line and headers, as written)
+and the short error bodies (404, 400, 416) are kind ``http``. The round is the one the requester
+names in ``X-Loconet-Round: JOB/ROUND`` (the worker's blob client sends the round it fetches for:
+self-reported, used for counting only), else ``round_of(hash)`` (the worker's: the blob's round
+hold in the store, else the newest round it has seen), else the blob's round hold in the store,
+else ``""`` (unattributed). The request heads the server reads are counted too
+(``head_bytes_received``, by round), so a worker's received bytes include the requests it serves.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Self
 
 from aiohttp import web
 
+from node.blobs.client import ROUND_HEADER
 from node.blobs.errors import BlobNotFound
 from node.blobs.store import HASH_RE, BlobStore
 from node.httplog import client_error_log
@@ -37,6 +53,30 @@ from node.metrics import worker_metrics
 log = logging.getLogger("loconet.blobs.server")
 
 DEFAULT_PORT = 26680  # node i of a local testnet serves blobs on 26680 + 100·i
+
+
+# the canonical blob header (trainer/commit.py; not imported: the blob exchange needs no torch):
+# magic b"LOCO", u16 version, then the kind byte at offset 6
+BLOB_MAGIC = b"LOCO"
+KIND_OFFSET = 6
+HEADER_KINDS = {1: "update", 2: "state", 3: "model", 4: "carry"}
+# every kind a worker's traffic is counted under (node/worker README, "Traffic by kind")
+KINDS = ("update", "state", "trace_list", "carry", "model", "dataset", "other", "http")
+_ROUND_RE = re.compile(r"[0-9]{1,12}/[0-9]{1,12}")
+MAX_ROUNDS_KEPT = 4096  # per-round counters kept (oldest dropped first): a bounded map
+
+
+def kind_of_head(head: bytes) -> str:
+    """A blob's kind from its first bytes: the canonical header's kind byte, else ``other``."""
+    if head[:4] == BLOB_MAGIC and len(head) > KIND_OFFSET:
+        return HEADER_KINDS.get(head[KIND_OFFSET], "other")
+    return "other"
+
+
+def round_label(value: str | None) -> str:
+    """The ``X-Loconet-Round`` value if it is a round key (``JOB/ROUND``), else ``""``."""
+    v = (value or "").strip()
+    return v if _ROUND_RE.fullmatch(v) else ""
 
 
 @dataclass(slots=True)
@@ -48,10 +88,60 @@ class ServerStats:
     bad_requests: int = 0  # malformed hash
     unsatisfiable: int = 0  # 416
     client_aborts: int = 0  # connections the client closed mid-response
-    bytes_sent: int = 0
+    bytes_sent: int = 0  # blob body bytes
+    head_bytes_sent: int = 0  # response heads and error bodies (kind "http")
+    head_bytes_received: int = 0  # request heads read
+    # kind -> bytes sent (bodies by the blob's kind, heads and error bodies as "http")
+    sent_by_kind: dict[str, int] = field(default_factory=dict)
+    # round key ("JOB/ROUND", "" unattributed) -> kind -> bytes sent
+    sent_by_round: dict[str, dict[str, int]] = field(default_factory=dict)
+    # round key -> request head bytes read
+    received_by_round: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def to_dict(self) -> dict[str, int]:
-        return asdict(self)
+    def count_sent(self, kind: str, round_key: str, n: int) -> None:
+        """``n`` bytes written under ``kind`` for ``round_key``."""
+        with self._lock:
+            if kind == "http":
+                self.head_bytes_sent += n
+            else:
+                self.bytes_sent += n
+            self.sent_by_kind[kind] = self.sent_by_kind.get(kind, 0) + n
+            per = self._round(self.sent_by_round, round_key, dict)
+            per[kind] = per.get(kind, 0) + n
+
+    def count_received(self, round_key: str, n: int) -> None:
+        with self._lock:
+            self.head_bytes_received += n
+            self._round(self.received_by_round, round_key, int)
+            self.received_by_round[round_key] += n
+
+    @staticmethod
+    def _round(m: dict[str, Any], key: str, new: Callable[[], Any]) -> Any:
+        if key not in m:
+            if len(m) >= MAX_ROUNDS_KEPT:
+                del m[next(iter(m))]
+            m[key] = new()
+        return m[key]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A snapshot (copied under the lock: the server's thread keeps counting)."""
+        with self._lock:
+            return {
+                "requests": self.requests,
+                "hits": self.hits,
+                "ranges": self.ranges,
+                "not_found": self.not_found,
+                "bad_requests": self.bad_requests,
+                "unsatisfiable": self.unsatisfiable,
+                "client_aborts": self.client_aborts,
+                "bytes_sent": self.bytes_sent,
+                "head_bytes_sent": self.head_bytes_sent,
+                "head_bytes_received": self.head_bytes_received,
+                "sent_by_kind": dict(self.sent_by_kind),
+                "sent_by_round": {k: dict(v) for k, v in self.sent_by_round.items()},
+                "received_by_round": dict(self.received_by_round),
+            }
 
 
 MAX_CONNECTIONS = 256
@@ -185,8 +275,13 @@ class BlobServer:
         write_timeout: float = 60.0,
         max_connections: int = MAX_CONNECTIONS,
         max_per_peer: int = MAX_PER_PEER,
+        classify: Callable[[str, bytes], str | None] | None = None,
+        round_of: Callable[[str], str | None] | None = None,
     ) -> None:
         self.store = store
+        # traffic by kind and round (module docstring): the owner's hooks, consulted first
+        self.classify = classify
+        self.round_of = round_of
         # a connection that has not sent a whole request within idle_timeout seconds of opening (or
         # of its last response) is closed: slowloris clients cannot hold sockets open for an hour
         # (aiohttp's default keep-alive); a reader that takes more than write_timeout seconds to
@@ -213,6 +308,7 @@ class BlobServer:
 
     def make_app(self) -> web.Application:
         app = web.Application()
+        app.on_response_prepare.append(self._count_head)
         app.router.add_get("/blob/{h}", self._blob)  # also answers HEAD
         app.router.add_get("/stats", self._stats)
         app.router.add_get("/health", self._health)
@@ -220,8 +316,61 @@ class BlobServer:
 
     # ------------------------------------------------------------------ handlers
 
+    async def _count_head(self, request: web.Request, resp: web.StreamResponse) -> None:
+        """on_response_prepare: the response head about to be written (the headers are final
+        here; the status line is aiohttp's), plus a short error body, as kind ``http``."""
+        if not request.path.startswith("/blob/"):
+            return  # /stats and /health: the operator's monitoring, not the network's traffic
+        v = request.version
+        n = len(f"HTTP/{v[0]}.{v[1]} {resp.status} {resp.reason}\r\n".encode())
+        n += sum(len(k.encode()) + len(str(val).encode()) + 4 for k, val in resp.headers.items())
+        n += 2
+        body = getattr(resp, "body", None)  # web.Response (an error's JSON); a blob streams
+        if isinstance(body, bytes | bytearray):
+            n += len(body)
+        self.stats.count_sent("http", request.get("loconet_round", ""), n)
+
+    def _round_of(self, h: str) -> str:
+        """The round a served blob is counted for when the requester names none: the owner's
+        ``round_of`` hook, else the blob's newest round hold in the store, else ``""``."""
+        try:
+            got = self.round_of(h) if self.round_of is not None else None
+        except Exception:  # noqa: BLE001 (counting only: never fail a request over it)
+            log.debug("round_of(%s) failed", h[:12], exc_info=True)
+            got = None
+        if got is not None:
+            return round_label(got)
+        try:
+            rounds = self.store.info(h).rounds
+        except Exception:  # noqa: BLE001 (counting only: never fail a request over it)
+            return ""
+        keys = [r for r in rounds if _ROUND_RE.fullmatch(r)]
+        return max(keys, key=lambda r: tuple(int(x) for x in r.split("/")), default="")
+
+    def _kind_of(self, h: str, f: Any) -> str:
+        """A served blob's kind (module docstring); reads its first bytes, then rewinds."""
+        pos = f.tell()
+        f.seek(0)
+        head = f.read(8)
+        f.seek(pos)
+        try:
+            got = self.classify(h, head) if self.classify is not None else None
+        except Exception:  # noqa: BLE001 (counting only: never fail a request over it)
+            log.debug("classify(%s) failed", h[:12], exc_info=True)
+            got = None
+        return got if got in KINDS else kind_of_head(head)
+
     async def _blob(self, request: web.Request) -> web.StreamResponse:
         self.stats.requests += 1
+        named = round_label(request.headers.get(ROUND_HEADER))
+        request["loconet_round"] = named
+        # the request head as read: request line, headers, blank line
+        self.stats.count_received(
+            named,
+            len(f"{request.method} {request.raw_path} HTTP/1.1\r\n".encode())
+            + sum(len(k) + len(v) + 4 for k, v in request.raw_headers)
+            + 2,
+        )
         h = request.match_info["h"]
         if HASH_RE.fullmatch(h) is None:
             self.stats.bad_requests += 1
@@ -241,6 +390,16 @@ class BlobServer:
             self.stats.not_found += 1
             return web.json_response({"error": "not_found", "hash": h}, status=404)
         with f:
+            if named:
+                kind = await loop.run_in_executor(None, self._kind_of, h, f)
+                rk = named
+            else:
+
+                def both() -> tuple[str, str]:
+                    return self._kind_of(h, f), self._round_of(h)
+
+                kind, rk = await loop.run_in_executor(None, both)
+            request["loconet_round"] = rk
             headers = {
                 "Accept-Ranges": "bytes",
                 "Content-Type": "application/octet-stream",
@@ -273,7 +432,9 @@ class BlobServer:
             self.stats.ranges += status == 206
             sent = [0]  # body bytes handed to the transport, for the line below
             try:
-                return await self._send(request, resp, f, first, length, head, sent)
+                return await self._send(
+                    request, resp, f, first, length, head, sent, kind=kind, round_key=rk
+                )
             except ConnectionError as e:
                 # the client closed (or reset) its connection before the end: its choice (a
                 # reader that got what it needed, a Ctrl-C), never our error. One line; it was
@@ -301,6 +462,9 @@ class BlobServer:
         length: int,
         head: bool,
         sent: list[int],
+        *,
+        kind: str = "other",
+        round_key: str = "",
     ) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
         await resp.prepare(request)
@@ -320,7 +484,7 @@ class BlobServer:
                 if request.transport is not None:
                     request.transport.abort()
                 return resp
-            self.stats.bytes_sent += len(chunk)
+            self.stats.count_sent(kind, round_key, len(chunk))  # bytes_sent, by kind and round
             sent[0] += len(chunk)
             worker_metrics().blob_out(len(chunk))  # node/metrics.py
             remaining -= len(chunk)
@@ -424,7 +588,15 @@ class BlobServer:
         self.stop_thread()
 
 
-def serve_blobs(store: BlobStore, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> BlobServer:
+def serve_blobs(
+    store: BlobStore,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    *,
+    classify: Callable[[str, bytes], str | None] | None = None,
+    round_of: Callable[[str], str | None] | None = None,
+) -> BlobServer:
     """Start a blob server in a background thread and return it (``.url``, ``.stats``,
-    ``.stop_thread()``): the one-line way for a synchronous worker to serve its store."""
-    return BlobServer(store, host, port).start_thread()
+    ``.stop_thread()``): the one-line way for a synchronous worker to serve its store.
+    ``classify``/``round_of``: the traffic counters' hooks (module docstring)."""
+    return BlobServer(store, host, port, classify=classify, round_of=round_of).start_thread()

@@ -47,6 +47,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from abci_app.codec.address import from_bech32
 from abci_app.jobs.errors import ErrCannotDecline, ErrDuplicate, ErrWrongPhase
 from abci_app.jobs.incentives import (
@@ -66,7 +68,7 @@ from node.market_msgs import (
     build_verdict,
     send_tx,
 )
-from node.rpc import NodeUnreachable, RpcError, TxRejected
+from node.rpc import Client, NodeUnreachable, RpcError, TxRejected
 from node.worker.follow import ChainFollower, Nodes
 from node.worker.progress import Progress
 
@@ -183,6 +185,91 @@ def is_due(r: dict[str, Any], height: int) -> bool:
     return end > 0 and height >= end - DUE_BLOCKS
 
 
+class Traffic:
+    """Bytes this worker exchanges with its node (cumulative; stats.json ``traffic``): JSON-RPC
+    requests and answers as HTTP/1.1 writes them (``rpc_out``, ``rpc_in``: the loop's queries,
+    tx broadcasts and the waits for their blocks) and the new-block websocket's messages
+    (``ws_in``: payload bytes, frame headers not counted). Not per round: the loop polls every
+    block for every job (node/worker README, "Traffic by kind")."""
+
+    def __init__(self) -> None:
+        self.rpc_out = 0
+        self.rpc_in = 0
+        self.ws_in = 0
+        self.lock = threading.Lock()
+
+    def add(self, what: str, n: int) -> None:
+        with self.lock:
+            setattr(self, what, getattr(self, what) + n)
+
+    def to_dict(self) -> dict[str, int]:
+        with self.lock:
+            return {"rpc_out": self.rpc_out, "rpc_in": self.rpc_in, "ws_in": self.ws_in}
+
+
+class _CountingStream(httpx.SyncByteStream):
+    def __init__(self, inner: Any, count: Callable[[int], None]) -> None:
+        self.inner, self.count = inner, count
+
+    def __iter__(self) -> Any:
+        for chunk in self.inner:
+            self.count(len(chunk))
+            yield chunk
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class _CountingTransport(httpx.BaseTransport):
+    """httpx transport counting the bytes of each exchange: the request (line, headers, body)
+    and the answer (status line, headers, the body as it came over the wire)."""
+
+    def __init__(self, traffic: Traffic) -> None:
+        self.inner = httpx.HTTPTransport()
+        self.traffic = traffic
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        out = len(b"%s %s HTTP/1.1\r\n" % (request.method.encode(), request.url.raw_path))
+        out += sum(len(k) + len(v) + 4 for k, v in request.headers.raw) + 2
+        out += len(request.content) if isinstance(request.stream, httpx.ByteStream) else 0
+        self.traffic.add("rpc_out", out)
+        resp = self.inner.handle_request(request)
+        head = len(f"HTTP/1.1 {resp.status_code} {resp.reason_phrase}\r\n".encode())
+        head += sum(len(k) + len(v) + 4 for k, v in resp.headers.raw) + 2
+        self.traffic.add("rpc_in", head)
+        resp.stream = _CountingStream(resp.stream, partial(self.traffic.add, "rpc_in"))
+        return resp
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class _CountingNodes(Nodes):
+    """``Nodes`` whose clients count their bytes into ``traffic``."""
+
+    def __init__(self, urls: list[str], traffic: Traffic, timeout: float = 10.0) -> None:
+        super().__init__(urls, timeout)
+        self.traffic = traffic
+
+    def client(self) -> Client:
+        if self._client is None:
+            self._client = Client(
+                self.url, timeout=self.timeout, transport=_CountingTransport(self.traffic)
+            )
+        return self._client
+
+
+class _CountingFollower(ChainFollower):
+    """``ChainFollower`` counting the websocket messages it reads into ``traffic.ws_in``."""
+
+    traffic: Traffic | None = None
+
+    def _handle(self, text: str) -> None:
+        if self.traffic is not None:
+            self.traffic.add("ws_in", len(text.encode()))
+        super()._handle(text)
+
+
 @dataclass
 class Stats:
     submitted: int = 0
@@ -212,7 +299,8 @@ class ProviderWorker:
         self.key = Keyring(cfg.home).get(cfg.key)
         self.me = self.key.address
         self.me_bytes = self.key.address_bytes
-        self.nodes = Nodes(cfg.nodes)
+        self.traffic = Traffic()  # bytes with the node (stats.json "traffic")
+        self.nodes: Nodes = _CountingNodes(cfg.nodes, self.traffic)
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         self.store = BlobStore(cfg.data_dir / "blobs", quota_bytes=cfg.quota_bytes)
         self.progress = Progress(cfg.data_dir / "progress.json")
@@ -242,6 +330,9 @@ class ProviderWorker:
         self.timing: dict[
             str, dict[str, float]
         ] = {}  # per round: seconds and bytes by kind (stats.json)
+        # blob hash -> kind, for blobs whose bytes do not say it (trace lists, datasets): what
+        # this worker stored or fetched them as (the blob server's classify hook reads it too)
+        self._kinds: dict[str, str] = {}
 
     # ------------------------------------------------------------------------- start / stop
 
@@ -315,8 +406,12 @@ class ProviderWorker:
         set_determinism(0, threads=1)
         self.preflight()
         host, port = self._listen()
-        self.server = serve_blobs(self.store, host, port)
-        self.follower = ChainFollower(self.cfg.nodes, self._on_events).start()
+        self.server = serve_blobs(
+            self.store, host, port, classify=self._classify, round_of=self._serving_round
+        )
+        follower = _CountingFollower(self.cfg.nodes, self._on_events)
+        follower.traffic = self.traffic
+        self.follower = follower.start()
         if self.cfg.metrics_listen:
             from node.metrics import worker_metrics
 
@@ -414,7 +509,8 @@ class ProviderWorker:
 
     def account(self, what: str, amount: float, key: str | None = None) -> None:
         """Add ``amount`` to this round's ``what`` (train_s, verify_s, aggregate_s, fetch_s,
-        fetch_bytes, tx_s, ...): benchmarks/round_overhead.py reads them from stats.json."""
+        fetch_bytes, tx_s, bytes_in.KIND, bytes_out.http, tx_bytes, ...):
+        benchmarks/round_overhead.py and benchmarks/traffic.py read them from stats.json."""
         key = key or getattr(self._here, "key", None)
         if key is not None:
             t = self.timing.setdefault(key, {})
@@ -541,9 +637,14 @@ class ProviderWorker:
         """One tx with ``msgs``, signed with the account's current sequence, waited for."""
         t0 = time.perf_counter()
         try:
-            return self.nodes.call(
+            res = self.nodes.call(
                 lambda c: send_tx(c, self.key.signer, list(msgs), fee_floor=self.cfg.fee or 0)
             )
+            # the signed tx's bytes, once (what the chain gossips and stores; a resubmit of the
+            # same bytes and a refused attempt are in the node link's rpc_out, not here)
+            self.account("tx_bytes", len(res.get("tx") or b""))
+            self.account("txs", 1)
+            return res
         finally:
             self.account("tx_s", time.perf_counter() - t0)
 
@@ -564,9 +665,51 @@ class ProviderWorker:
         return urls
 
     def _client(self) -> Any:
+        """A blob client for one fetch, naming the round it fetches for (X-Loconet-Round: the
+        serving worker counts the bytes it sends for that round)."""
         from node.blobs import BlobClient
 
-        return BlobClient(timeout_s=30.0, max_bytes=self.cfg.max_blob_bytes)
+        return BlobClient(
+            timeout_s=30.0,
+            max_bytes=self.cfg.max_blob_bytes,
+            round_label=getattr(self._here, "key", None),
+        )
+
+    def _classify(self, h: str, head: bytes) -> str:
+        """A blob's kind (node/blobs/server.py KINDS): what this worker stored or fetched it as,
+        else the kind byte of its canonical header, else ``dataset`` for a job's dataset, else
+        ``other``."""
+        from node.blobs.server import kind_of_head
+
+        kind = self._kinds.get(h)
+        if kind is not None:
+            return kind
+        kind = kind_of_head(head)
+        if kind == "other" and any(
+            getattr(p, "dataset_id", None) == h for p in list(self._plans.values())
+        ):
+            return "dataset"
+        return kind
+
+    def _serving_round(self, h: str) -> str | None:
+        """The round a blob served to a requester that named none is counted for: the blob's
+        newest round hold in the store, else the newest round this worker has seen open."""
+        try:
+            holds = [r for r in self.store.info(h).rounds if r.count("/") == 1]
+        except Exception:  # noqa: BLE001 (counting only)
+            holds = []
+        if holds:
+            return max(holds, key=lambda r: tuple(int(x) for x in r.split("/")))
+        seen = {k: v.get("seen", 0.0) for k, v in list(self.timing.items())}
+        return max(seen, key=lambda k: seen[k], default=None)
+
+    def _count_fetch(self, client: Any, kinds: dict[str, str]) -> None:
+        """Account what ``client`` read: each blob's body bytes (failed attempts included) under
+        its kind (``kinds``: hash -> kind), and the HTTP heads as kind ``http``."""
+        for h, n in client.received_by_hash.items():
+            self.account(f"bytes_in.{kinds.get(h, 'other')}", n)
+        self.account("bytes_in.http", client.head_bytes_received)
+        self.account("bytes_out.http", client.head_bytes_sent)
 
     def fetch(
         self,
@@ -580,7 +723,8 @@ class ProviderWorker:
         """Blob ``h`` from the store, or fetched (hash-checked) from ``first`` then every peer.
         ``max_bytes``: the size the chain or the job states for it (the payload's committed
         size, a cap from the job's model): a location sending more is refused while the body
-        streams and the next one is tried (None: the config's max_blob_bytes only)."""
+        streams and the next one is tried (None: the config's max_blob_bytes only). Its bytes
+        are counted under its kind (``_classify``: ``_kinds``, else its header's kind byte)."""
         from node.blobs import BlobError
 
         if self.store.has(h):
@@ -590,18 +734,23 @@ class ProviderWorker:
             raise BlobError(f"blob {h[:12]} is not here and no peer is known")
         t0 = time.perf_counter()
         with self._client() as client:
-            path = client.fetch(
-                h,
-                urls,
-                self.store,
-                tier=tier,
-                round_key=round_key,
-                max_bytes=max_bytes,
-                # the duty runs on the worker's loop: black-hole peers must not hold it for
-                # 30 s each (the blob is asked for again on the next tick)
-                give_up_after_s=FETCH_GIVE_UP_S,
-            )
-        data = Path(path).read_bytes()
+            try:
+                path = client.fetch(
+                    h,
+                    urls,
+                    self.store,
+                    tier=tier,
+                    round_key=round_key,
+                    max_bytes=max_bytes,
+                    # the duty runs on the worker's loop: black-hole peers must not hold it for
+                    # 30 s each (the blob is asked for again on the next tick)
+                    give_up_after_s=FETCH_GIVE_UP_S,
+                )
+            except Exception:
+                self._count_fetch(client, {h: self._kinds.get(h, "other")})  # failed: too
+                raise
+            data = Path(path).read_bytes()
+            self._count_fetch(client, {h: self._classify(h, data[:8])})
         self.account("fetch_s", time.perf_counter() - t0)
         self.account("fetch_bytes", len(data))
         return data
@@ -616,10 +765,15 @@ class ProviderWorker:
         missing = [
             h for h in (spec["initial_model_hash"], spec["dataset_id"]) if not self.store.has(h)
         ]
+        self._kinds[spec["initial_model_hash"]] = "model"
+        self._kinds[spec["dataset_id"]] = "dataset"
         t0 = time.perf_counter()
         with self._client() as client:
             extra = self._peer_urls() if missing else []
-            model, data = fetch_job_inputs(spec, self.store, client, extra, tier="cold")
+            try:
+                model, data = fetch_job_inputs(spec, self.store, client, extra, tier="cold")
+            finally:
+                self._count_fetch(client, self._kinds)
         if missing:
             self.account("fetch_s", time.perf_counter() - t0)
             self.account("fetch_bytes", sum(self.store.info(h).size for h in missing))
@@ -782,7 +936,9 @@ class ProviderWorker:
 
         rk = f"{jid}/{rn}"
         self.store.put_bytes(ml.fresh_carry_bytes(), tier="temp", round_key=rk)
-        return self.store.put_bytes(ml.trace_list_bytes(list(trace)), tier="temp", round_key=rk)
+        h = self.store.put_bytes(ml.trace_list_bytes(list(trace)), tier="temp", round_key=rk)
+        self._kinds[h] = "trace_list"  # no header says so: the server's classify asks here
+        return h
 
     def _submit(self, r: dict[str, Any], prog: dict[str, Any]) -> None:
         jid, rn = int(r["job_id"]), int(r["round"])
@@ -1223,6 +1379,7 @@ class ProviderWorker:
                 if int(o["segment"]) + 1 in secret
             }
         try:
+            self._kinds[list_hash] = "trace_list"  # traffic counters: no header says so
             listed = self.fetch(
                 list_hash, [endpoint], tier="temp", round_key=rk, max_bytes=ml.trace_list_size(plan)
             )
@@ -1475,15 +1632,32 @@ class ProviderWorker:
                 rep.freed_bytes,
             )
 
+    def _rounds_with_served(self, server: dict[str, Any]) -> dict[str, dict[str, float]]:
+        """``timing`` with what the blob server sent and read for each round added: its body
+        bytes by kind and response heads to ``bytes_out.KIND``, the request heads it read to
+        ``bytes_in.http`` (node/blobs/server.py attributes them to rounds). A copy: the server's
+        counters are cumulative, ``timing``'s fetch counters additive."""
+        rounds = {k: dict(v) for k, v in list(self.timing.items())}
+        for rk, kinds in (server.get("sent_by_round") or {}).items():
+            t = rounds.setdefault(rk or "-", {})
+            for kind, n in kinds.items():
+                t[f"bytes_out.{kind}"] = t.get(f"bytes_out.{kind}", 0) + n
+        for rk, n in (server.get("received_by_round") or {}).items():
+            t = rounds.setdefault(rk or "-", {})
+            t["bytes_in.http"] = t.get("bytes_in.http", 0) + n
+        return rounds
+
     def write_stats(self) -> None:
         """DATA_DIR/stats.json: per-round seconds and bytes, the blob server's counters, totals."""
         import json
         import os
 
+        server = self.server.stats.to_dict() if self.server is not None else {}
         out = {
-            "rounds": self.timing,
-            "server": self.server.stats.to_dict() if self.server is not None else {},
+            "rounds": self._rounds_with_served(server),
+            "server": server,
             "totals": {k: v for k, v in vars(self.stats).items() if k != "events"},
+            "traffic": self.traffic.to_dict(),
         }
         path = self.cfg.data_dir / "stats.json"
         tmp = path.with_suffix(".tmp")
