@@ -225,9 +225,9 @@ def cmd_job_create(a: argparse.Namespace) -> int:
             f"missing {', '.join(missing)}: required (or give them in --spec FILE); "
             "see `loconet tx job create --help`"
         )
-    # audit defaults (abci_app/jobs/README.md "Enough segments"): every commitment challenged,
-    # 15 segments re-executed; with H/k >= 960 that catches a 10 % faker with >= 99 % in 3 rounds
-    # while the verifiers' expected compute stays <= 5 % of the provider's (measured 2.4-3.8 %)
+    # challenge defaults (abci_app/jobs/README.md "Enough segments"): 5 % of commitments, one
+    # segment each; the required bond keeps faking a loss (>= 2x its gain) at any rate, and the
+    # round's verification bytes stay within half of the 100x traffic budget
     d.setdefault("challenge_bps", DEFAULT_CHALLENGE_BPS)
     d.setdefault("segments_per_challenge", DEFAULT_SEGMENTS_PER_CHALLENGE)
     d.setdefault("determinism_mode", "tolerance")
@@ -240,7 +240,7 @@ def cmd_job_create(a: argparse.Namespace) -> int:
     # --data/--init-seed/--init-model fill in below are not known yet, so stand in for them
     build_create_job({"dataset_id": "00" * 32, "initial_model_hash": "00" * 32, **d})
     warning = job_audit_warning(d)
-    if warning:  # the chain takes the job anyway: the catch rate is the owner's to buy
+    if warning:  # the chain takes the job anyway: what the owner pays for is its own choice
         import sys
 
         print(warning, file=sys.stderr)
@@ -312,8 +312,23 @@ def _job_inputs(a: argparse.Namespace, d: dict[str, Any]) -> dict[str, Any]:
     if dry:  # a dry run hashes only: it pinned a copy of the dataset in the store for nothing
         inputs = prepare_job_inputs(None, d["model"], **kw)
     else:
+        from node.blobs import EvictionNeeded
+
         with BlobStore(root) as store:
-            inputs = prepare_job_inputs(store, d["model"], **kw)
+            # storing the job's inputs never evicts another blob unasked (issue 28: a store's
+            # quota may be a typo); the owner frees room or raises the quota, knowingly
+            store.may_evict = False
+            try:
+                inputs = prepare_job_inputs(store, d["model"], **kw)
+            except EvictionNeeded as e:
+                freed = sum(size for _, size in e.victims)
+                raise UsageError(
+                    f"storing the job's inputs in {root} would evict {len(e.victims)} blob(s) "
+                    f"({freed:,} bytes) under the store's quota; nothing was deleted: see them "
+                    f"with `loconet blob gc --dry-run --dir {root}`, or raise the quota "
+                    f"(`loconet blob gc --dir {root} --quota 50GiB` stores it), then run this "
+                    "again"
+                ) from None
     fields = inputs.spec_fields()
     d.update(fields)
     if a.output != "json":
@@ -1047,8 +1062,8 @@ COMMANDS: tuple[Command, ...] = (
                 type=U32,
                 help=f"trace segments re-executed per challenge (default "
                 f"{DEFAULT_SEGMENTS_PER_CHALLENGE}; see `query job` audit for the catch rate it "
-                "buys; a warning names the fix when a 10 %% faker escapes 3 rounds with > 1 %% or "
-                "the verifiers' expected share of compute is > 5 %%)",
+                "buys; a warning names the fix when the verifiers' expected share of compute is "
+                "> 5 %% or the round's verification bytes pass half of the 100x traffic budget)",
             ),
             A(
                 "--determinism",
