@@ -3,7 +3,8 @@
 #   1. a virtualenv (.venv) with the project installed (editable) from pyproject.toml, with the
 #      test and dev extras (pytest; the pinned ruff, mypy and pre-commit of `make lint`)
 #   2. cometbft built from the pinned module's source with scripts/cometbft/*.patch into .bin/
-#      (found by the CLI, PATH untouched)
+#      (found by the CLI, PATH untouched), and Shopify's toxiproxy (`testnet up --wan`) with
+#      `go install` into .bin/toxiproxy-server
 #   3. Python protobuf stubs generated from the pinned cometbft module's proto/ folder,
 #      gogoproto, and our own proto/ files, into abci_app/codec/gen/ (build output).
 #   4. the EVM side (contracts/): solc, OpenZeppelin and anvil from npm at the versions pinned
@@ -59,6 +60,26 @@ if [ ! -x .bin/cometbft ] || [ "$(cat .bin/.cometbft-build 2>/dev/null)" != "$co
   rm -rf "$src"
 fi
 
+# 2b. toxiproxy (Shopify's fault-injection TCP proxy; `loconet testnet up --wan`, node/wan.py): the
+#     pinned release built with `go install` into .bin/ (go names the binary `server`: it is
+#     installed into a staging folder and renamed .bin/toxiproxy-server when complete). The stamp
+#     names the version; -ldflags puts it in `toxiproxy-server -version` too.
+TOXIPROXY_VERSION=v2.12.0
+toxi_want="toxiproxy-server version ${TOXIPROXY_VERSION#v}"
+if [ ! -x .bin/toxiproxy-server ] || [ "$(cat .bin/.toxiproxy-build 2>/dev/null)" != "$TOXIPROXY_VERSION" ] \
+    || [ "$(.bin/toxiproxy-server -version 2>/dev/null)" != "$toxi_want" ]; then
+  echo "setup: building toxiproxy $TOXIPROXY_VERSION with go install (testnet up --wan; first run: about 30 s)"
+  stage="$ROOT/.bin/.toxiproxy-install"
+  rm -rf "$stage" && mkdir -p "$stage"
+  GOBIN="$stage" go install -trimpath \
+      -ldflags "-X github.com/Shopify/toxiproxy/v2.Version=${TOXIPROXY_VERSION#v}" \
+      "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION" \
+    || { echo "error: go install github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION failed (see above; it needs the Go module proxy): fix that and rerun make setup" >&2; exit 1; }
+  mv -f "$stage/server" .bin/toxiproxy-server
+  rm -rf "$stage"
+  echo "$TOXIPROXY_VERSION" > .bin/.toxiproxy-build
+fi
+
 # 3. protobuf stubs
 gen=abci_app/codec/gen
 gen_stamp=$gen/.stamp-$COMETBFT_VERSION
@@ -105,4 +126,4 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
     echo "error: could not install chromium with apt-get (needs root or sudo and Debian's repositories): run 'sudo apt-get install chromium' for the explorer's browser test" >&2
   fi
 fi
-echo "setup: ok (cometbft $(.bin/cometbft version), venv .venv, stubs in $gen, contracts in contracts/build)"
+echo "setup: ok (cometbft $(.bin/cometbft version), toxiproxy ${TOXIPROXY_VERSION#v}, venv .venv, stubs in $gen, contracts in contracts/build)"
