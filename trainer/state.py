@@ -15,12 +15,17 @@ divided by their count; a single process computes the same bytes (``inner_step(s
 so a verifier re-executes an island's segment alone, in exact mode too. A step draws no
 randomness but its batch, a pure function of (ShardSpec, inner_step): ``inner_step`` is the RNG
 position.
+
+A round that starts fresh starts from a state that is a function of public data (the base model,
+the round, the shard, the configs, the island size): ``fresh_start_state`` builds its bytes from
+the base model's with the same code, so a verifier checks trace entry 0 by its hash and never
+fetches it (trainer/verify.py ``verify_fresh_start``).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 
 import torch
@@ -134,9 +139,36 @@ def state_payload(
     carry: bytes = EMPTY_CARRY_HASH,
     slices: int = 1,
 ) -> Payload:
+    return _state_payload(
+        ((name, p, opt.state.get(p, {})) for name, p in model.named_parameters()),
+        model.cfg,
+        icfg,
+        adam_step=_adam_step(opt),
+        round=round,
+        inner_step=inner_step,
+        shard=shard,
+        carry=carry,
+        slices=slices,
+    )
+
+
+def _state_payload(
+    params: Iterable[tuple[str, torch.Tensor, Mapping[str, torch.Tensor]]],
+    cfg: GPTConfig,
+    icfg: InnerConfig,
+    *,
+    adam_step: int,
+    round: int,
+    inner_step: int,
+    shard: int,
+    carry: bytes,
+    slices: int,
+) -> Payload:
+    """The state of (name, parameter, its AdamW state) triples: what ``state_payload`` writes for
+    a live model and optimizer, and ``fresh_start_state`` for a base model's bytes (a missing
+    moment is stored as zeros, exactly what AdamW creates at its first step)."""
     entries: dict[str, Entry] = {}
-    for name, p in model.named_parameters():
-        st = opt.state.get(p, {})
+    for name, p, st in params:
         z = torch.zeros_like(p, memory_format=torch.contiguous_format)
         entries[name] = Entry(
             dtype=torch.float32,
@@ -150,11 +182,11 @@ def state_payload(
     if len(carry) != 32:
         raise ValueError("carry must be the 32-byte sha256 of the carry bytes")
     meta = {
-        "adam_step": _adam_step(opt),
+        "adam_step": int(adam_step),
         "carry": bytes(carry).hex(),
         "inner": icfg.to_dict(),
         "inner_step": int(inner_step),
-        "model": model.cfg.to_dict(),
+        "model": cfg.to_dict(),
         "round": int(round),
         "shard": int(shard),
     }
@@ -183,6 +215,52 @@ def state_bytes(
             inner_step=inner_step,
             shard=shard,
             carry=carry,
+            slices=slices,
+        )
+    )
+
+
+def fresh_start_state(
+    base: bytes | Payload,
+    cfg: GPTConfig,
+    icfg: InnerConfig,
+    *,
+    round: int,
+    shard: int,
+    slices: int = 1,
+) -> bytes:
+    """Trace entry 0 of a round that starts fresh from the model bytes ``base`` (kind 3: a job's
+    initial model or an attested one, whose outer momentum is no part of a state): exactly the
+    bytes a trainer writes before its first inner step (``state_bytes`` of the base loaded into
+    ``cfg``'s model with a fresh AdamW: inner step 0, adam step 0, zero moments, the empty carry;
+    the same ``_state_payload`` call), built from public data alone, without a model or an
+    optimizer. ``slices`` is the only field the round's public record does not fix: a provider's
+    data-parallel island names its size in every state (1 = a single device, no field). A verifier
+    checks sha256 of these bytes against the committed trace entry 0 instead of fetching it
+    (trainer.verify.verify_challenge). PayloadError if ``base`` is not model bytes of ``cfg``."""
+    p = base if isinstance(base, Payload) else decode(base, expected_kind=KIND_MODEL)
+    if p.kind != KIND_MODEL:
+        raise PayloadError("the base is not model bytes")
+    if p.meta.get("model") != cfg.to_dict():
+        raise PayloadError("the base model's config differs from the job's model")
+    if type(slices) is not int or slices < 1:
+        raise PayloadError(f"slices must be a positive int, got {slices!r}")
+    params: list[tuple[str, torch.Tensor, Mapping[str, torch.Tensor]]] = []
+    for name, e in p.entries.items():
+        t = e.parts.get("param")
+        if t is None or t.dtype != torch.float32 or tuple(t.shape) != tuple(e.shape):
+            raise PayloadError(f"the base model's {name} has no float32 parameters")
+        params.append((name, t, {}))
+    return encode(
+        _state_payload(
+            params,
+            cfg,
+            icfg,
+            adam_step=0,
+            round=round,
+            inner_step=0,
+            shard=shard,
+            carry=EMPTY_CARRY_HASH,
             slices=slices,
         )
     )

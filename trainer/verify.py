@@ -35,8 +35,17 @@ In exact mode the end of each opened segment is committed but not revealed
 re-executes and checks its state's hash against the opened leaf hash, and that hash is the
 vote's evidence (abci_app/jobs/README.md *Evidence only re-execution yields*).
 
-A challenge opens trace entries 0 and H/k (start and payload checks, no re-execution) and s
-drawn segments (re-executed: s·k of the H steps). See abci_app/jobs/README.md for s.
+``verify_fresh_start(trace0, base, ...)``
+    The start check without entry 0's bytes, for a round that starts fresh: the state a trainer
+    writes before its first step is a function of public data (the round's base model bytes,
+    the round, the shard, the job's configs; ``trainer.state.fresh_start_state``), so the
+    verifier builds it and compares its sha256 with the committed entry 0. ``verify_challenge``
+    does this when given the base model bytes (``base=``): entry 0 (12 bytes per parameter) is
+    never fetched, and the payload check takes the base's bytes.
+
+A challenge opens trace entries 0 (a carried start only) and H/k (start and payload checks, no
+re-execution) and s drawn segments (re-executed: s·k of the H steps). See
+abci_app/jobs/README.md for s.
 """
 
 from __future__ import annotations
@@ -74,7 +83,9 @@ from trainer.state import (
     InnerConfig,
     LoadedState,
     evaluate,
+    fresh_start_state,
     load_state,
+    params_hash_of_model,
     params_hash_of_state,
     run_inner_steps,
     state_bytes,
@@ -661,6 +672,72 @@ def verify_start(
     )
 
 
+FRESH_START = (
+    "the round's base model, inner step 0, adam step 0, zero moments, the empty carry, this "
+    "round, the assigned shard, the job's inner and model configs"
+)
+
+
+def verify_fresh_start(
+    trace0: bytes,
+    base: bytes,
+    *,
+    round: int,
+    shard: int,
+    inner: InnerConfig,
+    model: GPTConfig,
+    slices: int = 1,
+) -> tuple[Verdict, bytes]:
+    """The start check of a round that starts fresh, without the provider's entry 0: build the
+    state it had to start from out of public data (``trainer.state.fresh_start_state``: the
+    round's base model bytes ``base``, the round, the assigned shard, the job's configs, and
+    ``slices``, the island size the trace's states name) and compare its sha256 with the
+    committed trace entry 0 (``trace0``, 32 bytes). Exact in both modes: the bytes are what every
+    honest trainer writes, so any other entry 0 (made-up moments, another base, shard, round or
+    step, a non-empty carry) is a wrong start. Returns the verdict and, when valid, the built
+    state (entry 0 itself: the start of a run from segment 0)."""
+    try:
+        built = fresh_start_state(base, model, inner, round=round, shard=shard, slices=slices)
+    except (PayloadError, ValueError, KeyError) as exc:
+        return _invalid(f"cannot build the fresh start from the base model: {exc}"), b""
+    h = hashlib.sha256(built).digest()
+    if h != trace0:
+        return (
+            _invalid(
+                f"trace entry 0 is not the pinned fresh start ({FRESH_START}"
+                + (f", {slices} slices" if slices != 1 else "")
+                + "): its hash is not that of the state built from them",
+                reexecuted_hash=h.hex(),
+                claimed_hash=bytes(trace0).hex(),
+            ),
+            b"",
+        )
+    return (
+        Verdict(
+            True,
+            0.0,
+            "fresh start: entry 0 is the state built from the base model (step 0, zero "
+            "moments, empty carry)",
+            h.hex(),
+            h.hex(),
+        ),
+        built,
+    )
+
+
+def _slices_named(state: bytes) -> int | None:
+    """The island size a trace state names (meta ``slices``, 1 when absent); None if the state
+    has no readable meta or names no valid count."""
+    try:
+        m = decode_meta(state, expected_kind=KIND_STATE)
+    except PayloadError:
+        return None
+    if "slices" not in m:
+        return 1
+    s = m["slices"]
+    return s if type(s) is int and s >= 2 else None
+
+
 def _base(base: bytes) -> tuple[bytes, dict[str, torch.Tensor], bool]:
     """(hash, parameters, is model bytes) of canonical model bytes (kind 3: their sha256) or
     of a state (kind 2, trace entry 0: its parameters hash)."""
@@ -784,7 +861,8 @@ class Challenge:
     """What a verifier holds for one challenged commitment: the drawn segments (Participant
     .segments), the trace's state hashes (served by the provider; their bound root must be the
     committed trace root), the revealed states by trace index (0, H/k and i, i+1 for each drawn
-    i, except the secret ends in ``hidden``), the carry bytes, and optionally the committed
+    i, except the secret ends in ``hidden``; no entry 0 for a fresh start that
+    ``verify_challenge(base=...)`` builds), the carry bytes, and optionally the committed
     payload bytes."""
 
     segments: list[int]
@@ -825,13 +903,33 @@ def verify_challenge(
     stop_at_first: bool = True,
     device: str = "cpu",
     base_params_hash: bytes | None = None,
+    base: bytes | None = None,
 ) -> ChallengeVerdict:
     """Start check, payload check, then the drawn segments (cheap checks first; by default
     stop at the first failure, as one failure is enough for an invalid vote).
     ``base_params_hash``: the parameters hash of the round's base model bytes
     (``trainer.state.params_hash_of_model``), which trace entry 0 must carry; None = the
-    binding's base hash (a base without outer momentum, e.g. a job's initial model)."""
+    binding's base hash (a base without outer momentum, e.g. a job's initial model), or the
+    parameters hash of ``base`` when given.
+    ``base``: the round's base model bytes (sha256 = the binding's base hash), which a verifier
+    holds anyway. With it, a fresh start (``carried=None``) is *built*, not served: trace entry 0
+    must hash to ``fresh_start_state`` of the base and the public metadata
+    (``verify_fresh_start``; the island size from entry H/k's meta, the only field the chain does
+    not fix), ``ch.states[0]`` is set to the built bytes (the start of a run from segment 0), and
+    the payload check takes the base's own bytes. Without it, or for a carried start, entry 0 is
+    served and checked field by field (``verify_start``). ``inner`` and ``model`` are needed to
+    build."""
     n = H // k
+    build = base is not None and carried is None
+    if base is not None and hashlib.sha256(base).digest() != ch.binding.base_model_hash:
+        return ChallengeVerdict(False, "the base model bytes are not the round's base model")
+    if build and (inner is None or model is None):
+        return ChallengeVerdict(False, "building a fresh start needs the job's inner and model")
+    if base_params_hash is None and base is not None:
+        try:
+            base_params_hash = params_hash_of_model(base)
+        except (PayloadError, KeyError) as exc:
+            return ChallengeVerdict(False, f"the base model is malformed: {exc}")
     params_hash = base_params_hash or ch.binding.base_model_hash
     if H % k or len(ch.trace) != n + 1:
         return ChallengeVerdict(
@@ -842,6 +940,8 @@ def verify_challenge(
     if compute_masked_trace_root(ch.trace, ch.binding, set(ch.hidden)) != ch.trace_root:
         return ChallengeVerdict(False, "served trace hashes do not give the committed trace root")
     need = sorted({0, n} | {i for s in ch.segments for i in (s, s + 1)} - set(ch.hidden))
+    if build:  # entry 0 is built below, never served
+        need.remove(0)
     for i in need:
         if i not in ch.states:
             return ChallengeVerdict(False, f"trace entry {i} was not served")
@@ -852,15 +952,35 @@ def verify_challenge(
     if any(not 0 <= s < n for s in ch.segments):
         return ChallengeVerdict(False, "a drawn segment is outside the trace")
     out = ChallengeVerdict(True, "")
-    out.start = verify_start(
-        ch.states[0],
-        base_model_hash=params_hash,
-        round=spec.round,
-        shard=spec.shard_index(),
-        inner=inner,
-        model=model,
-        carried=carried,
-    )
+    if build:
+        assert base is not None and inner is not None and model is not None  # checked above
+        slices = _slices_named(ch.states[n])
+        if slices is None:
+            out.start = _invalid(f"trace entry {n} (H/k) names no valid slice count")
+        else:
+            out.start, built = verify_fresh_start(
+                ch.trace[0],
+                base,
+                round=spec.round,
+                shard=spec.shard_index(),
+                inner=inner,
+                model=model,
+                slices=slices,
+            )
+            if out.start.valid:
+                ch.states[0] = built
+        if not out.start.valid:
+            ch.states.pop(0, None)  # never re-executed from: not the pinned start
+    else:
+        out.start = verify_start(
+            ch.states[0],
+            base_model_hash=params_hash,
+            round=spec.round,
+            shard=spec.shard_index(),
+            inner=inner,
+            model=model,
+            carried=carried,
+        )
     if not out.start.valid:
         out.valid, out.reason = False, f"start: {out.start.reason}"
         if stop_at_first:
@@ -868,7 +988,7 @@ def verify_challenge(
     out.payload = verify_payload(
         ch.states[n],
         ch.carry,
-        ch.states[0],
+        base if base is not None else ch.states[0],
         update_root=ch.update_root,
         binding=ch.binding,
         H=H,
@@ -883,6 +1003,11 @@ def verify_challenge(
         if stop_at_first:
             return out
     for s in sorted(set(ch.segments)):
+        if s not in ch.states:  # entry 0 that is not the pinned start (stop_at_first=False)
+            out.segments[s] = v = _invalid(f"trace entry {s} is not the pinned start")
+            if out.valid:
+                out.valid, out.reason = False, f"segment {s}: {v.reason}"
+            continue
         v = verify_segment(
             ch.states[s],
             spec,

@@ -537,6 +537,7 @@ def verify_round(
     device: str = "cpu",
     base_params_hash: bytes | None = None,
     hidden: dict[int, bytes] | None = None,
+    base: bytes | None = None,
 ) -> ChallengeVerdict:
     """The full check of one challenged commitment: the served trace list gives the committed
     trace root, trace entry 0 is the pinned fresh start (base model, step 0, zero moments, empty
@@ -548,7 +549,11 @@ def verify_round(
     reached is the next segment's start). ``states`` holds entries 0, H/k and the start of each
     run, ``hidden`` the secret entries (entry -> the opened leaf hash; ``trace`` holds that leaf
     hash there, incentives.mask_trace); ``base_params_hash`` = ``params_hash`` of the round's
-    base model bytes (they may carry the outer momentum). Stops at the first failure."""
+    base model bytes (they may carry the outer momentum). ``base``: the round's base model
+    bytes; given, entry 0 is not needed in ``states``: every network round starts fresh, so the
+    verifier builds entry 0 from the base and the public metadata and checks its hash against
+    the trace (trainer.verify.verify_fresh_start; a run from segment 0 starts from the built
+    bytes), and the payload check takes the base's bytes. Stops at the first failure."""
     from abci_app.jobs.incentives import compute_runs
     from trainer.verify_run import verify_run
 
@@ -556,7 +561,7 @@ def verify_round(
     ch = Challenge(
         segments=[],  # start, payload, trace root and served states; the runs below
         trace=list(trace),
-        states=states,
+        states=dict(states),  # verify_challenge adds the built entry 0
         carry=carry,
         trace_root=trace_root,
         update_root=update_root,
@@ -575,6 +580,7 @@ def verify_round(
         tolerance=plan.tolerance,
         device=device,
         base_params_hash=base_params_hash,
+        base=base,
     )
     if not out.valid:
         return out
@@ -585,7 +591,7 @@ def verify_round(
     workspace: dict = {}  # one model and optimizer for every run
     for run in runs:
         first = run[0]
-        start = states.get(first)
+        start = ch.states.get(first)
         if start is None or first in hidden:
             return ChallengeVerdict(False, f"trace entry {first} (a run's start) was not served")
         ends = [(hidden.get(s + 1), None if s + 1 in hidden else states.get(s + 1)) for s in run]
@@ -599,7 +605,8 @@ def verify_round(
             corpus=corpus,
             tolerance=plan.tolerance,
             expected_start_hash=bytes(trace[first]),
-            base_model_hash=base_params_hash or binding.base_model_hash,
+            base_model_hash=base_params_hash
+            or (params_hash_of_model(base) if base is not None else binding.base_model_hash),
             inner=plan.inner,
             model=plan.model,
             device=device,

@@ -1301,7 +1301,8 @@ class ProviderWorker:
     ) -> tuple[bool, int, list[bytes], str] | None:
         """(valid, quality, reached, why) for the target's commitment: VALID only if the full
         check passes (ml.verify_round: the served trace list gives the committed trace root,
-        entry 0 is the pinned fresh start, the committed payload is compress(θ_base − θ_H +
+        entry 0 is the pinned fresh start, which the verifier builds from the round's base model
+        and public metadata and never fetches, the committed payload is compress(θ_base − θ_H +
         e_prev) of entry H/k, every opened segment re-executes in the job's determinism mode).
         ``reached`` = the end state hash of each opened segment (segment order): in exact mode
         the re-executed one, checked against the opened leaf hash (the end itself is secret: only
@@ -1388,7 +1389,9 @@ class ProviderWorker:
             trace = ml.parse_trace_list(listed)
             for o in openings:
                 s = int(o["segment"])
-                if s not in hidden:  # a run's start (any other is the secret end before it)
+                # a run's start (any other is the secret end before it); entry 0 is never
+                # fetched: every round starts fresh, so ml.verify_round builds it from the base
+                if s not in hidden and s != 0:
                     states[s] = state(o["start_state_hash"], [o["start_location"], endpoint])
                 if s + 1 in hidden or s + 1 in states:
                     continue
@@ -1396,10 +1399,8 @@ class ProviderWorker:
                     states[s + 1] = state(o["end_state_hash"], [o["end_location"], endpoint])
                 elif len(trace) == n + 1 and s + 1 == n:  # exact mode: entry H/k is public
                     states[s + 1] = state(trace[n].hex(), [endpoint])
-            if len(trace) == n + 1:
-                for i in (0, n):
-                    if i not in states:
-                        states[i] = state(trace[i].hex(), [endpoint])
+            if len(trace) == n + 1 and n not in states:  # the payload check's θ_H
+                states[n] = state(trace[n].hex(), [endpoint])
             carry = ml.fresh_carry_bytes()
             if n in states:
                 named_carry = decode_meta(states[n], expected_kind=KIND_STATE).get("carry")
@@ -1448,6 +1449,7 @@ class ProviderWorker:
                 device=self.device,
                 base_params_hash=ml.params_hash(base),
                 hidden=hidden,
+                base=base,  # entry 0 is built from it (a fresh start), not fetched
             )
         except (
             ValueError,

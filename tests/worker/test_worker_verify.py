@@ -290,8 +290,11 @@ def test_island_round_is_judged_by_a_single_process_verifier(tmp_path, behaviour
     """`provider run --procs 2`: the round trains on a 2-process gloo island (DDP), commits once,
     and a verifier with ONE process re-executes the opened segment as 2 slices in exact mode
     (segment 0: its end is secret, the verifier's re-executed state is the evidence): the honest
-    island is VALID, the poisoned one (honest island trace, scaled update) INVALID."""
-    (valid, quality, reached, why), true_end = judged(tmp_path, behaviour, 0, procs=2)
+    island is VALID, the poisoned one (honest island trace, scaled update) INVALID. Entry 0,
+    which names the island's size (slices = 2), is built by the verifier, not fetched."""
+    box: dict = {}
+    (valid, quality, reached, why), true_end = judged(tmp_path, behaviour, 0, procs=2, out=box)
+    assert box["trace"][0].hex() not in box["fetched"]
     if behaviour == "honest":
         assert valid, why
         assert reached == [true_end] and 1 <= quality <= ml.MAX_QUALITY
