@@ -13,6 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from node import wan
 from node.atomic import write_atomic
 from node.config import set_toml_values
 from node.testnet import (
@@ -80,9 +81,12 @@ def cmd_up(args: argparse.Namespace) -> int:
         if args.base_port is not None and args.base_port != m["base_port"]:
             check_port_range(args.base_port, len(nodes_of(m)))
             m = move_ports(d, m, args.base_port)
+        if args.wan is not None:
+            m = set_wan(d, m, args.wan)
+        spec = wan.spec_of(m)
         print(
             f"restarting the existing {m['validators']}-validator network in {d} (base port "
-            f"{m['base_port']})",
+            f"{m['base_port']}{f', WAN {spec.text}' if spec else ''})",
             file=sys.stderr,
         )
     else:
@@ -96,15 +100,28 @@ def cmd_up(args: argparse.Namespace) -> int:
         params = parse_params(args.param or [])
         behaviours = tm.parse_cheaters(args.cheaters or [], args.providers)
         tm.plan_roles(behaviours, args.fixed_roles)  # refuse a bad role split before creating
+        spec = wan.parse_wan(args.wan) if args.wan else None
+        if spec is not None:  # refused before anything is written
+            wan.check_size(args.validators)
+            wan.toxiproxy_binary()
         print(
-            f"creating a {args.validators}-validator network in {d} (base port {args.base_port})",
+            f"creating a {args.validators}-validator network in {d} (base port {args.base_port}"
+            f"{f', WAN {spec.text} through toxiproxy' if spec else ''})",
             file=sys.stderr,
         )
         m = create(
-            d, args.validators, args.accounts, args.base_port, params, providers=args.providers
+            d,
+            args.validators,
+            args.accounts,
+            args.base_port,
+            params,
+            providers=args.providers,
+            wan=spec.to_json() if spec else None,
         )
     nodes = nodes_of(m)
     try:
+        if spec is not None:  # toxiproxy and every link proxy before the nodes dial them
+            wan.up(d, m)
         for n in nodes:
             start_node(n)
         wait_producing(nodes, timeout=args.timeout)
@@ -159,6 +176,12 @@ def cmd_up(args: argparse.Namespace) -> int:
             f"{ev['token']}, relayer running; deployment {ev['deployment']}; a user key with ETH: "
             f"{ev['user_key']} ({ev['user_address']})"
         )
+    if spec is not None:
+        text += (
+            f"\nWAN {spec.text}: every p2p link and blob endpoint through toxiproxy "
+            f"({spec.rtt_ms} ms RTT, {spec.rate_kbs} KB/s each way; API "
+            f"http://127.0.0.1:{wan.api_port(m['base_port'])}, log {wan.wan_dir(d)}/toxiproxy.log)"
+        )
     text += (
         "\n"
         f"network {m['chain_id']} is producing blocks ({elapsed:.1f}s); keys in {d / 'keyring'}; "
@@ -172,6 +195,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             "seconds": round(elapsed, 1),
             "nodes": rows,
             "workers": [asdict(w) for w in workers],
+            "wan": spec.to_json() if spec else None,
             **data,
         },
         text,
@@ -192,6 +216,8 @@ def _up_market(
     tm.register_providers(d, rpc, workers)
     m["workers"] = [asdict(w) for w in workers]
     save(d, m)
+    if m.get("wan"):  # each worker's endpoint becomes its proxy before the worker starts
+        wan.up(d, m)
     job = None
     if not args.no_job:
         job, dataset, model = tm.builtin_job(args.rounds, workers, args.determinism or "exact")
@@ -208,6 +234,61 @@ def _up_market(
     return {"job_id": job_id}
 
 
+def _running_names(m: dict[str, Any]) -> list[str]:
+    from node import testnet_market as tm
+
+    return [n.name for n in nodes_of(m) if is_running(n)] + [
+        w.name for w in tm.workers_of(m) if tm.is_running(w)
+    ]
+
+
+def set_wan(d: Path, m: dict[str, Any], text: str) -> dict[str, Any]:
+    """``up --wan SPEC|off`` on an existing network: a changed setting is written to every node's
+    ``persistent_peers`` and the manifest (the network must be stopped: its peers and workers
+    listen elsewhere behind a WAN); the same setting changes nothing."""
+    spec = wan.parse_wan(text)
+    old = wan.spec_of(m)
+    if (spec.text if spec else None) == (old.text if old else None):
+        return m
+    running = _running_names(m)
+    if running:
+        raise TestnetError(
+            f"{', '.join(running)} still running without the new --wan: stop the network first "
+            f"(`loconet testnet down --dir {d}`), then `loconet testnet up --wan {text} --dir {d}`"
+        )
+    if spec is not None:
+        wan.check_size(len(nodes_of(m)))
+        wan.toxiproxy_binary()
+        m["wan"] = spec.to_json()
+    else:
+        m.pop("wan", None)
+        wan.stop_server(d)
+    _write_peers(m)
+    save(d, m)
+    print(
+        f"WAN of the network in {d}: {spec.text if spec else 'off'} (was "
+        f"{old.text if old else 'off'})",
+        file=sys.stderr,
+    )
+    return m
+
+
+def _write_peers(m: dict[str, Any]) -> None:
+    """Every node's ``persistent_peers`` in config.toml from the manifest (through the WAN's
+    link proxies when it has one)."""
+    nodes = nodes_of(m)
+    wan_base = m["base_port"] if m.get("wan") else None
+    for n in nodes:
+        cfg = n.path / "config" / "config.toml"
+        write_atomic(
+            cfg,
+            set_toml_values(
+                cfg.read_text(),
+                {"p2p": {"persistent_peers": f'"{persistent_peers(nodes, n.name, wan_base)}"'}},
+            ),
+        )
+
+
 def move_ports(d: Path, m: dict[str, Any], base: int) -> dict[str, Any]:
     """Give a stopped testnet another base port: every node's P2P, RPC and metrics addresses and
     peer lists in config.toml, and the manifest (node identities and data are kept)."""
@@ -219,9 +300,11 @@ def move_ports(d: Path, m: dict[str, Any], base: int) -> dict[str, Any]:
             f"first (`loconet testnet down --dir {d}`), then `loconet testnet up --base-port "
             f"{base} --dir {d}`"
         )
+    wan.stop_server(d)  # its API and proxies move too: `up` starts it again on the new ports
     for n in nodes:
         ports = node_ports(base, int(n.name[4:]))
         n.p2p, n.rpc, n.abci, n.metrics = ports.p2p, ports.rpc, ports.abci, ports.metrics
+    wan_base = base if m.get("wan") else None
     for n in nodes:
         cfg = n.path / "config" / "config.toml"
         write_atomic(  # a kill -9 here left a stopped node with half a config.toml
@@ -232,7 +315,7 @@ def move_ports(d: Path, m: dict[str, Any], base: int) -> dict[str, Any]:
                     "rpc": {"laddr": f'"tcp://127.0.0.1:{n.rpc}"'},
                     "p2p": {
                         "laddr": f'"tcp://127.0.0.1:{n.p2p}"',
-                        "persistent_peers": f'"{persistent_peers(nodes, n.name)}"',
+                        "persistent_peers": f'"{persistent_peers(nodes, n.name, wan_base)}"',
                     },
                     # loopback, as init writes it (node/config.py)
                     "instrumentation": {"prometheus_listen_addr": f'"127.0.0.1:{n.metrics}"'},
@@ -287,7 +370,22 @@ def cmd_status(args: argparse.Namespace) -> int:
                 for w in ws
             )
         )
-    out(args, {"agreement_height": h, "nodes": sts, "workers": ws}, text)
+    m_wan: dict[str, Any] | None = None
+    if m.get("wan"):
+        m_wan = {**m["wan"], "toxiproxy_running": wan.server_pid(_dir(args)) is not None}
+        cut: list[str] = []
+        if m_wan["toxiproxy_running"]:
+            try:
+                cut = wan.Wan(_dir(args), m).partitioned()
+            except TestnetError:
+                cut = []
+        m_wan["partitioned"] = cut
+        text += f"\n\nWAN {m_wan['spec']} through toxiproxy: " + (
+            ("partitioned proxies: " + ", ".join(cut) if cut else "all links up")
+            if m_wan["toxiproxy_running"]
+            else "toxiproxy NOT RUNNING (`loconet testnet up` starts it)"
+        )
+    out(args, {"agreement_height": h, "nodes": sts, "workers": ws, "wan": m_wan}, text)
     ok = all(not s["flags"] for s in sts) and all(w["running"] for w in ws)
     return 0 if ok else 1
 
@@ -418,10 +516,16 @@ def cmd_add_node(args: argparse.Namespace) -> int:
         )
     n = add_node(d, overrides=state_sync_config(d) if args.state_sync else None)
     try:
+        m = load(d)
+        if m.get("wan"):  # the new node's link proxies (it dials every node through them)
+            wan.up(d, m)
         start_node(n)
         wait_producing([n], min_height=1, timeout=args.timeout)
     except (TestnetError, KeyboardInterrupt):
         remove_node(d, n)
+        m = load(d)
+        if m.get("wan"):  # its proxies go too
+            wan.up(d, m)
         raise
     from node.cli import out
 
@@ -479,6 +583,7 @@ def _stop_all(d: Path) -> list[str]:
         testnet_evm.down(d)
         + [w.name for w in tm.workers_of(m) if tm.stop_worker(w)]
         + [n.name for n in nodes_of(m) if stop_node(n)]
+        + wan.stop_server(d)
     )
 
 
@@ -506,6 +611,7 @@ def cmd_down(args: argparse.Namespace) -> int:
         testnet_evm.down(d)
         + [w.name for w in workers if tm.stop_worker(w)]
         + [n.name for n in nodes if stop_node(n)]
+        + wan.stop_server(d)
     )
     text = f"stopped {', '.join(stopped) or 'nothing (no node was running)'}"
     if args.purge:
@@ -650,6 +756,16 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
         default=None,
         help="the built-in job's determinism mode (default exact: every worker shares this"
         " machine's stack; tolerance: 1,000 ppm, probes and MsgOpenEnd, jobs README)",
+    )
+    p.add_argument(
+        "--wan",
+        metavar="RTT:BANDWIDTH",
+        default=None,
+        help="a WAN on one machine: latency and a bandwidth limit on every p2p link between "
+        "nodes and on every worker's blob endpoint, through toxiproxy (make setup builds it), "
+        "e.g. 100ms:100mbit (RTT in ms or s, RTT/2 each way; bandwidth in kbit, mbit or gbit, "
+        "each way, per connection); kept in testnet.json so a restart brings it back; on an "
+        "existing (stopped) network it changes it, `off` removes it",
     )
     p.add_argument(
         "--evm",

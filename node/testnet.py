@@ -8,12 +8,14 @@ Layout of a testnet folder (default ``./.loconet-testnet``)::
     DIR/keyring/              shared keyring: validator0..N-1 (operators), account0..K-1
     DIR/genesis.json          the one genesis every node has a copy of
     DIR/nodeI/                a node home (config/, data/, cometbft.log, node.log, loconet.pid)
+    DIR/wan/                  with ``--wan``: toxiproxy.pid, toxiproxy.log (node/wan.py)
 
 Ports follow DESIGN §1: node i adds 100·i to p2p base, RPC base+1, ABCI base+2, metrics base+4
-(base 26656 unless ``--base-port``). Each node is one ``loconet start`` process (its own
-session: cometbft is its child), so stopping or ``kill -9`` of the process group takes both.
-The config is ``node.config.LOCAL_TUNING`` plus ``TESTNET_TUNING`` below; measured block times
-are in networks/local/README.md.
+(base 26656 unless ``--base-port``); a WAN testnet (``--wan``, node/wan.py) adds toxiproxy's
+API at base+30 and its link proxies at base + 100·i + 40..89. Each node is one ``loconet start``
+process (its own session: cometbft is its child), so stopping or ``kill -9`` of the process
+group takes both. The config is ``node.config.LOCAL_TUNING`` plus ``TESTNET_TUNING`` below;
+measured block times are in networks/local/README.md.
 """
 
 from __future__ import annotations
@@ -226,7 +228,14 @@ def _configure(
     write_atomic(home / "config" / "app.toml", AppConfig(**TESTNET_APP).to_toml())
 
 
-def persistent_peers(nodes: list[NodeInfo], exclude: str) -> str:
+def persistent_peers(nodes: list[NodeInfo], exclude: str, wan_base: int | None = None) -> str:
+    """Every node but ``exclude``, at its p2p port; with ``wan_base`` (the base port of a WAN
+    testnet) at the toxiproxy link ports node ``exclude`` dials instead (node/wan.py)."""
+    if wan_base is not None:
+        from node import wan
+
+        me = next(n for n in nodes if n.name == exclude)
+        return wan.peers(wan_base, nodes, me)
     return ",".join(f"{n.node_id}@127.0.0.1:{n.p2p}" for n in nodes if n.name != exclude)
 
 
@@ -281,9 +290,11 @@ def create(
     base_port: int,
     params: dict[str, dict[str, int]],
     providers: int = 0,
+    wan: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write a new network: keys (``provider{i}`` too, funded), one genesis, N node homes. Starts
-    nothing."""
+    nothing. ``wan`` (``node.wan.WanSpec.to_json()``): the nodes peer through toxiproxy's link
+    proxies, and the manifest keeps it."""
     from node.keys import Keyring
 
     if validators < 1:
@@ -291,6 +302,10 @@ def create(
     if accounts < 0 or providers < 0:
         raise TestnetError("--accounts and --providers must be 0 or more")
     check_port_range(base_port, validators)
+    if wan:
+        from node import wan as wan_mod
+
+        wan_mod.check_size(validators)
     d.mkdir(parents=True, exist_ok=True)
     if any(d.iterdir()):
         raise TestnetError(f"{d} is not empty and holds no testnet: pick another --dir or empty it")
@@ -371,7 +386,10 @@ def create(
     for n in nodes:
         write_atomic(n.path / "config" / "genesis.json", text)
         _configure(
-            n.path, n.name, node_ports(base_port, int(n.name[4:])), persistent_peers(nodes, n.name)
+            n.path,
+            n.name,
+            node_ports(base_port, int(n.name[4:])),
+            persistent_peers(nodes, n.name, base_port if wan else None),
         )
     m = {
         "version": TESTNET_VERSION,
@@ -380,6 +398,8 @@ def create(
         "validators": validators,
         "nodes": [asdict(n) for n in nodes],
     }
+    if wan:
+        m["wan"] = wan
     save(d, m)
     return m
 
@@ -394,6 +414,10 @@ def add_node(
     nodes = nodes_of(m)
     i = max(int(n.name[4:]) for n in nodes) + 1
     name = f"node{i}"
+    if m.get("wan"):
+        from node import wan
+
+        wan.check_size(i + 1)
     home = (d / name).resolve()
     _cometbft_init(home)
     if clone_key_of:
@@ -418,7 +442,8 @@ def add_node(
         _node_id(home),
         pv["address"],
     )
-    _configure(home, name, ports, persistent_peers(nodes, name), overrides)
+    wan_base = m["base_port"] if m.get("wan") else None
+    _configure(home, name, ports, persistent_peers([*nodes, n], name, wan_base), overrides)
     m["nodes"].append(asdict(n))
     save(d, m)
     return n

@@ -2,7 +2,8 @@
 
 Provider i: key ``provider{i}`` in the shared keyring (funded at genesis), bonded with
 ``PROVIDER_BOND``, its blob endpoint at ``http://127.0.0.1:{base+24+100·i}`` (26680 + 100·i for
-the default base), and one ``loconet provider run`` process with its folder ``DIR/provider{i}/``
+the default base; with ``--wan`` that port is its toxiproxy proxy and the worker listens one port
+up, node/wan.py), and one ``loconet provider run`` process with its folder ``DIR/provider{i}/``
 (blob store, progress.json, worker.log, worker.pid) following node i mod N, with the next node
 as fallback. ``--cheaters KIND:COUNT[,KIND:COUNT...]`` (repeatable) makes the last providers run
 ``--behaviour KIND``, in the order given.
@@ -314,6 +315,13 @@ def start_worker(d: Path, w: WorkerInfo) -> int:
     pid = pid_of(w)
     if pid is not None:
         return pid
+    from node.testnet import load
+    from node.wan import worker_listen_port
+
+    try:
+        behind_wan = bool(load(d).get("wan"))
+    except TestnetMarketError:
+        behind_wan = False
     w.path.mkdir(parents=True, exist_ok=True)
     args = [
         sys.executable,
@@ -328,7 +336,7 @@ def start_worker(d: Path, w: WorkerInfo) -> int:
         "--data-dir",
         w.dir,
         "--listen",
-        f"127.0.0.1:{w.blob_port}",
+        f"127.0.0.1:{worker_listen_port(w.blob_port, behind_wan)}",
         "--device",
         "cpu",
         "--behaviour",
