@@ -160,18 +160,18 @@ def verification_rows(a, ts: list[float], bw: float) -> list[str]:
         "1 verifier plus the chain's audits (40 % x 1 seat); carried on the same full-duplex "
         "link, overlapped with the next round's compute like the sync.",
     ]
-    for name, c, sg in settings:
-        vb = verification_bytes(a, c, sg)
+    for name, rate, sg in settings:
+        vb = verification_bytes(a, rate, sg)
         L.append(
-            f"- {name} (c {c / 100:g} %, {sg} segment(s)): {vb / 1e9:,.0f} GB a round per "
+            f"- {name} (c {rate / 100:g} %, {sg} segment(s)): {vb / 1e9:,.0f} GB a round per "
             f"worker, {vb / 2 * 8 / bw:,.0f} s at {a.gbps:g} Gbps against H x t_step = "
             f"{a.H} x t_step of compute"
         )
     L += ["", "| codec | sync | settings | " + " | ".join(f"t_step {t:g} s" for t in ts) + " |"]
     L.append("|---|---|---|" + "---|" * len(ts))
-    for c in ("dense+int4", "lowrank:64+int4", "chunk:32/4096+int2"):
-        b = bits_per_param(c)
-        mode = "ring" if c.startswith(RING_OK) else "allgather"
+    for codec in ("dense+int4", "lowrank:64+int4", "chunk:32/4096+int2"):
+        b = bits_per_param(codec)
+        mode = "ring" if codec.startswith(RING_OK) else "allgather"
         for name, ch, sg in settings:
             vb = verification_bytes(a, ch, sg)
             sp = [
@@ -187,7 +187,9 @@ def verification_rows(a, ts: list[float], bw: float) -> list[str]:
                 )["speedup"]
                 for t in ts
             ]
-            L.append(f"| {c} | {mode} | {name} | " + " | ".join(f"{x:,.0f}x" for x in sp) + " |")
+            L.append(
+                f"| {codec} | {mode} | {name} | " + " | ".join(f"{x:,.0f}x" for x in sp) + " |"
+            )
     return L
 
 
