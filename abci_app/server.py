@@ -741,8 +741,10 @@ class ABCIServer:
         else:
             hostport = self.address.removeprefix("tcp://")
             host, _, port = hostport.rpartition(":")
+            # tcp://[::1]:P: the brackets are the URL's, not the host's ("Name or service not
+            # known" at start, after init had accepted the address)
             self._server = await asyncio.start_server(
-                self._serve_conn, host=host or "127.0.0.1", port=int(port)
+                self._serve_conn, host=host.strip("[]") or "127.0.0.1", port=int(port)
             )
 
     async def serve_forever(self) -> None:

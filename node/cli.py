@@ -99,7 +99,9 @@ def parse_fee(text: str) -> int | None:
         return n
     if re.fullmatch(r"0+(\.0+)?(u?loco)", t):  # 0loco, 0.0loco, 0uloco: no fee
         return 0
-    if re.fullmatch(r"[+-]?(0+\.?0*|\.0+)(u?loco)", t, re.IGNORECASE):  # +0loco, 0LOCO, 0.loco
+    # +0loco, 0LOCO, 0.loco; and a unit-less 0.0 or -0, which were told "must be between
+    # 1uloco and 2^64-1 uloco" (a fee of 0 is allowed)
+    if re.fullmatch(r"[+-]?(0+\.?0*|\.0+)(u?loco)?", t, re.IGNORECASE):
         raise UsageError(f"bad --fee {text!r}: write 0uloco (no sign, a lowercase unit)")
     return parse_amount(t, "--fee")
 
@@ -160,7 +162,7 @@ def read_input_file(path: str, what: str, limit: int = MAX_INPUT_FILE) -> bytes:
             kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
             raise UsageError(f"cannot read {what} {path}: it is {kind}; give a file")
         if stat.S_ISREG(st.st_mode) and st.st_size > limit:
-            raise UsageError(f"cannot read {what} {path}: larger than {limit >> 20} MiB")
+            raise UsageError(f"cannot read {what} {path}: larger than {_fmt_limit(limit)}")
         # read in pieces: f.read(limit + 1) allocates the whole cap up front (a 64 GiB cap was a
         # MemoryError on a 24 GiB machine for a 120 KB file); memory follows the bytes there are
         parts: list[bytes] = []
@@ -176,8 +178,17 @@ def read_input_file(path: str, what: str, limit: int = MAX_INPUT_FILE) -> bytes:
     except OSError as e:
         raise UsageError(f"cannot read {what} {path}: {e.strerror or e}") from None
     if len(data) > limit:
-        raise UsageError(f"cannot read {what} {path}: larger than {limit >> 20} MiB")
+        raise UsageError(f"cannot read {what} {path}: larger than {_fmt_limit(limit)}")
     return data
+
+
+def _fmt_limit(limit: int) -> str:
+    """64 MiB, 64 KiB (``limit >> 20`` said "larger than 0 MiB" for a 64 KiB key file)."""
+    if limit >= 1 << 20 and limit % (1 << 20) == 0:
+        return f"{limit >> 20} MiB"
+    if limit >= 1 << 10 and limit % (1 << 10) == 0:
+        return f"{limit >> 10} KiB"
+    return f"{limit} bytes"
 
 
 def fmt_loco(uloco: int) -> str:
@@ -340,9 +351,9 @@ def cmd_keys_delete(args: argparse.Namespace) -> int:
     if not args.yes:
         if not sys.stdin.isatty():
             raise UsageError(f"deleting key {args.name!r} cannot be undone: pass --yes to confirm")
-        if input(
+        if ask(
             f"delete key {k.name!r} ({k.address})? it cannot be undone without its mnemonic [y/N]: "
-        ).strip().lower() not in ("y", "yes"):
+        ) not in ("y", "yes"):
             raise UsageError("cancelled")
     address = ring.delete(args.name)
     out(
@@ -365,6 +376,8 @@ def cmd_keys_list(args: argparse.Namespace) -> int:
     from node.keys import Keyring
 
     if not Path(args.home).is_dir():
+        if os.path.lexists(args.home):  # $LOCONET_HOME=a file: it exists, it is no home
+            raise UsageError(f"{args.home} is not a folder: check --home")
         raise UsageError(
             f"{args.home} does not exist: check --home (or create a node home with "
             f"`loconet init --home {args.home}`)"
@@ -382,6 +395,14 @@ def cmd_keys_list(args: argparse.Namespace) -> int:
             print(f"error: {why}", file=sys.stderr)
     # like `ls` with an unreadable entry: the others are listed, the exit status says one failed
     return 1 if broken else 0
+
+
+def ask(question: str) -> str:
+    """A question on stderr, the answer from stdin (stripped, lowercase; "" at end of input).
+    input() printed the question on stdout, into the JSON document of `keys delete -o json |
+    jq` at a terminal."""
+    print(question, end="", file=sys.stderr, flush=True)
+    return sys.stdin.readline().strip().lower()
 
 
 def read_passphrase(prompt: str, confirm: bool = False) -> str:
@@ -769,7 +790,9 @@ def default_home() -> tuple[str, str]:
     ~/.loconet (as a Cosmos SDK app's ~/.simd)."""
     env = os.environ.get(HOME_ENV, "")
     if env.strip():
-        return env, f"${HOME_ENV}"
+        # `Environment=LOCONET_HOME=~/.loconet` (systemd, .env files) is not expanded by a shell:
+        # the literal "~" made a folder named ~ wherever the command ran
+        return os.path.expanduser(env), f"${HOME_ENV}"
     return str(Path.home() / ".loconet"), "the default home"
 
 
@@ -847,7 +870,11 @@ class Parser(argparse.ArgumentParser):
             and re.fullmatch(r"-\.?[0-9][0-9A-Za-z.]*", arg_string)
             and not self._negative_number_matcher.match(arg_string)
         ):
-            self.error(f"{arg_string}: amounts cannot be negative (an amount is e.g. 5loco)")
+            # not only amounts: `--quota -1GiB` came here too and was told "e.g. 5loco"
+            self.error(
+                f"{arg_string}: amounts cannot be negative, nor sizes (an amount is e.g. 5loco, "
+                "a size 10GiB; a text that starts with '-' is given as --option=TEXT)"
+            )
         return super()._parse_optional(arg_string)
 
     def error(self, message: str) -> NoReturn:

@@ -87,7 +87,8 @@ def _store(args: argparse.Namespace) -> Any:
     what gc would evict (gc evicts nothing unconfirmed; put and get ask before evicting)."""
     from node.blobs import default_root
 
-    quota = parse_size(args.quota, "--quota") if getattr(args, "quota", None) else None
+    # `is not None`: `--quota ""` (an unset variable) was read as no --quota at all
+    quota = parse_size(args.quota, "--quota") if getattr(args, "quota", None) is not None else None
     writes = getattr(args, "blob_cmd", "") in ("put", "get")  # these may start a new home's store
     if not args.dir and not writes and not Path(args.home).is_dir():
         # a mistyped --home made a new empty store there (`blob ls` of it said "0 blobs")

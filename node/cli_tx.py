@@ -30,6 +30,7 @@ from node.cli import (
     add_command,
     add_node_flag,
     add_output_flag,
+    ask,
     fmt_loco,
     is_json,
     out,
@@ -155,7 +156,7 @@ def _confirm(args: argparse.Namespace, summary: str) -> None:
     ):
         return
     print(summary, file=sys.stderr)
-    answer = input("confirm transaction before signing and broadcasting [y/N]: ").strip().lower()
+    answer = ask("confirm transaction before signing and broadcasting [y/N]: ")
     if answer not in ("y", "yes"):
         raise UsageError("cancelled (pass --yes to skip this question)")
 

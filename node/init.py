@@ -90,6 +90,13 @@ def init_home(
                     f"--{what}-port {port} is {taken[port]} port: pick another (a port other than "
                     f"{ports.metrics} and {ports.metrics + 1})"
                 )
+        if ports.rpc == ports.p2p:  # `--p2p-port 26657` alone: the RPC's default port
+            given = "p2p" if "p2p" in listen and "rpc" not in listen else "rpc"
+            other = "RPC" if given == "p2p" else "P2P"
+            raise InitError(
+                f"--{given}-port {ports.rpc} is the {other} port too: cometbft cannot listen twice "
+                f"on it; pick another (or move the {other} port with --{other.lower()}-port)"
+            )
     gpath = home / "config" / "genesis.json"
     _refuse_existing(home, gpath, unfinished_too=False)  # unfinished: maybe one running now
     try:  # cometbft answers an uncreatable home with a Go panic and its stack: say it in one line

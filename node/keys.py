@@ -92,6 +92,35 @@ class Key:
 Scan = list[tuple[str, Key | None, str | None]]  # (name, key or None, why it is unreadable)
 
 
+MAX_KEY_FILE = 64 << 10  # a key file is ~270 bytes
+
+
+def _read_key_file(path: Path) -> str:
+    """The text of a key file: a regular file of at most ``MAX_KEY_FILE`` bytes. A FIFO named
+    like a key blocked ``keys show`` for ever (open() waits for a writer), a link to /dev/zero
+    or a 1 GB NAME.json was read whole (a MemoryError traceback): ValueError (corrupt) instead."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise ValueError("it is a folder, not a key file")
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("it is not a regular file")
+        data = b""
+        while len(data) <= MAX_KEY_FILE:
+            piece = os.read(fd, MAX_KEY_FILE + 1 - len(data))
+            if not piece:
+                break
+            data += piece
+    finally:
+        os.close(fd)
+    if len(data) > MAX_KEY_FILE:
+        raise ValueError(f"larger than {MAX_KEY_FILE >> 10} KiB; a key file is ~270 bytes")
+    return data.decode()
+
+
 class Keyring:
     def __init__(self, home: Path) -> None:
         self.dir = Path(home) / "keyring"
@@ -159,7 +188,19 @@ class Keyring:
                 f"add {name} --home ...`"
             )
         try:
-            return Key(name, Ed25519Signer(bytes.fromhex(json.loads(path.read_text())["seed"])))
+            text = _read_key_file(path)
+        except OSError as e:  # unreadable (another user's, mode 000): one entry of keys list
+            raise KeyError_(
+                f"cannot read key file {path} ({e.strerror or e}): run as the user who owns the "
+                "home"
+            ) from None
+        except ValueError as e:
+            raise KeyError_(
+                f"key file {path} is corrupt ({e}); move it away (`mv {path} {path}.bad`), then "
+                f"restore the key from its mnemonic: `loconet keys add {name} --recover`"
+            ) from None
+        try:
+            return Key(name, Ed25519Signer(bytes.fromhex(json.loads(text)["seed"])))
         except (ValueError, KeyError, TypeError, RecursionError) as e:  # not JSON, no seed, [[[[..
             raise KeyError_(
                 f"key file {path} is corrupt ({type(e).__name__}: {e}); move it away (`mv {path} "
@@ -222,7 +263,8 @@ class Keyring:
 ARMOR_BEGIN = "-----BEGIN LOCONET PRIVATE KEY-----"
 ARMOR_END = "-----END LOCONET PRIVATE KEY-----"
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 1 << 15, 8, 1  # 32 MiB, ~0.1 s: OWASP's scrypt minimum is 2^17/8/1
-MAX_SCRYPT_N = 1 << 20  # an imported file may ask more work, up to 1 GiB of memory
+MAX_SCRYPT_N = 1 << 20  # an imported file may ask more work, up to 1 GiB of memory (n * r * p)
+MAX_SCRYPT_MEMORY = 1 << 30
 MIN_PASSPHRASE = 8  # the Cosmos SDK's minimum for a keyring passphrase
 
 
@@ -287,8 +329,19 @@ def import_armor(text: str, passphrase: str) -> bytes:
     if not m:
         raise KeyError_(f"{bad} (kdf-params {headers.get('kdf-params', '')[:40]!r})")
     n, r, p = (int(x) for x in m.groups())
-    if not (2 <= n <= MAX_SCRYPT_N and n & (n - 1) == 0 and 1 <= r <= 32 and 1 <= p <= 16):
-        raise KeyError_(f"{bad}: scrypt n={n}, r={r}, p={p} is out of the range this reads")
+    # memory is 128 * r * n bytes and the work p times that: n=2^20, r=32, p=16 asked 4 GiB (a
+    # MemoryError traceback) and minutes of CPU of whoever imported the file
+    if not (
+        2 <= n <= MAX_SCRYPT_N
+        and n & (n - 1) == 0
+        and 1 <= r <= 32
+        and 1 <= p <= 16
+        and 128 * r * n * p <= MAX_SCRYPT_MEMORY
+    ):
+        raise KeyError_(
+            f"{bad}: scrypt n={n}, r={r}, p={p} is out of the range this reads (at most "
+            f"{MAX_SCRYPT_MEMORY >> 30} GiB of work: 128 * n * r * p bytes)"
+        )
     try:
         salt = bytes.fromhex(headers.get("salt", ""))
         raw = base64.b64decode("".join(lines[blank + 1 : -1]), validate=True)
@@ -301,6 +354,10 @@ def import_armor(text: str, passphrase: str) -> bytes:
         seed = ChaCha20Poly1305(_scrypt(passphrase, salt, n, r, p)).decrypt(raw[:12], raw[12:], aad)
     except InvalidTag:
         raise KeyError_("wrong passphrase, or the file was altered") from None
+    except MemoryError:  # within MAX_SCRYPT_MEMORY, on a machine (or ulimit) with less
+        raise KeyError_(
+            f"not enough memory for this file's scrypt parameters (n={n}, r={r}, p={p})"
+        ) from None
     if to_bech32(Ed25519Signer(seed).address) != headers.get("address"):  # sealed: never
         raise KeyError_(f"{bad}: its key is not the address its header names")
     return seed
