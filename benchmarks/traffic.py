@@ -678,6 +678,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--save", type=Path, help="also write the raw figures to this JSON file")
     ap.add_argument(
+        "--keep",
+        action="store_true",
+        help="stop the network but keep its folder (node and worker logs, stats.json); "
+        "default: purged",
+    )
+    ap.add_argument(
         "--from-saved",
         type=Path,
         metavar="FILE",
@@ -707,9 +713,18 @@ def main(argv: list[str] | None = None) -> int:
 
     def down() -> None:
         if net.exists():
-            log("stopping the network")
+            log("stopping the network" + (f" (its folder stays: {net})" if a.keep else ""))
             subprocess.run(
-                [sys.executable, "-m", "node.cli", "testnet", "down", "--purge", "--dir", str(net)],
+                [
+                    sys.executable,
+                    "-m",
+                    "node.cli",
+                    "testnet",
+                    "down",
+                    *([] if a.keep else ["--purge"]),
+                    "--dir",
+                    str(net),
+                ],
                 capture_output=True,
                 cwd=ROOT,
                 check=False,
