@@ -364,6 +364,23 @@ def cmd_gc(args: argparse.Namespace) -> int:
             )
             return 0
         if doomed:
+            unattended = not args.yes and not sys.stdin.isatty()
+            if unattended and plan.evicted:
+                # the eviction is a decision nobody confirmed: refused; the expiry is not (the
+                # retention those blobs were stored under), so a cron'd gc on a store over its
+                # quota still expires them, as the worker would
+                print(summary, file=sys.stderr)
+                rep = s.gc(only=set(plan.expired)) if plan.expired else None
+                done = (
+                    f"expired {len(rep.expired)} temp blob(s) ({fmt_size(rep.freed_bytes)}); "
+                    if rep is not None
+                    else ""
+                )
+                raise UsageError(
+                    f"not at a terminal, so nobody confirmed the eviction: {done}nothing was "
+                    f"evicted; pass --yes to evict them, or raise the quota (--quota, e.g. "
+                    "50GiB); `loconet blob gc --dry-run` lists them"
+                )
             _confirm_delete(
                 args,
                 summary,

@@ -159,7 +159,7 @@ def test_gc_lowering_quota_off_a_terminal_is_refused_and_changes_nothing(
     rc, o, err = run(capsys, "blob", "gc", "--quota", "150KB", "--dir", str(root), "-o", "json")
     assert rc == 1
     msg = json.loads(o)["error"]  # stdout stays one JSON document
-    assert "nothing was deleted" in msg and "--yes" in msg
+    assert "nothing was evicted" in msg and "--yes" in msg
     # what it would have deleted, count and bytes, was said first
     assert "2 evicted (195.3 KiB)" in err and kept[0] in err and kept[1] in err
     assert _hashes(root) == set(kept) and _quota(root) == DEFAULT_QUOTA_BYTES
@@ -230,6 +230,26 @@ def test_gc_off_a_terminal_still_expires_temp_blobs_past_retention(
     assert rc == 0 and rep["expired"] == [old] and rep["evicted"] == [], err
     assert "1 expired temp blob(s) (97.7 KiB" in err
     assert _hashes(root) == {hot}
+
+
+def test_gc_off_a_terminal_over_quota_still_expires_and_refuses_only_the_eviction(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], off_terminal: None
+) -> None:
+    """A cron'd gc on a store over its quota: the eviction nobody confirmed is refused (exit 1,
+    named fix), the expired temp blobs go as the worker would let them go (they were all kept,
+    so a store over its quota never expired anything)."""
+    root = tmp_path / "s"
+    an_hour_ago = time.time() - 3600
+    with BlobStore(root, clock=lambda: an_hour_ago) as s:
+        old = [s.put_bytes(os.urandom(SIZE), tier="temp", round_key="job1/r0") for _ in range(2)]
+        s.release_round("job1/r0")
+        hot = [s.put_bytes(os.urandom(SIZE)) for _ in range(3)]
+    rc, o, err = run(capsys, "blob", "gc", "--quota", "150KB", "--dir", str(root), "-o", "json")
+    assert rc == 1
+    msg = json.loads(o)["error"]
+    assert "expired 2 temp blob(s)" in msg and "nothing was evicted" in msg and "--yes" in msg
+    assert _hashes(root) == set(hot) and not set(old) & _hashes(root)
+    assert _quota(root) == DEFAULT_QUOTA_BYTES  # a refused command stores no quota
 
 
 def test_gc_deletes_only_what_it_showed(make_store: Callable[..., BlobStore]) -> None:
