@@ -14,8 +14,8 @@ them (``tests/chain/test_abci_socket.py``, a PrepareProposal during 3,000 CheckT
 Who may speak ABCI. A role is bound to the connections cometbft opened, not to whichever
 connection spoke first: the server is given a *gate* that admits or refuses each connection as
 it is accepted, before a byte of it is read. A refused connection is closed with one WARNING line
-(``ABCI connection refused: ...``); it never reaches the Application, claims no role and never
-stops the node.
+(``ABCI connection refused: ...``; past 5 a minute, one line a minute counts the rest); it
+never reaches the Application, claims no role and never stops the node.
 
 =================== ======================================================================
 gate                admits
@@ -560,6 +560,38 @@ def _is_loopback(sock: Any) -> bool:
     return host == "::1" or host.startswith(("127.", "::ffff:127."))
 
 
+class RefusalLog:
+    """One WARNING line per refused connection, at most ``BURST`` lines a ``WINDOW_S`` window;
+    past that, one line when the window ends says how many more were refused (a local
+    connect loop would otherwise flood the log; every refusal is still counted)."""
+
+    BURST = 5
+    WINDOW_S = 60.0
+
+    def __init__(self) -> None:
+        self.total = 0
+        self._window_start = -1e18
+        self._in_window = 0
+        self._suppressed = 0
+
+    def note(self, why: str, now: float) -> None:
+        self.total += 1
+        if now - self._window_start >= self.WINDOW_S:
+            if self._suppressed:
+                log.warning(
+                    "ABCI connection refused %d more time(s) in the last %.0f s (not logged "
+                    "one by one)",
+                    self._suppressed,
+                    now - self._window_start,
+                )
+            self._window_start, self._in_window, self._suppressed = now, 0, 0
+        if self._in_window < self.BURST:
+            self._in_window += 1
+            log.warning("ABCI connection refused: %s", why)
+        else:
+            self._suppressed += 1
+
+
 class _Conn:
     """One client connection: its role, fixed by the first role-bearing method it sends."""
 
@@ -583,6 +615,7 @@ class ABCIServer:
         self._roles: dict[str, _Conn] = {}  # exclusive role -> the live connection holding it
         self._live: dict[_Conn, asyncio.StreamWriter] = {}  # closed by stop()
         self._tasks: set[asyncio.Task[Any]] = set()  # their handlers, awaited by stop()
+        self._refusals = RefusalLog()  # gate refusals, logged with a bound
 
     def handle_request(self, req: abci.Request) -> abci.Response:
         kind = req.WhichOneof("value")
@@ -650,7 +683,7 @@ class ABCIServer:
             sock = writer.get_extra_info("socket")
             refused = self.gate.admit(conn, sock) if sock is not None else "no socket to identify"
             if refused is not None:
-                log.warning("ABCI connection refused: %s", refused)
+                self._refusals.note(refused, asyncio.get_running_loop().time())
                 writer.close()
                 return
         self.connections += 1

@@ -256,7 +256,8 @@ def listen_addresses(args: argparse.Namespace) -> dict[str, tuple[str, int]]:
             if m is None or not 0 < int(m[2]) < 65536:
                 raise UsageError(
                     f"bad --{what}.laddr {laddr[:60]!r}: write tcp://HOST:PORT, e.g. "
-                    f"tcp://0.0.0.0:{26657 if what == 'rpc' else 26656}"
+                    f"tcp://127.0.0.1:{26657 if what == 'rpc' else 26656} (HOST 0.0.0.0 listens on "
+                    "every interface)"
                 )
             got[what] = (m[1], int(m[2]))
     if "rpc" in got and "p2p" in got and got["rpc"][1] == got["p2p"][1]:
