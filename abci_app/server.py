@@ -566,23 +566,23 @@ class RefusalLog:
     connect loop would otherwise flood the log; every refusal is still counted)."""
 
     BURST = 5
-    WINDOW_S = 60.0
+    WINDOW_S = 60
 
     def __init__(self) -> None:
         self.total = 0
-        self._window_start = -1e18
+        self._window_start: int | None = None  # whole seconds of the event loop's clock
         self._in_window = 0
         self._suppressed = 0
 
-    def note(self, why: str, now: float) -> None:
+    def note(self, why: str, now: int) -> None:
         self.total += 1
-        if now - self._window_start >= self.WINDOW_S:
+        if self._window_start is None or now - self._window_start >= self.WINDOW_S:
             if self._suppressed:
                 log.warning(
-                    "ABCI connection refused %d more time(s) in the last %.0f s (not logged "
+                    "ABCI connection refused %d more time(s) in the last %d s (not logged "
                     "one by one)",
                     self._suppressed,
-                    now - self._window_start,
+                    now - (self._window_start or 0),
                 )
             self._window_start, self._in_window, self._suppressed = now, 0, 0
         if self._in_window < self.BURST:
@@ -683,7 +683,7 @@ class ABCIServer:
             sock = writer.get_extra_info("socket")
             refused = self.gate.admit(conn, sock) if sock is not None else "no socket to identify"
             if refused is not None:
-                self._refusals.note(refused, asyncio.get_running_loop().time())
+                self._refusals.note(refused, int(asyncio.get_running_loop().time()))
                 writer.close()
                 return
         self.connections += 1
