@@ -919,8 +919,24 @@ def render(o: dict) -> str:
             f"({pct(r['formula_3'], 3)}; {r['z_3']:+.1f}) | "
             f"{r['network_agree']}/{r['network_judged']} ({r['network_caught']}) |"
         )
+    lines += ["", chain_catch(o)]
     lines += ["", *compute_intro(o), "", *compute_table(o), "", *reading(o), ""]
     return "\n".join(lines)
+
+
+def chain_catch(o: dict) -> str:
+    """The chain's own catch figures (``compute_catch_bps``, floored to whole bps) per f."""
+    cf = o["config"]
+    return (
+        "The chain's `compute_catch_bps` at these settings (floored to whole bps): "
+        + "; ".join(
+            f"f = {f / 100:g} %: {compute_catch_bps(cf['n'], cf['s'], cf['challenge_bps'], f, 1)} "
+            f"bps a round, {compute_catch_bps(cf['n'], cf['s'], cf['challenge_bps'], f, 3)} "
+            "within 3"
+            for f in cf["fs_bps"]
+        )
+        + "."
+    )
 
 
 def compute_intro(o: dict) -> list[str]:
@@ -1021,6 +1037,8 @@ def reading(o: dict) -> list[str]:
         fp = sum(r["honest_rejected"] for r in fk)
         agree = sum(r["network_agree"] for r in fk)
         judged = sum(r["network_judged"] for r in fk)
+        one = [r for r in fk if r["mode"] == fk[0]["mode"]]  # the modes share the draws
+        chi2 = sum(r["z_1"] ** 2 for r in one)
         per_f: dict[int, list[dict]] = {}
         for r in fk:
             per_f.setdefault(r["f_bps"], []).append(r)
@@ -1030,7 +1048,8 @@ def reading(o: dict) -> list[str]:
             + f" in {' and '.join(cf['modes'])} mode ({fp} of the sampled honest segments of "
             "the cheats' traces rejected); over the same drawn rounds in each mode, the "
             "measured catch rates match the formula within "
-            f"|z| ≤ {zmax:.1f} per round and {zmax3:.1f} within 3 rounds ("
+            f"|z| ≤ {zmax:.1f} per round and {zmax3:.1f} within 3 rounds (sum of z² over the "
+            f"{len(one)} rows of a mode {chi2:.1f}, {len(one)} expected by chance; "
             + "; ".join(
                 f"f = {f / 100:g} %: formula {pct(rs[0]['formula_1'], 3)} a round, measured "
                 f"{pct(min(r['caught_1'] for r in rs), 3)}–{pct(max(r['caught_1'] for r in rs), 3)}"
@@ -1048,7 +1067,10 @@ def reading(o: dict) -> list[str]:
             f"{cf['s']}: base decode and fresh-start build, trace root, payload re-compression, "
             "quality score); challenged in c of the rounds and audited, the expected share is "
             + ", ".join(f"**{pct(x['expected_share'], 3)}**" for x in cp)
-            + " (target ≤ 5 %)."
+            + " (target ≤ 5 %), "
+            + ", ".join(f"{x['expected_share'] / x['model_share']:.1f}x" for x in cp)
+            + " what node/market_msgs.py's model of it says (one step of fixed work per opened "
+            "segment: at one segment a challenge's own fixed work weighs more)."
         )
     return [" ".join(out)]
 
