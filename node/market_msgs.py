@@ -153,6 +153,12 @@ VERIFICATION_SHARE_OF_BUDGET = 0.5
 # RESULTS.md "Verifier compute with the shortcuts on the run path": tiny k = 1 at n = 480
 # measured 7.8-8.6 %, this model says 8.4 %; at n = 960 3.7-3.8 %, the model 4.2 %)
 FIXED_STEPS_PER_SEGMENT = 1
+# and per challenge, whatever its segments: build the fresh start, check the trace root,
+# re-compress the payload, the quality score of a valid vote. At one segment a challenge this
+# dominates (benchmarks/RESULTS.md "Verification at the shipped defaults, on the network's path":
+# 0.035-0.110 % measured at n = 480 where the per-segment term alone said 0.018-0.029 %); 8 is the
+# upper end of the 5-8 steps measured, so the estimate stays an upper one
+FIXED_STEPS_PER_CHALLENGE = 8
 
 
 def expected_verifier_compute_bps(
@@ -189,14 +195,26 @@ def expected_verifier_work_bps(
     audit_bps: int | None = None,
     audit_verifiers: int | None = None,
 ) -> int:
-    """``expected_verifier_compute_bps`` (the re-executed steps) plus the fixed work of each
-    opened segment, ``FIXED_STEPS_PER_SEGMENT`` steps on top of its ``k``: the verifiers'
-    expected compute per provider step, in basis points, as measured on small models (an upper
-    estimate for larger ones, whose steps dwarf the fixed work)."""
+    """``expected_verifier_compute_bps`` (the re-executed steps) plus the fixed work: of each
+    opened segment, ``FIXED_STEPS_PER_SEGMENT`` steps on top of its ``k``, and of each challenge
+    ``FIXED_STEPS_PER_CHALLENGE`` steps, for each of its expected verifiers. The verifiers'
+    expected compute per provider step (H = n·k of them a round), in basis points, as measured on
+    small models (an upper estimate for larger ones, whose steps dwarf the fixed work)."""
+    from abci_app.jobs.params import DEFAULTS
+
     steps = expected_verifier_compute_bps(
         n, s, challenge_bps, verifiers, audit_bps=audit_bps, audit_verifiers=audit_verifiers
     )
-    return steps * (k + FIXED_STEPS_PER_SEGMENT) // k
+    a = DEFAULTS["audit_bps"] if audit_bps is None else audit_bps
+    av = DEFAULTS["audit_verifiers"] if audit_verifiers is None else audit_verifiers
+    # challenge_bps x (verifiers + a/10^4 x av) x F / H, in basis points
+    per_challenge = (
+        challenge_bps
+        * (verifiers * 10_000 + a * av)
+        * FIXED_STEPS_PER_CHALLENGE
+        // (10_000 * n * k)
+    )
+    return steps * (k + FIXED_STEPS_PER_SEGMENT) // k + per_challenge
 
 
 def verification_traffic_share(

@@ -17,6 +17,7 @@ from abci_app.jobs.params import DEFAULTS
 from node.market_msgs import (
     DEFAULT_CHALLENGE_BPS,
     DEFAULT_SEGMENTS_PER_CHALLENGE,
+    FIXED_STEPS_PER_CHALLENGE,
     FIXED_STEPS_PER_SEGMENT,
     build_create_job,
     expected_verifier_compute_bps,
@@ -64,12 +65,13 @@ def test_the_default_job_meets_both_budgets_without_a_warning(home):
 
 def test_the_old_defaults_warn_about_bytes_and_compute_and_name_the_fix(home):
     """Every commitment challenged, 15 segments, H = 100: the verification moved ~45 % of what
-    per-step AllReduce would (issue 29) and re-executed 42 % of the steps."""
+    per-step AllReduce would (issue 29) and cost 53 % of the provider's compute (42 % re-executed
+    steps and fixed work per segment, 11 % fixed work per challenge)."""
     extra = flags(inner_steps=100, trace_interval=1, challenge_bps=10_000, segments=15)
     _, warnings = create(home, *extra)
     assert len(warnings) == 1, warnings
     w = warnings[0]
-    assert "42.00 %" in w and "> 5 %" in w
+    assert "53.20 %" in w and "> 5 %" in w
     assert "1/2 of what per-step fp32 AllReduce would" in w and "(> 1/200" in w
     assert "fix: --segments 1 --challenge-bps 800" in w
     _, again = create(
@@ -89,23 +91,25 @@ def test_a_short_round_names_more_steps_when_the_floor_is_not_enough(home):
 
 def test_a_short_trace_warns_about_verifier_compute(home):
     """H/k = 4 with every segment of every commitment re-executed: all of the provider's steps,
-    1.4x with audits, and half a step of fixed work per step at k = 2; one participant, so no
-    AllReduce to compare bytes with."""
+    1.4x with audits, half a step of fixed work per step at k = 2 and 8 steps per challenge over
+    the round's 8; one participant, so no AllReduce to compare bytes with."""
     extra = flags(inner_steps=8, trace_interval=2, challenge_bps=10_000, segments=4)
     _, warnings = create(home, *extra, participants=1)
     assert len(warnings) == 1, warnings
     w = warnings[0]
-    assert "210.00 %" in w and "> 5 %" in w and "panel audits and the fixed work" in w
+    assert "350.00 %" in w and "> 5 %" in w and "panel audits and the fixed work" in w
     assert "AllReduce" not in w
 
 
 def test_the_warning_reuses_the_chain_formulas():
     d = {"inner_steps": 100, "trace_interval": 1, "participants_per_round": 4}
     assert job_audit_warning(d) is None
-    assert FIXED_STEPS_PER_SEGMENT == 1
+    assert FIXED_STEPS_PER_SEGMENT == 1 and FIXED_STEPS_PER_CHALLENGE == 8
     for n, k in ((480, 1), (960, 1), (480, 4)):
         steps = expected_verifier_compute_bps(n, 1, 500)
-        assert expected_verifier_work_bps(n, 1, 500, k) == steps * (k + 1) // k
+        # 5 % of rounds x 1.4 verifiers x 8 steps over the round's n·k
+        fixed = 500 * 14_000 * 8 // (10_000 * n * k)
+        assert expected_verifier_work_bps(n, 1, 500, k) == steps * (k + 1) // k + fixed
     one = compute_verifier_compute_bps(100, 1, 500)  # 5 bps: 1/100 of the steps, 5 % of rounds
     audits = DEFAULTS["audit_bps"] * DEFAULTS["audit_verifiers"]  # 4000 x 1
     assert expected_verifier_compute_bps(100, 1, 500) == one * (10_000 + audits) // 10_000
