@@ -84,18 +84,7 @@ def render(a) -> str:
         for mode in ("ring", "allgather"):
             if mode == "ring" and not c.startswith(RING_OK):
                 continue
-            sp = [
-                speedup(
-                    n_params=P,
-                    workers=W,
-                    t_step=t,
-                    H=a.H,
-                    bits_per_param=b,
-                    bandwidth_bps=bw,
-                    mode=mode,
-                )["speedup"]
-                for t in ts
-            ]
+            sp = speedups(a, ts, b, bw, mode)
             mx = speedup(
                 n_params=P,
                 workers=W,
@@ -126,6 +115,23 @@ def render(a) -> str:
     return "\n".join(L)
 
 
+def speedups(a, ts: list[float], bits: float, bw: float, mode: str, extra: float = 0.0) -> list:
+    """netmodel.speedup at each step time of ``ts`` (``extra``: a round's other bytes)."""
+    return [
+        speedup(
+            n_params=a.params,
+            workers=a.workers,
+            t_step=t,
+            H=a.H,
+            bits_per_param=bits,
+            bandwidth_bps=bw,
+            mode=mode,
+            extra_bytes=extra,
+        )["speedup"]
+        for t in ts
+    ]
+
+
 def verification_bytes(a, challenge_bps: int, segments: int) -> float:
     """A worker's expected verification bytes a round, served and fetched (trainer/netmodel.py):
     the chain's default panel audits, one first-panel verifier, an int8-sized payload."""
@@ -147,7 +153,6 @@ def verification_rows(a, ts: list[float], bw: float) -> list[str]:
     ``tx job create`` ships and at the old ones (every commitment, 15 segments)."""
     from node.market_msgs import DEFAULT_CHALLENGE_BPS, DEFAULT_SEGMENTS_PER_CHALLENGE
 
-    P, W = a.params, a.workers
     settings = [
         ("shipped defaults", DEFAULT_CHALLENGE_BPS, DEFAULT_SEGMENTS_PER_CHALLENGE),
         ("old defaults", 10_000, 15),
@@ -174,19 +179,7 @@ def verification_rows(a, ts: list[float], bw: float) -> list[str]:
         mode = "ring" if codec.startswith(RING_OK) else "allgather"
         for name, ch, sg in settings:
             vb = verification_bytes(a, ch, sg)
-            sp = [
-                speedup(
-                    n_params=P,
-                    workers=W,
-                    t_step=t,
-                    H=a.H,
-                    bits_per_param=b,
-                    bandwidth_bps=bw,
-                    mode=mode,
-                    extra_bytes=vb,
-                )["speedup"]
-                for t in ts
-            ]
+            sp = speedups(a, ts, b, bw, mode, vb)
             L.append(
                 f"| {codec} | {mode} | {name} | " + " | ".join(f"{x:,.0f}x" for x in sp) + " |"
             )

@@ -125,25 +125,8 @@ def main() -> int:
             rounds = json.loads(c.abci_query(f"/rounds/{job_id}").value)["rounds"]
         last = f"{job_id}/{rounds[-1]['round']}"
 
-        def written() -> bool:  # each worker writes stats.json when it sees a round final
-            try:
-                return all(
-                    "finalized"
-                    in json.loads((w.path / "stats.json").read_text())["rounds"].get(last, {})
-                    for w in workers
-                )
-            except (OSError, ValueError, KeyError):
-                return False
-
-        deadline = time.monotonic() + 60
-        while not written() and time.monotonic() < deadline:
-            time.sleep(1)
         ws = [{"name": w.name, "address": w.address} for w in workers]
-        stats = {
-            w.address: json.loads((w.path / "stats.json").read_text())
-            for w in workers
-            if (w.path / "stats.json").exists()
-        }
+        stats = tm.final_stats(workers, last)  # each worker writes it when it sees a round final
         if a.save:
             args = {k: v for k, v in vars(a).items() if k not in ("save", "from_saved")}
             a.save.write_text(

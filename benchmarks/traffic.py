@@ -603,24 +603,7 @@ def run_network(a: argparse.Namespace, net: Path) -> dict[str, Any]:
                 time.sleep(2)
         last = f"{job_id}/{rounds[-2]['round']}" if len(rounds) > 1 else f"{job_id}/0"
 
-        def written() -> bool:
-            try:
-                return all(
-                    "finalized"
-                    in json.loads((w.path / "stats.json").read_text())["rounds"].get(last, {})
-                    for w in workers
-                )
-            except (OSError, ValueError, KeyError):
-                return False
-
-        t_end = time.monotonic() + 60
-        while not written() and time.monotonic() < t_end:
-            time.sleep(1)
-        stats = {
-            w.address: json.loads((w.path / "stats.json").read_text())
-            for w in workers
-            if (w.path / "stats.json").exists()
-        }
+        stats = tm.final_stats(workers, last)
         live = {}
         for w in workers:
             try:

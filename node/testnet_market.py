@@ -355,6 +355,30 @@ def stop_worker(w: WorkerInfo, *, kill: bool = False, timeout: float = 15.0) -> 
     return procs.stop_group(pid, kill=kill, timeout=timeout)
 
 
+def final_stats(workers: list[WorkerInfo], key: str, timeout: float = 60.0) -> dict[str, Any]:
+    """Each worker's DATA_DIR/stats.json (by address) once every worker has written round
+    ``key`` ("JOB/ROUND") final there, or after ``timeout`` s (whatever they wrote by then):
+    a worker writes stats.json when it sees a round final (benchmarks read the figures)."""
+    import json
+
+    def read(w: WorkerInfo) -> dict[str, Any] | None:
+        try:
+            return dict(json.loads((w.path / "stats.json").read_text()))
+        except (OSError, ValueError):
+            return None
+
+    def written() -> bool:
+        try:
+            return all("finalized" in (read(w) or {})["rounds"].get(key, {}) for w in workers)
+        except (KeyError, TypeError, AttributeError):
+            return False
+
+    deadline = time.monotonic() + timeout
+    while not written() and time.monotonic() < deadline:
+        time.sleep(1)
+    return {w.address: st for w in workers if (st := read(w)) is not None}
+
+
 def worker_status(w: WorkerInfo) -> dict[str, Any]:
     import httpx
 
