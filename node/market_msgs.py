@@ -161,6 +161,16 @@ FIXED_STEPS_PER_SEGMENT = 1
 FIXED_STEPS_PER_CHALLENGE = 8
 
 
+def _audits(audit_bps: int | None, audit_verifiers: int | None) -> tuple[int, int]:
+    """The panel audits' rate and seats: the given ones, else the chain's defaults."""
+    from abci_app.jobs.params import DEFAULTS
+
+    return (
+        DEFAULTS["audit_bps"] if audit_bps is None else audit_bps,
+        DEFAULTS["audit_verifiers"] if audit_verifiers is None else audit_verifiers,
+    )
+
+
 def expected_verifier_compute_bps(
     n: int,
     s: int,
@@ -177,10 +187,8 @@ def expected_verifier_compute_bps(
     panel gets that many more seats; the chain's defaults when not given: 4000 bps, 1).
     """
     from abci_app.jobs.audit import compute_verifier_compute_bps
-    from abci_app.jobs.params import DEFAULTS
 
-    a = DEFAULTS["audit_bps"] if audit_bps is None else audit_bps
-    av = DEFAULTS["audit_verifiers"] if audit_verifiers is None else audit_verifiers
+    a, av = _audits(audit_bps, audit_verifiers)
     one = compute_verifier_compute_bps(n, s, challenge_bps)
     return one * (verifiers * 10_000 + a * av) // 10_000
 
@@ -200,13 +208,11 @@ def expected_verifier_work_bps(
     ``FIXED_STEPS_PER_CHALLENGE`` steps, for each of its expected verifiers. The verifiers'
     expected compute per provider step (H = n·k of them a round), in basis points, as measured on
     small models (an upper estimate for larger ones, whose steps dwarf the fixed work)."""
-    from abci_app.jobs.params import DEFAULTS
 
     steps = expected_verifier_compute_bps(
         n, s, challenge_bps, verifiers, audit_bps=audit_bps, audit_verifiers=audit_verifiers
     )
-    a = DEFAULTS["audit_bps"] if audit_bps is None else audit_bps
-    av = DEFAULTS["audit_verifiers"] if audit_verifiers is None else audit_verifiers
+    a, av = _audits(audit_bps, audit_verifiers)
     # challenge_bps x (verifiers + a/10^4 x av) x F / H, in basis points
     per_challenge = (
         challenge_bps
@@ -233,13 +239,11 @@ def verification_traffic_share(
     AllReduce for the same H steps, sent and received. Independent of the model size: both are
     bytes per parameter (the trace list's 32 B an entry left out). None for one participant
     (no AllReduce to compare with)."""
-    from abci_app.jobs.params import DEFAULTS
     from trainer.netmodel import allreduce_step_bytes, reveal_bytes_per_round
 
     if participants < 2:
         return None
-    a = DEFAULTS["audit_bps"] if audit_bps is None else audit_bps
-    av = DEFAULTS["audit_verifiers"] if audit_verifiers is None else audit_verifiers
+    a, av = _audits(audit_bps, audit_verifiers)
     reveal = reveal_bytes_per_round(
         1.0,
         challenge_bps=challenge_bps,
