@@ -136,6 +136,7 @@ def build_exit_provider() -> Any:
 # fetches two trainer states (12 B/param each), so at 100 % with 15 segments the verification
 # alone weighed as much as the fp32 AllReduce the design exists to avoid (issue 29)
 DEFAULT_CHALLENGE_BPS = 500
+DEFAULT_COMPRESSION = "dense+int8"  # the payload codec tx job create asks for (cli_market.py)
 DEFAULT_SEGMENTS_PER_CHALLENGE = 1
 DEFAULT_VERIFIERS_PER_CHALLENGE = 1
 # what a job's challenge settings must not cost: the verifiers' expected re-executed steps, panel

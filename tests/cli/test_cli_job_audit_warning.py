@@ -16,6 +16,7 @@ from abci_app.jobs.audit import compute_verifier_compute_bps
 from abci_app.jobs.params import DEFAULTS
 from node.market_msgs import (
     DEFAULT_CHALLENGE_BPS,
+    DEFAULT_COMPRESSION,
     DEFAULT_SEGMENTS_PER_CHALLENGE,
     FIXED_STEPS_PER_CHALLENGE,
     FIXED_STEPS_PER_SEGMENT,
@@ -58,6 +59,7 @@ def test_the_default_job_meets_both_budgets_without_a_warning(home):
     spec, warnings = create(home, *flags(inner_steps=100, trace_interval=1))
     assert int(spec["segments_per_challenge"]) == DEFAULT_SEGMENTS_PER_CHALLENGE == 1
     assert int(spec["challenge_bps"]) == DEFAULT_CHALLENGE_BPS == 500
+    assert spec["compression_policy"] == DEFAULT_COMPRESSION == "dense+int8"
     assert warnings == []
     _, warnings = create(home, *flags(inner_steps=960, trace_interval=1))
     assert warnings == []
