@@ -363,9 +363,10 @@ def final_stats(workers: list[WorkerInfo], key: str, timeout: float = 60.0) -> d
 
     def read(w: WorkerInfo) -> dict[str, Any] | None:
         try:
-            return dict(json.loads((w.path / "stats.json").read_text()))
+            got = json.loads((w.path / "stats.json").read_text())
         except (OSError, ValueError):
             return None
+        return got if isinstance(got, dict) else None  # a damaged file of another shape
 
     def written() -> bool:
         try:

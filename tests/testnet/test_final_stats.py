@@ -38,6 +38,7 @@ def test_waits_until_every_worker_wrote_the_round_final(tmp_path: Path) -> None:
 def test_gives_what_was_written_after_the_timeout(tmp_path: Path) -> None:
     a, b = _worker(tmp_path, 0), _worker(tmp_path, 1)
     _write(a, {"1/3": {"finalized": 1.0}})
-    (b.path / "stats.json").write_text("{not json")  # a half-written or damaged file
-    stats = final_stats([a, b], "1/3", timeout=0.1)
-    assert set(stats) == {"loco0"}
+    for damaged in ("{not json", "[1, 2]", '"text"', "null"):  # half-written, another shape
+        (b.path / "stats.json").write_text(damaged)
+        stats = final_stats([a, b], "1/3", timeout=0.1)
+        assert set(stats) == {"loco0"}, damaged
