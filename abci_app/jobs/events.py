@@ -39,6 +39,21 @@ def round_opened(
     )
 
 
+def round_closed_early(
+    job_id: int, round_: int, phase: str, close_height: int, window_end: int
+) -> abci.Event:
+    """A phase got every message it waits for: it ends at ``close_height`` instead of its
+    window's end ``window_end`` (rounds.close_if_done)."""
+    return event(
+        "round.closed_early",
+        job_id=job_id,
+        round=round_,
+        phase=phase,
+        close_height=close_height,
+        window_end=window_end,
+    )
+
+
 def round_waiting(job_id: int, round_: int) -> abci.Event:
     return event("round.waiting", job_id=job_id, round=round_, reason="no eligible providers")
 

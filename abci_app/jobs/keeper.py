@@ -162,7 +162,12 @@ def check_invariants(store: KVReader) -> int:
             raise InvariantBroken(f"job {job.id}: funded {job.escrow_funded} != rounds x budgets")
         paid = 0
         in_commit = False
+        # the next round waits for round n - 2's model (rounds.is_next_round_ready): its
+        # finalize schedules the open
+        awaits_model = False
         for r in iterate_rounds(store, job.id):
+            if r.round + 2 == job.rounds_opened and r.phase != jobs_pb2.PHASE_FINALIZED:
+                awaits_model = True
             if r.phase != jobs_pb2.PHASE_FINALIZED:
                 if r.phase not in _DUE_FIELD:
                     raise InvariantBroken(
@@ -198,6 +203,7 @@ def check_invariants(store: KVReader) -> int:
             job.status == jobs_pb2.JOB_STATUS_ACTIVE
             and job.rounds_opened < job.rounds
             and not in_commit
+            and not awaits_model
         ):
             must_open.add(job.id)
         total += job.escrow
@@ -223,7 +229,8 @@ def check_invariants(store: KVReader) -> int:
         must_open.discard(job2.id)
     if must_open:
         raise InvariantBroken(
-            "active jobs with rounds left but no round in commit and no open scheduled: "
+            "active jobs with rounds left but no round in commit, none awaiting its base model and "
+            "no open scheduled: "
             f"{sorted(must_open)}"
         )
     _ = ROUND_PREFIX

@@ -5,6 +5,7 @@ imports nothing from abci_app.providers)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from abci_app.context import Ctx
@@ -23,10 +24,23 @@ from abci_app.jobs.msgs import (
     process_msg_verdict,
 )
 from abci_app.jobs.queries import QUERIES
-from abci_app.jobs.rounds import process_rounds
+from abci_app.jobs.rounds import close_after_message, process_rounds
 from abci_app.module import ModuleSpec
 from abci_app.pb import abci
 from abci_app.store import CacheKV, KVReader
+
+
+def _closing(handler: Callable[[Ctx, bytes, Any], None]) -> Callable[[Ctx, bytes, Any], None]:
+    """A round message's route: the handler, then the early close of its round's phase if the
+    message was the last one the phase waited for (rounds.close_after_message)."""
+
+    def route(ctx: Ctx, signer: bytes, msg: Any) -> None:
+        handler(ctx, signer, msg)
+        close_after_message(ctx, msg.job_id, msg.round)
+
+    route.__name__ = handler.__name__
+    route.__doc__ = handler.__doc__
+    return route
 
 
 def new_module(providers: ProviderKeeper) -> ModuleSpec:
@@ -50,13 +64,13 @@ def new_module(providers: ProviderKeeper) -> ModuleSpec:
         routes={
             "create_job": process_msg_create_job,
             "cancel_job": process_msg_cancel_job,
-            "submit_update": process_msg_submit_update,
-            "reveal_segment": process_msg_reveal_segment,
-            "verdict": process_msg_verdict,
-            "attest_model": process_msg_attest_model,
-            "reveal_vote": process_msg_reveal_vote,
-            "decline_round": process_msg_decline_round,
-            "open_end": process_msg_open_end,
+            "submit_update": _closing(process_msg_submit_update),
+            "reveal_segment": _closing(process_msg_reveal_segment),
+            "verdict": _closing(process_msg_verdict),
+            "attest_model": _closing(process_msg_attest_model),
+            "reveal_vote": _closing(process_msg_reveal_vote),
+            "decline_round": _closing(process_msg_decline_round),
+            "open_end": _closing(process_msg_open_end),
         },
         queries=QUERIES,
         init_genesis=_genesis,

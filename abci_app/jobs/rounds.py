@@ -78,6 +78,7 @@ from abci_app.jobs.sampler import Sampler, shuffle, weighted_sample
 from abci_app.pb import enum_name, jobs_pb2, providers_pb2
 from abci_app.reputation.rules import compute_gain, compute_loss
 from abci_app.rewards.rules import compute_participant_payouts, compute_shares
+from abci_app.store import KVReader
 
 BPS = 10_000
 # the final panel (README *Verdict*): every eligible provider outside the round and its owner, at
@@ -269,9 +270,34 @@ def process_challenge(
     r.phase = jobs_pb2.PHASE_REVEAL
     _move_due(ctx, r, r.commit_deadline, r.reveal_end)
     keeper.set_round(ctx.store, r)
-    if job.status == jobs_pb2.JOB_STATUS_ACTIVE and job.rounds_opened < job.rounds:
-        keeper.schedule_open(ctx.store, job, ctx.block.height)
+    if schedule_next_open(ctx, job):
         keeper.set_job(ctx.store, job)
+
+
+def is_next_round_ready(store: KVReader, job: jobs_pb2.Job) -> bool:
+    """Round n = ``job.rounds_opened`` can open: the job is active with rounds left, no open
+    is scheduled, round n - 1 is past its commit phase (its providers are free to train) and round
+    n - 2 is finalized, so its attested model, round n's base, exists. Round n trains while round
+    n - 1 is verified (the one-step-delay overlap); a base never falls more than one round
+    behind, however early the phases close."""
+    n = job.rounds_opened
+    if job.status != jobs_pb2.JOB_STATUS_ACTIVE or n >= job.rounds or job.next_open_height:
+        return False
+    prev = keeper.get_round(store, job.id, n - 1) if n >= 1 else None
+    if prev is not None and prev.phase == jobs_pb2.PHASE_COMMIT:
+        return False
+    older = keeper.get_round(store, job.id, n - 2) if n >= 2 else None
+    return older is None or older.phase == jobs_pb2.PHASE_FINALIZED
+
+
+def schedule_next_open(ctx: Ctx, job: jobs_pb2.Job) -> bool:
+    """Schedule the next round's open at this height (after this block's transitions) when its
+    inputs exist (``is_next_round_ready``); called when a round leaves its commit phase and when
+    a round is finalized. True when it scheduled (the caller stores ``job``)."""
+    if not is_next_round_ready(ctx.store, job):
+        return False
+    keeper.schedule_open(ctx.store, job, ctx.block.height)
+    return True
 
 
 # -- REVEAL -> VERDICT ----------------------------------------------------------------------------
@@ -988,6 +1014,7 @@ def process_round_close(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
     elif job.status == jobs_pb2.JOB_STATUS_CANCELLING and job.rounds_finalized == job.rounds_opened:
         keeper.close_job(ctx, job, jobs_pb2.JOB_STATUS_CANCELLED)
     else:
+        schedule_next_open(ctx, job)  # this round's model was the next round's missing input
         keeper.set_job(ctx.store, job)
 
 
@@ -1003,6 +1030,139 @@ def process_finalize(
     process_verifier_accountability(ctx, providers, r)
     sla.record_finalized(ctx.store, r, ctx.block.height)
     process_round_close(ctx, job, r)
+
+
+# -- early close ----------------------------------------------------------------------------------
+
+# The phases whose closing end-block draws from its own block's seed: the commit phase's
+# (challenges, audits, the next round's draw) and the first panel's vote-reveal (the appeal panel).
+SEEDED_PHASES = frozenset({jobs_pb2.PHASE_COMMIT, jobs_pb2.PHASE_VOTE_REVEAL})
+# a panel's phases: (panel, True when it opens its votes)
+PANEL_PHASES = {
+    jobs_pb2.PHASE_VERDICT: (0, False),
+    jobs_pb2.PHASE_VOTE_REVEAL: (0, True),
+    jobs_pb2.PHASE_APPEAL: (1, False),
+    jobs_pb2.PHASE_APPEAL_REVEAL: (1, True),
+    jobs_pb2.PHASE_FINAL: (2, False),
+    jobs_pb2.PHASE_FINAL_REVEAL: (2, True),
+}
+
+
+def is_phase_done(job: jobs_pb2.Job, r: jobs_pb2.Round) -> bool:
+    """Every message the round's current phase waits for is in (README *Early close*):
+
+    - commit: every participant committed or declined;
+    - reveal: every challenged participant opened every challenged segment;
+    - a panel's voting phase (verdict, appeal, final): every seat of that panel on a revealed
+      challenge committed its vote;
+    - a panel's opening phase: every committed vote of that panel is opened, and (vote-reveal,
+      tolerance mode) every end due is opened;
+    - attest: every accepted participant attested (not the ⅔ quorum: a slower honest attester
+      would lose its pay and reputation to a close it could not see coming)."""
+    ph = r.phase
+    if ph == jobs_pb2.PHASE_COMMIT:
+        return all(
+            p.HasField("commitment") or p.outcome == jobs_pb2.OUTCOME_DECLINED
+            for p in r.participants
+        )
+    if ph == jobs_pb2.PHASE_REVEAL:
+        return all(p.HasField("reveal") for p in r.participants if p.challenged)
+    if ph == jobs_pb2.PHASE_ATTEST:
+        return all(
+            p.attested_hash for p in r.participants if p.outcome == jobs_pb2.OUTCOME_ACCEPTED
+        )
+    if ph not in PANEL_PHASES:
+        return False
+    panel, opening = PANEL_PHASES[ph]
+    for p in r.participants:
+        if not (p.challenged and p.HasField("reveal")):
+            continue
+        for v in p.verifiers:
+            if v.panel != panel:
+                continue
+            waiting = (v.vote_hash and not v.voted) if opening else not v.vote_hash
+            if waiting:
+                return False
+        if (
+            ph == jobs_pb2.PHASE_VOTE_REVEAL
+            and is_end_due(job, p)
+            and not all(o.end_opened_height for o in p.reveals)
+        ):
+            return False
+    return True
+
+
+def _window_chain(r: jobs_pb2.Round, spec: jobs_pb2.JobSpec) -> list[tuple[str, int]]:
+    """The current phase's end field, then each later end field with its window's length: what
+    an early close moves (each later window keeps its full length)."""
+    v, a = spec.verdict_blocks, spec.attest_blocks
+    chains: dict[int, list[tuple[str, int]]] = {
+        jobs_pb2.PHASE_COMMIT: [
+            ("commit_deadline", 0),
+            ("reveal_end", spec.reveal_blocks),
+            ("verdict_end", v),
+            ("vote_reveal_end", v),
+            ("attest_end", a),
+        ],
+        jobs_pb2.PHASE_REVEAL: [
+            ("reveal_end", 0),
+            ("verdict_end", v),
+            ("vote_reveal_end", v),
+            ("attest_end", a),
+        ],
+        jobs_pb2.PHASE_VERDICT: [("verdict_end", 0), ("vote_reveal_end", v), ("attest_end", a)],
+        jobs_pb2.PHASE_VOTE_REVEAL: [("vote_reveal_end", 0), ("attest_end", a)],
+        jobs_pb2.PHASE_APPEAL: [("appeal_end", 0), ("appeal_reveal_end", v), ("attest_end", a)],
+        jobs_pb2.PHASE_APPEAL_REVEAL: [("appeal_reveal_end", 0), ("attest_end", a)],
+        jobs_pb2.PHASE_FINAL: [("final_end", 0), ("final_reveal_end", v), ("attest_end", a)],
+        jobs_pb2.PHASE_FINAL_REVEAL: [("final_reveal_end", 0), ("attest_end", a)],
+        jobs_pb2.PHASE_ATTEST: [("attest_end", 0)],
+    }
+    return chains[r.phase]
+
+
+def compute_close_height(r: jobs_pb2.Round, height: int, entering: bool) -> int:
+    """The height whose end-block ends a phase found done at ``height``: the next height when
+    the phase's transition draws from its block's seed (``SEEDED_PHASES``): the messages it judges
+    are all in by ``height`` and the seed of ``height + 1`` is its beacon over the votes on
+    ``height``, unknown when they were chosen, exactly as a window's last block and its deadline
+    block under fixed windows. The next height too when the phase was entered done in an
+    end-block (one transition per round per block). Otherwise this height's own end-block."""
+    return height + 1 if entering or r.phase in SEEDED_PHASES else height
+
+
+def close_if_done(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round, *, entering: bool) -> bool:
+    """End the round's current phase early when ``is_phase_done``: at ``compute_close_height``
+    if that is before its window's end (windows stay upper bounds); the later windows move with
+    it, each keeping its length. ``entering``: called from the end-block that entered the phase
+    (else after a message of this block). True when it moved the schedule (``r`` is stored)."""
+    if r.phase not in TRANSITIONS or not is_phase_done(job, r):
+        return False
+    chain = _window_chain(r, job.spec)
+    field = chain[0][0]
+    end = getattr(r, field)
+    at = compute_close_height(r, ctx.block.height, entering)
+    if at >= end:
+        return False
+    h = at
+    for name, blocks in chain:
+        h += blocks
+        setattr(r, name, h)
+    _move_due(ctx, r, end, at)
+    keeper.set_round(ctx.store, r)
+    ctx.emit(
+        events.round_closed_early(job.id, r.round, enum_name(jobs_pb2.Phase, r.phase), at, end)
+    )
+    return True
+
+
+def close_after_message(ctx: Ctx, job_id: int, round_: int) -> None:
+    """After a round message was executed (jobs/module.py routes every round message through
+    here): close its round's phase if that message was the last one it waited for."""
+    r = keeper.get_round(ctx.store, job_id, round_)
+    job = keeper.get_job(ctx.store, job_id)
+    if r is not None and job is not None:
+        close_if_done(ctx, job, r, entering=False)
 
 
 # -- end block ------------------------------------------------------------------------------------
@@ -1039,6 +1199,8 @@ def process_rounds(ctx: Ctx, providers: ProviderKeeper) -> None:
         if at != h or getattr(r, field) != h:
             raise InvariantBroken(f"round {job_id}/{rn} transition due at {at} ran at {h}")
         fn(ctx, providers, job, r)
+        if r.phase != jobs_pb2.PHASE_FINALIZED:
+            close_if_done(ctx, job, r, entering=True)
     opens = [k for k, _ in ctx.store.iterate(OPEN_DUE_PREFIX, OPEN_DUE_PREFIX + u64_key(h + 1))]
     for key in opens:
         at, job_id = parse_open_due_key(key)
