@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,8 @@ def _well_formed(data: object) -> bool:
 class Progress:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        # the loop and the duty threads (node/worker/duties.py) both record: one writer at a time
+        self._lock = threading.RLock()
         self.data: dict[str, Any] = {"version": 1, "rounds": {}}
         if self.path.exists():
             try:
@@ -43,14 +46,20 @@ class Progress:
                 self.path.replace(self.path.with_suffix(".corrupt"))
 
     def round(self, job: int, round_: int) -> dict[str, Any]:
-        return self.data["rounds"].setdefault(f"{job}/{round_}", {})
+        with self._lock:
+            return self.data["rounds"].setdefault(f"{job}/{round_}", {})
 
     def update(self, job: int, round_: int, **fields: Any) -> None:
-        self.round(job, round_).update(fields)
-        self.save()
+        with self._lock:
+            self.round(job, round_).update(fields)
+            self.save()
 
     def forget_before(self, job: int, round_: int) -> None:
         """Drop the records of this job's rounds below ``round_`` (finalized long ago)."""
+        with self._lock:
+            self._forget_before(job, round_)
+
+    def _forget_before(self, job: int, round_: int) -> None:
         for key in [
             k
             for k in self.data["rounds"]
@@ -60,6 +69,10 @@ class Progress:
         self.save()
 
     def save(self) -> None:
+        with self._lock:
+            self._save()
+
+    def _save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".progress-", dir=self.path.parent)
         try:

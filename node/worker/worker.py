@@ -69,6 +69,7 @@ from node.market_msgs import (
     send_tx,
 )
 from node.rpc import Client, NodeUnreachable, RpcError, TxRejected
+from node.worker.duties import DutyQueue
 from node.worker.follow import ChainFollower, Nodes
 from node.worker.progress import Progress
 
@@ -144,6 +145,8 @@ class WorkerConfig:
     max_blob_bytes: int = 1 << 31
     check_hardware: bool = True
     metrics_listen: str | None = None  # HOST:PORT for the worker's Prometheus /metrics (None: off)
+    # threads for the slow duties beside training (re-execution, aggregation: node/worker/duties.py)
+    duty_threads: int = 1
 
 
 def _record_training(steps: int, seconds: float, loss: float) -> None:
@@ -154,6 +157,14 @@ def _record_training(steps: int, seconds: float, loss: float) -> None:
     m = worker_metrics()
     for _ in range(max(steps, 0)):
         m.step(loss, seconds / max(steps, 1))
+
+
+def _one_torch_thread() -> None:
+    """A duty thread re-executes with one torch thread (bitwise as trained, trainer/README), so a
+    verification takes one core beside the training thread's, never all of them."""
+    import torch
+
+    torch.set_num_threads(1)
 
 
 def unavailable_vote(why: str) -> tuple[bool, int, list[bytes], str]:
@@ -313,6 +324,12 @@ class ProviderWorker:
         self.stop_event = threading.Event()
         self.stats = Stats()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="train")
+        # verification and aggregation: their own thread(s), never the loop's (duties.py)
+        self._duties = DutyQueue(cfg.duty_threads, on_start=_one_torch_thread)
+        self._send_lock = threading.Lock()  # one tx at a time: each takes the account's sequence
+        # the duties a pass collects (``tick``); None outside a pass: ``_duty`` runs at once
+        self._todo: list[tuple[int, int, str, Callable[[], None], bool, bool, str | None]] | None
+        self._todo = None
         self._training: tuple[tuple[int, int], Future[Any]] | None = None
         self._backoff: dict[str, _Backoff] = {}
         self._fetch_failures: dict[str, int] = {}
@@ -441,6 +458,7 @@ class ProviderWorker:
         if self.follower is not None:
             self.follower.stop()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._duties.stop()
         if self.server is not None:
             self.server.stop_thread()
         self.nodes.close()
@@ -473,6 +491,27 @@ class ProviderWorker:
 
     def tick(self) -> int:
         height = self.nodes.call(lambda c: c.latest_height())
+        self._todo = []
+        try:
+            self._scan(height)
+        finally:
+            todo, self._todo = self._todo or [], None
+            self._run_collected(todo)
+        if time.monotonic() - self._last_gc >= GC_EVERY_S:
+            self.gc()
+        return height
+
+    def _run_collected(
+        self, todo: list[tuple[int, int, str, Callable[[], None], bool, bool, str | None]]
+    ) -> None:
+        """A pass's duties, nearest window end first (a reveal due in 3 blocks before a vote due
+        in 30); the heavy ones only queued (duties.py)."""
+        for deadline, _, name, fn, due, heavy, key in sorted(todo, key=lambda d: d[:2]):
+            self._here.key = key
+            self._run_duty(name, fn, due=due, heavy=heavy, deadline=deadline)
+
+    def _scan(self, height: int) -> None:
+        """Read the chain's jobs and rounds and collect the duties due (``_duty``)."""
         jobs: list[dict[str, Any]] = []
         for status in ("active", "cancelling"):
             jobs += self.nodes.query_json(f"/jobs?status={status}&limit=100")["jobs"]
@@ -484,9 +523,6 @@ class ProviderWorker:
             except Exception as e:  # noqa: BLE001 (the chain's or a peer's answer: next job)
                 self.stats.failures += 1
                 log.warning("job %s: %s: %s", job.get("id"), e.__class__.__name__, e)
-        if time.monotonic() - self._last_gc >= GC_EVERY_S:
-            self.gc()
-        return height
 
     def _job(self, job: dict[str, Any], height: int) -> None:
         from node.worker import ml
@@ -515,6 +551,15 @@ class ProviderWorker:
         if key is not None:
             t = self.timing.setdefault(key, {})
             t[what] = t.get(what, 0.0) + amount
+
+    def span(self, what: str, t0: float, t1: float) -> None:
+        """This round's ``what`` ran from wall time ``t0`` to ``t1``: its first start and last end
+        (``WHAT_start``, ``WHAT_end`` in stats.json), to see training and verification overlap."""
+        key = getattr(self._here, "key", None)
+        if key is not None:
+            t = self.timing.setdefault(key, {})
+            t[f"{what}_start"] = min(t.get(f"{what}_start", t0), t0)
+            t[f"{what}_end"] = max(t.get(f"{what}_end", t1), t1)
 
     def _foreign_stack(self, jid: int) -> bool:
         """An exact-mode job pinned to a stack other than ours (ml.same_stack): our re-execution
@@ -545,6 +590,7 @@ class ProviderWorker:
         self._here.key = f"{jid}/{rn}"
         self.timing.setdefault(self._here.key, {}).setdefault("seen", time.time())
         due = is_due(r, height)
+        end = phase_end(r)
         if (
             phase == "vote_reveal"
             and me is not None
@@ -553,14 +599,19 @@ class ProviderWorker:
             and self._plans[jid].tolerance is not None
             and any(not o.get("end_opened_height") for o in me["challenge"].get("reveals") or [])
         ):
-            self._duty(f"open-end/{jid}/{rn}", lambda: self.do_open_end(job, r, me), due=due)
+            self._duty(
+                f"open-end/{jid}/{rn}", lambda: self.do_open_end(job, r, me), due=due, deadline=end
+            )
         if phase == "commit" and me is not None and me["commitment"] is None:
             if not foreign:
                 self._duty(
-                    f"commit/{jid}/{rn}", lambda: self.do_commit(job, r, me, height), due=due
+                    f"commit/{jid}/{rn}",
+                    lambda: self.do_commit(job, r, me, height),
+                    due=due,
+                    deadline=end,
                 )
             elif me["outcome"] != "declined":  # before committing: no slash (jobs README)
-                self._duty(f"decline/{jid}/{rn}", lambda: self.do_decline(r, height))
+                self._duty(f"decline/{jid}/{rn}", lambda: self.do_decline(r, height), deadline=end)
         elif (
             phase == "reveal"
             and me is not None
@@ -568,7 +619,9 @@ class ProviderWorker:
             and me["challenge"]["reveal"] is None
         ):
             if self.cfg.behaviour != "withhold":
-                self._duty(f"reveal/{jid}/{rn}", lambda: self.do_reveal(job, r, me), due=due)
+                self._duty(
+                    f"reveal/{jid}/{rn}", lambda: self.do_reveal(job, r, me), due=due, deadline=end
+                )
         elif phase in PANEL_OF:  # a panel commits its secret votes, or opens them
             panel, opening = PANEL_OF[phase]
             for t in r["participants"]:
@@ -585,6 +638,7 @@ class ProviderWorker:
                         f"open-vote/{jid}/{rn}/{t['address']}",
                         partial(self.do_open_vote, job, r, t, height),
                         due=due,
+                        deadline=end,
                     )
                 elif (
                     not opening
@@ -595,6 +649,8 @@ class ProviderWorker:
                         f"verify/{jid}/{rn}/{t['address']}/{panel}",
                         partial(self.do_verify, job, r, t, height),
                         due=due,
+                        deadline=end,
+                        heavy=True,  # fetch and re-execute: beside training, never in the loop
                     )
         elif (
             phase == "attest"
@@ -602,19 +658,57 @@ class ProviderWorker:
             and me["outcome"] == "accepted"
             and not me["attested_hash"]
         ):
-            self._duty(f"attest/{jid}/{rn}", lambda: self.do_attest(job, r, height), due=due)
+            self._duty(
+                f"attest/{jid}/{rn}",
+                lambda: self.do_attest(job, r, height),
+                due=due,
+                deadline=end,
+                heavy=True,  # fetch and aggregate the accepted updates
+            )
         elif phase == "finalized":
             self.on_finalized(r)
 
-    def _duty(self, name: str, fn: Callable[[], None], *, due: bool = False) -> None:
+    def _duty(
+        self,
+        name: str,
+        fn: Callable[[], None],
+        *,
+        due: bool = False,
+        deadline: int = 0,
+        heavy: bool = False,
+    ) -> None:
+        """Collect a duty for this pass; ``tick`` runs them nearest ``deadline`` (the height its
+        window ends) first. ``heavy`` (a re-execution, an aggregation): queued on the duty
+        threads (duties.py) so that it never delays the loop, training or a nearer duty."""
+        if self._todo is None:
+            self._run_duty(name, fn, due=due, heavy=heavy, deadline=deadline)
+            return
+        key = getattr(self._here, "key", None)
+        self._todo.append((deadline, len(self._todo), name, fn, due, heavy, key))
+
+    def _run_duty(
+        self, name: str, fn: Callable[[], None], *, due: bool, heavy: bool, deadline: int
+    ) -> None:
         """Run ``fn`` unless its backoff says wait; ``due`` (its window is about to close): wait at
         most DUE_RETRY_S since the last try, so no retry is scheduled past the window."""
         b = self._backoff.setdefault(name, _Backoff())
         now = time.monotonic()
         wait_until = min(b.next_try, b.last_try + DUE_RETRY_S) if due else b.next_try
-        if now < wait_until:
+        if now < wait_until or self._duties.busy(name):
             return
-        b.last_try = now
+        if heavy:
+            key = getattr(self._here, "key", None)
+
+            def run() -> None:
+                self._here.key = key
+                self._attempt(name, fn, b)
+
+            self._duties.submit(name, deadline, run)
+            return
+        self._attempt(name, fn, b)
+
+    def _attempt(self, name: str, fn: Callable[[], None], b: _Backoff) -> None:
+        b.last_try = time.monotonic()
         try:
             fn()
             b.failures = 0
@@ -637,9 +731,10 @@ class ProviderWorker:
         """One tx with ``msgs``, signed with the account's current sequence, waited for."""
         t0 = time.perf_counter()
         try:
-            res = self.nodes.call(
-                lambda c: send_tx(c, self.key.signer, list(msgs), fee_floor=self.cfg.fee or 0)
-            )
+            with self._send_lock:
+                res = self.nodes.call(
+                    lambda c: send_tx(c, self.key.signer, list(msgs), fee_floor=self.cfg.fee or 0)
+                )
             # the signed tx's bytes, once (what the chain gossips and stores; a resubmit of the
             # same bytes and a refused attempt are in the node link's rpc_out, not here)
             self.account("tx_bytes", len(res.get("tx") or b""))
@@ -866,7 +961,7 @@ class ProviderWorker:
                 spec.shard,
                 base_hash[:12],
             )
-            t0 = time.perf_counter()
+            t0, wall0 = time.perf_counter(), time.time()
             base = self._base(job, base_hash)
             corpus = self._corpus(job)
             t1 = time.perf_counter()
@@ -893,6 +988,7 @@ class ProviderWorker:
                 work.probes = trace_probes(work.states)
             self.stats.trained_s += time.perf_counter() - t0
             self.account("train_s", time.perf_counter() - t1)
+            self.span("train", wall0 + (t1 - t0), time.time())
             _record_training(plan.H, time.perf_counter() - t1, work.loss_after / 1000)
             log.info(
                 "round %d/%d: trained %d steps on shard %d in %.1fs, loss %.3f -> %.3f, payload "
@@ -1081,9 +1177,10 @@ class ProviderWorker:
         itself (valid, quality, evidence) is kept in progress.json to be opened next window."""
         jid, rn = int(r["job_id"]), int(r["round"])
         target = t["address"]
-        t0 = time.perf_counter()
+        t0, wall0 = time.perf_counter(), time.time()
         vote = self.judge(job, r, t, height)
         self.account("verify_s", time.perf_counter() - t0)
+        self.span("verify", wall0, time.time())
         if vote is None:
             return  # states not fetched yet: retried on a later block
         valid, q, reached, why = vote
@@ -1568,9 +1665,10 @@ class ProviderWorker:
         prog = self.progress.round(jid, rn)
         model_hash = prog.get("aggregated")
         if not (model_hash and self.store.has(model_hash)):
-            t0 = time.perf_counter()
+            t0, wall0 = time.perf_counter(), time.time()
             new, included, excluded = self.aggregate_round(job, r)
             self.account("aggregate_s", time.perf_counter() - t0)
+            self.span("aggregate", wall0, time.time())
             model_hash = self.store.put_bytes(new, tier="cold")
             self.store.pin(model_hash)
             self.progress.update(jid, rn, aggregated=model_hash)

@@ -134,6 +134,7 @@ def test_a_job_on_our_stack_or_in_tolerance_mode_is_trained_and_verified(tmp_pat
     j = job(pinned, mode)
     st.w._round(j, st.commit_round(), height=50)
     st.w._round(j, st.verdict_round(), height=60)
+    assert st.w._duties.join(30)  # a verification runs on the duty thread, beside training
     assert st.duties == ["commit", "verify"] and st.sent == []
     st.close()
 
