@@ -679,8 +679,21 @@ def process_attestation(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
         r.attested_model_hash = model
         # a sum of u64 bonds: saturates (an overflow here halted the chain)
         r.attest_stake = min(stake, MAX_U64)
-        job.current_model_hash = model
+        if not is_newer_model_attested(ctx.store, job, r.round):
+            job.current_model_hash = model
         ctx.emit(events.model_attested(job.id, r.round, model, stake, total))
+
+
+def is_newer_model_attested(store: KVReader, job: jobs_pb2.Job, round_: int) -> bool:
+    """A round after ``round_`` is finalized with an attested model already: rounds can finalize
+    out of order (one runs its whole attest window while the next closes early), and the base
+    never rolls back to an older round's model. At most the rounds in flight are read."""
+    for n in range(round_ + 1, job.rounds_opened):
+        later = keeper.get_round(store, job.id, n)
+        if later is not None and later.phase == jobs_pb2.PHASE_FINALIZED:
+            if later.attested_model_hash:
+                return True
+    return False
 
 
 def is_paid_attester(r: jobs_pb2.Round, p: jobs_pb2.Participant) -> bool:
@@ -1035,8 +1048,12 @@ def process_finalize(
 # -- early close ----------------------------------------------------------------------------------
 
 # The phases whose closing end-block draws from its own block's seed: the commit phase's
-# (challenges, audits, the next round's draw) and the first panel's vote-reveal (the appeal panel).
-SEEDED_PHASES = frozenset({jobs_pb2.PHASE_COMMIT, jobs_pb2.PHASE_VOTE_REVEAL})
+# (challenges, audits, the next round's draw), the first panel's vote-reveal (the appeal panel)
+# and the attest phase's (its finalize can open the next round: ``schedule_next_open``, whose
+# participants are drawn in that end-block).
+SEEDED_PHASES = frozenset(
+    {jobs_pb2.PHASE_COMMIT, jobs_pb2.PHASE_VOTE_REVEAL, jobs_pb2.PHASE_ATTEST}
+)
 # a panel's phases: (panel, True when it opens its votes)
 PANEL_PHASES = {
     jobs_pb2.PHASE_VERDICT: (0, False),

@@ -618,14 +618,17 @@ def test_silent_later_panel_seat_runs_the_whole_window_and_is_slashed_as_under_f
 # -- ATTEST ---------------------------------------------------------------------------------------
 
 
-def test_attest_closes_in_the_block_of_the_last_attestation():
+def test_attest_closes_the_block_after_the_last_attestation():
+    """Attest is a seeded phase: its finalize can open the next round, drawn from the seed of
+    its block, which must come after the last attestation (see the draw-seed test below)."""
     m, r0 = to_phase(P.PHASE_ATTEST)
     resp = actors_block(m, 1)
     h = m.height
+    assert m.round(1, 0).phase == P.PHASE_ATTEST and m.round(1, 0).attest_end == h + 1
+    assert closed([resp]) == [closed_event(0, "attest", h + 1, r0.attest_end)]
+    m.block()
     r = m.round(1, 0)
-    assert r.phase == P.PHASE_FINALIZED and r.finalized_height == h < r0.attest_end
-    assert r.attest_end == h
-    assert closed([resp]) == [closed_event(0, "attest", h, r0.attest_end)]
+    assert r.phase == P.PHASE_FINALIZED and r.finalized_height == h + 1 < r0.attest_end
     assert r.attested_model_hash == agg_hash(1, 0)
     assert sorted(x.address for x in r.payouts if x.kind == "participant") == sorted(
         p.address for p in r.participants
@@ -649,9 +652,10 @@ def test_slower_honest_attester_is_not_cut_off_by_the_quorum():
     resp = m.block([(m.key(c), attest_msg(1, 0, agg_hash(1, 0)))])
     assert resp.tx_results[0].code == 0
     h = m.height
+    assert closed([resp]) == [closed_event(0, "attest", h + 1, r0.attest_end)]
+    m.block()
     r = m.round(1, 0)
-    assert r.phase == P.PHASE_FINALIZED and r.finalized_height == h
-    assert closed([resp]) == [closed_event(0, "attest", h, r0.attest_end)]
+    assert r.phase == P.PHASE_FINALIZED and r.finalized_height == h + 1
     pay = {x.address: x.amount for x in r.payouts if x.kind == "participant"}
     assert set(pay) == {a, b, c} and pay[c] == pay[a] > 0
 
@@ -821,7 +825,8 @@ def rounds_of(m: Market) -> list[jobs_pb2.Round]:
 def test_next_round_waits_for_the_round_before_the_previous_one_to_finalize():
     """Round 0's attest runs its whole window (one of three attesters is silent: the other two
     make the quorum), long after round 1 has left its commit phase: round 2 does not open before
-    round 0 is finalized; it opens in that very end-block, on round 0's attested model."""
+    round 0 is finalized; it opens in that very end-block, on the newest attested model (round
+    1's when round 1, closing every phase early, was finalized first: a base never rolls back)."""
     m = market_with_job(n_providers=5, rounds=3, participants_per_round=3)
     slow = m.round(1, 0).participants[0].address
     attest = lambda x, j, rn: None if (rn, x) == (0, slow) else agg_hash(j, rn)  # noqa: E731
@@ -846,7 +851,8 @@ def test_next_round_waits_for_the_round_before_the_previous_one_to_finalize():
     assert len(seen_waiting) >= W // 2
     assert r2.open_height == r0.finalized_height  # the finalize scheduled it
     assert r0.attested_model_hash == agg_hash(1, 0)
-    assert r2.base_model_hash == agg_hash(1, 0)
+    newest = agg_hash(1, 1) if r1.finalized_height < r0.finalized_height else agg_hash(1, 0)
+    assert r2.base_model_hash == newest
     assert r1.base_model_hash == MODEL0
     assert m.job(1).status == P.JOB_STATUS_COMPLETED
 
@@ -909,34 +915,23 @@ def test_honest_multi_round_job_finalizes_every_round_one_step_behind():
     assert closed(resps, "commit") and closed(resps, "attest")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a round finalized after a later one overwrites job.current_model_hash "
-    "(rounds.process_attestation sets it unconditionally), so the base rolls back: round 3 "
-    "opens on round 0's model though round 1's was attested earlier",
-)
 def test_a_base_is_never_more_than_one_round_behind_when_rounds_finalize_out_of_order():
     """Round 0's attest runs its whole window (a silent third attester), round 1 closes every
-    phase early and is finalized first; round 0's finalize then opens round 2 (on round 0's
-    model, correct), and round 2's commit close opens round 3, whose base must be round 1's
-    model (round 1 is finalized), not round 0's."""
+    phase early and is finalized first; round 0's finalize then opens round 2 on round 1's
+    model (the newer: round 0's finalize does not roll it back), and round 2's commit close
+    opens round 3, whose base is round 1's model or newer, never round 0's."""
     m = market_with_job(n_providers=5, rounds=4, participants_per_round=3)
     slow = m.round(1, 0).participants[0].address
     attest = lambda x, j, rn: None if (rn, x) == (0, slow) else agg_hash(j, rn)  # noqa: E731
     drive(m, attest=attest)
     rs = rounds_of(m)
     assert rs[1].finalized_height < rs[0].finalized_height  # out of order
-    assert rs[2].base_model_hash == agg_hash(1, 0)
+    # round 2 opened at round 0's finalize, after round 1's: on round 1's model, the newer one
+    assert rs[2].base_model_hash == agg_hash(1, 1)
     assert rs[3].open_height > rs[1].finalized_height
     assert rs[3].base_model_hash in (agg_hash(1, 1), agg_hash(1, 2))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: ATTEST closes at h (not seeded), but its finalize can schedule the next round's "
-    "open in the same end-block, drawn from block h's seed, which the last attester knew before "
-    "its attestation was fixed in h: it chooses the draw (COMMIT's close is at h + 1 for this)",
-)
 def test_next_round_draw_seed_comes_after_the_message_that_let_it_open():
     """In an honest overlapping job round 2 opens at round 0's finalize (round 1 has left
     commit); with early close that finalize is in the block of round 0's last attestation, so
