@@ -208,7 +208,6 @@ def cmd_job_create(a: argparse.Namespace) -> int:
         if not (v.isascii() and v.isdigit()):
             raise UsageError(f"bad --compression-param {kv!r}: write KEY=INTEGER")
         d.setdefault("compression_params", {})[k] = int(v)
-    d.setdefault("windows", {"commit": 10, "reveal": 5, "verdict": 5, "attest": 5})
     # int8 by default (issue 29): the payloads are the other half of a round's bytes; float32
     # ones all-gathered among 4 kept a job at H = 100 at 75x below AllReduce, int8 ones make it
     # 104x with verification counted (benchmarks/deterrence.py); the seeded DiLoCo table saw no
@@ -241,13 +240,19 @@ def cmd_job_create(a: argparse.Namespace) -> int:
     d.setdefault(
         "model", {"n_layers": 2, "n_heads": 2, "d_model": 64, "context_len": 64, "vocab_size": 256}
     )
+    if a.compute_per_round is not None:
+        d["compute_s_per_round"] = a.compute_per_round
     # a spec field of the wrong type is refused before any warning reads it; the hashes that
     # --data/--init-seed/--init-model fill in below are not known yet, so stand in for them
-    build_create_job({"dataset_id": "00" * 32, "initial_model_hash": "00" * 32, **d})
+    stand_in = {"commit": 10, "reveal": 5, "verdict": 5, "attest": 5}  # sized below
+    build_create_job(
+        {"dataset_id": "00" * 32, "initial_model_hash": "00" * 32, "windows": stand_in, **d}
+    )
+    if "windows" not in d:
+        d["windows"], note = _windows_from_job(a, d)
+        print(note, file=sys.stderr)
     warning = job_audit_warning(d)
     if warning:  # the chain takes the job anyway: what the owner pays for is its own choice
-        import sys
-
         print(warning, file=sys.stderr)
     extra = _job_inputs(a, d)
     return broadcast(
@@ -257,6 +262,75 @@ def cmd_job_create(a: argparse.Namespace) -> int:
         extra,
         from_events={"job_id": ("job.created", "job_id")},
     )
+
+
+# a round's compute when the owner states none (--compute-per-round): 6 x params x tokens at this
+# speed, about one CPU core's; the windows are upper bounds, so a faster machine loses nothing
+REFERENCE_FLOPS = 1e11
+
+
+def parse_duration(text: str, flag: str) -> int:
+    """``30s``, ``5m``, ``2h`` -> whole seconds (a unit is required: ``30`` could be blocks)."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    t = text.strip().lower()
+    num, unit = t[:-1], t[-1:]
+    if unit not in units or not (num.isascii() and num.isdigit()) or len(num) > 9:
+        raise UsageError(f"bad {flag} {text!r}: write a whole number with a unit, e.g. 30s, 5m, 2h")
+    return int(num) * units[unit]
+
+
+def _compute_arg(text: str) -> int:
+    try:
+        return parse_duration(text, "--compute-per-round")
+    except UsageError as e:  # argparse prints an ArgumentTypeError as a one-line usage error
+        raise argparse.ArgumentTypeError(str(e).removeprefix("bad --compute-per-round ")) from None
+
+
+def _windows_from_job(a: argparse.Namespace, d: dict[str, Any]) -> tuple[dict[str, int], str]:
+    """The job's windows from its compute per round (stated, or estimated from its size) and the
+    chain's measured block time (jobs README "Windows"); and a line saying how."""
+    from abci_app.jobs.params import DEFAULTS
+    from node.cli_tx import _client_if_needed
+    from node.market_msgs import (
+        DEFAULT_BLOCK_S,
+        WINDOW_SLACK,
+        cap_windows,
+        compute_windows,
+        estimate_compute_s,
+        measure_block_time,
+    )
+
+    stated = int(d.get("compute_s_per_round") or 0)
+    compute = float(stated) if stated else estimate_compute_s(d, REFERENCE_FLOPS)
+    client = _client_if_needed(a)
+    block_s = measure_block_time(client) if client is not None else None
+    how_block = f"{block_s:.2f} s/block measured" if block_s else "1 s/block assumed"
+    w, cut = cap_windows(
+        compute_windows(
+            compute,
+            block_s or DEFAULT_BLOCK_S,
+            inner_steps=int(d["inner_steps"]),
+            trace_interval=int(d["trace_interval"]),
+            segments=int(d.get("segments_per_challenge") or 1),
+        ),
+        int(DEFAULTS["max_window_blocks"]),
+    )
+    how_compute = (
+        f"--compute-per-round {stated}s"
+        if stated
+        else f"an estimated {compute:.3g} s of compute per round (pass --compute-per-round)"
+    )
+    note = (
+        f"windows {w['commit']},{w['reveal']},{w['verdict']},{w['attest']} blocks "
+        f"(commit, reveal, verdict, attest) from {how_compute} at {how_block}, "
+        f"{WINDOW_SLACK}x slack; phases end early once every message is in"
+    )
+    if cut:
+        note += (
+            f"; {', '.join(cut)} cut to the chain's {DEFAULTS['max_window_blocks']}-block "
+            "maximum: a provider slower than the stated compute may miss it"
+        )
+    return w, note
 
 
 JOB_REQUIRED = (
@@ -1047,7 +1121,17 @@ COMMANDS: tuple[Command, ...] = (
             A("--participants", type=U32, help="required: providers drawn per round"),
             A("--shards", type=U32, help="required: data shards"),
             A("--tokens-per-step", type=U64, help="required: tokens per inner step"),
-            A("--windows", help="COMMIT,REVEAL,VERDICT,ATTEST in blocks (default 10,5,5,5)"),
+            A(
+                "--compute-per-round",
+                type=_compute_arg,
+                help="expected training time of one round (e.g. 30s, 5m): the windows are sized "
+                "from it and the chain's measured block time with 3x slack (default: estimated "
+                "from the model and tokens per round)",
+            ),
+            A(
+                "--windows",
+                help="COMMIT,REVEAL,VERDICT,ATTEST in blocks (default: from --compute-per-round)",
+            ),
             A("--model", help="LAYERS,HEADS,D_MODEL,CONTEXT,VOCAB (default 2,2,64,64,256)"),
             A("--min-reputation", type=U32),
             A("--min-stake"),

@@ -11,6 +11,7 @@ nowhere else. ``send_tx`` signs with the account's current sequence and waits fo
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -328,6 +329,91 @@ def _audit_fix(
     )
 
 
+# -- windows sized from the job (abci_app/jobs/README.md "Windows") -----------------------------
+
+# Every window is an upper bound: a phase whose messages are all in ends early (jobs README "Early
+# close"), so generous windows cost nothing when everyone is on time. They are what a slow but
+# honest machine gets before it is counted as absent:
+WINDOW_SLACK = 3  # a provider (or verifier) 3x slower than the stated compute still makes it
+COMMIT_FIXED_S = 30  # fetch the base model and the shard, store the trace, send the commitment
+REVEAL_S = 15  # build the openings and send them (no compute)
+VERIFY_FIXED_S = 30  # fetch the opened states, trace list and payload; check them; send the vote
+ATTEST_S = 30  # fetch the accepted updates, aggregate them, attest the model
+DEFAULT_BLOCK_S = 1.0  # cometbft's default timeout_commit, when the chain cannot be asked
+BLOCK_TIME_SPAN = 50  # blocks the block time is measured over
+
+
+def _blocks(seconds: float, block_s: float) -> int:
+    return max(1, math.ceil(seconds / block_s - 1e-9))  # 30 / 0.3 is 100.00000000000001
+
+
+def compute_windows(
+    compute_s: float,
+    block_s: float,
+    *,
+    inner_steps: int,
+    trace_interval: int,
+    segments: int,
+) -> dict[str, int]:
+    """{commit, reveal, verdict, attest} in blocks for a job whose round trains ``compute_s``
+    seconds, on a chain making a block every ``block_s`` seconds: the commit window holds
+    WINDOW_SLACK x the compute plus its fixed work (and the deadline block, which takes no
+    commitment); a verdict window WINDOW_SLACK x a verifier's re-execution (``segments`` of
+    ``trace_interval`` steps out of ``inner_steps``) plus its fetches; reveal and attest their
+    fixed work. Each at least the chain's floor (jobs README "Windows"), at most
+    params.max_window_blocks (``cap_windows`` says when that cuts one)."""
+    from abci_app.jobs.msgs import _MIN_BLOCKS
+
+    h, k = max(1, inner_steps), max(1, trace_interval)
+    seg = min(max(1, segments), max(1, h // k))
+    verify_s = compute_s * seg * k / h
+    w = {
+        "commit": _blocks(WINDOW_SLACK * compute_s + COMMIT_FIXED_S, block_s) + 1,
+        "reveal": _blocks(REVEAL_S, block_s),
+        "verdict": _blocks(WINDOW_SLACK * verify_s + VERIFY_FIXED_S, block_s),
+        "attest": _blocks(ATTEST_S, block_s),
+    }
+    return {n: max(v, _MIN_BLOCKS[f"{n}_blocks"]) for n, v in w.items()}
+
+
+def cap_windows(w: dict[str, int], max_blocks: int) -> tuple[dict[str, int], list[str]]:
+    """``w`` with every window cut to ``max_blocks`` (params.max_window_blocks), and the names
+    of the ones cut."""
+    cut = sorted(n for n, v in w.items() if v > max_blocks)
+    return {n: min(v, max_blocks) for n, v in w.items()}, cut
+
+
+def estimate_compute_s(d: dict[str, Any], flops_per_s: float) -> float:
+    """A round's training time when the owner states none: 6 x parameters x tokens per round
+    (forward and backward) at ``flops_per_s``."""
+    m = d["model"]
+    dm, layers, vocab, ctx = m["d_model"], m["n_layers"], m["vocab_size"], m["context_len"]
+    params = layers * 12 * dm * dm + vocab * dm + ctx * dm
+    tokens = int(d["tokens_per_step"]) * int(d["inner_steps"])
+    return 6 * params * tokens / flops_per_s
+
+
+def measure_block_time(client: Any, span: int = BLOCK_TIME_SPAN) -> float | None:
+    """The chain's mean block interval over its last ``span`` blocks, in seconds (None: fewer
+    than 3 blocks, or the node cannot say)."""
+    from node.light import parse_time
+
+    try:
+        top = client.latest_height()
+        if top < 3:
+            return None
+        low = max(1, top - span)
+
+        def at(height: int) -> float:
+            sec, nanos = parse_time(client.block(height)["block"]["header"]["time"])
+            return sec + nanos / 1e9
+
+        dt = at(top) - at(low)
+    except Exception:  # noqa: BLE001 (a node that cannot answer: the caller says so)
+        return None
+    return dt / (top - low) if dt > 0 else None
+
+
 def _int(name: str, v: Any) -> int:
     """A whole number from a job spec: an int (not a bool) or ASCII decimal digits. A float was
     truncated (10.99 -> 10, the owner signed other numbers than the file held), 1e999 was an
@@ -392,6 +478,7 @@ def build_create_job(d: dict[str, Any]) -> Any:
             determinism_mode=_determinism_mode(str(d.get("determinism_mode", "tolerance"))),
             tolerance_ppm=_int("tolerance_ppm", d.get("tolerance_ppm", 0)),
             stack=str(d.get("stack", "")),
+            compute_s_per_round=_int("compute_s_per_round", d.get("compute_s_per_round", 0)),
         )
         return tx_pb2.Msg(
             create_job=jobs_pb2.MsgCreateJob(

@@ -104,6 +104,9 @@ MAX_PROBE_SEGMENTS = 180
 # and have it slashed (a missed reveal costs what fraud costs) at no cost to itself; with 2 it
 # needs the proposers of two consecutive heights (README *Why cheating does not pay*, 11).
 MIN_WINDOW_BLOCKS = 2
+# JobSpec.compute_s_per_round: a week of training per round at most (a round's windows cannot be
+# longer than params.max_window_blocks anyway)
+MAX_COMPUTE_S_PER_ROUND = 7 * 24 * 3600
 # A commitment or a decline lands in block D - 1 at the latest (D = commit_deadline; see
 # check_before_challenge_seed), so commit_blocks - 1 blocks take them: at least MIN_WINDOW_BLOCKS.
 MIN_COMMIT_BLOCKS = MIN_WINDOW_BLOCKS + 1
@@ -181,6 +184,11 @@ def validate_spec(spec: jobs_pb2.JobSpec, params: jobs_pb2.JobsParams) -> None:
             )
     if spec.min_reputation > MAX_REPUTATION:
         raise bad("min_reputation must be 0..10000")
+    if spec.compute_s_per_round > MAX_COMPUTE_S_PER_ROUND:
+        raise bad(
+            f"compute_s_per_round must be 0..{MAX_COMPUTE_S_PER_ROUND} (seconds of training per"
+            " round; 0: not stated)"
+        )
     if not params.min_challenge_bps <= spec.challenge_bps <= 10_000:
         raise bad(f"challenge_bps must be {params.min_challenge_bps}..10000")
     if not 1 <= spec.verifiers_per_challenge <= params.max_verifiers:

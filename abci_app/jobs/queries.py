@@ -75,6 +75,7 @@ def job_to_json(j: jobs_pb2.Job) -> dict[str, Any]:
             "determinism_mode": enum_name(jobs_pb2.DeterminismMode, s.determinism_mode),
             "tolerance_ppm": s.tolerance_ppm,
             "stack": s.stack,
+            "compute_s_per_round": s.compute_s_per_round,
         },
         "audit": audit_json(s),
     }
