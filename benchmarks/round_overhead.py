@@ -11,9 +11,20 @@ and counts bytes per worker: what its blob server sent (its /stats counter) and 
 against the trainer's own accounting (the payload sizes committed on chain: its own, those served
 to the workers that needed them, the others' it needed; the rest is trace states and models).
 
-    .venv/bin/python benchmarks/round_overhead.py [--inner-steps 800] [--rounds 3] [--commit-blocks
-    90] [--verdict-blocks 40] [--save run.json]
+    .venv/bin/python benchmarks/round_overhead.py [--inner-steps 2000] [--rounds 11]
+        [--wan 100ms:100mbit] [--busy 4] [--save run.json]
     .venv/bin/python benchmarks/round_overhead.py --from-saved run.json   # the tables again
+
+The job is the CLI's default job (challenge rate, segments, verifiers, codec, tolerance mode:
+node/market_msgs.py DEFAULT_*) on the built-in model and corpus, its windows sized from
+``--compute-per-round`` (default 30 s) and the testnet's measured block time as `tx job create`
+sizes them (``compute_windows``), unless ``--commit-blocks``/``--verdict-blocks`` are given. With
+``--fixed-roles`` (default) 2 providers train every round and 2 only verify, so a trainer's
+utilization (training time / wall time from its first training to its last, node/testnet_market.py
+``trainer_utilization``) measures how long it waited between rounds. Also printed: round latency
+(commit close to finalized, open to finalized, in seconds and multiples of the round's compute,
+from the block times), the time from `tx job create` to the first attested model, and every
+slash.
 
 Prints a table per participant-round (compute, compute net of the fetches timed inside it, blobs,
 txs, windows, overhead = (blobs + txs) / net), one per round, the totals and a bytes table per
@@ -42,15 +53,24 @@ def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--inner-steps", type=int, default=800)
-    ap.add_argument("--trace-interval", type=int, default=200)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--commit-blocks", type=int, default=90)
+    from node import market_msgs as mm
+
+    ap.add_argument("--inner-steps", type=int, default=2000)
+    ap.add_argument("--trace-interval", type=int, default=250)
+    ap.add_argument("--rounds", type=int, default=11)
+    ap.add_argument("--compute-per-round", type=int, default=30, help="seconds (job spec)")
+    ap.add_argument("--commit-blocks", type=int, help="default: from --compute-per-round")
+    ap.add_argument("--verdict-blocks", type=int, help="default: from --compute-per-round")
+    ap.add_argument("--challenge-bps", type=int, default=mm.DEFAULT_CHALLENGE_BPS)
+    ap.add_argument("--segments", type=int, default=mm.DEFAULT_SEGMENTS_PER_CHALLENGE)
+    ap.add_argument("--verifiers", type=int, default=mm.DEFAULT_VERIFIERS_PER_CHALLENGE)
+    ap.add_argument("--wan", help="RTT:BANDWIDTH on every link (testnet up --wan)")
+    ap.add_argument("--busy", type=int, default=0, help="CPU-burning processes beside it")
     ap.add_argument(
-        "--verdict-blocks",
-        type=int,
-        default=40,
-        help="long enough for 2 targets x 2 segments x k steps",
+        "--fixed-roles",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="2 providers train every round, 2 verify (default)",
     )
     ap.add_argument(
         "--save",
@@ -81,6 +101,7 @@ def main() -> int:
         range(30656, 45000, 1000), [100 * i + k for i in range(4) for k in (0, 1, 4, 24)]
     )
     cli = [sys.executable, "-m", "node.cli"]
+    burners = start_burners(a.busy)
     up = subprocess.run(
         [
             *cli,
@@ -93,6 +114,8 @@ def main() -> int:
             "--no-job",
             "--base-port",
             str(base),
+            *(["--fixed-roles"] if a.fixed_roles else []),
+            *(["--wan", a.wan] if a.wan else []),
         ],
         capture_output=True,
         text=True,
@@ -100,18 +123,45 @@ def main() -> int:
         check=False,
     )
     if up.returncode != 0:
+        stop_burners(burners)
         sys.exit(up.stdout + up.stderr)
     try:
         m = load(d)
         workers = tm.workers_of(m)
         rpc = nodes_of(m)[0].rpc_url
         job, dataset, model = tm.builtin_job(a.rounds, workers)
+        with Client(rpc) as c:
+            block_s = mm.measure_block_time(c) or mm.DEFAULT_BLOCK_S
+        w = mm.compute_windows(
+            a.compute_per_round,
+            block_s,
+            inner_steps=a.inner_steps,
+            trace_interval=a.trace_interval,
+            segments=a.segments,
+        )
+        w["commit"] = a.commit_blocks or w["commit"]
+        w["verdict"] = a.verdict_blocks or w["verdict"]
+        a.commit_blocks, a.verdict_blocks, a.windows, a.block_s = (
+            w["commit"],
+            w["verdict"],
+            w,
+            block_s,
+        )
         job.update(
             inner_steps=a.inner_steps,
             trace_interval=a.trace_interval,
-            windows=dict(job["windows"], commit=a.commit_blocks, verdict=a.verdict_blocks),
+            windows=w,
+            compute_s_per_round=a.compute_per_round,
+            challenge_bps=a.challenge_bps,
+            segments_per_challenge=a.segments,
+            verifiers_per_challenge=a.verifiers,
+            compression_policy=mm.DEFAULT_COMPRESSION,
+            determinism_mode="tolerance",
+            tolerance_ppm=1_000,
+            stack="",
         )
         tm.seed_stores(workers, [dataset, model])
+        created = time.time()
         job_id = tm.create_job(d, rpc, "validator0", job)
         t0 = time.monotonic()
         with Client(rpc) as c:
@@ -119,14 +169,29 @@ def main() -> int:
                 j = json.loads(c.abci_query(f"/job/{job_id}").value)
                 if j["status"] == "completed":
                     break
-                if time.monotonic() - t0 > 1200:
-                    sys.exit("the job did not complete in 20 minutes")
+                if time.monotonic() - t0 > 2400:
+                    sys.exit("the job did not complete in 40 minutes")
                 time.sleep(2)
             rounds = json.loads(c.abci_query(f"/rounds/{job_id}").value)["rounds"]
+            heights = sorted(
+                {
+                    int(r["windows"][f])
+                    for r in rounds
+                    for f in ("open_height", "commit_deadline")
+                    if r["windows"].get(f)
+                }
+                | {int(r["finalized_height"]) for r in rounds if r.get("finalized_height")}
+            )
+            times = {str(h): block_time(c, h) for h in heights}
+            slashes = {
+                w.address: json.loads(c.abci_query(f"/provider/{w.address}").value)["slashed_total"]
+                for w in workers
+            }
         last = f"{job_id}/{rounds[-1]['round']}"
 
-        ws = [{"name": w.name, "address": w.address} for w in workers]
-        stats = tm.final_stats(workers, last)  # each worker writes it when it sees a round final
+        ws = [{"name": w.name, "address": w.address, "role": w.role} for w in workers]
+        stats = tm.final_stats(workers, last, timeout=30)  # the last round is not written final
+        a.created, a.times, a.slashes = created, times, slashes
         if a.save:
             args = {k: v for k, v in vars(a).items() if k not in ("save", "from_saved")}
             a.save.write_text(
@@ -134,6 +199,7 @@ def main() -> int:
             )
         report(ws, rounds, stats, a)
     finally:
+        stop_burners(burners)
         subprocess.run(
             [*cli, "testnet", "down", "--purge", "--dir", str(d)],
             capture_output=True,
@@ -141,6 +207,95 @@ def main() -> int:
             check=False,
         )
     return 0
+
+
+def start_burners(n: int) -> list[subprocess.Popen[bytes]]:
+    """N processes that each keep one core busy (as scripts/demo.py --busy), until stopped or
+    this process dies."""
+    loop = (
+        "import os\n"
+        "p = os.getppid()\n"
+        "while os.getppid() == p:\n"
+        "    for _ in range(1_000_000): pass\n"
+    )
+    return [subprocess.Popen([sys.executable, "-c", loop]) for _ in range(n)]
+
+
+def stop_burners(ps: list[subprocess.Popen[bytes]]) -> None:
+    for p in ps:
+        p.kill()
+    for p in ps:
+        p.wait()
+
+
+def block_time(c: Any, height: int) -> float:
+    from node.light import parse_time
+
+    sec, nanos = parse_time(c.block(height)["block"]["header"]["time"])
+    return sec + nanos / 1e9
+
+
+def utilization_report(
+    workers: list[dict[str, str]],
+    rounds: list[dict[str, Any]],
+    stats: dict[str, Any],
+    a: argparse.Namespace,
+) -> None:
+    """Per provider: trainer utilization (training time / wall time from its first training's
+    start to its last training's end); per round: latency from commit close and from open to
+    finalized, in seconds and in multiples of the round's mean training time; the time from
+    `tx job create` to the first attested model; slashes."""
+    from node.testnet_market import trainer_utilization
+
+    times = {int(k): v for k, v in (getattr(a, "times", None) or {}).items()}
+    print(
+        f"\nwindows {a.windows} blocks at {a.block_s:.2f} s/block (from --compute-per-round "
+        f"{a.compute_per_round} s); wan {a.wan or 'none'}; busy {a.busy} CPU burners"
+    )
+    print(
+        f"{'provider':10s} {'role':7s} {'rounds':>6s} {'train s':>8s} {'wall s':>8s} {'util %':>7s}"
+    )
+    for w in workers:
+        u = trainer_utilization(stats.get(w["address"], {}).get("rounds", {}))
+        if u is None:
+            print(f"{w['name']:10s} {w.get('role', ''):7s} trained fewer than 2 rounds")
+            continue
+        print(
+            f"{w['name']:10s} {w.get('role', ''):7s} {int(u['rounds']):6d} {u['train_s']:8.1f} "
+            f"{u['wall_s']:8.1f} {100 * u['utilization']:7.1f}"
+        )
+    print(
+        f"\n{'round':>5s} {'compute s':>9s} {'commit->final s':>15s} {'x':>5s} "
+        f"{'open->final s':>13s} {'x':>5s} outcomes"
+    )
+    for r in rounds:
+        w = r["windows"]
+        fin = r.get("finalized_height")
+        if not fin or int(fin) not in times:
+            continue
+        trains = [
+            t["train_s"]
+            for s in stats.values()
+            if (t := s.get("rounds", {}).get(f"{r['job_id']}/{r['round']}", {})).get("train_s")
+        ]
+        comp = sum(trains) / len(trains) if trains else 0.0
+        c2f = times[int(fin)] - times[int(w["commit_deadline"])]
+        o2f = times[int(fin)] - times[int(w["open_height"])]
+        outs = ",".join(p["outcome"] for p in r["participants"])
+        print(
+            f"{r['round']:>5d} {comp:9.1f} {c2f:15.1f} {c2f / comp if comp else 0:5.2f} "
+            f"{o2f:13.1f} {o2f / comp if comp else 0:5.2f} {outs}"
+        )
+    attested = [r for r in rounds if r.get("attested_model_hash") and r.get("finalized_height")]
+    if attested and getattr(a, "created", None) and times:
+        first = min(int(r["finalized_height"]) for r in attested)
+        print(f"\ntx job create -> first attested model: {times[first] - a.created:.1f} s")
+    slashed = {k: v for k, v in (getattr(a, "slashes", None) or {}).items() if v}
+    names = {w["address"]: w["name"] for w in workers}
+    print(
+        "slashed: "
+        + (", ".join(f"{names.get(k, k)} {v / 1e6:g} LOCO" for k, v in slashed.items()) or "none")
+    )
 
 
 def report(
@@ -319,6 +474,8 @@ def report(
         "to verifiers, base models (the dataset and initial model are seeded in every store; "
         "served counts every round up to the snapshot)"
     )
+    if getattr(a, "windows", None):  # runs saved before issue 30 have no utilization figures
+        utilization_report(workers, rounds_all, stats, a)
 
 
 if __name__ == "__main__":

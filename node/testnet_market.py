@@ -380,6 +380,30 @@ def final_stats(workers: list[WorkerInfo], key: str, timeout: float = 60.0) -> d
     return {w.address: st for w in workers if (st := read(w)) is not None}
 
 
+def trainer_utilization(rounds: dict[str, dict[str, float]]) -> dict[str, float] | None:
+    """How busy a provider's trainer was, from its stats.json ``rounds`` (node/worker/worker.py
+    ``account`` and ``span``): ``train_s`` = the seconds it trained (every round it trained),
+    ``wall_s`` = from its first training's start to its last training's end, ``utilization`` =
+    train_s / wall_s (the share of that time its trainer computed: the rest it waited for the
+    chain or for inputs), ``rounds`` trained. None when it trained fewer than two rounds (no
+    wait between rounds to measure)."""
+    spans = [
+        (t["train_start"], t["train_end"], t.get("train_s", 0.0))
+        for t in rounds.values()
+        if isinstance(t, dict) and "train_start" in t and "train_end" in t
+    ]
+    if len(spans) < 2:
+        return None
+    wall = max(e for _, e, _ in spans) - min(b for b, _, _ in spans)
+    trained = sum(x for _, _, x in spans)
+    return {
+        "train_s": trained,
+        "wall_s": wall,
+        "utilization": trained / wall if wall > 0 else 0.0,
+        "rounds": float(len(spans)),
+    }
+
+
 def worker_status(w: WorkerInfo) -> dict[str, Any]:
     import httpx
 

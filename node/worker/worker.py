@@ -117,6 +117,9 @@ PHASE_END = {
 # files, eviction down to the quota) runs when a round is finalized and at most this often
 # besides, so the last rounds' trace states go too once no round finalizes any more
 GC_EVERY_S = 60.0
+# stats.json is written at every finalize and at least this often besides (a job's last round is
+# never seen finalized by a worker that follows active jobs only)
+STATS_EVERY_S = 15.0
 DUPLICATE = (ErrDuplicate.codespace, ErrDuplicate.code)  # the chain already has this duty done
 WRONG_PHASE = (ErrWrongPhase.codespace, ErrWrongPhase.code)  # too late (or too early) for it
 CANNOT_DECLINE = (ErrCannotDecline.codespace, ErrCannotDecline.code)  # committed or declined
@@ -343,6 +346,7 @@ class ProviderWorker:
         self._cursor: dict[int, int] = {}
         self._peers: tuple[float, list[str]] = (0.0, [])
         self._last_gc = -float("inf")  # time.monotonic() of the blob store's last gc
+        self._last_stats = time.monotonic()  # of the last periodic stats.json
         self._here = threading.local()  # .key: the round ("JOB/ROUND") the current thread works for
         self.timing: dict[
             str, dict[str, float]
@@ -499,6 +503,9 @@ class ProviderWorker:
             self._run_collected(todo)
         if time.monotonic() - self._last_gc >= GC_EVERY_S:
             self.gc()
+        if time.monotonic() - self._last_stats >= STATS_EVERY_S:
+            self._last_stats = time.monotonic()
+            self.write_stats()
         return height
 
     def _run_collected(
