@@ -204,7 +204,7 @@ def main(busy: int = 0) -> int:
             "down`)"
         )
 
-    step("3. who was paid, who was slashed")
+    step("3. who was paid, who was slashed, how busy each trainer was")
     final = [r for r in query(node, f"/rounds/{job_id}")["rounds"] if r["phase"] == "finalized"]
     for w in workers:
         p = query(node, f"/provider/{w.address}")
@@ -214,17 +214,23 @@ def main(busy: int = 0) -> int:
         print(
             f"  {name[w.address]:11s} {w.behaviour:12s} status {p['status']:8s} reputation "
             f"{p['reputation']:>5d}  earned {paid / 1e6:8.2f} LOCO  slashed "
-            f"{p['slashed_total'] / 1e6:8.2f} LOCO"
+            f"{p['slashed_total'] / 1e6:8.2f} LOCO  {busy(w)}"
         )
         problems += check_provider(w.name, w.address, w.behaviour, p, final)
+    print(
+        "  (busy: the share of the time from a provider's first training to its last that its "
+        "trainer computed;\n"
+        "   the rest it waited for the chain or for the round before; rounds it was not drawn in "
+        "count as waiting)"
+    )
     if not final:
         problems.append("no round finalized")
     print("\nheld-out loss of the attested models, round by round:")
     print("  " + "  ".join(f"{i}: {v:.3f}" for i, v in losses))
     print(
-        "  (round r+1 opens at round r's commit deadline, so it trains on the model attested two "
-        "rounds\n"
-        "   before: each round improves on its base; neighbouring rounds share a base)"
+        "  (round r+1 opens once round r's commitments are all in and round r-1 is final: it "
+        "trains on\n"
+        "   round r-1's model while round r is verified, so neighbouring rounds can share a base)"
     )
     plot(losses, DIR / "val_loss.png")
     print(f"plot: {DIR / 'val_loss.png'}")
@@ -240,6 +246,21 @@ def main(busy: int = 0) -> int:
         f"`loconet testnet up --providers 4 --dir {DIR}` restarts it"
     )
     return 0
+
+
+def busy(w: Any) -> str:
+    """``busy NN % (K rounds trained)`` from the worker's stats.json (node/testnet_market.py
+    ``trainer_utilization``), or why there is no figure."""
+    from node.testnet_market import trainer_utilization
+
+    try:
+        stats = json.loads((w.path / "stats.json").read_text())
+        u = trainer_utilization(stats.get("rounds", {}))
+    except (OSError, ValueError, AttributeError):
+        return "busy -"
+    if u is None:
+        return "busy - (trained < 2 rounds)"
+    return f"busy {100 * u['utilization']:3.0f} % ({int(u['rounds'])} rounds trained)"
 
 
 def check_provider(
