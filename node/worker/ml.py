@@ -737,6 +737,30 @@ def detect_hardware() -> list[str]:
     return [f"cpu:{os.cpu_count() or 1}:{max(1, ram)}"]
 
 
+def training_memory_bytes(plan: JobPlan) -> int:
+    """What one round's training holds, roughly: the weights, their gradients, AdamW's two
+    moments, the round's base and the error-feedback residual (6 float32 copies: 24 B/param),
+    plus the activations of one batch (about 16 float32 values per token, layer and width: the
+    attention and MLP inputs and outputs autograd keeps)."""
+    n = gpt_num_params(plan.model)
+    act = 16 * 4 * plan.batch_size * plan.model.block_size * plan.model.n_embd * plan.model.n_layer
+    return 24 * n + act
+
+
+def available_memory_bytes(device: str) -> int:
+    """The device's memory: a CUDA device's total, else the machine's available RAM
+    (/proc/meminfo MemAvailable; the physical RAM where that cannot be read)."""
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return int(torch.cuda.get_device_properties(torch.device(device)).total_memory)
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
 def check_hardware(registered: list[dict[str, Any]]) -> str | None:
     """None when every registered entry is present here; else why not (the worker refuses)."""
     have: dict[str, tuple[int, int]] = {}

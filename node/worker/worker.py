@@ -117,12 +117,20 @@ PHASE_END = {
 # files, eviction down to the quota) runs when a round is finalized and at most this often
 # besides, so the last rounds' trace states go too once no round finalizes any more
 GC_EVERY_S = 60.0
+# a drawn round whose inputs (base model, dataset) failed to fetch this many times is declined
+# (while the commit window is open: declining is free, a missed commit is slashed)
+INPUT_TRIES = 3
+BLOCK_TIME_SPAN = 20  # blocks the worker's block-time estimate spans
 # stats.json is written at every finalize and at least this often besides (a job's last round is
 # never seen finalized by a worker that follows active jobs only)
 STATS_EVERY_S = 15.0
 DUPLICATE = (ErrDuplicate.codespace, ErrDuplicate.code)  # the chain already has this duty done
 WRONG_PHASE = (ErrWrongPhase.codespace, ErrWrongPhase.code)  # too late (or too early) for it
 CANNOT_DECLINE = (ErrCannotDecline.codespace, ErrCannotDecline.code)  # committed or declined
+
+
+class InputsUnavailable(Exception):
+    """A round's base model or dataset could not be fetched (or not with its hash)."""
 
 
 class WorkerError(Exception):
@@ -339,7 +347,14 @@ class ProviderWorker:
         # tolerance mode: (job, round, target) -> the probes judge() reached, for do_verify
         self._probes: dict[tuple[int, int, str], list[int]] = {}
         self._plans: dict[int, Any] = {}
-        self._bad_jobs: set[int] = set()
+        self._bad_jobs: set[int] = set()  # jobs not to follow at all (malformed answers)
+        # jobs this worker cannot train (ml.JobPlan refused them): job -> why; it declines
+        self._unfit: dict[int, str] = {}
+        # per job, this worker's measured seconds per inner step (from its last round)
+        self._step_s: dict[int, float] = {}
+        self._heights: list[tuple[int, float]] = []  # (height, monotonic) as blocks were seen
+        # (job, round) -> how many times fetching the round's inputs failed
+        self._input_failures: dict[tuple[int, int], int] = {}
         self._foreign: set[int] = set()  # exact-mode jobs pinned to another stack (logged once)
         self._corpora: dict[str, Any] = {}
         self._policy: dict[int, Any] = {}
@@ -495,6 +510,8 @@ class ProviderWorker:
 
     def tick(self) -> int:
         height = self.nodes.call(lambda c: c.latest_height())
+        if not self._heights or height > self._heights[-1][0]:
+            self._heights = [*self._heights[-(BLOCK_TIME_SPAN - 1) :], (height, time.monotonic())]
         self._todo = []
         try:
             self._scan(height)
@@ -539,16 +556,71 @@ class ProviderWorker:
             try:
                 self._plans[jid] = ml.JobPlan.from_job(job)
             except (ml.JobError, RuntimeError, KeyError, TypeError, ValueError) as e:
-                log.warning("skipping job %d: %s", jid, e)
-                self._bad_jobs.add(jid)
-                return
+                # not a job this worker can train: it declines every round it is drawn in
+                # (declining before the commit deadline is free; silence is a missed commit)
+                log.warning("job %d: %s: declining the rounds it draws this worker in", jid, e)
+                self._unfit[jid] = str(e)
         start = self._cursor.get(jid, 0)
         res = self.nodes.query_json(f"/rounds/{jid}?from={start}&limit=16")
         for r in res["rounds"]:
-            self._round(job, r, height)
+            if jid in self._unfit:
+                self._decline_if_drawn(r, height, self._unfit[jid])
+            else:
+                self._round(job, r, height)
             if r["phase"] == "finalized" and r["round"] == self._cursor.get(jid, 0):
                 self._cursor[jid] = r["round"] + 1
                 self.progress.forget_before(jid, r["round"] - 4)
+
+    def block_s(self) -> float | None:
+        """The chain's block interval as this worker saw it over its last blocks (None until it
+        saw blocks a few seconds apart)."""
+        if len(self._heights) < 3:
+            return None
+        (h0, t0), (h1, t1) = self._heights[0], self._heights[-1]
+        return (t1 - t0) / (h1 - h0) if h1 > h0 and t1 - t0 > 1.0 else None
+
+    def _decline_if_drawn(self, r: dict[str, Any], height: int, why: str) -> None:
+        """A round of a job this worker cannot do: decline it if drawn and not done yet."""
+        me = next((p for p in r["participants"] if p["address"] == self.me), None)
+        jid, rn = int(r["job_id"]), int(r["round"])
+        self._here.key = f"{jid}/{rn}"
+        if (
+            r["phase"] == "commit"
+            and me is not None
+            and me["commitment"] is None
+            and me["outcome"] != "declined"
+        ):
+            log.info("round %d/%d: declining: %s", jid, rn, why)
+            self._duty(
+                f"decline/{jid}/{rn}", lambda: self.do_decline(r, height), deadline=phase_end(r)
+            )
+
+    def infeasible(self, job: dict[str, Any], r: dict[str, Any], height: int) -> str | None:
+        """Why this worker cannot do round ``r`` by the job's own terms (None: it can), checked
+        before it trains (issue 31: a job must never cost an honest provider its bond): the
+        training would not fit its device's memory (``ml.training_memory_bytes``), or at its
+        measured speed on this job (its last round's seconds per step) the H steps would not end
+        before the commit window closes at its measured block time."""
+        from node.worker import ml
+
+        jid = int(r["job_id"])
+        plan = self._plans[jid]
+        need, have = ml.training_memory_bytes(plan), ml.available_memory_bytes(self.device)
+        if need > have:
+            return (
+                f"training needs ~{need >> 20} MiB, the {self.device} has {have >> 20} MiB "
+                "available"
+            )
+        step_s, block_s = self._step_s.get(jid), self.block_s()
+        if step_s is not None and block_s is not None:
+            eta = step_s * plan.H
+            left = (int(r["windows"]["commit_deadline"]) - 2 - height) * block_s
+            if eta > left:
+                return (
+                    f"at its measured {step_s * 1000:.1f} ms/step the {plan.H} steps take "
+                    f"~{eta:.0f} s; the commit window has ~{max(left, 0):.0f} s left"
+                )
+        return None
 
     def account(self, what: str, amount: float, key: str | None = None) -> None:
         """Add ``amount`` to this round's ``what`` (train_s, verify_s, aggregate_s, fetch_s,
@@ -942,11 +1014,24 @@ class ProviderWorker:
             if not fut.done():
                 return
             self._training = None
-            work = fut.result()  # raises the training error into _duty's retry
+            try:
+                work = fut.result()  # raises the training error into _duty's retry
+            except InputsUnavailable as e:
+                n = self._input_failures[(jid, rn)] = self._input_failures.get((jid, rn), 0) + 1
+                if n < INPUT_TRIES:
+                    raise
+                log.warning(
+                    "round %d/%d: declining: inputs unavailable %d times: %s", jid, rn, n, e
+                )
+                return self.do_decline(r, height)
             self._store_work(jid, rn, work)
             return self._submit(r, self.progress.round(jid, rn))
         plan = self._plans[jid]
         behaviour = self.cfg.behaviour
+        why = self.infeasible(job, r, height) if behaviour == "honest" else None
+        if why is not None:
+            log.warning("round %d/%d: declining: %s", jid, rn, why)
+            return self.do_decline(r, height)
         if behaviour == "random-root":
             work = ml.random_round(plan)
             if plan.tolerance is not None:  # garbage probes too: it never trained
@@ -969,8 +1054,11 @@ class ProviderWorker:
                 base_hash[:12],
             )
             t0, wall0 = time.perf_counter(), time.time()
-            base = self._base(job, base_hash)
-            corpus = self._corpus(job)
+            try:
+                base = self._base(job, base_hash)
+                corpus = self._corpus(job)
+            except Exception as e:  # noqa: BLE001 (no source has them, or not these bytes)
+                raise InputsUnavailable(f"{e.__class__.__name__}: {e}") from e
             t1 = time.perf_counter()
             shapes = {
                 n: tuple(p.shape) for n, p in ml.load_model(base, plan.model).named_parameters()
@@ -995,6 +1083,7 @@ class ProviderWorker:
                 work.probes = trace_probes(work.states)
             self.stats.trained_s += time.perf_counter() - t0
             self.account("train_s", time.perf_counter() - t1)
+            self._step_s[jid] = (time.perf_counter() - t1) / max(1, plan.H)
             self.span("train", wall0 + (t1 - t0), time.time())
             _record_training(plan.H, time.perf_counter() - t1, work.loss_after / 1000)
             log.info(

@@ -120,9 +120,11 @@ def test_invalid_huge_model_job_is_skipped_and_does_not_starve_later_jobs(
         )
         assert w.tick() == 7
         assert HUGE["n_layers"] not in built  # refused from its spec, before any model
-        # the worker's own record of the refusal: job 1 is marked bad (never retried) and no plan
-        # (model, codec, data) was made for it, while job 2 was planned and its rounds polled
-        assert 1 in w._bad_jobs
+        # the worker's own record of the refusal: job 1 is marked unfit (never planned again; its
+        # rounds are only polled to decline the ones it is drawn in, tests/worker/
+        # test_worker_feasibility.py) and no plan (model, codec, data) was made for it, while
+        # job 2 was planned and its rounds polled
+        assert "parameters" in w._unfit[1]
         assert 1 not in w._plans
         assert 2 in w._plans
         assert any(p.startswith("/rounds/2") for p in Node.asked), Node.asked
