@@ -139,6 +139,11 @@ def main() -> int:
             trace_interval=a.trace_interval,
             segments=a.segments,
         )
+        from abci_app.jobs.params import DEFAULTS
+
+        w, cut = mm.cap_windows(w, int(DEFAULTS["max_window_blocks"]))  # as tx job create does
+        if cut:
+            print(f"windows {', '.join(cut)} cut to {DEFAULTS['max_window_blocks']} blocks")
         w["commit"] = a.commit_blocks or w["commit"]
         w["verdict"] = a.verdict_blocks or w["verdict"]
         a.commit_blocks, a.verdict_blocks, a.windows, a.block_s = (
