@@ -13,6 +13,7 @@ import pytest
 import abci_app.app as app_module
 from abci_app.jobs import keeper as jobs_keeper
 from abci_app.jobs.rounds import TRANSITIONS
+from abci_app.pb import jobs_pb2
 from abci_app.staking import events as staking_events
 from tests.kits.simkit import SimConfig, SimStats, SimulationFailure, simulate
 
@@ -85,6 +86,10 @@ def test_simulation_exercises_every_module_and_phase(runs: dict[int, SimStats]) 
         assert sum(n for k, n in ops.items() if f"/{fault} " in k) > 0, fault
         assert sum(n for k, n in ops.items() if f"/{fault} ok" in k) == 0, fault
     assert all(phases[p] > 0 for p in (1, 3, 4, 5, 7, 8, 9)), phases
+    # both ways a phase ends: early, its messages all in (round.closed_early), and at its window's
+    # end (a participant silent): every round that leaves its commit phase enters its reveal
+    early = events["round.closed_early:commit"]
+    assert 0 < early < phases[jobs_pb2.PHASE_REVEAL], (early, phases)
     for e in (
         "round.finalized",
         "job.closed:completed",

@@ -48,22 +48,27 @@ def test_a_drawn_provider_declines_through_the_cli_unslashed(tmp_path: Path) -> 
         def q(*args: str) -> dict:
             return json.loads(cli("query", *args, "--node", node.url, "-o", "json").stdout)
 
-        alice = json.loads(cli("keys", "add", "alice", "--home", home, "-o", "json").stdout)[
-            "address"
-        ]
-        cli("tx", "bank", "send", alice, "5000loco", "--from", "validator", *common)
-        cli(
-            *("tx", "provider", "register", "--from", "alice"),
-            *flags(bond="2000loco", endpoint="http://127.0.0.1:26681"),
-            *flags(gpu="H100:8:81920", throughput=50000, region="eu-west"),
-            *common,
-        )
+        # two providers, both drawn: bob stays silent, so the commit phase still waits for him
+        # after alice's decline (a phase whose messages are all in ends early: the second decline
+        # would meet the reveal phase, not the decline rule)
+        addr = {}
+        for name, port in (("alice", 26681), ("bob", 26682)):
+            out = cli("keys", "add", name, "--home", home, "-o", "json").stdout
+            addr[name] = json.loads(out)["address"]
+            cli("tx", "bank", "send", addr[name], "5000loco", "--from", "validator", *common)
+            cli(
+                *("tx", "provider", "register", "--from", name),
+                *flags(bond="2000loco", endpoint=f"http://127.0.0.1:{port}"),
+                *flags(gpu="H100:8:81920", throughput=50000, region="eu-west"),
+                *common,
+            )
+        alice = addr["alice"]
         before = q("provider", alice)["result"]
         cli(
             *("tx", "job", "create", "--from", "validator"),
             *flags(rounds=1, reward_per_round="10loco", verifier_reward="1loco"),
             *flags(initial_model="00" * 32, dataset_id="11" * 32, inner_steps=8),
-            *flags(trace_interval=2, participants=1, shards=2, tokens_per_step=1024),
+            *flags(trace_interval=2, participants=2, shards=2, tokens_per_step=1024),
             *flags(windows="40,10,10,10", challenge_bps=10000, verifiers=1, segments=2),
             *common,
         )
@@ -76,12 +81,13 @@ def test_a_drawn_provider_declines_through_the_cli_unslashed(tmp_path: Path) -> 
                     break
             assert time.monotonic() < deadline, "round 1/0 never reached its commit window"
             time.sleep(0.3)
-        assert [p["address"] for p in r["participants"]] == [alice]
+        assert sorted(p["address"] for p in r["participants"]) == sorted(addr.values())
 
         res = cli("tx", "round", "decline", "1", "0", "--from", "alice", *common, "-o", "json")
         assert json.loads(res.stdout)["code"] == 0, res.stdout
         r = q("round", "1", "0")["result"]
-        (me,) = r["participants"]
+        assert r["phase"] == "commit"
+        (me,) = [p for p in r["participants"] if p["address"] == alice]
         assert me["outcome"] == "declined" and me["slashed"] == 0, me
 
         again = cli("tx", "round", "decline", "1", "0", "--from", "alice", *common, check=False)

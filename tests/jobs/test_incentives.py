@@ -156,6 +156,14 @@ def to_verdict(m) -> None:
     m.until(m.round(1, 0).reveal_end)
 
 
+def audit_seats(m) -> int:
+    """An audited challenge's extra first-panel seats (rounds.compute_audit_seats)."""
+    from abci_app.jobs.params import get_params
+    from abci_app.jobs.rounds import compute_audit_seats
+
+    return compute_audit_seats(get_params(m.store))
+
+
 def _one_challenge(n_providers: int = 8, verifiers: int = 3, bonds: list[int] | None = None, **kw):
     """Job 1 with one participant, always challenged, ``verifiers`` in the first panel; the rest
     of the providers can form the appeal panel."""
@@ -188,13 +196,18 @@ def test_sybil_verifier_coalition():
     before = {k.address: wealth(m, k.address) for k in m.providers}
     run_job(m, 1, vote=vote)
     (p,) = m.round(1, 0).participants
-    assert len(coalition) == 3 and p.escalated and p.outcome == jobs_pb2.OUTCOME_ACCEPTED
+    # the whole first panel: its 3 seats, and the audit's seats when the draw's seed audited it
+    first = {v.address for v in p.verifiers if v.panel == 0}
+    pool = len(m.providers) - 1  # every provider outside the round
+    assert coalition == first
+    assert len(first) == (min(3 + audit_seats(m), pool) if p.audited else 3)
+    assert p.escalated and p.outcome == jobs_pb2.OUTCOME_ACCEPTED
     assert (
         p.slashed == 0
         and wealth(m, target) - before[target] == 1_000_000
         and m.provider(target).reputation > 5000
     )
-    claimed_each = BOND // 2 * 2_000 // 10_000 // 3
+    claimed_each = BOND // 2 * 2_000 // 10_000 // len(coalition)
     for a in coalition:
         lost = before[a] - wealth(m, a)
         # 10 % of its bond > a third of the bounty
@@ -300,7 +313,8 @@ def test_lazy_valid_vote_is_refused_in_exact_mode():
     m, target = _one_challenge(verifiers=2, segments_per_challenge=2, **EXACT)
     to_verdict(m)
     r = m.round(1, 0)
-    lazy, diligent = [v.address for v in r.participants[0].verifiers]
+    # the first panel's two seats (and an audit's seats, silent here, when the seed audited it)
+    lazy, diligent, *_audit = [v.address for v in r.participants[0].verifiers]
     lazy_commit, lazy_open = vote_msgs(
         r, target, lazy, True, 8_000, diligent=False, tolerance=False
     )
@@ -321,7 +335,8 @@ def test_vote_copier():
     m, target = _one_challenge(verifiers=2)
     to_verdict(m)
     r = m.round(1, 0)
-    honest, copier = [v.address for v in r.participants[0].verifiers]
+    # the first panel's two seats (and an audit's seats, silent here, when the seed audited it)
+    honest, copier, *_audit = [v.address for v in r.participants[0].verifiers]
     commit, open_ = vote_msgs(r, target, honest, True, 8_000)
     assert m.send(m.key(honest), commit).code == 0
     seen = m.round(1, 0).participants[0].verifiers[0]
@@ -532,9 +547,12 @@ def test_decline_before_commit():
     assert_rejected(m.chain, m.tx(outsider, decline_msg(1, 0)), ErrNotSelected)
     assert m.send(m.key(no), decline_msg(1, 0)).code == 0
     assert_rejected(m.chain, m.tx(m.key(no), decline_msg(1, 0)), ErrCannotDecline)
-    actors_block(m, 1, skip_commit=frozenset({no}))
-    # committed: too late
-    assert_rejected(m.chain, m.tx(m.key(yes), decline_msg(1, 0)), ErrCannotDecline)
+    # committed: too late. The commitment is the last message the commit phase waits for, so
+    # the phase ends at the next height (early close): the decline goes in the commitment's block
+    commit, late = m.tx_pair(m.key(yes), submit_msg(yes, 1, 0), decline_msg(1, 0))
+    assert_rejected(m.chain, late, ErrCannotDecline, before=[commit])
+    assert m.round(1, 0).commit_deadline == m.height + 1
+    assert next(p for p in m.round(1, 0).participants if p.address == yes).HasField("commitment")
     before = wealth(m, no)
     run_job(m, 1, skip_commit=frozenset({no}))
     r = m.round(1, 0)
@@ -726,7 +744,8 @@ def _commit_traces(m, traces: dict[bytes, list[bytes]]) -> None:
         ]
     )
     assert all(x.code == 0 for x in res.tx_results)
-    m.until(r.commit_deadline)
+    # every participant committed: the phase ends at the next height (early close), read afresh
+    m.until(m.round(1, 0).commit_deadline)
 
 
 @pytest.mark.parametrize("f_bps", [100, 1_000, 5_000])
@@ -766,7 +785,11 @@ def test_fake_fraction_of_steps(f_bps: int):
     _commit_traces(m, traces)
     r = m.round(1, 0)
     assert {p.address: list(p.segments) for p in r.participants} == drawn
-    assert all(p.challenged and len(p.verifiers) == 3 for p in r.participants)
+    # three verifiers each, and the audit's seats when the seed audited the commitment
+    assert all(
+        p.challenged and len(p.verifiers) == 3 + (audit_seats(m) if p.audited else 0)
+        for p in r.participants
+    )
     res = m.block(
         [(m.key(a), reveal_of(traces[a], 1, 0, s, drawn[a])) for a in addrs for s in drawn[a]]
     )

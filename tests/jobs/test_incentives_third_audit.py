@@ -78,7 +78,10 @@ def test_exit_right_after_the_draw_does_not_dodge_the_fraud_slash():
         assert p.outcome == (jobs_pb2.OUTCOME_FRAUD if escalate else jobs_pb2.OUTCOME_MISSED_REVEAL)
         assert p.final_tier == escalate
         r = m.round(1, 0)
-        assert r.finalized_height - r.open_height == (9 if escalate else 5) * W
+        # at most the longest round (9 windows with the final panel, 5 without): the windows
+        # are upper bounds, a phase whose messages are all in ends early (rounds.close_if_done)
+        assert r.finalized_height - r.open_height <= (9 if escalate else 5) * W
+        assert r.finalized_height < m.provider(cheat).unbonding_height
         assert p.slashed == BOND // 2 and before - wealth(m, cheat) == BOND // 2
         assert m.provider(cheat).status == providers_pb2.PROVIDER_STATUS_EXITING
         assert m.provider(cheat).reputation == 0
@@ -379,16 +382,23 @@ def test_rounding_odd_amounts_never_overpay_and_never_pay_a_cheater():
         assert gained == paid + bounties - slashed
         if cheat:
             # the cheater loses half its bond, less only what it earned by voting correctly on
-            # others' work in rounds that closed before its conviction
+            # others' work in rounds that closed before its conviction; drawn again in a round
+            # that opened before that conviction (seed-dependent), it cheats there too and each
+            # later conviction takes half of what is left
             (p,) = [p for p in m.round(1, 0).participants if p.address == cheater]
             assert p.slashed == -(-MAX_U64 // 2) and p.final_tier  # a slash rounds up
+            convictions = [q.slashed for r in rs for q in r.participants if q.address == cheater]
+            left = MAX_U64
+            for x in convictions:
+                assert x == -(-left // 2)
+                left -= x
             earned = sum(
                 x.amount
                 for n in range(rounds)
                 for x in m.round(1, n).payouts
                 if x.address == cheater
             )
-            assert before[cheater] - wealth(m, cheater) == p.slashed - earned
+            assert before[cheater] - wealth(m, cheater) == sum(convictions) - earned
             assert earned < p.slashed // 10**9
 
 
@@ -454,17 +464,19 @@ def test_alternating_honest_and_cheating_rounds_loses_to_always_honest():
     """A provider alternates honest and cheating rounds, hoping the honest ones pay for the
     cheating ones (and keep its reputation up). Over a 10-round job, played on the app against the
     same provider always honest (same seeds: the draws agree until the cheater is convicted):
-    - every challenge (100 %; the honest one drawn 5 times of 10, the cheater 6): its first cheat
-      is convicted (-1,000 LOCO), and each cheat it had already committed in rounds drawn before
-      the conviction is slashed again (-500, -250, ...: 50 % of what is left; how many depends on
-      how the draws fall with the audits' longer rounds); its honest rounds after its conviction
-      pay 0 (tombstoned): -1,749.5 LOCO or less against about +1.4 LOCO honest, reputation 0
-      (jailed) against ~7,400;
-    - half the commitments challenged: convicted at its first cheat, then as above (-1,749.3 LOCO
-      against +2.58);
+    - every challenge (100 %; the honest one drawn 4 times of 10, the cheater twice): its first
+      cheat is convicted (-1,000 LOCO), and each cheat it had already committed in rounds drawn
+      before the conviction is slashed again (-500, -250, ...: 50 % of what is left; how many
+      depends on how the draws fall with the audits' longer rounds, and a round opens only once
+      the round two before it is finalized: in this draw none); its honest rounds after its
+      conviction pay 0 (tombstoned): -999.75 LOCO or less against about +1.1 LOCO honest,
+      reputation 0 (jailed) against ~7,200;
+    - half the commitments challenged: convicted at its first challenged cheat, then as above
+      (-999.3 LOCO against +1.57);
     - alternating missed commits instead (the only failure that is not final): 1 % of the bond
-      and 10 % of the reputation each (-77.6 LOCO against +1.39 and reputation 5,474 against
-      7,396 with 2-block vote windows; the draws move with the windows, the bound is per miss).
+      and 10 % of the reputation each (-19.4 LOCO against +1.15 and reputation 6,134 against
+      7,217 with 2-block vote windows, one miss in this draw; the draws move with the windows
+      and the early closes, the bound is per miss).
     (The draws read the providers as they were at the start of the drawing block, README of
     providers: a reputation gained in a finalize is weighed from the next block on; this draw
     count went from 7 to 5 with that rule.)
@@ -477,20 +489,23 @@ def test_alternating_honest_and_cheating_rounds_loses_to_always_honest():
     honest = _alternate("honest", 10_000)
     cheat = _alternate("cheat", 10_000)
     miss = _alternate("miss", 10_000)
-    assert len(honest[3]) >= 5 and all(
+    # drawn at least twice: an alternating provider has a cheating round (its 2nd)
+    assert len(honest[3]) >= 2 and all(
         c and o == jobs_pb2.OUTCOME_ACCEPTED for _, c, o, _, _ in honest[3]
     )
     frauds = [s for _, _, o, _, s in cheat[3] if o == jobs_pb2.OUTCOME_FRAUD]
     # the first conviction takes half the bond, each later one half of what is left
     # (rounds finalize out of order when their windows differ: an audit's dispute is longer)
-    assert len(frauds) >= 3
+    assert len(frauds) >= 1
     assert sorted(frauds, reverse=True) == [BOND >> (i + 1) for i in range(len(frauds))]
-    assert cheat[0] < -sum(frauds) + honest[0] and cheat[0] < -BOND // 2
+    # worse off than honest play by more than half its bond (its honest rounds before the
+    # conviction paid it at most what honest play earns)
+    assert cheat[0] < -sum(frauds) + honest[0] and cheat[0] - honest[0] < -BOND // 2
     assert cheat[1] == 0 < honest[1] and cheat[2] == providers_pb2.PROVIDER_STATUS_JAILED
     slashes = [s for _, _, o, _, s in miss[3] if o == jobs_pb2.OUTCOME_MISSED_COMMIT]
     # each miss costs 1 % of what is left of the bond; its other rounds earn at most what honest
     # play earns in all of them
-    assert len(slashes) >= 2 and 0 < honest[0] and miss[1] < honest[1]
+    assert len(slashes) >= 1 and 0 < honest[0] and miss[1] < honest[1]
     assert all(s >= BOND * 97 // 10_000 for s in slashes)
     assert miss[0] <= honest[0] - sum(slashes) < 0
     assert [o for _, _, o, _, _ in miss[3]][1::2] == [jobs_pb2.OUTCOME_MISSED_COMMIT] * (

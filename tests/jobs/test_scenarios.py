@@ -5,6 +5,7 @@ import hashlib
 from abci_app.bank import keeper as bank
 from abci_app.jobs import keeper as jobs_keeper
 from abci_app.jobs.keys import JOB_ESCROW
+from abci_app.jobs.params import get_params
 from abci_app.pb import providers_pb2
 from abci_app.providers.errors import ErrTombstoned
 from abci_app.providers.keys import PROVIDER_BONDS
@@ -395,12 +396,22 @@ def test_single_invalid_verifier_is_overturned_and_slashed():
         m.provider(accuser.address).bond == BOND - claimed - 1
         and m.provider(accuser.address).reputation == 4750
     )
+    # the appeal panel: every provider outside the round and the first panel (its one seat, and
+    # the audit's seat when the draw's seed audited the challenge), at most appeal_verifiers
+    first = [v for v in p.verifiers if v.panel == 0]
+    assert len(first) == (2 if p.audited else 1)
     appeal = [v for v in p.verifiers if v.panel == 1]
-    assert len(appeal) == 3 and all(v.voted and v.valid and v.slashed == 0 for v in appeal)
+    n_appeal = min(get_params(m.store).appeal_verifiers, len(m.providers) - 1 - len(first))
+    assert len(appeal) == n_appeal and all(v.voted and v.valid and v.slashed == 0 for v in appeal)
+    # the bounty and the verifier pay go to the right side: the appeal panel (and the audit's
+    # seat when it voted valid in the first panel), equal bonds, equal shares
+    right = {v.address for v in p.verifiers if v.voted and v.valid}
+    assert right == {v.address for v in p.verifiers if v.address != accuser.address}
     bounty = sum(x.amount for x in r.payouts if x.kind == "bounty")
-    assert bounty == 3 * ((claimed + 1) * 2_000 // 10_000 // 3)
+    assert bounty == len(right) * ((claimed + 1) * 2_000 // 10_000 // len(right))
+    assert {x.address for x in r.payouts if x.kind == "bounty"} == right
     assert bank.get_supply(m.store) == supply - (claimed + 1 - bounty) - FEE
-    assert {x.address for x in r.payouts if x.kind == "verifier"} == {v.address for v in appeal}
+    assert {x.address for x in r.payouts if x.kind == "verifier"} == right
     assert [e["outcome"] for e in events_of(resps, "verdict.decided")] == ["accepted"]
     assert len(events_of(resps, "verdict.escalated")) == 1
 
@@ -424,7 +435,8 @@ def test_small_appeal_panel_with_the_first_panel_proves_fraud():
     """A split first panel (2 invalid, 1 lazy valid) and an appeal panel of one that says
     invalid: the appeal decides, and the first panel's invalid voters count towards
     min_fraud_verifiers: fraud."""
-    m = new_market(n_providers=5)
+    # no panel audit: an audit's extra first-panel seat would take the appeal panel's one provider
+    m = new_market(n_providers=5, jobs_params={"audit_bps": 0})
     m.create_job(rounds=1, participants_per_round=1, verifiers_per_challenge=3)
     m.until(m.height + 1)
     lazy = OddVoter(odd=(True, 8_000), rest=(False, 0))

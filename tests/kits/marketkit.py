@@ -489,6 +489,19 @@ class Market:
         Err)``)."""
         return self.chain.tx(k, list(msgs))
 
+    def tx_pair(
+        self, k: Ed25519Signer, first: tx_pb2.Msg, second: tx_pb2.Msg
+    ) -> tuple[bytes, bytes]:
+        """Two txs of ``k`` for one block (its next two sequences), the first already through
+        CheckTx (as in a mempool) so that the second's CheckTx runs after it: for
+        ``assert_rejected(m.chain, b, Err, before=[a])`` when ``second`` must land in the block
+        of ``first`` (e.g. ``first`` is the last message its phase waits for: the phase then ends
+        early, rounds.close_if_done, and a later block is past it)."""
+        a = self.chain.tx(k, [first])
+        res = self.chain.check(a)
+        assert res.code == 0, res.log
+        return a, self.chain.tx(k, [second], seq=self.chain.seqs.get(k.address, 0) + 1)
+
 
 # The market tests assert what the protocol pays, refunds and slashes to the uloco, so their
 # chains run without the fee floor (txs still go through the same ante step, paying 0);
@@ -743,9 +756,12 @@ def job_in_phase(phase: int, n_providers: int = 3, **job_kw: Any) -> tuple[Marke
     only."""
     m, _r = job_in_commit(n_providers, **job_kw)
     while PHASE_ORDER.index(m.round(1, 0).phase) < PHASE_ORDER.index(phase):
+        before = m.round(1, 0).phase
         actors_block(m, 1)
-        r = m.round(1, 0)  # a phase whose messages are all in closes early (rounds.close_if_done)
-        if PHASE_ORDER.index(r.phase) < PHASE_ORDER.index(phase):
+        # a phase whose messages are all in closes early (rounds.close_if_done), maybe in this
+        # very block: the actors then act in the next phase at once instead of waiting its window
+        r = m.round(1, 0)
+        if r.phase == before:
             m.until(getattr(r, PHASE_END[r.phase]))
     return m, m.round(1, 0)
 

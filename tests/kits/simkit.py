@@ -217,6 +217,7 @@ _EVENT_DETAIL = {
     "verdict.decided": "outcome",
     "reputation.changed": "reason",
     "reward.paid": "payout",
+    "round.closed_early": "phase",
 }
 
 

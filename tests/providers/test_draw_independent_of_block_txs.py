@@ -35,6 +35,7 @@ from tests.kits.marketkit import (
     non_participant,
     register_msg,
     run_job,
+    submit_msg,
     update_msg,
 )
 
@@ -131,18 +132,32 @@ def test_participant_draw_ignores_the_seeded_blocks_txs(kind):
     check_block(m, h, [(m.owner, create_job_msg(rounds=2))], kind, m.providers[3])
 
 
+@pytest.mark.parametrize("early", [True, False], ids=["early_close", "full_window"])
 @pytest.mark.parametrize("kind", KINDS)
-def test_verifier_draw_at_the_commit_deadline_ignores_its_txs(kind):
+def test_verifier_draw_at_the_commit_deadline_ignores_its_txs(kind, early):
     """(b) At the commit deadline D: which commitments are challenged, their segments and their
     verifiers (every provider outside the round), and the next round's participants (opened in
-    the same end-block) are the same whatever the attacker does in block D."""
+    the same end-block) are the same whatever the attacker does in block D. ``early``: every
+    participant commits in block D - 1, so the commit phase ends early at D = that block + 1
+    (rounds.close_if_done); else one participant never commits and D is the window's end."""
     m = new_market(n_providers=5, bonds=BONDS)
     m.create_job(
         rounds=2, participants_per_round=2, verifiers_per_challenge=2, segments_per_challenge=2
     )
     m.until(m.height + 1)  # round 0 opens
     r = m.round(1, 0)
-    actors_block(m, 1)  # the participants commit
+    if early:
+        commits = [
+            (m.key(p.address), submit_msg(p.address, 1, 0, r.base_model_hash))
+            for p in r.participants
+        ]
+        d = m.height + 2
+        assert d < r.commit_deadline  # before the window's end
+        check_block(m, d, commits, kind, non_participant(m, r))
+        return
+    # the first participant commits at once, the other never does
+    actors_block(m, 1, skip_commit=frozenset({r.participants[1].address}))
+    assert m.round(1, 0).commit_deadline == r.commit_deadline
     m.until(r.commit_deadline - 2)
     check_block(m, r.commit_deadline, [], kind, non_participant(m, r))
 
