@@ -214,14 +214,19 @@ def main(busy: int = 0) -> int:
         print(
             f"  {name[w.address]:11s} {w.behaviour:12s} status {p['status']:8s} reputation "
             f"{p['reputation']:>5d}  earned {paid / 1e6:8.2f} LOCO  slashed "
-            f"{p['slashed_total'] / 1e6:8.2f} LOCO  {busy(w)}"
+            f"{p['slashed_total'] / 1e6:8.2f} LOCO  {trainer_busy(w)}"
         )
         problems += check_provider(w.name, w.address, w.behaviour, p, final)
     print(
         "  (busy: the share of the time from a provider's first training to its last that its "
         "trainer computed;\n"
         "   the rest it waited for the chain or for the round before; rounds it was not drawn in "
-        "count as waiting)"
+        "count as waiting.\n"
+        "   This job trains ~1 s a round and re-executes every commitment, so verification fills "
+        "its rounds;\n"
+        "   at 30 s of compute and the default 5 % challenge rate trainers compute 94-96 % of the "
+        "time:\n"
+        "   benchmarks/round_overhead.py, benchmarks/RESULTS.md)"
     )
     if not final:
         problems.append("no round finalized")
@@ -248,7 +253,7 @@ def main(busy: int = 0) -> int:
     return 0
 
 
-def busy(w: Any) -> str:
+def trainer_busy(w: Any) -> str:
     """``busy NN % (K rounds trained)`` from the worker's stats.json (node/testnet_market.py
     ``trainer_utilization``), or why there is no figure."""
     from node.testnet_market import trainer_utilization
