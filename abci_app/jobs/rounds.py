@@ -413,10 +413,31 @@ def is_end_withheld(job: jobs_pb2.Job, p: jobs_pb2.Participant) -> bool:
     return is_end_due(job, p) and not all(o.end_opened_height for o in p.reveals)
 
 
-def _decide(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round, p: jobs_pb2.Participant) -> None:
+def compute_min_fraud_voters(min_fraud_verifiers: int, judiciary: int) -> int:
+    """Invalid voters a fraud verdict needs: ``min_fraud_verifiers``, but never more than ⌈⅔⌉ of
+    the ``judiciary`` (every provider eligible to judge the round: active, outside it and its
+    owner): a network too small to seat min_fraud_verifiers independent verifiers (4 providers,
+    2 drawn: 2 can judge) still proves fraud, by ⅔ of everyone who could have been asked, where
+    before a copier voted invalid by every panel ended ``rejected``, unslashed (issue 31, 12),
+    and garbage with one colluder among the only 3 possible verifiers cost nothing (31, 2)."""
+    return max(1, min(min_fraud_verifiers, -(-2 * judiciary // 3)))
+
+
+def compute_judiciary(
+    ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round
+) -> int:
+    """How many providers could judge the round (``compute_min_fraud_voters``)."""
+    conflicted = {q.address for q in r.participants} | {job.owner}
+    return sum(1 for v in providers.get_draw_pool(ctx.store, 0, 0) if v.address not in conflicted)
+
+
+def _decide(
+    ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round, p: jobs_pb2.Participant, judiciary: int
+) -> None:
     """Outcome of a revealed challenge: by the first panel, or, once escalated, by the appeal
     panel, or, when the appeal panel did not accept, by the final panel (each: ⅔ of its own
-    stake decides; the earlier panels' invalid voters count towards min_fraud_verifiers)."""
+    stake decides; the earlier panels' invalid voters count towards the invalid voters a fraud
+    verdict needs, ``compute_min_fraud_voters`` of the round's ``judiciary``)."""
     params = get_params(ctx.store)
     panel = 2 if p.final_tier else 1 if p.escalated else 0
     apply_probe_checks(job, p, panel)
@@ -429,7 +450,7 @@ def _decide(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round, p: jobs_pb2.Particip
     p.outcome, p.quality = compute_outcome(
         vs,
         params.unverified_quality,
-        params.min_fraud_verifiers,
+        compute_min_fraud_voters(params.min_fraud_verifiers, judiciary),
         support,
     )
     ctx.emit(
@@ -489,10 +510,13 @@ def process_vote_reveal_end(
     seed = compute_appeal_seed(ctx.block.seed, job.id, r.round)
     conflicted = {q.address for q in r.participants} | {job.owner}
     pool: list[providers_pb2.Provider] | None = None
+    judiciary = -1  # read once, when a challenge is first decided
     escalated = False
     for p in r.participants:
         if not (p.challenged and p.HasField("reveal")):
             continue
+        if judiciary < 0:
+            judiciary = compute_judiciary(ctx, providers, job, r)
         if is_end_withheld(job, p):  # tolerance mode: an end left unopened
             p.outcome = jobs_pb2.OUTCOME_MISSED_REVEAL
             ctx.emit(
@@ -503,7 +527,7 @@ def process_vote_reveal_end(
             continue
         apply_probe_checks(job, p, 0)
         if not is_escalated(list(p.verifiers)):
-            _decide(ctx, job, r, p)
+            _decide(ctx, job, r, p, judiciary)
             continue
         if pool is None:
             pool = [
@@ -515,7 +539,7 @@ def process_vote_reveal_end(
             hashlib.sha256(seed + p.address).digest(), cands, params.appeal_verifiers
         )
         if not vs:
-            _decide(ctx, job, r, p)
+            _decide(ctx, job, r, p, judiciary)
             continue
         vs.sort(key=lambda v: v.address)
         p.escalated = True
@@ -578,10 +602,13 @@ def process_appeal_reveal_end(
     final = False
     # one panel for the round (the same pool for every challenge): read and sorted once
     panel: list[providers_pb2.Provider] | None = None
+    judiciary = -1
     for p in r.participants:
         if not p.escalated:
             continue
-        _decide(ctx, job, r, p)
+        if judiciary < 0:
+            judiciary = compute_judiciary(ctx, providers, job, r)
+        _decide(ctx, job, r, p, judiciary)
         if p.outcome == jobs_pb2.OUTCOME_ACCEPTED and not is_escalated(
             [v for v in p.verifiers if v.panel == 1]
         ):
@@ -631,9 +658,12 @@ def process_final_reveal_end(
     """Every challenge sent to the final panel is decided by it (``compute_outcome`` over the
     final panel's stake: a fraud verdict needs ⅔ of it, so a coalition below ⅔ of the final
     panel's stake can never slash an honest provider). That verdict is final."""
+    judiciary = -1
     for p in r.participants:
         if p.final_tier:
-            _decide(ctx, job, r, p)
+            if judiciary < 0:
+                judiciary = compute_judiciary(ctx, providers, job, r)
+            _decide(ctx, job, r, p, judiciary)
     r.phase = jobs_pb2.PHASE_ATTEST
     _move_due(ctx, r, r.final_reveal_end, r.attest_end)
     keeper.set_round(ctx.store, r)

@@ -96,7 +96,11 @@ def test_simulation_exercises_every_module_and_phase(runs: dict[int, SimStats]) 
         "job.closed:cancelled",
         "verdict.decided:accepted",
         "verdict.decided:fraud",
-        "verdict.decided:rejected",
+        # "verdict.decided:rejected" needs an invalid side holding 2/3 of a panel's stake with
+        # fewer voters than min(min_fraud_verifiers, 2/3 of the judiciary): since the threshold is
+        # capped by the network's size (rounds.compute_min_fraud_voters) the simulation's small
+        # networks prove fraud instead; the outcome is pinned by tests/jobs/test_scenarios.py
+        # test_too_few_invalid_voters_for_the_judiciary_reject_without_slashing
         "verdict.decided:undecided",
         "provider.slashed:missed_commit",
         "provider.slashed:missed_reveal",

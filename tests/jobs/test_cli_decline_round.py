@@ -74,9 +74,9 @@ def test_a_drawn_provider_declines_through_the_cli_unslashed(tmp_path: Path) -> 
         )
         deadline = time.monotonic() + 90
         while True:
-            out = cli("query", "round", "1", "0", "--node", node.url, "-o", "json", check=False)
-            if out.returncode == 0:
-                r = json.loads(out.stdout)["result"]
+            res = cli("query", "round", "1", "0", "--node", node.url, "-o", "json", check=False)
+            if res.returncode == 0:
+                r = json.loads(res.stdout)["result"]
                 if r["phase"] == "commit":
                     break
             assert time.monotonic() < deadline, "round 1/0 never reached its commit window"

@@ -133,7 +133,7 @@ def drive(
 ) -> list[tuple[int, int, abci.ResponseFinalizeBlock]]:
     """actors_block every block until ``until(m)`` (default: job 1 closed); returns (height,
     round 0's phase after the block, response) per block. ``after(m)`` runs after each block."""
-    out = []
+    out: list[tuple[int, int, abci.ResponseFinalizeBlock]] = []
     done = until or (lambda mm: mm.job(1).status != P.JOB_STATUS_ACTIVE)
     for _ in range(max_blocks):
         if done(m):

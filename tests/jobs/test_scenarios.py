@@ -416,19 +416,42 @@ def test_single_invalid_verifier_is_overturned_and_slashed():
     assert len(events_of(resps, "verdict.escalated")) == 1
 
 
-def test_too_few_verifiers_reject_without_slashing():
-    """With fewer invalid voters than min_fraud_verifiers in both panels together (here one
-    first-panel and one appeal verifier), an invalid verdict only rejects the work (not paid)
-    and slashes nobody."""
+def test_a_network_too_small_for_min_fraud_verifiers_proves_fraud_by_all_who_can_judge():
+    """3 providers, 1 drawn: only 2 can judge it, fewer than min_fraud_verifiers (3). Both vote
+    invalid in every panel: that is ⅔ (here all) of everyone who could have been asked
+    (``rounds.compute_min_fraud_voters``), so the fraud is proven: slashed, jailed, the bounty to
+    the two. Before, the round ended ``rejected``: a copier in a 4-provider network was never
+    slashed (issue 31, 12)."""
     m = new_market(n_providers=3)
     m.create_job(rounds=1, participants_per_round=1, verifiers_per_challenge=1)
     run_job(m, 1, vote=lambda v, t: (False, 0))
-    (p,) = m.round(1, 0).participants
-    # the appeal's rejection goes to the final panel (both providers): two voters, still too few
-    assert [v.panel for v in p.verifiers] == [0, 1, 2, 2]
-    assert p.outcome == jobs_pb2.OUTCOME_REJECTED and p.slashed == 0 and p.reward == 0
-    assert m.provider(p.address).status == providers_pb2.PROVIDER_STATUS_ACTIVE
-    assert all(v.slashed == 0 for v in p.verifiers) and not m.round(1, 0).slashes
+    r = m.round(1, 0)
+    (p,) = r.participants
+    judges = {v.address for v in p.verifiers}
+    assert len(judges) == 2  # everyone outside the round
+    assert p.outcome == jobs_pb2.OUTCOME_FRAUD and p.slashed > 0 and p.reward == 0
+    assert m.provider(p.address).status != providers_pb2.PROVIDER_STATUS_ACTIVE
+    assert {x.address for x in r.payouts if x.kind == "bounty"} == judges
+    assert all(v.slashed == 0 for v in p.verifiers)
+
+
+def test_too_few_invalid_voters_for_the_judiciary_reject_without_slashing():
+    """The fraud threshold is min_fraud_verifiers, capped at ⌈⅔⌉ of the judiciary: 2 invalid
+    voters holding ⅔ of a panel's stake in a network where 5 could judge (threshold 3) only
+    reject the work (not paid, nobody slashed)."""
+    from abci_app.jobs.rounds import compute_min_fraud_voters, compute_outcome
+
+    assert [compute_min_fraud_voters(3, n) for n in range(8)] == [1, 1, 2, 2, 3, 3, 3, 3]
+    assert compute_min_fraud_voters(5, 30) == 5 and compute_min_fraud_voters(1, 30) == 1
+    panel = [
+        jobs_pb2.VerifierAssignment(address=bytes([i]) * 20, stake=st, voted=True, valid=False)
+        for i, st in ((1, 10), (2, 10))
+    ] + [jobs_pb2.VerifierAssignment(address=b"\x03" * 20, stake=10, voted=False)]
+    need = compute_min_fraud_voters(3, 5)
+    assert compute_outcome(panel, 5_000, need)[0] == jobs_pb2.OUTCOME_REJECTED
+    assert compute_outcome(panel, 5_000, compute_min_fraud_voters(3, 3))[0] == (
+        jobs_pb2.OUTCOME_FRAUD
+    )
 
 
 def test_small_appeal_panel_with_the_first_panel_proves_fraud():

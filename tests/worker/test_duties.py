@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from functools import partial
 from typing import Any
 
 from node.worker.duties import DutyQueue
@@ -16,10 +17,14 @@ def test_duties_run_nearest_deadline_first_and_once_per_name() -> None:
     q = DutyQueue(1)
     gate = threading.Event()
     ran: list[str] = []
-    assert q.submit("gate", 1, gate.wait)
+
+    def hold() -> None:
+        gate.wait()
+
+    assert q.submit("gate", 1, hold)
     time.sleep(0.05)  # the thread holds "gate"; the rest queue behind it
     for name, deadline in (("late", 30), ("none", 0), ("soon", 5), ("mid", 10)):
-        assert q.submit(name, deadline, lambda n=name: ran.append(n))
+        assert q.submit(name, deadline, partial(ran.append, name))
     assert not q.submit("mid", 1, lambda: ran.append("mid again"))  # queued already: not twice
     assert q.queued() == ["soon", "mid", "late", "none"] and q.running() == ["gate"]
     gate.set()

@@ -31,9 +31,8 @@ def test_a_job_the_trainer_refuses_is_declined_not_ignored(tmp_path) -> None:
     j = job("", "tolerance")
     j["spec"]["model"] = dict(MODEL, vocab_size=1000)  # this trainer models bytes only
     st.w._plans.clear()
-    st.w.nodes.query_json = lambda path: {  # type: ignore[method-assign]
-        "rounds": [st.commit_round(rn=1)]
-    }
+    rounds = {"rounds": [st.commit_round(rn=1)]}
+    st.w.nodes.query_json = lambda *a, **k: rounds  # type: ignore[method-assign]
     st.w._job(j, height=50)
     assert 3 in st.w._unfit and "vocab_size" in st.w._unfit[3]
     (d,) = declines(st)
