@@ -132,8 +132,9 @@ def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -
     start of this block, less those this block punished, so no tx of the seeded block moves it):
     active providers passing the job's filters, never its owner, whose bond covers the
     job's collateral (``incentives.compute_required_bond``) and whose opt-in policy takes the job
-    (``incentives.is_job_acceptable``). With none the draw is retried every ``wait_retry_blocks``
-    and the job is cancelled after ``max_wait_blocks`` of waiting (``process_job_expiry``).
+    (``incentives.is_job_acceptable``). With none the draw is retried after ``wait_retry_blocks``,
+    then at doubling intervals (``compute_next_retry``), and the job is cancelled after
+    ``max_wait_blocks`` of waiting (``process_job_expiry``).
     Precondition: job active, rounds_opened < rounds."""
     h = ctx.block.height
     spec = job.spec
@@ -158,7 +159,7 @@ def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -
         if h - job.waiting_since >= params.max_wait_blocks:
             process_job_expiry(ctx, job)
             return
-        keeper.schedule_open(ctx.store, job, h + params.wait_retry_blocks)
+        keeper.schedule_open(ctx.store, job, compute_next_retry(job, h, params))
         keeper.set_job(ctx.store, job)
         ctx.emit(events.round_waiting(job.id, n))
         return
@@ -197,6 +198,19 @@ def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -
     job.rounds_opened += 1
     keeper.set_job(ctx.store, job)
     ctx.emit(events.round_opened(job.id, n, len(parts), r.base_model_hash, d))
+
+
+def compute_next_retry(job: jobs_pb2.Job, height: int, params: jobs_pb2.JobsParams) -> int:
+    """When a waiting job retries its draw: after ``wait_retry_blocks``, or after as long as it
+    has waited so far when that is longer (the interval doubles: a job waiting W blocks costs the
+    chain about log2(W / wait_retry_blocks) scans of the providers and events, not W /
+    wait_retry_blocks: 8 instead of 100 over the default 1,000 blocks, which its creation fee
+    pays for; issue 31, 7), never past the end of its ``max_wait_blocks``, where it expires."""
+    waited = height - job.waiting_since
+    return min(
+        height + max(params.wait_retry_blocks, waited),
+        job.waiting_since + params.max_wait_blocks,
+    )
 
 
 def process_job_expiry(ctx: Ctx, job: jobs_pb2.Job) -> None:

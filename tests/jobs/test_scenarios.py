@@ -470,3 +470,26 @@ def test_small_appeal_panel_with_the_first_panel_proves_fraud():
     assert p.outcome == jobs_pb2.OUTCOME_FRAUD
     lazy_seats = [v.slashed for v in p.verifiers if v.address == lazy.address]
     assert lazy_seats == [BOND // 10, (BOND - BOND // 10) // 10]  # wrong twice: first and final
+
+
+def test_a_waiting_job_costs_the_chain_a_logarithmic_number_of_scans():
+    """Issue 31, 7: a job nobody can take retries its draw after wait_retry_blocks (10), then at
+    doubling intervals (rounds.compute_next_retry): over max_wait_blocks (1,000) 8 draws and 8
+    round.waiting events instead of 100, and it still expires exactly max_wait_blocks after it
+    began waiting (escrow back)."""
+    from abci_app.jobs.params import DEFAULTS
+
+    m = new_market(n_providers=2, register=False)
+    bal = bank.get_balance(m.store, m.owner.address)
+    m.create_job(rounds=1)
+    since = m.height + 1
+    waits: list[int] = []
+    while m.job(1).status == jobs_pb2.JOB_STATUS_ACTIVE:
+        resp = m.block()
+        waits += [m.height for e in resp.events if e.type == "round.waiting"]
+        assert m.height < since + 2 * DEFAULTS["max_wait_blocks"]
+    assert [w - since for w in waits] == [0, 10, 20, 40, 80, 160, 320, 640]
+    assert m.job(1).status == jobs_pb2.JOB_STATUS_CANCELLED
+    assert m.job(1).cancel_height == since + DEFAULTS["max_wait_blocks"]
+    # the escrow came back; the creation fee is burned
+    assert bank.get_balance(m.store, m.owner.address) == bal - m.job(1).creation_fee
