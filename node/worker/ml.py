@@ -17,10 +17,11 @@ taken whose momentum buffer travels *inside* the model bytes (part ``momentum``)
 buffer in, the new one out. So everything the next model depends on is the round's chain
 record and blobs named there by hash; any worker, one that missed rounds or joined late
 included, computes the same bytes (tests pin this). Why base-relative instead of the newest
-attested model: the chain opens round r+1 at round r's commit deadline, so a round's base is
-one or more rounds old; adding a stale update on top of a newer model applied the same progress
-twice and the loss rose (measured: 5.55 -> 5.84 over 3 rounds), while base-relative rounds form
-interleaved DiLoCo chains (each with its own momentum) whose loss falls round by round.
+attested model: the chain opens round r+1 while round r is verified (once round r-1 is final),
+so a round's base is one or more rounds old; adding a stale update on top of a newer model
+applied the same progress twice and the loss rose (measured: 5.55 -> 5.84 over 3 rounds),
+while base-relative rounds form interleaved DiLoCo chains (each with its own momentum) whose
+loss falls round by round.
 """
 
 from __future__ import annotations
