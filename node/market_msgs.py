@@ -833,11 +833,20 @@ def build_decline_round(job_id: int, round_: int) -> Any:
     return tx_pb2.Msg(decline_round=jobs_pb2.MsgDeclineRound(job_id=job_id, round=round_))
 
 
-def build_attest(job_id: int, round_: int, model_hash: bytes) -> Any:
+def build_attest(
+    job_id: int, round_: int, model_hash: bytes, excluded: list[bytes] | None = None
+) -> Any:
+    """MsgAttestModel: the aggregate's hash and the accepted participants (20-byte addresses)
+    whose updates it screened out, ascending."""
     from abci_app.pb import jobs_pb2, tx_pb2
 
     return tx_pb2.Msg(
-        attest_model=jobs_pb2.MsgAttestModel(job_id=job_id, round=round_, model_hash=model_hash)
+        attest_model=jobs_pb2.MsgAttestModel(
+            job_id=job_id,
+            round=round_,
+            model_hash=model_hash,
+            excluded=sorted(set(excluded or ())),
+        )
     )
 
 

@@ -908,6 +908,17 @@ def process_msg_attest_model(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgAttestMod
         raise ErrNotAttester("only participants whose update was accepted attest the aggregate")
     if me.attested_hash:
         raise ErrDuplicate("already attested")
+    excluded = list(msg.excluded)
+    accepted = {p.address for p in r.participants if p.outcome == jobs_pb2.OUTCOME_ACCEPTED}
+    if (
+        any(b <= a for a, b in zip(excluded, excluded[1:], strict=False))
+        or not set(excluded) <= accepted
+    ):
+        raise ErrNotAttester(
+            "excluded must name accepted participants of the round, ascending and distinct: the"
+            " updates the aggregate screened out"
+        )
     me.attested_hash = _hash32(msg.model_hash, "model_hash")
+    me.attested_excluded.extend(excluded)
     keeper.set_round(ctx.store, r)
     ctx.emit(events.attestation_posted(job.id, r.round, signer, msg.model_hash))

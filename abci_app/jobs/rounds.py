@@ -689,16 +689,28 @@ def process_final_reveal_end(
 def compute_attested(r: jobs_pb2.Round) -> tuple[bytes, int, int]:
     """(model hash, its stake, total stake): the hash holding >= 2/3 of the stake of the accepted
     participants (the ones whose updates make the aggregate); b"" without quorum."""
+    h, _, stake, total = compute_attested_with_excluded(r)
+    return h, stake, total
+
+
+def compute_attested_with_excluded(
+    r: jobs_pb2.Round,
+) -> tuple[bytes, tuple[bytes, ...], int, int]:
+    """(model hash, excluded, its stake, total stake): the (hash, screened-out set) attested by
+    >= 2/3 of the stake of the accepted participants; (b"", (), 0, total) without quorum. The
+    screened-out set is part of what is attested: the aggregate is a function of the round's
+    record, so honest attesters agree on both."""
     attesters = [p for p in r.participants if p.outcome == jobs_pb2.OUTCOME_ACCEPTED]
     total = sum(p.stake for p in attesters)
-    tally: dict[bytes, int] = {}
+    tally: dict[tuple[bytes, tuple[bytes, ...]], int] = {}
     for p in attesters:
         if p.attested_hash:
-            tally[p.attested_hash] = tally.get(p.attested_hash, 0) + p.stake
-    for h in sorted(tally):
-        if total and 3 * tally[h] >= 2 * total:
-            return h, tally[h], total
-    return b"", 0, total
+            key = (p.attested_hash, tuple(p.attested_excluded))
+            tally[key] = tally.get(key, 0) + p.stake
+    for h, ex in sorted(tally):
+        if total and 3 * tally[(h, ex)] >= 2 * total:
+            return h, ex, tally[(h, ex)], total
+    return b"", (), 0, total
 
 
 def _set_rep(ctx: Ctx, providers: ProviderKeeper, addr: bytes, new: int, reason: str) -> int:
@@ -718,9 +730,10 @@ def _set_rep(ctx: Ctx, providers: ProviderKeeper, addr: bytes, new: int, reason:
 def process_attestation(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
     """The hash with >= 2/3 of the accepted participants' stake becomes the job's next base
     model; without a quorum the base stays."""
-    model, stake, total = compute_attested(r)
+    model, excluded, stake, total = compute_attested_with_excluded(r)
     if model:
         r.attested_model_hash = model
+        r.screened_out.extend(excluded)
         # a sum of u64 bonds: saturates (an overflow here halted the chain)
         r.attest_stake = min(stake, MAX_U64)
         if not is_newer_model_attested(ctx.store, job, r.round):
@@ -741,13 +754,17 @@ def is_newer_model_attested(store: KVReader, job: jobs_pb2.Job, round_: int) -> 
 
 
 def is_paid_attester(r: jobs_pb2.Round, p: jobs_pb2.Participant) -> bool:
-    """Accepted and attested the round's quorum hash. An accepted participant that attested
-    another hash, or nothing, is not paid for the round (its slot stays in the escrow): stalling
-    the quorum never pays, and without a quorum nobody is paid."""
+    """Accepted, attested the round's quorum hash and screened-out set, and not screened out
+    itself. An accepted participant that attested another hash, or nothing, is not paid for the
+    round (its slot stays in the escrow): stalling the quorum never pays, and without a quorum
+    nobody is paid. One whose update the aggregate screened out is not paid as if it were in
+    (its slot stays in the escrow; its reputation does not move)."""
     return (
         p.outcome == jobs_pb2.OUTCOME_ACCEPTED
         and bool(r.attested_model_hash)
         and p.attested_hash == r.attested_model_hash
+        and list(p.attested_excluded) == list(r.screened_out)
+        and p.address not in r.screened_out  # pay follows the aggregate (issue 31, 13)
     )
 
 
@@ -887,6 +904,8 @@ def process_participant_penalties(ctx: Ctx, providers: ProviderKeeper, r: jobs_p
                 p.reputation_delta = _set_rep(
                     ctx, providers, p.address, compute_gain(rep, gain), "accepted"
                 )
+        elif p.outcome == jobs_pb2.OUTCOME_ACCEPTED and p.address in r.screened_out:
+            continue  # screened out of the aggregate: not paid, reputation unchanged
         elif p.outcome == jobs_pb2.OUTCOME_ACCEPTED:
             p.reputation_delta = _set_rep(
                 ctx,

@@ -1760,14 +1760,14 @@ class ProviderWorker:
         jid, rn = int(r["job_id"]), int(r["round"])
         prog = self.progress.round(jid, rn)
         model_hash = prog.get("aggregated")
-        if not (model_hash and self.store.has(model_hash)):
+        if not (model_hash and self.store.has(model_hash) and "excluded" in prog):
             t0, wall0 = time.perf_counter(), time.time()
             new, included, excluded = self.aggregate_round(job, r)
             self.account("aggregate_s", time.perf_counter() - t0)
             self.span("aggregate", wall0, time.time())
             model_hash = self.store.put_bytes(new, tier="cold")
             self.store.pin(model_hash)
-            self.progress.update(jid, rn, aggregated=model_hash)
+            self.progress.update(jid, rn, aggregated=model_hash, excluded=list(excluded))
             log.info(
                 "round %d/%d: aggregated %d update(s) (%d left out) -> model %s",
                 jid,
@@ -1776,7 +1776,12 @@ class ProviderWorker:
                 len(excluded),
                 model_hash[:12],
             )
-        res = self._send(build_attest(jid, rn, bytes.fromhex(model_hash)))
+        excluded_hex = self.progress.round(jid, rn).get("excluded") or []
+        res = self._send(
+            build_attest(
+                jid, rn, bytes.fromhex(model_hash), [bytes.fromhex(a) for a in excluded_hex]
+            )
+        )
         self.progress.update(jid, rn, attested=res["txhash"])
         self.account("attested", time.time())
         self.stats.attested += 1

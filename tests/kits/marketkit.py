@@ -421,9 +421,14 @@ def unavailable_vote_msgs(
     return verdict_msg(r.job_id, r.round, target, hsh), opening
 
 
-def attest_msg(job_id: int, round_: int, model_hash: bytes) -> tx_pb2.Msg:
+def attest_msg(
+    job_id: int, round_: int, model_hash: bytes, excluded: list[bytes] | None = None
+) -> tx_pb2.Msg:
+    """``excluded`` as given (not sorted: tests send bad orders too)."""
     return tx_pb2.Msg(
-        attest_model=jobs_pb2.MsgAttestModel(job_id=job_id, round=round_, model_hash=model_hash)
+        attest_model=jobs_pb2.MsgAttestModel(
+            job_id=job_id, round=round_, model_hash=model_hash, excluded=list(excluded or ())
+        )
     )
 
 
