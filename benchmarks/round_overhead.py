@@ -101,7 +101,10 @@ def main() -> int:
         range(30656, 45000, 1000), [100 * i + k for i in range(4) for k in (0, 1, 4, 24)]
     )
     cli = [sys.executable, "-m", "node.cli"]
-    burners = start_burners(a.busy)
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from demo import start_burners, stop_burners  # the demo's --busy burners, one definition
+
+    start_burners(a.busy)
     up = subprocess.run(
         [
             *cli,
@@ -123,7 +126,7 @@ def main() -> int:
         check=False,
     )
     if up.returncode != 0:
-        stop_burners(burners)
+        stop_burners()
         sys.exit(up.stdout + up.stderr)
     try:
         m = load(d)
@@ -204,7 +207,7 @@ def main() -> int:
             )
         report(ws, rounds, stats, a)
     finally:
-        stop_burners(burners)
+        stop_burners()
         subprocess.run(
             [*cli, "testnet", "down", "--purge", "--dir", str(d)],
             capture_output=True,
@@ -212,25 +215,6 @@ def main() -> int:
             check=False,
         )
     return 0
-
-
-def start_burners(n: int) -> list[subprocess.Popen[bytes]]:
-    """N processes that each keep one core busy (as scripts/demo.py --busy), until stopped or
-    this process dies."""
-    loop = (
-        "import os\n"
-        "p = os.getppid()\n"
-        "while os.getppid() == p:\n"
-        "    for _ in range(1_000_000): pass\n"
-    )
-    return [subprocess.Popen([sys.executable, "-c", loop]) for _ in range(n)]
-
-
-def stop_burners(ps: list[subprocess.Popen[bytes]]) -> None:
-    for p in ps:
-        p.kill()
-    for p in ps:
-        p.wait()
 
 
 def block_time(c: Any, height: int) -> float:
