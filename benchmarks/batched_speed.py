@@ -2,6 +2,7 @@
 AllReduce baseline), tiny model, 4 workers x 8 x 32 tokens, 1 thread; two repetitions.
 
     .venv/bin/python benchmarks/batched_speed.py [DATA]     # --device cuda on a GPU machine
+    .venv/bin/python benchmarks/batched_speed.py --steps 5   # a smoke run (gpu_table.sh --dry-run)
 """
 
 from __future__ import annotations
@@ -11,19 +12,26 @@ import time
 
 import torch
 
-from trainer.batched import RunConfig, heldout_full, run
+from trainer.batched import RunConfig, check_device, heldout_full, run
 from trainer.data import Corpus
 from trainer.model import GPTConfig
 
 
 def main() -> int:
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    dev = "cuda" if "--device" in sys.argv and "cuda" in sys.argv else "cpu"
+    argv = sys.argv[1:]
+    steps = 100
+    if "--steps" in argv:  # the value after it is not the data file
+        i = argv.index("--steps")
+        steps = int(argv[i + 1])
+        del argv[i : i + 2]
+    args = [a for a in argv if not a.startswith("--") and a != "cuda"]
+    dev = "cuda" if "--device" in argv and "cuda" in argv else "cpu"
+    check_device(dev)
     torch.set_num_threads(1)
     corpus = Corpus.from_file(args[0] if args else "../shared/data/tinyshakespeare.txt")
     held = heldout_full(corpus, 32, 256, dev)[:1]
 
-    def ms(H: int, impl: str, steps: int = 100) -> float:
+    def ms(H: int, impl: str, steps: int = steps) -> float:
         rc = RunConfig(
             model=GPTConfig.preset("tiny"),
             workers=4,
@@ -37,7 +45,7 @@ def main() -> int:
         run(corpus, rc, impl=impl, heldout=held)
         return (time.perf_counter() - t0) / steps * 1000
 
-    ms(10, "vmap", 10), ms(0, "vmap", 10)  # warm up (lazy imports)
+    ms(10, "vmap", min(10, steps)), ms(0, "vmap", min(10, steps))  # warm up (lazy imports)
     for rep in range(2):
         for H in (10, 0):
             print(

@@ -17,12 +17,17 @@ same seed (same init, same batches), reported as mean ± sample std over seeds.
 with ``--kappa-mult M`` the best uncompressed DiLoCo row is also run at M x the steps (its own
 schedule) so a κ above 1 can be measured.
 
-Bytes per worker over the whole run (trainer/netmodel.py): fp32 ring AllReduce 2(W-1)/W x 4P per
-step (the reference of "reduction"); DiLoCo: ``upload`` (one payload per round), ``all-gather``
-(x (W-1) receivers, what loconet's blobs cost), ``ring`` (x 2(W-1)/W, only for reducible codecs)
-and ``reveal`` (expected verification bytes: challenge_bps 500, 1 segment, 1 verifier, states of
-12 B/param + carry). Reduction = AllReduce bytes / (the codec's sync bytes: ring if reducible,
-else all-gather); "with reveal" adds the reveal column.
+Bytes one worker sends over the whole run (trainer/netmodel.py): fp32 ring AllReduce
+2(W-1)/W x 4P per step (the reference of "reduction"); DiLoCo: ``upload`` (one payload per
+round) and ``sync``: a ring (x 2(W-1)/W) only for payloads a ring can add in flight (dense
+fp32 / fp16: ``netmodel.is_ring_reducible``), an all-gather (x (W-1) receivers, what loconet's
+blobs cost) for everything else -- int8 / int4 / int2 (per-block scales), low rank, stride,
+top-k, chunks; the losses are measured with the exact mean of every decoded payload, which is
+what an all-gather delivers. ``reveal``: expected verification bytes (challenge_bps 500, 1
+segment, 1 verifier, states of 12 B/param). ``other``: the round's txs, the blob fetches' HTTP
+heads and the base-model downloads (8 B/param) of the ``--sitout-share`` of participants that
+sat out the base's round (``netmodel.round_overhead_bytes``). Reduction = AllReduce bytes /
+sync bytes; then with the reveals, then with reveals and other bytes (the whole round).
 
 Evaluation: the whole eval half of the held-out split, every ``--eval-rounds`` outer rounds and
 at the end (κ interpolates between them). ``OUT/progress.jsonl`` gets each finished row,
@@ -53,10 +58,18 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.diloco_table import write_section as _write_section
-from trainer.batched import RunConfig, heldout_full, run_many, tokens_to_reach
+from trainer.batched import RunConfig, check_device, heldout_full, run_many, tokens_to_reach
 from trainer.data import Corpus, default_corpus_bytes
 from trainer.model import GPTConfig
-from trainer.netmodel import allreduce_step_bytes, reveal_bytes_per_round, sync_bytes
+from trainer.netmodel import (
+    HTTP_BYTES_PER_FETCH,
+    TX_BYTES_PER_ROUND,
+    allreduce_step_bytes,
+    is_ring_reducible,
+    reveal_bytes_per_round,
+    round_overhead_bytes,
+    sync_bytes,
+)
 
 HEAD = "## Trainer: DiLoCo table with seeds (issue 15)"
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,7 +155,65 @@ class Pool:
             self.ex.shutdown(wait=True)
 
 
-REDUCIBLE = ("none", "dense", "int8", "int4", "int2", "dense+", "stride:1+", "lowrank")
+SITOUT_SHARE = 0.5  # the testnet's job draws 2 of its 4 providers a round: a participant sat out
+# the round that made its base half the time, and fetches that base (8 B/param)
+
+
+def byte_columns(
+    *,
+    upload: float,
+    rounds: int,
+    n_params: int,
+    workers: int,
+    codec: str,
+    allreduce: float,
+    sitout_share: float = SITOUT_SHARE,
+) -> dict:
+    """A DiLoCo row's byte columns per worker for the whole run (module docstring): upload,
+    sync (ring only for a ring-reducible codec, else all-gather), reveal, other; reductions
+    against ``allreduce`` (fp32 ring AllReduce bytes for the row's tokens)."""
+    ring = is_ring_reducible(codec)
+    ag = sync_bytes(upload, workers, "allgather")
+    sync = sync_bytes(upload, workers, "ring") if ring else ag
+    rev = rounds * reveal_bytes_per_round(n_params)
+    other = rounds * round_overhead_bytes(n_params, workers, sitout_share).total
+    return {
+        "codec": codec,
+        "sync_mode": "ring" if ring else "all-gather",
+        "bytes_upload": upload,
+        "bytes_allgather": ag,
+        "bytes_ring": sync if ring else None,
+        "bytes_sync": sync,
+        "bytes_reveal": rev,
+        "bytes_other": other,
+        "sitout_share": sitout_share,
+        "reduction": allreduce / sync,
+        "reduction_with_reveal": allreduce / (sync + rev),
+        "reduction_round": allreduce / (sync + rev + other),
+    }
+
+
+def recount(res: dict, sitout_share: float = SITOUT_SHARE) -> dict:
+    """A saved table's DiLoCo rows with their byte columns counted again by ``byte_columns``
+    from what the run recorded (each seed's config: codec, steps; its payload bytes and rounds):
+    how the recorded tables were corrected without training again."""
+    P, W = res["n_params"], res["workers"]
+    for r in res["rows"]:
+        if r["group"] == "a":
+            continue
+        r0 = next(iter(r["runs"].values()))
+        r.update(
+            byte_columns(
+                upload=r0["payload_bytes_per_worker"],
+                rounds=r0["rounds"],
+                n_params=P,
+                workers=W,
+                codec=r0["config"]["compression"],
+                allreduce=res["allreduce_bytes"] * r.get("steps_mult", 1.0),
+                sitout_share=sitout_share,
+            )
+        )
+    return res
 
 
 def ms(xs: list[float]) -> tuple[float, float]:
@@ -187,8 +258,36 @@ def main(argv=None) -> int:
         help="the κ row's outer settings, given up front so it runs alongside the sweeps "
         "(default: the best --outer entry, after they finish)",
     )
-    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    ap.add_argument(
+        "--compress-threads",
+        type=int,
+        help="threads compressing a round's payloads in each process (the codecs run on the "
+        "CPU; default 1 on cpu, the host's CPU count / --jobs on cuda)",
+    )
+    ap.add_argument(
+        "--sitout-share",
+        type=float,
+        default=SITOUT_SHARE,
+        help="the fraction of a round's participants that sat out the base's round and "
+        f"download the base model, 8 B/param (default {SITOUT_SHARE}: the testnet job draws 2 "
+        "of 4 providers)",
+    )
+    ap.add_argument(
+        "--estimate",
+        action="store_true",
+        help="before the table: time one outer round of each kind of row and print a per-row "
+        "and whole-table time estimate",
+    )
+    ap.add_argument("--estimate-only", action="store_true", help="print the time estimate and stop")
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=0.0,
+        help="estimate first (--estimate) and, when the table would take longer than this "
+        "many seconds, lower --steps (a multiple of H) so it fits",
+    )
     ap.add_argument(
         "--jobs", type=int, default=2, help="rows run in this many processes (default 2: 2 cores)"
     )
@@ -208,7 +307,7 @@ def main(argv=None) -> int:
     ap.add_argument("--from-json", help="re-render a saved OUT/table.json (no training)")
     a = ap.parse_args(argv)
     if a.from_json:
-        md = render(json.loads(Path(a.from_json).read_text()), a.quick)
+        md = render(recount(json.loads(Path(a.from_json).read_text()), a.sitout_share), a.quick)
         if a.results:
             write_section(Path(a.results), md)
         print(md)
@@ -217,6 +316,11 @@ def main(argv=None) -> int:
         a.steps, a.H, a.seeds = 240, 20, "0,1"
         a.ar_lrs, a.outer = "3e-3", "0.7:0.9"
         a.codecs = "int4,chunk:64/4096+int2@1.0:0:0.95"
+    check_device(a.device)
+    if a.compress_threads is None:
+        a.compress_threads = (
+            max(1, (os.cpu_count() or 1) // max(1, a.jobs)) if a.device.startswith("cuda") else 1
+        )
     if a.data is None and DEFAULT_DATA.is_file():
         a.data = str(DEFAULT_DATA)  # the shared corpus when present, else the built-in one
     corpus = _corpus(a.data)
@@ -244,12 +348,27 @@ def main(argv=None) -> int:
             "steps": a.steps,
             "warmup": int(a.warmup_frac * a.steps),
             "device": a.device,
+            "compress_threads": a.compress_threads,
         }
         d.update(kw)
         if d.get("H"):
             d["eval_every"] = a.eval_rounds * d["H"]
         return RunConfig(**d)
 
+    if a.estimate or a.estimate_only or a.budget_s:
+        text, wall = estimate(a, rc, seeds)
+        print(text, flush=True)
+        if a.estimate_only:
+            return 0
+        if a.budget_s and wall > a.budget_s:
+            steps = max(2 * a.H, int(a.steps * a.budget_s / wall) // a.H * a.H)
+            print(
+                f"the estimate ({wall:,.0f} s) is over --budget-s {a.budget_s:g}: --steps "
+                f"lowered from {a.steps} to {steps} ({steps // a.H} rounds of H = {a.H}) so "
+                "the table finishes; its header gives the steps it ran",
+                flush=True,
+            )
+            a.steps = steps
     pool = Pool(a, a.jobs)
 
     def submit(label: str, **kw):
@@ -368,13 +487,6 @@ def main(argv=None) -> int:
         m, sd = ms([r["final_val_loss"] for r in rs.values()])
         g, gsd = ms(gaps)
         r0 = rs[seeds[0]]
-        up = r0["payload_bytes_per_worker"]
-        reducible = codec.startswith(REDUCIBLE)
-        ag = sync_bytes(up, W, "allgather")
-        ring = sync_bytes(up, W, "ring") if reducible else None
-        rev = r0["rounds"] * reveal_bytes_per_round(P)
-        sync = ring if reducible else ag
-        run_ar_bytes = ar_bytes * steps_mult  # the κ row runs m x the steps
         rows.append(
             {
                 "group": group,
@@ -386,12 +498,15 @@ def main(argv=None) -> int:
                 "gaps": gaps,
                 "kappa": kap,
                 "steps_mult": steps_mult,
-                "bytes_upload": up,
-                "bytes_allgather": ag,
-                "bytes_ring": ring,
-                "bytes_reveal": rev,
-                "reduction": run_ar_bytes / sync,
-                "reduction_with_reveal": run_ar_bytes / (sync + rev),
+                **byte_columns(
+                    upload=r0["payload_bytes_per_worker"],
+                    rounds=r0["rounds"],
+                    n_params=P,
+                    workers=W,
+                    codec=codec,
+                    allreduce=ar_bytes * steps_mult,  # the κ row runs m x the steps
+                    sitout_share=a.sitout_share,
+                ),
                 "runs": rs,
             }
         )
@@ -479,6 +594,40 @@ def main(argv=None) -> int:
     return 0
 
 
+def estimate(a, rc, seeds: list[int]) -> tuple[str, float]:
+    """Time one outer round (H steps and one evaluation, its seeds batched, in this process)
+    of each kind of row -- AllReduce, uncompressed DiLoCo, each codec -- and scale it to the
+    row's rounds: a per-row estimate and the table's (rows / --jobs), printed before it starts.
+    An upper bound on the steps (start-up is in the round; rows evaluate every --eval-rounds
+    rounds, not every round)."""
+    _init(a.data, a.threads, a.device)
+    rounds = a.steps // a.H
+    codecs = [c.partition("@")[0] for c in a.codecs.split(",") if c]
+    kinds = [("AllReduce", {"H": 0}), ("DiLoCo fp32", {"H": a.H})]
+    kinds += [(f"DiLoCo {c}", {"H": a.H, "compression": c}) for c in dict.fromkeys(codecs)]
+    per: dict[str, float] = {}
+    for name, kw in kinds:
+        rcs = [rc(seed=s, **{**kw, "steps": a.H, "warmup": 0, "eval_every": a.H}) for s in seeds]
+        t0 = time.perf_counter()
+        _task(rcs)
+        per[name] = (time.perf_counter() - t0) * rounds
+    n_ar, n_outer = len(a.ar_lrs.split(",")), len(a.outer.split(","))
+    total = per["AllReduce"] * n_ar + per["DiLoCo fp32"] * (n_outer + max(0.0, a.kappa_mult))
+    total += sum(per[f"DiLoCo {c}"] for c in codecs)
+    n_rows = n_ar + n_outer + len(codecs) + (1 if a.kappa_mult > 1 else 0)
+    wall = total / max(1, min(a.jobs, n_rows))
+    lines = [
+        f"time estimate on {a.device} ({rounds} rounds of H = {a.H}, {len(seeds)} seeds "
+        "batched a row; one round timed per kind, x rounds):"
+    ]
+    lines += [f"  {k}: ~{v:,.0f} s a row" for k, v in per.items()]
+    lines.append(
+        f"  the table: {n_rows} rows, ~{total:,.0f} s of row time, ~{wall:,.0f} s wall in "
+        f"{min(a.jobs, n_rows)} process(es)"
+    )
+    return "\n".join(lines), wall
+
+
 def _k(ks, mult):
     """κ per seed; "> m" where the run (m x the steps) never reached the baseline's loss."""
     return " / ".join(f"{k:.2f}" if k is not None else f"> {mult:g}" for k in ks)
@@ -495,6 +644,10 @@ def _ar_equiv(res: dict, row: dict) -> str:
         t = tokens_to_reach(b["curve"], r["final_val_loss"])
         out.append("—" if t is None else f"{t / b['tokens']:.2f}")
     return " / ".join(out)
+
+
+def _sitout(res: dict) -> float:
+    return next((r["sitout_share"] for r in res["rows"] if "sitout_share" in r), SITOUT_SHARE)
 
 
 def render(res: dict, quick: bool) -> str:
@@ -525,28 +678,40 @@ def render(res: dict, quick: bool) -> str:
         f"that seed's baseline (AllReduce lr {res['best_ar_lr']:g}), mean ± sd (per seed in "
         "brackets). κ: tokens to reach the seed's AllReduce final loss / AllReduce's tokens "
         "(> m: not reached in m x the budget). AR-equivalent: the fraction of its tokens at "
-        "which the seed's AllReduce first reaches the row's final loss. fp32 ring AllReduce: "
-        f"{res['allreduce_bytes']:,.0f} B per worker for the run.",
+        "which the seed's AllReduce first reaches the row's final loss. Bytes one worker sends "
+        "for the whole run (`trainer/netmodel.py`): fp32 ring AllReduce "
+        f"{res['allreduce_bytes']:,.0f} B; sync = the payloads through a ring (x 2(W-1)/W) only "
+        "for dense fp32 / fp16, which a ring can add in flight, and through an all-gather "
+        "(x W-1) for everything else (int8 / int4 / int2 carry per-block scales, low rank its "
+        "own factors, chunks / top-k / stride their own values; the losses are the exact mean "
+        "of the decoded payloads, i.e. an all-gather); reveal = expected verification bytes "
+        "(5 % challenged, 1 segment, 1 verifier, 12 B/param states); other = txs "
+        f"({TX_BYTES_PER_ROUND} B a round), blob-fetch HTTP heads ({HTTP_BYTES_PER_FETCH} B a "
+        f"fetch) and base-model downloads (8 B/param) by a share {_sitout(res):g} of the "
+        "participants, those that sat out the base's round (the testnet job's 2-of-4 "
+        "draw). Reductions: fp32 AllReduce / sync, / (sync + reveal), / (sync + reveal + "
+        "other) = the whole round.",
         "",
         "| | run | val loss (mean ± sd) | gap to AllReduce | κ per seed | AR-equivalent | "
-        "upload B | all-gather B (x W-1) | ring B | reveal B | reduction (sync) | with reveal |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "upload B | sync B | sync | reveal B | other B | reduction (sync) | + reveal | "
+        "whole round |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in res["rows"]:
         if r["group"] == "a":
             L.append(
-                f"| a | {r['run']} | {r['loss']:.4f} ± {r['loss_sd']:.4f} | | | | | | | | 1x | |"
+                f"| a | {r['run']} | {r['loss']:.4f} ± {r['loss_sd']:.4f} "
+                "| | | | | | | | | 1x | | |"
             )
             continue
-        ring = f"{r['bytes_ring']:,.0f}" if r["bytes_ring"] is not None else "—"
         gaps = ", ".join(f"{g:+.1f}" for g in r["gaps"])
         L.append(
             f"| {r['group']} | {r['run']} | {r['loss']:.4f} ± {r['loss_sd']:.4f} | "
             f"{r['gap']:+.2f} ± {r['gap_sd']:.2f} % [{gaps}] | "
             f"{_k(r['kappa'], r['steps_mult'])} | {_ar_equiv(res, r)} | "
-            f"{r['bytes_upload']:,.0f} | {r['bytes_allgather']:,.0f} | {ring} | "
-            f"{r['bytes_reveal']:,.0f} | {r['reduction']:,.0f}x | "
-            f"{r['reduction_with_reveal']:,.0f}x |"
+            f"{r['bytes_upload']:,.0f} | {r['bytes_sync']:,.0f} | {r['sync_mode']} | "
+            f"{r['bytes_reveal']:,.0f} | {r['bytes_other']:,.0f} | {r['reduction']:,.0f}x | "
+            f"{r['reduction_with_reveal']:,.0f}x | {r['reduction_round']:,.0f}x |"
         )
     # at equal tokens: the κ row spends m x the baseline's tokens, so it does not count here
     ok = [r for r in res["rows"] if r["group"] in ("b", "c") and r["gap"] <= 2.0]
@@ -554,7 +719,12 @@ def render(res: dict, quick: bool) -> str:
     L += [
         "",
         "Best reduction within a 2 % mean gap at the baseline's tokens: "
-        + (f"**{b['run']}**, {b['reduction']:,.0f}x at {b['gap']:+.2f} %." if b else "**none**."),
+        + (
+            f"**{b['run']}**, {b['reduction']:,.0f}x in sync bytes "
+            f"({b['reduction_round']:,.0f}x for the whole round) at {b['gap']:+.2f} %."
+            if b
+            else "**none**."
+        ),
         "",
     ]
     return "\n".join(L)

@@ -18,7 +18,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.diloco_table import write_section as _write_section  # noqa: E402
 from trainer.compression import make_codec  # noqa: E402
-from trainer.netmodel import reveal_bytes_per_round, speedup, step_time_for  # noqa: E402
+from trainer.netmodel import (  # noqa: E402
+    is_ring_reducible,
+    reveal_bytes_per_round,
+    round_overhead_bytes,
+    speedup,
+    step_time_for,
+)
 
 HEAD = "## Trainer: 107B projection (P3, restated)"
 CODECS = [
@@ -34,9 +40,12 @@ CODECS = [
     "chunk:32/4096+int2",
     "chunk:8/4096+int2",
 ]
-# reducible: payloads can be summed on a ring (dense with shared scale, low rank with a shared
-# basis: DiLoCoX); sparse top-k / chunk payloads need an all-gather
-RING_OK = ("dense", "stride:1", "lowrank")
+
+
+def sync_mode(codec: str) -> str:
+    """ring only for dense float payloads (``netmodel.is_ring_reducible``); int8 / int4 / int2
+    (per-block scales), low rank (per-worker factors), stride, top-k, chunks: all-gather."""
+    return "ring" if is_ring_reducible(codec) else "allgather"
 
 
 def bits_per_param(codec: str) -> float:
@@ -60,15 +69,21 @@ def render(a) -> str:
         f"{2 * (W - 1) / W * 2 * P * 8 / bw:,.0f} s at {a.gbps:g} Gbps); DiLoCo: H = {a.H} inner "
         "steps per sync, the sync of a round overlapped with the next round's compute (one-step "
         "delay); the codec's size is its exact encoded size per parameter (fp32 scales, index "
-        "bits included) on a 4096 x 4096 matrix. Step time is the free variable (it depends on "
+        "bits included) on a 4096 x 4096 matrix; sync is a ring AllReduce (2(W-1)/W x the "
+        "payload) only for dense floats, which a ring adds in flight, and an all-gather "
+        "((W-1) x the payload) for every other codec: int8 / int4 / int2 payloads carry each "
+        "worker's own block scales (and a sum of 20 int4 codes needs 9 bits), low rank each "
+        "worker's own factors, stride / top-k / chunks each worker's own values (an earlier "
+        "version of this table credited int8 / int4 / int2, stride and low rank with ring "
+        "bytes, 10x too few at W = 20). Step time is the free variable (it depends on "
         f"GPUs, MFU and tokens per step, which the paper does not pin): e.g. {a.gpus} GPUs x "
         f"{a.gpu_flops / 1e12:.0f} TFLOPS x {a.mfu:.0%} MFU at {a.tokens_per_step:,} tokens per "
         f"node per step gives t_step = 6·P·tokens/(GPUs·peak·MFU) = {t_cfg:.1f} s.",
         "",
         f"**A {a.target:g}x speedup needs t_step <= {t_need:.2f} s whatever the codec** (the "
         "speedup of a fully hidden sync is (t_step + t_AllReduce) / t_step), and a codec whose "
-        "sync hides behind H steps of compute. Speedup by step time (ring = reducible codecs, "
-        "all-gather = sparse codecs through blobs):",
+        "sync hides behind H steps of compute. Speedup by step time (payload sync only; the "
+        "round's other bytes are counted in the second table):",
         "",
     ]
     ts = [float(t) for t in a.step_times.split(",")]
@@ -82,7 +97,7 @@ def render(a) -> str:
     for c in CODECS:
         b = bits_per_param(c)
         for mode in ("ring", "allgather"):
-            if mode == "ring" and not c.startswith(RING_OK):
+            if mode == "ring" and sync_mode(c) != "ring":
                 continue
             sp = speedups(a, ts, b, bw, mode)
             mx = speedup(
@@ -107,9 +122,10 @@ def render(a) -> str:
         "2 % at 107B is not something the 0.2 M-parameter CPU rows can show (compression "
         "tolerance grows with model size in the DiLoCo / SparseLoCo / DiLoCoX papers, but that is "
         "their evidence, not ours). P3 stands at: reachable in this model only for t_step <= "
-        f"{t_need:.2f} s and a reducible codec of <= the last column's bits/param (ring), or "
-        "a sparse codec under ~0.5 bits/param through an all-gather; which codec is 'within 2 %' "
-        "is decided by the seeded table (benchmarks/diloco_seeds.py), not here.",
+        f"{t_need:.2f} s and a codec under ~0.5 bits/param through an all-gather (dense fp16 "
+        "through a ring tops out near 125x; dense int4 is ~45x), before the round's other "
+        "bytes; which codec is 'within 2 %' is decided by the seeded table "
+        "(benchmarks/diloco_seeds.py), not here.",
         "",
     ]
     return "\n".join(L)
@@ -148,9 +164,18 @@ def verification_bytes(a, challenge_bps: int, segments: int) -> float:
     )
 
 
+def other_bytes(a) -> float:
+    """A worker's other bytes a round, both ways (trainer/netmodel.py ``round_overhead_bytes``:
+    txs, blob-fetch heads, base-model downloads by the ``--sitout-share`` of participants that
+    sat out the base's round; what one downloads a peer sends, so x 2 for the full-duplex
+    convention of ``speedup``'s ``extra_bytes``)."""
+    return 2 * round_overhead_bytes(a.params, a.workers, a.sitout_share).total
+
+
 def verification_rows(a, ts: list[float], bw: float) -> list[str]:
-    """The speedups again with the verification on the same link (issue 29): at the defaults
-    ``tx job create`` ships and at the old ones (every commitment, 15 segments)."""
+    """The speedups again with the verification and the round's other bytes on the same link
+    (issue 29, issue 34): at the defaults ``tx job create`` ships and at the old ones (every
+    commitment, 15 segments)."""
     from node.market_msgs import DEFAULT_CHALLENGE_BPS, DEFAULT_SEGMENTS_PER_CHALLENGE
 
     settings = [
@@ -163,8 +188,17 @@ def verification_rows(a, ts: list[float], bw: float) -> list[str]:
         "verifier, fetches as many on average: per challenge and verifier the trace's last "
         "entry and one state per opened segment (12 B/param each) and the payload; the panel is "
         "1 verifier plus the chain's audits (40 % x 1 seat); carried on the same full-duplex "
-        "link, overlapped with the next round's compute like the sync.",
+        "link, overlapped with the next round's compute like the sync. **Counting the round's "
+        "other bytes** (issue 34): the txs and blob-fetch heads (~kB) and the base model "
+        f"(8 B/param) downloaded by a share {a.sitout_share:g} of the participants, those "
+        "that sat out the base's round (0 in DiLoCoX's setting, where every node trains "
+        "every round; 1 - N/M when N of M providers are drawn).",
     ]
+    ob = other_bytes(a)
+    L.append(
+        f"- other bytes at sit-out share {a.sitout_share:g}: {ob / 2 / 1e9:,.1f} GB a round "
+        f"per worker each way, {ob / 2 * 8 / bw:,.0f} s at {a.gbps:g} Gbps"
+    )
     for name, rate, sg in settings:
         vb = verification_bytes(a, rate, sg)
         L.append(
@@ -174,11 +208,11 @@ def verification_rows(a, ts: list[float], bw: float) -> list[str]:
         )
     L += ["", "| codec | sync | settings | " + " | ".join(f"t_step {t:g} s" for t in ts) + " |"]
     L.append("|---|---|---|" + "---|" * len(ts))
-    for codec in ("dense+int4", "lowrank:64+int4", "chunk:32/4096+int2"):
+    for codec in ("dense+fp16", "dense+int4", "lowrank:64+int4", "chunk:32/4096+int2"):
         b = bits_per_param(codec)
-        mode = "ring" if codec.startswith(RING_OK) else "allgather"
+        mode = sync_mode(codec)
         for name, ch, sg in settings:
-            vb = verification_bytes(a, ch, sg)
+            vb = verification_bytes(a, ch, sg) + ob
             sp = speedups(a, ts, b, bw, mode, vb)
             L.append(
                 f"| {codec} | {mode} | {name} | " + " | ".join(f"{x:,.0f}x" for x in sp) + " |"
@@ -204,6 +238,13 @@ def main(argv=None) -> int:
     ap.add_argument("--gpu-flops", type=float, default=312e12)
     ap.add_argument("--mfu", type=float, default=0.4)
     ap.add_argument("--tokens-per-step", type=int, default=16384)
+    ap.add_argument(
+        "--sitout-share",
+        type=float,
+        default=0.0,
+        help="fraction of a round's participants that download the base model (default 0: "
+        "DiLoCoX's nodes all train every round)",
+    )
     ap.add_argument("--results", help="RESULTS.md to write the section into")
     a = ap.parse_args(argv)
     md = render(a)

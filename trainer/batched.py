@@ -68,11 +68,29 @@ class RunConfig:
     eval_every: int = 0  # global steps between evaluations (0: every round; baseline: steps//20)
     eval_batch: int = 256
     device: str = "cpu"
+    # threads compressing a round's payloads (the M runs x W workers, one payload a thread at a
+    # time; the codecs run on the CPU): the results do not depend on it (tested). A GPU run
+    # sets it to the host's CPU count (benchmarks/gpu_table.sh): one thread compressed a 25.6 M
+    # parameter model's 12 int4 payloads in ~10 s a round
+    compress_threads: int = 1
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["model"] = self.model.to_dict()
         return d
+
+
+def check_device(device: str) -> None:
+    """``--device cuda`` on a machine without a visible CUDA device: one sentence naming the
+    fix, not torch's driver error."""
+    if not device.startswith("cuda"):
+        return
+    if not torch.cuda.is_available():
+        raise SystemExit(
+            f"--device {device}: torch {torch.__version__} sees no CUDA device on this machine "
+            f"(torch.cuda.is_available() is False; built for CUDA {torch.version.cuda}): run it "
+            "on a machine with an NVIDIA GPU and its driver, or use --device cpu"
+        )
 
 
 def lr_at(rc: RunConfig, step: int) -> float:
@@ -183,16 +201,30 @@ class _Outer:
             p.add_(g[n], alpha=-rc.outer_lr)
 
 
+def _compress_one(codec, d: dict, st: CompressionState, shapes) -> tuple[dict, int]:
+    """One worker's Δ through the codec's canonical bytes: (decoded Δ, payload bytes)."""
+    b = encode(codec.compress(d, st))
+    return codec.decompress(decode(b), shapes), len(b)
+
+
 def _compress(
-    codec, deltas: list[dict], states: list[CompressionState], shapes
+    codec, deltas: list[dict], states: list[CompressionState], shapes, threads: int = 1
 ) -> tuple[list, int]:
-    """Each worker's Δ through the codec's canonical bytes; (decoded Δs, largest payload)."""
-    out, size = [], 0
-    for d, st in zip(deltas, states, strict=True):
-        b = encode(codec.compress(d, st))
-        size = max(size, len(b))
-        out.append(codec.decompress(decode(b), shapes))
-    return out, size
+    """Each worker's Δ through the codec's canonical bytes; (decoded Δs, largest payload).
+    ``threads`` > 1: the payloads in a thread pool (each payload's computation is unchanged,
+    so the result is the same; torch releases the GIL in the codecs' tensor ops)."""
+    res = _pool([(codec, d, st, shapes) for d, st in zip(deltas, states, strict=True)], threads)
+    return [r[0] for r in res], max((r[1] for r in res), default=0)
+
+
+def _pool(jobs: list[tuple], threads: int) -> list[tuple[dict, int]]:
+    """``_compress_one`` of each job, in order; in a pool of ``threads`` when > 1."""
+    if threads > 1 and len(jobs) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(threads, len(jobs))) as ex:
+            return list(ex.map(lambda j: _compress_one(*j), jobs))
+    return [_compress_one(*j) for j in jobs]
 
 
 SHARED = (
@@ -212,6 +244,7 @@ SHARED = (
     "eval_every",
     "eval_batch",
     "device",
+    "compress_threads",
 )
 
 
@@ -385,14 +418,27 @@ def run_many(corpus: Corpus, rcs: list[RunConfig], heldout=None, on_eval=None) -
                 _clip(g, rc.grad_clip, stacked=True)
                 opt.step(local, g, [lr_at(o, s) for o in rcs], W)
             avg = {}
-            for mi, o in enumerate(rcs):
-                deltas = [
+            alld = [
+                [
                     {n: (gparams[n][mi] - local[n][mi * W + i]).float().cpu() for n in names}
                     for i in range(W)
                 ]
+                for mi in range(M)
+            ]
+            # every compressed run's W payloads in one pool (M x W jobs), each job as alone
+            jobs = [
+                (codecs[mi], d, st, shapes)
+                for mi, o in enumerate(rcs)
+                if o.compression not in ("none", "dense")
+                for d, st in zip(alld[mi], cstates[mi], strict=True)
+            ]
+            done = iter(_pool(jobs, rc.compress_threads))
+            for mi, o in enumerate(rcs):
                 if o.compression not in ("none", "dense"):
-                    deltas, size = _compress(codecs[mi], deltas, cstates[mi], shapes)
+                    got = [next(done) for _ in range(W)]
+                    deltas, size = [g[0] for g in got], max(g[1] for g in got)
                 else:
+                    deltas = alld[mi]
                     size = len(encode(codecs[mi].compress(deltas[0], CompressionState())))
                 payload[mi] += size
                 # sum() of tensors is a tensor (typeshed says int | tensor: it starts from 0)
@@ -516,7 +562,7 @@ def _run_loop(corpus: Corpus, rc: RunConfig, heldout=None) -> dict:
                     {n: (gparams[n] - p.detach()).float().cpu() for n, p in mi.named_parameters()}
                 )
             if rc.compression not in ("none", "dense"):
-                deltas, size = _compress(codec, deltas, cstates, shapes)
+                deltas, size = _compress(codec, deltas, cstates, shapes, rc.compress_threads)
             else:
                 size = len(encode(codec.compress(deltas[0], CompressionState())))
             payload_bytes += size

@@ -7,9 +7,13 @@ workers:
 * ``allgather``: ``(W-1) x b`` -- loconet publishes a payload as a blob and each of the W-1
   other providers fetches it (top-k / chunked payloads cannot be summed on the way, so there
   is no ring for them); the worker also downloads ``(W-1) x b``;
-* ``ring``: ``2(W-1)/W x b`` -- a ring AllReduce, only for codecs whose payloads can be summed
-  in the compressed domain (dense fp/bf16, DiLoCoX's low rank with a shared basis, dense low-bit
-  with a shared scale); the baseline's per-step fp32 / bf16 gradient AllReduce is this.
+* ``ring``: ``2(W-1)/W x b`` -- a ring AllReduce, only for payloads that a ring can add in
+  flight: dense floats (fp32, fp16 / bf16; ``is_ring_reducible``), as the baseline's per-step
+  fp32 / bf16 gradient AllReduce does. Every other codec is an all-gather: int8 / int4 / int2
+  carry each worker's own block scales (codes with different scales cannot be added, and a sum
+  of W int4 codes needs 4 + log2(W) bits), low rank carries each worker's own factors, stride /
+  top-k / chunks each worker's own values (and indices); the table's losses are measured with
+  the exact mean of every decoded payload, i.e. what an all-gather delivers.
 
 Verification adds *reveal* bytes (``verification_bytes_per_challenge``): a commitment is
 challenged with probability ``challenge_bps / 10000``; each verifier of its panel (the first
@@ -31,6 +35,25 @@ counted the same way (sent and received): ``2 x H x 2(W-1)/W x 4P``.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+
+RING_QUANTS = ("fp32", "fp16", "bf16")  # float payloads: a ring adds them in flight
+
+
+def is_ring_reducible(codec: str) -> bool:
+    """True only for dense float payloads (``none`` / ``dense`` / ``dense+fp16``): the one kind
+    a ring AllReduce can sum on the way. Quantized (per-block scales), low-rank (per-worker
+    factors), strided, top-k and chunked payloads are all-gathered. ``codec`` is any spelling
+    ``trainer.compression.make_codec`` accepts (``int4`` = ``dense+int4``)."""
+    from trainer.compression import make_codec
+
+    c = make_codec(codec)
+    return c.policy.family == "dense" and c.quant in RING_QUANTS
+
+
+def sync_mode(codec: str) -> str:
+    """``ring`` for a ring-reducible codec, else ``allgather``."""
+    return "ring" if is_ring_reducible(codec) else "allgather"
 
 
 def ring_factor(workers: int) -> float:
@@ -46,6 +69,46 @@ def sync_bytes(payload: float, workers: int, mode: str) -> float:
     if mode == "ring":
         return float(payload) * ring_factor(workers)
     raise ValueError(f"mode must be upload, allgather or ring, got {mode!r}")
+
+
+# Measured on a live 4-validator network (benchmarks/traffic.py, RESULTS.md *Whole-round
+# traffic*; raw run benchmarks/traffic_runs/h500_k50_10rounds.json, 20 participant-rounds):
+TX_BYTES_PER_ROUND = 930  # signed txs a participant broadcasts a round (commit + attest; a
+#   challenged round adds its reveal): mean 929.6 B, 853-2,317 B
+HTTP_BYTES_PER_FETCH = 528  # request + response heads of one blob fetch (21,667 B / 41 fetches)
+MODEL_BYTES_PER_PARAM = 8  # a base-model blob: float32 parameters + the outer momentum
+
+
+@dataclass(frozen=True, slots=True)
+class Overhead:
+    """A participant's bytes a round besides its payload and reveals, counted as the table's
+    other columns are (bytes one worker sends; what one worker downloads from a peer that peer
+    sends, so per worker on average sent = received): ``txs`` (its signed txs),
+    ``blob_heads`` (the HTTP heads of the W-1 payload fetches it serves or makes, half each
+    way: (W-1) x ``HTTP_BYTES_PER_FETCH``), ``models`` (the base model, 8 B/param, fetched by
+    the ``sitout_share`` of participants that sat out the base's round and so could not
+    aggregate it themselves)."""
+
+    txs: float
+    blob_heads: float
+    models: float
+
+    @property
+    def total(self) -> float:
+        return self.txs + self.blob_heads + self.models
+
+
+def round_overhead_bytes(n_params: float, workers: int, sitout_share: float) -> Overhead:
+    """The uncounted bytes of one round per participant (``Overhead``). ``sitout_share``: the
+    fraction of a round's participants that did not take part in the round that made its base
+    (0 when the same W train every round; 1 - N/M when N of M providers are drawn uniformly)."""
+    if not 0.0 <= sitout_share <= 1.0:
+        raise ValueError(f"sitout_share must be in [0, 1], got {sitout_share}")
+    return Overhead(
+        txs=float(TX_BYTES_PER_ROUND),
+        blob_heads=float((workers - 1) * HTTP_BYTES_PER_FETCH),
+        models=sitout_share * MODEL_BYTES_PER_PARAM * n_params,
+    )
 
 
 STATE_BYTES_PER_PARAM = 12  # float32 parameters + AdamW exp_avg + exp_avg_sq

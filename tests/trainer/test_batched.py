@@ -106,3 +106,35 @@ def test_tokens_to_reach_interpolates():
     ]
     assert tokens_to_reach(c, 2.5) == pytest.approx(150)
     assert tokens_to_reach(c, 1.0) is None
+
+
+def test_compress_threads_do_not_change_the_result(corpus):
+    """A round's payloads compressed in a thread pool (what a GPU run does with the host's CPU
+    threads) give bit for bit the run a single thread gives; a mixed row (one run compressed,
+    one not) keeps each run's payloads apart."""
+    torch.set_num_threads(1)
+
+    def go(threads: int) -> list[dict]:
+        rcs = [
+            RunConfig(
+                model=CFG,
+                workers=3,
+                batch_size=2,
+                steps=6,
+                H=3,
+                seed=s,
+                compression=c,
+                eval_every=3,
+                device=DEVICE,
+                compress_threads=threads,
+            )
+            for s, c in ((0, "int4"), (1, "none"), (2, "chunk:8/64+int2"))
+        ]
+        return run_many(corpus, rcs)
+
+    one, four = go(1), go(4)
+    for a, b in zip(one, four, strict=True):
+        assert a["payload_bytes_per_worker"] == b["payload_bytes_per_worker"]
+        for n in a["params"]:
+            assert torch.equal(a["params"][n], b["params"][n]), n
+    assert len({r["payload_bytes_per_worker"] for r in one}) == 3

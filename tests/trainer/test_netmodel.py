@@ -3,12 +3,18 @@
 import pytest
 
 from trainer.netmodel import (
+    HTTP_BYTES_PER_FETCH,
+    MODEL_BYTES_PER_PARAM,
+    TX_BYTES_PER_ROUND,
     allreduce_step_bytes,
+    is_ring_reducible,
     reveal_bytes_per_round,
+    round_overhead_bytes,
     round_traffic_per_worker,
     speedup,
     step_time_for,
     sync_bytes,
+    sync_mode,
     verification_bytes_per_challenge,
 )
 
@@ -113,3 +119,60 @@ def test_verification_bytes_share_the_link_with_the_sync():
     t_sync = (1.5 * P / 8 + 10e9) * 8 / bw
     assert slow["diloco_s_per_step"] == pytest.approx(t_sync / 10)
     assert slow["speedup"] < base["speedup"]
+
+
+@pytest.mark.parametrize("codec", ["none", "dense", "dense+fp16"])
+def test_dense_floats_are_the_only_ring_reducible_payloads(codec):
+    assert is_ring_reducible(codec)
+    assert sync_mode(codec) == "ring"
+
+
+@pytest.mark.parametrize(
+    "codec",
+    [
+        "int8",
+        "int4",
+        "int2",
+        "dense+int8",
+        "dense+int4",
+        "dense+int2",
+        "stride:1+int2",
+        "stride:1",  # fragments follow each worker's own counter: conservatively gathered
+        "lowrank:4+int8",
+        "lowrank:64",  # fp32 factors: a sum of products is not the product of sums
+        "topk:0.01+int4",
+        "chunk:64/4096+int2",
+        "tchunk:64/4096+int2",
+    ],
+)
+def test_invalid_ring_for_quantized_lowrank_and_sparse_codecs(codec):
+    # per-block scales, per-worker factors or per-worker positions: all-gathered
+    assert not is_ring_reducible(codec)
+    assert sync_mode(codec) == "allgather"
+
+
+def test_int4_rows_are_all_gather_bytes():
+    # the correction: a 4-worker int4 row is (W-1) x its payload, not 2(W-1)/W x, so
+    # its reduction halves; at W = 20 (the 107B configuration) it is 10x smaller
+    up = 25_899.0
+    assert sync_bytes(up, 4, sync_mode("int4")) == 3 * up
+    assert sync_bytes(up, 4, sync_mode("int4")) / sync_bytes(up, 4, "ring") == 2
+    assert sync_bytes(up, 20, sync_mode("int4")) / sync_bytes(up, 20, "ring") == pytest.approx(10)
+
+
+def test_round_overhead_bytes():
+    # measured constants (benchmarks/traffic_runs/h500_k50_10rounds.json)
+    assert (TX_BYTES_PER_ROUND, HTTP_BYTES_PER_FETCH, MODEL_BYTES_PER_PARAM) == (930, 528, 8)
+    o = round_overhead_bytes(42_880, 4, 0.5)
+    assert o.txs == 930
+    assert o.blob_heads == 3 * 528  # the heads of the W-1 fetches, per worker on average
+    assert o.models == 0.5 * 8 * 42_880  # half the participants fetch the base
+    assert o.total == 930 + 3 * 528 + 171_520
+    # the same W train every round: nobody downloads a base
+    assert round_overhead_bytes(42_880, 4, 0.0).models == 0
+
+
+@pytest.mark.parametrize("share", [-0.1, 1.5])
+def test_invalid_sitout_share(share):
+    with pytest.raises(ValueError):
+        round_overhead_bytes(1000, 4, share)
