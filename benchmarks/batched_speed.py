@@ -9,26 +9,34 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 import torch
 
 from trainer.batched import RunConfig, check_device, heldout_full, run
-from trainer.data import Corpus
+from trainer.data import Corpus, default_corpus_bytes
 from trainer.model import GPTConfig
 
 
 def main() -> int:
     argv = sys.argv[1:]
-    steps = 100
-    if "--steps" in argv:  # the value after it is not the data file
-        i = argv.index("--steps")
-        steps = int(argv[i + 1])
-        del argv[i : i + 2]
-    args = [a for a in argv if not a.startswith("--") and a != "cuda"]
-    dev = "cuda" if "--device" in argv and "cuda" in argv else "cpu"
+    opts = {"--steps": "100", "--device": "cpu"}
+    for k in opts:  # an option's value is not the data file
+        if k in argv:
+            i = argv.index(k)
+            opts[k] = argv[i + 1]
+            del argv[i : i + 2]
+    steps, dev = int(opts["--steps"]), opts["--device"]
+    args = [a for a in argv if not a.startswith("--")]
     check_device(dev)
     torch.set_num_threads(1)
-    corpus = Corpus.from_file(args[0] if args else "../shared/data/tinyshakespeare.txt")
+    default = Path("../shared/data/tinyshakespeare.txt")
+    if args:
+        corpus = Corpus.from_file(args[0])
+    else:  # the shared corpus when present, else the built-in one (a clean clone in CI)
+        corpus = (
+            Corpus.from_file(str(default)) if default.is_file() else Corpus(default_corpus_bytes())
+        )
     held = heldout_full(corpus, 32, 256, dev)[:1]
 
     def ms(H: int, impl: str, steps: int = steps) -> float:

@@ -36,7 +36,8 @@ def test_dry_run_finishes_and_a_failing_step_does_not_abort_the_table(tmp_path):
     )
     fake.chmod(0o755)
     out = tmp_path / "out"
-    p = _run(["--dry-run", str(out)], {"PY": str(fake)})
+    # DATA names no file: the lines must also run on a clean clone without the shared corpus
+    p = _run(["--dry-run", str(out)], {"PY": str(fake), "DATA": str(tmp_path / "none.txt")})
     log = p.stdout + p.stderr
     assert p.returncode == 1, log
     assert "collected" in log  # the pytest line itself works
