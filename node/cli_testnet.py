@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import sys
 import time
@@ -329,6 +330,20 @@ def move_ports(d: Path, m: dict[str, Any], base: int) -> dict[str, Any]:
     return m
 
 
+_LOG_LINE = re.compile(
+    r"^\d{4}-\d\d-\d\d[ T](\d\d:\d\d:\d\d)(?:[,.]\d+)? (?:loconet[.\w]* )?(?:INFO )?(.*)$"
+)
+
+
+def log_column(line: str, width: int = 90) -> str:
+    """A worker's last log line for the status table: its time of day (the date and milliseconds
+    dropped, the logger name too) and its message, cut at the end with an ellipsis. Cutting the
+    front to the last ``width`` characters left half a timestamp (``6:52,769 loconet...``)."""
+    m = _LOG_LINE.match(line)
+    text = f"{m.group(1)} {m.group(2)}" if m else line
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from node.cli import out
 
@@ -366,7 +381,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             + "\n".join(
                 f"{w['name']:10s} {'running' if w['running'] else 'STOPPED':8s} "
                 f"{'up' if w['serving'] else 'down':6s} {w['behaviour']:14s} {w['role']:6s} "
-                f"{w['last'][-90:]}"
+                f"{log_column(w['last'])}"
                 for w in ws
             )
         )

@@ -110,6 +110,59 @@ def jobs_table(res: dict[str, Any]) -> str:
     return "\n".join(rows) + f"\n{res['result']['total']} job(s) at height {res['height']}"
 
 
+def reward_reason(r: dict[str, Any], p: dict[str, Any]) -> str:
+    """Why a participant's reward is 0 (or "" when it was paid, or its round is still open), from
+    the round's JSON alone: the chain's rules (abci_app/jobs/rounds.py ``is_paid_attester``) pay
+    an accepted participant only once a model is attested by 2/3 of the accepted stake, and only
+    if it attested that model itself and its update is in it."""
+    if p["reward"] or r["phase"] != "finalized":
+        return ""
+    o = p["outcome"]
+    if o == "missed_commit":
+        return "no commitment before the commit deadline: nothing to pay for"
+    if o == "missed_reveal":
+        return "challenged and never revealed: treated as fraud"
+    if o in ("fraud", "rejected"):
+        return f"verifiers found its update {o}"
+    if o == "declined":
+        return "it declined the slot"
+    if o == "undecided":
+        return "the verifiers' votes reached no 2/3 majority (undecided): not paid, not slashed"
+    if o != "accepted":
+        return o
+    if not r["attested_model_hash"]:
+        return "no model reached the 2/3 attestation quorum, so nobody is paid for the round"
+    if not p["attested_hash"]:
+        return "it did not attest the round's model (pay needs the attestation: missed_attest)"
+    if p["attested_hash"] != r["attested_model_hash"]:
+        return "it attested another model than the quorum's (missed_attest)"
+    if not (p["commitment"] or {}).get("tokens_processed") or not p["quality"]:
+        return "its weight (tokens x quality) is 0"
+    return (
+        "its update was screened out of the aggregate (pay follows the model), or it is tombstoned"
+    )
+
+
+def reputation_reason(r: dict[str, Any], p: dict[str, Any]) -> str:
+    """Why a participant's reputation moved (or did not) in a finalized round."""
+    if r["phase"] != "finalized":
+        return ""
+    d, o = p["reputation_delta"], p["outcome"]
+    if o == "missed_commit":
+        return "lost for a missed commit"
+    if o in ("missed_reveal", "fraud"):
+        return f"set to 0 ({o}; jailed)"
+    if o == "accepted" and d < 0:
+        return "lost as a missed commit: accepted, but it did not attest the quorum's model"
+    if o == "accepted" and d > 0:
+        return "gained: accepted work a verifier panel checked, scaled by its pay"
+    if o == "accepted" and not p["challenge"]:
+        return "unchanged: not challenged (reputation grows only from verified work)"
+    if o == "accepted" and not p["reward"]:
+        return "unchanged: unpaid work gains nothing"
+    return ""
+
+
 def round_table(r: dict[str, Any]) -> str:
     """A readable table of one round (``query round`` without ``-o json``)."""
     w = r["windows"]
@@ -161,7 +214,19 @@ def round_table(r: dict[str, Any]) -> str:
             f"{'yes' if p['commitment'] else 'no':6s} {seg:>3s} {reveal:6s} {votes:9s} "
             f"{p['outcome']:13s} {p['quality']:>7d} {p['reward']:>10d} {p['slashed']:>10d}"
         )
+    why = []
+    for p in r["participants"]:  # an accepted update unpaid, or losing reputation: say why
+        if p["outcome"] != "accepted" or not (p["reward"] == 0 or p["reputation_delta"] < 0):
+            continue
+        if reward_reason(r, p):
+            why.append(f"why: {p['address']} reward 0: {reward_reason(r, p)}")
+        if reputation_reason(r, p):
+            why.append(
+                f"why: {p['address']} reputation {p['reputation_delta']:+d}: "
+                f"{reputation_reason(r, p)}"
+            )
     lines.append("")
+    lines += why
     lines.append(
         f"paid: {r['reward_paid']} uloco to participants, {r['verifier_paid']} uloco to verifiers; "
         f"{r['returned_to_escrow']} uloco back to escrow"

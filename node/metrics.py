@@ -17,21 +17,43 @@ the Application (``MeteredApplication``) and measures around the ABCI calls.
                                                      evicts the tx) or block (FinalizeBlock);
                                                      code 0 = accepted
     loconet_events_total{type}            counter    every event the blocks and txs emitted
-    loconet_rounds{phase}                 gauge      open rounds by phase (committed state)
+    loconet_rounds{job,phase}             gauge      open rounds by job and phase (committed state)
     loconet_verdicts_total{outcome}       counter    decided verdicts (verdict.decided)
     loconet_slashes_total{kind}           counter    slashes: validator.slashed, provider
                                                      slashes and jailings (event type)
     loconet_slashed_uloco_total{kind}     counter    uloco slashed, by kind
 
+Per provider (committed state, refreshed at every commit; what an operator alerts on):
+
+    loconet_provider_reputation{provider}        gauge  reputation, of 10000
+    loconet_provider_bond_uloco{provider}        gauge  bonded stake
+    loconet_provider_jailed{provider}            gauge  1 while jailed
+    loconet_provider_earned_uloco{provider}      gauge  lifetime earnings (training, verifying,
+                                                        bounties: the SLA record)
+    loconet_provider_slashed_uloco{provider}     gauge  lifetime slashes
+    loconet_provider_uptime_bps{provider}        gauge  duties kept over its last 64, of 10000
+    loconet_provider_missed_duties{provider,duty}  gauge  duties due and not kept: commit,
+                                                        reveal, attest, vote (the SLA record)
+    loconet_provider_next_duty_blocks{provider,duty}  gauge  blocks until the deadline of its
+                                                        nearest duty not yet done in an open
+                                                        round (no series: nothing due)
+    loconet_provider_next_duty_seconds{provider,duty} gauge  the same at the mean block time
+                                                        of the last 20 blocks
+
 The worker's (``WorkerMetrics``, for ``loconet provider run`` and node/blobs):
 
     loconet_blob_bytes_total{direction}   counter    blob bytes in (fetched) / out (served)
-    loconet_training_loss                 gauge      last inner-step loss (nats)
+    loconet_training_loss{job}            gauge      last inner-step loss (nats)
+    loconet_training_round{job}           gauge      the round last trained
+    loconet_training_round_steps{job}     gauge      its inner steps
+    loconet_training_round_seconds{job}   gauge      its training wall time
     loconet_training_step_seconds         histogram  time of one inner step
     loconet_training_steps_total          counter    inner steps done
     loconet_rounds_done_total{result}     counter    provider rounds: committed / failed
 
-Every metric lives in a ``CollectorRegistry`` passed in (tests make their own); ``serve``
+No ``*_created`` series: ``disable_created_metrics()`` at import (prometheus_client exported a
+creation timestamp beside every counter and histogram, twice the series and nothing to alert
+on). Every metric lives in a ``CollectorRegistry`` passed in (tests make their own); ``serve``
 starts the HTTP endpoint on a daemon thread. A Grafana dashboard over both is in
 ``networks/grafana/loconet.json``.
 """
@@ -44,7 +66,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+)
 
 from abci_app.app import Application
 from abci_app.pb import abci
@@ -63,6 +91,8 @@ SLASH_EVENTS = (
 
 
 log = logging.getLogger("loconet.metrics")
+
+disable_created_metrics()  # no `*_created` series (module docstring)
 
 
 def parse_listen(address: str) -> tuple[str, int]:
@@ -214,7 +244,9 @@ class NodeMetrics:
         self.events = Counter(
             "loconet_events", "events emitted by blocks and txs", ["type"], registry=registry
         )
-        self.rounds = Gauge("loconet_rounds", "open rounds by phase", ["phase"], registry=registry)
+        self.rounds = Gauge(
+            "loconet_rounds", "open rounds by job and phase", ["job", "phase"], registry=registry
+        )
         self.verdicts = Counter(
             "loconet_verdicts", "decided verdicts by outcome", ["outcome"], registry=registry
         )
@@ -223,6 +255,29 @@ class NodeMetrics:
         )
         self.slashed = Counter(
             "loconet_slashed_uloco", "uloco slashed by kind", ["kind"], registry=registry
+        )
+
+        def per_provider(name: str, doc: str, *labels: str) -> Gauge:
+            return Gauge(name, doc, ["provider", *labels], registry=registry)
+
+        self.p_reputation = per_provider("loconet_provider_reputation", "reputation, of 10000")
+        self.p_bond = per_provider("loconet_provider_bond_uloco", "bonded stake (uloco)")
+        self.p_jailed = per_provider("loconet_provider_jailed", "1 while jailed")
+        self.p_earned = per_provider("loconet_provider_earned_uloco", "lifetime earnings (uloco)")
+        self.p_slashed = per_provider("loconet_provider_slashed_uloco", "lifetime slashes (uloco)")
+        self.p_uptime = per_provider("loconet_provider_uptime_bps", "duties kept of its last 64")
+        self.p_missed = per_provider(
+            "loconet_provider_missed_duties", "duties due and not kept", "duty"
+        )
+        self.p_next_blocks = per_provider(
+            "loconet_provider_next_duty_blocks",
+            "blocks to the deadline of its nearest duty not done in an open round",
+            "duty",
+        )
+        self.p_next_seconds = per_provider(
+            "loconet_provider_next_duty_seconds",
+            "seconds to that deadline at the mean block time of the last 20 blocks",
+            "duty",
         )
 
     def observe_events(self, events: Any) -> None:
@@ -263,6 +318,7 @@ class MeteredApplication(Application):
         super().__init__(*args, **kw)
         self.metrics = metrics
         self._check_counters: dict[tuple[str, str, int], Any] = {}
+        self._block_times: list[float] = []  # header times (s) of the last blocks finalized
 
     def check_tx(self, req: Any) -> Any:
         res = super().check_tx(req)
@@ -283,6 +339,8 @@ class MeteredApplication(Application):
             m = self.metrics
             m.block_seconds.observe(time.perf_counter() - t0)
             m.blocks.inc()
+            if req.HasField("time"):
+                self._block_times = [*self._block_times[-20:], req.time.ToNanoseconds() / 1e9]
             codes: dict[tuple[str, int], int] = {}
             events = list(res.events)
             for r in res.tx_results:  # counted first, then one labelled increment per code
@@ -298,19 +356,20 @@ class MeteredApplication(Application):
         with _never_fatal("commit"):
             self.metrics.commits.inc()
             self.metrics.height.set(self.store.height)
-            self._count_rounds()
+            due = self._count_rounds()
+            self._provider_gauges(due)
         return res
 
-    def _count_rounds(self) -> None:
-        """Open rounds by phase, from the round schedule index (only rounds not finalized)."""
+    def _count_rounds(self) -> dict[tuple[bytes, str], int]:
+        """Open rounds by job and phase, from the round schedule index (only rounds not
+        finalized); returns each provider's nearest pending duty deadline, (address, duty) ->
+        height, read from the same rounds."""
         from abci_app.encoding import prefix_end
         from abci_app.jobs.keeper import get_round
         from abci_app.jobs.keys import ROUND_DUE_PREFIX, parse_round_due_key
-        from abci_app.pb import jobs_pb2
 
-        counts: dict[str, int] = {
-            name.removeprefix("PHASE_").lower(): 0 for name in jobs_pb2.Phase.keys()
-        }  # noqa: SIM118 (an EnumTypeWrapper)
+        counts: dict[tuple[str, str], int] = {}
+        due: dict[tuple[bytes, str], int] = {}
         seen: set[tuple[int, int]] = set()
         for key, _ in self.store.iterate(ROUND_DUE_PREFIX, prefix_end(ROUND_DUE_PREFIX)):
             _, job_id, rnd = parse_round_due_key(key)
@@ -319,15 +378,103 @@ class MeteredApplication(Application):
             seen.add((job_id, rnd))
             r = get_round(self.store, job_id, rnd)
             if r is not None:
-                name = jobs_pb2.Phase.Name(r.phase).removeprefix("PHASE_").lower()
-                counts[name] = counts.get(name, 0) + 1
-        for phase, n in counts.items():
-            self.metrics.rounds.labels(phase).set(n)
+                label = (str(job_id), PHASES.get(r.phase, str(r.phase)))
+                counts[label] = counts.get(label, 0) + 1
+                for (addr, duty), h in pending_duties(r).items():
+                    if h < due.get((addr, duty), 1 << 63):
+                        due[(addr, duty)] = h
+        self.metrics.rounds.clear()  # a finished job's series leave, not stay at their last value
+        for (job, phase), n in counts.items():
+            self.metrics.rounds.labels(job, phase).set(n)
+        return due
+
+    def _provider_gauges(self, due: dict[tuple[bytes, str], int]) -> None:
+        """Every registered provider's figures from the committed state (module docstring)."""
+        from abci_app.codec.address import to_bech32
+        from abci_app.jobs import sla
+        from abci_app.providers.keeper import iterate_providers
+
+        m, h = self.metrics, self.store.height
+        bt = self._block_times
+        block_s = (bt[-1] - bt[0]) / (len(bt) - 1) if len(bt) > 1 else 0.0
+        for g in (m.p_reputation, m.p_bond, m.p_jailed, m.p_earned, m.p_slashed, m.p_uptime):
+            g.clear()
+        for g in (m.p_missed, m.p_next_blocks, m.p_next_seconds):
+            g.clear()
+        for i, p in enumerate(iterate_providers(self.store)):
+            if i >= MAX_PROVIDER_SERIES:
+                break
+            a = to_bech32(p.address)
+            s = sla.get_sla(self.store, p.address)
+            m.p_reputation.labels(a).set(p.reputation)
+            m.p_bond.labels(a).set(p.bond)
+            m.p_jailed.labels(a).set(1 if p.status == JAILED else 0)
+            m.p_earned.labels(a).set(s.earned_participant + s.earned_verifier + s.earned_bounty)
+            m.p_slashed.labels(a).set(p.slashed_total)
+            m.p_uptime.labels(a).set(sla.compute_uptime_bps(s))
+            for duty, n in (
+                ("commit", s.commits_due - s.committed_on_time),
+                ("reveal", s.reveals_due - s.revealed),
+                ("attest", s.attests_due - s.attested),
+                ("vote", s.verifier_assigned - s.verifier_voted),
+            ):
+                m.p_missed.labels(a, duty).set(max(n, 0))
+        for (addr, duty), deadline in due.items():
+            a = to_bech32(addr)
+            left = max(deadline - h, 0)
+            m.p_next_blocks.labels(a, duty).set(left)
+            m.p_next_seconds.labels(a, duty).set(round(left * block_s, 3))
+
+
+MAX_PROVIDER_SERIES = 1000  # per-provider gauges for at most this many providers
+
+
+def _phase_names() -> dict[int, str]:
+    from abci_app.pb import jobs_pb2
+
+    return {v: k.removeprefix("PHASE_").lower() for k, v in jobs_pb2.Phase.items()}
+
+
+def _jailed_status() -> int:
+    from abci_app.pb import providers_pb2
+
+    return int(providers_pb2.ProviderStatus.Value("PROVIDER_STATUS_JAILED"))
+
+
+PHASES = _phase_names()
+JAILED = _jailed_status()
+
+
+def pending_duties(r: Any) -> dict[tuple[bytes, str], int]:
+    """(address, duty) -> the last height of its window, for each duty of an open round (a
+    ``jobs_pb2.Round``) not done yet: a drawn participant's commit, a challenged one's reveal, an
+    assigned verifier's vote (its hash, then its opening), an accepted one's attestation."""
+    from abci_app.pb import jobs_pb2 as pb
+
+    out: dict[tuple[bytes, str], int] = {}
+    for p in r.participants:
+        if r.phase in (pb.PHASE_OPEN, pb.PHASE_COMMIT) and not p.HasField("commitment"):
+            if p.outcome == pb.OUTCOME_PENDING:
+                out[(p.address, "commit")] = r.commit_deadline
+        if r.phase == pb.PHASE_REVEAL and p.challenged and len(p.reveals) < max(1, len(p.segments)):
+            out[(p.address, "reveal")] = r.reveal_end
+        if r.phase == pb.PHASE_VERDICT:
+            for v in p.verifiers:
+                if not v.vote_hash and not v.voted:
+                    out[(v.address, "vote")] = r.verdict_end
+        if r.phase == pb.PHASE_VOTE_REVEAL:
+            for v in p.verifiers:
+                if v.vote_hash and not v.voted:
+                    out[(v.address, "vote")] = r.vote_reveal_end
+        if r.phase == pb.PHASE_ATTEST and p.outcome == pb.OUTCOME_ACCEPTED and not p.attested_hash:
+            out[(p.address, "attest")] = r.attest_end
+    return out
 
 
 class WorkerMetrics:
     """What a provider worker and a blob server count (module docstring). Call ``blob_in`` /
-    ``blob_out`` with byte counts, ``step(loss, seconds)`` per inner step, ``round_done(ok)``."""
+    ``blob_out`` with byte counts, ``step(loss, seconds, job)`` per inner step,
+    ``round_trained(job, round, steps, seconds)`` and ``round_done(ok)`` per round."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -339,7 +486,22 @@ class WorkerMetrics:
             registry=r,
         )
         self.loss = Gauge(
-            "loconet_training_loss", "last inner-step training loss (nats)", registry=r
+            "loconet_training_loss", "last inner-step training loss (nats)", ["job"], registry=r
+        )
+        self.last_round = Gauge(
+            "loconet_training_round", "the round last trained, by job", ["job"], registry=r
+        )
+        self.round_seconds = Gauge(
+            "loconet_training_round_seconds",
+            "wall time of the last round's inner steps, by job",
+            ["job"],
+            registry=r,
+        )
+        self.round_steps = Gauge(
+            "loconet_training_round_steps",
+            "inner steps of the last round trained, by job",
+            ["job"],
+            registry=r,
         )
         self.step_seconds = Histogram(
             "loconet_training_step_seconds",
@@ -360,10 +522,17 @@ class WorkerMetrics:
     def blob_out(self, n: int) -> None:
         self.blob_bytes.labels("out").inc(n)
 
-    def step(self, loss: float, seconds: float) -> None:
-        self.loss.set(loss)
+    def step(self, loss: float, seconds: float, job: int | str = "") -> None:
+        self.loss.labels(str(job)).set(loss)
         self.step_seconds.observe(seconds)
         self.steps.inc()
+
+    def round_trained(self, job: int, round_: int, steps: int, seconds: float) -> None:
+        """A round's training is done: which round, its steps and wall time (the explorer's
+        job page reads them as the provider's live progress)."""
+        self.last_round.labels(str(job)).set(round_)
+        self.round_steps.labels(str(job)).set(steps)
+        self.round_seconds.labels(str(job)).set(seconds)
 
     def round_done(self, ok: bool) -> None:
         self.rounds.labels("committed" if ok else "failed").inc()

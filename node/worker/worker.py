@@ -160,14 +160,16 @@ class WorkerConfig:
     duty_threads: int = 1
 
 
-def _record_training(steps: int, seconds: float, loss: float) -> None:
+def _record_training(steps: int, seconds: float, loss: float, job: int = 0, rn: int = 0) -> None:
     """Prometheus figures of one round's training: the round's mean step time (observed once per
-    step, so the histogram's count is the number of inner steps) and its last loss."""
+    step, so the histogram's count is the number of inner steps), its last loss and, by job, the
+    round, its steps and wall time."""
     from node.metrics import worker_metrics
 
     m = worker_metrics()
     for _ in range(max(steps, 0)):
-        m.step(loss, seconds / max(steps, 1))
+        m.step(loss, seconds / max(steps, 1), job)
+    m.round_trained(job, rn, steps, seconds)
 
 
 def _one_torch_thread() -> None:
@@ -1085,7 +1087,7 @@ class ProviderWorker:
             self.account("train_s", time.perf_counter() - t1)
             self._step_s[jid] = (time.perf_counter() - t1) / max(1, plan.H)
             self.span("train", wall0 + (t1 - t0), time.time())
-            _record_training(plan.H, time.perf_counter() - t1, work.loss_after / 1000)
+            _record_training(plan.H, time.perf_counter() - t1, work.loss_after / 1000, jid, rn)
             log.info(
                 "round %d/%d: trained %d steps on shard %d in %.1fs, loss %.3f -> %.3f, payload "
                 "%d B",

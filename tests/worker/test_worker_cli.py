@@ -110,7 +110,7 @@ def test_worker_metrics_count_training_and_rounds():
 
     try:
         before = scrape()
-        _record_training(8, 2.0, 3.25)
+        _record_training(8, 2.0, 3.25, 1, 2)
         m.round_done(True)
         after = scrape()
     finally:
@@ -119,7 +119,8 @@ def test_worker_metrics_count_training_and_rounds():
     def grew(name: str, labels: tuple = ()) -> float:
         return after[(name, labels)] - before.get((name, labels), 0.0)
 
-    assert after[("loconet_training_loss", ())] == 3.25
+    assert after[("loconet_training_loss", (("job", "1"),))] == 3.25
+    assert after[("loconet_training_round", (("job", "1"),))] == 2
     assert grew("loconet_training_steps_total") == 8
     assert grew("loconet_training_step_seconds_count") == 8
     assert abs(grew("loconet_training_step_seconds_sum") - 2.0) < 1e-9
