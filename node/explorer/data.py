@@ -47,6 +47,9 @@ TX_EVENTS = {
 }
 HISTORY_SAMPLES = 24
 BLOCK_TIME_WINDOW = 20
+RECENT = 20  # recent blocks and txs on the network page
+ACCOUNT_TXS = 50  # txs listed on an account page
+RECENT_TX_HEIGHTS = 5000  # the recent txs list looks this far back
 MAX_ROUNDS_PER_JOB = 100
 
 
@@ -69,6 +72,8 @@ class Snapshot:
     proven_keys: int
     untrusted: str = ""  # non-empty: why this node's answers cannot be trusted
     reputation_history: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    recent_blocks: list[dict[str, Any]] = field(default_factory=list)
+    recent_txs: list[dict[str, Any]] = field(default_factory=list)
 
     def provider(self, address: str) -> dict[str, Any] | None:
         return next((p for p in self.providers if p["address"] == address), None)
@@ -88,6 +93,61 @@ def event_attrs(ev: dict[str, Any]) -> dict[str, str]:
         k, v = a.get("key", ""), a.get("value", "")
         out[k] = v
     return out
+
+
+def _plain(m: Any) -> dict[str, Any]:
+    """A protobuf message as the pages show it: bytes as hex (20-byte fields named like an
+    address as ``loco1…``), integers as numbers (MessageToDict writes 64-bit ones as strings),
+    enums by name, nested messages and lists alike."""
+    from abci_app.codec.address import to_bech32
+
+    out: dict[str, Any] = {}
+    for fd, value in m.ListFields():
+
+        def one(v: Any, fd: Any = fd) -> Any:
+            if fd.type == fd.TYPE_MESSAGE:
+                return _plain(v)
+            if fd.type == fd.TYPE_BYTES:
+                if len(v) == 20 and any(w in fd.name for w in ADDRESS_FIELDS):
+                    return to_bech32(v)
+                return v.hex()
+            if fd.type == fd.TYPE_ENUM:
+                ev = fd.enum_type.values_by_number.get(v)
+                return ev.name if ev else v
+            return v
+
+        repeated = fd.is_repeated
+        out[fd.name] = [one(v) for v in value] if repeated else one(value)
+    return out
+
+
+ADDRESS_FIELDS = ("address", "provider", "signer", "owner", "verifier", "delegator", "operator")
+
+
+def tx_summary(t: dict[str, Any]) -> dict[str, Any]:
+    """One line of a tx list from a tx_search entry: hash (hex), height, result code, signer,
+    fee, the kinds of its messages and the (job, round) its events name."""
+    signer, fee, kinds, where = "", 0, [], []
+    for ev in t["tx_result"].get("events", []):
+        a = event_attrs(ev)
+        if ev["type"] == "tx":
+            signer = a.get("signer", signer)
+            fee = int(a["fee"]) if a.get("fee", "").isdigit() else fee
+        elif ev["type"] != "message":
+            kinds.append(ev["type"])
+        if a.get("job_id", "").isdigit():
+            jr = (int(a["job_id"]), int(a["round"]) if a.get("round", "").isdigit() else None)
+            if jr not in where:
+                where.append(jr)
+    return {
+        "hash": t["hash"],
+        "height": int(t["height"]),
+        "code": int(t["tx_result"].get("code", 0)),
+        "signer": signer,
+        "fee": fee,
+        "kinds": sorted(set(kinds)),
+        "job_rounds": where,
+    }
 
 
 class Collector:
@@ -203,7 +263,84 @@ class Collector:
             j["round_records"] = rd["rounds"]
         return jobs
 
+    def _validators(self, h: int, root: bytes, power: dict[str, int]) -> list[dict[str, Any]]:
+        """The validator set of height h (CometBFT's, with its power) joined with each one's
+        staking record (moniker, stake, status: proven, re-derived from its stored bytes) and its
+        signing info (missed blocks in the slashing window: proven too). Uptime is the share of
+        the window's blocks it signed."""
+        from abci_app.pb import staking_pb2
+        from abci_app.slashing.keys import signing_info_key
+        from abci_app.slashing.params import slashing_pb2
+        from abci_app.staking.keys import validator_key
+
+        data, proven = self._query("/validators", h, root)
+        out = []
+        for v in data:
+            cons = bytes.fromhex(v["address"])
+            try:
+                raw = proven_record(proven, validator_key(cons))
+            except ProofInvalid as e:
+                raise Untrusted(f"validator {v['address']}: {e}: do not trust this node") from None
+            rec = decode_msg(staking_pb2.Validator, raw) if raw is not None else None
+            self._same(
+                f"validator {v['address']}",
+                [v["moniker"], v["power"], v["tokens"], v["jailed"], v["tombstoned"], v["slashed"]],
+                [rec.moniker, rec.power, rec.tokens, rec.jailed, rec.tombstoned, rec.slashed]
+                if rec
+                else None,
+            )
+            si, sproven = self._query(f"/signing_info/{v['address']}", h, root)
+            try:
+                sraw = proven_record(sproven, signing_info_key(cons))
+            except ProofInvalid as e:
+                raise Untrusted(
+                    f"signing info {v['address']}: {e}: do not trust this node"
+                ) from None
+            info = decode_msg(slashing_pb2.SigningInfo, sraw) if sraw is not None else None
+            missed = info.missed_blocks_counter if info else 0
+            self._same(f"signing info of {v['address']}", si["missed_blocks_counter"], missed)
+            seen = min(si["window"], max(1, h - (info.start_height if info else 0) + 1))
+            out.append(
+                {
+                    **v,
+                    "power": power.get(v["address"], 0),  # CometBFT's set at h (0: not in it)
+                    "staking_power": v["power"],
+                    "missed_blocks": missed,
+                    "window": si["window"],
+                    "max_missed": si["max_missed"],
+                    "uptime_bps": max(0, (seen - missed) * 10_000 // seen),
+                }
+            )
+        return sorted(out, key=lambda v: (-v["power"], -v["tokens"], v["address"]))
+
     # -- RPC (signed blocks, not state) ---------------------------------------------------------
+    def _recent_blocks(self, latest: int) -> list[dict[str, Any]]:
+        lo = max(1, latest - RECENT + 1)
+        metas = self.client.call("blockchain", minHeight=str(lo), maxHeight=str(latest))[
+            "block_metas"
+        ]
+        return sorted(
+            (
+                {
+                    "height": int(m["header"]["height"]),
+                    "time": m["header"]["time"],
+                    "hash": m["block_id"]["hash"],
+                    "proposer": m["header"]["proposer_address"],
+                    "num_txs": int(m.get("num_txs", 0)),
+                }
+                for m in metas
+            ),
+            key=lambda b: -b["height"],
+        )
+
+    def tx_list(self, query: str, limit: int = RECENT) -> tuple[list[dict[str, Any]], int]:
+        """The newest txs matching a tx_search query, each summarized (hash, height, code,
+        signer, its message kinds and the job/round they name) and its total count."""
+        res = self.client.call(
+            "tx_search", query=query, per_page=str(limit), page="1", order_by="desc"
+        )
+        return [tx_summary(t) for t in res["txs"]], int(res["total_count"])
+
     def _block_time_ms(self, latest: int) -> int | None:
         lo = max(1, latest - BLOCK_TIME_WINDOW)
         if latest - lo < 1:
@@ -305,7 +442,19 @@ class Collector:
                 self._closed_txs[j["id"]] = txs
             j["txs"] = txs
         vals = self.client.validators(h)
+        power = {v["address"]: int(v["voting_power"]) for v in vals}
+        validators = sorted(
+            ({"address": a, "power": p} for a, p in power.items()),
+            key=lambda v: (-v["power"], v["address"]),
+        )
+        if not untrusted:
+            try:
+                validators = self._validators(h, root, power)
+            except (Untrusted, ProofInvalid) as e:
+                untrusted = str(e)
         self._sample_history(h)
+        recent_blocks = self._recent_blocks(latest)
+        recent_txs = self.tx_list(f"tx.height>={max(1, latest - RECENT_TX_HEIGHTS)}")[0]
         return Snapshot(
             height=h,
             latest_height=latest,
@@ -314,10 +463,9 @@ class Collector:
             latest_time=st["sync_info"]["latest_block_time"],
             app_hash=root.hex().upper(),
             block_time_ms=self._block_time_ms(latest),
-            validators=sorted(
-                ({"address": v["address"], "power": int(v["voting_power"])} for v in vals),
-                key=lambda v: (-v["power"], v["address"]),
-            ),
+            validators=validators,
+            recent_blocks=recent_blocks,
+            recent_txs=recent_txs,
             providers=providers,
             jobs=jobs,
             proven_keys=self.proven_keys,
@@ -328,8 +476,6 @@ class Collector:
     # -- single records the pages link to -------------------------------------------------------
     def tx(self, tx_hash: str) -> dict[str, Any] | None:
         """A tx by hash with its messages decoded (``abci_app.codec.tx``) and its events."""
-        from google.protobuf.json_format import MessageToDict
-
         from abci_app.codec.address import to_bech32
         from abci_app.codec.tx import decode_tx
 
@@ -344,16 +490,19 @@ class Collector:
                 "fee": tx.fee,
                 "sequence": tx.sequence,
                 "memo": tx.memo,
-                "messages": [
-                    {"type": name, "body": MessageToDict(m, preserving_proto_field_name=True)}
-                    for name, m in tx.msgs
-                ],
+                "messages": [{"type": name, "body": _plain(m)} for name, m in tx.msgs],
             }
         except Exception as e:  # noqa: BLE001 (a tx the node holds but this client cannot decode: say so)
             info["decode_error"] = str(e)
         r = res["tx_result"]
+        links: list[tuple[int, int | None]] = []
+        for m in info["messages"]:
+            jid, rn = m["body"].get("job_id"), m["body"].get("round")
+            if isinstance(jid, int) and (jid, rn) not in links:
+                links.append((jid, rn if isinstance(rn, int) else None))
         return {
             "hash": res["hash"],
+            "job_rounds": links or tx_summary(res)["job_rounds"],
             "height": int(res["height"]),
             "code": int(r.get("code", 0)),
             "log": r.get("log", ""),
@@ -362,6 +511,70 @@ class Collector:
             "events": [
                 {"type": e["type"], "attributes": event_attrs(e)} for e in r.get("events", [])
             ],
+        }
+
+    def account(self, address: str, h: int, root: bytes) -> dict[str, Any]:
+        """An account at height h (balance and sequence proven against the app hash ``root`` the
+        snapshot checked, re-derived from the stored bytes), its newest txs (signed by it, or
+        sending to it) and what it was paid (market payouts, validator rewards: block events)."""
+        from abci_app.auth.keys import account_key
+        from abci_app.bank.keys import balance_key
+        from abci_app.encoding import decode_amount
+        from abci_app.pb import state_pb2
+
+        data, proven = self._query(f"/account/{address}", h, root)
+        a = from_bech32(address)
+        bk, ak = balance_key(a), account_key(a)
+        if set(proven) != {bk, ak}:
+            raise Untrusted(
+                f"account {address}: the proof does not cover exactly its balance and sequence "
+                "keys: do not trust this node"
+            )
+        raw_bal, raw_acc = proven[bk], proven[ak]
+        seq = decode_msg(state_pb2.Account, raw_acc).sequence if raw_acc else 0
+        self._same(
+            f"account {address}",
+            [data["balance"], data["sequence"]],
+            [decode_amount(raw_bal), seq],
+        )
+        signed, n_signed = self.tx_list(f"tx.signer='{address}'", ACCOUNT_TXS)
+        received, n_received = self.tx_list(f"transfer.recipient='{address}'", ACCOUNT_TXS)
+        txs = {t["hash"]: t for t in [*signed, *received]}
+        rewards: list[dict[str, Any]] = []
+        for etype in ("reward.paid", "fee.distributed"):
+            res = self.client.call(
+                "block_search",
+                query=f"{etype}.recipient='{address}'",
+                page="1",
+                per_page="30",
+                order_by="desc",
+            )
+            for blk in res.get("blocks") or []:
+                bh = int(blk["block"]["header"]["height"])
+                br = self.client.call("block_results", height=str(bh))
+                for bev in br.get("finalize_block_events") or []:
+                    ea = event_attrs(bev)
+                    if bev["type"] == etype and ea.get("recipient") == address:
+                        rewards.append(
+                            {
+                                "height": bh,
+                                "kind": ea.get("payout", "validator"),
+                                "amount": int(ea.get("amount", 0)),
+                                "job": int(ea["job_id"]) if "job_id" in ea else None,
+                                "round": int(ea["round"]) if "round" in ea else None,
+                            }
+                        )
+        rewards.sort(key=lambda r: -r["height"])
+        return {
+            "address": address,
+            "height": h,
+            "balance": data["balance"],
+            "sequence": data["sequence"],
+            "txs": sorted(txs.values(), key=lambda t: -t["height"])[:ACCOUNT_TXS],
+            "txs_signed": n_signed,
+            "txs_received": n_received,
+            "rewards": rewards,
+            "rewards_total": sum(r["amount"] for r in rewards),
         }
 
     def block(self, height: int) -> dict[str, Any]:

@@ -5,7 +5,9 @@ with charts as inline SVG (``svg.py``); ``static/live.js`` polls the current pag
 every ``poll`` seconds (``?fragment=1``) and swaps it in, so the page follows the chain without
 a reload and still reads fully without JavaScript. Nothing is fetched from outside the node.
 
-Routes: ``/`` (network, providers, jobs, charts), ``/provider/{loco1…}``, ``/job/{id}`` (rounds
+Routes: ``/`` (network, validators with moniker, stake and uptime, recent blocks and txs,
+providers, jobs, charts), ``/search?q=`` (height, job id, address, tx or model hash),
+``/account/{loco1…}`` (proven balance, txs, rewards), ``/provider/{loco1…}``, ``/job/{id}`` (rounds
 with phase timeline, participants, commitments, challenges, verdicts, payouts, slashes, each
 linked to its tx or block; lineage; loss curve), ``/tx/{hash}``, ``/block/{height}``,
 ``/api/snapshot`` (the JSON the pages are drawn from), ``/static/*``.
@@ -29,6 +31,7 @@ from node.explorer.data import Collector, Snapshot, Untrusted
 if TYPE_CHECKING:
     from node.trust import TrustStore
 from node.httplog import client_error_log
+from node.proofs import ProofInvalid
 from node.rpc import RpcError
 
 HERE = Path(__file__).parent
@@ -45,6 +48,11 @@ def pct(bps: int | None) -> str:
     return "-" if bps is None else f"{bps / 100:.2f} %"
 
 
+def _map_str(d: dict[str, Any]) -> dict[str, str]:
+    """A message's scalar fields as strings (what ``views.attr_view`` reads beside a value)."""
+    return {k: str(v) for k, v in d.items() if isinstance(v, str | int)}
+
+
 def make_env() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
@@ -53,7 +61,7 @@ def make_env() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(loco=fmt_loco, pct=pct, short=views.short)
+    env.filters.update(loco=fmt_loco, pct=pct, short=views.short, map_str=_map_str)
     env.globals.update(svg=svg, views=views)
     return env
 
@@ -152,6 +160,57 @@ class Explorer:
             return self.render(request, "missing.html", status=404, what=f"job {jid}")
         return self.render(request, "job.html", j=j)
 
+    async def search(self, request: web.Request) -> web.StreamResponse:
+        """The search box: a height, job id, ``loco1…`` address, tx hash or model hash. One
+        target found: a redirect to it; several (a number that is both a height and a job id, a
+        hash that names a model): a page listing them; none: a page saying so."""
+        q = request.query.get("q", "").strip()[:200]
+        snap = self.snap
+        targets = views.search_targets(q, snap.jobs if snap else [], snap.providers if snap else [])
+        # a 64-hex query is a tx only if the chain has that tx
+        found = []
+        for t in targets:
+            if t["href"].startswith("/tx/"):
+                try:
+                    tx = await asyncio.to_thread(self.lookup.tx, t["href"][4:])
+                except (RpcError, ValueError):
+                    tx = None
+                if tx is None:
+                    continue
+            if t["href"].startswith("/block/") and snap and int(t["href"][7:]) > snap.latest_height:
+                continue
+            found.append(t)
+        if len(found) == 1:
+            raise web.HTTPFound(found[0]["href"])
+        return self.render(
+            request, "search.html", status=200 if found else 404, live=False, q=q, found=found
+        )
+
+    async def account(self, request: web.Request) -> web.Response:
+        addr = request.match_info["addr"]
+        if not _is_address(addr):
+            return self.render(
+                request,
+                "missing.html",
+                status=404,
+                live=False,
+                what=f"account {addr[:80]} (not a loco1… address)",
+            )
+        if self.snap is None or self.snap.untrusted:
+            return self.render(request, "account.html", live=False, a=None, address=addr)
+        snap = self.snap
+        try:
+            a = await asyncio.to_thread(
+                self.lookup.account, addr, snap.height, bytes.fromhex(snap.app_hash)
+            )
+        except (Untrusted, ProofInvalid) as e:
+            return self.render(
+                request, "error.html", status=502, live=False, what=f"account {addr}: {e}"
+            )
+        p = snap.provider(addr)
+        vals = [v for v in snap.validators if v.get("operator") == addr]
+        return self.render(request, "account.html", live=False, a=a, address=addr, p=p, vals=vals)
+
     async def tx(self, request: web.Request) -> web.Response:
         h = request.match_info["hash"].upper()
         try:
@@ -205,6 +264,8 @@ class Explorer:
         app.router.add_get("/provider/{addr}", self.provider)
         app.router.add_get("/job/{job_id}", self.job)
         app.router.add_get("/tx/{hash}", self.tx)
+        app.router.add_get("/search", self.search)
+        app.router.add_get("/account/{addr}", self.account)
         app.router.add_get("/block/{height}", self.block)
         app.router.add_get("/api/snapshot", self.api_snapshot)
         app.router.add_static("/static/", HERE / "static")

@@ -51,6 +51,7 @@ def provider_record(address: str, jobs: list[dict[str, Any]]) -> dict[str, Any]:
                             "reputation": p["reputation"],
                             "reputation_delta": p["reputation_delta"],
                             "phase": r["phase"],
+                            "why": reasons(r, p),
                         }
                     )
                 ch = p["challenge"]
@@ -73,6 +74,7 @@ def provider_record(address: str, jobs: list[dict[str, Any]]) -> dict[str, Any]:
                                 "reputation": None,
                                 "reputation_delta": None,
                                 "phase": r["phase"],
+                                "why": {"reward": "", "reputation": ""},
                             }
                         )
             for p in r["payouts"]:
@@ -227,3 +229,136 @@ def loss_chart(job: dict[str, Any]) -> str:
         y_fmt=lambda v: f"{v:.2f}",
         y_from_zero=False,
     )
+
+
+# -- values the pages decode: amounts in LOCO, addresses, heights, jobs and hashes as links ------
+
+AMOUNT_KEYS = frozenset(
+    {
+        "amount",
+        "fee",
+        "reward",
+        "slashed",
+        "burned",
+        "bond",
+        "escrow",
+        "stake",
+        "paid",
+        "bounty",
+        "refund",
+        "refunded",
+        "balance",
+        "tokens_uloco",
+        "total_stake",
+        "attest_stake",
+        "reward_per_round",
+        "verifier_reward_per_round",
+        "max_fee",
+    }
+)
+
+
+def attr_view(key: str, value: str, attrs: dict[str, str] | None = None) -> dict[str, Any]:
+    """One event attribute as the pages show it: ``{"text", "href", "title", "kind"}``. An
+    amount (by its key, in uloco) reads in LOCO with the uloco on hover; a ``loco1…`` address
+    links to its account, a job id to its job (a round to the round), a height to its block, a
+    hash is shortened with the full hex on hover."""
+    from node.cli import fmt_loco
+
+    attrs = attrs or {}
+    v = value
+    digits = v.isascii() and v.isdigit()
+    if key in AMOUNT_KEYS and digits:
+        return {
+            "text": fmt_loco(int(v)),
+            "href": "",
+            "title": f"{int(v):,} uloco",
+            "kind": "amount",
+        }
+    if v.startswith("loco1") and len(v) >= 39:
+        return {"text": short(v, 16), "href": f"/account/{v}", "title": v, "kind": "address"}
+    if key == "job_id" and digits:
+        return {"text": f"job {v}", "href": f"/job/{v}", "title": "", "kind": "job"}
+    if key == "round" and digits and attrs.get("job_id", "").isdigit():
+        href = f"/job/{attrs['job_id']}#round-{v}"
+        return {"text": f"round {v}", "href": href, "title": "", "kind": "round"}
+    if (key == "height" or key.endswith("_height")) and digits and int(v) > 0:
+        return {"text": v, "href": f"/block/{v}", "title": "", "kind": "height"}
+    if len(v) == 64 and is_hex(v):
+        return {"text": short(v, 12), "href": "", "title": v, "kind": "hash"}
+    if len(v) == 40 and is_hex(v) and key in ("validator", "address", "proposer"):
+        return {"text": short(v, 12), "href": "", "title": v, "kind": "validator"}
+    return {"text": v, "href": "", "title": "", "kind": "number" if digits else "text"}
+
+
+def is_hex(text: str) -> bool:
+    return bool(text) and text.isascii() and all(c in "0123456789abcdefABCDEF" for c in text)
+
+
+def search_targets(
+    q: str, jobs: list[dict[str, Any]], providers: list[dict[str, Any]]
+) -> list[dict[str, str]]:
+    """What a search box query can name, most specific first: ``[{"what", "href"}]``. A
+    number is a block height and, when such a job exists, a job id (``job 3`` or ``#3``: only the
+    job); a ``loco1…`` address its account (whose page links to its provider page); 64 hex
+    characters a tx hash and, when a job's lineage holds it, a model hash (the page checks the
+    tx exists); 40 hex characters a validator."""
+    q = q.strip()
+    low = q.lower()
+    out: list[dict[str, str]] = []
+    job_ids = {int(j["id"]) for j in jobs}
+    for prefix in ("job ", "job", "#"):
+        if low.startswith(prefix) and low[len(prefix) :].strip().isdigit():
+            n = int(low[len(prefix) :].strip())
+            if n in job_ids:
+                return [{"what": f"job {n}", "href": f"/job/{n}"}]
+            return []
+    if q.isascii() and q.isdigit() and len(q) <= 20:
+        n = int(q)
+        if n in job_ids:
+            out.append({"what": f"job {n}", "href": f"/job/{n}"})
+        if n > 0:
+            out.append({"what": f"block {n}", "href": f"/block/{n}"})
+        return out
+    if low.startswith("loco1"):
+        from abci_app.codec.address import from_bech32
+
+        try:
+            from_bech32(low)
+        except Exception:  # noqa: BLE001 (not an address: no target)
+            return []
+        # one target: the account page links to the provider page when it is one
+        return [{"what": f"account {low}", "href": f"/account/{low}"}]
+    h = low.removeprefix("0x")
+    if len(h) == 64 and is_hex(h):
+        for j in jobs:
+            for m in lineage(j):
+                if m["hash"] == h:
+                    anchor = f"#round-{m['round']}" if m["round"] is not None else ""
+                    out.append(
+                        {
+                            "what": f"model {h[:12]}… ({m['label']} of job {j['id']})",
+                            "href": f"/job/{j['id']}{anchor}",
+                        }
+                    )
+        out.append({"what": f"tx {h.upper()}", "href": f"/tx/{h.upper()}"})
+        return out
+    if len(h) == 40 and is_hex(h):
+        out.append({"what": f"validator {h.upper()}", "href": f"/#validator-{h.upper()}"})
+    return out
+
+
+def reasons(r: dict[str, Any], p: dict[str, Any]) -> dict[str, str]:
+    """Why a participant's reward is 0 and why its reputation moved, as the CLI's round table
+    says (node/market_render.py)."""
+    from node.market_render import reputation_reason, reward_reason
+
+    return {"reward": reward_reason(r, p), "reputation": reputation_reason(r, p)}
+
+
+def moniker_of(address: str, validators: list[dict[str, Any]]) -> str:
+    """A validator's moniker (its short address when it has none)."""
+    for v in validators:
+        if v["address"] == address and v.get("moniker"):
+            return str(v["moniker"])
+    return short(address, 12)
