@@ -32,7 +32,7 @@ def cmd_explorer(a: argparse.Namespace) -> int:
     except ProofInvalid as e:
         raise UsageError(str(e)) from None
     try:
-        serve(node, host, port, a.poll, trust=trust)
+        serve(node, host, port, a.poll, trust=trust, heldout=not a.no_heldout)
     except OSError as e:
         raise UsageError(
             f"cannot listen on {a.listen}: {e.strerror or e}; pick another --listen port"
@@ -44,8 +44,9 @@ def register(root: Any, tx_sub: Any, query_sub: Any) -> None:
     p = add_command(
         root,
         "explorer",
-        "serve a web page of the network: validators, providers with their SLA figures and "
-        "earnings, jobs and rounds, model lineage, charts (state proven against signed headers; "
+        "serve a web page of the network: search, blocks, txs, accounts, validators, providers "
+        "with their SLA figures and earnings, jobs as training dashboards (held-out loss, "
+        "throughput, bytes, ETA), model lineage, charts (state proven against signed headers; "
         "live)",
         "loconet explorer --node http://127.0.0.1:26657 --listen 127.0.0.1:8080   # then open http://127.0.0.1:8080/",
         cmd_explorer,
@@ -56,4 +57,11 @@ def register(root: Any, tx_sub: Any, query_sub: Any) -> None:
     )
     p.add_argument(
         "--poll", type=float, default=2.0, help="seconds between reads of the node (default 2)"
+    )
+    p.add_argument(
+        "--no-heldout",
+        action="store_true",
+        help="do not evaluate the held-out loss of attested models (the explorer fetches each "
+        "by hash from the job's blob sources and the providers, and runs it on the corpus' "
+        "held-out split on one CPU thread)",
     )

@@ -10,6 +10,7 @@
     GET  /stats           JSON counters: bytes_sent (body bytes written), requests, hits, ...,
                           and the bytes sent by kind and by round (see *Traffic by kind* below)
     GET  /health          "ok"
+    GET  /metrics         the worker's Prometheus figures (node/metrics.py WorkerMetrics)
 
 File reads and the metadata update run in the loop's default executor, so a slow disk or a
 store locked by another process never stalls other requests. A malformed hash is 400 (``{"error":
@@ -312,6 +313,7 @@ class BlobServer:
         app.router.add_get("/blob/{h}", self._blob)  # also answers HEAD
         app.router.add_get("/stats", self._stats)
         app.router.add_get("/health", self._health)
+        app.router.add_get("/metrics", self._metrics)
         return app
 
     # ------------------------------------------------------------------ handlers
@@ -493,6 +495,15 @@ class BlobServer:
 
     async def _stats(self, request: web.Request) -> web.Response:
         return web.json_response({**self.stats.to_dict(), "store": self.store.usage()})
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        """The worker's Prometheus figures (node/metrics.py ``WorkerMetrics``: blob bytes,
+        training loss, round and step time by job) beside its blobs: what the explorer's job page
+        shows as a provider's live progress."""
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        body = generate_latest(worker_metrics().registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -50,7 +51,13 @@ BLOCK_TIME_WINDOW = 20
 RECENT = 20  # recent blocks and txs on the network page
 ACCOUNT_TXS = 50  # txs listed on an account page
 RECENT_TX_HEIGHTS = 5000  # the recent txs list looks this far back
+LIVE_EVERY_S = 10.0  # a provider's /metrics is read at most this often
+LIVE_TIMEOUT_S = 0.5
+LIVE_RETRY_S = 60.0  # ... and not again for this long after it did not answer
 MAX_ROUNDS_PER_JOB = 100
+
+
+LIVE_FIGURES = frozenset({"loss", "round", "round_steps", "round_seconds"})
 
 
 class Untrusted(Exception):
@@ -74,6 +81,7 @@ class Snapshot:
     reputation_history: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     recent_blocks: list[dict[str, Any]] = field(default_factory=list)
     recent_txs: list[dict[str, Any]] = field(default_factory=list)
+    block_times: dict[int, float] = field(default_factory=dict)  # height -> unix seconds
 
     def provider(self, address: str) -> dict[str, Any] | None:
         return next((p for p in self.providers if p["address"] == address), None)
@@ -159,6 +167,8 @@ class Collector:
         self._history: dict[str, list[tuple[int, int]]] = {}
         self._history_to = 0
         self._closed_txs: dict[int, dict[str, list[dict[str, Any]]]] = {}
+        self._times: dict[int, float] = {}  # block height -> header time (unix s), immutable
+        self._live: dict[str, tuple[float, dict[str, Any]]] = {}  # endpoint -> (when, figures)
         self.proven_keys = 0
 
     def close(self) -> None:
@@ -341,6 +351,54 @@ class Collector:
         )
         return [tx_summary(t) for t in res["txs"]], int(res["total_count"])
 
+    def block_times(self, heights: set[int]) -> dict[int, float]:
+        """Header times (unix seconds) of the given heights, from CometBFT's ``blockchain``
+        endpoint 20 at a time, cached for good (a block's time never changes)."""
+        from node.light import parse_time
+
+        todo = sorted(x for x in heights if x > 0 and x not in self._times)
+        while todo:
+            lo = todo[0]
+            hi = min(lo + 19, todo[-1])
+            metas = self.client.call("blockchain", minHeight=str(lo), maxHeight=str(hi))
+            for m in metas["block_metas"]:
+                sec, nano = parse_time(m["header"]["time"])
+                self._times[int(m["header"]["height"])] = sec + nano / 1e9
+            todo = [x for x in todo if x > hi]
+        return {x: self._times[x] for x in heights if x in self._times}
+
+    def live_progress(self, endpoint: str) -> dict[str, Any]:
+        """A provider's own figures from its blob endpoint's ``/metrics`` (the worker's
+        ``WorkerMetrics``: per job the round it last trained, its steps, wall time and loss), read
+        at most every LIVE_EVERY_S; ``{}`` when it does not answer. Self-reported, not proven:
+        the page says so."""
+        import httpx
+        from prometheus_client.parser import text_string_to_metric_families
+
+        now = time.monotonic()
+        when, figures = self._live.get(endpoint, (0.0, {}))
+        wait = LIVE_EVERY_S if figures else LIVE_RETRY_S
+        if when and now - when < wait:
+            return figures
+        figures = {}
+        try:
+            r = httpx.get(endpoint.rstrip("/") + "/metrics", timeout=LIVE_TIMEOUT_S)
+            if r.status_code == 200:
+                jobs: dict[str, dict[str, float]] = {}
+                for fam in text_string_to_metric_families(r.text):
+                    for smp in fam.samples:
+                        job = smp.labels.get("job")
+                        name = smp.name.removeprefix("loconet_training_")
+                        if job is not None and name in LIVE_FIGURES:
+                            jobs.setdefault(job, {})[name] = smp.value
+                        elif smp.name == "loconet_training_steps_total":
+                            figures["steps_total"] = smp.value
+                figures["jobs"] = jobs
+        except (httpx.HTTPError, ValueError):
+            figures = {}
+        self._live[endpoint] = (now, figures)
+        return figures
+
     def _block_time_ms(self, latest: int) -> int | None:
         lo = max(1, latest - BLOCK_TIME_WINDOW)
         if latest - lo < 1:
@@ -436,11 +494,25 @@ class Collector:
             jobs = self._jobs(h, root)
         except (Untrusted, ProofInvalid) as e:
             untrusted, providers, jobs = str(e), [], []
+        heights: set[int] = set()
         for j in jobs:
             txs = self.round_txs(j["id"])
             if j["status"] in ("completed", "cancelled"):
                 self._closed_txs[j["id"]] = txs
             j["txs"] = txs
+            heights.add(j["created_height"])
+            for r in j["round_records"]:
+                heights |= {r["windows"]["open_height"], r["finalized_height"]}
+                heights |= {p["commitment"]["height"] for p in r["participants"] if p["commitment"]}
+        for p in providers:
+            active = any(
+                q["address"] == p["address"]
+                for j in jobs
+                if j["status"] == "active"
+                for r in j["round_records"][-3:]
+                for q in r["participants"]
+            )
+            p["live"] = self.live_progress(p["endpoint"]) if active and p["endpoint"] else {}
         vals = self.client.validators(h)
         power = {v["address"]: int(v["voting_power"]) for v in vals}
         validators = sorted(
@@ -466,6 +538,7 @@ class Collector:
             validators=validators,
             recent_blocks=recent_blocks,
             recent_txs=recent_txs,
+            block_times=self.block_times(heights),
             providers=providers,
             jobs=jobs,
             proven_keys=self.proven_keys,

@@ -29,6 +29,7 @@ from node.explorer import svg, views
 from node.explorer.data import Collector, Snapshot, Untrusted
 
 if TYPE_CHECKING:
+    from node.explorer.heldout import HeldOut
     from node.trust import TrustStore
 from node.httplog import client_error_log
 from node.proofs import ProofInvalid
@@ -67,7 +68,13 @@ def make_env() -> jinja2.Environment:
 
 
 class Explorer:
-    def __init__(self, node: str, poll: float = 2.0, trust: TrustStore | None = None) -> None:
+    def __init__(
+        self,
+        node: str,
+        poll: float = 2.0,
+        trust: TrustStore | None = None,
+        heldout: bool = False,
+    ) -> None:
         self.node = node
         self.poll = poll
         self.collector = Collector(node, trust=trust)
@@ -77,12 +84,21 @@ class Explorer:
         self.updated = 0.0
         self.env = make_env()
         self._task: asyncio.Task[None] | None = None
+        self.heldout: HeldOut | None = None
+        if heldout:
+            from node.explorer.heldout import HeldOut
+
+            self.heldout = HeldOut()
 
     async def refresh(self) -> None:
         try:
             self.snap = await asyncio.to_thread(self.collector.snapshot)
             self.error = ""
             self.updated = time.time()
+            if self.heldout is not None and not self.snap.untrusted:
+                urls = [p["endpoint"] for p in self.snap.providers if p["endpoint"]]
+                for j in self.snap.jobs:
+                    self.heldout.want(j, urls)
         except (RpcError, Untrusted) as e:
             self.error = str(e)
         except Exception as e:
@@ -158,7 +174,10 @@ class Explorer:
         j = self.snap.job(int(jid)) if self.snap else None
         if self.snap and j is None:
             return self.render(request, "missing.html", status=404, what=f"job {jid}")
-        return self.render(request, "job.html", j=j)
+        dash = None
+        if j and self.snap:
+            dash = views.dashboard(j, self.snap.block_times, self.heldout, time.time())
+        return self.render(request, "job.html", j=j, dash=dash, heldout=self.heldout)
 
     async def search(self, request: web.Request) -> web.StreamResponse:
         """The search box: a height, job id, ``loco1…`` address, tx hash or model hash. One
@@ -305,8 +324,9 @@ def serve(
     poll: float = 2.0,
     idle_timeout: float = IDLE_TIMEOUT_S,
     trust: TrustStore | None = None,
+    heldout: bool = False,
 ) -> None:
-    ex = Explorer(node, poll, trust)
+    ex = Explorer(node, poll, trust, heldout)
     shown = f"[{host}]" if ":" in host else host
     print(f"loconet explorer: http://{shown}:{port}/  (node {node}; Ctrl-C stops)", flush=True)
     web.run_app(

@@ -362,3 +362,170 @@ def moniker_of(address: str, validators: list[dict[str, Any]]) -> str:
         if v["address"] == address and v.get("moniker"):
             return str(v["moniker"])
     return short(address, 12)
+
+
+# -- the job page as a training dashboard ---------------------------------------------------------
+
+
+def n_params(model: dict[str, Any]) -> int:
+    """Parameters of the job's GPT (trainer/model.py: token and position embeddings, L blocks of
+    two LayerNorms, attention and a 4x MLP with biases, a final LayerNorm, an untied head)."""
+    d, v, t, n = model["d_model"], model["vocab_size"], model["context_len"], model["n_layers"]
+    return 2 * v * d + t * d + n * (12 * d * d + 13 * d) + 2 * d
+
+
+def dashboard(
+    job: dict[str, Any],
+    times: dict[int, float],
+    heldout: Any = None,
+    now: float | None = None,
+) -> dict[str, Any]:
+    """What the job page charts and tabulates, per round and in total, from the proven rounds
+    and the signed headers' times: tokens (the commitments'), wall time (open to finalize),
+    throughput (tokens / wall time), time per inner step (round open to commitment / H: fetch
+    included), bytes committed and their reduction against dense fp32 updates, reported and
+    held-out loss (``heldout``: node/explorer/heldout.py; None when not computed) and an ETA."""
+    spec = job["spec"]
+    H = max(1, int(spec["inner_steps"]))
+    dense = 4 * n_params(spec["model"])
+    t0 = times.get(job["created_height"])
+    rows: list[dict[str, Any]] = []
+    cum_tokens = 0
+    for r in sorted(job.get("round_records", []), key=lambda r: r["round"]):
+        w = r["windows"]
+        cs = [p["commitment"] for p in r["participants"] if p["commitment"]]
+        tokens = sum(c["tokens_processed"] for c in cs)
+        nbytes = sum(c["payload_size"] for c in cs)
+        t_open, t_fin = times.get(w["open_height"]), times.get(r["finalized_height"])
+        wall = (t_fin - t_open) if t_open is not None and t_fin is not None else None
+        steps = [
+            (times[c["height"]] - t_open) / H
+            for c in cs
+            if t_open is not None and c["height"] in times
+        ]
+        if r["phase"] == "finalized":
+            cum_tokens += tokens
+        loss = None
+        if heldout is not None and r["attested_model_hash"]:
+            loss = heldout.get(r["attested_model_hash"])
+        rows.append(
+            {
+                "round": r["round"],
+                "phase": r["phase"],
+                "tokens": tokens,
+                "cum_tokens": cum_tokens,
+                "wall_s": wall,
+                "throughput": tokens / wall if wall else None,
+                "step_s": sum(steps) / len(steps) if steps else None,
+                "bytes": nbytes,
+                "reduction": dense * len(cs) / nbytes if nbytes else None,
+                "reported_loss": (
+                    sum(c["loss_after_mnats"] for c in cs) / len(cs) / 1000 if cs else None
+                ),
+                "heldout": loss,
+                "model": r["attested_model_hash"],
+                "at_s": (t_fin - t0) if t_fin is not None and t0 is not None else None,
+            }
+        )
+    done = [x for x in rows if x["phase"] == "finalized"]
+    walls = [x["wall_s"] for x in done if x["wall_s"]]
+    mean_wall = sum(walls) / len(walls) if walls else None
+    left = int(job["rounds"]) - len(done)
+    # rounds overlap (round r+1 opens before round r is final): the ETA is the mean time between
+    # finalizations, not the mean round wall time
+    fins = sorted(x["at_s"] for x in done if x["at_s"] is not None)
+    gap = fins[-1] / len(fins) if fins else None
+    initial = heldout.get(spec["initial_model_hash"]) if heldout is not None else None
+    total_tokens = sum(x["tokens"] for x in done)
+    total_wall = fins[-1] if fins else None
+    return {
+        "rows": rows,
+        "dense_bytes": dense,
+        "n_params": dense // 4,
+        "tokens": total_tokens,
+        "mean_wall_s": mean_wall,
+        "throughput": total_tokens / total_wall if total_wall else None,
+        "eta_s": gap * left if gap is not None and job["status"] == "active" else None,
+        "rounds_left": left if job["status"] == "active" else 0,
+        "bytes_per_round": sum(x["bytes"] for x in done) / len(done) if done else None,
+        "reduction": _mean_reduction(done),
+        "initial_heldout": initial,
+        "elapsed_s": (now - t0) if now is not None and t0 is not None else None,
+    }
+
+
+def _mean_reduction(rows: list[dict[str, Any]]) -> float | None:
+    xs = [x["reduction"] for x in rows if x["reduction"]]
+    return sum(xs) / len(xs) if xs else None
+
+
+def fmt_duration(s: float | None) -> str:
+    if s is None:
+        return "-"
+    if s < 90:
+        return f"{s:.1f} s"
+    if s < 5400:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "-"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def dashboard_charts(job: dict[str, Any], dash: dict[str, Any]) -> list[str]:
+    """Loss against tokens and against wall time (held-out of the attested models, where
+    computed, and the mean the providers reported), throughput and bytes per round."""
+    from node.explorer.svg import line_chart
+
+    done = [x for x in dash["rows"] if x["phase"] == "finalized"]
+    held_tok = ([(0, dash["initial_heldout"])] if dash["initial_heldout"] is not None else []) + [
+        (x["cum_tokens"], x["heldout"]) for x in done if x["heldout"] is not None
+    ]
+    rep_tok = [(x["cum_tokens"], x["reported_loss"]) for x in done if x["reported_loss"]]
+    held_t = ([(0.0, dash["initial_heldout"])] if dash["initial_heldout"] is not None else []) + [
+        (x["at_s"] / 60, x["heldout"]) for x in done if x["heldout"] is not None and x["at_s"]
+    ]
+    rep_t = [(x["at_s"] / 60, x["reported_loss"]) for x in done if x["reported_loss"] and x["at_s"]]
+
+    def loss_fmt(v: float) -> str:
+        return f"{v:.2f}"
+
+    return [
+        line_chart(
+            [("held-out loss of the attested model", held_tok), ("reported by providers", rep_tok)],
+            title="Loss against tokens trained",
+            x_label="tokens (committed, cumulative)",
+            y_label="loss (nats/byte)",
+            y_fmt=loss_fmt,
+            y_from_zero=False,
+        ),
+        line_chart(
+            [("held-out loss of the attested model", held_t), ("reported by providers", rep_t)],
+            title="Loss against wall time",
+            x_label="minutes since the job was created",
+            y_label="loss (nats/byte)",
+            y_fmt=loss_fmt,
+            y_from_zero=False,
+            x_integer=False,
+        ),
+        line_chart(
+            [("tokens/s", [(x["round"], x["throughput"]) for x in done if x["throughput"]])],
+            title="Throughput per round (tokens / round wall time)",
+            x_label="round",
+            y_label="tokens/s",
+            y_fmt=lambda v: f"{v:,.0f}",
+        ),
+        line_chart(
+            [("bytes committed", [(x["round"], x["bytes"]) for x in done if x["bytes"]])],
+            title="Update bytes per round (all participants)",
+            x_label="round",
+            y_label="bytes",
+            y_fmt=lambda v: fmt_bytes(v),
+        ),
+    ]
