@@ -441,7 +441,7 @@ def main(argv=None) -> int:
         )
     # (codec, outer lr, momentum, ef decay, future); lr and momentum None: the best outer pair
     codec_items: list[tuple[str, float | None, float | None, float, Any]] = []
-    for item in a.codecs.split(","):
+    for item in filter(None, a.codecs.split(",")):  # --codecs "": no codec rows
         c, _, o = item.partition("@")
         fut = None
         if o:
