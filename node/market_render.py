@@ -130,6 +130,11 @@ def reward_reason(r: dict[str, Any], p: dict[str, Any]) -> str:
         return "the verifiers' votes reached no 2/3 majority (undecided): not paid, not slashed"
     if o != "accepted":
         return o
+    if not r["attested_model_hash"] and not p["attested_hash"]:
+        return (
+            "no model reached the 2/3 attestation quorum and it did not attest (silence never "
+            "pays: missed_attest)"
+        )
     if not r["attested_model_hash"]:
         return "no model reached the 2/3 attestation quorum, so nobody is paid for the round"
     if not p["attested_hash"]:
@@ -153,7 +158,7 @@ def reputation_reason(r: dict[str, Any], p: dict[str, Any]) -> str:
     if o in ("missed_reveal", "fraud"):
         return f"set to 0 ({o}; jailed)"
     if o == "accepted" and d < 0:
-        return "lost as a missed commit: accepted, but it did not attest the quorum's model"
+        return "lost as for a missed commit: accepted, but it did not attest the round's model"
     if o == "accepted" and d > 0:
         return "gained: accepted work a verifier panel checked, scaled by its pay"
     if o == "accepted" and not p["challenge"]:

@@ -165,6 +165,7 @@ def main(busy: int = 0) -> int:
         "round by round)"
     )
 
+    print(LEGEND.format(H=plan.H, k=plan.k, n=plan.H // max(1, plan.k)))
     step("2. the rounds, as the chain finalizes them")
     problems: list[str] = []  # what the story claims and the chain does not show
     shown = 0
@@ -190,13 +191,18 @@ def main(busy: int = 0) -> int:
                 f"  attested model {r['attested_model_hash'][:12]} by "
                 f"{r['attest_stake'] // 1_000_000} LOCO of bond ({100 * share:.0f} % of the "
                 f"accepted participants' {total // 1_000_000} LOCO; 2/3 needed): held-out loss "
-                f"{loss:.3f}"
+                f"{loss:.3f} ({compare(loss, losses)})"
             )
             if 3 * r["attest_stake"] < 2 * total or not total:
                 problems.append(
                     f"round {r['round']}: model attested by {100 * share:.0f} % of the accepted "
                     "stake, under 2/3"
                 )
+        else:
+            print(
+                "  no model attested: providers holding 2/3 of the accepted bond did not sign one "
+                "hash in time; the job's base model stays"
+            )
         shown += 1
     if shown < ROUNDS:
         print(
@@ -230,8 +236,15 @@ def main(busy: int = 0) -> int:
     )
     if not final:
         problems.append("no round finalized")
-    print("\nheld-out loss of the attested models, round by round:")
+    print("\nheld-out loss of the attested models, round by round (lower is better):")
     print("  " + "  ".join(f"{i}: {v:.3f}" for i, v in losses))
+    if len(losses) > 1:
+        first, last = losses[0][1], losses[-1][1]
+        print(
+            f"  the model {'improved' if last < first else 'did NOT improve'}: held-out loss "
+            f"{first:.3f} -> {last:.3f} ({100 * (first - last) / first:+.0f} %) on text no "
+            "provider trained on"
+        )
     print(
         "  (round r+1 opens once round r's commitments are all in and round r-1 is final: it "
         "trains on\n"
@@ -303,6 +316,60 @@ def check_provider(
     return out
 
 
+LEGEND = """
+How to read what follows (a legend):
+  round      the chain draws providers to train the current model for H={H} inner steps, each on its
+             own shard of the data, then sync once: each commits to its compressed update (a Merkle
+             root of it and of its training trace, a state every k={k} steps) before the commit
+             deadline; heights are block numbers (a block every ~0.5 s)
+  challenge  the chain picks segments of each trace ("segments 1,2 revealed": the provider opened
+             those stretches of k steps, of its {n}); verifiers re-run them from the opened start
+             state and vote valid or INVALID
+  verdict    2/3 of the verifiers' stake decides: accepted, fraud (the bond is slashed and the
+             provider jailed), or undecided (no 2/3 either way: neither paid nor slashed)
+  attested   the accepted providers average the accepted updates into the next model and sign its
+             hash; it becomes the next base once providers holding 2/3 of the accepted bond agree
+  one-step   round r+1 opens once round r's commitments are all in and round r-1 is final: it trains
+  delay      on round r-1's model while round r is verified, so neighbouring rounds can share a base
+  reward     the round's reward split over the accepted participants that attested the quorum's
+             model, by tokens x quality x reputation; a 0 has its reason printed under it
+  held-out   each attested model, fetched by its hash, evaluated on text no provider trained on
+  loss       (lower is better); "loss a->b" on a provider's line is what it reported for its shard
+"""
+
+
+def compare(loss: float, losses: list[tuple[str, float]]) -> str:
+    """The held-out loss (the last of ``losses``) against the initial model's and the previous
+    attested one's."""
+    first, earlier = losses[0][1], [v for _, v in losses[1:-1]]
+    out = f"initial {first:.3f}: {'better' if loss < first else 'NOT better'}"
+    if earlier:
+        out += f"; previous {earlier[-1]:.3f}: {'better' if loss < earlier[-1] else 'not better'}"
+    return out
+
+
+def outcome_reason(r: dict[str, Any], p: dict[str, Any]) -> str:
+    """Why a line reads as it does, in words: an outcome other than accepted, an accepted update
+    paid nothing, a reputation drop (node/market_render.py, as `loconet query round` says)."""
+    from node.market_render import reputation_reason, reward_reason
+
+    o = p["outcome"]
+    if o == "fraud":
+        return (
+            "fraud: the verifiers' re-execution did not reach its committed states; half its "
+            "bond slashed, jailed"
+        )
+    if o == "undecided":
+        return "undecided: the votes reached no 2/3 majority either way; not paid, not slashed"
+    if o in ("missed_commit", "missed_reveal"):
+        return f"{o}: {reward_reason(r, p)}; reputation {reputation_reason(r, p)}"
+    if o == "accepted" and not p["reward"]:
+        return f"reward 0: {reward_reason(r, p)}"
+    if o == "accepted" and p["reputation_delta"] < 0:
+        return f"reputation {p['reputation_delta']:+d}: {reputation_reason(r, p)}"
+    return ""
+
+
 def show_round(r: dict[str, Any], name: dict[str, str]) -> None:
     w = r["windows"]
     print(
@@ -346,6 +413,9 @@ def show_round(r: dict[str, Any], name: dict[str, str]) -> None:
             f"{p['reward'] / 1e6:6.2f} LOCO"
             + (f"  SLASHED {p['slashed'] / 1e6:.2f} LOCO" if p["slashed"] else "")
         )
+        why = outcome_reason(r, p)
+        if why:
+            print(f"      ({why})")
 
 
 def plot(losses: list[tuple[str, float]], path: Path) -> None:

@@ -40,9 +40,15 @@ log = logging.getLogger("loconet.explorer")
 
 
 def fmt_loco(uloco: int | None) -> str:
+    """An amount in LOCO, its exact uloco on hover."""
+    from markupsafe import Markup
+
     from node.cli import fmt_loco as f
 
-    return "-" if uloco is None else f(int(uloco))
+    if uloco is None:
+        return "-"
+    n = int(uloco)
+    return Markup('<span class="amount" title="{:,} uloco">{}</span>').format(n, f(n))
 
 
 def pct(bps: int | None) -> str:
