@@ -89,7 +89,7 @@ def extend_vote(store: KVReader, height: int, chain_id: str, keys: ExtensionKeys
         if any(s.evm_address == me for s in cp.signers.signers):
             ext.settlement.number = cp.number
             ext.settlement.signature = evm.sign_digest(
-                keys.settlement, settlement.digest_of(chain_id, cp)
+                keys.settlement, settlement.digest_of(store, chain_id, cp)
             )
     if keys.consensus is not None:
         ext.beacon = beacon.prove(keys.consensus, beacon.alpha(chain_id, height))

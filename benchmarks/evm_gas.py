@@ -1,9 +1,10 @@
 """EVM settlement costs: gas per checkpoint (4, 21, 100 validators; the fewest signers that pass
-2/3 and all of them; with and without a set rotation), gas per claim, and, with --latency, the
-relayer's latency from the loconet block that makes a checkpoint final to the EVM receipt on
-anvil (a real 4-validator `loconet testnet up --evm`).
+2/3 and all of them; with and without a set rotation), gas per claim, with --tree N the chain's
+claim query on an N-address rewards tree (the stored incremental tree against a rebuild of the
+whole tree), and, with --latency, the relayer's latency from the loconet block that makes a
+checkpoint final to the EVM receipt on anvil (a real 4-validator `loconet testnet up --evm`).
 
-    .venv/bin/python benchmarks/evm_gas.py [--latency] [-o json]
+    .venv/bin/python benchmarks/evm_gas.py [--tree 100000] [--latency] [-o json]
 
 Gas is measured in process (web3 + eth-tester on py-evm, Cancun rules: the same figures anvil
 or mainnet charge for these calls). Targets (issue 14): checkpoint with 100 validators < 1.5 M
@@ -67,6 +68,42 @@ def claim_gas(leaves: int) -> dict[str, int]:
     }
 
 
+def tree_query(n: int) -> dict[str, object]:
+    """The claim query on an n-address tree: O(log n) reads of the stored tree (keeper) against
+    the rebuild of the whole tree it replaced (evm.claim_proof over every cumulative)."""
+    from abci_app.settlement import keeper
+    from abci_app.store import CacheKV, MerkleStore
+
+    store = CacheKV(MerkleStore(None))
+    accts = [evm.keccak256(b"holder%d" % i)[:20] for i in range(n)]
+    t0 = time.process_time()
+    for i, a in enumerate(accts):
+        keeper.set_cumulative(store, a, 1_000 + i)
+    build = time.process_time() - t0
+    probe = accts[n // 2]
+    t0 = time.process_time()
+    reps = 200
+    for _ in range(reps):
+        index = keeper.get_leaf_index(store, probe)
+        assert index is not None
+        proof = keeper.get_claim_proof(store, index)
+        root = keeper.get_rewards_root(store)
+    incremental = (time.process_time() - t0) / reps
+    t0 = time.process_time()
+    entries = keeper.iterate_leaves(store)
+    full_proof = evm.claim_proof(entries, n // 2)
+    full_root = evm.rewards_root(entries)
+    rebuild = time.process_time() - t0
+    assert full_proof == proof and full_root == root
+    return {
+        "addresses": n,
+        "build_s_cpu": round(build, 2),
+        "withdraw_tree_writes": len(proof) + 1,
+        "query_ms_cpu_incremental": round(incremental * 1000, 3),
+        "query_s_cpu_full_rebuild": round(rebuild, 2),
+    }
+
+
 def latency(checkpoints: int = 6) -> dict[str, object]:
     d = Path(tempfile.mkdtemp(prefix="loconet-evm-bench-"))
     cli = [sys.executable, "-m", "node.cli"]
@@ -125,15 +162,23 @@ def main() -> int:
         action="store_true",
         help="also measure relayer latency on a real testnet + anvil (~1 min)",
     )
+    ap.add_argument("--tree", type=int, default=0, help="also time the claim query at N addresses")
+    ap.add_argument(
+        "--validators",
+        default="4,21,100",
+        help="checkpoint sizes to measure (default 4,21,100)",
+    )
     ap.add_argument("-o", "--output", choices=["text", "json"], default="text")
     a = ap.parse_args()
-    checkpoints = [checkpoint_gas(n) for n in (4, 21, 100)]
+    checkpoints = [checkpoint_gas(int(n)) for n in a.validators.split(",")]
     claims = [claim_gas(n) for n in (10, 1_000, 100_000)]
     res: dict[str, object] = {
         "machine": f"{platform.machine()}, Python {platform.python_version()}",
         "checkpoints": checkpoints,
         "claims": claims,
     }
+    if a.tree:
+        res["tree"] = tree_query(a.tree)
     if a.latency:
         res["relayer"] = latency()
     if a.output == "json":
@@ -160,6 +205,8 @@ def main() -> int:
             f"| {c['tree_leaves']:,} | {c['proof_len']} | {c['first_claim_of_account']:,} | "
             f"{c['later_claim_of_account']:,} | {c['first_mint_of_token']:,} |"
         )
+    if "tree" in res:
+        print(f"\nclaim query on the chain: {res['tree']}")
     if "relayer" in res:
         print(f"\nrelayer latency (final loconet block -> EVM receipt): {res['relayer']}")
     return 0

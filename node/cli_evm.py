@@ -72,21 +72,42 @@ def _proven_settlement(node: str, home: str | None) -> tuple[Any, str]:
     be proven: said on stderr."""
     from abci_app.encoding import decode_msg
     from abci_app.pb import settlement_pb2
-    from abci_app.settlement.keys import SIGNER_SET_KEY
+    from abci_app.settlement.keys import PARAMS_KEY, SIGNER_SET_KEY
+    from abci_app.settlement.params import params_from_json, params_to_json
     from abci_app.settlement.queries import set_to_json
     from node.proofs import ProofInvalid, expected_chain_id, trust_of, verify_answer
     from node.rpc import Client
 
     stored: list[bytes] = []
 
+    def shown(s: dict[str, Any]) -> Any:
+        # what the contract will be built from: the set, its keyless power, and (when the node
+        # sent them) the params naming the deployment
+        return (
+            s["signer_set"],
+            int(s.get("signer_set_keyless_power") or 0),
+            s.get("params"),
+        )
+
     def rederive(proven: dict[bytes, bytes | None]) -> Any:
         if SIGNER_SET_KEY not in proven:  # proven present or proven absent, never left out
             raise ProofInvalid("the node's proof does not cover the signer set")
+        params: Any = s.get("params")
+        if params is not None:
+            if PARAMS_KEY not in proven:
+                raise ProofInvalid("the node's proof does not cover the settlement params")
+            raw_p = proven[PARAMS_KEY]
+            params = params_to_json(
+                decode_msg(settlement_pb2.Params, raw_p)
+                if raw_p is not None
+                else params_from_json({})
+            )
         raw = proven[SIGNER_SET_KEY]
-        if raw is None:
-            return s["signer_set"]  # not stored yet: nothing to check it against
+        if raw is None:  # not stored yet: nothing to check the set against
+            return (s["signer_set"], int(s.get("signer_set_keyless_power") or 0), params)
         stored.append(raw)
-        return set_to_json(decode_msg(settlement_pb2.SignerSet, raw))
+        decoded = decode_msg(settlement_pb2.SignerSet, raw)
+        return (set_to_json(decoded), decoded.keyless_power, params)
 
     with Client(node) as c:
         chain_id = expected_chain_id(home) or str(c.status()["node_info"]["network"])
@@ -95,7 +116,7 @@ def _proven_settlement(node: str, home: str | None) -> tuple[Any, str]:
             raise UsageError(f"query /settlement failed: {qr.log}")
         s = safejson.loads(qr.value)
         try:
-            verify_answer(c, qr, s["signer_set"], rederive, chain_id=chain_id, trust=trust_of(home))
+            verify_answer(c, qr, shown(s), rederive, chain_id=chain_id, trust=trust_of(home))
         except ProofInvalid as e:
             raise UsageError(
                 f"the signer set's proof check failed: {e}: do not trust this node"
@@ -249,11 +270,34 @@ def cmd_evm_deploy(args: argparse.Namespace) -> int:
             "no validator has a settlement key yet: register one with `loconet tx settlement "
             "set-key`"
         )
+    params = s["params"]
     w3 = _w3(args.evm_rpc)
+    if int(w3.eth.chain_id) != int(params["evm_chain_id"]):
+        raise UsageError(
+            f"loconet signs checkpoints for EVM chain {params['evm_chain_id']}, but --evm-rpc is "
+            f"chain {w3.eth.chain_id}: deploy on the chain the genesis names (settlement params "
+            "evm_chain_id)"
+        )
     signers, powers = client.set_of(s["signer_set"])
-    d = client.deploy(
-        w3, _evm_key(args.from_key), chain_id, signers, powers, int(s["latest_final"])
-    )
+    keyless = int(s.get("signer_set_keyless_power") or 0)
+    from abci_app.settlement import evm
+
+    try:
+        d = client.deploy(
+            w3,
+            _evm_key(args.from_key),
+            chain_id,
+            signers,
+            powers,
+            int(s["latest_final"]),
+            keyless_power=keyless,
+            guardian=_evm_checksum(args.guardian) if args.guardian else None,
+            mint_limit=parse_amount(args.mint_limit),
+            mint_window=int(args.mint_window),
+            expect_address=evm.parse_address(params["evm_contract"]),
+        )
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     d.save(Path(args.out))
     out(
         args,
@@ -261,14 +305,26 @@ def cmd_evm_deploy(args: argparse.Namespace) -> int:
         f"Checkpoints        {d.checkpoints}\n"
         f"RewardsDistributor {d.distributor}\n"
         f"LocoToken          {d.token}\n"
-        f"signer set of {len(signers)} validators (total power {sum(powers)}), next checkpoint "
-        f"{d.start_number + 1}\n"
+        f"signer set of {len(signers)} validators (total power {sum(powers) + keyless}, "
+        f"{keyless} of it without a settlement key), next checkpoint {d.start_number + 1}\n"
+        f"guardian {d.guardian} (may pause); mints at most {fmt_loco(d.mint_limit)} per "
+        f"{d.mint_window} s\n"
         f"deployment written to {args.out}",
     )
     return 0
 
 
+def _evm_checksum(text: str) -> str:
+    from abci_app.settlement import evm
+
+    return evm.to_checksum(_evm_address(text))
+
+
 def cmd_evm_claim(args: argparse.Namespace) -> int:
+    """Claim against the contract's newest root. When the node no longer serves the state of
+    that root's height (the relayer lags past the node's state history), or ``--relay`` is given,
+    this command posts the newest final checkpoints itself first (the claimant pays their gas):
+    a claim never depends on how far a relayer lags."""
     from web3 import Web3
 
     from node.evm import client
@@ -278,13 +334,33 @@ def cmd_evm_claim(args: argparse.Namespace) -> int:
     sender = _evm_key(args.from_key)
     account = _evm_address(args.account) if args.account else bytes.fromhex(sender.address[2:])
     cps, dist = client.checkpoints(w3, d), client.distributor(w3, d)
-    height = int(cps.functions.lastHeight().call())
-    if height == 0:
+
+    def newest() -> tuple[int, int, Any]:
+        number = int(cps.functions.lastNumber().call())
+        height = int(cps.functions.lastHeight().call())
+        if height == 0:
+            return number, height, None
+        try:
+            return number, height, _query(args.node, f"/claim/0x{account.hex()}", height)
+        except UsageError as e:
+            if "nothing was withdrawn" in str(e):
+                raise
+            return number, height, None  # that height's state is gone from the node
+
+    number, height, claim = newest()
+    if claim is None or args.relay:
+        from node.evm.relayer import LoconetSource, Relayer
+
+        journal = Path(str(args.deployment) + f".claim-{sender.address}.json")
+        posted = Relayer(w3, d, sender, LoconetSource(args.node), journal).step()
+        if posted:
+            print(f"posted checkpoints {', '.join(str(p.number) for p in posted)}", file=sys.stderr)
+        number, height, claim = newest()
+    if claim is None:
         raise UsageError(
-            "the contract holds no checkpoint yet: run the relayer (`loconet relayer run`) and "
-            "retry"
+            "the contract holds no checkpoint whose state the node still serves: run the relayer "
+            "(`loconet relayer run`) or retry with --relay"
         )
-    claim = _query(args.node, f"/claim/0x{account.hex()}", height)
     root = cps.functions.rewardsRoot().call()
     if bytes.fromhex(claim["rewards_root"]) != root:
         raise UsageError(
@@ -298,24 +374,33 @@ def cmd_evm_claim(args: argparse.Namespace) -> int:
             f"at height {height}; a newer withdrawal becomes claimable after the next checkpoint "
             "is posted"
         )
-    r = client.send(w3, dist.functions.claim(*client.claim_args(claim)), sender)
-    paid = claim["cumulative"] - already
+    r = client.send(w3, dist.functions.claim(*client.claim_args(claim, number)), sender)
+    paid = int(dist.functions.claimed(Web3.to_checksum_address(account)).call()) - already
     bal = int(client.token(w3, d).functions.balanceOf(Web3.to_checksum_address(account)).call())
+    left = claim["cumulative"] - already - paid
     out(
         args,
         {
             "account": Web3.to_checksum_address(account),
             "paid": paid,
             "cumulative": claim["cumulative"],
+            "left_by_rate_limit": left,
             "balance": bal,
             "tx": r["transactionHash"].hex(),
             "gas_used": r["gasUsed"],
+            "checkpoint": number,
             "checkpoint_height": height,
         },
         f"claimed {paid} ({fmt_loco(paid)}) for {Web3.to_checksum_address(account)} against "
-        f"checkpoint height {height}\n"
+        f"checkpoint {number} (height {height})\n"
         f"tx 0x{r['transactionHash'].hex().removeprefix('0x')} (gas {r['gasUsed']}); LOCO balance "
-        f"now {bal} ({fmt_loco(bal)})",
+        f"now {bal} ({fmt_loco(bal)})"
+        + (
+            f"\n{left} ({fmt_loco(left)}) is left by the contract's mint rate limit: claim again "
+            "after its window"
+            if left
+            else ""
+        ),
     )
     return 0
 
@@ -467,6 +552,21 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
         default="deployment.json",
         help="deployment file to write (default deployment.json)",
     )
+    p.add_argument(
+        "--guardian",
+        help="EVM address that may pause checkpoints and claims (default: the deployer)",
+    )
+    p.add_argument(
+        "--mint-limit",
+        default="100000loco",
+        help="most LOCO all claims together may mint per window (default 100000loco)",
+    )
+    p.add_argument(
+        "--mint-window",
+        type=U64,
+        default=3600,
+        help="seconds of the mint rate limit's window (default 3600)",
+    )
     add_node_flag(p)
     add_output_flag(p)
     p = add_command(
@@ -484,6 +584,12 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
         "--account",
         help="claim for this EVM address instead (anyone may send a claim; the tokens go to the "
         "account)",
+    )
+    p.add_argument(
+        "--relay",
+        action="store_true",
+        help="post the newest final checkpoints first (done anyway when the contract's newest is "
+        "older than the node's state history)",
     )
     add_node_flag(p)
     add_output_flag(p)

@@ -29,3 +29,19 @@ class ErrKeyInUse(SettlementError):
 
 class ErrInvalidWithdrawal(SettlementError):
     code = 706
+
+
+class ErrCheckpointNotPending(SettlementError):
+    code = 707
+
+
+class ErrInvalidCheckpointSignature(SettlementError):
+    code = 708
+
+
+class ErrNotForged(SettlementError):
+    code = 709
+
+
+class ErrInvalidEvidence(SettlementError):
+    code = 710

@@ -45,3 +45,9 @@ def checkpoint_signed(
 
 def checkpoint_final(number: int, height: int) -> abci.Event:
     return event("settlement.checkpoint_final", number=number, height=height)
+
+
+def forged_checkpoint_slashed(validator: bytes, number: int, digest: bytes) -> abci.Event:
+    return event(
+        "settlement.forged_checkpoint_slashed", validator=validator, number=number, digest=digest
+    )

@@ -1,11 +1,16 @@
 """The bytes loconet and the EVM contracts agree on (contracts/src/*.sol say the same).
 
-- ``checkpoint_digest``: keccak256(abi.encode(keccak256("loconet.Checkpoint.v1"),
-  keccak256(chain_id), uint64 number, uint64 height, bytes32 app_hash, bytes32 rewards_root,
-  bytes32 next_set_hash)); validators sign this 32-byte digest itself (no message prefix).
-- ``set_hash``: keccak256(abi.encode(address[] signers, uint256[] powers)), signers ascending.
+- ``checkpoint_digest``: keccak256(abi.encode(keccak256("loconet.Checkpoint.v2"),
+  keccak256(chain_id), uint256 evm_chain_id, address contract, uint64 number, uint64 height,
+  bytes32 app_hash, bytes32 rewards_root, bytes32 next_set_hash)); validators sign this 32-byte
+  digest itself (no message prefix). The EVM chain id and the contract name the one deployment
+  the checkpoint is for (the contract puts ``block.chainid`` and ``address(this)``).
+- ``set_hash``: keccak256(abi.encode(address[] signers, uint256[] powers, uint256 keyless_power)),
+  signers ascending; ``keyless_power`` is the power of the validators without a settlement key
+  (they count in the total, as not signing).
 - ``claim_leaf``: keccak256(keccak256(abi.encode(address account, uint256 cumulative))).
-- ``rewards_root``/``claim_proof``: leaves in ascending address order; each level pairs
+- ``rewards_root``/``claim_proof``: leaves in the order given (the chain: first withdrawal
+  first, so a new address appends and the tree updates in O(log n)); each level pairs
   neighbours (i, i+1) and hashes keccak256(min || max) (OpenZeppelin MerkleProof's sorted pairs);
   an odd last node moves up unchanged; the root of no leaves is 32 zero bytes.
 - signatures: 65 bytes r || s || v (v 27 or 28), s in the lower half of the curve order (a
@@ -31,7 +36,7 @@ def keccak256(data: bytes) -> bytes:
     return keccak.new(digest_bits=256, data=data).digest()
 
 
-CHECKPOINT_TYPEHASH = keccak256(b"loconet.Checkpoint.v1")
+CHECKPOINT_TYPEHASH = keccak256(b"loconet.Checkpoint.v2")
 
 
 def word(n: int) -> bytes:
@@ -49,6 +54,8 @@ def address_word(a: bytes) -> bytes:
 
 def checkpoint_digest(
     chain_id: str,
+    evm_chain_id: int,
+    contract: bytes,
     number: int,
     height: int,
     app_hash: bytes,
@@ -65,6 +72,8 @@ def checkpoint_digest(
     return keccak256(
         CHECKPOINT_TYPEHASH
         + keccak256(chain_id.encode())
+        + word(evm_chain_id)
+        + address_word(contract)
         + word(number)
         + word(height)
         + app_hash
@@ -73,21 +82,38 @@ def checkpoint_digest(
     )
 
 
-def set_hash(signers: Sequence[bytes], powers: Sequence[int]) -> bytes:
+def set_hash(signers: Sequence[bytes], powers: Sequence[int], keyless_power: int = 0) -> bytes:
     n = len(signers)
     if n != len(powers):
         raise ValueError("signers and powers differ in length")
-    head = word(64) + word(64 + 32 + 32 * n)
+    head = word(96) + word(96 + 32 + 32 * n) + word(keyless_power)
     a = word(n) + b"".join(address_word(s) for s in signers)
     p = word(n) + b"".join(word(x) for x in powers)
     return keccak256(head + a + p)
+
+
+def create_address(sender: bytes, nonce: int) -> bytes:
+    """The address of the contract ``sender`` creates with ``nonce`` (CREATE:
+    keccak256(rlp([sender, nonce]))[12:]); how a genesis names a deployment before it exists."""
+    if len(sender) != 20 or not 0 <= nonce < 1 << 64:
+        raise ValueError("sender must be 20 bytes and nonce a u64")
+    if nonce == 0:
+        n = b"\x80"
+    elif nonce < 0x80:
+        n = bytes([nonce])
+    else:
+        raw = nonce.to_bytes((nonce.bit_length() + 7) // 8, "big")
+        n = bytes([0x80 + len(raw)]) + raw
+    body = b"\x94" + sender + n
+    return keccak256(bytes([0xC0 + len(body)]) + body)[12:]
 
 
 def claim_leaf(account: bytes, cumulative: int) -> bytes:
     return keccak256(keccak256(address_word(account) + word(cumulative)))
 
 
-def _pair(a: bytes, b: bytes) -> bytes:
+def pair_hash(a: bytes, b: bytes) -> bytes:
+    """An inner node: keccak256(min || max) (OpenZeppelin MerkleProof's sorted pairs)."""
     return keccak256(a + b if a <= b else b + a)
 
 
@@ -95,7 +121,7 @@ def _levels(leaves: list[bytes]) -> list[list[bytes]]:
     levels = [leaves]
     while len(levels[-1]) > 1:
         cur = levels[-1]
-        nxt = [_pair(cur[i], cur[i + 1]) for i in range(0, len(cur) - 1, 2)]
+        nxt = [pair_hash(cur[i], cur[i + 1]) for i in range(0, len(cur) - 1, 2)]
         if len(cur) % 2:
             nxt.append(cur[-1])
         levels.append(nxt)
@@ -103,7 +129,8 @@ def _levels(leaves: list[bytes]) -> list[list[bytes]]:
 
 
 def rewards_root(entries: Sequence[tuple[bytes, int]]) -> bytes:
-    """Root over (address, cumulative) entries given in ascending address order."""
+    """Root over (address, cumulative) entries in leaf order (the chain keeps the same tree
+    incrementally: ``keeper.update_leaf``)."""
     if not entries:
         return ZERO32
     return _levels([claim_leaf(a, c) for a, c in entries])[-1][0]
@@ -124,7 +151,7 @@ def claim_proof(entries: Sequence[tuple[bytes, int]], index: int) -> list[bytes]
 def verify_proof(root: bytes, leaf: bytes, proof: Sequence[bytes]) -> bool:
     h = leaf
     for p in proof:
-        h = _pair(h, p)
+        h = pair_hash(h, p)
     return h == root
 
 

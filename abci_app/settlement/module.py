@@ -1,5 +1,7 @@
-"""settlement module: routes set_settlement_key=60, withdraw_to_evm=61; begin-block applies the
-checkpoint signatures carried by the block's vote extensions, then makes a due checkpoint."""
+"""settlement module: routes set_settlement_key=60, withdraw_to_evm=61, sign_checkpoint=62,
+report_forged_checkpoint=63; begin-block applies the checkpoint signatures carried by the
+block's vote extensions, then makes a due checkpoint; end-block (after staking's) makes a valset
+update when the set just moved by more than 1/4 of the signer set's power."""
 
 from __future__ import annotations
 
@@ -12,7 +14,12 @@ from abci_app.pb import abci
 from abci_app.settlement import genesis, keeper
 from abci_app.settlement.expected_keepers import StakingKeeper
 from abci_app.settlement.keys import KEY_PREFIXES
-from abci_app.settlement.msgs import new_set_settlement_key, process_msg_withdraw_to_evm
+from abci_app.settlement.msgs import (
+    new_report_forged_checkpoint,
+    new_set_settlement_key,
+    process_msg_sign_checkpoint,
+    process_msg_withdraw_to_evm,
+)
 from abci_app.settlement.queries import QUERIES, query_settlement
 from abci_app.store import CacheKV, KVReader
 
@@ -30,6 +37,10 @@ def new_module(staking: StakingKeeper) -> ModuleSpec:
         keeper.apply_votes(ctx, votes)
         keeper.make_checkpoint(ctx, staking)
 
+    def _end_block(ctx: Ctx) -> list[abci.ValidatorUpdate]:
+        keeper.make_valset_update(ctx, staking)
+        return []
+
     def _invariants(reader: KVReader) -> int:
         return keeper.check_invariants(reader)
 
@@ -39,9 +50,12 @@ def new_module(staking: StakingKeeper) -> ModuleSpec:
         routes={
             "set_settlement_key": new_set_settlement_key(staking),
             "withdraw_to_evm": process_msg_withdraw_to_evm,
+            "sign_checkpoint": process_msg_sign_checkpoint,
+            "report_forged_checkpoint": new_report_forged_checkpoint(staking),
         },
         queries={**QUERIES, "settlement": partial(query_settlement, staking=staking)},
         init_genesis=_genesis,
         begin_block=_begin_block,
+        end_block=_end_block,
         invariants=_invariants,
     )

@@ -1,4 +1,5 @@
-"""MsgSetSettlementKey, MsgWithdrawToEvm: validation and execution.
+"""MsgSetSettlementKey, MsgWithdrawToEvm, MsgSignCheckpoint, MsgReportForgedCheckpoint:
+validation and execution.
 Each raises a settlement error (codes 700..799) or a bank error; a raise changes nothing."""
 
 from __future__ import annotations
@@ -66,3 +67,18 @@ def process_msg_withdraw_to_evm(
         raise ErrInvalidWithdrawal("cumulative withdrawals to this address would overflow")
     total = keeper.process_withdraw(ctx.store, signer, msg.evm_address, msg.amount)
     ctx.emit(events.withdrawn(signer, msg.evm_address, msg.amount, total))
+
+
+def process_msg_sign_checkpoint(
+    ctx: Ctx, signer: bytes, msg: settlement_pb2.MsgSignCheckpoint
+) -> None:
+    keeper.process_sign_checkpoint(ctx, msg.number, msg.signature)
+
+
+def new_report_forged_checkpoint(staking: StakingKeeper):
+    def process_msg_report_forged_checkpoint(
+        ctx: Ctx, signer: bytes, msg: settlement_pb2.MsgReportForgedCheckpoint
+    ) -> None:
+        keeper.process_forged_checkpoint(ctx, staking, msg)
+
+    return process_msg_report_forged_checkpoint

@@ -43,6 +43,8 @@ def checkpoint_to_json(cp: settlement_pb2.Checkpoint) -> dict[str, Any]:
         "next_set_hash": cp.next_set_hash.hex(),
         "signers": set_to_json(cp.signers),
         "next_set": set_to_json(cp.next_set),
+        "keyless_power": cp.signers.keyless_power,
+        "next_keyless_power": cp.next_set.keyless_power,
         "signatures": [
             {"evm_address": "0x" + s.evm_address.hex(), "signature": s.signature.hex()}
             for s in cp.signatures
@@ -52,6 +54,8 @@ def checkpoint_to_json(cp: settlement_pb2.Checkpoint) -> dict[str, Any]:
         "created_height": cp.created_height,
         "final_height": cp.final_height,
         "final": cp.final_height != 0,
+        "valset_update": cp.valset_update,
+        "superseded_by": cp.superseded_by,
     }
 
 
@@ -85,26 +89,26 @@ def query_claim(
 ) -> tuple[bytes, list[bytes]]:
     """/claim/{0x...} -> the address's cumulative withdrawals at this height and its Merkle proof
     against the rewards root of this height's state (query at a checkpoint's height to get the
-    proof its rewards_root verifies)."""
+    proof its rewards_root verifies). O(log n) reads: the tree is kept in the state."""
     if len(args) != 1:
         raise QueryError("usage: /claim/{0x evm address}")
     try:
         addr = evm.parse_address(args[0])
     except ValueError as e:
         raise QueryError(str(e)) from None
-    entries = keeper.iterate_claims(reader)
-    index = next((i for i, (a, _) in enumerate(entries) if a == addr), None)
+    index = keeper.get_leaf_index(reader, addr)
     if index is None:
         raise QueryError(
             f"nothing was withdrawn to {args[0]}: `loconet tx settlement withdraw` first"
         )
-    cumulative = entries[index][1]
+    cumulative = keeper.get_cumulative(reader, addr)
     out = {
         "evm_address": "0x" + addr.hex(),
         "cumulative": cumulative,
         "leaf": evm.claim_leaf(addr, cumulative).hex(),
-        "proof": [p.hex() for p in evm.claim_proof(entries, index)],
-        "rewards_root": evm.rewards_root(entries).hex(),
+        "leaf_index": index,
+        "proof": [p.hex() for p in keeper.get_claim_proof(reader, index)],
+        "rewards_root": keeper.get_rewards_root(reader).hex(),
     }
     return to_json(out), [claim_key(addr)]
 
@@ -124,6 +128,7 @@ def query_settlement(
         "params": params_to_json(get_params(reader)),
         "signer_set": set_to_json(signers) if signers is not None else None,
         "signer_set_hash": keeper.hash_of(signers).hex() if signers is not None else None,
+        "signer_set_keyless_power": signers.keyless_power if signers is not None else 0,
         "latest_final": final.number if final is not None else 0,
         "keys": {
             cons.hex().upper(): "0x" + a.hex() for cons, a in keeper.iterate_settlement_keys(reader)

@@ -1,8 +1,20 @@
-"""The relayer: posts every final loconet checkpoint to the Checkpoints contract.
+"""The relayer: posts final loconet checkpoints to the Checkpoints contract.
 
-The contract is the source of truth: each pass reads ``lastNumber()`` and posts the final
-checkpoints after it, in order, one transaction at a time (nonce from the chain, gas estimated,
-receipt awaited). Before sending, the relayer writes a journal entry (checkpoint number, tx hash,
+The contract is the source of truth: each pass reads ``lastNumber()`` and posts, in order, the
+final checkpoints after it that the contract needs: every one that moves the signer set (a
+valset update, or an interval checkpoint whose next set differs), and the newest; others are
+skipped (the contract accepts numbers that skip, by at most MAX_NUMBER_GAP, when the set did not
+move), so a relayer that lagged for a day catches up in one transaction per set change, and a
+claim is always against a recent root. Checkpoints that never became final (superseded by a
+valset update) are never posted. One transaction at a time (nonce from the chain, gas estimated,
+receipt awaited).
+
+Any number of relayers may run: ``submit`` is open to anyone, and a relayer whose transaction
+lost the race (another posted that number first) logs it and moves on. Nobody reimburses a
+relayer: a checkpoint costs its gas (benchmarks/RESULTS.md, *Settlement an auditor would sign*);
+validators or the claimants run one (``loconet evm claim`` posts what it needs itself).
+
+Before sending, the relayer writes a journal entry (checkpoint number, tx hash,
 nonce) next to the deployment file; after a restart it first waits for the journalled tx and for
 any pending tx of its account, then re-reads ``lastNumber()``: a checkpoint is never sent twice.
 Errors from either side (loconet node or EVM node down, a reverted or dropped tx) are logged and
@@ -24,6 +36,7 @@ from web3 import Web3
 from node.evm import client
 
 log = logging.getLogger("loconet.relayer")
+MAX_NUMBER_GAP = 1000  # Checkpoints.MAX_NUMBER_GAP
 
 
 class CheckpointSource(Protocol):
@@ -142,12 +155,41 @@ class Relayer:
         if latest is None:
             return done
         on_chain = int(self.contract.functions.lastNumber().call())
-        for n in range(on_chain + 1, int(latest["number"]) + 1):
-            cp = latest if n == latest["number"] else self.src.checkpoint(n)
-            if cp is None or not cp["final"]:
+        gap = MAX_NUMBER_GAP
+        last_posted = on_chain
+        newest = int(latest["number"])
+        held: dict[str, Any] | None = None  # the newest final one not posted yet
+        for n in range(on_chain + 1, newest + 1):
+            cp = latest if n == newest else self.src.checkpoint(n)
+            if cp is None:
                 break
-            done.append(self.post(cp))
+            if not cp["final"]:
+                continue  # superseded (or still pending): never posted
+            if held is not None and n - last_posted > gap:
+                # posting cp would jump too far: post the one held first
+                p = self._post_or_raced(held)
+                if p is None:
+                    return done
+                done.append(p)
+                last_posted = int(held["number"])
+            held = cp
+            if cp["next_set_hash"] != cp["set_hash"] or n == newest:
+                p = self._post_or_raced(cp)
+                if p is None:
+                    return done
+                done.append(p)
+                last_posted, held = n, None
         return done
+
+    def _post_or_raced(self, cp: dict[str, Any]) -> Posted | None:
+        """Post ``cp``; None when another relayer posted it (or a newer one) first."""
+        try:
+            return self.post(cp)
+        except Exception:
+            if int(self.contract.functions.lastNumber().call()) >= int(cp["number"]):
+                log.info("checkpoint %s was posted by another relayer first", cp["number"])
+                return None
+            raise
 
     def post(self, cp: dict[str, Any]) -> Posted:
         fn = self.contract.functions.submit(*client.submit_args(cp))

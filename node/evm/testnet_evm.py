@@ -75,8 +75,18 @@ def up(d: Path, node_rpc: str, port: int) -> dict[str, Any]:
         s = json.loads(qr.value)
         w3 = Web3(Web3.HTTPProvider(rpc))
         signers, powers = client.set_of(s["signer_set"])
+        from abci_app.settlement import evm
+
         dep = client.deploy(
-            w3, Account.from_key(DEPLOYER), chain_id, signers, powers, int(s["latest_final"])
+            w3,
+            Account.from_key(DEPLOYER),
+            chain_id,
+            signers,
+            powers,
+            int(s["latest_final"]),
+            keyless_power=int(s.get("signer_set_keyless_power") or 0),
+            # the testnet's genesis keeps the params' default: anvil's first contract of account 0
+            expect_address=evm.parse_address(s["params"]["evm_contract"]),
         )
         dep.save(e / "deployment.json")
     if _pid(e / "relayer.pid") is None:

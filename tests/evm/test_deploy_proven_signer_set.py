@@ -38,10 +38,11 @@ def _serve(
     shown: Any,
     keys: list[bytes],
     chain_id: str = "loconet-local",
+    **extra: Any,
 ) -> None:
     state = {SIGNER_SET_KEY: encode_msg(SET)} if stored else {b"\x01other": b"x"}
     chain = FakeChain(state, chain_id=chain_id)
-    body = {"signer_set": shown, "latest_final": 0}
+    body = {"signer_set": shown, "latest_final": 0, **extra}
     chain.answers["/settlement"] = (json.dumps(body).encode(), keys)
     install(monkeypatch, chain)
 
@@ -91,3 +92,23 @@ def test_a_node_of_another_chain_than_home_names_is_refused(
     _serve(monkeypatch, True, set_to_json(SET), ALL, chain_id="loconet-fake")
     with pytest.raises(UsageError, match="chain 'loconet-fake'"):
         _proven_settlement("http://127.0.0.1:1", str(tmp_path))
+
+
+def test_a_keyless_power_other_than_the_proven_one_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The keyless power is part of the threshold the contract will use: a node that shows less
+    than the stored set's would lower it (issue 32)."""
+    stored = settlement_pb2.SignerSet()
+    stored.CopyFrom(SET)
+    stored.keyless_power = 30
+    state = {SIGNER_SET_KEY: encode_msg(stored)}
+    chain = FakeChain(state, chain_id="loconet-local")
+    body = {"signer_set": set_to_json(SET), "latest_final": 0, "signer_set_keyless_power": 0}
+    chain.answers["/settlement"] = (json.dumps(body).encode(), ALL)
+    install(monkeypatch, chain)
+    with pytest.raises(UsageError, match="disagrees with its own proof"):
+        _proven_settlement("http://127.0.0.1:1", None)
+    body["signer_set_keyless_power"] = 30
+    chain.answers["/settlement"] = (json.dumps(body).encode(), ALL)
+    assert _proven_settlement("http://127.0.0.1:1", None)[0]["signer_set_keyless_power"] == 30

@@ -8,7 +8,6 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from eth_account import Account
 from web3 import EthereumTesterProvider, Web3
 
 from abci_app.bank import keeper as bank
@@ -18,7 +17,7 @@ from abci_app.settlement import evm
 from node.evm import client
 from tests.kits.chainkit import CHAIN_ID
 from tests.kits.marketkit import Market, register_msg, run_job
-from tests.kits.settlekit import Net, new_net, withdraw_msg
+from tests.kits.settlekit import Net, fund_deployer, new_net, withdraw_msg
 
 
 @dataclass
@@ -70,13 +69,18 @@ def test_provider_round_reward_withdrawn_checkpointed_and_claimed_on_the_evm() -
     h = net.height
 
     w3 = Web3(EthereumTesterProvider())
-    deployer = Account.from_key(hashlib.sha256(b"provider-test-deployer").digest())
-    w3.eth.send_transaction(
-        {"from": w3.eth.accounts[0], "to": deployer.address, "value": Web3.to_wei(1000, "ether")}
-    )
+    deployer = fund_deployer(w3)  # deploys where new_net's checkpoints name
     s = net.query("/settlement")  # what `loconet evm deploy` reads
     signers, powers = client.set_of(s["signer_set"])
-    d = client.deploy(w3, deployer, CHAIN_ID, signers, powers, s["latest_final"])
+    d = client.deploy(
+        w3,
+        deployer,
+        CHAIN_ID,
+        signers,
+        powers,
+        s["latest_final"],
+        keyless_power=s["signer_set_keyless_power"],
+    )
 
     def posted_past_withdrawal() -> bool:
         r = net.apps[0].query(abci.RequestQuery(path="/checkpoint/latest"))
@@ -86,12 +90,13 @@ def test_provider_round_reward_withdrawn_checkpointed_and_claimed_on_the_evm() -
     cp = net.query("/checkpoint/latest")
     chain = client.checkpoints(w3, d)
     for n in range(s["latest_final"] + 1, cp["number"] + 1):  # what the relayer does
-        client.send(
-            w3, chain.functions.submit(*client.submit_args(net.query(f"/checkpoint/{n}"))), deployer
-        )
+        if net.query(f"/checkpoint/{n}")["final"]:
+            args = client.submit_args(net.query(f"/checkpoint/{n}"))
+            client.send(w3, chain.functions.submit(*args), deployer)
     claim = net.query(f"/claim/0x{user.hex()}", height=cp["height"])
     assert claim["rewards_root"] == cp["rewards_root"] and claim["cumulative"] == earned[winner]
-    client.send(w3, client.distributor(w3, d).functions.claim(*client.claim_args(claim)), deployer)
+    fn = client.distributor(w3, d).functions.claim(*client.claim_args(claim, cp["number"]))
+    client.send(w3, fn, deployer)
     assert (
         client.token(w3, d).functions.balanceOf(Web3.to_checksum_address(user)).call()
         == earned[winner]

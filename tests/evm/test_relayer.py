@@ -14,10 +14,14 @@ from eth_account import Account
 from web3 import EthereumTesterProvider, Web3
 
 from abci_app.pb import abci
+from abci_app.settlement import evm
+from abci_app.settlement.params import DEFAULT_EVM_CONTRACT
 from node.evm import client
 from node.evm.relayer import Relayer
 from tests.kits.chainkit import CHAIN_ID
-from tests.kits.settlekit import Net, new_net
+from tests.kits.settlekit import LOCO, Net, bond_msg, fund_deployer, new_net
+
+ANVIL_CONTRACT = evm.parse_address(DEFAULT_EVM_CONTRACT)
 
 
 class NetSource:
@@ -46,12 +50,11 @@ class NetSource:
 def _setup(tmp_path: Path) -> tuple[Net, Web3, client.Deployment, Any]:
     net = new_net()
     w3 = Web3(EthereumTesterProvider())
-    deployer = Account.from_key(hashlib.sha256(b"relayer-test-deployer").digest())
+    deployer = fund_deployer(w3)
     relayer = Account.from_key(hashlib.sha256(b"relayer-test-relayer").digest())
-    for a in (deployer, relayer):
-        w3.eth.send_transaction(
-            {"from": w3.eth.accounts[0], "to": a.address, "value": Web3.to_wei(1000, "ether")}
-        )
+    w3.eth.send_transaction(
+        {"from": w3.eth.accounts[0], "to": relayer.address, "value": Web3.to_wei(1000, "ether")}
+    )
     s = net.query("/settlement")
     signers, powers = client.set_of(s["signer_set"])
     d = client.deploy(w3, deployer, CHAIN_ID, signers, powers, 0)
@@ -74,9 +77,9 @@ def test_posts_each_checkpoint_once_across_restarts(tmp_path: Path) -> None:
     journal = tmp_path / "journal.json"
     _finals(net, 2)
     posted = Relayer(w3, d, acct, NetSource(net), journal).step()
-    assert [p.number for p in posted] == [1, 2]
+    assert [p.number for p in posted] == [2]  # the set did not move: only the newest is needed
     assert Relayer(w3, d, acct, NetSource(net), journal).step() == []  # restarted: nothing again
-    assert w3.eth.get_transaction_count(acct.address) == 2
+    assert w3.eth.get_transaction_count(acct.address) == 1
 
     # the last run died after sending checkpoint 3 but before its receipt: the journal has it
     _finals(net, 3)
@@ -92,9 +95,44 @@ def test_posts_each_checkpoint_once_across_restarts(tmp_path: Path) -> None:
     )
     assert Relayer(w3, d, acct, NetSource(net), journal).step() == []
     assert client.checkpoints(w3, d).functions.lastNumber().call() == 3
-    assert w3.eth.get_transaction_count(acct.address) == 3  # one tx per checkpoint, none twice
+    assert w3.eth.get_transaction_count(acct.address) == 2  # one tx per post, none twice
     events = client.checkpoints(w3, d).events.CheckpointAccepted.get_logs(from_block=0)
-    assert [e["args"]["number"] for e in events] == [1, 2, 3]
+    assert [e["args"]["number"] for e in events] == [2, 3]
+
+
+def test_two_relayers_race_and_neither_fails(tmp_path: Path) -> None:
+    """Any number of relayers may run: the one that loses a race sees the number already
+    posted and moves on (its reverted transaction costs it gas, nothing else)."""
+    net, w3, d, acct = _setup(tmp_path)
+    other = Account.from_key(hashlib.sha256(b"relayer-test-other").digest())
+    w3.eth.send_transaction(
+        {"from": w3.eth.accounts[0], "to": other.address, "value": Web3.to_wei(1000, "ether")}
+    )
+    _finals(net, 1)
+    a = Relayer(w3, d, acct, NetSource(net), tmp_path / "a.json")
+    b = Relayer(w3, d, other, NetSource(net), tmp_path / "b.json")
+    assert [p.number for p in a.step()] == [1]
+    cp1 = net.query("/checkpoint/1")
+    assert b._post_or_raced(cp1) is None  # lost the race: no error
+    assert b.step() == []
+
+
+def test_skips_to_the_newest_but_posts_every_set_change(tmp_path: Path) -> None:
+    net, w3, d, acct = _setup(tmp_path)
+    _finals(net, 1)
+    net.ok(net.vals[0], [bond_msg(net.vals[0].address, 300 * LOCO)])  # the set moves
+    n = 2
+    while True:
+        _finals(net, n)
+        if (
+            net.query(f"/checkpoint/{n}")["next_set_hash"]
+            != net.query(f"/checkpoint/{n}")["set_hash"]
+        ):
+            break
+        n += 1
+    _finals(net, n + 2)
+    posted = [p.number for p in Relayer(w3, d, acct, NetSource(net), tmp_path / "j.json").step()]
+    assert posted == [n, n + 2]
 
 
 def test_keeps_going_while_loconet_is_down(tmp_path: Path) -> None:
@@ -118,11 +156,11 @@ def test_keeps_going_while_the_evm_node_is_down(tmp_path: Path) -> None:
     state = tmp_path / "anvil-state.json"
     proc = anvil.start(port, tmp_path / "anvil.log", state)
     try:
-        net = new_net()
+        net = new_net(deployment=None)  # the params' default: anvil's first contract of account 0
         w3 = Web3(Web3.HTTPProvider(f"http://127.0.0.1:{port}", request_kwargs={"timeout": 2}))
         deployer, relayer = Account.from_key(anvil.DEV_KEYS[0]), Account.from_key(anvil.DEV_KEYS[1])
         signers, powers = client.set_of(net.query("/settlement")["signer_set"])
-        d = client.deploy(w3, deployer, CHAIN_ID, signers, powers, 0)
+        d = client.deploy(w3, deployer, CHAIN_ID, signers, powers, 0, expect_address=ANVIL_CONTRACT)
         _finals(net, 1)
         r = Relayer(w3, d, relayer, NetSource(net), tmp_path / "journal.json")
         assert [p.number for p in r.step()] == [1]

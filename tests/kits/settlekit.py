@@ -25,6 +25,12 @@ from tests.kits.stakekit import follow_updates
 
 LOCO = 1_000_000
 ACCEPT = abci.ResponseProcessProposal.ACCEPT
+# The deployment a new_net's checkpoints name (settlement params): the first contract this key
+# creates on eth-tester; on anvil (its chain id 31337) the params' defaults name the first
+# contract of anvil's public account 0.
+DEPLOYER_KEY = hashlib.sha256(b"settlekit/deployer").digest()
+ETH_TESTER_CHAIN_ID = 131277322940537
+ETH_TESTER = (ETH_TESTER_CHAIN_ID, evm.create_address(evm.address_of_private_key(DEPLOYER_KEY), 0))
 
 
 def settlement_secret(i: int) -> bytes:
@@ -200,12 +206,15 @@ def new_net(
     with_keys: bool = True,
     n_keys: int = 2,
     ve_height: int = 1,
+    deployment: tuple[int, bytes] | None = ETH_TESTER,
 ) -> Net:
+    """``deployment``: (EVM chain id, contract) the checkpoints name; None keeps the params'
+    defaults (anvil's first contract of its account 0)."""
     bonds = bonds or [100 * LOCO] * n
     vals = [signer(2000 + i) for i in range(n)]
     keys = [signer(i) for i in range(n_keys)]
     balances = {k.address: 10**12 for k in keys} | {v.address: 10**12 for v in vals}
-    app_state = {
+    app_state: dict[str, Any] = {
         "bank": {
             "balances": [
                 {"address": to_bech32(a), "amount": str(b)} for a, b in sorted(balances.items())
@@ -224,6 +233,11 @@ def new_net(
         },
         "settlement": {"params": {"checkpoint_interval": interval}},
     }
+    if deployment is not None:
+        app_state["settlement"]["params"] |= {
+            "evm_chain_id": deployment[0],
+            "evm_contract": "0x" + deployment[1].hex(),
+        }
     req = abci.RequestInitChain(
         chain_id=CHAIN_ID, initial_height=1, app_state_bytes=json.dumps(app_state).encode()
     )
@@ -251,3 +265,14 @@ def new_net(
             [net.tx(v, [set_key_msg(v.address, settlement_secret(i))]) for i, v in enumerate(vals)]
         )
     return net
+
+
+def fund_deployer(w3: Any) -> Any:
+    """The account whose first contract on this eth-tester chain is the one new_net names."""
+    from eth_account import Account
+
+    acct = Account.from_key(DEPLOYER_KEY)
+    w3.eth.send_transaction(
+        {"from": w3.eth.accounts[0], "to": acct.address, "value": 1000 * 10**18}
+    )
+    return acct
