@@ -650,6 +650,34 @@ class Collector:
             "rewards_total": sum(r["amount"] for r in rewards),
         }
 
+    def validator(self, cons_hex: str, h: int, root: bytes) -> dict[str, Any] | None:
+        """A validator at height h: its record and self-bond proven against ``root`` (the
+        snapshot's checked app hash); its other bonds and unbonding entries as the node lists them
+        (a list without range proofs, labelled so on the page). None: no such validator."""
+        from abci_app.encoding import decode_amount
+        from abci_app.pb import staking_pb2
+        from abci_app.staking.keys import bond_key, validator_key
+
+        qr = self.client.abci_query(f"/validator/{cons_hex}", height=h, prove=True)
+        if qr.code != 0:
+            return None
+        data = json.loads(qr.value)
+        proven = verify_ops(qr, root) if qr.proof_ops else {}
+        cons = bytes.fromhex(cons_hex)
+        vk, bk = validator_key(cons), bond_key(cons, from_bech32(data["operator"]))
+        if vk not in proven or bk not in proven or proven[vk] is None:
+            raise Untrusted(
+                f"validator {cons_hex}: the proof does not cover its record and self-bond: do not "
+                "trust this node"
+            )
+        rec = decode_msg(staking_pb2.Validator, proven[vk] or b"")
+        self._same(
+            f"validator {cons_hex}",
+            [data["moniker"], data["power"], data["tokens"], data["self_bond"], data["slashed"]],
+            [rec.moniker, rec.power, rec.tokens, decode_amount(proven[bk]), rec.slashed],
+        )
+        return data
+
     def block(self, height: int) -> dict[str, Any]:
         """A block's header facts, its tx hashes and the events of its end-block (payouts,
         slashes)."""

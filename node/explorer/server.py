@@ -7,7 +7,8 @@ a reload and still reads fully without JavaScript. Nothing is fetched from outsi
 
 Routes: ``/`` (network, validators with moniker, stake and uptime, recent blocks and txs,
 providers, jobs, charts), ``/search?q=`` (height, job id, address, tx or model hash),
-``/account/{loco1…}`` (proven balance, txs, rewards), ``/provider/{loco1…}``, ``/job/{id}`` (rounds
+``/account/{loco1…}`` (proven balance, txs, rewards), ``/validator/{hex}``,
+``/provider/{loco1…}``, ``/job/{id}`` (rounds
 with phase timeline, participants, commitments, challenges, verdicts, payouts, slashes, each
 linked to its tx or block; lineage; loss curve), ``/tx/{hash}``, ``/block/{height}``,
 ``/api/snapshot`` (the JSON the pages are drawn from), ``/static/*``.
@@ -236,6 +237,37 @@ class Explorer:
         vals = [v for v in snap.validators if v.get("operator") == addr]
         return self.render(request, "account.html", live=False, a=a, address=addr, p=p, vals=vals)
 
+    async def validator(self, request: web.Request) -> web.Response:
+        addr = request.match_info["addr"].upper()
+        if not (len(addr) == 40 and views.is_hex(addr)):
+            return self.render(
+                request,
+                "missing.html",
+                status=404,
+                live=False,
+                what=f"validator {addr[:80]} (not 40 hex characters)",
+            )
+        snap = self.snap
+        if snap is None or snap.untrusted:
+            return self.render(request, "validator.html", live=False, v=None, addr=addr)
+        try:
+            v = await asyncio.to_thread(
+                self.lookup.validator, addr, snap.height, bytes.fromhex(snap.app_hash)
+            )
+        except (Untrusted, ProofInvalid) as e:
+            return self.render(
+                request, "error.html", status=502, live=False, what=f"validator {addr}: {e}"
+            )
+        if v is None:
+            return self.render(
+                request, "missing.html", status=404, live=False, what=f"validator {addr}"
+            )
+        row = next((x for x in snap.validators if x["address"] == addr), {})
+        proposed = [b for b in snap.recent_blocks if b["proposer"] == addr]
+        return self.render(
+            request, "validator.html", live=False, v=v, addr=addr, row=row, proposed=proposed
+        )
+
     async def tx(self, request: web.Request) -> web.Response:
         h = request.match_info["hash"].upper()
         try:
@@ -291,6 +323,7 @@ class Explorer:
         app.router.add_get("/tx/{hash}", self.tx)
         app.router.add_get("/search", self.search)
         app.router.add_get("/account/{addr}", self.account)
+        app.router.add_get("/validator/{addr}", self.validator)
         app.router.add_get("/block/{height}", self.block)
         app.router.add_get("/api/snapshot", self.api_snapshot)
         app.router.add_static("/static/", HERE / "static")

@@ -344,7 +344,7 @@ def search_targets(
         out.append({"what": f"tx {h.upper()}", "href": f"/tx/{h.upper()}"})
         return out
     if len(h) == 40 and is_hex(h):
-        out.append({"what": f"validator {h.upper()}", "href": f"/#validator-{h.upper()}"})
+        out.append({"what": f"validator {h.upper()}", "href": f"/validator/{h.upper()}"})
     return out
 
 

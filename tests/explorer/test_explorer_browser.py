@@ -121,12 +121,18 @@ def test_search_account_recent_and_decoded_pages_in_chromium(tmp_path: Path) -> 
             assert f'href="/tx/{tx}"' in dom, tx
         assert re.search(r'href="/job/1">job 1</a>', dom)  # the create tx, linked to its job
 
+        # the validator's page: moniker, stake (proven), uptime, the blocks it proposed
+        vdom = chromium(prof, "--dump-dom", url + f"/validator/{v['address']}")
+        assert v["moniker"] in vdom and 'id="stake"' in vdom and 'id="uptime"' in vdom
+        assert f'href="/account/{v["operator"]}"' in vdom and "Recent blocks it proposed" in vdom
+
         # search: a height, a tx hash, an address, a job id (Chromium follows the redirects)
         for q, want in [
             (str(fund["height"]), f"Block {fund['height']}"),
             (fund_hash.lower(), f'Transaction <span class="mono small">{fund_hash}</span>'),
             (alice_addr, "Account <span"),
             ("job 1", "Job 1 <span"),
+            (v["address"].lower(), "Validator "),
             ("loco1qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq", "Nothing on this chain"),
         ]:
             page = chromium(prof, "--dump-dom", url + "/search?q=" + quote(q))

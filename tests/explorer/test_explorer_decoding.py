@@ -40,7 +40,7 @@ def test_search_names_each_kind() -> None:
     hrefs = [x["href"] for x in t(MODEL.upper(), jobs(), [])]
     assert hrefs == ["/job/3#round-0", f"/tx/{MODEL.upper()}"]  # a model, else a tx hash
     assert [x["href"] for x in t("0x" + "ef" * 32, jobs(), [])] == [f"/tx/{'EF' * 32}"]
-    assert t("12" * 20, jobs(), [])[0]["href"] == f"/#validator-{'12' * 20}"
+    assert t("12" * 20, jobs(), [])[0]["href"] == f"/validator/{'12' * 20}"
     assert t("<script>", jobs(), []) == [] and t("", jobs(), []) == []
 
 
