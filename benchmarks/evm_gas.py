@@ -104,6 +104,45 @@ def tree_query(n: int) -> dict[str, object]:
     }
 
 
+def withdraw_to_claimable(d: Path, cli: list[str], runs: int = 3) -> dict[str, object]:
+    """Seconds from a withdrawal's broadcast to the contract holding a root that pays it (the
+    relayer posted a checkpoint of a height at or after the withdrawal's block)."""
+    from web3 import Web3
+
+    from node.evm import client
+    from node.testnet import load, nodes_of
+
+    dep = client.Deployment.load(d / "evm" / "deployment.json")
+    w3 = Web3(Web3.HTTPProvider("http://127.0.0.1:48545"))
+    cps = client.checkpoints(w3, dep)
+    node = nodes_of(load(d))[0].rpc_url
+    out = []
+    for _ in range(runs):
+        t0 = time.monotonic()
+        r = subprocess.run(
+            [
+                *cli,
+                *("tx", "settlement", "withdraw", "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"),
+                *("1loco", "--from", "validator0", "--home", str(d), "--node", node, "-o", "json"),
+            ],
+            check=True,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        h = int(json.loads(r.stdout)["height"])
+        while int(cps.functions.lastHeight().call()) < h:
+            if time.monotonic() - t0 > 300:
+                raise TimeoutError("no checkpoint reached the withdrawal in 300 s")
+            time.sleep(0.2)
+        out.append(time.monotonic() - t0)
+    out.sort()
+    return {
+        "withdraw_to_claimable_s": [round(x, 1) for x in out],
+        "withdraw_to_claimable_s_median": round(out[len(out) // 2], 1),
+    }
+
+
 def latency(checkpoints: int = 6) -> dict[str, object]:
     d = Path(tempfile.mkdtemp(prefix="loconet-evm-bench-"))
     cli = [sys.executable, "-m", "node.cli"]
@@ -127,6 +166,7 @@ def latency(checkpoints: int = 6) -> dict[str, object]:
         capture_output=True,
     )
     try:
+        claimable = withdraw_to_claimable(d, cli)
         log = d / "evm" / "relayer.log"
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
@@ -139,6 +179,7 @@ def latency(checkpoints: int = 6) -> dict[str, object]:
             time.sleep(1)
         secs = sorted(float(s) for _, s in got)
         return {
+            **claimable,
             "checkpoints": len(secs),
             "latency_s_min": secs[0],
             "latency_s_median": secs[len(secs) // 2],

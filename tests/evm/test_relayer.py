@@ -183,3 +183,54 @@ def test_keeps_going_while_the_evm_node_is_down(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_a_claim_works_however_far_the_relayer_lags(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """The relayer stopped after checkpoint 1 and the node no longer serves that height's
+    state: `loconet evm claim` posts the newest final checkpoint itself (one transaction: the
+    set did not move), then claims against it."""
+    import argparse
+
+    from node import cli_evm
+    from node.cli import UsageError
+    from tests.kits.settlekit import withdraw_msg
+
+    net, w3, d, relayer = _setup(tmp_path)
+    _finals(net, 1)
+    assert [p.number for p in Relayer(w3, d, relayer, NetSource(net), tmp_path / "r").step()] == [1]
+    user = Account.from_key(hashlib.sha256(b"lagging-claimant").digest())
+    w3.eth.send_transaction(
+        {"from": w3.eth.accounts[0], "to": user.address, "value": Web3.to_wei(10, "ether")}
+    )
+    me = bytes.fromhex(user.address[2:])
+    net.ok(net.keys[0], [withdraw_msg(me, 4 * LOCO)])
+    _finals(net, 4)
+    oldest = net.query("/checkpoint/3")["height"]
+
+    def query(node: str, path: str, height: int = 0) -> Any:
+        if 0 < height < oldest:  # pruned: the node keeps no state that old
+            raise UsageError(f"query {path} failed: height {height} is no longer available")
+        return net.query(path, height=height)
+
+    monkeypatch.setattr(cli_evm, "_query", query)
+    monkeypatch.setattr(cli_evm, "_w3", lambda url: w3)
+    monkeypatch.setattr("node.evm.relayer.LoconetSource", lambda url: NetSource(net))
+    dep = tmp_path / "deployment.json"
+    d.save(dep)
+    args = argparse.Namespace(
+        deployment=str(dep),
+        evm_rpc="unused",
+        from_key="0x" + bytes(user.key).hex(),
+        account=None,
+        relay=False,
+        node="unused",
+        output="json",
+    )
+    assert cli_evm.cmd_evm_claim(args) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["paid"] == 4 * LOCO and got["checkpoint"] == 4
+    cps = client.checkpoints(w3, d)
+    events = cps.events.CheckpointAccepted.get_logs(from_block=0)
+    assert [e["args"]["number"] for e in events] == [1, 4]  # 4 posted by the claimant, one tx
