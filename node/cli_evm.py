@@ -228,13 +228,23 @@ def cmd_set_key(args: argparse.Namespace) -> int:
 
 def _checkpoint_text(cp: dict[str, Any]) -> str:
     state = f"final at height {cp['final_height']}" if cp["final"] else "pending"
+    if cp.get("superseded_by"):
+        state = f"superseded by checkpoint {cp['superseded_by']} (never final, never posted)"
+    if cp.get("valset_update"):
+        state += "; a valset update (moves the signer set only)"
     return "\n".join(
         [
             f"checkpoint {cp['number']}: height {cp['height']}, {state}",
             f"app hash:      {cp['app_hash']}",
             f"rewards root:  {cp['rewards_root']}",
             f"signed:        {cp['signed_power']} of {cp['total_power']} power "
-            f"({len(cp['signatures'])} of {len(cp['signers'])} signers)",
+            f"({len(cp['signatures'])} of {len(cp['signers'])} signers"
+            + (
+                f"; {cp['keyless_power']} of the power has no settlement key"
+                if cp.get("keyless_power")
+                else ""
+            )
+            + ")",
             f"set hash:      {cp['set_hash']}"
             + ("" if cp["next_set_hash"] == cp["set_hash"] else f" -> next {cp['next_set_hash']}"),
         ]
