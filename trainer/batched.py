@@ -91,6 +91,12 @@ def check_device(device: str) -> None:
             f"(torch.cuda.is_available() is False; built for CUDA {torch.version.cuda}): run it "
             "on a machine with an NVIDIA GPU and its driver, or use --device cpu"
         )
+    idx = device.partition(":")[2]
+    if idx and (not idx.isdigit() or int(idx) >= torch.cuda.device_count()):
+        raise SystemExit(
+            f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+            f"numbered from 0: use --device cuda:0 .. cuda:{torch.cuda.device_count() - 1}"
+        )
 
 
 def lr_at(rc: RunConfig, step: int) -> float:

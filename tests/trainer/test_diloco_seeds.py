@@ -120,3 +120,8 @@ def test_invalid_cuda_without_a_gpu_names_the_fix(monkeypatch):
     with pytest.raises(SystemExit, match="no CUDA device"):
         main(["--device", "cuda", "--quick"])
     check_device("cpu")  # nothing to check
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    check_device("cuda:0")
+    with pytest.raises(SystemExit, match="1 CUDA device"):
+        check_device("cuda:1")
