@@ -2,7 +2,8 @@
 runs the same in tests/evm/test_contracts.py and tests/settlement/test_settlement_chain.py):
 a checkpoint for another deployment, a claim raced by a newer checkpoint in the same block, a
 number that would block the contract, a forged mint (rate limited, its signers slashed on
-loconet), the guardian's pause, and keyless power counting as not signing."""
+loconet), the guardian's pause, keyless power counting as not signing, and a rotation where
+half of loconet's signer set leaves in one block."""
 
 from __future__ import annotations
 
@@ -230,3 +231,64 @@ def test_forged_checkpoint_is_rate_limited_and_its_signers_slashed(w3: Web3) -> 
     net.ok(net.keys[0], [tx_pb2.Msg(report_forged_checkpoint=report)])
     flags = [net.query(f"/validator/{v.address.hex()}")["tombstoned"] for v in net.vals]
     assert flags == [True, True, True, False]
+
+
+def test_rotation_where_2_of_4_validators_leave_keeps_settling(w3: Web3) -> None:
+    """Half of loconet's signer set unbonds in one block: the valset update its outgoing set
+    signs moves the contract on anvil, and the two validators left settle a withdrawal alone."""
+    from tests.kits.settlekit import withdraw_msg
+    from tests.kits.stakekit import unbond_msg
+
+    net = new_net(deployment=None)
+    net.run_until(lambda: _has_final(net))
+    cp1 = net.query("/checkpoint/latest")
+    signers, powers = client.set_of(cp1["signers"])
+    d = client.deploy(
+        w3,
+        DEPLOYER,
+        CHAIN_ID,
+        signers,
+        powers,
+        cp1["number"] - 1,
+        expect_address=evm.parse_address(DEFAULT_EVM_CONTRACT),
+    )
+    cps = client.checkpoints(w3, d)
+
+    def post_from(n: int) -> int:
+        last = n - 1
+        for k in range(n, net.query("/settlement")["latest"] + 1):
+            cp = net.query(f"/checkpoint/{k}")
+            if cp["final"]:
+                client.send(w3, cps.functions.submit(*client.submit_args(cp)), DEPLOYER)
+                last = k
+        return last
+
+    last = post_from(cp1["number"])
+    net.block([net.tx(v, [unbond_msg(v.address, 100 * LOCO)]) for v in net.vals[2:]])
+    assert net.query("/checkpoint/pending")["valset_update"]
+    net.blocks(2)
+    last = post_from(last + 1)
+    assert cps.functions.setHash().call().hex() == net.query("/settlement")["signer_set_hash"]
+    user = bytes.fromhex(USER.address[2:])
+    net.ok(net.keys[0], [withdraw_msg(user, 2 * LOCO)])
+    n = net.query("/settlement")["latest"] + 1
+    net.run_until(lambda: _has(net, n) and net.query(f"/checkpoint/{n}")["final"])
+    cp = net.query(f"/checkpoint/{n}")
+    assert cp["total_power"] == 200
+    post_from(last + 1)
+    claim = net.query(f"/claim/0x{user.hex()}", height=cp["height"])
+    client.send(w3, client.distributor(w3, d).functions.claim(*client.claim_args(claim, n)), USER)
+    assert client.token(w3, d).functions.balanceOf(USER.address).call() == 2 * LOCO
+
+
+def _has(net: Any, n: int) -> bool:
+    from abci_app.pb import abci
+
+    return net.apps[0].query(abci.RequestQuery(path=f"/checkpoint/{n}")).code == 0
+
+
+def _has_final(net: Any) -> bool:
+    """/checkpoint/latest answers once a checkpoint is final."""
+    from abci_app.pb import abci
+
+    return net.apps[0].query(abci.RequestQuery(path="/checkpoint/latest")).code == 0
