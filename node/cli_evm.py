@@ -362,7 +362,13 @@ def cmd_evm_claim(args: argparse.Namespace) -> int:
         from node.evm.relayer import LoconetSource, Relayer
 
         journal = Path(str(args.deployment) + f".claim-{sender.address}.json")
-        posted = Relayer(w3, d, sender, LoconetSource(args.node), journal).step()
+        try:
+            posted = Relayer(w3, d, sender, LoconetSource(args.node), journal).step()
+        except Exception as e:  # noqa: BLE001 - either node, or a reverted post: one line
+            raise UsageError(
+                f"could not post the newest checkpoint first ({type(e).__name__}: {e}): check "
+                "--node and --evm-rpc, or run the relayer"
+            ) from None
         if posted:
             print(f"posted checkpoints {', '.join(str(p.number) for p in posted)}", file=sys.stderr)
         number, height, claim = newest()
