@@ -421,6 +421,25 @@ def cmd_evm_claim(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_evm_address(args: argparse.Namespace) -> int:
+    """The contract address a deployer's CREATE with a nonce gets: what a genesis writes as
+    ``settlement.params.evm_contract`` before the contract exists."""
+    from abci_app.settlement import evm
+
+    addr = evm.to_checksum(evm.create_address(_evm_address(args.deployer), args.nonce))
+    out(
+        args,
+        {
+            "deployer": evm.to_checksum(_evm_address(args.deployer)),
+            "nonce": args.nonce,
+            "address": addr,
+        },
+        f"{addr}  (settlement.params.evm_contract for a deploy from {args.deployer} at nonce "
+        f"{args.nonce})",
+    )
+    return 0
+
+
 def cmd_evm_balance(args: argparse.Namespace) -> int:
     from web3 import Web3
 
@@ -584,6 +603,17 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
         help="seconds of the mint rate limit's window (default 3600)",
     )
     add_node_flag(p)
+    add_output_flag(p)
+    p = add_command(
+        ev,
+        "address",
+        "the address `evm deploy` from DEPLOYER at NONCE will get: the genesis names it in "
+        "settlement.params.evm_contract before it exists",
+        "loconet evm address 0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266 --nonce 0",
+        cmd_evm_address,
+    )
+    p.add_argument("deployer", metavar="DEPLOYER")
+    p.add_argument("--nonce", type=U64, default=0, help="the deployer's nonce at the deploy")
     add_output_flag(p)
     p = add_command(
         ev,

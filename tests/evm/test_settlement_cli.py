@@ -177,3 +177,19 @@ def test_withdraw_checks_the_eip55_checksum(home, addr: str, ok: bool) -> None:
     else:
         assert r.returncode == 1 and "fails its EIP-55 checksum" in r.stderr, r.stderr
         assert "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC" in r.stderr
+
+
+def test_evm_address_predicts_the_deployment_the_genesis_names() -> None:
+    """`loconet evm address` (evm.create_address): anvil's known first two contracts of its
+    account 0, and RLP's own encoding for nonces past one byte."""
+    import rlp  # web3's dependency: the reference encoding
+
+    anvil0 = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
+    r = run("evm", "address", anvil0, "--nonce", "1", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["address"] == "0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512"
+    sender = bytes.fromhex(anvil0[2:])
+    assert evm.create_address(sender, 0).hex() == "5fbdb2315678afecb367f032d93f642f64180aa3"
+    for nonce in (0, 1, 127, 128, 255, 256, 70_000, 2**64 - 1):
+        want = evm.keccak256(rlp.encode([sender, nonce]))[12:]
+        assert evm.create_address(sender, nonce) == want, nonce
