@@ -153,7 +153,9 @@ def verdict_escalated(
     panel: str = "appeal",
     reason: str = "dispute",
 ) -> abci.Event:
-    """``reason``: ``dispute`` (the earlier panel was not unanimous valid, or did not accept).
+    """``reason``: ``dispute`` (the earlier panel was not unanimous valid, or did not accept),
+    or ``carried`` (panel ``first``: a challenge that found no verifier at its commit deadline
+    gets its first panel at the reveal end, ``rounds.process_carried_seats``).
     (``audit`` until 2026-12-03, when an audit escalated a unanimous first panel; an audit's
     seats now sit in the first panel, drawn at the challenge.)"""
     return event(

@@ -56,6 +56,9 @@ DEFAULTS: dict[str, int] = {
     # an audit's seats (one honest seat breaks a covering coalition's unanimity; each seat is one
     # more re-execution)
     "audit_verifiers": 1,
+    # 1: a round's draw leaves verifiers_per_challenge providers outside it to judge its
+    # challenges (rounds.compute_draw_size); 0 or 1
+    "reserve_verifiers": 1,
 }
 BPS_FIELDS = (
     "min_challenge_bps",
@@ -109,6 +112,8 @@ def params_from_json(d: dict[str, Any]) -> jobs_pb2.JobsParams:
         raise ValueError("jobs.params.appeal_verifiers: must be 1..max_verifiers")
     if not 1 <= vals["audit_verifiers"] <= vals["max_verifiers"]:
         raise ValueError("jobs.params.audit_verifiers: must be 1..max_verifiers")
+    if vals["reserve_verifiers"] > 1:
+        raise ValueError("jobs.params.reserve_verifiers: must be 0 or 1")
     if vals["max_shards"] < vals["max_participants"]:
         raise ValueError(
             "jobs.params.max_shards: must be >= max_participants (shards are distinct within a "

@@ -167,12 +167,19 @@ def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -
     seed = compute_draw_seed(ctx.block.seed, job.id, n)
     by_addr = {p.address: p for p in eligible}
     drawn = weighted_sample(
-        seed, [(p.address, p.bond * p.reputation) for p in eligible], spec.participants_per_round
+        seed,
+        [(p.address, p.bond * p.reputation) for p in eligible],
+        compute_draw_size(spec, len(eligible), compute_judges(ctx, providers, job, params)),
     )
     shards = shuffle(hashlib.sha256(seed + b"shards").digest(), spec.num_shards)
+    weight = sum(p.bond * p.reputation for p in eligible)
     parts = [
         jobs_pb2.Participant(
-            address=a, stake=by_addr[a].bond, reputation=by_addr[a].reputation, shard=shards[i]
+            address=a,
+            stake=by_addr[a].bond,
+            reputation=by_addr[a].reputation,
+            shard=shards[i],
+            contested=is_contested(by_addr[a].bond * by_addr[a].reputation, weight),
         )
         for i, a in enumerate(drawn)
     ]
@@ -198,6 +205,39 @@ def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -
     job.rounds_opened += 1
     keeper.set_job(ctx.store, job)
     ctx.emit(events.round_opened(job.id, n, len(parts), r.base_model_hash, d))
+
+
+def is_contested(weight: int, total: int) -> bool:
+    """A participant drawn against competition: its weight is at most half the eligible weight.
+    Reputation is earned only in such rounds (``process_participant_penalties``): a job whose
+    filters (min_stake, min_reputation, policy) leave one provider, or one dominating the pool,
+    pays that provider its own money back, and a self-paid job then bought reputation for its fee
+    (issue 31, 3: 5,000 -> 9,388 in 20 rounds for 1 LOCO). Contested, an owner paying to lift a
+    chosen key pays the other eligible providers at least as much as that key in expectation."""
+    return 2 * weight <= total
+
+
+def compute_judges(
+    ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, params: jobs_pb2.JobsParams
+) -> int | None:
+    """Providers that could judge a round of ``job`` (the draw pool without its owner), or None
+    when ``reserve_verifiers`` is off."""
+    if not params.reserve_verifiers:
+        return None
+    return sum(1 for v in providers.get_draw_pool(ctx.store, 0, 0) if v.address != job.owner)
+
+
+def compute_draw_size(spec: jobs_pb2.JobSpec, n_eligible: int, n_judges: int | None) -> int:
+    """How many participants a round draws: ``participants_per_round``, at most the eligible, and
+    at most as many as leave ``verifiers_per_challenge`` providers outside the round to judge a
+    challenge (``n_judges``: every provider that could judge a round of the job, i.e. the draw
+    pool without the owner; None when ``jobs.params.reserve_verifiers`` is off), but at least
+    one. Before, a market whose every provider was drawn had nobody to verify a challenged
+    commitment, which was then accepted unverified (issue 31, 10: silence is never acceptance)."""
+    if n_judges is None:
+        return min(spec.participants_per_round, n_eligible)
+    cap = max(1, n_judges - max(1, spec.verifiers_per_challenge))
+    return min(spec.participants_per_round, n_eligible, cap)
 
 
 def compute_next_retry(job: jobs_pb2.Job, height: int, params: jobs_pb2.JobsParams) -> int:
@@ -326,10 +366,50 @@ def process_reveal_end(
     for p in r.participants:
         if p.challenged and not p.HasField("reveal"):
             p.outcome = jobs_pb2.OUTCOME_MISSED_REVEAL
+    process_carried_seats(ctx, providers, job, r)
     sla.record_reveal_deadline(ctx.store, r, ctx.block.height, compute_ends_due(job, r))
     r.phase = jobs_pb2.PHASE_VERDICT
     _move_due(ctx, r, r.reveal_end, r.verdict_end)
     keeper.set_round(ctx.store, r)
+
+
+def compute_carry_seed(block_seed: bytes, job_id: int, round_: int) -> bytes:
+    return hashlib.sha256(
+        b"loconet/carried-seats/v1" + block_seed + u64_key(job_id) + u64_key(round_)
+    ).digest()
+
+
+def process_carried_seats(
+    ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round
+) -> None:
+    """A revealed challenge that got no verifier at its commit deadline (every judge was drawn
+    into the round, or jailed or gone in that block, e.g. by the previous round's finalize) is
+    carried: its first panel is drawn here, at the reveal end, from the same pool as at the
+    challenge (active, outside the round and its owner; bond x reputation; this block's seed in
+    its own domain: unknown when the provider revealed). It votes in the verdict windows that
+    follow, like any first panel. With nobody to seat even now it stays without verifiers and its
+    verdict is ``undecided`` (``compute_outcome``): a challenged commitment is never accepted
+    unverified (issue 31, 10)."""
+    todo = [p for p in r.participants if p.challenged and p.HasField("reveal") and not p.verifiers]
+    if not todo:
+        return
+    conflicted = {q.address for q in r.participants} | {job.owner}
+    pool = [v for v in providers.get_draw_pool(ctx.store, 0, 0) if v.address not in conflicted]
+    seed = compute_carry_seed(ctx.block.seed, job.id, r.round)
+    for p in todo:
+        cands = [(v, v.bond * v.reputation) for v in pool]
+        vs = weighted_sample(
+            hashlib.sha256(seed + p.address).digest(), cands, job.spec.verifiers_per_challenge
+        )
+        if not vs:
+            continue
+        vs.sort(key=lambda v: v.address)
+        p.verifiers.extend(jobs_pb2.VerifierAssignment(address=v.address, stake=v.bond) for v in vs)
+        ctx.emit(
+            events.verdict_escalated(
+                job.id, r.round, p.address, [v.address for v in vs], "first", "carried"
+            )
+        )
 
 
 # -- VERDICT -> ATTEST ----------------------------------------------------------------------------
@@ -359,11 +439,11 @@ def compute_outcome(
     invalid (plus ``supporting_invalid``: the first panel's invalid voters, when the appeal panel
     decides), else rejected (not paid, nobody slashed: too few verifiers cannot prove fraud);
     anything else (ties, silence) -> undecided.
-    No verifier could be assigned (S = 0) -> accepted at unverified_quality (the reveal itself
-    was checked on chain)."""
+    No verifier could be seated, even carried (S = 0) -> undecided: silence is never acceptance
+    (issue 31, 10; before, such a challenge was accepted at ``unverified_quality``)."""
     total = sum(v.stake for v in verifiers)
     if total == 0:
-        return jobs_pb2.OUTCOME_ACCEPTED, unverified_quality
+        return jobs_pb2.OUTCOME_UNDECIDED, 0
     valid = sum(v.stake for v in verifiers if v.voted and v.valid)
     invalid = sum(v.stake for v in verifiers if v.voted and not v.valid)
     if 3 * valid >= 2 * total:
@@ -511,9 +591,9 @@ def process_vote_reveal_end(
     """Per revealed challenge, in address order: tolerance mode, an end not opened
     (MsgOpenEnd) -> missed reveal (punished as fraud), and the first panel's valid votes whose
     probes disagree with the provider's count as invalid (``apply_probe_checks``); no verifier
-    assigned -> accepted at unverified_quality; every first-panel verifier revealed *valid* ->
-    accepted (``incentives.is_escalated``; an audited challenge's first panel holds its audit
-    seats too, ``process_challenge``); otherwise escalated: an appeal panel of
+    assigned, even carried (``process_carried_seats``) -> undecided; every first-panel verifier
+    revealed *valid* -> accepted (``incentives.is_escalated``; an audited challenge's first panel
+    holds its audit seats too, ``process_challenge``); otherwise escalated: an appeal panel of
     ``appeal_verifiers`` is drawn (bond x reputation, seed = this block's seed: unknown while the
     first panel voted)
     from active providers that are not in the first panel, not participants of the round and not
@@ -715,14 +795,17 @@ def compute_attested_with_excluded(
 
 def _set_rep(ctx: Ctx, providers: ProviderKeeper, addr: bytes, new: int, reason: str) -> int:
     """Set a reputation (event + delta). A jailed provider's reputation stays 0: duties it
-    finishes after its fraud was proven never raise it again."""
+    finishes after its fraud was proven never raise it again. A loss stops at the providers'
+    probation floor (``providers.params.reputation_floor``) unless it is fraud's 0."""
     prov = providers.get_provider(ctx.store, addr)
     if prov is None:
         return 0
     old = prov.reputation
     if new == old or (prov.jailed_height and new > old):
         return 0
-    providers.set_reputation(ctx.store, addr, new)
+    new = providers.set_reputation(ctx.store, addr, new)
+    if new == old:
+        return 0
     ctx.emit(events.reputation_changed(addr, old, new, reason))
     return new - old
 
@@ -754,18 +837,45 @@ def is_newer_model_attested(store: KVReader, job: jobs_pb2.Job, round_: int) -> 
 
 
 def is_paid_attester(r: jobs_pb2.Round, p: jobs_pb2.Participant) -> bool:
-    """Accepted, attested the round's quorum hash and screened-out set, and not screened out
-    itself. An accepted participant that attested another hash, or nothing, is not paid for the
-    round (its slot stays in the escrow): stalling the quorum never pays, and without a quorum
-    nobody is paid. One whose update the aggregate screened out is not paid as if it were in
-    (its slot stays in the escrow; its reputation does not move)."""
+    """Accepted and attested. With a quorum: attested the round's quorum hash and screened-out
+    set, and not screened out itself; an accepted participant that attested another hash, or
+    nothing, is not paid for the round (its slot stays in the escrow), and one whose update the
+    aggregate screened out is not paid as if it were in (issue 31, 13). Without a quorum: every
+    accepted participant that attested a hash is paid its slot (``is_quorumless_attester``): the
+    ones who kept the quorum away by staying silent are not, so stalling never pays, and the
+    honest attester is not punished for the others' stalling (issue 31, 6)."""
+    if p.outcome != jobs_pb2.OUTCOME_ACCEPTED:
+        return False
+    if not r.attested_model_hash:
+        return is_quorumless_attester(r, p)
     return (
-        p.outcome == jobs_pb2.OUTCOME_ACCEPTED
-        and bool(r.attested_model_hash)
-        and p.attested_hash == r.attested_model_hash
+        p.attested_hash == r.attested_model_hash
         and list(p.attested_excluded) == list(r.screened_out)
         and p.address not in r.screened_out  # pay follows the aggregate (issue 31, 13)
     )
+
+
+def is_quorumless_attester(r: jobs_pb2.Round, p: jobs_pb2.Participant) -> bool:
+    """An accepted participant that attested some hash in a round that reached no quorum: paid
+    its slot, its reputation unchanged (nobody can tell which hash was right). The base model
+    stays; what keeps a quorum away is either silence (> ⅓ of the attesting stake not attesting:
+    unpaid and a missed-attest reputation loss, so it never pays) or > ⅓ of it attesting another
+    hash, a liveness attack at the BFT bound that earns exactly what honest attesting does."""
+    return (
+        not r.attested_model_hash
+        and p.outcome == jobs_pb2.OUTCOME_ACCEPTED
+        and bool(p.attested_hash)
+    )
+
+
+def compute_pay_weight(p: jobs_pb2.Participant) -> int:
+    """A paid participant's weight in the round's reward: tokens processed x its reputation when
+    drawn. Not the verifiers' quality score: that is one panel member's opinion of a rival's
+    update, and a participant with a Sybil seated on a rival's panel doubled its own share by
+    scoring the rival low (issue 31, 4). Quality is recorded (``Participant.quality``, the
+    dashboards' figure); what pays is that the work was accepted, which the panels decide by
+    re-execution, and how much of it there was."""
+    return p.commitment.tokens_processed * p.reputation
 
 
 def process_participant_rewards(
@@ -777,9 +887,7 @@ def process_participant_rewards(
     before this one; the tombstone outlives an exit) is paid nothing: its share stays in the
     escrow and the others' shares are unchanged."""
     accepted = [
-        (p.address, p.commitment.tokens_processed * p.quality * p.reputation)
-        for p in r.participants
-        if is_paid_attester(r, p)
+        (p.address, compute_pay_weight(p)) for p in r.participants if is_paid_attester(r, p)
     ]
     for addr, amount in compute_participant_payouts(
         job.reward_per_round, len(r.participants), accepted
@@ -894,10 +1002,11 @@ def process_participant_penalties(ctx: Ctx, providers: ProviderKeeper, r: jobs_p
                 ctx.emit(events.reward_paid(jid, rn, addr, amount, "bounty"))
             p.reputation_delta = _set_rep(ctx, providers, p.address, 0, "fraud")
             providers.jail(ctx, p.address, "fraud")
+        elif is_quorumless_attester(r, p):
+            continue  # attested, no quorum: paid its slot, reputation unchanged
         elif is_paid_attester(r, p):
-            if (
-                p.challenged and p.verifiers
-            ):  # verified by a panel: the only work reputation grows from
+            # verified by a panel, drawn against competition: the only work reputation grows from
+            if p.challenged and p.verifiers and p.contested:
                 gain = compute_value_gain_bps(
                     params.reputation_gain_bps, p.reward, params.reputation_value_unit
                 )
@@ -939,6 +1048,36 @@ def compute_claimed_bounty(
     )
 
 
+def compute_silence_floor(
+    p: jobs_pb2.Participant, reward_per_round: int, n_participants: int
+) -> int:
+    """Least a silent seat is slashed on a challenge its silence left ``undecided``: the target's
+    slot (``reward_per_round / n_participants``, what the honest provider loses when its work is
+    left undecided) split over the challenge's silent seats, + 1 uloco each, so that griefing by
+    silence costs the griefers together more than it costs the honest provider (issue 31, 11:
+    one silent verifier in a market with nobody left for an appeal cost itself the 1 % liveness
+    slash for two honest providers' pay). ``compute_capped_floor`` caps it at the wrong-vote
+    fraction of the verifier's bond: silence is never punished above a wrong vote. 0 for any
+    other outcome (the liveness fraction alone)."""
+    if p.outcome != jobs_pb2.OUTCOME_UNDECIDED or n_participants <= 0:
+        return 0
+    silent = sum(1 for v in p.verifiers if not v.voted and not v.unavailable)
+    if silent == 0:
+        return 0
+    return ceil_div(reward_per_round // n_participants, silent) + 1
+
+
+def compute_capped_floor(
+    providers: ProviderKeeper, ctx: Ctx, address: bytes, floor: int, cap_bps: int
+) -> int:
+    """``floor`` at most ``cap_bps`` of the provider's bond + unbonding (rounded up)."""
+    if not floor:
+        return 0
+    prov = providers.get_provider(ctx.store, address)
+    total = prov.bond + prov.unbonding if prov else 0
+    return min(floor, ceil_div(total * cap_bps, BPS))
+
+
 def compute_verifier_paid(r: jobs_pb2.Round) -> dict[bytes, int]:
     """Verifier share paid to each address in the round (``process_verifier_rewards``)."""
     out: dict[bytes, int] = {}
@@ -972,6 +1111,8 @@ def process_verifier_accountability(ctx: Ctx, providers: ProviderKeeper, r: jobs
       cost that one the liveness slash, not 10 %."""
     params = get_params(ctx.store)
     jid, rn = r.job_id, r.round
+    job = keeper.get_job(ctx.store, jid)
+    job_reward = job.reward_per_round if job is not None else 0
     paid = compute_verifier_paid(r)
     gained: set[bytes] = set()
     for p in r.participants:
@@ -993,6 +1134,7 @@ def process_verifier_accountability(ctx: Ctx, providers: ProviderKeeper, r: jobs
             if p.outcome == jobs_pb2.OUTCOME_ACCEPTED
             else {}
         )
+        silence_floor = compute_silence_floor(p, job_reward, len(r.participants))
         for v in p.verifiers:
             rep = providers.get_reputation(ctx.store, v.address)
             reason = ""
@@ -1007,6 +1149,15 @@ def process_verifier_accountability(ctx: Ctx, providers: ProviderKeeper, r: jobs
                     reason=reason,
                     job_id=jid,
                     round_=rn,
+                    min_amount=0
+                    if v.unavailable
+                    else compute_capped_floor(
+                        providers,
+                        ctx,
+                        v.address,
+                        silence_floor,
+                        params.slash_fraction_wrong_vote_bps,
+                    ),
                 )
             elif decided and v.valid == want_valid:
                 if v.address not in gained:

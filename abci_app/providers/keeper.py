@@ -183,12 +183,26 @@ def process_exit(store: CacheKV, p: providers_pb2.Provider, height: int) -> int:
     return done
 
 
-def set_reputation(store: CacheKV, address: bytes, value: int) -> None:
+def compute_floored_reputation(old: int, new: int, floor: int) -> int:
+    """A reputation change under the probation floor: 0 (fraud, withholding) and anything at or
+    above ``floor`` stand; a loss that would go below the floor stops at it (or at ``old`` when
+    that was already below it: a loss never raises)."""
+    if new == 0 or new >= floor or new >= old:
+        return new
+    return min(old, floor)
+
+
+def set_reputation(store: CacheKV, address: bytes, value: int) -> int:
+    """Store a provider's new reputation, a loss floored at ``reputation_floor``
+    (``compute_floored_reputation``); returns the value stored (0 for no provider)."""
     p = get_provider(store, address)
     if p is None:
-        return
-    p.reputation = value
+        return 0
+    p.reputation = compute_floored_reputation(
+        p.reputation, value, get_params(store).reputation_floor
+    )
     set_provider(store, p)
+    return p.reputation
 
 
 def get_unbonding_blocks(store: KVReader) -> int:

@@ -15,7 +15,11 @@ DEFAULTS: dict[str, int] = {
     # slashable for every round it is in, the longest (escalated to the final panel) included
     "unbonding_blocks": 2_000,
     "max_hardware_entries": 8,
-    "initial_reputation": 5_000,
+    # probation (issue 31, 3): a new key starts at the floor no record falls below short of fraud,
+    # so a fresh key is never worth more than a damaged record (no whitewashing), and a key's
+    # reputation above it was earned by verified, paid work
+    "initial_reputation": 2_000,
+    "reputation_floor": 2_000,
 }
 
 
@@ -34,6 +38,13 @@ def params_from_json(d: dict[str, Any]) -> providers_pb2.ProvidersParams:
         raise ValueError("providers.params.min_provider_stake must be > 0")
     if p.initial_reputation > 10_000 or p.initial_reputation == 0:
         raise ValueError("providers.params.initial_reputation must be 1..10000")
+    if p.reputation_floor > 10_000:
+        raise ValueError("providers.params.reputation_floor must be 0..10000")
+    if p.reputation_floor and p.initial_reputation > p.reputation_floor:
+        raise ValueError(
+            "providers.params.initial_reputation must be <= reputation_floor: a new key would "
+            "start above a record it could shed by re-registering (set them equal)"
+        )
     if p.max_hardware_entries == 0:
         raise ValueError("providers.params.max_hardware_entries must be > 0")
     return p

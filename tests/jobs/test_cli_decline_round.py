@@ -48,11 +48,12 @@ def test_a_drawn_provider_declines_through_the_cli_unslashed(tmp_path: Path) -> 
         def q(*args: str) -> dict:
             return json.loads(cli("query", *args, "--node", node.url, "-o", "json").stdout)
 
-        # two providers, both drawn: bob stays silent, so the commit phase still waits for him
-        # after alice's decline (a phase whose messages are all in ends early: the second decline
-        # would meet the reveal phase, not the decline rule)
+        # three providers, two drawn (the draw leaves one outside the round to verify it): the
+        # other drawn one stays silent, so the commit phase still waits for it after the first's
+        # decline (a phase whose messages are all in ends early: the second decline would meet the
+        # reveal phase, not the decline rule)
         addr = {}
-        for name, port in (("alice", 26681), ("bob", 26682)):
+        for name, port in (("alice", 26681), ("bob", 26682), ("carol", 26683)):
             out = cli("keys", "add", name, "--home", home, "-o", "json").stdout
             addr[name] = json.loads(out)["address"]
             cli("tx", "bank", "send", addr[name], "5000loco", "--from", "validator", *common)
@@ -62,8 +63,7 @@ def test_a_drawn_provider_declines_through_the_cli_unslashed(tmp_path: Path) -> 
                 *flags(gpu="H100:8:81920", throughput=50000, region="eu-west"),
                 *common,
             )
-        alice = addr["alice"]
-        before = q("provider", alice)["result"]
+        before_all = {a: q("provider", a)["result"] for a in addr.values()}
         cli(
             *("tx", "job", "create", "--from", "validator"),
             *flags(rounds=1, reward_per_round="10loco", verifier_reward="1loco"),
@@ -81,16 +81,20 @@ def test_a_drawn_provider_declines_through_the_cli_unslashed(tmp_path: Path) -> 
                     break
             assert time.monotonic() < deadline, "round 1/0 never reached its commit window"
             time.sleep(0.3)
-        assert sorted(p["address"] for p in r["participants"]) == sorted(addr.values())
+        drawn = sorted(p["address"] for p in r["participants"])
+        assert len(drawn) == 2 and set(drawn) <= set(addr.values())
+        alice = drawn[0]
+        name = next(n for n, a in addr.items() if a == alice)
+        before = before_all[alice]
 
-        res = cli("tx", "round", "decline", "1", "0", "--from", "alice", *common, "-o", "json")
+        res = cli("tx", "round", "decline", "1", "0", "--from", name, *common, "-o", "json")
         assert json.loads(res.stdout)["code"] == 0, res.stdout
         r = q("round", "1", "0")["result"]
         assert r["phase"] == "commit"
         (me,) = [p for p in r["participants"] if p["address"] == alice]
         assert me["outcome"] == "declined" and me["slashed"] == 0, me
 
-        again = cli("tx", "round", "decline", "1", "0", "--from", "alice", *common, check=False)
+        again = cli("tx", "round", "decline", "1", "0", "--from", name, *common, check=False)
         code = f"{ErrCannotDecline.codespace}/{ErrCannotDecline.code}"
         assert again.returncode != 0 and code in again.stdout + again.stderr, again
         assert q("round", "1", "0")["result"]["participants"] == r["participants"]

@@ -82,9 +82,10 @@ def test_honest_job_all_paid_reputation_rises():
 
 
 def test_missed_commit_slashed_small_reputation_down():
-    m = new_market(n_providers=2)
+    m = new_market(n_providers=3)  # two drawn, one to verify the other's challenge
     m.create_job(rounds=1)
-    lazy = m.providers[0].address
+    m.until(m.height + 1)
+    lazy = m.round(1, 0).participants[0].address
     resps = run_job(m, 1, skip_commit=frozenset({lazy}))
     r = m.round(1, 0)
     p = next(p for p in r.participants if p.address == lazy)
@@ -232,7 +233,7 @@ def test_attest_without_quorum_keeps_base():
 
 
 def test_cancel_mid_run_refunds_exactly():
-    m = new_market(n_providers=2)
+    m = new_market(n_providers=3)  # two drawn, one to verify
     bal = bank.get_balance(m.store, m.owner.address)
     m.create_job(rounds=10, reward=1_000_000, vreward=50_000)
     for _ in range(5):  # round 0 past its commit deadline, round 1 in commit

@@ -173,9 +173,10 @@ def test_sla_scripted_history_of_kept_and_missed_duties():
 
 
 def test_sla_missed_commit_is_a_zero_uptime_window():
-    m = new_market(n_providers=2)
+    m = new_market(n_providers=3)  # two drawn, one to verify the other's challenge
     m.create_job(rounds=1)
-    lazy = m.providers[0].address
+    m.until(m.height + 1)
+    lazy, other_addr = (p.address for p in m.round(1, 0).participants)
     run_job(m, 1, skip_commit=frozenset({lazy}))
     s = sla_of(m, lazy)
     assert (s["rounds_drawn"], s["commits_due"], s["committed_on_time"], s["challenged"]) == (
@@ -191,7 +192,7 @@ def test_sla_missed_commit_is_a_zero_uptime_window():
     )
     assert s["window_bits"] == "0" and s["uptime_bps"] == 0 and s["slashed"] == BOND // 100
     assert s["earned_total"] == 0 and s["last_duty_height"] == m.round(1, 0).commit_deadline
-    other = sla_of(m, m.providers[1].address)
+    other = sla_of(m, other_addr)
     # committed, revealed, attested (bits oldest first)
     assert (
         other["window_bits"] == "111"
