@@ -109,7 +109,7 @@ def gen_block(rng: random.Random, keys, store, p_duty: float, p_bad: float, p_li
                     attest_blocks=rng.randint(2, 3),
                     challenge_bps=rng.choice([400, 500, 5_000, 10_000]),
                     verifiers_per_challenge=rng.randint(1, 3),
-                    min_reputation=rng.choice([0, 0, 4_000, 6_000]),
+                    min_reputation=rng.choice([0, 0, 1_000, 3_000]),
                 ),
             )
         )

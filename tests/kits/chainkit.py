@@ -160,9 +160,9 @@ class Chain:
         return self.app.check_tx(abci.RequestCheckTx(tx=raw))
 
 
-# The unit kits' reputations start at 5,000 with no probation floor (the figures every kit test
-# was written against); tests of the probation rules pass the chain's defaults
-# (``abci_app.providers.params.DEFAULTS``), which start a new key at the floor.
+# The market kit's (marketkit.new_market) reputations start at 5,000 with no probation floor
+# (the figures every kit test was written against); tests of the probation rules pass the
+# chain's defaults (``abci_app.providers.params.DEFAULTS``), which start a new key at the floor.
 KIT_PROVIDERS_PARAMS: dict[str, int] = {"initial_reputation": 5_000, "reputation_floor": 0}
 # ... and their draws take every provider a job asks for (tests of the reservation of verifiers
 # pass {"reserve_verifiers": 1}, the chain's default)
@@ -180,9 +180,8 @@ def new_chain(
 ) -> Chain:
     """``auth_params``: the genesis ``auth.params`` (None: the chain's defaults, a real floor);
     ``jobs_params`` / ``providers_params``: genesis ``jobs.params`` / ``providers.params``
-    overrides (None: the defaults, except ``KIT_PROVIDERS_PARAMS``)."""
-    providers_params = {**KIT_PROVIDERS_PARAMS, **(providers_params or {})}
-    jobs_params = {**KIT_JOBS_PARAMS, **(jobs_params or {})}
+    overrides (None: the defaults; ``marketkit.new_market`` adds ``KIT_PROVIDERS_PARAMS`` and
+    ``KIT_JOBS_PARAMS``)."""
     keys = [signer(i) for i in range(n_keys)]
     vals = [signer(1000 + i) for i in range(n_validators)]
     powers = powers or [10] * n_validators

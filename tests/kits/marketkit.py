@@ -31,7 +31,7 @@ from abci_app.merkle import (  # noqa: F401 (re-exported for tests)
 )
 from abci_app.pb import abci, jobs_pb2, providers_pb2, tx_pb2
 from abci_app.providers import keeper as providers_keeper
-from tests.kits.chainkit import Chain, new_chain
+from tests.kits.chainkit import KIT_JOBS_PARAMS, KIT_PROVIDERS_PARAMS, Chain, new_chain
 
 BOND = 2_000_000_000
 MODEL0 = hashlib.sha256(b"initial model").digest()
@@ -526,13 +526,15 @@ def new_market(
 ) -> Market:
     """``fee_floor``: the chain's default minimum fee (every tx pays exactly it) instead of none;
     ``jobs_params`` / ``providers_params``: genesis params overrides (e.g.
-    ``{"audit_bps": 10_000}``)."""
+    ``{"audit_bps": 10_000}``) over the kit's own (``chainkit.KIT_JOBS_PARAMS``,
+    ``chainkit.KIT_PROVIDERS_PARAMS``: reputations from 5,000 without a floor, draws that take
+    every provider a job asks for)."""
     # key 0 is the owner: n_providers more keys at least (n_providers=8 once gave 7 silently)
     c = new_chain(
         n_keys=max(n_keys, 1 + n_providers),
         auth_params=None if fee_floor else NO_FEE_FLOOR,
-        jobs_params=jobs_params,
-        providers_params=providers_params,
+        jobs_params={**KIT_JOBS_PARAMS, **(jobs_params or {})},
+        providers_params={**KIT_PROVIDERS_PARAMS, **(providers_params or {})},
     )
     m = Market(c, c.keys[0], list(c.keys[1 : 1 + n_providers]))
     if register:
