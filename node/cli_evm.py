@@ -440,6 +440,33 @@ def cmd_evm_address(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_evm_report_forged(args: argparse.Namespace) -> int:
+    """Scan the contract's accepted checkpoints; report each that loconet never made
+    (MsgReportForgedCheckpoint: its signers are slashed, jailed and tombstoned)."""
+    from abci_app.pb import tx_pb2
+    from node.evm.relayer import LoconetSource
+    from node.evm.watch import forged_checkpoints
+
+    d = _deployment(args.deployment)
+    w3 = _w3(args.evm_rpc)
+    reports = forged_checkpoints(w3, d, LoconetSource(args.node), from_block=int(d.block))
+    if not reports:
+        out(args, {"forged": []}, "every checkpoint the contract accepted is loconet's own")
+        return 0
+    for r in reports:
+        print(
+            f"checkpoint {r.number} on the contract is not loconet's: reporting its "
+            f"{len(r.signatures)} signatures",
+            file=sys.stderr,
+        )
+    return broadcast(
+        args,
+        signing_key(args, None),
+        [tx_pb2.Msg(report_forged_checkpoint=r) for r in reports],
+        extra={"forged": [r.number for r in reports]},
+    )
+
+
 def cmd_evm_balance(args: argparse.Namespace) -> int:
     from web3 import Web3
 
@@ -604,6 +631,18 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
     )
     add_node_flag(p)
     add_output_flag(p)
+    p = add_command(
+        ev,
+        "report-forged",
+        "the watchtower: report every checkpoint the contract accepted that loconet never made "
+        "(its signers are slashed, jailed and tombstoned)",
+        "loconet evm report-forged --deployment deployment.json --evm-rpc http://127.0.0.1:8545 "
+        "--from alice --home ~/.loconet",
+        cmd_evm_report_forged,
+    )
+    _evm_flags(p)
+    p.add_argument("--from", dest="from_key", metavar="KEY", help="keyring key that pays the fee")
+    add_tx_flags(p)
     p = add_command(
         ev,
         "address",

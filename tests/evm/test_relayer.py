@@ -234,3 +234,24 @@ def test_a_claim_works_however_far_the_relayer_lags(
     cps = client.checkpoints(w3, d)
     events = cps.events.CheckpointAccepted.get_logs(from_block=0)
     assert [e["args"]["number"] for e in events] == [1, 4]  # 4 posted by the claimant, one tx
+
+
+def test_report_forged_finds_nothing_on_an_honest_contract(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """`loconet evm report-forged` over a contract that only ever took loconet's checkpoints
+    reports nothing (the forged case: tests/settlement, the watchtower's report slashes)."""
+    import argparse
+
+    from node import cli_evm
+
+    net, w3, d, acct = _setup(tmp_path)
+    _finals(net, 2)
+    Relayer(w3, d, acct, NetSource(net), tmp_path / "j.json").step()
+    monkeypatch.setattr(cli_evm, "_w3", lambda url: w3)
+    monkeypatch.setattr("node.evm.relayer.LoconetSource", lambda url: NetSource(net))
+    dep = tmp_path / "deployment.json"
+    d.save(dep)
+    args = argparse.Namespace(deployment=str(dep), evm_rpc="unused", node="unused", output="json")
+    assert cli_evm.cmd_evm_report_forged(args) == 0
+    assert json.loads(capsys.readouterr().out) == {"forged": []}

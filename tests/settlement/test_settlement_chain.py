@@ -6,6 +6,7 @@ refused."""
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 import pytest
@@ -482,6 +483,15 @@ def test_forged_checkpoint_is_rate_limited_and_its_signers_slashed() -> None:
         next_set_hash=bytes.fromhex(cp1["next_set_hash"]),
         signatures=sigs,
     )
+    # the watchtower finds it in the contract's events and calldata (checkpoint 1 is the chain's)
+    from node.evm.watch import forged_checkpoints
+
+    found = forged_checkpoints(chain.w3, chain.d, _Source(net))
+    assert len(found) == 1 and sorted(found[0].signatures) == sorted(report.signatures)
+    del report.signatures[:]
+    del found[0].signatures[:]
+    assert found[0] == report
+    report = forged_checkpoints(chain.w3, chain.d, _Source(net))[0]  # what gets reported
     before = {v.address: net.query(f"/validator/{v.address.hex()}") for v in net.vals}
     resp = net.ok(net.keys[1], [tx_pb2.Msg(report_forged_checkpoint=report)])
     slashed = [
@@ -504,6 +514,26 @@ def test_forged_checkpoint_is_rate_limited_and_its_signers_slashed() -> None:
         net.tx(net.keys[1], [tx_pb2.Msg(report_forged_checkpoint=report)]),
         ErrInvalidEvidence,
     )
+
+
+class _Source:
+    """The relayer's CheckpointSource over the in-process apps."""
+
+    def __init__(self, net: Net) -> None:
+        self.net = net
+
+    def _q(self, path: str) -> Any:
+        r = self.net.apps[0].query(abci.RequestQuery(path=path))
+        return json.loads(r.value) if r.code == 0 else None
+
+    def latest_final(self) -> Any:
+        return self._q("/checkpoint/latest")
+
+    def checkpoint(self, n: int) -> Any:
+        return self._q(f"/checkpoint/{n}")
+
+    def block_time(self, height: int) -> float | None:
+        return None
 
 
 def test_signing_the_chains_own_checkpoint_is_not_evidence() -> None:
