@@ -75,7 +75,7 @@ class HeldOut:
                     self.failed.pop(h, None)
             except Exception as e:  # noqa: BLE001 (a source down, a job this trainer cannot load)
                 why = f"{type(e).__name__}: {e}"[:200]
-                log.info("held-out loss of %s: %s", h[:12], why)
+                log.warning("held-out loss of %s not computed (retried later): %s", h[:12], why)
                 with self._lock:
                     self.failed[h] = (time.monotonic() + RETRY_S, why)
             finally:
