@@ -1,4 +1,4 @@
-"""ABCI 2.0 handlers over a pure block execution (DESIGN §3.1).
+"""ABCI 2.0 handlers over a pure block execution (docs/design.md §3.1).
 
 ``execute_block`` is the state transition: (committed state, BlockContext, txs) -> BlockResult.
 It reads the clock and randomness from nothing but the block; the ABCI handlers around it only

@@ -1,4 +1,4 @@
-"""Canonical encodings for keys and stored values (one encoding per thing; DESIGN §3.2)."""
+"""Canonical encodings for keys and stored values (one encoding per thing; docs/design.md §9)."""
 
 from __future__ import annotations
 

@@ -127,7 +127,7 @@ class Ports:
 
     @classmethod
     def for_node(cls, i: int) -> Ports:
-        """DESIGN §1: node i of a local testnet adds 100·i to every default port."""
+        """docs/design.md §1: node i of a local testnet adds 100·i to every default port."""
         return cls(26656 + 100 * i, 26657 + 100 * i, 26658 + 100 * i, 26660 + 100 * i)
 
 

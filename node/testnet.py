@@ -10,7 +10,7 @@ Layout of a testnet folder (default ``./.loconet-testnet``)::
     DIR/nodeI/                a node home (config/, data/, cometbft.log, node.log, loconet.pid)
     DIR/wan/                  with ``--wan``: toxiproxy.pid, toxiproxy.log (node/wan.py)
 
-Ports follow DESIGN §1: node i adds 100·i to p2p base, RPC base+1, ABCI base+2, metrics base+4
+Ports, docs/design.md §1: node i adds 100·i to p2p base, RPC base+1, ABCI base+2, metrics base+4
 (base 26656 unless ``--base-port``); a WAN testnet (``--wan``, node/wan.py) adds toxiproxy's
 API at base+30 and its link proxies at base + 100·i + 40..89. Each node is one ``loconet start``
 process (its own session: cometbft is its child), so stopping or ``kill -9`` of the process

@@ -1,4 +1,4 @@
-"""The transaction envelope (DESIGN §3.3): strict decoding, sign bytes, signing.
+"""The transaction envelope (docs/design.md §3.2): strict decoding, sign bytes, signing.
 
 Wire format: ``TxRaw{body_bytes, auth_info_bytes, signature}`` (proto/loconet/tx/v1/tx.proto).
 The signature is ed25519 over ``sign_bytes(chain_id, body_bytes, auth_info_bytes)``: the exact

@@ -1,4 +1,4 @@
-"""The round phase machine (DESIGN §3.4), advanced only by block height in end_block.
+"""The round phase machine (docs/design.md §4), advanced only by block height in end_block.
 
 One function per transition; each runs in the end_block of the height stored in the round
 (``0x54 | height | job | round`` indexes what is due)::

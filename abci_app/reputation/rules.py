@@ -1,4 +1,4 @@
-"""Reputation update rules (DESIGN §3.4). Integers in 0..MAX_REPUTATION; rates in basis points.
+"""Reputation update rules (docs/design.md §7). Integers 0..MAX_REPUTATION; rates in basis points.
 
 Rounding: a gain is a benefit, so it truncates; a loss is a penalty, so it rounds up. A gain
 never reaches MAX_REPUTATION from below in one step unless the distance is tiny, and a loss

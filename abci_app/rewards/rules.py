@@ -1,4 +1,4 @@
-"""Reward splitting (DESIGN §3.4 rewards). All integer; payouts truncate; what truncation
+"""Reward splitting (docs/design.md §7). All integer; payouts truncate; what truncation
 leaves over stays in the job's escrow (it is *not* handed out as dust), so a round never pays
 more than its budget.
 

@@ -1,4 +1,4 @@
-"""The rules the design rests on, enforced instead of kept by care (DESIGN §3, CONVENTIONS):
+"""The rules the design rests on, enforced instead of kept by care (docs/design.md §2 and §9):
 abci_app/ never loads torch, numpy, node/, trainer/ or httpx, and its code has no float literal,
 no true division, no clock, randomness or environment read, and no unsorted JSON."""
 
