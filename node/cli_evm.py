@@ -467,6 +467,31 @@ def cmd_evm_report_forged(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_evm_pause(args: argparse.Namespace) -> int:
+    """The guardian stops (or, with ``unpause``, restarts) checkpoints and claims."""
+    from node.evm import client
+
+    d = _deployment(args.deployment)
+    w3 = _w3(args.evm_rpc)
+    sender = _evm_key(args.from_key)
+    cps = client.checkpoints(w3, d)
+    guardian = str(cps.functions.guardian().call())
+    if guardian.lower() != sender.address.lower():
+        raise UsageError(
+            f"only the guardian {guardian} may {args.evm_cmd}; --from-key is {sender.address}"
+        )
+    fn = cps.functions.pause() if args.evm_cmd == "pause" else cps.functions.unpause()
+    r = client.send(w3, fn, sender)
+    paused = bool(cps.functions.paused().call())
+    out(
+        args,
+        {"paused": paused, "tx": r["transactionHash"].hex(), "guardian": guardian},
+        f"{d.distributor}: checkpoints and claims {'paused' if paused else 'running'} "
+        f"(tx 0x{r['transactionHash'].hex().removeprefix('0x')})",
+    )
+    return 0
+
+
 def cmd_evm_balance(args: argparse.Namespace) -> int:
     from web3 import Web3
 
@@ -643,6 +668,20 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
     _evm_flags(p)
     p.add_argument("--from", dest="from_key", metavar="KEY", help="keyring key that pays the fee")
     add_tx_flags(p)
+    for verb, what in (
+        ("pause", "stop checkpoints and claims (the guardian only; nothing else is in its power)"),
+        ("unpause", "let checkpoints and claims run again (the guardian only)"),
+    ):
+        p = add_command(
+            ev,
+            verb,
+            what,
+            f"loconet evm {verb} --deployment deployment.json --from-key guardian.key",
+            cmd_evm_pause,
+        )
+        _evm_flags(p)
+        p.add_argument("--from-key", required=True, help="the guardian's EVM key")
+        add_output_flag(p)
     p = add_command(
         ev,
         "address",

@@ -292,3 +292,33 @@ def _has_final(net: Any) -> bool:
     from abci_app.pb import abci
 
     return net.apps[0].query(abci.RequestQuery(path="/checkpoint/latest")).code == 0
+
+
+def test_guardian_pauses_with_the_cli(
+    w3: Web3, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """`loconet evm pause` / `unpause` by the guardian; anyone else is told who the guardian is."""
+    import argparse
+    import json
+
+    from node import cli_evm
+    from node.cli import UsageError
+
+    c = Deployed(w3, SET, guardian=USER.address)
+    dep = tmp_path / "deployment.json"
+    c.d.save(dep)
+    monkeypatch.setattr(cli_evm, "_w3", lambda url: w3)
+
+    def run(verb: str, key: str) -> Any:
+        ns = argparse.Namespace(
+            evm_cmd=verb, deployment=str(dep), evm_rpc="unused", from_key=key, output="json"
+        )
+        assert cli_evm.cmd_evm_pause(ns) == 0
+        return json.loads(capsys.readouterr().out)
+
+    with pytest.raises(UsageError, match="only the guardian"):
+        run("pause", anvil.DEV_KEYS[0])
+    assert run("pause", anvil.DEV_KEYS[2])["paused"] is True
+    assert_reverts("IsPaused()", c.submit, c.cpt(1, SET))
+    assert run("unpause", anvil.DEV_KEYS[2])["paused"] is False
+    c.submit(c.cpt(1, SET))
