@@ -287,17 +287,18 @@ class Collector:
         out = []
         for v in data:
             cons = bytes.fromhex(v["address"])
-            try:
-                raw = proven_record(proven, validator_key(cons))
-            except ProofInvalid as e:
-                raise Untrusted(f"validator {v['address']}: {e}: do not trust this node") from None
-            rec = decode_msg(staking_pb2.Validator, raw) if raw is not None else None
+            # the list's proof covers every listed validator's key: this one's must be among them
+            raw = proven.get(validator_key(cons))
+            if raw is None:
+                raise Untrusted(
+                    f"validator {v['address']}: the proof does not cover its record: do not trust "
+                    "this node"
+                )
+            rec = decode_msg(staking_pb2.Validator, raw)
             self._same(
                 f"validator {v['address']}",
                 [v["moniker"], v["power"], v["tokens"], v["jailed"], v["tombstoned"], v["slashed"]],
-                [rec.moniker, rec.power, rec.tokens, rec.jailed, rec.tombstoned, rec.slashed]
-                if rec
-                else None,
+                [rec.moniker, rec.power, rec.tokens, rec.jailed, rec.tombstoned, rec.slashed],
             )
             si, sproven = self._query(f"/signing_info/{v['address']}", h, root)
             try:

@@ -60,3 +60,30 @@ def test_event_attributes_decoded() -> None:
         "title": "",
         "kind": "text",
     }
+
+
+def test_validators_of_a_multi_validator_chain_are_proven_and_a_lie_refused() -> None:
+    """/validators' proof covers every listed validator's key: each one is read from it (a
+    single-key check once marked every network of 2+ validators untrusted)."""
+    import pytest
+
+    from node.explorer.data import Untrusted
+    from tests.explorer.test_explorer_pages import _collector
+    from tests.kits.chainkit import new_chain
+
+    c = new_chain(n_validators=3)
+    c.block([])
+    c.block([])
+    m = type("M", (), {"chain": c})()
+    h = c.store.height
+    root = c.store.root_at(h)
+    vals = _collector(m)._validators(h, root, {})
+    assert len(vals) == 3 and all(v["tokens"] > 0 and v["moniker"] is not None for v in vals)
+
+    def richer(path: str, d: object) -> object:
+        if path == "/validators" and isinstance(d, list):
+            d[1]["tokens"] += 1
+        return d
+
+    with pytest.raises(Untrusted, match="disagrees with its own proof"):
+        _collector(m, richer)._validators(h, root, {})
