@@ -113,8 +113,8 @@ def jobs_table(res: dict[str, Any]) -> str:
 def reward_reason(r: dict[str, Any], p: dict[str, Any]) -> str:
     """Why a participant's reward is 0 (or "" when it was paid, or its round is still open), from
     the round's JSON alone: the chain's rules (abci_app/jobs/rounds.py ``is_paid_attester``) pay
-    an accepted participant only once a model is attested by 2/3 of the accepted stake, and only
-    if it attested that model itself and its update is in it."""
+    an accepted participant that attested the model 2/3 of the accepted stake attested, with its
+    update in it; or, when no model reached that quorum, one that attested some model."""
     if p["reward"] or r["phase"] != "finalized":
         return ""
     o = p["outcome"]
@@ -135,14 +135,12 @@ def reward_reason(r: dict[str, Any], p: dict[str, Any]) -> str:
             "no model reached the 2/3 attestation quorum and it did not attest (silence never "
             "pays: missed_attest)"
         )
-    if not r["attested_model_hash"]:
-        return "no model reached the 2/3 attestation quorum, so nobody is paid for the round"
     if not p["attested_hash"]:
         return "it did not attest the round's model (pay needs the attestation: missed_attest)"
     if p["attested_hash"] != r["attested_model_hash"]:
         return "it attested another model than the quorum's (missed_attest)"
-    if not (p["commitment"] or {}).get("tokens_processed") or not p["quality"]:
-        return "its weight (tokens x quality) is 0"
+    if not (p["commitment"] or {}).get("tokens_processed"):
+        return "its weight (tokens x reputation) is 0"
     return (
         "its update was screened out of the aggregate (pay follows the model), or it is tombstoned"
     )

@@ -332,7 +332,7 @@ How to read what follows (a legend):
   one-step   round r+1 opens once round r's commitments are all in and round r-1 is final: it trains
   delay      on round r-1's model while round r is verified, so neighbouring rounds can share a base
   reward     the round's reward split over the accepted participants that attested the quorum's
-             model, by tokens x quality x reputation; a 0 has its reason printed under it
+             model, by tokens x reputation; a 0 has its reason printed under it
   held-out   each attested model, fetched by its hash, evaluated on text no provider trained on
   loss       (lower is better); "loss a->b" on a provider's line is what it reported for its shard
 """
