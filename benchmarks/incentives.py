@@ -48,6 +48,7 @@ from abci_app.codec.tx import SignatureCache  # noqa: E402
 from abci_app.jobs import keeper as jobs_keeper  # noqa: E402
 from abci_app.jobs.params import DEFAULTS as JOBS_DEFAULTS  # noqa: E402
 from abci_app.pb import abci, jobs_pb2  # noqa: E402
+from abci_app.providers.params import DEFAULTS as PROVIDERS_DEFAULTS  # noqa: E402
 from abci_app.store import MerkleStore  # noqa: E402
 from tests.kits import chainkit  # noqa: E402
 from tests.kits import marketkit as mk  # noqa: E402
@@ -82,17 +83,31 @@ def job_kw(**kw: Any) -> dict[str, Any]:
 # -- the world ------------------------------------------------------------------------------------
 
 
+# The rules the simulation measures are the chain's defaults, stated in the genesis rather than
+# left to whatever a kit pins: tests/kits/chainkit.py's unit kits start reputations at 5,000 with
+# no floor and reserve no verifiers (KIT_PROVIDERS_PARAMS, KIT_JOBS_PARAMS); a chain made any
+# other way has probation (issue 31, 3) and reserved verifiers (issue 31, 10).
+CHAIN_PROVIDERS_PARAMS: dict[str, int] = {
+    k: PROVIDERS_DEFAULTS[k] for k in ("initial_reputation", "reputation_floor")
+}
+CHAIN_JOBS_PARAMS: dict[str, int] = {"reserve_verifiers": JOBS_DEFAULTS["reserve_verifiers"]}
+
+
 def new_world(seed: int, n_keys: int, jobs_params: dict[str, Any] | None = None) -> mk.Market:
-    """chainkit.new_chain with genesis params overrides; ``seed`` empty blocks shift every block
-    hash (draws and challenges) so seeds give independent runs."""
+    """A chain (chainkit's genesis, one validator, every key funded) under the chain's default
+    params (``CHAIN_PROVIDERS_PARAMS``, ``CHAIN_JOBS_PARAMS``: not the unit kits' pins) with
+    ``jobs_params`` overrides; ``seed`` empty blocks shift every block hash (draws and challenges)
+    so seeds give independent runs. Reserved verifiers: a round draws at most (providers outside
+    the owner) - verifiers_per_challenge participants, so a world needs P + 3 providers for full
+    P = 4 rounds (every row here has >= 7 unless its note says otherwise)."""
     keys = [chainkit.signer(i) for i in range(n_keys)]
     vals = [chainkit.signer(1000)]
     app = Application(MerkleStore(None, keep_recent=50), check_invariants=True)
     app.info(abci.RequestInfo())
     req = chainkit.genesis_request({k.address: 10**13 for k in keys}, [(vals[0], 10)])
     state = json.loads(req.app_state_bytes)
-    if jobs_params:
-        state["jobs"] = {"params": jobs_params}
+    state["providers"] = {"params": dict(CHAIN_PROVIDERS_PARAMS)}
+    state["jobs"] = {"params": CHAIN_JOBS_PARAMS | (jobs_params or {})}
     req.app_state_bytes = json.dumps(state).encode()
     app.init_chain(req)
     c = chainkit.Chain(app, keys, vals)
@@ -454,6 +469,55 @@ class Staller(Actor):
         return None
 
 
+class SybilRivalScorer(Actor):
+    """Issue 31, 4: one of a coalition's keys (all train honestly). Seated on the panel of a rival
+    (a participant outside the coalition) in a round where another coalition key participates, it
+    re-executes (a valid vote needs its evidence) and scores the rival valid at quality 1, to
+    shrink the rival's share of the round's reward; otherwise it votes honestly."""
+
+    def vote(self, w, job, r, target):
+        coalition = {a for a, x in w.actors.items() if isinstance(x, SybilRivalScorer)}
+        if target.address not in coalition and any(p.address in coalition for p in r.participants):
+            self.cost += VERIFY_COST
+            return (True, 1)
+        return super().vote(w, job, r, target)
+
+
+class SilentVerifier(Actor):
+    """Issue 31, 11: trains honestly, commits no vote on any target it is seated for (griefing by
+    silence: its targets' work is left undecided when nobody is left for an appeal panel)."""
+
+    def vote(self, w, job, r, target):
+        return None
+
+
+class SilentSybilJudge(Actor):
+    """Issue 31, 10: a copier's Sybil: trains honestly, silent on the coalition's copier (so that
+    its challenged commitment meets no valid vote), honest on everyone else."""
+
+    def vote(self, w, job, r, target):
+        if isinstance(w.actors.get(target.address), Copier):
+            return None
+        return super().vote(w, job, r, target)
+
+
+class LaterPanelCopier(Actor):
+    """Issue 31, 5: re-executes in the first panel (nothing is open there to copy); seated in an
+    appeal or final panel, it copies the earlier panels' opened votes, their evidence included
+    (public once opened: modelled as a diligent vote), and re-executes nothing: the stake-majority
+    verdict, at the highest valid quality seen."""
+
+    def vote(self, w, job, r, target):
+        panel = mk.VOTE_PANEL[r.phase]
+        seen = [v for v in target.verifiers if v.voted and v.panel < panel and not v.unavailable]
+        if panel == 0 or not seen:
+            return super().vote(w, job, r, target)
+        valid = sum(v.stake for v in seen if v.valid)
+        if 2 * valid >= sum(v.stake for v in seen):
+            return (True, max(v.quality for v in seen if v.valid))
+        return (False, 0)
+
+
 # -- running a row --------------------------------------------------------------------------------
 
 
@@ -527,7 +591,7 @@ def play(
         w.wealth(m.owner.address) - owner_before if with_owner else 0
     )
     s_profit = s_gain / (max(drawn, 1) if per_drawn else rounds)
-    h_profit = sum(gain[k.address] for k in honest) / len(honest) / rounds
+    h_profit = sum(gain[k.address] for k in honest) / max(len(honest), 1) / rounds
     slashed = sum(
         1
         for r in jobs_keeper.iterate_rounds(m.store, 1)
@@ -712,6 +776,10 @@ def audited_row(
     return Row(name, round(prof), round(prof) - base, round(hon), w_sl + x_sl, note)
 
 
+# coalitions of 1/3 to 2/3 of the verifier stake (issue 31, 9: a limit the jobs README states)
+ITEM_9 = " (issue 31 item 9)"
+
+
 def rows(seeds: int, rounds: int, long_rounds: int = 1_000) -> list[Row]:
     out = [
         expected_row("honest", Actor, seeds, rounds),
@@ -758,7 +826,7 @@ def rows(seeds: int, rounds: int, long_rounds: int = 1_000) -> list[Row]:
         bond = mk.BOND * 20 * share // (100 - share) // n
         out.append(
             measured_row(
-                f"Sybil verifier coalition s={share} %",
+                f"Sybil verifier coalition s={share} %{ITEM_9 if share >= 33 else ''}",
                 FalseAccuser,
                 seeds,
                 rounds,
@@ -773,7 +841,7 @@ def rows(seeds: int, rounds: int, long_rounds: int = 1_000) -> list[Row]:
         bond = mk.BOND * 20 * share // (100 - share) // n
         out.append(
             measured_row(
-                f"silent coalition s={share} %",
+                f"silent coalition s={share} %{ITEM_9 if share >= 33 else ''}",
                 SilentCoalition,
                 seeds,
                 rounds,
@@ -786,7 +854,7 @@ def rows(seeds: int, rounds: int, long_rounds: int = 1_000) -> list[Row]:
         )
         out.append(
             measured_row(
-                f"unavailable-claiming coalition s={share} %",
+                f"unavailable-claiming coalition s={share} %{ITEM_9 if share >= 33 else ''}",
                 UnavailableAccuser,
                 seeds,
                 rounds,
@@ -801,7 +869,7 @@ def rows(seeds: int, rounds: int, long_rounds: int = 1_000) -> list[Row]:
         bond = mk.BOND * 20 * share // (100 - share) // n
         out.append(
             audited_row(
-                f"first-panel coalition covering its cheaters s={share} %",
+                f"first-panel coalition covering its cheaters s={share} %{ITEM_9}",
                 Coverer,
                 seeds,
                 rounds,
@@ -917,10 +985,11 @@ def rows(seeds: int, rounds: int, long_rounds: int = 1_000) -> list[Row]:
         out.append(honest_long_row(long_rounds))
     if wanted("junk"):
         out.append(junk_row(seeds))
-    if wanted("whitewash"):
+    if wanted(ROW_WASH):
         out.append(whitewash_row(seeds, rounds))
-    if wanted("farmer"):
+    if wanted(ROW_FARM):
         out.append(farmer_row(seeds, rounds))
+    out.extend(issue31_rows(seeds, rounds))
     return [r for r in out if r.note != SKIPPED]
 
 
@@ -1118,12 +1187,14 @@ def junk_row(seeds: int, jobs: int = 5) -> Row:
 
 
 def whitewash_row(seeds: int, rounds: int) -> Row:
-    """A provider with a damaged record (missed commits) exits and registers the same key again:
-    its reputation does not reset, and it earns nothing while unbonding (1,000 blocks). Profit per
-    job round vs staying registered and working honestly."""
+    """Issue 31, 3 (whitewashing under probation): a provider exits and registers the same key
+    again; its reputation does not reset, and it earns nothing while unbonding (2,000 blocks).
+    Profit per job round vs staying registered and working honestly. The note gives what a fresh
+    key starts at against the floor no record falls below short of fraud, and what the honest
+    providers' records reached over the job."""
 
-    def run(whitewash: bool, seed: int) -> float:
-        w = World(new_world(seed, 9), {})
+    def run(whitewash: bool, seed: int) -> tuple[float, int, float]:
+        w = World(new_world(seed, 10), {})
         m = w.m
         m.block([(k, mk.register_msg(mk.BOND)) for k in m.providers[:8]])
         for k in m.providers[:8]:
@@ -1138,28 +1209,43 @@ def whitewash_row(seeds: int, rounds: int) -> Row:
         )
         w.jobs.append(1)
         w.run()
-        return (w.wealth(ww.address) - before - w.actors[ww.address].cost) / rounds
+        fresh = m.providers[8]
+        assert m.send(fresh, mk.register_msg(mk.BOND)).code == 0
+        reps = [w.provider(k.address).reputation for k in m.providers[:7]]
+        return (
+            (w.wealth(ww.address) - before - w.actors[ww.address].cost) / rounds,
+            w.provider(fresh.address).reputation,
+            sum(reps) / len(reps),
+        )
 
-    stay = sum(run(False, s) for s in range(seeds)) / seeds
-    leave = sum(run(True, s) for s in range(seeds)) / seeds
+    stays = [run(False, s) for s in range(seeds)]
+    leaves = [run(True, s) for s in range(seeds)]
+    stay = sum(x[0] for x in stays) / seeds
+    leave = sum(x[0] for x in leaves) / seeds
+    fresh = {x[1] for x in stays + leaves}
+    established = sum(x[2] for x in stays) / seeds
     return Row(
-        "whitewasher (exit, register again)",
+        ROW_WASH,
         round(leave),
         round(leave - stay),
         round(stay),
         0,
-        "same key keeps min(last, initial); no income while unbonding; a fresh key starts at "
-        "5,000 < established",
+        f"exit + register the same key: keeps min(last, initial), no income while unbonding; a"
+        f" fresh key starts at {'/'.join(f'{x:,}' for x in sorted(fresh))} = the floor"
+        f" {CHAIN_PROVIDERS_PARAMS['reputation_floor']:,} no record falls below short of fraud;"
+        f" the honest providers' records reached {established:,.0f} over the job",
     )
 
 
 def farmer_row(seeds: int, rounds: int) -> Row:
-    """A Sybil owner pays its own provider (min_stake excludes everyone else) the minimum slot to
-    farm reputation; verifiers are drawn from everyone. Coalition profit per round (fee, verifier
-    pay, real training) and reputation gained."""
-    tot = rep_gain = 0.0
-    for s in range(seeds):
-        w = World(new_world(s, 10), {})
+    """Issue 31, 3 (buying reputation): a Sybil owner pays its own provider (min_stake excludes
+    everyone else) the minimum slot to farm reputation; verifiers are drawn from everyone. Coalition
+    profit per round (fee, verifier pay, real training) and reputation gained per LOCO spent; the
+    note compares the same job open to every provider (the farmer drawn against competition, the
+    owner's money going to whoever is drawn)."""
+
+    def run(seed: int, filtered: bool) -> tuple[float, int]:
+        w = World(new_world(seed, 10), {})
         m = w.m
         m.block(
             [(k, mk.register_msg(mk.BOND)) for k in m.providers[:7]]
@@ -1170,6 +1256,7 @@ def farmer_row(seeds: int, rounds: int) -> Row:
         farmer = m.providers[7]
         before = w.wealth(farmer.address) + w.wealth(m.owner.address)
         rep0 = w.provider(farmer.address).reputation
+        extra = {"min_stake": 2 * mk.BOND} if filtered else {}
         assert (
             m.send(
                 m.owner,
@@ -1177,28 +1264,362 @@ def farmer_row(seeds: int, rounds: int) -> Row:
                     rounds=rounds,
                     reward=100_000,
                     vreward=100_000,
-                    **job_kw(participants_per_round=1, num_shards=1, min_stake=2 * mk.BOND),
+                    **job_kw(participants_per_round=1, num_shards=1, **extra),
                 ),
             ).code
             == 0
         )
         w.jobs.append(1)
         w.run()
-        tot += (
+        gain = (
             w.wealth(farmer.address)
             + w.wealth(m.owner.address)
             - before
             - w.actors[farmer.address].cost
-        ) / rounds
-        rep_gain += (w.provider(farmer.address).reputation - rep0) / rounds
+        )
+        return gain, w.provider(farmer.address).reputation - rep0
+
+    def per_loco(runs: list[tuple[float, int]]) -> tuple[float, float, float]:
+        spent = -sum(g for g, _ in runs) / LOCO
+        rep = sum(r for _, r in runs)
+        return spent / len(runs), rep / len(runs), rep / spent if spent > 0 else math.inf
+
+    filt = [run(s, True) for s in range(seeds)]
+    opened = [run(s, False) for s in range(seeds)]
+    f_spent, f_rep, f_rate = per_loco(filt)
+    o_spent, o_rep, o_rate = per_loco(opened)
+    prof = -f_spent * LOCO / rounds
     return Row(
-        "reputation farmer (self-dealt job)",
-        round(tot / seeds),
-        round(tot / seeds),
+        ROW_FARM,
+        round(prof),
+        round(prof),
         0,
         0,
-        f"+{rep_gain / seeds:.0f} reputation per round, only from rounds other providers verified",
+        f"min_stake leaves only the farmer: never contested; +{f_rep:.0f} reputation over"
+        f" {rounds} rounds for {f_spent:.2f} LOCO spent = {f_rate:.1f} reputation per LOCO;"
+        f" the same job open to all (contested draws): +{o_rep:.0f} for {o_spent:.2f} LOCO ="
+        f" {o_rate:.1f} per LOCO",
     )
+
+
+# -- issue 31 (third pass): one row per item ------------------------------------------------------
+
+ROW_RIVAL = "Sybil verifier scoring its rival low (issue 31 item 4)"
+ROW_LATER = "vote copier in later panels (issue 31 item 5, open)"
+ROW_STALL = "attest staller, the honest co-attester (issue 31 item 6)"
+ROW_SMALL_H = "small market of 2 honest providers (issue 31 item 10)"
+ROW_SMALL_C = "small market: copier whose only judge is its silent Sybil (issue 31 item 10)"
+ROW_GRIEF = "silent griefer in a small market (issue 31 item 11)"
+ROW_FARM = "reputation farmer, self-paid filtered job (issue 31 item 3)"
+ROW_WASH = "whitewasher under probation (issue 31 item 3)"
+
+
+def _honest_slashes(w: World, honest: set[bytes]) -> int:
+    """Slash events of ``honest`` providers in job 1: as participants (``Round.slashes``) and on
+    verifier seats (``VerifierAssignment.slashed``)."""
+    n = 0
+    for r in jobs_keeper.iterate_rounds(w.m.store, 1):
+        n += sum(1 for x in r.slashes if x.address in honest)
+        n += sum(
+            1 for p in r.participants for v in p.verifiers if v.address in honest and v.slashed
+        )
+    return n
+
+
+def _silent_acceptances(w: World) -> int:
+    """Challenged commitments of job 1 accepted without one valid opened vote (issue 31, 10:
+    silence is never acceptance; always 0)."""
+    return sum(
+        1
+        for r in jobs_keeper.iterate_rounds(w.m.store, 1)
+        for p in r.participants
+        if p.challenged
+        and p.outcome == jobs_pb2.OUTCOME_ACCEPTED
+        and not any(v.voted and v.valid for v in p.verifiers)
+    )
+
+
+SILENT_ACCEPTED: list[int] = []  # _silent_acceptances of every world the issue-31 rows ran
+
+
+def _play31(seed: int, strategist: Callable[[bytes], Actor] | None, **kw: Any) -> Any:
+    """``play`` and the honest providers' slash events, seats included; records the world's
+    silent acceptances."""
+    a, b, _, w = play(seed, strategist, **kw)
+    SILENT_ACCEPTED.append(_silent_acceptances(w))
+    honest = {k.address for k in w.m.providers[: kw.get("n_honest", 7)]}
+    return a, b, _honest_slashes(w, honest), w
+
+
+def rival_scorer_row(seeds: int, rounds: int) -> Row:
+    """Issue 31, 4: two coalition keys among 7 honest providers, every commitment challenged, one
+    seat per panel (the seat alone sets the quality); a coalition key seated on a rival's panel
+    while the other participates scores the rival quality 1. Coalition profit per job round
+    against the same keys playing honest in the same worlds."""
+    kw: dict[str, Any] = dict(
+        rounds=rounds,
+        challenge_bps=10_000,
+        n_strategist=2,
+        extra_job={"verifiers_per_challenge": 1},
+    )
+    prof = base = hon = 0.0
+    sl = scored = 0
+    rival_pay: list[int] = []
+    own_pay: list[int] = []
+    for s in range(seeds):
+        a, b, c, w = _play31(s, SybilRivalScorer, **kw)
+        a0, _, c0, _ = _play31(s, Actor, **kw)
+        prof, base, hon, sl = prof + a / seeds, base + a0 / seeds, hon + b / seeds, sl + c + c0
+        coal = {k for k, x in w.actors.items() if isinstance(x, SybilRivalScorer)}
+        for r in jobs_keeper.iterate_rounds(w.m.store, 1):
+            low = [
+                p
+                for p in r.participants
+                if p.address not in coal and any(v.address in coal and v.voted for v in p.verifiers)
+            ]
+            if low and any(p.address in coal for p in r.participants):
+                scored += len(low)
+                rival_pay.extend(p.reward for p in low)
+                own_pay.extend(p.reward for p in r.participants if p.address in coal)
+    avg = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
+    return Row(
+        ROW_RIVAL,
+        round(prof),
+        round(prof - base),
+        round(hon),
+        sl,
+        f"2 coalition keys among 7 honest, 1 seat per panel, every commitment challenged;"
+        f" {scored} rivals scored quality 1 while a coalition key shared their round: paid"
+        f" {avg(rival_pay):,.0f} a slot against the coalition participant's {avg(own_pay):,.0f}"
+        f" in those rounds (pay weight = tokens x reputation, not the panel's score)",
+    )
+
+
+def staller_row(seeds: int, rounds: int) -> Row:
+    """Issue 31, 6: a staller with 3 bonds (3/4 of a two-participant round's attesting stake
+    when it is drawn with an honest provider) trains honestly and never attests: those rounds
+    reach no quorum. The strategist's profit per round it was drawn in, against the same key
+    playing honest; the honest column is the honest co-attester's profit per round it shared
+    with the staller (its slot pay - train cost), and the note its reputation change there."""
+    kw: dict[str, Any] = dict(
+        rounds=rounds,
+        challenge_bps=job_kw()["challenge_bps"],
+        per_drawn=True,
+        strategist_bond=3 * mk.BOND,
+        extra_job={"participants_per_round": 2, "num_shards": 2},
+    )
+    prof = base = 0.0
+    sl = shared = quorumless = rep_delta = 0
+    pay: list[int] = []
+    staller_rep: list[int] = []
+    for s in range(seeds):
+        a, _, c, w = _play31(s, Staller, **kw)
+        a0, _, c0, _ = _play31(s, Actor, **kw)
+        prof, base, sl = prof + a / seeds, base + a0 / seeds, sl + c + c0
+        st = next(k for k, x in w.actors.items() if isinstance(x, Staller))
+        staller_rep.append(w.provider(st).reputation)
+        for r in jobs_keeper.iterate_rounds(w.m.store, 1):
+            if not any(p.address == st for p in r.participants):
+                continue
+            for p in r.participants:
+                if p.address != st and p.outcome == jobs_pb2.OUTCOME_ACCEPTED:
+                    shared += 1
+                    quorumless += not r.attested_model_hash
+                    pay.append(p.reward)
+                    rep_delta += p.reputation_delta
+    co = sum(pay) / max(len(pay), 1) - TRAIN_COST
+    return Row(
+        ROW_STALL,
+        round(prof),
+        round(prof - base),
+        round(co),
+        sl,
+        f"staller holds 3/4 of the attesting stake when drawn; {shared} accepted honest"
+        f" co-attester slots with it, {quorumless} without a quorum: paid"
+        f" {sum(pay) / max(len(pay), 1):,.0f} a slot (slot R/2 = {R // 2:,}), reputation change"
+        f" {rep_delta:+d} in total; the staller ends at reputation"
+        f" {'/'.join(map(str, staller_rep))} (the floor: a missed attest costs it its slot only)",
+    )
+
+
+def _pair(first: Callable[[bytes], Actor], second: Callable[[bytes], Actor]) -> Any:
+    """A strategist factory for two keys: ``first`` for the first key asked, ``second`` after."""
+    made: list[bytes] = []
+
+    def make(addr: bytes) -> Actor:
+        made.append(addr)
+        return (first if len(made) == 1 else second)(addr)
+
+    return make
+
+
+def small_market_rows(seeds: int, rounds: int) -> list[Row]:
+    """Issue 31, 10, in a 2-provider market (P = 4 asked, 3 verifiers per challenge): reservation
+    draws 1 participant and leaves the other to judge it. (a) Both honest: profit per round at
+    every commitment challenged and at the job's rate, against the same market without
+    reservation (``reserve_verifiers`` 0: both drawn, nobody to judge a challenge, which then ends
+    undecided). (b) A copier whose only judge is its own silent Sybil: the coalition's profit per
+    job round against both keys playing honest; its challenged copies are never accepted."""
+    out: list[Row] = []
+    honest = {}
+    sl = 0
+    for label, bps, jp in (
+        ("all", 10_000, None),
+        ("job", job_kw()["challenge_bps"], None),
+        ("noreserve", 10_000, {"reserve_verifiers": 0}),
+    ):
+        tot = 0.0
+        drawn = 0
+        for s in range(seeds):
+            _, b, c, w = _play31(
+                s,
+                None,
+                rounds=rounds,
+                challenge_bps=bps,
+                n_honest=2,
+                n_strategist=0,
+                jobs_params=jp,
+            )
+            tot, sl = tot + b / seeds, sl + (c if jp is None else 0)
+            drawn += sum(len(r.participants) for r in jobs_keeper.iterate_rounds(w.m.store, 1))
+        honest[label] = (tot, drawn / (seeds * rounds))
+    (h_all, d_all), (h_job, _), (h_off, d_off) = honest["all"], honest["job"], honest["noreserve"]
+    if wanted(ROW_SMALL_H):
+        out.append(
+            Row(
+                ROW_SMALL_H,
+                round(h_all),
+                0,
+                round(h_all),
+                sl,
+                f"every commitment challenged: {d_all:.0f} drawn a round, the other judges it;"
+                f" at {job_kw()['challenge_bps']} bps {h_job:,.0f} a round; without reservation"
+                f" ({d_off:.0f} drawn, nobody to judge: undecided) {h_off:,.0f} a round",
+            )
+        )
+    if wanted(ROW_SMALL_C):
+        kw: dict[str, Any] = dict(rounds=rounds, challenge_bps=10_000, n_honest=0, n_strategist=2)
+        prof = base = 0.0
+        copies = undecided = 0
+        for s in range(seeds):
+            a, _, _, w = _play31(s, _pair(Copier, SilentSybilJudge), **kw)
+            a0, _, _, _ = _play31(s, Actor, **kw)
+            prof, base = prof + a / seeds, base + a0 / seeds
+            cp = next(k for k, x in w.actors.items() if isinstance(x, Copier))
+            for r in jobs_keeper.iterate_rounds(w.m.store, 1):
+                for p in r.participants:
+                    if p.address == cp and p.challenged:
+                        copies += 1
+                        undecided += p.outcome == jobs_pb2.OUTCOME_UNDECIDED
+        out.append(
+            Row(
+                ROW_SMALL_C,
+                round(prof),
+                round(prof - base),
+                round(h_all),
+                0,
+                f"2 providers, both the coalition's; every commitment challenged: {copies} copies"
+                f" challenged, {undecided} undecided, 0 accepted (coalition profit per job round;"
+                f" honest column: the 2-honest market)",
+            )
+        )
+    return out
+
+
+def silent_griefer_row(seeds: int, rounds: int) -> Row:
+    """Issue 31, 11: 3 providers (a griefer and 2 honest), 2 participants and 1 seat per
+    challenge: nobody is left for an appeal panel. The griefer trains honestly and stays silent on
+    every target it judges. Its loss per job round against honest play, and the honest providers'
+    loss against the same world played honest, every commitment challenged."""
+    kw: dict[str, Any] = dict(
+        rounds=rounds,
+        challenge_bps=10_000,
+        n_honest=2,
+        extra_job={"participants_per_round": 2, "num_shards": 2, "verifiers_per_challenge": 1},
+    )
+    prof = base = hon = hon0 = 0.0
+    sl = undecided = seats = 0
+    seat_slash: list[int] = []
+    for s in range(seeds):
+        a, b, c, w = _play31(s, SilentVerifier, **kw)
+        a0, b0, c0, _ = _play31(s, Actor, **kw)
+        prof, base = prof + a / seeds, base + a0 / seeds
+        hon, hon0, sl = hon + b / seeds, hon0 + b0 / seeds, sl + c + c0
+        g = next(k for k, x in w.actors.items() if isinstance(x, SilentVerifier))
+        for r in jobs_keeper.iterate_rounds(w.m.store, 1):
+            for p in r.participants:
+                for v in p.verifiers:
+                    if v.address == g:
+                        seats += 1
+                        undecided += p.outcome == jobs_pb2.OUTCOME_UNDECIDED
+                        seat_slash.append(v.slashed)
+    g_loss, h_loss = base - prof, hon0 - hon
+    return Row(
+        ROW_GRIEF,
+        round(prof),
+        round(prof - base),
+        round(hon),
+        sl,
+        f"3 providers, P = 2, 1 seat, every commitment challenged: {seats} silent seats,"
+        f" {undecided} left undecided, slashed {sum(seat_slash) / max(len(seat_slash), 1):,.0f} a"
+        f" seat (at least the slot R/2 + 1 = {R // 2 + 1:,}, and the 1 % liveness slash of its"
+        f" bond); per job round the griefer loses {g_loss:,.0f}, each honest"
+        f" provider {h_loss:,.0f} ({2 * h_loss:,.0f} both) against the same world played honest",
+    )
+
+
+def later_copier_row(seeds: int, rounds: int) -> Row:
+    """Issue 31, 5 (open: not implemented): a verifier that re-executes in the first panel and, in
+    the appeal and final panels, copies the earlier panels' opened votes with their evidence. 1
+    provider in 9 cheats so that its challenges escalate; every commitment challenged. Its profit
+    per job round against the same key verifying honestly."""
+    kw: dict[str, Any] = dict(
+        rounds=rounds,
+        challenge_bps=10_000,
+        others=(lambda a: Faker(a, f_bps=10_000, hit=True),),
+    )
+    prof = base = hon = 0.0
+    sl = later = 0
+    for s in range(seeds):
+        a, b, c, w = _play31(s, LaterPanelCopier, **kw)
+        a0, _, c0, _ = _play31(s, Actor, **kw)
+        prof, base, hon, sl = prof + a / seeds, base + a0 / seeds, hon + b / seeds, sl + c + c0
+        cp = next(k for k, x in w.actors.items() if isinstance(x, LaterPanelCopier))
+        later += sum(
+            1
+            for r in jobs_keeper.iterate_rounds(w.m.store, 1)
+            for p in r.participants
+            for v in p.verifiers
+            if v.address == cp and v.panel > 0
+        )
+    return Row(
+        ROW_LATER,
+        round(prof),
+        round(prof - base),
+        round(hon),
+        sl,
+        f"re-executes in the first panel, copies opened votes and evidence in the appeal and final"
+        f" panels: {later} later seats over {seeds} x {rounds} rounds, each saving the verify cost"
+        f" {VERIFY_COST:,} (item 5 is not implemented: commit-before-open or evidence only"
+        f" re-execution yields would remove it)",
+    )
+
+
+def issue31_rows(seeds: int, rounds: int) -> list[Row]:
+    """One row per issue-31 item measured here (items 3, 4, 5, 6, 10, 11; 9 is the coalition
+    rows above), each only when ``--only`` wants it."""
+    out: list[Row] = []
+    if wanted(ROW_RIVAL):
+        out.append(rival_scorer_row(seeds, rounds))
+    if wanted(ROW_LATER):
+        out.append(later_copier_row(seeds, rounds))
+    if wanted(ROW_STALL):
+        out.append(staller_row(seeds, rounds))
+    if wanted(ROW_SMALL_H) or wanted(ROW_SMALL_C):
+        out.extend(small_market_rows(seeds, rounds))
+    if wanted(ROW_GRIEF):
+        out.append(silent_griefer_row(seeds, rounds))
+    return out
 
 
 def table(rs: list[Row]) -> str:
@@ -1254,6 +1675,11 @@ def main() -> None:
     md = table(rs)
     dt = time.time() - t0
     print(md)
+    if SILENT_ACCEPTED:
+        print(
+            f"\nissue 31 rows: {sum(SILENT_ACCEPTED)} challenged commitments accepted without a"
+            f" valid vote, over {len(SILENT_ACCEPTED)} worlds"
+        )
     print(f"\n{dt:.0f} s")
     if a.results:
         head = (
