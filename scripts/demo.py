@@ -242,8 +242,8 @@ def main(busy: int = 0) -> int:
         first, last = losses[0][1], losses[-1][1]
         print(
             f"  the model {'improved' if last < first else 'did NOT improve'}: held-out loss "
-            f"{first:.3f} -> {last:.3f} ({100 * (first - last) / first:+.0f} %) on text no "
-            "provider trained on"
+            f"{first:.3f} -> {last:.3f} ({abs(100 * (first - last) / first):.0f} % "
+            f"{'lower' if last < first else 'higher'}) on text no provider trained on"
         )
     print(
         "  (round r+1 opens once round r's commitments are all in and round r-1 is final: it "
