@@ -855,6 +855,21 @@ def is_paid_attester(r: jobs_pb2.Round, p: jobs_pb2.Participant) -> bool:
     )
 
 
+# what an accepted update the aggregate screened out is paid, of its slot as if it were in
+SCREENED_PAY_BPS = 5_000
+
+
+def is_screened_attester(r: jobs_pb2.Round, p: jobs_pb2.Participant) -> bool:
+    """Accepted, attested the quorum's hash and screened-out set, and screened out itself."""
+    return (
+        p.outcome == jobs_pb2.OUTCOME_ACCEPTED
+        and bool(r.attested_model_hash)
+        and p.attested_hash == r.attested_model_hash
+        and list(p.attested_excluded) == list(r.screened_out)
+        and p.address in r.screened_out
+    )
+
+
 def is_quorumless_attester(r: jobs_pb2.Round, p: jobs_pb2.Participant) -> bool:
     """An accepted participant that attested some hash in a round that reached no quorum: paid
     its slot, its reputation unchanged (nobody can tell which hash was right). The base model
@@ -885,15 +900,27 @@ def process_participant_rewards(
     quorum hash (``is_paid_attester``), each its slot weighted as abci_app.rewards says. A
     tombstoned provider (fraud proven in an earlier round, or in an earlier job's round finalized
     before this one; the tombstone outlives an exit) is paid nothing: its share stays in the
-    escrow and the others' shares are unchanged."""
+    escrow and the others' shares are unchanged. An update the aggregate screened out
+    (``is_screened_attester``) is paid ``SCREENED_PAY_BPS`` of what it would have been paid in
+    the model, the rest stays in the escrow: pay follows the aggregate (issue 31, 13), yet an
+    honest update that happened not to help on the public held-out batches (the screen is an
+    evaluation, not a verdict on the work, which the panels accepted) does not cost its provider
+    the whole round; the others' shares are exactly what they would be with it in."""
     accepted = [
-        (p.address, compute_pay_weight(p)) for p in r.participants if is_paid_attester(r, p)
+        (p.address, compute_pay_weight(p))
+        for p in r.participants
+        if is_paid_attester(r, p) or is_screened_attester(r, p)
     ]
+    screened = set(r.screened_out)
     for addr, amount in compute_participant_payouts(
         job.reward_per_round, len(r.participants), accepted
     ):
         if providers.is_tombstoned(ctx.store, addr):
             continue
+        if addr in screened:
+            amount = amount * SCREENED_PAY_BPS // BPS
+            if not amount:
+                continue
         keeper.pay(ctx.store, job, addr, amount)
         _find(r, addr).reward = amount  # type: ignore[union-attr]
         r.reward_paid += amount
@@ -1358,8 +1385,15 @@ def compute_close_height(r: jobs_pb2.Round, height: int, entering: bool) -> int:
     are all in by ``height`` and the seed of ``height + 1`` is its beacon over the votes on
     ``height``, unknown when they were chosen, exactly as a window's last block and its deadline
     block under fixed windows. The next height too when the phase was entered done in an
-    end-block (one transition per round per block). Otherwise this height's own end-block."""
-    return height + 1 if entering or r.phase in SEEDED_PHASES else height
+    end-block (one transition per round per block). Otherwise this height's own end-block. The
+    reveal phase draws too when a challenge waits for carried seats (``process_carried_seats``):
+    the provider whose reveal is the last one would otherwise choose, by timing it, the block
+    whose seed draws its own panel."""
+    seeded = r.phase in SEEDED_PHASES or (
+        r.phase == jobs_pb2.PHASE_REVEAL
+        and any(p.challenged and not p.verifiers for p in r.participants)
+    )
+    return height + 1 if entering or seeded else height
 
 
 def close_if_done(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round, *, entering: bool) -> bool:

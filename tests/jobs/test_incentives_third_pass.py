@@ -235,3 +235,21 @@ def test_item_11_a_silent_verifier_pays_more_than_the_slot_it_leaves_unpaid():
     assert seat.slashed == slot + 1 > BOND // 100  # more than the 1 % liveness slash alone
     # its pay for the other challenge it judged does not make up for it
     assert before - wealth(m, judge) > slot - r.verifier_paid
+
+
+def test_item_10_a_reveal_awaiting_carried_seats_closes_in_the_next_block():
+    """The reveal phase ends early once every challenged provider has revealed, in the block of
+    the last reveal. When a challenge waits for carried seats, that end-block draws its panel, so
+    it closes one block later: the provider sending the last reveal cannot pick, by timing it, the
+    block whose (already known) seed seats its judges."""
+    from abci_app.jobs.rounds import compute_close_height
+
+    waiting = jobs_pb2.Round(
+        phase=jobs_pb2.PHASE_REVEAL,
+        participants=[jobs_pb2.Participant(address=b"a" * 20, challenged=True)],
+    )
+    seated = jobs_pb2.Round()
+    seated.CopyFrom(waiting)
+    seated.participants[0].verifiers.add(address=b"v" * 20, stake=1)
+    assert compute_close_height(waiting, 100, entering=False) == 101
+    assert compute_close_height(seated, 100, entering=False) == 100

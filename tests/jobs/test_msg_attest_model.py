@@ -32,11 +32,12 @@ def test_invalid_duplicate_hash_phase():
     )
 
 
-def test_pay_follows_the_aggregate_a_screened_out_update_is_not_paid():
+def test_pay_follows_the_aggregate_a_screened_out_update_is_not_paid_as_if_in():
     """Issue 31, 13: the attest quorum also names the accepted updates the aggregate screened
     out (MsgAttestModel.excluded); such a participant is not paid as if its update were in the
-    model (its slot stays in the escrow) and its reputation does not move; an attester that
-    agrees on the hash but not on the screened-out set is not paid either."""
+    model: half its slot (``SCREENED_PAY_BPS``), the other half stays in the escrow, and its
+    reputation does not move; the others are paid exactly what they would be with it in. An
+    attester that agrees on the hash but not on the screened-out set is not paid at all."""
     from abci_app.jobs import keeper as jobs_keeper
 
     m, r = job_in_phase(jobs_pb2.PHASE_ATTEST, n_providers=5, participants_per_round=3)
@@ -56,8 +57,10 @@ def test_pay_follows_the_aggregate_a_screened_out_update_is_not_paid():
     rr = jobs_keeper.get_round(m.store, 1, 0)
     assert rr is not None and rr.attested_model_hash == h and list(rr.screened_out) == [out]
     pay = {x.address: x.amount for x in rr.payouts if x.kind == "participant"}
-    assert set(pay) == {a, b} and out not in pay
-    assert rr.returned_to_escrow >= 1_000_000 // 3  # the screened-out slot stayed in the escrow
+    assert set(pay) == {a, b, out}
+    assert pay[a] == pay[b] == 1_000_000 // 3 and pay[out] == (1_000_000 // 3) // 2
+    # half the screened-out slot stayed in the escrow
+    assert rr.returned_to_escrow >= 1_000_000 // 3 - pay[out]
     assert m.provider(out).reputation == rep_before[out]
     assert all(m.provider(x).reputation >= rep_before[x] for x in (a, b))
 
