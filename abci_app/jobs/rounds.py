@@ -231,10 +231,11 @@ def compute_draw_size(spec: jobs_pb2.JobSpec, n_eligible: int, n_judges: int | N
     """How many participants a round draws: ``participants_per_round``, at most the eligible, and
     at most as many as leave ``verifiers_per_challenge`` providers outside the round to judge a
     challenge (``n_judges``: every provider that could judge a round of the job, i.e. the draw
-    pool without the owner; None when ``jobs.params.reserve_verifiers`` is off), but at least
-    one. Before, a market whose every provider was drawn had nobody to verify a challenged
+    pool without the owner; None when ``jobs.params.reserve_verifiers`` is off; nothing is kept
+    for a job with ``challenge_bps`` 0, possible only where ``min_challenge_bps`` is 0), but at
+    least one. Before, a market whose every provider was drawn had nobody to verify a challenged
     commitment, which was then accepted unverified (issue 31, 10: silence is never acceptance)."""
-    if n_judges is None:
+    if n_judges is None or spec.challenge_bps == 0:  # a job that is never challenged needs none
         return min(spec.participants_per_round, n_eligible)
     cap = max(1, n_judges - max(1, spec.verifiers_per_challenge))
     return min(spec.participants_per_round, n_eligible, cap)

@@ -142,11 +142,13 @@ def test_item_10_the_draw_leaves_judges_outside_the_round():
         (p,) = r.participants
         assert p.challenged and len(p.verifiers) >= 1
         assert p.outcome == jobs_pb2.OUTCOME_ACCEPTED and p.reward > 0
-    spec = jobs_pb2.JobSpec(participants_per_round=4, verifiers_per_challenge=1)
+    spec = jobs_pb2.JobSpec(participants_per_round=4, verifiers_per_challenge=1, challenge_bps=500)
     assert compute_draw_size(spec, 4, 4) == 3
     assert compute_draw_size(spec, 5, 6) == 4
     assert compute_draw_size(spec, 1, 1) == 1  # one provider: drawn, nobody can judge it
     assert compute_draw_size(spec, 4, None) == 4  # reserve_verifiers off
+    never_challenged = jobs_pb2.JobSpec(participants_per_round=4, verifiers_per_challenge=1)
+    assert compute_draw_size(never_challenged, 4, 4) == 4  # challenge_bps 0: nothing to judge
 
 
 def test_item_10_a_challenge_nobody_can_verify_is_not_accepted():
