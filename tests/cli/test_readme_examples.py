@@ -40,6 +40,7 @@ def fill(cmd: str) -> list[str] | None:
     """The command's argv with the README's placeholders replaced; None for a line that is a
     pattern, not a command (``a|b``, ``...`` standing for arguments)."""
     cmd = cmd.split(" > ")[0].split(" | ")[0]
+    cmd = re.sub(r" \[--?[^\]]*\]", "", cmd)  # optional flags: [--device auto|cpu|cuda]
     if re.search(r"\w\|\w", cmd) or " ... " in cmd or cmd.endswith(" ..."):
         return None
     cmd = cmd.replace("loco1...", ADDR).replace("9DC78738...037B", HASH)
@@ -54,12 +55,24 @@ def test_no_example_reads_outside_the_clone() -> None:
 @pytest.mark.parametrize("cmd", commands())
 def test_every_loconet_example_parses(cmd: str) -> None:
     argv = fill(cmd)
-    if argv is None:
-        pytest.skip("a pattern of commands, not one command")
+    if argv is None:  # a pattern (``blob ls|gc|pin ...``): every alternative is a real command
+        for alt in alternatives(cmd):
+            with pytest.raises(SystemExit) as e:
+                build_parser().parse_args([*alt, "--help"])
+            assert e.value.code == 0, f"README pattern names no such command: {alt} ({cmd})"
+        return
     try:
         build_parser().parse_args(argv)
     except SystemExit as e:
         pytest.fail(f"README example does not parse ({e.code}): {cmd}")
+
+
+def alternatives(cmd: str) -> list[list[str]]:
+    """The commands a pattern line stands for: the words before its ``a|b|c`` word, then each
+    alternative (``loconet tx round submit-update|reveal ...`` -> [tx round submit-update], ...)."""
+    words = cmd.split()[1:]
+    i = next(k for k, w in enumerate(words) if re.fullmatch(r"[\w-]+(\|[\w-]+)+", w))
+    return [[*words[:i], alt] for alt in words[i].split("|")]
 
 
 def test_the_job_example_warns_about_nothing() -> None:
