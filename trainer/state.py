@@ -11,10 +11,14 @@ sha256 of the error-feedback carry the round started with (trainer/carry.py): bo
 for a whole round, so every trace leaf commits to them. ``slices`` (only present when > 1) is
 the number of equal slices a step's batch was split into (a provider's data-parallel island,
 trainer/ddp.py): the step's gradient is the sum of the slices' mean gradients in slice order,
-divided by their count; a single process computes the same bytes (``inner_step(slices=n)``),
-so a verifier re-executes an island's segment alone, in exact mode too. A step draws no
-randomness but its batch, a pure function of (ShardSpec, inner_step): ``inner_step`` is the RNG
-position.
+divided by their count; a single process computes the same bytes (``inner_step(slices=n)``), so
+a verifier re-executes an island's segment alone, in exact mode too. ``microbatches`` (only
+present beside ``slices``, both > 1: a data-parallel x pipeline-parallel island,
+trainer/pipeline.py) splits each slice again into that many equal microbatches: the step's
+gradient is then the sum over slices (in order) of each slice's microbatch gradients summed in
+order, divided by slices x microbatches. A pipeline of one replica names ``slices`` = its
+microbatch count alone (the same bytes: one level of slicing). A step draws no randomness but
+its batch, a pure function of (ShardSpec, inner_step): ``inner_step`` is the RNG position.
 
 A round that starts fresh starts from a state that is a function of public data (the base model,
 the round, the shard, the configs, the island size): ``fresh_start_state`` builds its bytes from
@@ -71,44 +75,78 @@ def check_slices(slices: int, batch_size: int) -> None:
         raise ValueError(f"batch size {batch_size} does not split into {slices} equal slices")
 
 
-def sliced_grads(model: GPT, x, y, slices: int) -> float:
+def check_microbatches(slices: int, microbatches: int, batch_size: int) -> None:
+    """A batch splits into ``slices`` x ``microbatches`` equal parts; ``microbatches`` > 1 only
+    beside ``slices`` > 1 (one level of slicing is named by ``slices`` alone)."""
+    if type(microbatches) is not int or microbatches < 1:
+        raise ValueError(f"microbatches must be a positive int, got {microbatches!r}")
+    if microbatches > 1 and slices < 2:
+        raise ValueError("microbatches > 1 needs slices > 1 (else name them as slices)")
+    check_slices(slices, batch_size)
+    check_slices(slices * microbatches, batch_size)
+
+
+def sliced_grads(model: GPT, x, y, slices: int, microbatches: int = 1) -> float:
     """``param.grad`` = (g_0 + g_1 + ... + g_{n-1}) / n, g_r the mean-loss gradient of slice r
     (rows [r·B/n, (r+1)·B/n)), summed in slice order: what a data-parallel island's ranks reach
     with ``trainer.ddp``'s ordered all-gather hook, bit for bit on one stack. Returns the mean
-    of the slices' losses."""
-    check_slices(slices, x.shape[0])
-    b = x.shape[0] // slices
+    of the slices' losses.
+
+    ``microbatches`` = m > 1: each slice r is split again into m microbatches, their gradients
+    summed in order into G_r = (g_r0 + ... + g_r(m-1)), and ``param.grad`` =
+    (G_0 + ... + G_{n-1}) / (n·m): what a data-parallel x pipeline-parallel island reaches
+    (trainer/pipeline.py: each replica's pipeline accumulates its microbatches' gradients in
+    order, the replicas' sums are added in rank order). With m = 1 this is the above."""
+    check_microbatches(slices, microbatches, x.shape[0])
+    n = slices * microbatches
+    b = x.shape[0] // n
     params = [p for p in model.parameters() if p.requires_grad]
     acc: list[torch.Tensor] | None = None
     tot = 0.0
     for r in range(slices):
-        for p in params:
-            p.grad = None
-        _, loss = model(x[r * b : (r + 1) * b], y[r * b : (r + 1) * b])
-        loss.backward()
-        tot += float(loss.detach())
-        grads = [p.grad for p in params]
-        if any(g is None for g in grads):
-            raise ValueError("a parameter has no gradient (not in the loss)")
+        part: list[torch.Tensor] | None = None
+        for m in range(microbatches):
+            i = r * microbatches + m
+            for p in params:
+                p.grad = None
+            _, loss = model(x[i * b : (i + 1) * b], y[i * b : (i + 1) * b])
+            loss.backward()
+            tot += float(loss.detach())
+            grads = [p.grad for p in params]
+            if any(g is None for g in grads):
+                raise ValueError("a parameter has no gradient (not in the loss)")
+            if part is None:
+                part = [g.clone() for g in grads if g is not None]
+            else:
+                for a, g in zip(part, grads, strict=True):
+                    a.add_(g)  # type: ignore[arg-type]  # checked above
+        assert part is not None
         if acc is None:
-            acc = [g.clone() for g in grads if g is not None]
+            acc = part
         else:
-            for a, g in zip(acc, grads, strict=True):
-                a.add_(g)  # type: ignore[arg-type]  # checked above
+            for a, g in zip(acc, part, strict=True):
+                a.add_(g)
     for a, p in zip(acc or [], params, strict=True):
-        p.grad = a.div_(slices)
-    return tot / slices
+        p.grad = a.div_(n)
+    return tot / n
 
 
 def inner_step(
-    model: GPT, opt: torch.optim.Optimizer, x, y, icfg: InnerConfig, slices: int = 1
+    model: GPT,
+    opt: torch.optim.Optimizer,
+    x,
+    y,
+    icfg: InnerConfig,
+    slices: int = 1,
+    microbatches: int = 1,
 ) -> float:
     """One AdamW step on batch (x, y); returns the loss before the step. ``slices`` > 1: the
-    gradient of a data-parallel island of that many ranks (``sliced_grads``)."""
+    gradient of a data-parallel island of that many ranks (``sliced_grads``), each slice split
+    into ``microbatches`` (a pipeline-parallel island's)."""
     model.train()
     opt.zero_grad(set_to_none=True)
     if slices != 1:
-        loss_v = sliced_grads(model, x, y, slices)
+        loss_v = sliced_grads(model, x, y, slices, microbatches)
         if icfg.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), icfg.grad_clip, foreach=False)
         opt.step()
@@ -138,6 +176,7 @@ def state_payload(
     shard: int,
     carry: bytes = EMPTY_CARRY_HASH,
     slices: int = 1,
+    microbatches: int = 1,
 ) -> Payload:
     return _state_payload(
         ((name, p, opt.state.get(p, {})) for name, p in model.named_parameters()),
@@ -149,6 +188,7 @@ def state_payload(
         shard=shard,
         carry=carry,
         slices=slices,
+        microbatches=microbatches,
     )
 
 
@@ -163,6 +203,7 @@ def _state_payload(
     shard: int,
     carry: bytes,
     slices: int,
+    microbatches: int = 1,
 ) -> Payload:
     """The state of (name, parameter, its AdamW state) triples: what ``state_payload`` writes for
     a live model and optimizer, and ``fresh_start_state`` for a base model's bytes (a missing
@@ -192,6 +233,10 @@ def _state_payload(
     }
     if slices != 1:  # absent for a single device: those states' bytes are unchanged
         meta["slices"] = int(slices)
+    if microbatches != 1:  # a data-parallel x pipeline island's second level (slices > 1)
+        if slices < 2:
+            raise ValueError("microbatches > 1 needs slices > 1 (else name them as slices)")
+        meta["microbatches"] = int(microbatches)
     return Payload(kind=KIND_STATE, codec="raw", meta=meta, entries=entries)
 
 
@@ -205,6 +250,7 @@ def state_bytes(
     shard: int,
     carry: bytes = EMPTY_CARRY_HASH,
     slices: int = 1,
+    microbatches: int = 1,
 ) -> bytes:
     return encode(
         state_payload(
@@ -216,6 +262,7 @@ def state_bytes(
             shard=shard,
             carry=carry,
             slices=slices,
+            microbatches=microbatches,
         )
     )
 
@@ -228,16 +275,18 @@ def fresh_start_state(
     round: int,
     shard: int,
     slices: int = 1,
+    microbatches: int = 1,
 ) -> bytes:
     """Trace entry 0 of a round that starts fresh from the model bytes ``base`` (kind 3: a job's
-    initial model or an attested one, whose outer momentum is no part of a state): exactly the
-    bytes a trainer writes before its first inner step (``state_bytes`` of the base loaded into
-    ``cfg``'s model with a fresh AdamW: inner step 0, adam step 0, zero moments, the empty carry;
-    the same ``_state_payload`` call), built from public data alone, without a model or an
-    optimizer. ``slices`` is the only field the round's public record does not fix: a provider's
-    data-parallel island names its size in every state (1 = a single device, no field). A verifier
-    checks sha256 of these bytes against the committed trace entry 0 instead of fetching it
-    (trainer.verify.verify_challenge). PayloadError if ``base`` is not model bytes of ``cfg``."""
+        initial model or an attested one, whose outer momentum is no part of a state): exactly the
+        bytes a trainer writes before its first inner step (``state_bytes`` of the base loaded into
+        ``cfg``'s model with a fresh AdamW: inner step 0, adam step 0, zero moments, the empty carry;
+        the same ``_state_payload`` call), built from public data alone, without a model or an
+        optimizer. ``slices`` is the only field the round's public record does not fix: a provider's
+        data-parallel island names its size in every state (1 = a single device, no field), and a
+    data-parallel x pipeline island also its ``microbatches`` per slice. A verifier
+        checks sha256 of these bytes against the committed trace entry 0 instead of fetching it
+        (trainer.verify.verify_challenge). PayloadError if ``base`` is not model bytes of ``cfg``."""
     p = base if isinstance(base, Payload) else decode(base, expected_kind=KIND_MODEL)
     if p.kind != KIND_MODEL:
         raise PayloadError("the base is not model bytes")
@@ -245,6 +294,8 @@ def fresh_start_state(
         raise PayloadError("the base model's config differs from the job's model")
     if type(slices) is not int or slices < 1:
         raise PayloadError(f"slices must be a positive int, got {slices!r}")
+    if type(microbatches) is not int or microbatches < 1 or (microbatches > 1 and slices < 2):
+        raise PayloadError(f"microbatches must be 1, or > 1 beside slices > 1: {microbatches!r}")
     params: list[tuple[str, torch.Tensor, Mapping[str, torch.Tensor]]] = []
     for name, e in p.entries.items():
         t = e.parts.get("param")
@@ -262,6 +313,7 @@ def fresh_start_state(
             shard=shard,
             carry=EMPTY_CARRY_HASH,
             slices=slices,
+            microbatches=microbatches,
         )
     )
 
@@ -281,6 +333,7 @@ class LoadedState:
     carry: bytes = EMPTY_CARRY_HASH
     adam_step: int = 0
     slices: int = 1
+    microbatches: int = 1
 
     def to_bytes(self, inner_step: int | None = None) -> bytes:
         """State bytes of the loaded model/optimizer (same round, shard, carry)."""
@@ -293,6 +346,7 @@ class LoadedState:
             carry=self.carry,
             inner_step=self.inner_step if inner_step is None else inner_step,
             slices=self.slices,
+            microbatches=self.microbatches,
         )
 
 
@@ -320,6 +374,11 @@ def load_state(
         slices = p.meta.get("slices", 1)
         if "slices" in p.meta and (type(slices) is not int or slices < 2):
             raise ValueError(f"slices must be an int >= 2 when present, got {slices!r}")
+        micro = p.meta.get("microbatches", 1)
+        if "microbatches" in p.meta and (type(micro) is not int or micro < 2 or slices < 2):
+            raise ValueError(
+                f"microbatches must be an int >= 2 beside slices >= 2 when present, got {micro!r}"
+            )
     except (KeyError, TypeError, ValueError) as exc:
         raise PayloadError(f"state meta is incomplete: {exc}") from None
     if (
@@ -363,6 +422,7 @@ def load_state(
         carry=carry,
         adam_step=adam_step,
         slices=slices,
+        microbatches=micro,
     )
 
 
@@ -430,6 +490,7 @@ def run_inner_steps(
     keep_states: list[bytes] | None = None,
     on_step: Callable[[int, float], None] | None = None,
     slices: int = 1,
+    microbatches: int = 1,
 ) -> tuple[list[float], list[bytes]]:
     """Run inner steps start_step..start_step+n_steps-1 on the spec's batches
     (``on_step(step, loss)`` after each, for progress; it must not touch the model).
@@ -438,9 +499,10 @@ def run_inner_steps(
     with (s - start_step) % trace_every == 0, and at the final step (states tagged with the
     spec's shard and ``carry``); ``keep_states`` (a list) also receives the state bytes.
     ``slices`` > 1: each step's gradient as a data-parallel island of that many ranks computes it
-    (``sliced_grads``; the states record it).
+    (``sliced_grads``; the states record it), each slice split into ``microbatches`` (a
+    data-parallel x pipeline island's).
     """
-    check_slices(slices, spec.batch_size)
+    check_microbatches(slices, microbatches, spec.batch_size)
     losses: list[float] = []
     trace: list[bytes] = []
     shard = spec.shard_index()
@@ -455,6 +517,7 @@ def run_inner_steps(
             shard=shard,
             carry=carry,
             slices=slices,
+            microbatches=microbatches,
         )
         trace.append(state_hash(b))
         if keep_states is not None:
@@ -465,7 +528,7 @@ def run_inner_steps(
         if trace_every and i % trace_every == 0:
             snap(s)
         x, y = corpus.batch(spec, s, device)
-        losses.append(inner_step(model, opt, x, y, icfg, slices))
+        losses.append(inner_step(model, opt, x, y, icfg, slices, microbatches))
         if on_step is not None:
             on_step(s, losses[-1])
     if trace_every:

@@ -142,6 +142,7 @@ def _reexecuted(ls: LoadedState, inner_step: int) -> tuple[bytes, Payload]:
         shard=ls.shard,
         carry=ls.carry,
         slices=ls.slices,
+        microbatches=ls.microbatches,
     )
     # in the decoded order (names sorted by their UTF-8 bytes, as ``encode`` writes them), so a
     # sum over the entries (``state_distance``) adds in the order it does on decoded bytes
@@ -337,6 +338,8 @@ def verify_segment(
     }
     if "slices" in sm:  # a data-parallel island's trace: re-executed as that many slices
         want["slices"] = sm["slices"]
+    if "microbatches" in sm:  # a data-parallel x pipeline island's: each slice split again
+        want["microbatches"] = sm["microbatches"]
     for key, v in want.items():
         if cm.get(key) != v:
             return _invalid(
@@ -361,7 +364,16 @@ def verify_segment(
         workspace["loaded"] = ls
     try:
         run_inner_steps(
-            ls.model, ls.opt, ls.icfg, corpus, shard_spec, s0, k, device=device, slices=ls.slices
+            ls.model,
+            ls.opt,
+            ls.icfg,
+            corpus,
+            shard_spec,
+            s0,
+            k,
+            device=device,
+            slices=ls.slices,
+            microbatches=ls.microbatches,
         )
     except ValueError as exc:
         return _invalid(f"cannot re-run segment: {exc}")
@@ -496,7 +508,16 @@ def _verify_secret_end(
         if workspace is not None:
             workspace["loaded"] = ls
         run_inner_steps(
-            ls.model, ls.opt, ls.icfg, corpus, shard_spec, s0, k, device=device, slices=ls.slices
+            ls.model,
+            ls.opt,
+            ls.icfg,
+            corpus,
+            shard_spec,
+            s0,
+            k,
+            device=device,
+            slices=ls.slices,
+            microbatches=ls.microbatches,
         )
     except (PayloadError, ValueError) as exc:
         return _invalid(f"cannot re-run segment: {exc}")
@@ -687,17 +708,26 @@ def verify_fresh_start(
     inner: InnerConfig,
     model: GPTConfig,
     slices: int = 1,
+    microbatches: int = 1,
 ) -> tuple[Verdict, bytes]:
     """The start check of a round that starts fresh, without the provider's entry 0: build the
     state it had to start from out of public data (``trainer.state.fresh_start_state``: the
     round's base model bytes ``base``, the round, the assigned shard, the job's configs, and
-    ``slices``, the island size the trace's states name) and compare its sha256 with the
-    committed trace entry 0 (``trace0``, 32 bytes). Exact in both modes: the bytes are what every
-    honest trainer writes, so any other entry 0 (made-up moments, another base, shard, round or
-    step, a non-empty carry) is a wrong start. Returns the verdict and, when valid, the built
-    state (entry 0 itself: the start of a run from segment 0)."""
+    ``slices`` and ``microbatches``, the island's slicing the trace's states name) and compare
+    its sha256 with the committed trace entry 0 (``trace0``, 32 bytes). Exact in both modes: the
+    bytes are what every honest trainer writes, so any other entry 0 (made-up moments, another
+    base, shard, round or step, a non-empty carry) is a wrong start. Returns the verdict and,
+    when valid, the built state (entry 0 itself: the start of a run from segment 0)."""
     try:
-        built = fresh_start_state(base, model, inner, round=round, shard=shard, slices=slices)
+        built = fresh_start_state(
+            base,
+            model,
+            inner,
+            round=round,
+            shard=shard,
+            slices=slices,
+            microbatches=microbatches,
+        )
     except (PayloadError, ValueError, KeyError) as exc:
         return _invalid(f"cannot build the fresh start from the base model: {exc}"), b""
     h = hashlib.sha256(built).digest()
@@ -706,6 +736,7 @@ def verify_fresh_start(
             _invalid(
                 f"trace entry 0 is not the pinned fresh start ({FRESH_START}"
                 + (f", {slices} slices" if slices != 1 else "")
+                + (f" of {microbatches} microbatches" if microbatches != 1 else "")
                 + "): its hash is not that of the state built from them",
                 reexecuted_hash=h.hex(),
                 claimed_hash=bytes(trace0).hex(),
@@ -725,17 +756,20 @@ def verify_fresh_start(
     )
 
 
-def _slices_named(state: bytes) -> int | None:
-    """The island size a trace state names (meta ``slices``, 1 when absent); None if the state
-    has no readable meta or names no valid count."""
+def _slices_named(state: bytes) -> tuple[int, int] | None:
+    """The island slicing a trace state names: (meta ``slices``, meta ``microbatches``), each 1
+    when absent; None if the state has no readable meta or names no valid count."""
     try:
         m = decode_meta(state, expected_kind=KIND_STATE)
     except PayloadError:
         return None
-    if "slices" not in m:
-        return 1
-    s = m["slices"]
-    return s if type(s) is int and s >= 2 else None
+    s = m.get("slices", 1)
+    if "slices" in m and not (type(s) is int and s >= 2):
+        return None
+    mb = m.get("microbatches", 1)
+    if "microbatches" in m and not (type(mb) is int and mb >= 2 and s >= 2):
+        return None
+    return s, mb
 
 
 def _base(base: bytes) -> tuple[bytes, dict[str, torch.Tensor], bool]:
@@ -954,8 +988,8 @@ def verify_challenge(
     out = ChallengeVerdict(True, "")
     if build:
         assert base is not None and inner is not None and model is not None  # checked above
-        slices = _slices_named(ch.states[n])
-        if slices is None:
+        named = _slices_named(ch.states[n])
+        if named is None:
             out.start = _invalid(f"trace entry {n} (H/k) names no valid slice count")
         else:
             out.start, built = verify_fresh_start(
@@ -965,7 +999,8 @@ def verify_challenge(
                 shard=spec.shard_index(),
                 inner=inner,
                 model=model,
-                slices=slices,
+                slices=named[0],
+                microbatches=named[1],
             )
             if out.start.valid:
                 ch.states[0] = built
@@ -1060,6 +1095,7 @@ def make_segment(
     device: str = "cpu",
     carry: bytes = EMPTY_CARRY_HASH,
     slices: int = 1,
+    microbatches: int = 1,
 ) -> tuple[bytes, bytes]:
     """(start, end) state bytes of an honest k-step segment from the given model/opt."""
     from trainer.state import make_inner_optimizer
@@ -1077,11 +1113,22 @@ def make_segment(
             shard=shard,
             carry=carry,
             slices=slices,
+            microbatches=microbatches,
         )
 
     start = snap(start_step)
     run_inner_steps(
-        model, opt, icfg, corpus, spec, start_step, k, device=device, carry=carry, slices=slices
+        model,
+        opt,
+        icfg,
+        corpus,
+        spec,
+        start_step,
+        k,
+        device=device,
+        carry=carry,
+        slices=slices,
+        microbatches=microbatches,
     )
     end = snap(start_step + k)
     return start, end

@@ -108,6 +108,7 @@ def verify_run(
                 k,
                 device=device,
                 slices=ls.slices,
+                microbatches=ls.microbatches,
             )
         except ValueError as exc:
             out.append(_invalid(f"cannot re-run segment {i} of the run: {exc}"))
