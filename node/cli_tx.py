@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from abci_app.codec.tx import sign_body
 from node import safejson
 from node.cli import (
     HEIGHT,
@@ -53,26 +54,6 @@ def events_of(raw_events: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
         attrs = {str(a.get("key", "")): str(a.get("value", "")) for a in e.get("attributes") or []}
         res.append({"type": e.get("type", ""), "attributes": attrs})
     return res
-
-
-def _auth_bytes(public_key: bytes, sequence: int, fee: int, chain_id: str) -> bytes:
-    from abci_app.pb import tx_pb2
-
-    return tx_pb2.AuthInfo(
-        public_key=public_key, sequence=sequence, fee=fee, chain_id=chain_id
-    ).SerializeToString(deterministic=True)
-
-
-def sign_body(signer: Any, body_bytes: bytes, *, sequence: int, fee: int, chain_id: str) -> bytes:
-    """TxRaw bytes of ``body_bytes`` signed by ``signer`` (abci_app.codec.tx.sign_bytes)."""
-    from abci_app.codec.tx import sign_bytes
-    from abci_app.pb import tx_pb2
-
-    auth = _auth_bytes(signer.public_bytes(), sequence, fee, chain_id)
-    sig = signer.sign(sign_bytes(chain_id, body_bytes, auth))
-    return tx_pb2.TxRaw(
-        body_bytes=body_bytes, auth_info_bytes=auth, signature=sig
-    ).SerializeToString(deterministic=True)
 
 
 def body_of(msgs: list[Any], memo: str = "") -> bytes:
@@ -281,17 +262,10 @@ def _fee_and_tx(args: argparse.Namespace, client: Any, n_msgs: int, sign: Any) -
         return fees.auto_fee(params, n_msgs, sign, mult or Fraction(1))
     params = fees.auth_params(client)
     if fee is None:
-        from node.cli import DEFAULT_MAX_FEE, fmt_loco
-
         fee, raw = fees.auto_fee(params, n_msgs, sign, mult or Fraction(1))
         cap = getattr(args, "max_fee", None)
-        cap = DEFAULT_MAX_FEE if cap is None else cap
-        if fee > cap:  # the node's params decide an auto fee: a hostile node could ask anything
-            raise UsageError(
-                f"the node at {client.url} asks a fee of {fee} uloco ({fmt_loco(fee)}) for this "
-                f"tx ({fees.explain(params, len(raw), n_msgs)}), above --max-fee {cap} uloco: "
-                "if you trust this node, pass --max-fee or an explicit --fee"
-            )
+        cap = fees.DEFAULT_MAX_FEE if cap is None else cap
+        fees.refuse_above_cap(fee, cap, client.url, params, len(raw), n_msgs)
         return fee, raw
     raw = sign(fee)
     if not getattr(args, "dry_run", False):

@@ -21,6 +21,12 @@ from abci_app.auth.params import compute_min_fee, fee_fixpoint, params_from_json
 from abci_app.pb import state_pb2
 from node import safejson
 from node.errors import UsageError
+from node.units import ULOCO, fmt_loco
+
+# an auto fee is what the node's auth params ask, and a hostile node could ask the balance: above
+# this cap no client signs unasked (the CLI's --max-fee, ``market_msgs.send_tx``'s ``max_fee``);
+# the default params ask ~0.66 LOCO for the largest tx, 64 KiB
+DEFAULT_MAX_FEE = 10 * ULOCO
 
 
 def auth_params(client: Any) -> state_pb2.AuthParams:
@@ -70,6 +76,20 @@ def auto_fee(
         raise UsageError(
             f"{e}: lower --fee-multiplier (now {float(multiplier):g}) or pass an explicit --fee"
         ) from None
+
+
+def refuse_above_cap(
+    fee: int, cap: int, node_url: str, params: state_pb2.AuthParams, tx_bytes: int, n_msgs: int
+) -> None:
+    """The one fee cap: an auto ``fee`` above ``cap`` is refused before anything is sent (a
+    UsageError naming the node, the fee, why the node asks it, and the fix)."""
+    if fee > cap:
+        raise UsageError(
+            f"the node at {node_url} asks a fee of {fee} uloco ({fmt_loco(fee)}) for this tx "
+            f"({explain(params, tx_bytes, n_msgs)}), above the cap of {cap} "
+            "uloco (--max-fee): not signed; if you trust this node, pass --max-fee or an "
+            "explicit --fee"
+        )
 
 
 def explain(params: state_pb2.AuthParams, tx_bytes: int, n_msgs: int) -> str:

@@ -22,7 +22,7 @@ import base64
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from google.protobuf import wrappers_pb2
 from nacl.exceptions import BadSignatureError
@@ -32,8 +32,15 @@ from abci_app.encoding import encode_uvarint
 from abci_app.pb import keys_pb2  # noqa: F401  (puts the generated stubs on sys.path)
 from node.rpc import Client
 
-if TYPE_CHECKING:
-    from node.trust import TrustStore
+
+class HeaderTrust(Protocol):
+    """What ``verified_app_hash`` needs of a trust anchor: the chain it trusts and a header
+    checked from it (``node.trust.TrustStore`` is the one the node has; this module does not
+    import it, since trust builds on the checks here)."""
+
+    chain_id: str
+
+    def verified_header(self, client: Client, height: int) -> dict[str, Any]: ...
 
 
 class HeaderInvalid(Exception):
@@ -224,7 +231,7 @@ def verified_app_hash(
     height: int,
     trusted_vals: list[Validator] | None = None,
     chain_id: str | None = None,
-    trust: TrustStore | None = None,
+    trust: HeaderTrust | None = None,
 ) -> bytes:
     """The app hash in header ``height``, after checking that header as above; ``chain_id``:
     the chain the caller means (its client config's), which the header must name: a node of

@@ -26,6 +26,7 @@ from abci_app.merkle import (
 )
 from node import safejson
 from node.errors import UsageError
+from node.fees import DEFAULT_MAX_FEE, auth_params, auto_fee, refuse_above_cap
 
 __all__ = [
     "build_attest",
@@ -852,7 +853,7 @@ def build_attest(
 
 def read_trace(path: str) -> list[bytes]:
     """A trace file: JSON list of the 64-hex state hashes (steps 0, k, ..., H)."""
-    from node.cli import read_input_file  # a FIFO or /dev/zero: a UsageError, not a hang
+    from node.inputs import read_input_file  # a FIFO or /dev/zero: a UsageError, not a hang
 
     try:
         items = json.loads(read_input_file(path, "trace file"))
@@ -884,7 +885,7 @@ def send_tx(
     sequence_retries: int = 3,
     timeout: float = 30.0,
     on_broadcast: Callable[[str], None] | None = None,
-    max_fee: int = 10_000_000,
+    max_fee: int = DEFAULT_MAX_FEE,
 ) -> dict[str, Any]:
     """Sign ``msgs`` with the account's current sequence, broadcast_tx_sync and (``wait``) wait
     for the block. A tx refused for a wrong sequence (another tx of this account landed in
@@ -902,9 +903,9 @@ def send_tx(
     (UsageError): the node's auth params decide it, and a hostile node could ask the balance."""
     from abci_app.codec.address import to_bech32
     from abci_app.codec.tx import build_tx
-    from node.fees import auth_params, auto_fee
     from node.rpc import TxRejected
 
+    url = getattr(client, "url", "?")
     chain_id = client.status()["node_info"]["network"]
     address = to_bech32(signer.address)
     params = auth_params(client) if fee is None else None
@@ -915,12 +916,8 @@ def send_tx(
 
         if params is not None:
             auto, raw = auto_fee(params, len(msgs), build, floor=fee_floor)
-            if auto > max(max_fee, fee_floor):  # a node's params decide it: never sign a drain
-                raise UsageError(
-                    f"the node at {getattr(client, 'url', '?')} asks a fee of {auto} uloco for "
-                    f"this tx, above the cap of {max_fee} uloco: not signed (is that node "
-                    "yours? pass an explicit fee to pay it)"
-                )
+            # the floor is the caller's own choice: never refused for it
+            refuse_above_cap(auto, max(max_fee, fee_floor), url, params, len(raw), len(msgs))
         else:
             raw = build(fee or 0)
         try:

@@ -282,10 +282,18 @@ def build_tx(
 ) -> bytes:
     """Sign and encode a tx (client side)."""
     body = tx_pb2.TxBody(messages=msgs, memo=memo, timeout_height=timeout_height)
+    body_bytes = body.SerializeToString(deterministic=True)
+    return sign_body(private_key, body_bytes, chain_id=chain_id, sequence=sequence, fee=fee)
+
+
+def sign_body(
+    private_key: Ed25519Signer, body_bytes: bytes, *, chain_id: str, sequence: int, fee: int
+) -> bytes:
+    """TxRaw bytes of an encoded TxBody signed by ``private_key``: the one signing path of every
+    client (``build_tx``, the CLI's ``tx`` commands, ``tx sign`` of a generated document)."""
     auth = tx_pb2.AuthInfo(
         public_key=private_key.public_bytes(), sequence=sequence, fee=fee, chain_id=chain_id
     )
-    body_bytes = body.SerializeToString(deterministic=True)
     auth_bytes = auth.SerializeToString(deterministic=True)
     sig = private_key.sign(sign_bytes(chain_id, body_bytes, auth_bytes))
     return tx_pb2.TxRaw(

@@ -44,7 +44,7 @@ def fmt_loco(uloco: int | None) -> str:
     """An amount in LOCO, its exact uloco on hover."""
     from markupsafe import Markup
 
-    from node.cli import fmt_loco as f
+    from node.units import fmt_loco as f
 
     if uloco is None:
         return "-"

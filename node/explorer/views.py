@@ -263,7 +263,7 @@ def attr_view(key: str, value: str, attrs: dict[str, str] | None = None) -> dict
     amount (by its key, in uloco) reads in LOCO with the uloco on hover; a ``loco1…`` address
     links to its account, a job id to its job (a round to the round), a height to its block, a
     hash is shortened with the full hex on hover."""
-    from node.cli import fmt_loco
+    from node.units import fmt_loco
 
     attrs = attrs or {}
     v = value

@@ -110,7 +110,7 @@ def test_invalid_node_asking_a_huge_auto_fee_gets_nothing_signed(tmp_path) -> No
         r = run(*send, "--node", url, "-o", "json")
         assert r.returncode == 1, r.stdout + r.stderr
         err = json.loads(r.stdout)["error"]
-        assert "above --max-fee 10000000 uloco" in err and "asks a fee of" in err, err
+        assert "above the cap of 10000000 uloco" in err and "asks a fee of" in err, err
         assert GreedyNode.broadcast == []
         r = run(*send, "--node", url, "--max-fee", "1000000loco", "--dry-run")
         assert "asks a fee" not in r.stderr  # a cap the user raised is honoured
