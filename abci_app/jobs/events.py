@@ -54,8 +54,23 @@ def round_closed_early(
     )
 
 
-def round_waiting(job_id: int, round_: int) -> abci.Event:
-    return event("round.waiting", job_id=job_id, round=round_, reason="no eligible providers")
+def round_waiting(
+    job_id: int,
+    round_: int,
+    reason: str = "no eligible providers",
+    memory_mib: int = 0,
+    tokens_per_sec: int = 0,
+) -> abci.Event:
+    """``reason``: capacity.WAIT_* (none eligible; eligible, but no island holds the model; or
+    none reaches the job's speed); ``memory_mib`` / ``tokens_per_sec``: what a round needs."""
+    return event(
+        "round.waiting",
+        job_id=job_id,
+        round=round_,
+        reason=reason,
+        memory_mib=memory_mib,
+        tokens_per_sec=tokens_per_sec,
+    )
 
 
 def update_submitted(
@@ -240,4 +255,19 @@ def round_finalized(
 def reputation_changed(provider: bytes, old: int, new: int, reason: str) -> abci.Event:
     return event(
         "reputation.changed", provider=to_bech32(provider), old=old, new=new, reason=reason
+    )
+
+
+def speed_measured(
+    job_id: int, round_: int, provider: bytes, sample: int, verified: bool, figure: int
+) -> abci.Event:
+    """An accepted commitment's speed (tokens/s) and the provider's measured figure after it."""
+    return event(
+        "speed.measured",
+        job_id=job_id,
+        round=round_,
+        provider=to_bech32(provider),
+        tokens_per_sec=sample,
+        verified=int(verified),
+        measured_tokens_per_sec=figure,
     )

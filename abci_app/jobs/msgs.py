@@ -399,6 +399,7 @@ def process_msg_submit_update(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgSubmitUp
             blob_location=msg.blob_location,
             height=ctx.block.height,
             probe_root=msg.probe_root,
+            time_ns=ctx.block.time_ns,
         )
     )
     keeper.set_round(ctx.store, r)

@@ -54,6 +54,15 @@ from abci_app.encoding import MAX_U64, u64_key
 from abci_app.errors import InvariantBroken
 from abci_app.jobs import events, keeper, sla
 from abci_app.jobs.audit import draw_segments
+from abci_app.jobs.capacity import (
+    WAIT_MEMORY,
+    WAIT_NONE,
+    WAIT_SPEED,
+    can_hold,
+    compute_island_need_mib,
+    compute_speed_need,
+    compute_speed_sample,
+)
 from abci_app.jobs.expected import ProviderKeeper
 from abci_app.jobs.incentives import (
     ceil_div,
@@ -148,10 +157,15 @@ def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -
         params.slash_fraction_fraud_bps,
         params.collateral_margin_bps,
     )
-    eligible = [
+    acceptable = [
         p
         for p in providers.get_draw_pool(ctx.store, spec.min_reputation, spec.min_stake)
         if is_job_acceptable(p, job, bond)
+    ]
+    need_mib, need_speed = compute_island_need_mib(spec), compute_speed_need(spec)
+    holding = [p for p in acceptable if can_hold(p, spec)]
+    eligible = [
+        p for p in holding if providers.get_effective_throughput(ctx.store, p) >= need_speed
     ]
     if not eligible:
         if not job.waiting_since:
@@ -161,7 +175,8 @@ def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -
             return
         keeper.schedule_open(ctx.store, job, compute_next_retry(job, h, params))
         keeper.set_job(ctx.store, job)
-        ctx.emit(events.round_waiting(job.id, n))
+        reason = WAIT_SPEED if holding else WAIT_MEMORY if acceptable else WAIT_NONE
+        ctx.emit(events.round_waiting(job.id, n, reason, need_mib, need_speed))
         return
     job.waiting_since = 0
     seed = compute_draw_seed(ctx.block.seed, job.id, n)
@@ -196,6 +211,7 @@ def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -
         vote_reveal_end=d + spec.reveal_blocks + 2 * spec.verdict_blocks,
         attest_end=d + spec.reveal_blocks + 2 * spec.verdict_blocks + spec.attest_blocks,
         draw_seed=seed,
+        open_time_ns=ctx.block.time_ns,
         base_model_hash=job.current_model_hash,
         participants=parts,
     )
@@ -205,6 +221,20 @@ def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -
     job.rounds_opened += 1
     keeper.set_job(ctx.store, job)
     ctx.emit(events.round_opened(job.id, n, len(parts), r.base_model_hash, d))
+
+
+def compute_judge_pool(
+    ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, conflicted: set[bytes]
+) -> list[providers_pb2.Provider]:
+    """Who may judge the job's challenges (every verifier panel, and the counts of judges): the
+    draw pool with every provider eligible (the job's own filters do not apply, so its owner
+    cannot choose its judges), less ``conflicted``, less those whose island cannot hold the
+    model: a verifier re-executes a segment of the same training."""
+    return [
+        v
+        for v in providers.get_draw_pool(ctx.store, 0, 0)
+        if v.address not in conflicted and can_hold(v, job.spec)
+    ]
 
 
 def is_contested(weight: int, total: int) -> bool:
@@ -224,7 +254,7 @@ def compute_judges(
     when ``reserve_verifiers`` is off."""
     if not params.reserve_verifiers:
         return None
-    return sum(1 for v in providers.get_draw_pool(ctx.store, 0, 0) if v.address != job.owner)
+    return len(compute_judge_pool(ctx, providers, job, {job.owner}))
 
 
 def compute_draw_size(spec: jobs_pb2.JobSpec, n_eligible: int, n_judges: int | None) -> int:
@@ -293,7 +323,7 @@ def process_challenge(
     s = Sampler(seed)
     n_seg = compute_n_segments(spec)
     conflicted = {q.address for q in r.participants} | {job.owner}
-    pool = [v for v in providers.get_draw_pool(ctx.store, 0, 0) if v.address not in conflicted]
+    pool = compute_judge_pool(ctx, providers, job, conflicted)
     for p in r.participants:  # address order
         if p.outcome == jobs_pb2.OUTCOME_DECLINED:
             continue
@@ -395,7 +425,7 @@ def process_carried_seats(
     if not todo:
         return
     conflicted = {q.address for q in r.participants} | {job.owner}
-    pool = [v for v in providers.get_draw_pool(ctx.store, 0, 0) if v.address not in conflicted]
+    pool = compute_judge_pool(ctx, providers, job, conflicted)
     seed = compute_carry_seed(ctx.block.seed, job.id, r.round)
     for p in todo:
         cands = [(v, v.bond * v.reputation) for v in pool]
@@ -523,7 +553,7 @@ def compute_judiciary(
 ) -> int:
     """How many providers could judge the round (``compute_min_fraud_voters``)."""
     conflicted = {q.address for q in r.participants} | {job.owner}
-    return sum(1 for v in providers.get_draw_pool(ctx.store, 0, 0) if v.address not in conflicted)
+    return len(compute_judge_pool(ctx, providers, job, conflicted))
 
 
 def _decide(
@@ -625,9 +655,7 @@ def process_vote_reveal_end(
             _decide(ctx, job, r, p, judiciary)
             continue
         if pool is None:
-            pool = [
-                v for v in providers.get_draw_pool(ctx.store, 0, 0) if v.address not in conflicted
-            ]
+            pool = compute_judge_pool(ctx, providers, job, conflicted)
         first = {v.address for v in p.verifiers}
         cands = [(v, v.bond * v.reputation) for v in pool if v.address not in first]
         vs = weighted_sample(
@@ -710,9 +738,7 @@ def process_appeal_reveal_end(
             continue  # a unanimous appeal panel accepted: final
         if panel is None:
             conflicted = {q.address for q in r.participants} | {job.owner}
-            panel = compute_final_panel(
-                [v for v in providers.get_draw_pool(ctx.store, 0, 0) if v.address not in conflicted]
-            )
+            panel = compute_final_panel(compute_judge_pool(ctx, providers, job, conflicted))
         if not panel:
             continue
         p.final_tier = True
@@ -1241,6 +1267,29 @@ def process_verifier_accountability(ctx: Ctx, providers: ProviderKeeper, r: jobs
             )
 
 
+def process_measured_speed(ctx: Ctx, providers: ProviderKeeper, r: jobs_pb2.Round) -> None:
+    """Each accepted commitment, in address order, is a speed sample of its provider
+    (``capacity.compute_speed_sample``: its tokens over the time from the round's open block to
+    the block that took it, header times) folded into the provider's measured figure
+    (``providers.record_throughput``; README *Islands and measured speed*). Verified means a
+    panel re-executed it and accepted it; an unverified sample (unchallenged, or no verifier
+    existed) can only lower the figure. The SLA record keeps the round's sample."""
+    if not r.open_time_ns:
+        return
+    samples: list[tuple[bytes, int]] = []
+    for p in r.participants:
+        if p.outcome != jobs_pb2.OUTCOME_ACCEPTED or not p.commitment.time_ns:
+            continue
+        sample = compute_speed_sample(
+            p.commitment.tokens_processed, r.open_time_ns, p.commitment.time_ns
+        )
+        verified = p.challenged and bool(p.verifiers)
+        figure = providers.record_throughput(ctx.store, p.address, sample, verified)
+        samples.append((p.address, sample))
+        ctx.emit(events.speed_measured(r.job_id, r.round, p.address, sample, verified, figure))
+    sla.record_speeds(ctx.store, samples, ctx.block.height)
+
+
 def process_round_close(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round) -> None:
     """What was not paid returns to the job's escrow; the round is final and leaves the schedule.
     The job closes (refund) when its last round is final: completed when all its rounds ran,
@@ -1283,6 +1332,7 @@ def process_finalize(
     process_verifier_rewards(ctx, providers, job, r)
     process_participant_penalties(ctx, providers, r)
     process_verifier_accountability(ctx, providers, r)
+    process_measured_speed(ctx, providers, r)
     sla.record_finalized(ctx.store, r, ctx.block.height)
     process_round_close(ctx, job, r)
 

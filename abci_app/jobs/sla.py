@@ -11,7 +11,8 @@ each, after their own rules ran, so the figures read the round exactly as it was
                                                   the tolerance-mode reveals whose ends are due:
     process_vote_reveal_end record_ends_deadline  their reveal duty, kept only if every end was
                                                   opened (MsgOpenEnd; else missed_reveal)
-    process_finalize      record_finalized        verdicts_accepted / verdicts_against,
+    process_finalize      record_speeds           speed_samples, last_tokens_per_sec
+                          record_finalized        verdicts_accepted / verdicts_against,
                                                   attests_due / attested (duty: attest the quorum),
                                                   verifier_assigned / verifier_voted (duty: vote),
                                                   earned_*, slashed
@@ -22,8 +23,9 @@ lowest bit of ``window_bits``; ``window_len`` of them are real (fewer for a new 
 participant or verifier of the round (both capped by params); iteration in the round's address
 order. Integers only; the record outlives an exit (a provider's history stays queryable).
 
-Value: the fields below in this order, each a big-endian u64 (``encode_sla``; a value of any
-other length is corruption)."""
+Value: the fields below in this order, each a big-endian u64 (``encode_sla``; a record of the
+first 19, written before the speed fields, reads them as 0; a value of any other length is
+corruption)."""
 
 from __future__ import annotations
 
@@ -60,9 +62,13 @@ class Sla:
     window_bits: int = 0
     window_len: int = 0
     last_duty_height: int = 0
+    speed_samples: int = 0  # accepted commitments measured (rounds.process_measured_speed)
+    last_tokens_per_sec: int = 0  # the latest one's tokens/s (open block to commit block)
 
 
 N_FIELDS = len(fields(Sla))
+# records written before the two speed fields (19 counters) read with both at 0
+N_FIELDS_V1 = 19
 
 
 def encode_sla(s: Sla) -> bytes:
@@ -70,6 +76,8 @@ def encode_sla(s: Sla) -> bytes:
 
 
 def decode_sla(raw: bytes) -> Sla:
+    if len(raw) == 8 * N_FIELDS_V1:
+        raw += bytes(8 * (N_FIELDS - N_FIELDS_V1))
     if len(raw) != 8 * N_FIELDS:
         raise InvariantBroken(f"SLA record of {len(raw)} bytes, expected {8 * N_FIELDS}")
     return Sla(*(int.from_bytes(raw[i : i + 8], "big") for i in range(0, len(raw), 8)))
@@ -219,6 +227,15 @@ def record_finalized(store: CacheKV, r: jobs_pb2.Round, height: int) -> None:
     b.write()
 
 
+def record_speeds(store: CacheKV, samples: list[tuple[bytes, int]], height: int) -> None:
+    """At the finalize: each accepted commitment's speed sample (tokens/s), by address."""
+    b = _Batch(store, height)
+    for addr, tokens_per_sec in samples:
+        b.add(addr, "speed_samples")
+        b[addr].last_tokens_per_sec = min(tokens_per_sec, MAX_U64)
+    b.write()
+
+
 def check_invariants(store: KVReader) -> None:
     """Every count of kept duties is at most the count of those duties; the window is consistent."""
     for addr, s in iterate_sla(store):
@@ -230,6 +247,7 @@ def check_invariants(store: KVReader) -> None:
             ("reveals_due", "challenged"),
             ("attested", "attests_due"),
             ("verifier_voted", "verifier_assigned"),
+            ("speed_samples", "attests_due"),  # both count accepted updates at the finalize
         ]
         for kept, due in pairs:
             if getattr(s, kept) > getattr(s, due):

@@ -205,6 +205,45 @@ def set_reputation(store: CacheKV, address: bytes, value: int) -> int:
     return p.reputation
 
 
+def compute_effective_throughput(p: providers_pb2.Provider, cap: int) -> int:
+    """Tokens/s the draw takes for ``p`` (README *Measured speed*): its measured figure once its
+    own accepted work measured it (never more, whatever it claims), else min(claimed, ``cap``):
+    a claim above the cap buys nothing before work measured it."""
+    if p.measured_tokens_per_sec:
+        return p.measured_tokens_per_sec
+    return min(p.throughput_tokens_per_sec, cap)
+
+
+def get_effective_throughput(store: KVReader, p: providers_pb2.Provider) -> int:
+    return compute_effective_throughput(p, get_params(store).unmeasured_throughput_cap)
+
+
+def compute_throughput_ema(old: int, sample: int, window: int) -> int:
+    """Integer EMA over ``window`` samples; the first sample (``old`` 0) is the figure."""
+    if old == 0:
+        return sample
+    return (old * (window - 1) + sample) // window
+
+
+def record_throughput(store: CacheKV, address: bytes, sample: int, verified: bool) -> int:
+    """One accepted commitment's speed ``sample`` (tokens/s, from the chain's header times) into
+    the provider's measured figure; returns the new figure (0: no provider). A sample that no
+    panel verified (an unchallenged commitment: nobody re-executed it, so it may be garbage sent
+    early) counts at most at the current effective figure: it can lower the measurement, never
+    raise it; only verified work raises it."""
+    p = get_provider(store, address)
+    if p is None:
+        return 0
+    params = get_params(store)
+    if not verified:
+        sample = min(sample, compute_effective_throughput(p, params.unmeasured_throughput_cap))
+    new = compute_throughput_ema(p.measured_tokens_per_sec, sample, params.throughput_ema_window)
+    p.measured_tokens_per_sec = min(max(new, 1), MAX_U64)
+    p.measured_samples = min(p.measured_samples + 1, MAX_U64)
+    set_provider(store, p)
+    return p.measured_tokens_per_sec
+
+
 def get_unbonding_blocks(store: KVReader) -> int:
     """Blocks from an exit to its payout: how long an exiting provider stays slashable."""
     return get_params(store).unbonding_blocks
@@ -353,8 +392,10 @@ __all__ = [
     "PROVIDER_BONDS",
     "TOMBSTONE_PREFIX",
     "SlashResult",
+    "compute_effective_throughput",
     "compute_start_reputation",
     "get_draw_pool",
+    "get_effective_throughput",
     "get_eligible",
     "get_last_reputation",
     "get_provider",
@@ -365,6 +406,7 @@ __all__ = [
     "is_tombstoned",
     "iterate_providers",
     "jail",
+    "record_throughput",
     "set_reputation",
     "slash",
 ]

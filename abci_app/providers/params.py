@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from abci_app.encoding import decode_msg, encode_msg
+from abci_app.encoding import MAX_U64, decode_msg, encode_msg
 from abci_app.pb import providers_pb2
 from abci_app.providers.keys import PARAMS_KEY
 from abci_app.store import CacheKV, KVReader
@@ -20,6 +20,11 @@ DEFAULTS: dict[str, int] = {
     # reputation above it was earned by verified, paid work
     "initial_reputation": 2_000,
     "reputation_floor": 2_000,
+    # measured speed (README *Measured speed*): a provider no work has measured yet is drawn at
+    # min(claimed, this) tokens/s, so a claim above it buys nothing; its own accepted commitments
+    # then set the figure, an integer EMA over this many samples
+    "unmeasured_throughput_cap": 1_000,
+    "throughput_ema_window": 4,
 }
 
 
@@ -45,6 +50,10 @@ def params_from_json(d: dict[str, Any]) -> providers_pb2.ProvidersParams:
             "providers.params.initial_reputation must be <= reputation_floor: a new key would "
             "start above a record it could shed by re-registering (set them equal)"
         )
+    if p.unmeasured_throughput_cap == 0 or p.unmeasured_throughput_cap > MAX_U64:
+        raise ValueError("providers.params.unmeasured_throughput_cap must be 1..2^64-1")
+    if not 1 <= p.throughput_ema_window <= 1_000:
+        raise ValueError("providers.params.throughput_ema_window must be 1..1000")
     if p.max_hardware_entries == 0:
         raise ValueError("providers.params.max_hardware_entries must be > 0")
     return p

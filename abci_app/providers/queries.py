@@ -29,6 +29,8 @@ def provider_to_json(p: providers_pb2.Provider) -> dict[str, Any]:
             {"model": g.model, "count": g.count, "memory_mib": g.memory_mib} for g in p.hardware
         ],
         "throughput_tokens_per_sec": p.throughput_tokens_per_sec,
+        "measured_tokens_per_sec": p.measured_tokens_per_sec,
+        "measured_samples": p.measured_samples,
         "region": p.region,
         "endpoint": p.endpoint,
         "registered_height": p.registered_height,

@@ -1,0 +1,61 @@
+"""What a round asks of a provider's machine: an island that holds the model, and the speed the
+owner stated (README *Islands and measured speed*). Integers only.
+
+Island memory: a provider's registered hardware is one island (the devices a pipeline-parallel
+worker spans), ``sum(count x memory_mib)`` over its ``GpuSpec`` entries. A round needs at least
+the training state of the job's model: ``BYTES_PER_PARAM`` bytes per parameter (float32
+weights, gradients, AdamW's two moments, the round's base and the error-feedback residual: the
+six copies the worker holds, node/worker ``training_memory_bytes``), parameters counted as the
+providers' policy counts them (``incentives.compute_model_params``). Activations are left out:
+micro-batching and checkpointing shrink them, so this is a floor the chain can check (a
+necessary condition); the worker's own feasibility check is the finer one.
+
+Speed: a job that states ``compute_s_per_round`` needs ``ceil(H x tokens_per_step /
+compute_s_per_round)`` tokens/s; the draw seats only providers whose effective throughput (the
+providers keeper: measured, or min(claimed, cap) before any measurement) reaches it.
+
+Measured speed: an accepted commitment trained ``tokens_processed`` tokens between its round's
+open block and the block that took it (header times, consensus data), so its sample is
+``tokens x 10^9 // elapsed_ns``.
+"""
+
+from __future__ import annotations
+
+from abci_app.jobs.incentives import ceil_div, compute_model_params
+from abci_app.pb import jobs_pb2, providers_pb2
+
+BYTES_PER_PARAM = 24
+MIB = 1 << 20
+NS_PER_S = 10**9
+
+# why a round waits (event ``round.waiting``, attribute ``reason``)
+WAIT_NONE = "no eligible providers"
+WAIT_MEMORY = "no island holds the model"
+WAIT_SPEED = "no provider fast enough"
+
+
+def compute_island_need_mib(spec: jobs_pb2.JobSpec) -> int:
+    """MiB of island memory a round of ``spec`` needs at least (its training state)."""
+    return ceil_div(compute_model_params(spec.model) * BYTES_PER_PARAM, MIB)
+
+
+def compute_island_mib(p: providers_pb2.Provider) -> int:
+    """A provider's island: every device it registered, ``sum(count x memory_mib)``."""
+    return sum(g.count * g.memory_mib for g in p.hardware)
+
+
+def can_hold(p: providers_pb2.Provider, spec: jobs_pb2.JobSpec) -> bool:
+    return compute_island_mib(p) >= compute_island_need_mib(spec)
+
+
+def compute_speed_need(spec: jobs_pb2.JobSpec) -> int:
+    """Tokens/s a job that states its training time per round asks of a participant (0: none)."""
+    if not spec.compute_s_per_round:
+        return 0
+    return ceil_div(spec.inner_steps * spec.tokens_per_step, spec.compute_s_per_round)
+
+
+def compute_speed_sample(tokens: int, open_time_ns: int, commit_time_ns: int) -> int:
+    """Tokens/s of one commitment: its tokens over the time from the round's open to its commit
+    (at least 1 ns: header times strictly increase, a commit lands after the open block)."""
+    return tokens * NS_PER_S // max(1, commit_time_ns - open_time_ns)
