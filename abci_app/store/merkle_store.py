@@ -32,8 +32,6 @@ from .errors import StoreError, VersionNotAvailable
 from .proof import Proof
 from .tree import (
     EMPTY_REF,
-    KIND_EMPTY,
-    PAGE_LEVELS,
     Counters,
     LeafNode,
     Ref,
@@ -41,10 +39,8 @@ from .tree import (
     apply_updates,
     build_sorted,
     check_page,
-    encode_page,
     hash_key,
     hash_value,
-    path_key,
     walk_path,
 )
 
@@ -183,10 +179,15 @@ class MerkleStore:
             has_meta = db.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
             ).fetchone()
-            if has_meta and db.execute("SELECT schema FROM meta").fetchone() == (1,):
-                _migrate_v1(db)
-            if has_meta and db.execute("SELECT schema FROM meta").fetchone() == (2,):
-                _migrate_v2(db)
+            old = db.execute("SELECT schema FROM meta").fetchone() if has_meta else None
+            if old is not None and old[0] != SCHEMA_VERSION:
+                # no chain was released before this schema: a file of another one is refused
+                # untouched (nothing is created in it), never converted
+                raise StoreError(
+                    f"state database has schema {old[0]}, this node reads {SCHEMA_VERSION}: "
+                    "it was written by another version of loconet; move the node's data folder "
+                    "away and sync the chain again (state sync or from genesis)"
+                )
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     db.execute(statement)
@@ -659,107 +660,6 @@ def unpack_stale_kv(blob: bytes) -> list[tuple[bytes, int]]:
         out.append((blob[i + 12 : end], int.from_bytes(blob[i : i + 8], "big")))
         i = end
     return out
-
-
-def _migrate_v1(db: sqlite3.Connection) -> None:
-    """Schema 1 -> 2 inside the open transaction: the stale lists, one row per entry, become
-    one packed row per block. Nothing else changes (tree, values, history, roots)."""
-    db.execute("ALTER TABLE stale_nodes RENAME TO stale_nodes_v1")
-    db.execute("ALTER TABLE stale_kv RENAME TO stale_kv_v1")
-    db.execute("CREATE TABLE stale_nodes (since INTEGER PRIMARY KEY, nodes BLOB NOT NULL)")
-    db.execute("CREATE TABLE stale_kv (since INTEGER PRIMARY KEY, keys BLOB NOT NULL)")
-    by_since: dict[int, list[tuple[int, bytes]]] = {}
-    for since, version, path in db.execute("SELECT since, version, path FROM stale_nodes_v1"):
-        by_since.setdefault(since, []).append((version, bytes(path)))
-    db.executemany(
-        "INSERT INTO stale_nodes(since, nodes) VALUES (?, ?)",
-        [(since, pack_stale_nodes(v)) for since, v in sorted(by_since.items())],
-    )
-    kv_by_since: dict[int, list[tuple[bytes, int]]] = {}
-    for since, key, version in db.execute("SELECT since, key, version FROM stale_kv_v1"):
-        kv_by_since.setdefault(since, []).append((bytes(key), version))
-    db.executemany(
-        "INSERT INTO stale_kv(since, keys) VALUES (?, ?)",
-        [(since, pack_stale_kv(v)) for since, v in sorted(kv_by_since.items())],
-    )
-    db.execute("DROP TABLE stale_nodes_v1")
-    db.execute("DROP TABLE stale_kv_v1")
-    db.execute("UPDATE meta SET schema = 2 WHERE id = 0")
-
-
-def _migrate_v2(db: sqlite3.Connection) -> None:
-    """Schema 2 -> 3 inside the open transaction: the tree's node rows become page rows.
-
-    A page copy is identified by its root node (version, path): every node below it in its
-    PAGE_LEVELS levels was written at that version or before and never changes, and the page
-    root's version is the one its parent's reference carries, so the schema-2 node bytes are
-    valid page entries as they are. The pages reachable from every retained root are written
-    once each; a stale node that is a page root stands for its page copy (any other stale node
-    is inside a page whose root went stale in the same block). Values, history, roots unchanged.
-    """
-
-    def load(version: int, path: bytes) -> bytes:
-        row = db.execute(
-            "SELECT node FROM nodes WHERE version = ? AND path = ?", (version, path)
-        ).fetchone()
-        if row is None:
-            raise StoreError(f"state database is corrupt: tree node missing at version {version}")
-        return bytes(row[0])
-
-    for statement in _SCHEMA.split(";"):
-        if "pages" in statement:
-            db.execute(statement)
-    done: set[tuple[int, bytes]] = set()
-    todo: list[tuple[int, int, int]] = []  # page roots to write: (version, depth, prefix)
-    for (ref_bytes,) in db.execute("SELECT ref FROM roots ORDER BY version").fetchall():
-        root = Ref.from_bytes(ref_bytes)
-        if root.kind != KIND_EMPTY:
-            todo.append((root.version, 0, 0))
-    rows: list[tuple[int, bytes, bytes]] = []
-    while todo:
-        version, depth, prefix = todo.pop()
-        root_path = path_key(depth, prefix)
-        if (version, root_path) in done:
-            continue
-        done.add((version, root_path))
-        entries: list[tuple[int, bytes]] = []
-        inside = [(version, depth, prefix)]  # nodes of this page still to read
-        while inside:
-            v, d, p = inside.pop()
-            node = load(v, path_key(d, p))
-            r = d - depth
-            entries.append(((1 << r) - 1 + (p & ((1 << r) - 1)), node))
-            if node[0] != 1:
-                continue
-            for kind, cv, child in (
-                (node[1], int.from_bytes(node[2:10], "big"), p << 1),
-                (node[42], int.from_bytes(node[43:51], "big"), (p << 1) | 1),
-            ):
-                if kind == KIND_EMPTY:
-                    continue
-                if (d + 1) % PAGE_LEVELS:
-                    inside.append((cv, d + 1, child))
-                elif (cv, path_key(d + 1, child)) not in done:
-                    todo.append((cv, d + 1, child))
-        rows.append((version, root_path, encode_page(entries)))
-        if len(rows) >= 10_000:
-            db.executemany("INSERT INTO pages(version, path, page) VALUES (?, ?, ?)", rows)
-            rows = []
-    db.executemany("INSERT INTO pages(version, path, page) VALUES (?, ?, ?)", rows)
-    stale_rows = []
-    for since, blob in db.execute("SELECT since, nodes FROM stale_nodes ORDER BY since"):
-        roots = [
-            (v, p)
-            for v, p in unpack_stale_nodes(blob)
-            if int.from_bytes(p[:2], "big") % PAGE_LEVELS == 0
-        ]
-        if roots:
-            stale_rows.append((since, pack_stale_nodes(roots)))
-    db.executemany("INSERT INTO stale_pages(since, pages) VALUES (?, ?)", stale_rows)
-    db.execute("DROP TABLE nodes")
-    db.execute("DROP TABLE stale_nodes")
-    db.execute("DROP TABLE kv_latest")  # its rows are the newest history rows
-    db.execute("UPDATE meta SET schema = 3 WHERE id = 0")
 
 
 def _end(end: bytes | None) -> bytes | None:
