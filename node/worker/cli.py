@@ -42,6 +42,8 @@ def cmd_provider_run(a: argparse.Namespace) -> int:
         listen=a.listen,
         device=a.device,
         procs=a.procs,
+        pipeline=a.pipeline,
+        microbatches=a.microbatches,
         behaviour=a.behaviour,
         quota_bytes=a.quota_gib << 30,
         jobs=frozenset(a.job or ()),
@@ -133,6 +135,25 @@ def register(root: Any, tx: Any, query: Any) -> None:
         help="train each round data-parallel on N processes (torchrun; with --device cuda one "
         "per GPU over NCCL, on CPU gloo): still one payload, trace and commitment per round, "
         "and a single-process verifier re-executes it (default 1)",
+    )
+    p.add_argument(
+        "--pipeline",
+        type=int,
+        default=1,
+        metavar="S",
+        help="split the job's model into S pipeline stages, one process each (torch."
+        "distributed.pipelining, GPipe; NCCL on cuda, gloo on CPU): --procs N --pipeline S "
+        "runs N x S processes, N data-parallel replicas of an S-stage pipeline, each stage "
+        "holding its share of the model; a job with fewer than S layers is declined; still one "
+        "commitment a single-process verifier re-executes (default 1: no pipeline)",
+    )
+    p.add_argument(
+        "--microbatches",
+        type=int,
+        default=0,
+        metavar="M",
+        help="microbatches per replica and step with --pipeline (default: the largest divisor "
+        "of the replica's rows up to 2S)",
     )
     p.add_argument(
         "--data-dir", metavar="DIR", help="blob store and progress (default HOME/worker/KEY)"

@@ -287,14 +287,18 @@ def train_round(
     poison: float = 1.0,
     procs: int = 1,
     corpus_path: str | Path | None = None,
+    pipeline: int = 1,
+    microbatches: int = 0,
 ) -> RoundWork:
     """One provider round (trainer.diloco.commit_round): H AdamW steps from the base model on the
     spec's assigned shard, the state every k steps, the payload compress(θ_base − θ_H + e_prev).
     Every round starts fresh (zero moments, empty carry): the start trainer.verify.verify_start
     accepts without any of this provider's history. ``poison`` scales Δ (the poison behaviour).
     ``procs`` > 1: the round trains data-parallel on an island of that many processes
-    (``train_island``); still one payload, one trace, one commitment."""
-    if procs > 1:
+    (``train_island``); ``pipeline`` > 1: each replica of the island is a pipeline of that many
+    stages (``procs`` x ``pipeline`` processes, ``microbatches`` per replica and step; 0 picks
+    ``default_microbatches``); still one payload, one trace, one commitment."""
+    if procs > 1 or pipeline > 1:
         return train_island(
             plan,
             base_bytes,
@@ -306,6 +310,8 @@ def train_round(
             device=device,
             poison=poison,
             corpus_path=corpus_path,
+            pipeline=pipeline,
+            microbatches=microbatches,
         )
     from trainer.diloco import Worker, commit_round
 
@@ -335,6 +341,78 @@ class IslandError(RuntimeError):
     """The data-parallel island (torchrun) failed; the message holds the tail of its log."""
 
 
+def default_microbatches(batch_size: int, replicas: int, stages: int) -> int:
+    """Microbatches per replica and step for a pipeline of ``stages``: the largest divisor of
+    the replica's rows (batch_size / replicas) up to 2 x stages (GPipe's bubble
+    (S-1)/(M+S-1) is a third at M = 2S; more, smaller microbatches trade it for per-microbatch
+    overhead). 1 when the pipeline has one stage."""
+    if stages <= 1:
+        return 1
+    rows = max(1, batch_size // max(1, replicas))
+    return max(m for m in range(1, min(rows, 2 * stages) + 1) if rows % m == 0)
+
+
+def check_island_plan(plan: JobPlan, procs: int, pipeline: int, microbatches: int) -> int:
+    """The microbatch count this island uses for ``plan`` (``microbatches``, or the default for
+    0); JobError naming why the job cannot run on it: more stages than the model has layers, or
+    a batch that does not split into procs x microbatches equal parts."""
+    from trainer.state import check_slices
+
+    try:
+        if pipeline > 1:
+            from trainer.pipeline import check_island, stage_layers
+
+            stage_layers(plan.model.n_layer, pipeline)
+            m = microbatches or default_microbatches(plan.batch_size, procs, pipeline)
+            check_island(plan.batch_size, procs, m)
+            return m
+        check_slices(procs, plan.batch_size)
+    except ValueError as e:
+        flags = f"--procs {procs}" + (f" --pipeline {pipeline}" if pipeline > 1 else "")
+        raise JobError(f"job {plan.job_id}: {flags}: {e}") from None
+    return 1
+
+
+def stage_num_params(cfg: GPTConfig, stages: int) -> list[int]:
+    """Parameters of each pipeline stage (trainer.pipeline.stage_layers' split; the first
+    holds the embeddings, the last the final norm and the head), without building the model."""
+    from trainer.pipeline import stage_layers
+
+    d, V, T = cfg.n_embd, cfg.vocab_size, cfg.block_size
+    out = []
+    for s, layers in enumerate(stage_layers(cfg.n_layer, stages)):
+        n = len(layers) * (12 * d * d + 13 * d)
+        if s == 0:
+            n += V * d + T * d
+        if s == stages - 1:
+            n += 2 * d + V * d
+        out.append(n)
+    return out
+
+
+def island_memory_bytes(
+    plan: JobPlan, procs: int, pipeline: int, microbatches: int = 0
+) -> tuple[int, int]:
+    """(the most one process of the island holds, what all of them hold together) for a round
+    of ``plan`` on ``procs`` replicas of ``pipeline`` stages, by ``training_memory_bytes``'s
+    rule per stage: 24 B per parameter of the stage, and the activations of its layers for its
+    replica's rows (GPipe keeps every microbatch's until its backward). Rank 0 also holds, in
+    host memory, the whole base model and one gathered state (16 B per parameter of the whole
+    model) to write the trace and the payload: counted in the total, not per device."""
+    cfg = plan.model
+    rows = plan.batch_size // max(1, procs)
+    per = []
+    from trainer.pipeline import stage_layers
+
+    for layers, n in zip(
+        stage_layers(cfg.n_layer, pipeline), stage_num_params(cfg, pipeline), strict=True
+    ):
+        act = 16 * 4 * rows * cfg.block_size * cfg.n_embd * len(layers)
+        per.append(24 * n + act)
+    total = procs * sum(per) + 16 * gpt_num_params(cfg)
+    return max(per), total
+
+
 def train_island(
     plan: JobPlan,
     base_bytes: bytes,
@@ -348,6 +426,8 @@ def train_island(
     poison: float = 1.0,
     corpus_path: str | Path | None = None,
     timeout_s: float | None = None,
+    pipeline: int = 1,
+    microbatches: int = 0,
 ) -> RoundWork:
     """One round on a data-parallel island: ``torchrun --standalone --nproc_per_node procs -m
     trainer.ddp --round DIR`` (NCCL, one process per GPU, on ``cuda``; gloo processes on CPU).
@@ -355,19 +435,21 @@ def train_island(
     (trainer/ddp.py), so the trace's states (which name ``slices = procs``) are exactly what one
     process computing the same slices reaches: the verifier re-executes a segment alone, in the
     job's determinism mode (exact mode on the island's stack). The batch size must split into
-    ``procs`` equal slices."""
+    ``procs`` equal slices.
+
+    ``pipeline`` = S > 1: ``torchrun --nproc_per_node procs*S -m trainer.pipeline --round DIR
+    --pipeline S``: each of the ``procs`` replicas is a pipeline of S stages (trainer/pipeline.py)
+    taking ``microbatches`` microbatches of its rows per step; the states name the slicing
+    (``slices``, ``microbatches``) and a single process re-executes them the same way."""
     import json
     import subprocess
     import sys
     import tempfile
 
     import trainer
-    from trainer.state import check_slices
 
-    try:
-        check_slices(procs, spec.batch_size)
-    except ValueError as e:
-        raise JobError(f"job {plan.job_id}: --procs {procs}: {e}") from None
+    m = check_island_plan(plan, procs, pipeline, microbatches)
+    nproc = procs * pipeline
     root = Path(trainer.__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory(prefix="loconet-island-") as tmp:
         d = Path(tmp)
@@ -392,6 +474,7 @@ def train_island(
                     },
                     "corpus": str(corpus_path),
                     "poison": poison,
+                    "microbatches": m,
                 }
             )
         )
@@ -401,14 +484,14 @@ def train_island(
             "torch.distributed.run",
             "--standalone",
             "--nproc_per_node",
-            str(procs),
+            str(nproc),
             "-m",
-            "trainer.ddp",
+            "trainer.pipeline" if pipeline > 1 else "trainer.ddp",
             "--round",
             str(d),
             "--device",
             "cuda" if device.startswith("cuda") else "cpu",
-        ]
+        ] + (["--pipeline", str(pipeline)] if pipeline > 1 else [])
         env = dict(os.environ, OMP_NUM_THREADS="1")
         env["PYTHONPATH"] = os.pathsep.join(
             [str(root)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
@@ -426,7 +509,8 @@ def train_island(
         out = d / "out"
         if rc != 0 or not (out / "result.json").is_file():
             tail = (d / "island.log").read_bytes()[-3000:].decode(errors="replace")
-            raise IslandError(f"island of {procs} processes failed (exit {rc}):\n{tail}")
+            shape = f"{procs} x {pipeline} stages" if pipeline > 1 else f"{procs} processes"
+            raise IslandError(f"island of {shape} failed (exit {rc}):\n{tail}")
         res = json.loads((out / "result.json").read_text())
         states = [(out / f"state{i:05d}").read_bytes() for i in range(plan.H // plan.k + 1)]
         payload = (out / "payload").read_bytes()

@@ -148,6 +148,8 @@ class WorkerConfig:
     )
     device: str = "auto"
     procs: int = 1  # > 1: train each round on a data-parallel island of this many processes
+    pipeline: int = 1  # > 1: each island replica a pipeline of this many stages (processes)
+    microbatches: int = 0  # per replica and step on a pipeline (0: ml.default_microbatches)
     behaviour: str = "honest"
     quota_bytes: int = 20 << 30
     jobs: frozenset[int] = frozenset()  # only these jobs (empty: all)
@@ -330,7 +332,7 @@ class ProviderWorker:
         self.progress = Progress(cfg.data_dir / "progress.json")
         self.device = self._pick_device(cfg.device)
         self.stack = ml.worker_stack(self.device)  # what an exact-mode job must pin to be ours
-        self._check_procs(cfg.procs, self.device)
+        self._check_procs(cfg.procs, self.device, cfg.pipeline, cfg.microbatches)
         self.endpoint = ""
         self.server: Any = None
         self.follower: ChainFollower | None = None
@@ -387,15 +389,27 @@ class ProviderWorker:
         return device
 
     @staticmethod
-    def _check_procs(procs: int, device: str) -> None:
+    def _check_procs(procs: int, device: str, pipeline: int = 1, microbatches: int = 0) -> None:
         import torch
 
         if procs < 1:
             raise WorkerError(f"--procs must be at least 1, not {procs}")
-        if device == "cuda" and procs > torch.cuda.device_count():
+        if pipeline < 1:
+            raise WorkerError(f"--pipeline must be at least 1 stage, not {pipeline}")
+        if microbatches < 0:
             raise WorkerError(
-                f"--procs {procs} on cuda: torch sees {torch.cuda.device_count()} GPU(s) "
-                "(one process per GPU: lower --procs)"
+                f"--microbatches must be at least 1 (0: automatic), not {microbatches}"
+            )
+        if microbatches and pipeline == 1:
+            raise WorkerError("--microbatches needs --pipeline S > 1 (the stages it flows through)")
+        n = procs * pipeline
+        if device == "cuda" and n > torch.cuda.device_count():
+            shape = f"--procs {procs}" + (
+                f" x --pipeline {pipeline} = {n} processes" if pipeline > 1 else ""
+            )
+            raise WorkerError(
+                f"{shape} on cuda: torch sees {torch.cuda.device_count()} GPU(s) "
+                "(one process per GPU: lower --procs" + (" or --pipeline)" if pipeline > 1 else ")")
             )
 
     def preflight(self) -> dict[str, Any]:
@@ -607,12 +621,36 @@ class ProviderWorker:
 
         jid = int(r["job_id"])
         plan = self._plans[jid]
-        need, have = ml.training_memory_bytes(plan), ml.available_memory_bytes(self.device)
+        have = ml.available_memory_bytes(self.device)
+        if self.cfg.pipeline > 1:  # the island's stages each hold their share (issue 35)
+            procs, stages = self.cfg.procs, self.cfg.pipeline
+            try:
+                m = ml.check_island_plan(plan, procs, stages, self.cfg.microbatches)
+            except ml.JobError as e:
+                return str(e)
+            per, total = ml.island_memory_bytes(plan, procs, stages, m)
+            if self.device == "cuda" and per > have:
+                return (
+                    f"the largest of the island's {stages} stages needs ~{per >> 20} MiB, a GPU "
+                    f"has {have >> 20} MiB"
+                )
+            if self.device != "cuda" and total > have:
+                return (
+                    f"the island's {procs * stages} processes need ~{total >> 20} MiB together, "
+                    f"the cpu has {have >> 20} MiB available"
+                )
+            return self._too_slow(jid, plan, r, height)
+        need = ml.training_memory_bytes(plan)
         if need > have:
             return (
                 f"training needs ~{need >> 20} MiB, the {self.device} has {have >> 20} MiB "
                 "available"
             )
+        return self._too_slow(jid, plan, r, height)
+
+    def _too_slow(self, jid: int, plan: Any, r: dict[str, Any], height: int) -> str | None:
+        """Why the H steps would not end before the commit window closes, at this worker's
+        measured speed on the job (None: they would, or no speed is measured yet)."""
         step_s, block_s = self._step_s.get(jid), self.block_s()
         if step_s is not None and block_s is not None:
             eta = step_s * plan.H
@@ -1077,7 +1115,13 @@ class ProviderWorker:
                 device=self.device,
                 poison=poison,
                 procs=self.cfg.procs,
-                corpus_path=self.store.path(plan.dataset_id) if self.cfg.procs > 1 else None,
+                corpus_path=(
+                    self.store.path(plan.dataset_id)
+                    if self.cfg.procs > 1 or self.cfg.pipeline > 1
+                    else None
+                ),
+                pipeline=self.cfg.pipeline,
+                microbatches=self.cfg.microbatches,
             )
             if plan.tolerance is not None:  # every state's probe, committed with the roots
                 from trainer.probe import trace_probes
