@@ -136,6 +136,7 @@ def _participant_json(p: jobs_pb2.Participant) -> dict[str, Any]:
             "loss_after_mnats": c.loss_after_mnats,
             "blob_location": c.blob_location,
             "height": c.height,
+            "time_ns": c.time_ns,
             "probe_root": c.probe_root.hex(),
         }
     if p.challenged:
@@ -196,6 +197,7 @@ def round_to_json(r: jobs_pb2.Round) -> dict[str, Any]:
         "job_id": r.job_id,
         "round": r.round,
         "phase": enum_name(jobs_pb2.Phase, r.phase),
+        "open_time_ns": r.open_time_ns,
         "windows": {
             "open_height": r.open_height,
             "commit_deadline": r.commit_deadline,
