@@ -38,6 +38,10 @@ def params_from_json(d: dict[str, Any]) -> providers_pb2.ProvidersParams:
         if isinstance(v, bool) or not isinstance(v, (int, str)) or not str(v).isdigit():
             raise ValueError(f"providers.params.{k}: must be a non-negative integer, got {v!r}")
         vals[k] = int(v)
+        field = providers_pb2.ProvidersParams.DESCRIPTOR.fields_by_name[k]
+        top = MAX_U64 if field.type == field.TYPE_UINT64 else (1 << 32) - 1
+        if vals[k] > top:
+            raise ValueError(f"providers.params.{k}: must be <= {top}, got {vals[k]}")
     p = providers_pb2.ProvidersParams(**vals)
     if p.min_provider_stake == 0:
         raise ValueError("providers.params.min_provider_stake must be > 0")
@@ -50,7 +54,7 @@ def params_from_json(d: dict[str, Any]) -> providers_pb2.ProvidersParams:
             "providers.params.initial_reputation must be <= reputation_floor: a new key would "
             "start above a record it could shed by re-registering (set them equal)"
         )
-    if p.unmeasured_throughput_cap == 0 or p.unmeasured_throughput_cap > MAX_U64:
+    if p.unmeasured_throughput_cap == 0:
         raise ValueError("providers.params.unmeasured_throughput_cap must be 1..2^64-1")
     if not 1 <= p.throughput_ema_window <= 1_000:
         raise ValueError("providers.params.throughput_ema_window must be 1..1000")
