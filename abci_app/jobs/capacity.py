@@ -11,8 +11,10 @@ micro-batching and checkpointing shrink them, so this is a floor the chain can c
 necessary condition); the worker's own feasibility check is the finer one.
 
 Speed: a job that states ``compute_s_per_round`` needs ``ceil(H x tokens_per_step /
-compute_s_per_round)`` tokens/s; the draw seats only providers whose effective throughput (the
-providers keeper: measured, or min(claimed, cap) before any measurement) reaches it.
+compute_s_per_round)`` tokens/s; the draw seats only providers that meet it (the providers
+keeper's ``meets_throughput``: the measured figure once there is one; before, min(claimed, cap)
+against min(need, cap), so a claim above the cap buys nothing and a new provider still gets the
+round that measures it).
 
 Measured speed: an accepted commitment trained ``tokens_processed`` tokens between its round's
 open block and the block that took it (header times, consensus data), so its sample is

@@ -164,9 +164,7 @@ def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -
     ]
     need_mib, need_speed = compute_island_need_mib(spec), compute_speed_need(spec)
     holding = [p for p in acceptable if can_hold(p, spec)]
-    eligible = [
-        p for p in holding if providers.get_effective_throughput(ctx.store, p) >= need_speed
-    ]
+    eligible = [p for p in holding if providers.meets_throughput(ctx.store, p, need_speed)]
     if not eligible:
         if not job.waiting_since:
             job.waiting_since = h

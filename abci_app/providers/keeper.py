@@ -218,6 +218,21 @@ def get_effective_throughput(store: KVReader, p: providers_pb2.Provider) -> int:
     return compute_effective_throughput(p, get_params(store).unmeasured_throughput_cap)
 
 
+def compute_meets_throughput(p: providers_pb2.Provider, need: int, cap: int) -> bool:
+    """May ``p`` be drawn for a job needing ``need`` tokens/s: a measured provider if its
+    measurement reaches it; one no work measured yet if min(claimed, ``cap``) reaches
+    min(``need``, ``cap``): the chain asks of an unmeasured provider no more than it would
+    believe of it, so a claim above the cap buys nothing, and a new provider still gets the one
+    round that measures it (after which its measurement decides)."""
+    if p.measured_tokens_per_sec:
+        return p.measured_tokens_per_sec >= need
+    return min(p.throughput_tokens_per_sec, cap) >= min(need, cap)
+
+
+def meets_throughput(store: KVReader, p: providers_pb2.Provider, need: int) -> bool:
+    return compute_meets_throughput(p, need, get_params(store).unmeasured_throughput_cap)
+
+
 def compute_throughput_ema(old: int, sample: int, window: int) -> int:
     """Integer EMA over ``window`` samples; the first sample (``old`` 0) is the figure."""
     if old == 0:
@@ -406,6 +421,7 @@ __all__ = [
     "is_tombstoned",
     "iterate_providers",
     "jail",
+    "meets_throughput",
     "record_throughput",
     "set_reputation",
     "slash",

@@ -75,37 +75,47 @@ def test_a_provider_claiming_ten_times_its_speed_is_recorded_at_its_measured_spe
     assert all(e["verified"] == "1" for e in ev.values())  # the kit challenges every commitment
 
 
-def test_an_unmeasured_claim_buys_nothing_above_the_cap() -> None:
+def test_the_draw_for_a_stated_speed_follows_the_measurement_not_the_claim() -> None:
     """A job that states its training time needs 8,192 / 2 = 4,096 tokens/s. Before any work
     measured them, the liar (claiming 81,920) and the honest provider count at min(claim, cap
-    1,000): neither is seated and the round waits, saying why; after a round measured them, only
-    the provider whose work reached the speed is seated, whatever the liar claims."""
+    1,000) against min(need, cap): both get the round that measures them, the liar's claim buying
+    nothing more than a claim of 1,000 would. Measured (the liar took 4 s: 2,048 tokens/s), only
+    the provider whose work reached the speed is seated again, whatever the liar claims."""
     m, liar, honest = market(liar_claim=10 * TOKENS)
     lp = m.provider(liar)
     assert lp is not None and pk.get_effective_throughput(m.store, lp) == CAP
-    res = m.send(m.owner, create_job_msg(rounds=1, compute_s_per_round=2, **WINDOWS))
-    assert res.code == 0, res.log
+    m.create_job(rounds=1, compute_s_per_round=2, **WINDOWS)
+    m.until(m.height + 1)
+    r = m.round(1, 0)
+    assert {p.address for p in r.participants} == {liar, honest}
+    actors_block(m, 1, skip_commit=frozenset({liar}))
+    m.until(r.open_height + 3)
+    run_job(m, 1)
+    assert m.provider(liar).measured_tokens_per_sec == TOKENS // 4  # type: ignore[union-attr]
+    assert m.provider(honest).measured_tokens_per_sec == TOKENS  # type: ignore[union-attr]
+
+    # job 2 states the 4,096 tokens/s again, for two participants: only one provider reaches it
+    m.create_job(rounds=1, compute_s_per_round=2, **WINDOWS)
+    m.until(m.height + 1)
+    assert [p.address for p in m.round(2, 0).participants] == [honest]
+
+
+def test_a_job_nobody_is_fast_enough_for_waits_with_the_speed_reason() -> None:
+    """Providers that claim less than both the need and the cap are not seated for a job that
+    needs more (the claim can lower what the chain assumes, never raise it past the cap)."""
+    m, _liar, _honest = market(liar_claim=CAP // 2)
+    m.send(
+        m.providers[1],
+        tx_pb2.Msg(
+            update_provider=providers_pb2.MsgUpdateProvider(throughput_tokens_per_sec=CAP // 2)
+        ),
+    )
+    assert m.send(m.owner, create_job_msg(rounds=1, compute_s_per_round=2, **WINDOWS)).code == 0
     resp = m.chain.block([])
     waiting = events_of([resp], "round.waiting")
     assert waiting and waiting[0]["reason"] == WAIT_SPEED
     assert waiting[0]["tokens_per_sec"] == str(TOKENS // 2)
     assert m.job(1).rounds_opened == 0
-    assert m.send(m.owner, tx_pb2.Msg(cancel_job=jobs_pb2.MsgCancelJob(job_id=1))).code == 0
-
-    # job 2 (no stated speed) measures them: honest 1 s (8,192/s), liar 4 s (2,048/s)
-    m.create_job(rounds=1, **WINDOWS)
-    m.until(m.height + 1)
-    r = m.round(2, 0)
-    actors_block(m, 2, skip_commit=frozenset({liar}))
-    m.until(r.open_height + 3)
-    run_job(m, 2)
-    assert m.provider(liar).measured_tokens_per_sec == TOKENS // 4  # type: ignore[union-attr]
-    assert m.provider(honest).measured_tokens_per_sec == TOKENS  # type: ignore[union-attr]
-
-    # job 3 states the 4,096 tokens/s again, for two participants: only one provider reaches it
-    m.create_job(rounds=1, compute_s_per_round=2, **WINDOWS)
-    m.until(m.height + 1)
-    assert [p.address for p in m.round(3, 0).participants] == [honest]
 
 
 def test_an_unverified_commitment_can_lower_the_figure_but_never_raise_it() -> None:
