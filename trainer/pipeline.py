@@ -581,6 +581,7 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--out", help="folder: rank 0 writes end.state; every rank rank<r>.json (times, memory)"
     )
+    ap.add_argument("--no-state", action="store_true", help="skip end.state (benchmarks)")
     a = ap.parse_args(argv)
     if not a.round and not a.out:
         ap.error("--out is required (or --round DIR)")
@@ -643,9 +644,12 @@ def main(argv=None) -> int:
                 torch.cuda.synchronize()
             times.append(time.perf_counter() - t0)
             computes.append(tr.compute_s - c0)
+        peak_train = _peak_rss_bytes()  # before rank 0 gathers the whole state below
+        cuda_peak = torch.cuda.max_memory_allocated() if cuda else None
         out = Path(a.out)
         out.mkdir(parents=True, exist_ok=True)
-        merged = tr.gather_entries() if topo.replica == 0 else None
+        write_state = topo.replica == 0 and not a.no_state
+        merged = tr.gather_entries() if write_state else None
         if merged is not None:
             slices, micro = slicing(topo.replicas, a.microbatches)
             (out / "end.state").write_bytes(
@@ -674,8 +678,8 @@ def main(argv=None) -> int:
                     "step_s": times,
                     "compute_s": computes,
                     "rss_start_bytes": rss0,
-                    "peak_rss_bytes": _peak_rss_bytes(),
-                    "cuda_peak_bytes": torch.cuda.max_memory_allocated() if cuda else None,
+                    "peak_rss_train_bytes": peak_train,
+                    "cuda_peak_bytes": cuda_peak,
                 }
             )
         )

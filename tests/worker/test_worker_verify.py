@@ -52,7 +52,14 @@ JOB_TOL = {"id": 3, "spec": dict(JOB["spec"], determinism_mode="tolerance", tole
 
 
 def worker(
-    tmp: Path, key: str, behaviour: str, source, check: bool = True, procs: int = 1, job=JOB
+    tmp: Path,
+    key: str,
+    behaviour: str,
+    source,
+    check: bool = True,
+    procs: int = 1,
+    job=JOB,
+    pipeline: int = 1,
 ) -> ProviderWorker:
     Keyring(tmp).add(key)
     w = ProviderWorker(
@@ -64,6 +71,7 @@ def worker(
             check_hardware=False,
             behaviour=behaviour,
             procs=procs,
+            pipeline=pipeline,
         )
     )
     w.endpoint = f"http://127.0.0.1:1/{key}"
@@ -111,18 +119,20 @@ def judged(
     verifier: str = "honest",
     out: dict | None = None,
     segments: list[int] | None = None,
+    pipeline: int = 1,
 ):
     """(the verifier's vote, the true end state hash of the opened segment). ``out`` gets the
     provider, the verifier, the round, the target, the submission and the sent messages.
     ``segments``: the challenged segments (default ``[segment]``), all opened."""
     segs = sorted(segments or [segment])
     set_determinism(0, threads=1)
-    base = (
-        momentum_base() if with_momentum else ml.initial_model_bytes(ml.config_from_job(MODEL), 0)
-    )
+    model = ml.config_from_job(job["spec"]["model"])
+    base = momentum_base() if with_momentum else ml.initial_model_bytes(model, 0)
     blobs = {hashlib.sha256(base).hexdigest(): base, JOB["spec"]["dataset_id"]: DATA}
     sent: list = []
-    prov = worker(tmp, "prov", behaviour, lambda h: blobs[h], procs=procs, job=job)
+    prov = worker(
+        tmp, "prov", behaviour, lambda h: blobs[h], procs=procs, job=job, pipeline=pipeline
+    )
 
     def send(*msgs: Any) -> dict[str, Any]:
         sent.extend(msgs)
@@ -139,18 +149,24 @@ def judged(
     me = {"address": prov.me, "shard": 2, "commitment": None, "challenge": None}
     r["participants"] = [me]
     prov.do_commit(job, r, me, height=50)
-    deadline = time.monotonic() + (60 if procs == 1 else 300)  # an island starts torchrun
+    island = procs > 1 or pipeline > 1
+    deadline = time.monotonic() + (300 if island else 60)  # an island starts torchrun
     while prov._training is not None and not prov._training[1].done():
         assert time.monotonic() < deadline
         time.sleep(0.05)
     prov.do_commit(job, r, me, height=51)
     prov._pool.shutdown(wait=True)
     (submit,) = [m.submit_update for m in sent]
-    if procs > 1:  # the island's trace says so: every state names its slices
+    if island:  # the island's trace says so: every state names its slices
         from trainer.state import load_state
 
-        st = prov.store.read(prov.progress.round(3, 1)["trace"][-1])
-        assert load_state(bytes(st)).slices == procs
+        st = load_state(bytes(prov.store.read(prov.progress.round(3, 1)["trace"][-1])))
+        plan = ml.JobPlan.from_job(job)
+        m = ml.check_island_plan(plan, procs, pipeline, 0)
+        want = (procs, 1) if pipeline == 1 else (m, 1) if procs == 1 else (procs, m)
+        assert (st.slices, st.microbatches) == want
+        if out is not None:
+            out["slicing"] = want
     ch = {"segment": segs[0], "segments": segs, "opened": [], "reveal": None, "verifiers": []}
     prov.do_reveal(job, dict(r, phase="reveal"), {"challenge": ch})
     revs = [m.reveal_segment for m in sent[1:]]
