@@ -278,15 +278,16 @@ def fresh_start_state(
     microbatches: int = 1,
 ) -> bytes:
     """Trace entry 0 of a round that starts fresh from the model bytes ``base`` (kind 3: a job's
-        initial model or an attested one, whose outer momentum is no part of a state): exactly the
-        bytes a trainer writes before its first inner step (``state_bytes`` of the base loaded into
-        ``cfg``'s model with a fresh AdamW: inner step 0, adam step 0, zero moments, the empty carry;
-        the same ``_state_payload`` call), built from public data alone, without a model or an
-        optimizer. ``slices`` is the only field the round's public record does not fix: a provider's
-        data-parallel island names its size in every state (1 = a single device, no field), and a
-    data-parallel x pipeline island also its ``microbatches`` per slice. A verifier
-        checks sha256 of these bytes against the committed trace entry 0 instead of fetching it
-        (trainer.verify.verify_challenge). PayloadError if ``base`` is not model bytes of ``cfg``."""
+    initial model or an attested one, whose outer momentum is no part of a state): exactly the
+    bytes a trainer writes before its first inner step (``state_bytes`` of the base loaded into
+    ``cfg``'s model with a fresh AdamW: inner step 0, adam step 0, zero moments, the empty
+    carry; the same ``_state_payload`` call), built from public data alone, without a model or
+    an optimizer. ``slices`` is the only field the round's public record does not fix: a
+    provider's data-parallel island names its size in every state (1 = a single device, no
+    field), and a data-parallel x pipeline island also its ``microbatches`` per slice. A
+    verifier checks sha256 of these bytes against the committed trace entry 0 instead of
+    fetching it (trainer.verify.verify_challenge). PayloadError if ``base`` is not model bytes
+    of ``cfg``."""
     p = base if isinstance(base, Payload) else decode(base, expected_kind=KIND_MODEL)
     if p.kind != KIND_MODEL:
         raise PayloadError("the base is not model bytes")
