@@ -508,7 +508,7 @@ def train_island(
             ).returncode
         out = d / "out"
         if rc != 0 or not (out / "result.json").is_file():
-            tail = (d / "island.log").read_bytes()[-3000:].decode(errors="replace")
+            tail = (d / "island.log").read_bytes()[-8000:].decode(errors="replace")
             shape = f"{procs} x {pipeline} stages" if pipeline > 1 else f"{procs} processes"
             raise IslandError(f"island of {shape} failed (exit {rc}):\n{tail}")
         res = json.loads((out / "result.json").read_text())
