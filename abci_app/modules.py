@@ -28,6 +28,7 @@ from abci_app.providers.params import get_params as get_providers_params
 from abci_app.providers.params import params_to_json as providers_params_to_json
 from abci_app.providers.queries import query_provider as query_provider_record
 from abci_app.querying import QueryError, to_json
+from abci_app.settlement import keeper as settlement_keeper
 from abci_app.settlement.module import new_module as new_settlement_module
 from abci_app.slashing.module import new_module as new_slashing_module
 from abci_app.slashing.params import SLASHING_PARAMS_KEY
@@ -35,16 +36,18 @@ from abci_app.slashing.params import get_params as get_slashing_params
 from abci_app.slashing.params import params_to_json as slashing_params_to_json
 from abci_app.staking import keeper as staking_keeper
 from abci_app.staking.keys import PARAMS_KEY as STAKING_PARAMS_KEY
-from abci_app.staking.module import MODULE as STAKING
+from abci_app.staking.module import new_module as new_staking_module
 from abci_app.staking.params import get_params as get_staking_params
 from abci_app.staking.params import params_to_json as staking_params_to_json
 from abci_app.store import KVReader
 
-# Slashing and jobs reach staking and providers only through the Protocols they declare (Cosmos
-# expected_keepers); the keepers are passed in here, so neither imports the other module.
+# Slashing, jobs, settlement and staking reach each other only through the Protocols they declare
+# (Cosmos expected_keepers); the keepers are passed in here, so neither imports the other module.
 SLASHING = new_slashing_module(staking_keeper)
 JOBS = new_jobs_module(providers_keeper)
 SETTLEMENT = new_settlement_module(staking_keeper)
+# staking reads settlement's key registry (read-only) to keep a keyless validator out of the set
+STAKING = new_staking_module(settlement_keeper)
 
 # settlement last: its begin-block makes checkpoints from the state after the previous block
 MODULES: tuple[ModuleSpec, ...] = (AUTH, BANK, SLASHING, PROVIDERS, JOBS, STAKING, SETTLEMENT)

@@ -43,6 +43,7 @@ from abci_app.settlement.keys import (
     LATEST_CHECKPOINT_KEY,
     LEAF_COUNT_KEY,
     LEAF_INDEX_PREFIX,
+    PARAMS_KEY,
     SETTLEMENT_ESCROW,
     SETTLEMENT_KEY_PREFIX,
     SIGNER_SET_KEY,
@@ -89,6 +90,18 @@ def get_key_owner(store: KVReader, evm_address: bytes) -> bytes | None:
 def set_settlement_key(store: CacheKV, validator: bytes, evm_address: bytes) -> None:
     store.set(settlement_key_key(validator), evm_address)
     store.set(key_owner_key(evm_address), validator)
+
+
+def has_settlement_key(store: KVReader, validator: bytes) -> bool:
+    """Staking's read (its ``SettlementKeys`` Protocol): may ``validator`` be in the set?"""
+    return store.get(settlement_key_key(validator)) is not None
+
+
+def requires_settlement_key(store: KVReader) -> bool:
+    """Staking's read: is a validator without a settlement key kept out of the set? (Before
+    settlement's genesis has run, as during staking's, no: settlement's genesis checks the
+    genesis validators itself.)"""
+    return store.get(PARAMS_KEY) is not None and bool(get_params(store).require_settlement_key)
 
 
 def iterate_settlement_keys(store: KVReader) -> Iterator[tuple[bytes, bytes]]:

@@ -21,6 +21,10 @@ DEFAULTS: dict[str, int] = {
     # a validator whose key signed a checkpoint the chain never made (MsgReportForgedCheckpoint):
     # as a double sign (Cosmos slash_fraction_double_sign), then jailed for good and tombstoned
     "slash_fraction_forged_checkpoint_bps": 500,
+    # 1: a validator without a settlement key never enters CometBFT's set (staking asks
+    # ``requires_settlement_key``/``has_settlement_key``), so every bonded validator can sign.
+    # A genesis without a settlement section stores 0 (``genesis.py``): no key is needed there.
+    "require_settlement_key": 1,
 }
 DEFAULT_EVM_CONTRACT = "0x5fbdb2315678afecb367f032d93f642f64180aa3"
 
@@ -45,6 +49,8 @@ def params_from_json(d: dict[str, Any]) -> settlement_pb2.Params:
     p = settlement_pb2.Params(**vals, evm_contract=contract_bytes)
     if p.slash_fraction_forged_checkpoint_bps > 10_000:
         raise ValueError("settlement.params.slash_fraction_forged_checkpoint_bps must be <= 10000")
+    if p.require_settlement_key > 1:
+        raise ValueError("settlement.params.require_settlement_key must be 0 or 1")
     if p.evm_chain_id < 1:
         raise ValueError("settlement.params.evm_chain_id must be an EVM chain id (>= 1)")
     if p.checkpoint_interval < 2:

@@ -23,6 +23,12 @@ def validator_created_event(
     )
 
 
+def awaiting_settlement_key_event(cons: bytes, power: int) -> abci.Event:
+    """The validator has the stake for ``power`` but stays out of CometBFT's set until its
+    operator registers a settlement key (``loconet tx settlement set-key``)."""
+    return event("validator.awaiting_settlement_key", validator=_v(cons), power=power)
+
+
 def bonded_event(cons: bytes, delegator: bytes, amount: int) -> abci.Event:
     return event("stake.bonded", validator=_v(cons), delegator=to_bech32(delegator), amount=amount)
 

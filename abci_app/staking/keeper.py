@@ -6,7 +6,8 @@ Books (checked by ``check_invariants``):
 - ``balance(UNBONDING_POOL) == sum(entry.amount)``; each entry has exactly one queue index;
 - ``validator.power`` (what CometBFT was last told) == ``compute_active_set`` after each block.
 
-Voting power = tokens // power_reduction for validators that are not jailed, limited to the
+Voting power = tokens // power_reduction for validators that are not jailed and, where
+settlement requires it, have a settlement key (``SettlementKeys``, read-only), limited to the
 ``max_validators`` largest by (power desc, consensus address asc). Changes leave end-block as
 validator updates (power 0 removes), which CometBFT applies at height H+2.
 
@@ -61,6 +62,7 @@ from abci_app.store import CacheKV, KVReader
 
 if TYPE_CHECKING:
     from abci_app.context import Ctx
+    from abci_app.staking.expected_keepers import SettlementKeys
 
 BPS = 10_000
 
@@ -284,21 +286,38 @@ def is_jailed(store: KVReader, cons: bytes) -> bool:
 # ------------------------------------------------------------------------------ validator set
 
 
-def compute_active_set(store: KVReader) -> dict[bytes, int]:
-    """cons address -> power of the validators that should be in CometBFT's set."""
+def lacks_settlement_key(store: KVReader, cons: bytes, keys: SettlementKeys | None) -> bool:
+    """Kept out of the set for want of a settlement key (only where settlement requires one)."""
+    return (
+        keys is not None
+        and keys.requires_settlement_key(store)
+        and not keys.has_settlement_key(store, cons)
+    )
+
+
+def compute_active_set(store: KVReader, keys: SettlementKeys | None = None) -> dict[bytes, int]:
+    """cons address -> power of the validators that should be in CometBFT's set. With ``keys``
+    (the app always passes settlement's), a validator without a settlement key is no candidate
+    where settlement requires one: it takes no seat, and enters at the first end-block after
+    its key is registered."""
     params = get_params(store)
+    gated = keys is not None and keys.requires_settlement_key(store)
     cands = []
     for cons, v in iterate_validators(store):
         p = compute_power(v.tokens, params.power_reduction)
         if not v.jailed and p > 0:
+            if gated and keys is not None and not keys.has_settlement_key(store, cons):
+                continue
             cands.append((-p, cons))
     cands.sort()
     return {cons: -negp for negp, cons in cands[: params.max_validators]}
 
 
-def apply_validator_set(store: CacheKV, emit: Ctx | None = None) -> list[abci.ValidatorUpdate]:
+def apply_validator_set(
+    store: CacheKV, emit: Ctx | None = None, keys: SettlementKeys | None = None
+) -> list[abci.ValidatorUpdate]:
     """Store the new powers; return the updates (address order) CometBFT must apply."""
-    active = compute_active_set(store)
+    active = compute_active_set(store, keys)
     updates = []
     for cons, v in iterate_validators(store):
         new = active.get(cons, 0)
@@ -362,7 +381,7 @@ def distribute_rewards(ctx: Ctx) -> None:
 # ------------------------------------------------------------------------------ invariants
 
 
-def check_invariants(store: KVReader) -> None:
+def check_invariants(store: KVReader, keys: SettlementKeys | None = None) -> None:
     """Raises InvariantBroken if the staking books do not balance (see module docstring)."""
     params = get_params(store)
     total_tokens = 0
@@ -404,7 +423,7 @@ def check_invariants(store: KVReader) -> None:
         raise InvariantBroken(
             f"unbonding pool {bank.get_balance(store, UNBONDING_POOL)} != unbonding entries {held}"
         )
-    active = compute_active_set(store)
+    active = compute_active_set(store, keys)
     for cons, val in iterate_validators(store):
         if val.power != active.get(cons, 0):
             raise InvariantBroken(

@@ -22,6 +22,7 @@ from abci_app.staking.errors import (
     ErrValidatorNotFound,
     ErrValidatorTombstoned,
 )
+from abci_app.staking.expected_keepers import SettlementKeys
 from abci_app.staking.params import get_params
 
 MAX_MONIKER = 64
@@ -69,8 +70,22 @@ def _validator(ctx: Ctx, raw: bytes) -> tuple[bytes, staking_pb2.Validator]:
     return cons, v
 
 
+def _note_if_keyless(ctx: Ctx, cons: bytes, keys: SettlementKeys | None) -> None:
+    """Say so when a validator that has the stake stays out of the set for want of a
+    settlement key (it enters at the end-block after its key is registered)."""
+    v = keeper.get_validator(ctx.store, cons)
+    if v is None or v.jailed or not keeper.lacks_settlement_key(ctx.store, cons, keys):
+        return
+    power = keeper.compute_power(v.tokens, get_params(ctx.store).power_reduction)
+    if power > 0:
+        ctx.emit(events.awaiting_settlement_key_event(cons, power))
+
+
 def process_msg_create_validator(
-    ctx: Ctx, signer: bytes, msg: staking_pb2.MsgCreateValidator
+    ctx: Ctx,
+    signer: bytes,
+    msg: staking_pb2.MsgCreateValidator,
+    keys: SettlementKeys | None = None,
 ) -> None:
     """Pre: the consensus key is new; self_bond >= min_self_bond and the signer can pay it."""
     if len(msg.pub_key) != 32:
@@ -102,9 +117,12 @@ def process_msg_create_validator(
     )
     keeper.increase_bond(ctx.store, cons, signer, msg.self_bond)
     ctx.emit(events.validator_created_event(cons, signer, msg.moniker, msg.self_bond))
+    _note_if_keyless(ctx, cons, keys)
 
 
-def process_msg_bond(ctx: Ctx, signer: bytes, msg: staking_pb2.MsgBond) -> None:
+def process_msg_bond(
+    ctx: Ctx, signer: bytes, msg: staking_pb2.MsgBond, keys: SettlementKeys | None = None
+) -> None:
     """Pre: the validator exists and is not tombstoned; the signer can pay ``amount``."""
     validate_stake_amount(msg.amount)
     cons, v = _validator(ctx, msg.validator)
@@ -115,9 +133,12 @@ def process_msg_bond(ctx: Ctx, signer: bytes, msg: staking_pb2.MsgBond) -> None:
     check_stake_fits(ctx, cons, v.tokens, msg.amount)
     keeper.increase_bond(ctx.store, cons, signer, msg.amount)
     ctx.emit(events.bonded_event(cons, signer, msg.amount))
+    _note_if_keyless(ctx, cons, keys)
 
 
-def process_msg_unbond(ctx: Ctx, signer: bytes, msg: staking_pb2.MsgUnbond) -> None:
+def process_msg_unbond(
+    ctx: Ctx, signer: bytes, msg: staking_pb2.MsgUnbond, keys: SettlementKeys | None = None
+) -> None:
     """Pre: the signer's bond with the validator >= amount; fewer than max_unbonding_entries
     wait; the chain keeps at least one validator with power. An operator whose self bond drops
     below min_self_bond jails its validator."""
@@ -128,12 +149,14 @@ def process_msg_unbond(ctx: Ctx, signer: bytes, msg: staking_pb2.MsgUnbond) -> N
     below_min = keeper.get_bond(ctx.store, cons, signer) < get_params(ctx.store).min_self_bond
     if signer == v.operator and not v.jailed and below_min:
         keeper.jail(ctx, cons, ctx.block.height, "self_bond_below_min")
-    if not keeper.compute_active_set(ctx.store):
+    if not keeper.compute_active_set(ctx.store, keys):
         # CometBFT halts on an empty validator set: the last validator cannot leave
         raise ErrLastValidator("this unbond would leave the chain without any validator with power")
 
 
-def process_msg_unjail(ctx: Ctx, signer: bytes, msg: staking_pb2.MsgUnjail) -> None:
+def process_msg_unjail(
+    ctx: Ctx, signer: bytes, msg: staking_pb2.MsgUnjail, keys: SettlementKeys | None = None
+) -> None:
     """Pre: signer is the operator; the validator is jailed, not tombstoned, its jail period
     is over and its self bond >= min_self_bond."""
     cons, v = _validator(ctx, msg.validator)
@@ -158,3 +181,4 @@ def process_msg_unjail(ctx: Ctx, signer: bytes, msg: staking_pb2.MsgUnjail) -> N
     v.jailed = False
     keeper.set_validator(ctx.store, cons, v)
     ctx.emit(events.unjailed_event(cons))
+    _note_if_keyless(ctx, cons, keys)

@@ -315,7 +315,7 @@ def sc():
     return new_staking_chain(
         [100 * LOCO, 100 * LOCO],
         n_keys=2,
-        genesis={"settlement": {"params": {"checkpoint_interval": 5}}},
+        genesis={"settlement": {"params": {"checkpoint_interval": 5, "require_settlement_key": 0}}},
     )
 
 

@@ -1,8 +1,8 @@
 """A real network with short slashing windows: stake unbonded returns only after
-unbonding_blocks; a node joins as a validator with
-MsgCreateValidator, goes down past the window (slashed, jailed, removed), comes back with
-MsgUnjail and signs again; then a twin of another validator's key double-signs and CometBFT's
-evidence gets it slashed once and tombstoned. One network, in that order (each step needs the
+unbonding_blocks; a node joins as a validator with MsgCreateValidator, stays out of CometBFT's
+set until it registers a settlement key, goes down past the window (slashed, jailed, removed),
+comes back with MsgUnjail and signs again; then a twin of another validator's key double-signs
+and CometBFT's evidence gets it slashed once and tombstoned. One network, in that order (each step needs the
 power left by the previous one: 5 validators of equal power)."""
 
 from __future__ import annotations
@@ -121,6 +121,26 @@ def test_join_downtime_unjail_and_double_sign(tmp_path: Path) -> None:
             n0.rpc_url,
         )
         addr = new.validator_address
+        # -- no settlement key, no seat: bonded with a full validator's stake, node4 stays out of
+        # CometBFT's set until its operator registers a settlement key (issue 32) ---------------
+        h_created = height(n0)
+        wait_for("4 blocks after create-validator", lambda: height(n0) >= h_created + 4, timeout=30)
+        assert addr not in comet_validators(n0)
+        v = query(n0, f"/validator/{addr}")
+        assert v["power"] == 0 and v["tokens"] == 100000 * 10**6 and not v["jailed"]
+        cli(
+            "tx",
+            "settlement",
+            "set-key",
+            "--validator-home",
+            new.home,
+            "--from",
+            "account0",
+            "--home",
+            str(d),
+            "--node",
+            n0.rpc_url,
+        )
         wait_for(
             "node4 in CometBFT's validator set",
             lambda: comet_validators(n0).get(addr) == 100000,
