@@ -1,8 +1,9 @@
 """Issue 32's attacks against the contracts on a real anvil process (the in-process eth-tester
 runs the same in tests/evm/test_contracts.py and tests/settlement/test_settlement_chain.py):
-a checkpoint for another deployment, a claim raced by a newer checkpoint in the same block, a
-number that would block the contract, a forged mint (rate limited, its signers slashed on
-loconet), the guardian's pause, keyless power counting as not signing, and a rotation where
+a checkpoint for another deployment or another EVM chain, a forged signature, two thirds of the
+power exactly, a replayed or old checkpoint, a claim raced by a newer checkpoint in the same
+block, a number that would block the contract, a forged mint (rate limited, its signers slashed
+on loconet), the guardian's pause, keyless power counting as not signing, and a rotation where
 half of loconet's signer set leaves in one block."""
 
 from __future__ import annotations
@@ -88,6 +89,48 @@ def test_checkpoint_for_another_deployment_is_refused(w3: Web3) -> None:
     cp_b = b.cpt(1, SET)
     b.submit(cp_b)
     assert_reverts("BadSignature(uint256)", a.submit, b.cpt(2, SET))
+
+
+def test_checkpoint_for_another_evm_chain_is_refused(w3: Web3) -> None:
+    """Signed for the same contract address on Ethereum mainnet (chain id 1): refused here."""
+    c = Deployed(w3, SET)
+    other = (1, c.at[1])
+    assert_reverts("BadSignature(uint256)", c.submit, checkpoint(1, SET, deployment=other))
+    c.submit(c.cpt(1, SET))
+
+
+def test_forged_signature_is_refused(w3: Web3) -> None:
+    """A key outside the set signs in a member's place: the contract recovers the signer of the
+    digest it computes itself and refuses the checkpoint."""
+    c = Deployed(w3, SET)
+    cp = c.cpt(1, SET)
+    outsider = make_set(1, tag="anvil-outsider")[0]
+    d = evm.checkpoint_digest(
+        CHAIN_ID,
+        *c.at,
+        1,
+        cp["height"],
+        bytes.fromhex(cp["app_hash"]),
+        bytes.fromhex(cp["rewards_root"]),
+        bytes.fromhex(cp["next_set_hash"]),
+    )
+    cp["signatures"][0]["signature"] = evm.sign_digest(outsider.key, d).hex()
+    assert_reverts("BadSignature(uint256)", c.submit, cp)
+
+
+def test_two_thirds_of_the_power_is_not_enough(w3: Web3) -> None:
+    s = make_set(3, tag="anvil-third")
+    c = Deployed(w3, s)
+    assert_reverts("NotEnoughPower(uint256,uint256)", c.submit, c.cpt(1, s, signed_by=s[:2]))
+    c.submit(c.cpt(1, s))
+
+
+def test_replayed_and_old_checkpoints_are_refused(w3: Web3) -> None:
+    c = Deployed(w3, SET)
+    cp1, cp2 = c.cpt(1, SET), c.cpt(2, SET)
+    c.submit(cp2)
+    assert_reverts("StaleNumber(uint64,uint64)", c.submit, cp2)
+    assert_reverts("StaleNumber(uint64,uint64)", c.submit, cp1)
 
 
 def test_racing_checkpoint_does_not_revert_a_claim(w3: Web3) -> None:
