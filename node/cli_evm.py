@@ -226,6 +226,53 @@ def cmd_set_key(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_sign_pending(args: argparse.Namespace) -> int:
+    """Sign the pending checkpoint by transaction if this validator's key is a member that has
+    not signed it; with --watch, check again every N seconds (until interrupted)."""
+    import time
+
+    from abci_app.pb import settlement_pb2, tx_pb2
+    from node import settlement_key
+    from node.evm.sign import owed_signature
+    from node.rpc import Client, RpcError
+
+    home = Path(args.validator_home)
+    try:
+        secret = settlement_key.load(home)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if secret is None:
+        raise UsageError(
+            f"{settlement_key.path(home)} not found: register a key first (tx settlement set-key)"
+        )
+    chain_id = args.chain_id or _chain_id(args.node)
+    signing = signing_key(args, None)
+    while True:
+        try:
+            with Client(args.node) as c:
+                qr = c.abci_query("/checkpoint/pending")
+                pending = safejson.loads(qr.value) if qr.code == 0 else None
+                params = safejson.loads(c.abci_query("/settlement").value)["params"]
+        except (RpcError, OSError, ValueError, KeyError) as e:
+            if not args.watch:
+                raise
+            print(f"sign-pending: node unreachable ({e}); retrying", file=sys.stderr)
+            pending = None
+        sig = None if pending is None else owed_signature(pending, params, chain_id, secret)
+        if sig is not None:
+            assert pending is not None
+            msg = settlement_pb2.MsgSignCheckpoint(number=int(pending["number"]), signature=sig)
+            rc = broadcast(
+                args, signing, [tx_pb2.Msg(sign_checkpoint=msg)], extra={"number": msg.number}
+            )
+            if not args.watch:
+                return rc
+        elif not args.watch:
+            print("nothing to sign: no pending checkpoint this key owes a signature")
+            return 0
+        time.sleep(args.watch)
+
+
 def _checkpoint_text(cp: dict[str, Any]) -> str:
     state = f"final at height {cp['final_height']}" if cp["final"] else "pending"
     if cp.get("superseded_by"):
@@ -593,6 +640,27 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
         help="the validator node's home (priv_validator_key.json, settlement_key.json)",
     )
     p.add_argument("--from", dest="from_key", metavar="KEY", help="the validator's operator key")
+    add_tx_flags(p)
+    p = add_command(
+        st,
+        "sign-pending",
+        "sign the pending checkpoint by transaction (MsgSignCheckpoint) if this validator's "
+        "settlement key is a member that has not signed it (its vote extension missed it)",
+        "loconet tx settlement sign-pending --validator-home ~/.loconet-node4 --from alice "
+        "--watch 5 --home ~/.loconet",
+        cmd_sign_pending,
+    )
+    p.add_argument(
+        "--validator-home", required=True, help="the validator node's home (settlement_key.json)"
+    )
+    p.add_argument("--from", dest="from_key", metavar="KEY", help="keyring key that pays the fee")
+    p.add_argument(
+        "--watch",
+        type=positive_seconds,
+        default=0,
+        metavar="SECONDS",
+        help="keep checking every SECONDS (a validator-side loop); default: once",
+    )
     add_tx_flags(p)
 
     p = add_command(
