@@ -558,7 +558,9 @@ def cmd_add_node(args: argparse.Namespace) -> int:
         f"{n.name} (full node) is in sync: RPC {n.rpc_url}, home {n.home}\n"
         "make it a validator: loconet tx staking create-validator --from account0 "
         f"--validator-home {n.home} --self-bond 100000loco --moniker {n.name} --home {d} --node "
-        f"{n.rpc_url}"
+        f"{n.rpc_url}\nthen give it a settlement key (no key, no seat in the set): loconet tx "
+        f"settlement set-key --validator-home {n.home} --from account0 --home {d} --node "
+        f"{n.rpc_url}, and restart {n.name}"
     )
     out(
         args,
