@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import itertools
 import json
 import logging
@@ -501,10 +502,12 @@ def cmd_tx_bank_send(args: argparse.Namespace) -> int:
     from abci_app.codec.address import from_bech32
     from abci_app.pb import bank_pb2, tx_pb2
 
-    legacy = None
-    if args.legacy_amount is not None:  # the deprecated form: FROM_KEY TO_ADDR AMOUNT
-        legacy, args.to_addr, args.amount = args.to_addr, args.amount, args.legacy_amount
-    key = signing_key(args, legacy)
+    if args.signer_first is not None:
+        raise UsageError(
+            f"three positionals: the signer goes in --from: write `loconet tx bank send "
+            f"{args.amount} {args.signer_first} --from {args.to_addr}`"
+        )
+    key = signing_key(args, None)
     to = from_bech32(args.to_addr)
     amount = parse_amount(args.amount)
     return broadcast(args, key, [tx_pb2.Msg(send=bank_pb2.MsgSend(to_address=to, amount=amount))])
@@ -841,19 +844,8 @@ class Parser(argparse.ArgumentParser):
         super().error(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(
-        prog="loconet",
-        description="loconet: a node for verifiable, decentralised low-communication AI training.",
-        epilog="examples:\n"
-        "  loconet init --home ~/.loconet\n"
-        "  loconet start --home ~/.loconet\n"
-        "  loconet status",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version=version_line())
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def _register_node_commands(sub: Any) -> None:
+    """version, init, start, abci: a node's own life."""
     p = add_command(
         sub,
         "version",
@@ -926,6 +918,9 @@ def build_parser() -> argparse.ArgumentParser:
         "Unix socket in the home)",
     )
 
+
+def _register_keys(sub: Any) -> None:
+    """keys add|delete|show|list|export|import."""
     keys = sub.add_parser("keys", help="manage account keys in HOME/keyring").add_subparsers(
         dest="keys_cmd", required=True, metavar="KEYS_COMMAND"
     )
@@ -1003,10 +998,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--home", required=True)
     add_output_flag(p)
 
-    tx = sub.add_parser("tx", help="sign and broadcast transactions").add_subparsers(
-        dest="tx_module", required=True, metavar="MODULE"
-    )
-    tx_sub = tx
+
+def _register_bank(tx: Any) -> None:
+    """tx bank send."""
     bank = tx.add_parser("bank", help="bank transactions").add_subparsers(
         dest="bank_cmd", required=True, metavar="BANK_COMMAND"
     )
@@ -1019,15 +1013,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("to_addr", metavar="TO_ADDR")
     p.add_argument("amount", metavar="AMOUNT", help="with a unit: 1000uloco or 2.5loco")
-    # deprecated: FROM_KEY TO_ADDR AMOUNT
-    p.add_argument("legacy_amount", nargs="?", help=argparse.SUPPRESS)
+    # the signer first (FROM_KEY TO_ADDR AMOUNT, other CLIs' order): refused naming --from
+    p.add_argument("signer_first", nargs="?", help=argparse.SUPPRESS)
     p.add_argument("--from", dest="from_key", metavar="KEY", help="keyring key that signs and pays")
     add_tx_flags(p)
 
-    q = sub.add_parser("query", help="query chain state").add_subparsers(
-        dest="query_cmd", required=True, metavar="WHAT"
-    )
-    query_sub = q
+
+def _register_account_query(q: Any) -> None:
+    """query account."""
     p = add_command(
         q,
         "account",
@@ -1047,6 +1040,30 @@ def build_parser() -> argparse.ArgumentParser:
     add_node_flag(p)
     add_output_flag(p)
 
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="loconet",
+        description="loconet: a node for verifiable, decentralised low-communication AI training.",
+        epilog="examples:\n"
+        "  loconet init --home ~/.loconet\n"
+        "  loconet start --home ~/.loconet\n"
+        "  loconet status",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=version_line())
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    _register_node_commands(sub)
+    _register_keys(sub)
+    tx_sub = sub.add_parser("tx", help="sign and broadcast transactions").add_subparsers(
+        dest="tx_module", required=True, metavar="MODULE"
+    )
+    _register_bank(tx_sub)
+    query_sub = sub.add_parser("query", help="query chain state").add_subparsers(
+        dest="query_cmd", required=True, metavar="WHAT"
+    )
+    _register_account_query(query_sub)
     p = add_command(
         sub,
         "status",
@@ -1056,8 +1073,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_node_flag(p)
     add_output_flag(p)
-
-    import importlib
 
     for name in PLUGINS:  # command groups owned by other parts of the node
         try:
@@ -1170,6 +1185,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     Parser.argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    # here, not at the top: the modules that define these load the store, cometbft's config
+    # and httpx, which `loconet --help` and a mistyped command should not wait for
     from abci_app.errors import LoconetError
     from contracts import MissingArtifact
     from node.init import InitError
@@ -1191,13 +1208,7 @@ def main(argv: list[str] | None = None) -> int:
         MissingArtifact,
     )
     try:
-        for flag in ("home", "dir", "data_dir", "blob_dir"):
-            if getattr(args, flag, None) is not None and not str(getattr(args, flag)).strip():
-                # an unset shell variable (--home "$H") read as the current folder: keys and
-                # homes were made wherever the command ran
-                raise UsageError(
-                    f"--{flag.replace('_', '-')} is empty: give a folder (was a variable unset?)"
-                )
+        refuse_empty_folders(args)
         resolve_defaults(args)
         return int(args.func(args) or 0)
     except known as e:
@@ -1210,24 +1221,8 @@ def main(argv: list[str] | None = None) -> int:
         code = getattr(e, "code", None) if isinstance(e, (LoconetError, TxRejected)) else None
         space = getattr(e, "codespace", None) if code is not None else None
         return report_error(args, msg, code, space, reason=getattr(e, "reason", None))
-    except UnicodeDecodeError as e:  # a file the command read is not UTF-8 text
-        return report_error(
-            args,
-            f"a file given to this command is not UTF-8 text ({e.reason} at byte {e.start}): give "
-            "the file the command expects (JSON, TOML or text)",
-            None,
-            None,
-            reason="usage",
-        )
-    except UnicodeEncodeError as e:  # an argument with bytes that are not UTF-8 (surrogates)
-        return report_error(
-            args,
-            f"an argument is not valid UTF-8 text ({e.object[e.start : e.end]!r} at position "
-            f"{e.start}): retype it, or check the terminal's encoding",
-            None,
-            None,
-            reason="usage",
-        )
+    except (UnicodeDecodeError, UnicodeEncodeError) as e:
+        return report_error(args, unicode_problem(e), None, None, reason="usage")
     # RecursionError: a peer's JSON nested past the interpreter's limit where it was parsed
     # with json.loads, not safejson
     except (
@@ -1253,8 +1248,6 @@ def main(argv: list[str] | None = None) -> int:
             reason="malformed",
         )
     except BrokenPipeError:  # output piped into `head` and the like (before OSError: a subclass)
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as e:  # a file the command needed: one line, never a traceback
@@ -1262,6 +1255,30 @@ def main(argv: list[str] | None = None) -> int:
         return report_error(args, what, None, None)
     except KeyboardInterrupt:
         return 130
+
+
+def refuse_empty_folders(args: argparse.Namespace) -> None:
+    """An unset shell variable (--home "$H") read as the current folder: keys and homes were
+    made wherever the command ran. An empty folder flag is a UsageError."""
+    for flag in ("home", "dir", "data_dir", "blob_dir"):
+        if getattr(args, flag, None) is not None and not str(getattr(args, flag)).strip():
+            raise UsageError(
+                f"--{flag.replace('_', '-')} is empty: give a folder (was a variable unset?)"
+            )
+
+
+def unicode_problem(e: UnicodeDecodeError | UnicodeEncodeError) -> str:
+    """The line for text that is not UTF-8: a file the command read (decode), or an argument
+    with bytes that are not UTF-8, i.e. surrogates (encode)."""
+    if isinstance(e, UnicodeDecodeError):
+        return (
+            f"a file given to this command is not UTF-8 text ({e.reason} at byte {e.start}): "
+            "give the file the command expects (JSON, TOML or text)"
+        )
+    return (
+        f"an argument is not valid UTF-8 text ({e.object[e.start : e.end]!r} at position "
+        f"{e.start}): retype it, or check the terminal's encoding"
+    )
 
 
 def report_error(

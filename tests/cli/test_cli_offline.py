@@ -185,13 +185,9 @@ def test_bank_and_staking_take_from(home):
         and doc["sequence"] == 3
         and doc["messages"][0]["send"]["amount"] == 1_000_000
     )
-    # the old positional signer still works, with a warning
+    # the signer first (another CLI's order) is refused with the command to type instead
     r = run(*offline(home, "tx", "bank", "send", "validator", ADDR, "1loco", sequence=3))
-    assert (
-        r.returncode == 0
-        and "deprecated" in r.stderr
-        and json.loads(r.stdout)["body_bytes"] == doc["body_bytes"]
-    )
+    assert r.returncode == 1 and f"send {ADDR} 1loco --from validator" in r.stderr, r.stderr
     val = "61D6804A65EEC83E7F1D3A01649AF505CDB969CA"
     r = run(*offline(home, "tx", "staking", "bond", val, "10loco", "--from", "validator"))
     assert r.returncode == 0 and json.loads(r.stdout)["messages"][0]["bond"]["amount"] == 10_000_000
