@@ -61,7 +61,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -598,8 +598,7 @@ def main(argv=None) -> int:
         set_determinism(a.seed)
         if a.round:
             run_round_dir(Path(a.round), device, a.pipeline, a.schedule)
-            dist.barrier()  # every rank is done before any tears the group down (ddp.py)
-            return 0
+            _leave()
         rss0 = _rss_bytes()
         corpus = Corpus.from_file(a.data) if a.data else Corpus(synthetic_text(50_000, seed=1))
         cfg = (
@@ -683,10 +682,23 @@ def main(argv=None) -> int:
                 }
             )
         )
-        dist.barrier()
-    finally:
+        _leave()
+    finally:  # reached on an error only (_leave does not return)
         dist.destroy_process_group()
     return 0
+
+
+def _leave() -> NoReturn:
+    """Every rank's outputs are written: wait for all of them, then exit without tearing the
+    process groups down. trainer/ddp.py's barrier-then-destroy was not enough with the pipeline's
+    subgroups: 1 run in ~10 of a 2 x 2 island on a loaded 2-core machine had a rank abort inside
+    gloo's teardown ("terminate called without an active exception", SIGABRT) after every rank
+    had passed the barrier, and torchrun then failed the whole island. The files are closed and
+    the streams flushed here; the sockets close with the process."""
+    dist.barrier()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
