@@ -549,6 +549,10 @@ def cmd_round_reveal(a: argparse.Namespace) -> int:
     trace = read_trace(a.trace_file)
     base = _round_base(a)
     segs = _segments(a.segment)
+    panel = int(getattr(a, "panel", 0) or 0)
+    if panel not in (0, 1, 2):
+        raise UsageError(f"bad --panel {panel}: 0 (first), 1 (appeal) or 2 (final)")
+    judged = _segments(a.judged) if getattr(a, "judged", None) else segs
     msgs = [
         build_reveal_from_trace(
             a.job_id,
@@ -559,7 +563,9 @@ def cmd_round_reveal(a: argparse.Namespace) -> int:
             "",
             provider=_signer_address(a),
             base_model=base,
-            segments=segs,  # the list masks every challenged segment's end
+            segments=segs,  # the list masks every entry but 0, H/k and the runs' starts
+            panel=panel,
+            judged=judged,
         )
         for sg in segs
     ]
@@ -1258,6 +1264,20 @@ COMMANDS: tuple[Command, ...] = (
                 " committed; a tolerance-mode job opens them with `tx round open-end`",
             ),
             A("--exact", action="store_true", help="ignored (kept for old scripts): both modes"),
+            A(
+                "--panel",
+                type=int,
+                default=0,
+                help="1 / 2: open the fresh segments drawn for the appeal / final panel"
+                " (challenge.appeal_segments / final_segments, in that panel's voting window;"
+                " not opening them is a missed reveal); 0 (default): the challenged segments",
+            ),
+            A(
+                "--judged",
+                help="with --panel 1 or 2: every segment that panel judges, comma-separated"
+                " (the challenged ones and the fresh ones so far): a fresh segment right after"
+                " one of them opens its start by its leaf hash only",
+            ),
         ),
     ),
     Command(

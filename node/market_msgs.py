@@ -666,6 +666,8 @@ def build_reveal_from_trace(
     with_list: bool = True,
     exact: bool = False,
     segments: Sequence[int] = (),
+    panel: int = 0,
+    judged: Sequence[int] = (),
 ) -> Any:
     """Reveal trace entries ``segment`` and ``segment+1`` with their Merkle proofs in the
     provider's bound trace (leaves ``entry_leaf(segment)`` and ``entry_leaf(segment + 1)``),
@@ -679,21 +681,27 @@ def build_reveal_from_trace(
     abci_app/jobs/README.md *Evidence only re-execution yields*); ``end_location`` is
     ignored. A segment whose predecessor is challenged too opens its start by its leaf hash
     as well (``start_leaf_hash``; no start hash, ``start_location`` ignored): only the start
-    of each run of adjacent challenged segments is public (incentives.is_run_start)."""
+    of each run of adjacent challenged segments is public (incentives.is_run_start).
+    The list masks every entry but 0, H/k and the runs' starts (incentives.compute_masked_entries
+    of the first panel's ``segments``): a segment drawn fresh for a later panel has an end
+    nobody saw. ``panel`` > 0: a fresh segment drawn for the appeal (1) or final (2) panel at
+    escalation, opened in that panel's voting window, the list named by its hash only (the first
+    opening proved it); ``judged``, every segment that panel judges (the first panel's and the
+    fresh ones), decides whether it starts a run."""
     import hashlib
 
-    from abci_app.jobs.incentives import compute_hidden_entries, is_run_start, mask_trace
+    from abci_app.jobs.incentives import compute_masked_entries, is_run_start, mask_trace
     from abci_app.merkle import hash_leaf
     from abci_app.pb import jobs_pb2, tx_pb2
 
     if not 0 <= segment < len(trace) - 1:
         raise UsageError(f"segment {segment} is outside the trace's {len(trace) - 1} segments")
     segs = list(segments) or [segment]
-    hidden = compute_hidden_entries(segs, len(trace) - 1)
+    hidden = compute_masked_entries(segs, len(trace) - 1)
     trace_list = b"".join(mask_trace(list(trace), hidden))
     leaves = bound_trace_leaves(provider, job_id, round_, base_model, trace)
     end = trace[segment + 1]
-    run_start = is_run_start(segment, segs)
+    run_start = is_run_start(segment, list(judged) or segs)
     return tx_pb2.Msg(
         reveal_segment=jobs_pb2.MsgRevealSegment(
             job_id=job_id,
@@ -706,9 +714,10 @@ def build_reveal_from_trace(
             start_location=start_location if run_start else "",
             end_location="",
             trace_list_hash=hashlib.sha256(trace_list).digest(),
-            trace_list=trace_list if with_list else b"",
+            trace_list=trace_list if with_list and not panel else b"",
             end_leaf_hash=hash_leaf(end),
             start_leaf_hash=b"" if run_start else hash_leaf(trace[segment]),
+            panel=panel,
         )
     )
 

@@ -11,6 +11,10 @@ functions over integers and records; ``rounds.py`` and ``msgs.py`` apply them.
     is_run_start               only the start of a run of adjacent opened segments is public
     compute_runs               the opened segments as runs (what a verifier re-executes through)
     mask_trace                 the trace list a provider serves then (secret entries as leaf hashes)
+    compute_masked_entries     what that list masks: every entry but 0, H/k and the runs' starts
+    compute_fresh_candidates   the segments a later panel may get: never opened, ends never public
+    draw_fresh_segments        a later panel's fresh segments, drawn at escalation
+    compute_panel_segments     the segments a panel judges (its own and every earlier panel's)
     compute_required_bond      collateral: a cheater loses more on average than a slot pays
     compute_model_params       the model size a provider's policy compares with
     is_job_acceptable          opt-in: a provider's policy, never the job's owner
@@ -98,24 +102,29 @@ def compute_expected_evidence(p: jobs_pb2.Participant) -> bytes:
     return compute_evidence([o.end_state_hash for o in sorted(p.reveals, key=lambda o: o.segment)])
 
 
-def compute_end_leaves(p: jobs_pb2.Participant) -> list[bytes]:
-    """The committed Merkle leaf hash of each opened segment's end state, in segment order:
-    ``Reveal.end_leaf_hash`` (exact mode: the state hash itself is secret until the votes are
-    open) or ``hash_leaf(end_state_hash)`` (tolerance mode)."""
-    return [
-        o.end_leaf_hash or hash_leaf(o.end_state_hash)
-        for o in sorted(p.reveals, key=lambda o: o.segment)
-    ]
+def compute_panel_reveals(p: jobs_pb2.Participant, panel: int = 2) -> list[jobs_pb2.Reveal]:
+    """The openings ``panel`` judges, in segment order: its own fresh segments and every earlier
+    panel's (``Reveal.panel <= panel``). A later panel re-judges the disputed segments too (a
+    cheat the first panel found must not escape by being judged elsewhere), and the fresh ones
+    carry the evidence nobody could copy (README *Fresh segments for the later panels*)."""
+    return sorted((o for o in p.reveals if o.panel <= panel), key=lambda o: o.segment)
 
 
-def is_reached_valid(p: jobs_pb2.Participant, reached: list[bytes]) -> bool:
+def compute_end_leaves(p: jobs_pb2.Participant, panel: int = 2) -> list[bytes]:
+    """The committed Merkle leaf hash of each segment ``panel`` judges, end state, in segment
+    order: ``Reveal.end_leaf_hash`` (exact mode: the state hash itself is secret until the votes
+    are open) or ``hash_leaf(end_state_hash)`` (tolerance mode)."""
+    return [o.end_leaf_hash or hash_leaf(o.end_state_hash) for o in compute_panel_reveals(p, panel)]
+
+
+def is_reached_valid(p: jobs_pb2.Participant, reached: list[bytes], panel: int = 2) -> bool:
     """A vote's ``reached`` states (one per opened segment, segment order) are all the committed
     ends: ``hash_leaf(reached[i])`` is the trace leaf the provider committed for that end. In
     exact mode nobody but the provider knows those states before the votes are open (every end
     but entry H/k is secret, and so is every start but a run's: compute_hidden_entries), so a
     valid vote proves the verifier re-executed every opened segment, except at most one whose
     end is entry H/k (README *Evidence only re-execution yields*)."""
-    leaves = compute_end_leaves(p)
+    leaves = compute_end_leaves(p, panel)
     return len(reached) == len(leaves) and all(
         hash_leaf(x) == leaf for x, leaf in zip(reached, leaves, strict=True)
     )
@@ -232,3 +241,75 @@ def mask_trace(trace: list[bytes], hidden: set[int]) -> list[bytes]:
     """The trace list a provider serves (both modes): each secret entry replaced by its Merkle
     leaf hash (``hash_leaf``), which proves nothing about the state it commits to."""
     return [hash_leaf(h) if i in hidden else bytes(h) for i, h in enumerate(trace)]
+
+
+def compute_masked_entries(segments: list[int], n: int) -> set[int]:
+    """The entries the first opening's trace list holds as leaf hashes (both modes): every entry
+    but 0 (the pinned start), H/k (``n``: the payload check's θ_H) and the start of each run of
+    the first panel's opened ``segments`` (opened in the clear anyway). Not only the opened
+    ends (``compute_hidden_entries``): a segment drawn fresh for a later panel must have an end
+    that was never public, or its evidence could be read off the list."""
+    public = {0, n} | {s for s in set(segments) if is_run_start(s, segments)}
+    return set(range(n + 1)) - public
+
+
+def compute_fresh_candidates(opened: list[int], n: int) -> list[int]:
+    """The segments a later panel may be given, ascending: not opened, not right before an
+    opened segment (its end is that segment's start: public at a run's start, and a verifier's
+    reached state otherwise) and not the last (its end is entry H/k, public for the payload
+    check). Their ends were never public: the first opening's list masks them
+    (``compute_masked_entries``), and no opening, vote or MsgOpenEnd named them."""
+    done = set(opened)
+    return [s for s in range(n - 1) if s not in done and s + 1 not in done]
+
+
+def compute_fresh_seed(block_seed: bytes, job_id: int, round_: int, panel: int) -> bytes:
+    """sha256("loconet/fresh-segments/v1" | seed of the escalating block | job | round | panel):
+    the later panel's segments, drawn in the end-block that seats it (its own domain)."""
+    return hashlib.sha256(
+        b"loconet/fresh-segments/v1"
+        + block_seed
+        + u64_key(job_id)
+        + u64_key(round_)
+        + bytes((panel,))
+    ).digest()
+
+
+def draw_fresh_segments(
+    seed: bytes, target: bytes, opened: list[int], n: int, count: int
+) -> list[int]:
+    """``min(count, #candidates)`` fresh segments for a later panel (``compute_fresh_candidates``),
+    uniformly without replacement (a partial Fisher-Yates over the candidates, sampler seeded by
+    ``sha256(seed | target)``), ascending. Empty when no candidate is left (a short trace): the
+    panel then judges the opened segments only (the bound in README *Fresh segments*)."""
+    cands = compute_fresh_candidates(opened, n)
+    if not cands or count <= 0:
+        return []
+    s = Sampler(hashlib.sha256(seed + target).digest())
+    swapped: dict[int, int] = {}
+    out: list[int] = []
+    for i in range(min(count, len(cands))):
+        j = i + s.below(len(cands) - i)
+        out.append(cands[swapped.get(j, j)])
+        swapped[j] = swapped.get(i, i)
+    return sorted(out)
+
+
+def compute_panel_segments(p: jobs_pb2.Participant, panel: int) -> list[int]:
+    """The segments ``panel`` judges, ascending: the first panel's (``segments``), plus the
+    appeal panel's fresh ones from panel 1, plus the final panel's from panel 2."""
+    segs = list(p.segments) or [p.segment]
+    if panel >= 1:
+        segs += list(p.appeal_segments)
+    if panel >= 2:
+        segs += list(p.final_segments)
+    return sorted(set(segs))
+
+
+def compute_fresh_segments(p: jobs_pb2.Participant, panel: int) -> list[int]:
+    """The segments drawn for ``panel`` itself (the first panel's for 0)."""
+    if panel == 1:
+        return list(p.appeal_segments)
+    if panel == 2:
+        return list(p.final_segments)
+    return list(p.segments) or [p.segment]

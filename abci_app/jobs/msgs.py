@@ -45,7 +45,10 @@ from abci_app.jobs.incentives import (
     UNAVAILABLE_EVIDENCE,
     compute_blind_vote_hash,
     compute_evidence,
-    compute_hidden_entries,
+    compute_fresh_segments,
+    compute_masked_entries,
+    compute_panel_reveals,
+    compute_panel_segments,
     compute_vote_hash,
     is_reached_valid,
     is_run_start,
@@ -486,16 +489,22 @@ def process_msg_reveal_segment(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealS
     ``start_leaf_hash``, start_state_hash and start_location empty, 507 otherwise): only the
     start of each run of adjacent challenged segments is public (``incentives.is_run_start``),
     and a verifier re-executes each run through."""
-    job, r, me = _load(ctx, msg.job_id, msg.round, jobs_pb2.PHASE_REVEAL, signer)
+    panel = msg.panel
+    if panel not in REVEAL_PHASES:
+        raise ErrWrongSegment(f"panel must be 0 (first), 1 (appeal) or 2 (final), not {panel}")
+    job, r, me = _load(ctx, msg.job_id, msg.round, REVEAL_PHASES[panel], signer)
     if me is None:
         raise ErrNotSelected(f"signer is not a participant of round {msg.job_id}/{msg.round}")
     if not me.challenged:
         raise ErrNotChallenged("this participant's update was not challenged")
-    segments = list(me.segments) or [me.segment]
-    if msg.segment not in segments:
-        raise ErrWrongSegment(f"the challenged segments are {segments}, not {msg.segment}")
-    if msg.segment in [o.segment for o in me.reveals] or me.HasField("reveal"):
+    own = compute_fresh_segments(me, panel)
+    if msg.segment not in own:
+        what = ("challenged", "appeal panel's fresh", "final panel's fresh")[panel]
+        raise ErrWrongSegment(f"the {what} segments are {own}, not {msg.segment}")
+    if msg.segment in [o.segment for o in me.reveals] or (panel == 0 and me.HasField("reveal")):
         raise ErrDuplicate(f"segment {msg.segment} already revealed")
+    # the segments the panel judges: a fresh segment right after an opened one continues its run
+    segments = compute_panel_segments(me, panel)
     # only the start of a run of adjacent challenged segments is public; any other start is the
     # previous segment's secret end, opened as its leaf hash like that end (README *Evidence*)
     run_start = is_run_start(msg.segment, segments)
@@ -544,7 +553,13 @@ def process_msg_reveal_segment(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealS
     if run_start and not is_http_url(msg.start_location):
         raise ErrInvalidLocation("start_location must be an http(s) URL of <= 256 bytes")
     _hash32(msg.trace_list_hash, "trace_list_hash")
-    check_trace_list(job, r, signer, me, msg)
+    if panel == 0:
+        check_trace_list(job, r, signer, me, msg)
+    elif msg.trace_list or msg.trace_list_hash != me.reveals[0].trace_list_hash:
+        raise ErrBadTraceList(
+            "a fresh segment names the trace list the first opening proved"
+            f" ({me.reveals[0].trace_list_hash.hex()}) and carries no list"
+        )
     opening = jobs_pb2.Reveal(
         start_state_hash=msg.start_state_hash,
         end_state_hash=msg.end_state_hash,
@@ -555,9 +570,10 @@ def process_msg_reveal_segment(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealS
         trace_list_hash=msg.trace_list_hash,
         end_leaf_hash=msg.end_leaf_hash,
         start_leaf_hash=msg.start_leaf_hash,
+        panel=panel,
     )
     me.reveals.append(opening)
-    if len(me.reveals) == len(segments):  # every challenged segment is open: the reveal is complete
+    if panel == 0 and len(me.reveals) == len(own):  # every challenged segment is open: complete
         me.reveal.CopyFrom(opening)
     keeper.set_round(ctx.store, r)
     ctx.emit(events.segment_revealed(job.id, r.round, signer, msg.segment))
@@ -600,7 +616,9 @@ def check_trace_list(
     entries = [msg.trace_list[i : i + 32] for i in range(0, len(msg.trace_list), 32)]
     # the secret ends are in the list as their leaf hashes (incentives.mask_trace), so the list
     # names every entry without publishing a state only re-execution should yield (both modes)
-    hidden = compute_hidden_entries(list(me.segments) or [me.segment], n - 1)
+    # every entry but 0, H/k and the runs' starts: a later panel's fresh segment must have an
+    # end that was never public (incentives.compute_masked_entries)
+    hidden = compute_masked_entries(list(me.segments) or [me.segment], n - 1)
     leaves = bound_trace_leaves(
         signer,
         job.id,
@@ -634,8 +652,14 @@ def process_msg_open_end(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgOpenEnd) -> N
     probe root at the end's leaf (``entry_leaf(segment + 1)``, leaf data
     ``probe.encode_probe``). An end left unopened when the window closes makes the challenge a
     missed reveal (``rounds.process_vote_reveal_end``): withholding costs what fraud costs."""
-    job, r, me = _load(ctx, msg.job_id, msg.round, jobs_pb2.PHASE_VOTE_REVEAL, signer)
-    check_before_audit_seed(ctx, job, r, "MsgOpenEnd")
+    r0 = keeper.get_round(ctx.store, msg.job_id, msg.round)
+    phase = jobs_pb2.PHASE_VOTE_REVEAL
+    if r0 is not None and r0.phase in OPEN_END_PANEL:
+        phase = r0.phase
+    job, r, me = _load(ctx, msg.job_id, msg.round, phase, signer)
+    panel = OPEN_END_PANEL[phase]
+    if panel == 0:
+        check_before_audit_seed(ctx, job, r, "MsgOpenEnd")
     if not is_tolerance(job):
         raise ErrBadProbe("MsgOpenEnd is for tolerance-mode jobs (exact mode opens no end)")
     if me is None:
@@ -644,10 +668,13 @@ def process_msg_open_end(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgOpenEnd) -> N
         raise ErrNotChallenged("this participant's update was not challenged")
     if not me.HasField("reveal"):
         raise ErrNotRevealed("the challenge was not revealed: there is no end to open")
-    o = next((x for x in me.reveals if x.segment == msg.segment), None)
+    # each panel's ends open after that panel committed: the fresh ones in its opening window
+    o = next((x for x in me.reveals if x.segment == msg.segment and x.panel == panel), None)
     if o is None:
+        mine = sorted(x.segment for x in me.reveals if x.panel == panel)
         raise ErrWrongSegment(
-            f"the opened segments are {sorted(x.segment for x in me.reveals)}, not {msg.segment}"
+            f"the segments opened for panel {panel} (whose ends open in this window) are"
+            f" {mine}, not {msg.segment}"
         )
     if o.end_opened_height:
         raise ErrDuplicate(f"the end of segment {msg.segment} is already open")
@@ -684,6 +711,14 @@ def is_ends_opened(p: jobs_pb2.Participant) -> bool:
     """Tolerance mode: every opened segment's end was opened with MsgOpenEnd."""
     return bool(p.reveals) and all(o.end_opened_height for o in p.reveals)
 
+
+# the phase a panel's segments are opened in (MsgRevealSegment.panel), and MsgOpenEnd's phases
+REVEAL_PHASES = {0: jobs_pb2.PHASE_REVEAL, 1: jobs_pb2.PHASE_APPEAL, 2: jobs_pb2.PHASE_FINAL}
+OPEN_END_PANEL = {
+    jobs_pb2.PHASE_VOTE_REVEAL: 0,
+    jobs_pb2.PHASE_APPEAL_REVEAL: 1,
+    jobs_pb2.PHASE_FINAL_REVEAL: 2,
+}
 
 # the phase each panel commits in, and opens its votes in
 VOTE_PHASES = {0: jobs_pb2.PHASE_VERDICT, 1: jobs_pb2.PHASE_APPEAL, 2: jobs_pb2.PHASE_FINAL}
@@ -734,6 +769,13 @@ def _load_assignment(
             "signer is not an assigned verifier of this challenge in this window"
             " (the first panel votes in the verdict window, the appeal panel in the appeal window,"
             " the final panel in the final window)"
+        )
+    if v.panel and not {o.segment for o in t.reveals if o.panel == v.panel} >= set(
+        compute_fresh_segments(t, v.panel)
+    ):
+        raise ErrNotRevealed(
+            f"the target has not opened the fresh segments {compute_fresh_segments(t, v.panel)}"
+            " drawn for this panel: there is nothing to judge yet"
         )
     return r, v
 
@@ -797,7 +839,7 @@ def process_msg_reveal_vote(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealVote
         )
     t = next(p for p in r.participants if p.address == msg.target)
     if tolerance:
-        check_probe_vote(t, msg)
+        check_probe_vote(t, msg, v.panel)
         v.probes.extend(msg.probes)
         v.voted, v.valid, v.height, v.evidence = True, msg.valid, ctx.block.height, msg.evidence
         v.quality = msg.quality if msg.valid else 0
@@ -809,14 +851,16 @@ def process_msg_reveal_vote(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealVote
     if msg.probes:
         raise ErrBadProbe("probes are for tolerance-mode jobs; exact mode names reached states")
     reached = list(msg.reached)
-    if len(reached) != len(t.reveals) or any(len(x) != 32 for x in reached):
+    judged = compute_panel_reveals(t, v.panel)  # its own fresh segments and the earlier ones
+    if len(reached) != len(judged) or any(len(x) != 32 for x in reached):
         raise ErrBadEvidence(
-            f"reached must hold one 32-byte state hash per opened segment ({len(t.reveals)}),"
-            " in segment order: the end state your re-execution of each segment reached"
+            f"reached must hold one 32-byte state hash per segment panel {v.panel} judges"
+            f" ({len(judged)}), in segment order: the end state your re-execution of each"
+            " segment reached"
         )
     if compute_evidence(reached) != msg.evidence:
         raise ErrBadEvidence("evidence must be incentives.compute_evidence(reached)")
-    if msg.valid != is_reached_valid(t, reached):
+    if msg.valid != is_reached_valid(t, reached, v.panel):
         raise ErrBadEvidence(
             "a valid vote's reached states must be the committed ends of the opened segments"
             " (hash_leaf(reached[i]) = the trace leaf), an invalid vote's must differ in one: in"
@@ -863,7 +907,7 @@ def _open_unavailable_vote(
     )
 
 
-def check_probe_vote(t: jobs_pb2.Participant, msg: jobs_pb2.MsgRevealVote) -> None:
+def check_probe_vote(t: jobs_pb2.Participant, msg: jobs_pb2.MsgRevealVote, panel: int = 0) -> None:
     """A tolerance-mode vote's evidence: ``reached`` empty, ``probes`` = PROBE_DIM integers per
     opened segment (segment order) within range, and ``evidence`` =
     probe.compute_probe_evidence(probes). Whether a valid vote's probes agree with the provider's
@@ -872,7 +916,7 @@ def check_probe_vote(t: jobs_pb2.Participant, msg: jobs_pb2.MsgRevealVote) -> No
     if msg.reached:
         raise ErrBadProbe("tolerance mode: a vote carries probes, not reached state hashes")
     probes = list(msg.probes)
-    want = PROBE_DIM * len(t.reveals)
+    want = PROBE_DIM * len(compute_panel_reveals(t, panel))
     if len(probes) != want:
         raise ErrBadProbe(
             f"probes must be {PROBE_DIM} integers per opened segment ({want}), in segment order:"

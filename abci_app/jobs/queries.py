@@ -143,6 +143,8 @@ def _participant_json(p: jobs_pb2.Participant) -> dict[str, Any]:
         out["challenge"] = {
             "segment": p.segment,
             "segments": list(p.segments),
+            "appeal_segments": list(p.appeal_segments),
+            "final_segments": list(p.final_segments),
             "opened": [o.segment for o in p.reveals],
             "reveals": [
                 {
@@ -157,6 +159,7 @@ def _participant_json(p: jobs_pb2.Participant) -> dict[str, Any]:
                     "height": o.height,
                     "end_probe": list(o.end_probe),
                     "end_opened_height": o.end_opened_height,
+                    "panel": o.panel,
                 }
                 for o in p.reveals
             ],

@@ -67,8 +67,12 @@ from abci_app.jobs.expected import ProviderKeeper
 from abci_app.jobs.incentives import (
     ceil_div,
     compute_audit_seed,
+    compute_fresh_seed,
+    compute_fresh_segments,
+    compute_panel_reveals,
     compute_required_bond,
     compute_value_gain_bps,
+    draw_fresh_segments,
     is_audited,
     is_escalated,
     is_job_acceptable,
@@ -492,7 +496,7 @@ def is_probe_vote_valid(p: jobs_pb2.Participant, v: jobs_pb2.VerifierAssignment,
     """A tolerance-mode vote's probes agree with the provider's opened ones: for every opened
     segment (segment order), ``probe.is_probe_within(provider's probe, vote's probe,
     tolerance_ppm)``."""
-    ends = sorted(p.reveals, key=lambda o: o.segment)
+    ends = compute_panel_reveals(p, v.panel)  # the segments its panel judges
     if len(v.probes) != PROBE_DIM * len(ends):
         return False
     return all(
@@ -530,10 +534,50 @@ def compute_ends_due(job: jobs_pb2.Job, r: jobs_pb2.Round) -> frozenset[bytes]:
     return frozenset(p.address for p in r.participants if is_end_due(job, p))
 
 
-def is_end_withheld(job: jobs_pb2.Job, p: jobs_pb2.Participant) -> bool:
+def is_end_withheld(job: jobs_pb2.Job, p: jobs_pb2.Participant, panel: int = 0) -> bool:
     """Tolerance mode: a revealed challenge with verifiers whose provider did not open every
-    end (MsgOpenEnd) by the close of the vote-reveal window: a missed reveal."""
-    return is_end_due(job, p) and not all(o.end_opened_height for o in p.reveals)
+    end of ``panel``'s segments (MsgOpenEnd) by the close of that panel's opening window (the
+    vote-reveal window for the first panel's, the appeal-reveal / final-reveal window for the
+    fresh ones): a missed reveal."""
+    return is_end_due(job, p) and not all(
+        o.end_opened_height for o in p.reveals if o.panel == panel
+    )
+
+
+def is_fresh_withheld(p: jobs_pb2.Participant, panel: int) -> bool:
+    """The fresh segments drawn for ``panel`` (1 appeal, 2 final) are not all opened
+    (MsgRevealSegment with that panel) when its voting window closes: a missed reveal."""
+    opened = {o.segment for o in p.reveals if o.panel == panel}
+    return not set(compute_fresh_segments(p, panel)) <= opened
+
+
+def process_missed_fresh(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round, panel: int) -> None:
+    """At the close of a later panel's voting window: a challenge whose fresh segments were not
+    all opened is a missed reveal (punished as fraud, like withholding the first opening: the
+    provider alone can open them). Its panel could not vote, so nobody's seat is judged."""
+    for p in r.participants:
+        live = p.final_tier if panel == 2 else p.escalated and not p.final_tier
+        if live and p.outcome != jobs_pb2.OUTCOME_MISSED_REVEAL and is_fresh_withheld(p, panel):
+            p.outcome, p.quality = jobs_pb2.OUTCOME_MISSED_REVEAL, 0
+            ctx.emit(
+                events.verdict_decided(
+                    job.id, r.round, p.address, enum_name(jobs_pb2.Outcome, p.outcome), 0
+                )
+            )
+
+
+def process_ends_withheld(ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round, panel: int) -> None:
+    """Tolerance mode, at the close of a later panel's opening window: a challenge whose fresh
+    ends were not opened (MsgOpenEnd) is a missed reveal, as for the first panel's."""
+    for p in r.participants:
+        live = p.final_tier if panel == 2 else p.escalated and not p.final_tier
+        if live and p.outcome != jobs_pb2.OUTCOME_MISSED_REVEAL and is_end_withheld(job, p, panel):
+            p.outcome, p.quality = jobs_pb2.OUTCOME_MISSED_REVEAL, 0
+            ctx.emit(
+                events.verdict_decided(
+                    job.id, r.round, p.address, enum_name(jobs_pb2.Outcome, p.outcome), 0
+                )
+            )
 
 
 def compute_min_fraud_voters(min_fraud_verifiers: int, judiciary: int) -> int:
@@ -594,9 +638,11 @@ def process_verdict_end(
 
 def compute_panel_windows(height: int, spec: jobs_pb2.JobSpec) -> tuple[int, int, int]:
     """(commit end, reveal end, attest end) of a later panel (appeal or final) entered in the
-    end-block of ``height``: it commits its secret votes for V blocks, opens them for V more, and
-    the attest window follows."""
-    commit_end = height + spec.verdict_blocks
+    end-block of ``height``: the provider opens the panel's fresh segments and the panel commits
+    its secret votes in R + V blocks (what the first panel's reveal and verdict windows give:
+    the opening, then the re-execution), it opens them for V more, and the attest window
+    follows."""
+    commit_end = height + spec.reveal_blocks + spec.verdict_blocks
     reveal_end = commit_end + spec.verdict_blocks
     return commit_end, reveal_end, reveal_end + spec.attest_blocks
 
@@ -668,6 +714,16 @@ def process_vote_reveal_end(
         p.verifiers.extend(
             jobs_pb2.VerifierAssignment(address=v.address, stake=v.bond, panel=1) for v in vs
         )
+        # fresh segments for the appeal panel: the first panel's opened votes give nothing on them
+        p.appeal_segments.extend(
+            draw_fresh_segments(
+                compute_fresh_seed(ctx.block.seed, job.id, r.round, 1),
+                p.address,
+                [o.segment for o in p.reveals],
+                compute_n_segments(job.spec),
+                len(p.segments) or 1,
+            )
+        )
         ctx.emit(
             events.verdict_escalated(
                 job.id,
@@ -691,7 +747,9 @@ def process_vote_reveal_end(
 def process_appeal_end(
     ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round
 ) -> None:
-    """The appeal panel's secret votes are in; they are opened in the next window."""
+    """The appeal panel's secret votes are in; they are opened in the next window. A challenge
+    whose fresh segments were not opened is a missed reveal (``process_missed_fresh``)."""
+    process_missed_fresh(ctx, job, r, 1)
     r.phase = jobs_pb2.PHASE_APPEAL_REVEAL
     _move_due(ctx, r, r.appeal_end, r.appeal_reveal_end)
     keeper.set_round(ctx.store, r)
@@ -724,8 +782,9 @@ def process_appeal_reveal_end(
     # one panel for the round (the same pool for every challenge): read and sorted once
     panel: list[providers_pb2.Provider] | None = None
     judiciary = -1
+    process_ends_withheld(ctx, job, r, 1)
     for p in r.participants:
-        if not p.escalated:
+        if not p.escalated or p.outcome == jobs_pb2.OUTCOME_MISSED_REVEAL:
             continue
         if judiciary < 0:
             judiciary = compute_judiciary(ctx, providers, job, r)
@@ -744,6 +803,15 @@ def process_appeal_reveal_end(
         final = True
         p.verifiers.extend(
             jobs_pb2.VerifierAssignment(address=v.address, stake=v.bond, panel=2) for v in panel
+        )
+        p.final_segments.extend(
+            draw_fresh_segments(
+                compute_fresh_seed(ctx.block.seed, job.id, r.round, 2),
+                p.address,
+                [o.segment for o in p.reveals],
+                compute_n_segments(job.spec),
+                len(p.segments) or 1,
+            )
         )
         ctx.emit(
             events.verdict_escalated(
@@ -765,7 +833,9 @@ def process_appeal_reveal_end(
 def process_final_end(
     ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round
 ) -> None:
-    """The final panel's secret votes are in; they are opened in the next window."""
+    """The final panel's secret votes are in; they are opened in the next window. A challenge
+    whose fresh segments were not opened is a missed reveal (``process_missed_fresh``)."""
+    process_missed_fresh(ctx, job, r, 2)
     r.phase = jobs_pb2.PHASE_FINAL_REVEAL
     _move_due(ctx, r, r.final_end, r.final_reveal_end)
     keeper.set_round(ctx.store, r)
@@ -778,8 +848,9 @@ def process_final_reveal_end(
     final panel's stake: a fraud verdict needs ⅔ of it, so a coalition below ⅔ of the final
     panel's stake can never slash an honest provider). That verdict is final."""
     judiciary = -1
+    process_ends_withheld(ctx, job, r, 2)
     for p in r.participants:
-        if p.final_tier:
+        if p.final_tier and p.outcome != jobs_pb2.OUTCOME_MISSED_REVEAL:
             if judiciary < 0:
                 judiciary = compute_judiciary(ctx, providers, job, r)
             _decide(ctx, job, r, p, judiciary)
@@ -1390,11 +1461,7 @@ def is_phase_done(job: jobs_pb2.Job, r: jobs_pb2.Round) -> bool:
             waiting = (v.vote_hash and not v.voted) if opening else not v.vote_hash
             if waiting:
                 return False
-        if (
-            ph == jobs_pb2.PHASE_VOTE_REVEAL
-            and is_end_due(job, p)
-            and not all(o.end_opened_height for o in p.reveals)
-        ):
+        if opening and is_end_due(job, p) and is_end_withheld(job, p, panel):
             return False
     return True
 

@@ -55,6 +55,7 @@ from abci_app.jobs.incentives import (
     UNAVAILABLE_EVIDENCE,
     compute_evidence,
     compute_hidden_entries,
+    compute_masked_entries,
     mask_trace,
 )
 from abci_app.merkle import bound_update_leaves, merkle_root
@@ -203,6 +204,28 @@ class _Backoff:
 def phase_end(r: dict[str, Any]) -> int:
     """The last height of the round's current phase (0: a phase without an end, or unknown)."""
     return int(r.get("windows", {}).get(PHASE_END.get(r.get("phase", ""), ""), 0) or 0)
+
+
+def fresh_of(ch: dict[str, Any], panel: int) -> list[int]:
+    """The fresh segments drawn for ``panel`` (1 appeal, 2 final) of a challenge (/round JSON)."""
+    key = {1: "appeal_segments", 2: "final_segments"}.get(panel)
+    return [int(x) for x in (ch.get(key) or [])] if key else []
+
+
+def fresh_unopened(ch: dict[str, Any], panel: int) -> list[int]:
+    """The fresh segments of ``panel`` not opened yet (what the provider must open, and what
+    the panel's verifiers wait for before they judge)."""
+    opened = {int(o["segment"]) for o in ch.get("reveals") or [] if int(o.get("panel", 0)) == panel}
+    return [s for s in fresh_of(ch, panel) if s not in opened]
+
+
+def panel_openings(ch: dict[str, Any], panel: int) -> list[dict[str, Any]]:
+    """The openings ``panel`` judges, in segment order: its own fresh segments and every earlier
+    panel's (abci_app.jobs.incentives.compute_panel_reveals)."""
+    return sorted(
+        (o for o in ch.get("reveals") or [] if int(o.get("panel", 0)) <= panel),
+        key=lambda o: int(o["segment"]),
+    )
 
 
 def is_due(r: dict[str, Any], height: int) -> bool:
@@ -710,16 +733,38 @@ class ProviderWorker:
         self.timing.setdefault(self._here.key, {}).setdefault("seen", time.time())
         due = is_due(r, height)
         end = phase_end(r)
+        open_panel = {"vote_reveal": 0, "appeal_reveal": 1, "final_reveal": 2}.get(phase)
         if (
-            phase == "vote_reveal"
+            open_panel is not None
             and me is not None
             and me["challenge"]
             and me["challenge"]["reveal"] is not None
             and self._plans[jid].tolerance is not None
-            and any(not o.get("end_opened_height") for o in me["challenge"].get("reveals") or [])
+            and any(
+                not o.get("end_opened_height") and int(o.get("panel", 0)) == open_panel
+                for o in me["challenge"].get("reveals") or []
+            )
         ):
             self._duty(
-                f"open-end/{jid}/{rn}", lambda: self.do_open_end(job, r, me), due=due, deadline=end
+                f"open-end/{jid}/{rn}/{open_panel}",
+                lambda: self.do_open_end(job, r, me),
+                due=due,
+                deadline=end,
+            )
+        fresh_panel = {"appeal": 1, "final": 2}.get(phase)
+        if (
+            fresh_panel is not None
+            and me is not None
+            and me["challenge"]
+            and me["outcome"] != "missed_reveal"
+            and fresh_unopened(me["challenge"], fresh_panel)
+            and self.cfg.behaviour != "withhold"
+        ):
+            self._duty(
+                f"reveal-fresh/{jid}/{rn}/{fresh_panel}",
+                partial(self.do_reveal_fresh, job, r, me, fresh_panel),
+                due=due,
+                deadline=end,
             )
         if phase == "commit" and me is not None and me["commitment"] is None:
             if not foreign:
@@ -763,6 +808,7 @@ class ProviderWorker:
                     not opening
                     and not foreign  # a verifier cannot decline: it lets the vote go
                     and any(not v.get("committed") and not v["voted"] for v in mine)
+                    and not fresh_unopened(ch, panel)  # a later panel judges its fresh ones too
                 ):
                     self._duty(
                         f"verify/{jid}/{rn}/{t['address']}/{panel}",
@@ -1246,7 +1292,9 @@ class ProviderWorker:
         # only re-execution yields them (exact mode) or their probes (tolerance mode, opened
         # later by do_open_end), a verifier's evidence (jobs README *Evidence*)
         segs = [int(x) for x in (ch.get("segments") or [ch["segment"]])]
-        served = mask_trace(hashes, compute_hidden_entries(segs, len(hashes) - 1))
+        # every entry but 0, H/k and the runs' starts: a later panel's fresh segment must have
+        # an end nobody saw (incentives.compute_masked_entries)
+        served = mask_trace(hashes, compute_masked_entries(segs, len(hashes) - 1))
         self._store_trace_list(jid, rn, served)  # idempotent: the blob is content-addressed
         # the first opening carries the trace list (the chain proves its hash against the trace
         # root); later ones name its hash only
@@ -1273,6 +1321,50 @@ class ProviderWorker:
         self.stats.revealed += 1
         log.info("round %d/%d: revealed segment(s) %s at height %d", jid, rn, todo, res["height"])
 
+    def do_reveal_fresh(
+        self, job: dict[str, Any], r: dict[str, Any], me: dict[str, Any], panel: int
+    ) -> None:
+        """Escalated: open the fresh segments the chain drew for the appeal (1) or final (2)
+        panel (MsgRevealSegment with that panel, one tx), in that panel's voting window; the
+        ends stay secret as for the first panel's. Not opening them is a missed reveal."""
+        jid, rn = int(r["job_id"]), int(r["round"])
+        trace = self.progress.round(jid, rn).get("trace")
+        if not trace:
+            raise RuntimeError("no trace recorded for this round: cannot open the fresh segments")
+        ch = me["challenge"]
+        todo = fresh_unopened(ch, panel)
+        if not todo:
+            return
+        hashes = [bytes.fromhex(h) for h in trace]
+        segs = [int(x) for x in (ch.get("segments") or [ch["segment"]])]
+        judged = sorted({*segs, *fresh_of(ch, 1), *(fresh_of(ch, 2) if panel == 2 else [])})
+        msgs = [
+            build_reveal_from_trace(
+                jid,
+                rn,
+                s,
+                hashes,
+                self._loc(trace[s]),
+                "",
+                provider=self.me_bytes,
+                base_model=bytes.fromhex(r["base_model_hash"]),
+                with_list=False,
+                segments=segs,
+                panel=panel,
+                judged=judged,
+            )
+            for s in todo
+        ]
+        res = self._send(*msgs)
+        log.info(
+            "round %d/%d: opened the fresh segment(s) %s of panel %d at height %d",
+            jid,
+            rn,
+            todo,
+            panel,
+            res["height"],
+        )
+
     def do_open_end(self, job: dict[str, Any], r: dict[str, Any], me: dict[str, Any]) -> None:
         """Tolerance mode, vote-reveal window: open the end of every opened segment (its state,
         served from our store, and its probe committed with the roots: MsgOpenEnd, one tx). Not
@@ -1282,10 +1374,11 @@ class ProviderWorker:
         trace, probes = prog.get("trace"), prog.get("probes")
         if not trace or not probes:
             raise RuntimeError("no trace or probes recorded for this round: cannot open the ends")
-        todo = [
+        panel = {"appeal_reveal": 1, "final_reveal": 2}.get(r["phase"], 0)
+        todo = [  # each panel's ends open in its own opening window
             int(o["segment"])
             for o in me["challenge"].get("reveals") or []
-            if not o.get("end_opened_height")
+            if not o.get("end_opened_height") and int(o.get("panel", 0)) == panel
         ]
         msgs = [
             build_open_end(
@@ -1337,7 +1430,8 @@ class ProviderWorker:
         }
         probes = self._probes.pop((jid, rn, target), None)
         if probes is None and self._plans[jid].tolerance is not None and not unavailable:
-            probes = self._no_probes(t)  # nothing re-executed (an early refusal): a guess
+            # nothing re-executed (an early refusal): a guess
+            probes = self._no_probes(t, PANEL_OF[r["phase"]][0])
         if unavailable:  # either mode: nothing reached, nothing to probe
             probes, evidence = None, UNAVAILABLE_EVIDENCE
         elif probes is not None:  # tolerance mode: a blind vote on the probes reached
@@ -1395,7 +1489,7 @@ class ProviderWorker:
             }
             probes = self._probes.pop((jid, rn, target), None)
             if probes is None and self._plans[jid].tolerance is not None:
-                probes = self._no_probes(t)
+                probes = self._no_probes(t, PANEL_OF[r["phase"]][0])
             if probes is not None and not v["unavailable"]:
                 v["probes"] = probes
         unavailable = bool(v.get("unavailable"))  # then nothing else in the opening counts
@@ -1432,12 +1526,12 @@ class ProviderWorker:
         )
 
     @staticmethod
-    def _no_probes(t: dict[str, Any]) -> list[int]:
-        """All-zero probes, one per opened segment: the evidence of a vote that re-executed
-        nothing (an invalid vote, or a lazy one: it cannot know the probes)."""
+    def _no_probes(t: dict[str, Any], panel: int = 0) -> list[int]:
+        """All-zero probes, one per segment ``panel`` judges: the evidence of a vote that
+        re-executed nothing (an invalid vote, or a lazy one: it cannot know the probes)."""
         from abci_app.jobs.probe import PROBE_DIM
 
-        n = len(t["challenge"].get("reveals") or [None])
+        n = len(panel_openings(t["challenge"], panel)) or 1
         return [0] * (PROBE_DIM * n)
 
     def judge_opened_ends(
@@ -1465,13 +1559,16 @@ class ProviderWorker:
 
         jid, rn = int(r["job_id"]), int(r["round"])
         ch = t["challenge"]
-        openings = sorted(ch.get("reveals") or [], key=lambda o: int(o["segment"]))
+        panel = PANEL_OF.get(r["phase"], (0, True))[0]
+        openings = panel_openings(ch, panel)  # the first panel's and the later panels' fresh ones
         # the last block that takes the first panel's openings is Vr - 1 when the vote windows
         # have >= 3 blocks (Vr's seed draws the audit: abci_app.jobs.msgs
         # compute_last_opening_height), else Vr; a tx sent now lands in height + 1 at the earliest
         last = int(r["windows"]["vote_reveal_end"])
         verdict_blocks = int((job["spec"].get("windows") or {}).get("verdict", 0))
-        if verdict_blocks >= MIN_SEALED_VOTE_REVEAL_BLOCKS:
+        if panel:  # a later panel opens until its own window's end (it seeds nothing)
+            last = int(r["windows"]["appeal_reveal_end" if panel == 1 else "final_reveal_end"])
+        elif verdict_blocks >= MIN_SEALED_VOTE_REVEAL_BLOCKS:
             last -= 1
         closing = height + 1 >= last
         if not openings or any(not o.get("end_opened_height") for o in openings):
@@ -1562,10 +1659,9 @@ class ProviderWorker:
         target = t["address"]
         ch = t["challenge"]
         plan = self._plans[jid]
-        openings = sorted(
-            ch.get("reveals") or [dict(ch["reveal"], segment=ch["segment"])],
-            key=lambda o: o["segment"],
-        )
+        panel = PANEL_OF.get(r["phase"], (0, False))[0]
+        # the segments this panel judges: a later panel's fresh ones and every earlier panel's
+        openings = panel_openings(ch, panel) or [dict(ch["reveal"], segment=ch["segment"])]
         # the committed leaf hash of each opened end: opened as such (exact mode) or by its hash
         leaves = [
             bytes.fromhex(o["end_leaf_hash"])
@@ -1626,6 +1722,17 @@ class ProviderWorker:
             if hashlib.sha256(listed).hexdigest() != list_hash:  # the blob client checks it too
                 raise ValueError("the served trace list is not the one committed on chain")
             trace = ml.parse_trace_list(listed)
+            # the list holds every entry but 0, H/k and the first panel's run starts as its leaf
+            # hash (incentives.compute_masked_entries); a later panel's run start is opened on
+            # chain (proven against the trace root): put it in the clear, the rest stays secret
+            first = [int(x) for x in (ch.get("segments") or [ch["segment"]])]
+            if len(trace) == n + 1 and any(o.get("end_leaf_hash") for o in openings):
+                for i in compute_masked_entries(first, n):
+                    hidden.setdefault(i, bytes(trace[i]))
+                for o in openings:  # a run's start: opened in the clear
+                    if o.get("start_state_hash"):
+                        hidden.pop(int(o["segment"]), None)
+                        trace[int(o["segment"])] = bytes.fromhex(o["start_state_hash"])
             for o in openings:
                 s = int(o["segment"])
                 # a run's start (any other is the secret end before it); entry 0 is never

@@ -97,10 +97,11 @@ def test_bound_submit_binds_both_roots_to_the_signer():
     from abci_app.jobs.incentives import mask_trace
     from abci_app.merkle import hash_leaf
 
-    # the end is opened by its leaf hash only (both modes); the list masks it
+    # the end is opened by its leaf hash only (both modes); the list masks every entry but 0,
+    # H/k and the run's start (a later panel's fresh segment has an end nobody saw)
     assert r.start_state_hash == trace[1] and not r.end_state_hash
     assert r.end_leaf_hash == hash_leaf(trace[2])
-    masked = b"".join(mask_trace(trace, {2}))
+    masked = b"".join(mask_trace(trace, {2, 3}))
     assert r.trace_list == masked  # the chain proves it against the trace root
     assert r.trace_list_hash == hashlib.sha256(masked).digest()
     with pytest.raises(market_msgs.UsageError):

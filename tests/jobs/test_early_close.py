@@ -560,12 +560,17 @@ def escalated_market(odd: dict[int, Any]) -> tuple[Market, PanelVoter]:
 )
 def test_later_panel_phase_closes_in_the_block_of_its_last_message(phase, next_phase, chain):
     """First panel: one invalid vote (escalated); appeal panel: one dissent (sent on to the final
-    panel); every seat acts in the first block of each phase. Each later panel's phase ends in
-    that block (they seed nothing); the later windows move with it."""
+    panel); every seat acts as soon as it can in each phase (a later panel's voting phase: the
+    provider opens the panel's fresh segments in its first block, the seats vote in the next).
+    Each later panel's phase ends in the block of its last message (they seed nothing); the
+    later windows move with it (a later panel's voting window is R + V: compute_panel_windows)."""
     m, voter = escalated_market({0: (False, 0), 1: (False, 0)})
     drive(m, in_phase(phase), vote=voter)
     r0 = m.round(1, 0)
     assert r0.phase == phase
+    if phase in (P.PHASE_APPEAL, P.PHASE_FINAL):  # the fresh segments are opened first
+        actors_block(m, 1, vote=voter)
+        assert m.round(1, 0).phase == phase
     resp = actors_block(m, 1, vote=voter)
     h = m.height
     r = m.round(1, 0)
@@ -574,7 +579,8 @@ def test_later_panel_phase_closes_in_the_block_of_its_last_message(phase, next_p
     assert closed([resp]) == [closed_event(0, name, h, getattr(r0, END_FIELD[phase]))]
     # each later window W blocks (the appeal reveal's close sends the round to the final panel,
     # whose windows are set from that block: compute_panel_windows)
-    assert [getattr(r, f) for f in chain] == [h + W * (i + 1) for i in range(len(chain))]
+    lengths = [2 * W if f == "final_end" else W for f in chain]  # the final panel's: R + V
+    assert [getattr(r, f) for f in chain] == [h + sum(lengths[: i + 1]) for i in range(len(chain))]
     # the round goes on to an accepted verdict by the final panel, every dissenter slashed
     drive(m, vote=voter)
     r = m.round(1, 0)
@@ -598,7 +604,7 @@ def test_silent_later_panel_seat_runs_the_whole_window_and_is_slashed_as_under_f
     odd = {0: (False, 0), 1: (False, 0), panel: None}
     m, voter = escalated_market(odd)
     trace = drive(m, vote=voter)
-    assert left_at(trace, phase) == left_at(trace, before) + W
+    assert left_at(trace, phase) == left_at(trace, before) + 2 * W  # R + V: fresh segments first
     name = jobs_pb2.Phase.Name(phase).removeprefix("PHASE_").lower()
     assert not closed([x[2] for x in trace], name)
     silent, target = voter.first[panel]

@@ -13,7 +13,7 @@ from abci_app.jobs.errors import (
     ErrWrongPhase,
     ErrWrongSegment,
 )
-from abci_app.jobs.incentives import compute_hidden_entries, mask_trace
+from abci_app.jobs.incentives import compute_hidden_entries, compute_masked_entries, mask_trace
 from abci_app.merkle import hash_leaf, merkle_root
 from abci_app.pb import jobs_pb2
 from tests.kits.chainkit import assert_rejected
@@ -161,7 +161,7 @@ def test_reveal_commits_the_trace_list_bound_to_the_trace_root():
     a, (first, second) = p.address, sorted(p.segments)
     k = m.key(a)
     segs = list(p.segments)
-    listed = b"".join(mask_trace(trace_states(a, 1, 0, 5), compute_hidden_entries(segs, 4)))
+    listed = b"".join(mask_trace(trace_states(a, 1, 0, 5), compute_masked_entries(segs, 4)))
     assert m.send(k, reveal_msg(a, 1, 0, first, segments=segs)).code == 0
     assert m.send(k, reveal_msg(a, 1, 0, second, trace_list=b"", segments=segs)).code == 0
     q = m.round(1, 0).participants[0]

@@ -138,8 +138,15 @@ def test_provider_that_commits_wrong_probes_to_frame_verifiers_is_convicted():
         r = m.round(1, 0)
         if r.phase == jobs_pb2.PHASE_FINALIZED:
             break
-        if r.phase == jobs_pb2.PHASE_VOTE_REVEAL and not r.participants[0].reveals[0].end_probe:
-            o = r.participants[0].reveals[0]
+        # each panel's ends open in its opening window (the fresh ones of the later panels too)
+        panel = {
+            jobs_pb2.PHASE_VOTE_REVEAL: 0,
+            jobs_pb2.PHASE_APPEAL_REVEAL: 1,
+            jobs_pb2.PHASE_FINAL_REVEAL: 2,
+        }.get(r.phase, -1)
+        shut = [o for o in r.participants[0].reveals if o.panel == panel and not o.end_probe]
+        if shut:
+            o = shut[0]
             e = o.segment + 1
             msg = open_end_msg(
                 cheat,

@@ -13,12 +13,16 @@ from abci_app.jobs.incentives import (
     UNAVAILABLE_EVIDENCE,
     compute_blind_vote_hash,
     compute_evidence,
-    compute_hidden_entries,
+    compute_fresh_segments,
+    compute_masked_entries,
+    compute_panel_reveals,
+    compute_panel_segments,
     compute_vote_hash,
     is_run_start,
     mask_trace,
 )
 from abci_app.jobs.probe import PROBE_DIM, compute_probe_evidence, encode_probe
+from abci_app.jobs.rounds import compute_n_segments
 from abci_app.merkle import (  # noqa: F401 (re-exported for tests)
     BINDING_INDEX,
     binding_leaf,
@@ -236,9 +240,13 @@ def reveal_msg(
     reveal alike.)"""
     kw.pop("exact", None)
     segments = list(kw.pop("segments", [segment]))
-    tl = trace_leaves(addr, job_id, round_, base, n_entries)
+    # a later panel's fresh segment (panel > 0): runs over every segment that panel judges
+    # (``judged``), the list named by hash only (the first opening proved it)
+    panel = int(kw.pop("panel", 0))
+    judged = list(kw.pop("judged", segments))
+    tl = list(kw.pop("leaves", None) or trace_leaves(addr, job_id, round_, base, n_entries))
     s, e = entry_leaf(segment), entry_leaf(segment + 1)
-    hidden = compute_hidden_entries(segments, n_entries - 1)
+    hidden = compute_masked_entries(segments, n_entries - 1)
     trace_list = b"".join(mask_trace(tl[1:], hidden))
     d: dict[str, Any] = {
         "job_id": job_id,
@@ -247,10 +255,11 @@ def reveal_msg(
         "start_proof": merkle_proof(tl, s),
         "end_proof": merkle_proof(tl, e),
         "trace_list_hash": hashlib.sha256(trace_list).digest(),
-        "trace_list": trace_list,
+        "trace_list": trace_list if panel == 0 else b"",
         "end_leaf_hash": hash_leaf(tl[e]),
+        "panel": panel,
     }
-    if is_run_start(segment, segments):
+    if is_run_start(segment, judged):
         d.update(start_state_hash=tl[s], start_location="http://10.0.0.1:26680/s/a")
     else:
         d.update(start_leaf_hash=hash_leaf(tl[s]))
@@ -291,7 +300,11 @@ def vote_salt(verifier: bytes, job_id: int, round_: int, target: bytes) -> bytes
 
 
 def reached_states(
-    r: jobs_pb2.Round, target: jobs_pb2.Participant, valid: bool, diligent: bool = True
+    r: jobs_pb2.Round,
+    target: jobs_pb2.Participant,
+    valid: bool,
+    diligent: bool = True,
+    panel: int = 0,
 ) -> list[bytes]:
     """The end states a verifier's re-execution of each opened segment reaches (segment order):
     the honest trace's entries when the segments are right, other states when they are not.
@@ -299,7 +312,7 @@ def reached_states(
     revealed end state hashes (tolerance mode) or, in exact mode where those are secret, a
     public entry when another opening starts there (only a run's start is: never the end of an
     opened segment), else a guess."""
-    opened = sorted(target.reveals, key=lambda o: o.segment)
+    opened = compute_panel_reveals(target, panel)
     out = []
     for o in opened:
         if diligent:
@@ -316,6 +329,7 @@ def reached_probes(
     target: jobs_pb2.Participant,
     diligent: bool = True,
     noise_ppm: int = 100,
+    panel: int = 0,
 ) -> list[int]:
     """Tolerance mode: the probes of the end states a verifier's re-execution reaches (PROBE_DIM
     per opened segment, segment order). Diligent: the honest probe with every component off by
@@ -323,7 +337,7 @@ def reached_probes(
     1,000 ppm tolerance); lazy (``diligent=False``): what public data gives, the probe of the
     segment before (extrapolating the previous step), which it cannot know either."""
     out: list[int] = []
-    for o in sorted(target.reveals, key=lambda o: o.segment):
+    for o in compute_panel_reveals(target, panel):
         i = o.segment + 1 if diligent else o.segment
         p = honest_probe(target.address, r.job_id, r.round, i)
         out.extend(x + x * noise_ppm // 1_000_000 for x in p)
@@ -377,6 +391,7 @@ def vote_msgs(
     diligent: bool = True,
     noise_ppm: int = 100,
     tolerance: bool = True,
+    panel: int = 0,
 ) -> tuple[tx_pb2.Msg, tx_pb2.Msg]:
     """(MsgVerdict, MsgRevealVote) of one secret vote on ``target``'s revealed segments, with the
     states the verifier reached as evidence (``reached_states``; ``diligent=False``: a lazy
@@ -385,7 +400,7 @@ def vote_msgs(
     the probes of ``reached_probes``; a lazy verifier's valid vote then counts as invalid."""
     t = next(p for p in r.participants if p.address == target)
     if tolerance:
-        probes = reached_probes(r, t, diligent, noise_ppm)
+        probes = reached_probes(r, t, diligent, noise_ppm, panel)
         ev = compute_probe_evidence(probes)
         salt = vote_salt(verifier, r.job_id, r.round, target)
         q = quality if valid else 0
@@ -393,7 +408,7 @@ def vote_msgs(
         opening = reveal_vote_msg(r.job_id, r.round, target, valid, q, ev, salt)
         opening.reveal_vote.probes.extend(probes)
         return verdict_msg(r.job_id, r.round, target, hsh), opening
-    reached = reached_states(r, t, valid, diligent)
+    reached = reached_states(r, t, valid, diligent, panel)
     ev = compute_evidence(reached)
     salt = vote_salt(verifier, r.job_id, r.round, target)
     q = quality if valid else 0
@@ -441,6 +456,9 @@ class Market:
     pending_votes: dict[tuple[int, int, bytes, bytes], tx_pb2.Msg] = field(default_factory=dict)
     # lazy votes (built from public data only): their opening may be refused, and that is the point
     lazy_votes: set[tuple[int, int, bytes, bytes]] = field(default_factory=set)
+    # bound trace leaves a test committed by hand: (job, round, provider) -> leaves; the actors
+    # open a later panel's fresh segments from them (default: the honest trace)
+    traces: dict[tuple[int, int, bytes], list[bytes]] = field(default_factory=dict)
 
     @property
     def height(self) -> int:
@@ -567,6 +585,7 @@ def actors_block(
     skip_commit: frozenset[bytes] = frozenset(),
     skip_reveal: frozenset[bytes] = frozenset(),
     skip_open_end: frozenset[bytes] = frozenset(),
+    skip_fresh: frozenset[bytes] = frozenset(),
     vote: Any = honest_vote,
     attest: Any = None,
 ) -> abci.ResponseFinalizeBlock:
@@ -583,6 +602,7 @@ def actors_block(
     txs: list[tuple[Ed25519Signer, tx_pb2.Msg]] = []
     refusable: set[int] = set()  # indexes in txs of lazy votes' openings
     exact = m.job(job_id).spec.determinism_mode == jobs_pb2.DETERMINISM_MODE_EXACT
+    ne = compute_n_segments(m.job(job_id).spec) + 1  # trace entries
     for r in jobs_keeper.iterate_rounds(m.store, job_id):
         if r.phase == jobs_pb2.PHASE_COMMIT:
             for p in r.participants:
@@ -591,7 +611,12 @@ def actors_block(
                         (
                             m.key(p.address),
                             submit_msg(
-                                p.address, job_id, r.round, r.base_model_hash, probe=not exact
+                                p.address,
+                                job_id,
+                                r.round,
+                                r.base_model_hash,
+                                probe=not exact,
+                                n_entries=ne,
                             ),
                         )
                     )
@@ -610,6 +635,7 @@ def actors_block(
                                 base=r.base_model_hash,
                                 exact=exact,
                                 segments=list(p.segments),
+                                n_entries=ne,
                             ),
                         )
                         for sg in p.segments
@@ -619,6 +645,11 @@ def actors_block(
             panel = VOTE_PANEL[r.phase]
             for p in r.participants:
                 if p.challenged and p.HasField("reveal"):
+                    fresh = fresh_reveal_msgs(m, r, p, panel, exact)
+                    if fresh:  # a later panel's fresh segments: opened first, voted next block
+                        if p.address not in skip_fresh:
+                            txs.extend((m.key(p.address), x) for x in fresh)
+                        continue
                     for v in p.verifiers:
                         if v.panel == panel and not v.vote_hash:
                             choice = vote(v.address, p.address)
@@ -637,6 +668,7 @@ def actors_block(
                                     extra[0] if extra else True,
                                     extra[1] if len(extra) > 1 else 100,
                                     tolerance=not exact,
+                                    panel=panel,
                                 )
                                 key = (job_id, r.round, p.address, v.address)
                                 m.pending_votes[key] = open_
@@ -647,8 +679,7 @@ def actors_block(
             panel = OPEN_PANEL[r.phase]
             for p in r.participants:
                 if (
-                    panel == 0
-                    and not exact
+                    not exact
                     and p.challenged
                     and p.HasField("reveal")
                     and p.verifiers  # only a judged challenge's ends are due (is_end_due)
@@ -658,11 +689,16 @@ def actors_block(
                         (
                             m.key(p.address),
                             open_end_msg(
-                                p.address, job_id, r.round, o.segment, base=r.base_model_hash
+                                p.address,
+                                job_id,
+                                r.round,
+                                o.segment,
+                                base=r.base_model_hash,
+                                n_entries=ne,
                             ),
                         )
                         for o in p.reveals
-                        if not o.end_opened_height
+                        if not o.end_opened_height and o.panel == panel
                     )
                 for v in p.verifiers:
                     key = (job_id, r.round, p.address, v.address)
@@ -682,6 +718,32 @@ def actors_block(
             continue
         assert res.code == 0, f"{msg.WhichOneof('sum')} by {k.address.hex()[:8]} failed: {res.log}"
     return resp
+
+
+def fresh_reveal_msgs(
+    m: Market, r: jobs_pb2.Round, p: jobs_pb2.Participant, panel: int, exact: bool
+) -> list[tx_pb2.Msg]:
+    """The MsgRevealSegment of each fresh segment drawn for ``panel`` (1 appeal, 2 final) that
+    ``p`` has not opened yet (none for the first panel, or once all are open)."""
+    if panel == 0 or p.outcome == jobs_pb2.OUTCOME_MISSED_REVEAL:
+        return []
+    opened = {o.segment for o in p.reveals}
+    return [
+        reveal_msg(
+            p.address,
+            r.job_id,
+            r.round,
+            sg,
+            base=r.base_model_hash,
+            n_entries=compute_n_segments(m.job(r.job_id).spec) + 1,
+            segments=list(p.segments),
+            judged=compute_panel_segments(p, panel),
+            panel=panel,
+            leaves=m.traces.get((r.job_id, r.round, p.address)),
+        )
+        for sg in compute_fresh_segments(p, panel)
+        if sg not in opened
+    ]
 
 
 class OddVoter:
