@@ -46,6 +46,7 @@ from abci_app.app import Application, block_context, execute_block  # noqa: E402
 from abci_app.bank import keeper as bank  # noqa: E402
 from abci_app.codec.tx import SignatureCache  # noqa: E402
 from abci_app.jobs import keeper as jobs_keeper  # noqa: E402
+from abci_app.jobs.incentives import compute_panel_segments  # noqa: E402
 from abci_app.jobs.params import DEFAULTS as JOBS_DEFAULTS  # noqa: E402
 from abci_app.pb import abci, jobs_pb2  # noqa: E402
 from abci_app.providers.params import DEFAULTS as PROVIDERS_DEFAULTS  # noqa: E402
@@ -153,8 +154,12 @@ class Actor:
     def vote(
         self, w: World, job: int, r: jobs_pb2.Round, target: jobs_pb2.Participant
     ) -> tuple[bool, int] | None:
-        self.cost += VERIFY_COST
-        ok = w.truth.get((job, r.round, target.address), HONEST).segment_ok(target.segment)
+        # a later panel judges the first panel's segments and its own fresh ones (jobs README
+        # *Fresh segments for the later panels*): more re-execution, paid for here
+        judged = compute_panel_segments(target, mk.VOTE_PANEL[r.phase])
+        self.cost += VERIFY_COST * len(judged) // max(len(target.segments), 1)
+        truth = w.truth.get((job, r.round, target.address), HONEST)
+        ok = all(truth.segment_ok(sg) for sg in judged)
         return (True, 8_000) if ok else (False, 0)
 
     def attest(self, w: World, job: int, r: jobs_pb2.Round) -> bytes | None:
@@ -243,6 +248,12 @@ class World:
             panel = mk.VOTE_PANEL[r.phase]
             for p in r.participants:
                 if p.challenged and p.HasField("reveal"):
+                    fresh = mk.fresh_reveal_msgs(m, r, p, panel, exact)
+                    if fresh:  # a later panel's fresh segments: opened first, judged next block
+                        a = self.actors.get(p.address)
+                        if a and a.reveal(self, jid, r, p):
+                            out.extend((m.key(p.address), x) for x in fresh)
+                        continue
                     for v in p.verifiers:
                         a = self.actors.get(v.address)
                         if a and v.panel == panel and not v.vote_hash:
@@ -260,19 +271,15 @@ class World:
                                     choice[1],
                                     *choice[2:3],
                                     tolerance=not exact,
+                                    panel=panel,
                                 )
                                 m.pending_votes[(jid, r.round, p.address, v.address)] = open_
                                 out.append((m.key(v.address), commit))
         elif r.phase in mk.OPEN_PANEL:  # a lazy vote's opening may be refused: it is then silent
+            panel = mk.OPEN_PANEL[r.phase]
             for p in r.participants:
                 a = self.actors.get(p.address)
-                if (
-                    r.phase == jobs_pb2.PHASE_VOTE_REVEAL
-                    and not exact
-                    and a
-                    and p.HasField("reveal")
-                    and a.open_end(self, jid, r, p)
-                ):
+                if not exact and a and p.HasField("reveal") and a.open_end(self, jid, r, p):
                     out.extend(
                         (
                             m.key(p.address),
@@ -286,7 +293,7 @@ class World:
                             ),
                         )
                         for o in p.reveals
-                        if not o.end_opened_height
+                        if not o.end_opened_height and o.panel == panel
                     )
                 for v in p.verifiers:
                     key = (jid, r.round, p.address, v.address)
@@ -503,9 +510,12 @@ class SilentSybilJudge(Actor):
 
 class LaterPanelCopier(Actor):
     """Issue 31, 5: re-executes in the first panel (nothing is open there to copy); seated in an
-    appeal or final panel, it copies the earlier panels' opened votes, their evidence included
-    (public once opened: modelled as a diligent vote), and re-executes nothing: the stake-majority
-    verdict, at the highest valid quality seen."""
+    appeal or final panel, it copies the earlier panels' opened votes and re-executes nothing:
+    the stake-majority verdict, at the highest valid quality seen. The evidence it can copy
+    covers the earlier panels' segments only; its panel's fresh segments (drawn at escalation,
+    ends never public) it can only guess: its valid vote is modelled as a lazy one (exact mode:
+    refused, silent; tolerance mode: its probes are a guess, counted invalid). An invalid vote
+    carries no evidence the chain checks: copied, it is the same vote as a re-executed one."""
 
     def vote(self, w, job, r, target):
         panel = mk.VOTE_PANEL[r.phase]
@@ -514,8 +524,18 @@ class LaterPanelCopier(Actor):
             return super().vote(w, job, r, target)
         valid = sum(v.stake for v in seen if v.valid)
         if 2 * valid >= sum(v.stake for v in seen):
-            return (True, max(v.quality for v in seen if v.valid))
+            return (True, max(v.quality for v in seen if v.valid), False)
         return (False, 0)
+
+
+class FirstPanelAccuser(Actor):
+    """Votes invalid on every target in the first panel (a false fraud claim on honest work,
+    which escalates it), honest in the later panels."""
+
+    def vote(self, w, job, r, target):
+        if mk.VOTE_PANEL[r.phase] == 0:
+            return (False, 0)
+        return super().vote(w, job, r, target)
 
 
 # -- running a row --------------------------------------------------------------------------------
@@ -1305,7 +1325,8 @@ def farmer_row(seeds: int, rounds: int) -> Row:
 # -- issue 31 (third pass): one row per item ------------------------------------------------------
 
 ROW_RIVAL = "Sybil verifier scoring its rival low (issue 31 item 4)"
-ROW_LATER = "vote copier in later panels (issue 31 item 5, open)"
+ROW_LATER = "vote copier in later panels, disputes over honest work (issue 31 item 5)"
+ROW_LATER_CHEAT = "vote copier in later panels, disputes over a cheat (issue 31 item 5, bound)"
 ROW_STALL = "attest staller, the honest co-attester (issue 31 item 6)"
 ROW_SMALL_H = "small market of 2 honest providers (issue 31 item 10)"
 ROW_SMALL_C = "small market: copier whose only judge is its silent Sybil (issue 31 item 10)"
@@ -1568,40 +1589,50 @@ def silent_griefer_row(seeds: int, rounds: int) -> Row:
     )
 
 
-def later_copier_row(seeds: int, rounds: int) -> Row:
-    """Issue 31, 5 (open: not implemented): a verifier that re-executes in the first panel and, in
-    the appeal and final panels, copies the earlier panels' opened votes with their evidence. 1
-    provider in 9 cheats so that its challenges escalate; every commitment challenged. Its profit
-    per job round against the same key verifying honestly."""
-    kw: dict[str, Any] = dict(
-        rounds=rounds,
-        challenge_bps=10_000,
-        others=(lambda a: Faker(a, f_bps=10_000, hit=True),),
+def later_copier_row(seeds: int, rounds: int, cheat: bool = False) -> Row:
+    """Issue 31, 5: a verifier that re-executes in the first panel and, in the appeal and final
+    panels, copies the earlier panels' opened votes. Every commitment challenged. Disputes come
+    from a provider that falsely accuses every target in the first panel (honest work: the
+    copier copies acceptances), or (``cheat``) from 1 provider in 9 that cheats (the copier
+    copies convictions). Its profit per job round against the same key verifying honestly."""
+    other = (
+        (lambda a: Faker(a, f_bps=10_000, hit=True)) if cheat else (lambda a: FirstPanelAccuser(a))
     )
+    kw: dict[str, Any] = dict(rounds=rounds, challenge_bps=10_000, others=(other,))
     prof = base = hon = 0.0
-    sl = later = 0
+    sl = later = copied_valid = 0
     for s in range(seeds):
         a, b, c, w = _play31(s, LaterPanelCopier, **kw)
         a0, _, c0, _ = _play31(s, Actor, **kw)
         prof, base, hon, sl = prof + a / seeds, base + a0 / seeds, hon + b / seeds, sl + c + c0
         cp = next(k for k, x in w.actors.items() if isinstance(x, LaterPanelCopier))
-        later += sum(
-            1
+        seats = [
+            (p, v)
             for r in jobs_keeper.iterate_rounds(w.m.store, 1)
             for p in r.participants
             for v in p.verifiers
             if v.address == cp and v.panel > 0
-        )
+        ]
+        later += len(seats)
+        copied_valid += sum(1 for p, v in seats if p.outcome == jobs_pb2.OUTCOME_ACCEPTED)
+    what = (
+        "1 provider in 9 cheats: the copier copies convictions (an invalid vote carries no"
+        " evidence the chain checks: the bound left)"
+        if cheat
+        else "1 provider in 9 falsely accuses every target in the first panel: the copier copies"
+        " acceptances, and cannot name the fresh segments' ends (exact: silent; tolerance: its"
+        " guessed probes count invalid)"
+    )
     return Row(
-        ROW_LATER,
+        ROW_LATER_CHEAT if cheat else ROW_LATER,
         round(prof),
         round(prof - base),
         round(hon),
         sl,
-        f"re-executes in the first panel, copies opened votes and evidence in the appeal and final"
-        f" panels: {later} later seats over {seeds} x {rounds} rounds, each saving the verify cost"
-        f" {VERIFY_COST:,} (item 5 is not implemented: commit-before-open or evidence only"
-        f" re-execution yields would remove it)",
+        f"re-executes in the first panel, copies the earlier panels' opened votes in the appeal"
+        f" and final panels; {what}: {later} later seats over {seeds} x {rounds} rounds"
+        f" ({copied_valid} on work finally accepted), re-executing costs {VERIFY_COST:,} per"
+        f" first-panel segment set",
     )
 
 
@@ -1613,6 +1644,8 @@ def issue31_rows(seeds: int, rounds: int) -> list[Row]:
         out.append(rival_scorer_row(seeds, rounds))
     if wanted(ROW_LATER):
         out.append(later_copier_row(seeds, rounds))
+    if wanted(ROW_LATER_CHEAT):
+        out.append(later_copier_row(seeds, rounds, cheat=True))
     if wanted(ROW_STALL):
         out.append(staller_row(seeds, rounds))
     if wanted(ROW_SMALL_H) or wanted(ROW_SMALL_C):
