@@ -26,17 +26,33 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 import torch
 
-from trainer.carry import carry_hash
-from trainer.commit import Binding, decode, encode, update_root
-from trainer.compression import AdaptivePolicy, Codec, CompressionState, load_policy
+from trainer.carry import carry_bytes, carry_hash
+from trainer.checkpoint import restore_simulation, save_simulation
+from trainer.commit import KIND_MODEL, Binding, decode, encode, trace_root, update_root
+from trainer.compression import (
+    AdaptivePolicy,
+    Codec,
+    CompressionState,
+    FixedPolicy,
+    load_policy,
+)
 from trainer.data import Corpus, ShardSpec
 from trainer.determinism import DetRNG, set_determinism
 from trainer.model import GPT, GPTConfig, init_model
-from trainer.state import InnerConfig, evaluate, make_inner_optimizer, model_hash, run_inner_steps
+from trainer.state import (
+    InnerConfig,
+    evaluate,
+    make_inner_optimizer,
+    model_hash,
+    model_payload,
+    run_inner_steps,
+)
+from trainer.verify import quality_score
 
 
 @dataclass(kw_only=True, slots=True)
@@ -134,8 +150,6 @@ def screen_updates(
     applying it alone to the base (``verify.quality_score``, deterministic: evaluation, not a
     verifier's opinion; below ``min_quality_mnats`` is rejected: an update that makes the model
     worse on its own, e.g. a reversed or poisoned one)."""
-    from trainer.verify import quality_score
-
     provs = sorted(updates)
     norms = {p: update_norm(updates[p]) for p in provs}
     med = lower_median(list(norms.values())) if norms else 0.0
@@ -288,9 +302,6 @@ def network_outer_step(
     fixed summation order), so every worker computes the same bytes, and one that missed
     rounds gets the momentum with the model it fetches by hash. No update kept: the base
     bytes unchanged."""
-    from trainer.commit import KIND_MODEL
-    from trainer.state import model_payload
-
     rule = rule or AggregationRule()
     if deterministic:
         set_determinism(0, threads=1)
@@ -430,9 +441,6 @@ def commit_round(
 ) -> RoundArtifacts:
     """One provider round with its full trace kept: train H steps from ``base`` on the spec's
     shard, compress the pseudo-gradient with the worker's carry, bind both roots."""
-    from trainer.carry import carry_bytes
-    from trainer.commit import trace_root
-
     if H % k:
         raise ValueError(f"H = {H} must be a multiple of k = {k}")
     carry = carry_bytes(worker.cstate)
@@ -465,208 +473,300 @@ def simulate(
     checkpoint: str | Path | None = None,
     resume: bool = False,
 ) -> dict:
-    """Run W providers in one process; return the JSON-serialisable log.
+    """The DiLoCo loop (start here): W providers in one process; returns the JSON-serialisable
+    log. Each round every worker trains from the base, sends its compressed pseudo-gradient,
+    and the average of the decoded payloads takes one outer Nesterov step on the base.
 
-    ``on_step(round, worker, step, loss)`` after every inner step (progress). ``checkpoint``: a
-    safetensors file written (atomically) after every round with everything the next round
-    needs (trainer/checkpoint.py); with ``resume`` the run continues from it, and ends where an
-    uninterrupted run would (same model hash): ``rounds`` may grow, the rest of the config
-    must be the same."""
+    ``progress(record)`` after every round; ``on_step(round, worker, step, loss)`` after every
+    inner step. ``checkpoint``: a safetensors file written (atomically) after every round with
+    everything the next round needs (trainer/checkpoint.py); with ``resume`` the run continues
+    from it, and ends where an uninterrupted run would (same model hash): ``rounds`` may grow,
+    the rest of the config must be the same."""
+    run = start_run(corpus, sim)
+    if resume:
+        resume_run(run, checkpoint)
+    for r in range(run.next_round, sim.rounds):
+        codec = run.policy.choose(r, run.shapes)  # this round's compression (adaptive: a budget)
+        # overlap (one-step delay): start from the last known base, round r-1's average in flight
+        base = run.known_base if sim.overlap else params_of(run.model)
+        base_hash = model_hash(run.model)  # the round's base model: the roots are bound to it
+        shards = assign_shards(sim.seed, sim.job, r, sim.n_shards, len(run.workers))
+        uploads: list[Upload] = []
+        decoded: dict[str, dict[str, torch.Tensor]] = {}
+        for wi, w in enumerate(run.workers):
+            spec = shard_spec(corpus, sim, r, w.provider, shards[wi])
+            start = worker_start(run, w, base)  # the base (eager overlap: minus its own last delta)
+            step_cb = None if on_step is None else partial(on_step, r, wi)
+            # H inner AdamW steps on the worker's shard; delta = base - local (pseudo-gradient)
+            delta, losses, trace, dt = w.train_round(
+                start, corpus, spec, sim.inner_steps, sim.trace_every, on_step=step_cb
+            )
+            # error feedback: compress(delta + carry); the carry keeps what the payload dropped
+            payload = encode(codec.compress(delta, w.cstate))
+            bind = provider_binding(w.provider, sim.job, r, base_hash)
+            uploads.append(Upload(w.provider, bind, payload, losses, trace, dt))
+            # the receiver's path: parse the canonical bytes, then decompress
+            decoded[w.provider] = codec.decompress(decode(payload), run.shapes)
+        avg, screening = average_updates(run, decoded)  # screened, norm-clipped mean
+        run.last_local = decoded  # eager overlap: each worker's own delta stands in next round
+        outer_step(run, avg)  # Nesterov SGD on the base (overlap: round r-1's average)
+        rec = record_round(run, r, codec, uploads, screening)  # evaluation, bytes, the log
+        if checkpoint is not None:
+            save_checkpoint(run, checkpoint, next_round=r + 1)
+        if progress:
+            progress(rec)
+    return finish_run(run)
+
+
+@dataclass(slots=True)
+class Upload:
+    """One worker's round as the aggregator receives it (``simulate``)."""
+
+    provider: str
+    binding: Binding  # what its roots are bound to (provider, job, round, base model hash)
+    payload: bytes  # the canonical compressed update: what is "sent"
+    losses: list[float]  # of its inner steps
+    trace: list[bytes]  # state hashes every k steps (empty when trace_every is 0)
+    compute_s: float  # wall-clock of its inner steps
+
+
+@dataclass(kw_only=True, slots=True)
+class SimRun:
+    """What a ``simulate`` run carries from round to round (and its checkpoint holds)."""
+
+    corpus: Corpus
+    sim: SimConfig
+    model: GPT  # the global model: the round's base
+    outer: OuterOptimizer
+    workers: list[Worker]
+    heldout: list[tuple[torch.Tensor, torch.Tensor]]  # the eval batches (val loss, screening)
+    # the adaptive policy steers on the other half of the held-out split, never on the eval set
+    policy_set: list[tuple[torch.Tensor, torch.Tensor]]
+    policy: FixedPolicy | AdaptivePolicy
+    shapes: dict[str, tuple[int, ...]]
+    log: dict
+    next_round: int = 0
+    pending: dict[str, torch.Tensor] | None = None  # overlap: the average still in flight
+    last_local: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
+    known_base: dict[str, torch.Tensor] = field(default_factory=dict)  # overlap: workers start here
+    tokens: int = 0
+    total_bytes: int = 0  # bytes per worker so far (each round: its largest payload)
+    compute_s: float = 0.0
+    prev_policy_loss: float = 0.0
+
+
+def start_run(corpus: Corpus, sim: SimConfig) -> SimRun:
+    """A fresh run: determinism, the seeded initial model, W workers, the held-out batches,
+    the compression policy and the log with the initial model's validation loss."""
     if sim.deterministic:
         set_determinism(sim.seed, threads=sim.threads)
     elif sim.threads:
         torch.set_num_threads(sim.threads)
+    if sim.aggregation not in ("clip", "mean"):
+        raise ValueError(f"aggregation must be clip or mean, got {sim.aggregation!r}")
     cfg = sim.model
-    gmodel = init_model(cfg, sim.seed, sim.device)
-    outer = OuterOptimizer(gmodel, sim.outer)
+    model = init_model(cfg, sim.seed, sim.device)
+    outer = OuterOptimizer(model, sim.outer)
     workers = [
         Worker(provider_id(i), cfg, sim.inner, sim.device, sim.ef_decay) for i in range(sim.workers)
     ]
-    heldout = [
-        (x.to(sim.device), y.to(sim.device))
-        for x, y in corpus.heldout_batches(cfg.block_size, 32, sim.eval_batches)
-    ]
-    # the adaptive policy steers on the other half of the held-out split, never on the eval set
-    policy_set = [
-        (x.to(sim.device), y.to(sim.device))
-        for x, y in corpus.heldout_batches(cfg.block_size, 32, sim.eval_batches, part="policy")
-    ]
-    shapes = {n: tuple(p.shape) for n, p in gmodel.named_parameters()}
-    n_params = gmodel.num_params()
-
+    heldout, policy_set = (
+        [
+            (x.to(sim.device), y.to(sim.device))
+            for x, y in corpus.heldout_batches(cfg.block_size, 32, sim.eval_batches, part=part)
+        ]
+        for part in ("eval", "policy")
+    )
+    n_params = model.num_params()
     policy = load_policy(
         sim.compression,
         strict=False,
         min_tighten=sim.adaptive_min_tighten,
         default_budget_bytes=max(1, 4 * n_params // 500),
     )
-
-    tokens_per_step = sim.batch_size * cfg.block_size
-    val0 = evaluate(gmodel, heldout)
     log: dict = {
         "kind": "diloco",
         "config": sim.to_dict(),
         "dataset_id": corpus.id,
         "n_params": n_params,
-        "initial_model_hash": model_hash(gmodel).hex(),
+        "initial_model_hash": model_hash(model).hex(),
         "rounds": [],
-        "val_curve": [{"tokens": 0, "val_loss": val0}],
+        "val_curve": [{"tokens": 0, "val_loss": evaluate(model, heldout)}],
     }
-    pending: dict[str, torch.Tensor] | None = None
-    last_local: dict[str, dict[str, torch.Tensor]] = {}
-    known_base = params_of(gmodel)
-    tokens = 0
-    total_bytes = 0
-    compute_s = 0.0
-    prev_policy_loss = evaluate(gmodel, policy_set) if isinstance(policy, AdaptivePolicy) else 0.0
-    if sim.aggregation not in ("clip", "mean"):
-        raise ValueError(f"aggregation must be clip or mean, got {sim.aggregation!r}")
-    first_round = 0
-    if resume:
-        from trainer.checkpoint import restore_simulation
+    return SimRun(
+        corpus=corpus,
+        sim=sim,
+        model=model,
+        outer=outer,
+        workers=workers,
+        heldout=heldout,
+        policy_set=policy_set,
+        policy=policy,
+        shapes={n: tuple(p.shape) for n, p in model.named_parameters()},
+        log=log,
+        known_base=params_of(model),
+        prev_policy_loss=(
+            evaluate(model, policy_set) if isinstance(policy, AdaptivePolicy) else 0.0
+        ),
+    )
 
-        st = restore_simulation(checkpoint, sim, gmodel, outer, workers, policy)
-        first_round, log = st["next_round"], st["log"]
-        pending, last_local, known_base = (
-            st["pending"],
-            st["last_local"],
-            st["known_base"] or known_base,
+
+def resume_run(run: SimRun, checkpoint: str | Path | None) -> None:
+    """Load a checkpoint written by ``save_checkpoint`` into a freshly started run."""
+    st = restore_simulation(checkpoint, run.sim, run.model, run.outer, run.workers, run.policy)
+    run.next_round, run.log = st["next_round"], st["log"]
+    run.pending, run.last_local = st["pending"], st["last_local"]
+    run.known_base = st["known_base"] or run.known_base
+    run.tokens, run.total_bytes, run.compute_s = st["tokens"], st["total_bytes"], st["compute_s"]
+    run.prev_policy_loss = st["prev_policy_loss"]
+    run.log["config"] = run.sim.to_dict()
+
+
+def shard_spec(corpus: Corpus, sim: SimConfig, r: int, provider: str, shard: int) -> ShardSpec:
+    """The batches of a provider's round: its assigned shard, DetRNG order (trainer/data.py)."""
+    return ShardSpec(
+        dataset_id=corpus.id,
+        seed=sim.seed,
+        job=sim.job,
+        round=r,
+        provider=provider,
+        n_shards=sim.n_shards,
+        batch_size=sim.batch_size,
+        block_size=sim.model.block_size,
+        shard=shard,
+    )
+
+
+def provider_binding(provider: str, job: int, r: int, base_hash: bytes) -> Binding:
+    """What a provider's roots are bound to (leaf 0 = abci_app.merkle.binding_leaf), as on
+    chain."""
+    return Binding(hashlib.sha256(provider.encode()).digest()[:20], job, r, base_hash)
+
+
+def worker_start(run: SimRun, w: Worker, base: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Where a worker's inner steps start: the base; with eager overlap, the base minus the
+    worker's own last delta, standing in for the average still in flight."""
+    sim = run.sim
+    if sim.overlap and sim.overlap_mode == "eager" and w.provider in run.last_local:
+        own = run.last_local[w.provider]
+        return {n: base[n] - own[n] for n in base}
+    return base
+
+
+def average_updates(
+    run: SimRun, decoded: dict[str, dict[str, torch.Tensor]]
+) -> tuple[dict[str, torch.Tensor], Screening | None]:
+    """The round's average delta. Aggregation "clip": every update screened (``screen_updates``:
+    norm, held-out loss alone), then the norm-clipped mean of the kept ones (of all of them
+    when none is kept); "mean": the plain mean, no screening."""
+    sim = run.sim
+    if sim.aggregation != "clip":
+        return aggregate(decoded), None
+    screening = screen_updates(
+        decoded,
+        run.model,
+        run.heldout,
+        norm_bound=sim.norm_bound,
+        min_quality_mnats=sim.min_quality_mnats,
+    )
+    kept = {p: u for p, u in decoded.items() if p not in screening.rejected}
+    avg = robust_aggregate(kept or decoded, clip=sim.clip, median_norm=screening.median_norm)
+    return avg, screening
+
+
+def outer_step(run: SimRun, avg: dict[str, torch.Tensor]) -> None:
+    """One outer Nesterov SGD step with the round's average as the gradient. With overlap the
+    round's average is still in flight during the next round: the previous round's is applied
+    now, and the workers' next base is the model after it."""
+    if not run.sim.overlap:
+        run.outer.step(avg)
+        return
+    if run.pending is not None:
+        run.outer.step(run.pending)
+    run.known_base = params_of(run.model)
+    run.pending = avg
+
+
+def record_round(
+    run: SimRun, r: int, codec: Codec, uploads: list[Upload], screening: Screening | None
+) -> dict:
+    """Count the round (tokens; bytes per worker = its largest payload; compute), evaluate the
+    model on the held-out batches, let an adaptive policy observe the loss, and append the
+    round's record (roots, sizes, losses, model hash) to the log."""
+    sim = run.sim
+    sizes = [len(u.payload) for u in uploads]
+    compute = sum(u.compute_s for u in uploads)
+    run.tokens += sim.workers * sim.inner_steps * (sim.batch_size * sim.model.block_size)
+    run.total_bytes += max(sizes)
+    run.compute_s += compute
+    val = evaluate(run.model, run.heldout)
+    if isinstance(run.policy, AdaptivePolicy):
+        policy_loss = evaluate(run.model, run.policy_set)
+        run.policy.observe(r, run.prev_policy_loss, policy_loss, max(sizes))
+        run.prev_policy_loss = policy_loss
+    train_losses = [sum(u.losses) / len(u.losses) for u in uploads]
+    rec = {
+        "round": r,
+        "codec": codec.name,
+        "val_loss": val,
+        "train_loss": sum(train_losses) / len(train_losses),
+        "tokens": run.tokens,
+        "bytes_per_worker": max(sizes),
+        "payload_sizes": sizes,
+        "cum_bytes_per_worker": run.total_bytes,
+        "update_roots": [update_root(u.payload, u.binding).hex() for u in uploads],
+        "model_hash": model_hash(run.model).hex(),
+        "compute_s": compute,
+        "outer_applied": (not sim.overlap) or r > 0,
+    }
+    traces = {u.provider: trace_root(u.trace, u.binding).hex() for u in uploads if u.trace}
+    if traces:
+        rec["trace_roots"] = traces
+    if screening is not None:
+        rec["screening"] = screening.to_dict()
+    run.log["rounds"].append(rec)
+    run.log["val_curve"].append({"tokens": run.tokens, "val_loss": val})
+    return rec
+
+
+def save_checkpoint(run: SimRun, checkpoint: str | Path, *, next_round: int) -> None:
+    """Everything the next round needs (trainer/checkpoint.py), written atomically."""
+    save_simulation(
+        checkpoint,
+        run.sim,
+        next_round,
+        run.model,
+        run.outer,
+        run.workers,
+        run.policy,
+        log=run.log,
+        pending=run.pending,
+        last_local=run.last_local,
+        known_base=run.known_base if run.sim.overlap else None,
+        tokens=run.tokens,
+        total_bytes=run.total_bytes,
+        compute_s=run.compute_s,
+        prev_policy_loss=run.prev_policy_loss,
+    )
+
+
+def finish_run(run: SimRun) -> dict:
+    """Apply the last in-flight average (overlap) and complete the log with the final model."""
+    sim, log = run.sim, run.log
+    if sim.overlap and run.pending is not None:
+        run.outer.step(run.pending)  # the last aggregate arrives after the last round
+        log["val_curve"].append(
+            {"tokens": run.tokens, "val_loss": evaluate(run.model, run.heldout)}
         )
-        tokens, total_bytes, compute_s = st["tokens"], st["total_bytes"], st["compute_s"]
-        prev_policy_loss = st["prev_policy_loss"]
-        log["config"] = sim.to_dict()
-    for r in range(first_round, sim.rounds):
-        codec = policy.choose(r, shapes)
-        base = known_base if sim.overlap else params_of(gmodel)
-        own_prev: dict[str, dict[str, torch.Tensor]] = {}
-        decoded: dict[str, dict[str, torch.Tensor]] = {}
-        roots, sizes, train_losses, traces = [], [], [], {}
-        round_compute = []
-        base_hash = model_hash(gmodel)  # the round's base model (roots are bound to it)
-        shards = assign_shards(sim.seed, sim.job, r, sim.n_shards, len(workers))
-        for wi, w in enumerate(workers):
-            # roots bound to the provider (leaf 0 = abci_app.merkle.binding_leaf), as on chain
-            bind = Binding(hashlib.sha256(w.provider.encode()).digest()[:20], sim.job, r, base_hash)
-            start = base
-            if sim.overlap and sim.overlap_mode == "eager" and w.provider in last_local:
-                # eager: stand in for the in-flight average with this worker's own last Δ
-                start = {n: base[n] - last_local[w.provider][n] for n in base}
-            spec = ShardSpec(
-                dataset_id=corpus.id,
-                seed=sim.seed,
-                job=sim.job,
-                round=r,
-                provider=w.provider,
-                n_shards=sim.n_shards,
-                batch_size=sim.batch_size,
-                block_size=cfg.block_size,
-                shard=shards[wi],
-            )
-            step_cb = (
-                None if on_step is None else (lambda s_, l_, r=r, wi=wi: on_step(r, wi, s_, l_))
-            )
-            delta, losses, trace, dt = w.train_round(
-                start, corpus, spec, sim.inner_steps, sim.trace_every, on_step=step_cb
-            )
-            round_compute.append(dt)
-            payload_bytes = encode(codec.compress(delta, w.cstate))
-            roots.append(update_root(payload_bytes, bind).hex())
-            sizes.append(len(payload_bytes))
-            # the receiver's path: parse canonical bytes, then decompress
-            decoded[w.provider] = codec.decompress(decode(payload_bytes), shapes)
-            own_prev[w.provider] = decoded[w.provider]
-            train_losses.append(sum(losses) / len(losses))
-            if trace:
-                from trainer.commit import trace_root
-
-                traces[w.provider] = trace_root(trace, bind).hex()
-        screening = None
-        if sim.aggregation == "clip":
-            screening = screen_updates(
-                decoded,
-                gmodel,
-                heldout,
-                norm_bound=sim.norm_bound,
-                min_quality_mnats=sim.min_quality_mnats,
-            )
-            kept = {p: u for p, u in decoded.items() if p not in screening.rejected}
-            avg = robust_aggregate(
-                kept or decoded, clip=sim.clip, median_norm=screening.median_norm
-            )
-        else:
-            avg = aggregate(decoded)
-        last_local = own_prev
-        if sim.overlap:
-            # round r's aggregate is in flight during round r+1: apply round r-1's now
-            if pending is not None:
-                outer.step(pending)
-            known_base = params_of(gmodel)
-            pending = avg
-        else:
-            outer.step(avg)
-        tokens += sim.workers * sim.inner_steps * tokens_per_step
-        total_bytes += max(sizes)
-        compute_s += sum(round_compute)
-        val = evaluate(gmodel, heldout)
-        if isinstance(policy, AdaptivePolicy):
-            policy_loss = evaluate(gmodel, policy_set)
-            policy.observe(r, prev_policy_loss, policy_loss, max(sizes))
-            prev_policy_loss = policy_loss
-        rec = {
-            "round": r,
-            "codec": codec.name,
-            "val_loss": val,
-            "train_loss": sum(train_losses) / len(train_losses),
-            "tokens": tokens,
-            "bytes_per_worker": max(sizes),
-            "payload_sizes": sizes,
-            "cum_bytes_per_worker": total_bytes,
-            "update_roots": roots,
-            "model_hash": model_hash(gmodel).hex(),
-            "compute_s": sum(round_compute),
-            "outer_applied": (not sim.overlap) or r > 0,
-        }
-        if traces:
-            rec["trace_roots"] = traces
-        if screening is not None:
-            rec["screening"] = screening.to_dict()
-        log["rounds"].append(rec)
-        log["val_curve"].append({"tokens": tokens, "val_loss": val})
-        if checkpoint is not None:
-            from trainer.checkpoint import save_simulation
-
-            save_simulation(
-                checkpoint,
-                sim,
-                r + 1,
-                gmodel,
-                outer,
-                workers,
-                policy,
-                log=log,
-                pending=pending,
-                last_local=last_local,
-                known_base=known_base if sim.overlap else None,
-                tokens=tokens,
-                total_bytes=total_bytes,
-                compute_s=compute_s,
-                prev_policy_loss=prev_policy_loss,
-            )
-        if progress:
-            progress(rec)
-    if sim.overlap and pending is not None:
-        outer.step(pending)  # the last aggregate arrives after the last round
-        val = evaluate(gmodel, heldout)
-        log["val_curve"].append({"tokens": tokens, "val_loss": val})
     steps = sim.rounds * sim.inner_steps
     log.update(
         {
             "final_val_loss": log["val_curve"][-1]["val_loss"],
-            "final_model_hash": model_hash(gmodel).hex(),
-            "tokens": tokens,
-            "bytes_per_worker": total_bytes,
-            "compute_s_per_step": compute_s / max(1, steps * sim.workers),
-            "adaptive_log": policy.log,
+            "final_model_hash": model_hash(run.model).hex(),
+            "tokens": run.tokens,
+            "bytes_per_worker": run.total_bytes,
+            "compute_s_per_step": run.compute_s / max(1, steps * sim.workers),
+            "adaptive_log": run.policy.log,
         }
     )
     return log
