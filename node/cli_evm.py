@@ -233,7 +233,8 @@ def cmd_sign_pending(args: argparse.Namespace) -> int:
 
     from abci_app.pb import settlement_pb2, tx_pb2
     from node import settlement_key
-    from node.evm.sign import owed_signature
+    from node.evm.sign import owed_signature, proven_pending
+    from node.proofs import ProofInvalid, expected_chain_id, trust_of
     from node.rpc import Client, RpcError
 
     home = Path(args.validator_home)
@@ -245,14 +246,24 @@ def cmd_sign_pending(args: argparse.Namespace) -> int:
         raise UsageError(
             f"{settlement_key.path(home)} not found: register a key first (tx settlement set-key)"
         )
-    chain_id = args.chain_id or _chain_id(args.node)
+    # what is signed must be the chain's own checkpoint: read as proven state, against headers
+    # the validator's own genesis trusts (a signature over a made-up one is slashable as forged)
+    chain_id = args.chain_id or expected_chain_id(str(home)) or _chain_id(args.node)
+    try:
+        trust = trust_of(str(home))
+    except ProofInvalid as e:
+        raise UsageError(str(e)) from None
     signing = signing_key(args, None)
     while True:
         try:
             with Client(args.node) as c:
-                qr = c.abci_query("/checkpoint/pending")
-                pending = safejson.loads(qr.value) if qr.code == 0 else None
-                params = safejson.loads(c.abci_query("/settlement").value)["params"]
+                pending, params = proven_pending(c, chain_id, trust)
+        except ProofInvalid as e:
+            # never retried quietly: a node whose answers do not prove is lying or not ours
+            raise UsageError(
+                f"the node's pending checkpoint failed its proof check ({e}): nothing was "
+                "signed; point --node at your own validator node"
+            ) from None
         except (RpcError, OSError, ValueError, KeyError) as e:
             if not args.watch:
                 raise
