@@ -1,5 +1,6 @@
 """DiLoCo with a dual optimizer, deterministic aggregation and one-step-delay overlap.
 
+Start at ``simulate``: the loop below in one function, the rest called from it by name.
 Per round r (W workers, H inner steps):
 
 1. every worker loads the base θ_base (its own AdamW state carries over rounds) and
