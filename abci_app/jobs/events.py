@@ -167,10 +167,13 @@ def verdict_escalated(
     appeal: list[bytes],
     panel: str = "appeal",
     reason: str = "dispute",
+    segments: list[int] | tuple[int, ...] = (),
 ) -> abci.Event:
-    """``reason``: ``dispute`` (the earlier panel was not unanimous valid, or did not accept),
-    or ``carried`` (panel ``first``: a challenge that found no verifier at its commit deadline
-    gets its first panel at the reveal end, ``rounds.process_carried_seats``).
+    """``segments``: the fresh segments drawn for a later panel (comma-separated; empty for a
+    carried first panel, or when no candidate was left: jobs README *Fresh segments for the
+    later panels*). ``reason``: ``dispute`` (the earlier panel was not unanimous valid, or did
+    not accept), or ``carried`` (panel ``first``: a challenge that found no verifier at its
+    commit deadline gets its first panel at the reveal end, ``rounds.process_carried_seats``).
     (``audit`` until 2026-12-03, when an audit escalated a unanimous first panel; an audit's
     seats now sit in the first panel, drawn at the challenge.)"""
     return event(
@@ -181,6 +184,7 @@ def verdict_escalated(
         verifiers=",".join(to_bech32(a) for a in appeal),
         panel=panel,
         reason=reason,
+        segments=",".join(str(x) for x in segments),
     )
 
 

@@ -731,6 +731,7 @@ def process_vote_reveal_end(
                 p.address,
                 [v.address for v in vs],
                 reason="dispute",
+                segments=list(p.appeal_segments),
             )
         )
     sla.record_ends_deadline(ctx.store, r, h, compute_ends_due(job, r))
@@ -815,7 +816,12 @@ def process_appeal_reveal_end(
         )
         ctx.emit(
             events.verdict_escalated(
-                job.id, r.round, p.address, [v.address for v in panel], "final"
+                job.id,
+                r.round,
+                p.address,
+                [v.address for v in panel],
+                "final",
+                segments=list(p.final_segments),
             )
         )
     if final:

@@ -32,6 +32,7 @@ from tests.kits.marketkit import (
     BOND,
     Market,
     actors_block,
+    events_of,
     h,
     honest_probe,
     honest_state,
@@ -236,13 +237,16 @@ def test_honest_provider_escalated_by_a_false_accusation_is_accepted_and_paid():
         first.append(verifier)
         return (False, 0) if verifier == first[0] else (True, 8_000)
 
+    resps = []
     for _ in range(300):
         if m.round(1, 0).phase == P.PHASE_FINALIZED:
             break
-        actors_block(m, 1, vote=vote)
+        resps.append(actors_block(m, 1, vote=vote))
     r = m.round(1, 0)
     (t,) = r.participants
     assert t.escalated and not t.final_tier and t.appeal_segments
+    (ev,) = events_of(resps, "verdict.escalated")  # names the fresh segments it drew
+    assert ev["panel"] == "appeal" and ev["segments"] == ",".join(map(str, t.appeal_segments))
     assert t.outcome == P.OUTCOME_ACCEPTED and t.reward > 0
     assert wealth(m, part.address) - before == t.reward
     assert {s.address for s in r.slashes} == {first[0]}
