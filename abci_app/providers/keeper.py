@@ -206,9 +206,11 @@ def set_reputation(store: CacheKV, address: bytes, value: int) -> int:
 
 
 def compute_effective_throughput(p: providers_pb2.Provider, cap: int) -> int:
-    """Tokens/s the draw takes for ``p`` (README *Measured speed*): its measured figure once its
-    own accepted work measured it (never more, whatever it claims), else min(claimed, ``cap``):
-    a claim above the cap buys nothing before work measured it."""
+    """One figure for ``p`` where a single number is wanted: its measured figure once its own
+    accepted work measured it (never more, whatever it claims), else min(claimed, ``cap``).
+    The draw does not use it: ``compute_meets_throughput`` holds the claim itself against a
+    need (believed downwards only), and ``record_throughput`` caps an unverified sample at
+    ``compute_speed_standing``."""
     if p.measured_tokens_per_sec:
         return p.measured_tokens_per_sec
     return min(p.throughput_tokens_per_sec, cap)
@@ -218,19 +220,26 @@ def get_effective_throughput(store: KVReader, p: providers_pb2.Provider) -> int:
     return compute_effective_throughput(p, get_params(store).unmeasured_throughput_cap)
 
 
-def compute_meets_throughput(p: providers_pb2.Provider, need: int, cap: int) -> bool:
-    """May ``p`` be drawn for a job needing ``need`` tokens/s: a measured provider if its
-    measurement reaches it; one no work measured yet if min(claimed, ``cap``) reaches
-    min(``need``, ``cap``): the chain asks of an unmeasured provider no more than it would
-    believe of it, so a claim above the cap buys nothing, and a new provider still gets the one
-    round that measures it (after which its measurement decides)."""
-    if p.measured_tokens_per_sec:
-        return p.measured_tokens_per_sec >= need
-    return min(p.throughput_tokens_per_sec, cap) >= min(need, cap)
+def compute_speed_standing(p: providers_pb2.Provider) -> int:
+    """Tokens/s the draw holds against a job's need (README *Measured speed*): the measured
+    figure once accepted work measured it (the claim no longer counts, up or down), else the
+    provider's own claim."""
+    return p.measured_tokens_per_sec or p.throughput_tokens_per_sec
+
+
+def compute_meets_throughput(p: providers_pb2.Provider, need: int) -> bool:
+    """May ``p`` be drawn for a job needing ``need`` tokens/s: its standing reaches the need.
+    A measured provider by its measurement; one no work measured yet by its own claim, so a new
+    provider still gets the round that measures it, and an honest machine is never seated where
+    its own claim says it is too slow (it would miss the commit and pay the liveness slash).
+    Before, an unmeasured claim was held at min(claim, cap) against min(need, cap): a truthful
+    2,000 tokens/s was seated for a 17,067 tokens/s job. A false claim buys one measuring round
+    at most, as before: its work then decides."""
+    return compute_speed_standing(p) >= need
 
 
 def meets_throughput(store: KVReader, p: providers_pb2.Provider, need: int) -> bool:
-    return compute_meets_throughput(p, need, get_params(store).unmeasured_throughput_cap)
+    return compute_meets_throughput(p, need)
 
 
 def compute_throughput_ema(old: int, sample: int, window: int) -> int:
@@ -244,14 +253,17 @@ def record_throughput(store: CacheKV, address: bytes, sample: int, verified: boo
     """One accepted commitment's speed ``sample`` (tokens/s, from the chain's header times) into
     the provider's measured figure; returns the new figure (0: no provider). A sample that no
     panel verified (an unchallenged commitment: nobody re-executed it, so it may be garbage sent
-    early) counts at most at the current effective figure: it can lower the measurement, never
-    raise it; only verified work raises it."""
+    early) counts at most at the standing the draw already used (``compute_speed_standing``:
+    the figure, or the claim before any): it can lower what the draw holds, never raise it; only
+    verified work raises it. (Before, it counted at most at min(claim, cap): an honest provider
+    that trained at 8,192 tokens/s was recorded at 1,000 by its first unchallenged round and
+    never seated again for a job needing more than 1,000, with no round left to re-measure it.)"""
     p = get_provider(store, address)
     if p is None:
         return 0
     params = get_params(store)
     if not verified:
-        sample = min(sample, compute_effective_throughput(p, params.unmeasured_throughput_cap))
+        sample = min(sample, compute_speed_standing(p))
     new = compute_throughput_ema(p.measured_tokens_per_sec, sample, params.throughput_ema_window)
     p.measured_tokens_per_sec = min(max(new, 1), MAX_U64)
     p.measured_samples = min(p.measured_samples + 1, MAX_U64)
@@ -408,6 +420,8 @@ __all__ = [
     "TOMBSTONE_PREFIX",
     "SlashResult",
     "compute_effective_throughput",
+    "compute_meets_throughput",
+    "compute_speed_standing",
     "compute_start_reputation",
     "get_draw_pool",
     "get_effective_throughput",

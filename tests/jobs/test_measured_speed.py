@@ -120,16 +120,17 @@ def test_a_job_nobody_is_fast_enough_for_waits_with_the_speed_reason() -> None:
 
 def test_an_unverified_commitment_can_lower_the_figure_but_never_raise_it() -> None:
     """Nobody re-executed an unchallenged commitment (it may be garbage sent early to look
-    fast): its sample counts at most at the provider's current effective figure. A panel-verified
-    one moves the EMA (window 4) freely."""
+    fast): its sample counts at most at the standing the draw already used (the claim before any
+    measurement, the figure after; tests/providers/test_measured_speed_honest_providers.py). A
+    panel-verified one moves the EMA (window 4) freely."""
     m = new_market(n_providers=1)
     addr = m.providers[0].address
     store = CacheKV(m.store)
-    # no measurement yet: an unverified 8,192 counts at min(claim 50,000, cap 1,000)
-    assert pk.record_throughput(store, addr, TOKENS, verified=False) == CAP
-    # verified: (1,000 x 3 + 8,192) // 4
-    assert pk.record_throughput(store, addr, TOKENS, verified=True) == (3 * CAP + TOKENS) // 4
-    fig = (3 * CAP + TOKENS) // 4
+    # no measurement yet: an unverified sample counts at most at the claim (50,000)
+    assert pk.record_throughput(store, addr, 10**9, verified=False) == 50_000
+    # verified: (50,000 x 3 + 8,192) // 4
+    assert pk.record_throughput(store, addr, TOKENS, verified=True) == (3 * 50_000 + TOKENS) // 4
+    fig = (3 * 50_000 + TOKENS) // 4
     assert pk.record_throughput(store, addr, 10**9, verified=False) == fig  # no raise
     assert pk.record_throughput(store, addr, 100, verified=False) == (3 * fig + 100) // 4
     p = pk.get_provider(store, addr)
