@@ -2,13 +2,19 @@
 
 ``register(subparsers)`` adds the ``train`` group to the node's CLI; ``main(argv)``
 runs it alone: ``python -m trainer.cli train simulate --help``.
+
+The trainer modules (torch), rich and matplotlib are imported inside the functions that use
+them: the node's CLI builds its parser with ``register`` on every command, and a command that
+does not train must not load torch (tests/cli/test_node_layering.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 SIMULATE_EXAMPLE = """example:
@@ -39,8 +45,6 @@ def _corpus(path: str | None):
 def write_atomic(path: Path, data: bytes) -> None:
     """``path`` holds ``data`` complete or not at all (temp file, fsync, rename): a run killed
     mid-write left half a log.json or segment under the name `train verify` reads."""
-    import os
-
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as f:
@@ -80,6 +84,12 @@ def register(subparsers) -> None:
     sub = train.add_subparsers(dest="train_cmd", metavar="{simulate,verify}")
     sub.required = True
 
+    add_simulate(sub)
+    add_verify(sub)
+
+
+def add_simulate(sub) -> None:
+    """``train simulate`` and its flags."""
     s = sub.add_parser(
         "simulate",
         help="run W providers in one process, without a chain",
@@ -135,6 +145,9 @@ def register(subparsers) -> None:
     _add_output(s)
     s.set_defaults(func=cmd_simulate)
 
+
+def add_verify(sub) -> None:
+    """``train verify`` and its flags."""
     v = sub.add_parser(
         "verify",
         help="re-execute a saved segment and judge its end state",
@@ -195,14 +208,13 @@ class StepProgress:
     """Per-step progress with ETA on stderr: a rich bar on a terminal, else a line every 5 s."""
 
     def __init__(self, total: int, first_round: int, rounds: int, enabled: bool) -> None:
-        import time
-
         self.total, self.done, self.rounds = total, 0, rounds
         self.enabled = enabled
         self.t0 = time.monotonic()
         self.next_line = self.t0 + 5
         self.bar = None
         if enabled and sys.stderr.isatty():
+            # rich only for a terminal (a log file gets plain lines)
             from rich.console import Console
             from rich.progress import (
                 BarColumn,
@@ -229,8 +241,6 @@ class StepProgress:
             self.bar.start()
 
     def step(self, r: int, wi: int, s: int, loss: float) -> None:
-        import time
-
         self.done += 1
         if not self.enabled:
             return
@@ -255,6 +265,14 @@ class StepProgress:
                 flush=True,
             )
 
+    def round_done(self, rec: dict) -> None:
+        """A round's line above the bar: val and train loss, bytes sent, codec, model hash."""
+        self.say(
+            f"round {rec['round'] + 1:4d}/{self.rounds}  val {rec['val_loss']:.4f}  "
+            f"train {rec['train_loss']:.4f}  sent {rec['bytes_per_worker']:>10,d} B/worker  "
+            f"[{rec['codec']}]  model {rec['model_hash'][:12]}"
+        )
+
     def say(self, line: str) -> None:
         if not self.enabled:
             return
@@ -277,19 +295,56 @@ def _hms(seconds: float) -> str:
     )
 
 
-def cmd_simulate(a: argparse.Namespace) -> int:
-    from abci_app.jobs.policy import PolicyError
-    from trainer.checkpoint import CheckpointError
-    from trainer.compression.registry import canonical_spelling
-    from trainer.diloco import OuterConfig, SimConfig, simulate
-    from trainer.model import GPTConfig
-    from trainer.state import InnerConfig
+class FlagError(ValueError):
+    """A flag ``train simulate`` refuses before training (printed as ``error: ...``, exit 2)."""
 
-    try:  # fail early, with the accepted forms; run (and log) the canonical spelling
+
+def cmd_simulate(a: argparse.Namespace) -> int:
+    """``train simulate``: check the flags, run ``diloco.simulate`` with a progress bar, write
+    log.json, the plots and a segment under --out, and print the summary."""
+    from trainer.checkpoint import CheckpointError  # torch (module docstring)
+    from trainer.diloco import simulate  # torch
+
+    try:
+        device, corpus, checkpoint = check_simulate_flags(a)
+        sim = sim_config(a, device)
+        if a.output == "text":
+            print(run_header(a, corpus, device, checkpoint), file=sys.stderr)
+        first = checkpoint_next_round(checkpoint) if a.resume else 0
+    except (FlagError, CheckpointError) as exc:
+        _error(a, f"{exc}")
+        return 2
+    steps = max(0, a.rounds - first) * a.workers * a.inner_steps
+    bar = StepProgress(steps, first, a.rounds, a.output == "text")
+    try:
+        log = simulate(
+            corpus, sim, bar.round_done, on_step=bar.step, checkpoint=checkpoint, resume=a.resume
+        )
+    except CheckpointError as exc:
+        _error(a, f"{exc}")
+        return 2
+    finally:
+        bar.close()
+    if a.out:
+        write_run(Path(a.out), log, corpus, sim, a.data)
+    if a.output == "text":
+        print(summary_line(a, log, checkpoint), file=sys.stderr)
+    else:
+        print(json.dumps(log))
+    return 0
+
+
+def check_simulate_flags(a: argparse.Namespace):
+    """(device, corpus, checkpoint path or None) of ``train simulate``'s flags, or a
+    ``FlagError`` naming the flag. Sets ``a.compression`` to its canonical spelling (the run
+    and its log use it)."""
+    from abci_app.jobs.policy import PolicyError
+    from trainer.compression.registry import canonical_spelling  # torch
+
+    try:  # fail early, with the accepted forms
         a.compression = canonical_spelling(a.compression)
     except PolicyError as exc:
-        _error(a, f"--compression: {exc}")
-        return 2
+        raise FlagError(f"--compression: {exc}") from None
     for flag, v in (
         ("--workers", a.workers),
         ("--rounds", a.rounds),
@@ -298,8 +353,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
         ("--threads", a.threads),
     ):
         if v < 1:
-            _error(a, f"{flag} must be at least 1, got {v}")
-            return 2
+            raise FlagError(f"{flag} must be at least 1, got {v}")
     for flag, x, ok in (  # nan or a negative rate reached torch: "Invalid learning rate" traceback
         ("--inner-lr", a.inner_lr, 0 < a.inner_lr < 1e6),
         ("--outer-lr", a.outer_lr, 0 < a.outer_lr < 1e6),
@@ -307,34 +361,36 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     ):
         if not ok:
             what = "in [0, 1)" if flag == "--outer-momentum" else "a positive number"
-            _error(a, f"{flag} must be {what}, got {x}")
-            return 2
+            raise FlagError(f"{flag} must be {what}, got {x}")
     if a.out and Path(a.out).exists() and not Path(a.out).is_dir():
         # found only after the whole run, when the log was written
-        _error(a, f"--out {a.out} is a file: give a folder (it is created if missing)")
-        return 2
+        raise FlagError(f"--out {a.out} is a file: give a folder (it is created if missing)")
     try:
         device = resolve_device(a.device)
     except ValueError as exc:
-        _error(a, f"{exc}")
-        return 2
+        raise FlagError(f"{exc}") from None
     try:
         corpus = _corpus(a.data)
     except OSError as exc:
-        _error(
-            a,
+        raise FlagError(
             f"--data {a.data}: {exc.strerror or exc}; give a readable text file (or no --data for "
-            "the built-in corpus)",
-        )
-        return 2
+            "the built-in corpus)"
+        ) from None
     except ValueError as exc:
-        _error(a, f"--data {a.data}: {exc}")
-        return 2
+        raise FlagError(f"--data {a.data}: {exc}") from None
     checkpoint = a.checkpoint or (str(Path(a.out) / "checkpoint.safetensors") if a.out else None)
     if a.resume and checkpoint is None:
-        _error(a, "--resume needs --checkpoint PATH or --out DIR")
-        return 2
-    sim = SimConfig(
+        raise FlagError("--resume needs --checkpoint PATH or --out DIR")
+    return device, corpus, checkpoint
+
+
+def sim_config(a: argparse.Namespace, device: str):
+    """The ``SimConfig`` of ``train simulate``'s flags."""
+    from trainer.diloco import OuterConfig, SimConfig  # torch
+    from trainer.model import GPTConfig  # torch
+    from trainer.state import InnerConfig  # torch
+
+    return SimConfig(
         workers=a.workers,
         rounds=a.rounds,
         inner_steps=a.inner_steps,
@@ -349,64 +405,43 @@ def cmd_simulate(a: argparse.Namespace) -> int:
         threads=a.threads,
         device=device,
     )
-    text = a.output == "text"
-    if text:
-        print(
-            f"dataset {corpus.id} ({len(corpus.data)} bytes), model {a.model_size}, "
-            f"{a.workers} workers x {a.rounds} rounds x H={a.inner_steps}, "
-            f"compression {a.compression}{', overlap' if a.overlap else ''}, device {device}, "
-            f"{a.threads} thread(s)" + (f", resuming from {checkpoint}" if a.resume else ""),
-            file=sys.stderr,
-        )
-    first = 0
-    if a.resume:
-        from trainer.checkpoint import load
 
-        try:
-            first = int(load(str(checkpoint))[1]["next_round"])
-        except CheckpointError as exc:
-            _error(a, f"{exc}")
-            return 2
-    bar = StepProgress(max(0, a.rounds - first) * a.workers * a.inner_steps, first, a.rounds, text)
 
-    def progress(rec: dict) -> None:
-        bar.say(
-            f"round {rec['round'] + 1:4d}/{a.rounds}  val {rec['val_loss']:.4f}  "
-            f"train {rec['train_loss']:.4f}  sent {rec['bytes_per_worker']:>10,d} B/worker  "
-            f"[{rec['codec']}]  model {rec['model_hash'][:12]}"
-        )
+def run_header(a: argparse.Namespace, corpus, device: str, checkpoint: str | None) -> str:
+    """The line ``train simulate`` starts with: dataset, model, the run's shape, device."""
+    return (
+        f"dataset {corpus.id} ({len(corpus.data)} bytes), model {a.model_size}, "
+        f"{a.workers} workers x {a.rounds} rounds x H={a.inner_steps}, "
+        f"compression {a.compression}{', overlap' if a.overlap else ''}, device {device}, "
+        f"{a.threads} thread(s)" + (f", resuming from {checkpoint}" if a.resume else "")
+    )
 
-    try:
-        log = simulate(
-            corpus, sim, progress, on_step=bar.step, checkpoint=checkpoint, resume=a.resume
-        )
-    except CheckpointError as exc:
-        _error(a, f"{exc}")
-        return 2
-    finally:
-        bar.close()
-    if a.out:
-        out = Path(a.out)
-        out.mkdir(parents=True, exist_ok=True)
-        write_atomic(out / "log.json", json.dumps(log, indent=1).encode())
-        plot_run(log, out)
-        save_segment(out / "segment", corpus, sim, a.data)
-        log["out"] = str(out)
-    if text:
-        print(
-            f"final val loss {log['final_val_loss']:.4f}; {log['bytes_per_worker']:,d} bytes sent "
-            f"per worker; final model {log['final_model_hash'][:16]}"
-            + (
-                f"; wrote {a.out}/log.json, plots, segment/, checkpoint.safetensors"
-                if a.out
-                else ""
-            )
-            + (f"; checkpoint {checkpoint}" if checkpoint and not a.out else ""),
-            file=sys.stderr,
-        )
-    else:
-        print(json.dumps(log))
-    return 0
+
+def checkpoint_next_round(checkpoint: str | None) -> int:
+    """The round a checkpoint resumes at (``CheckpointError`` when it is missing or foreign)."""
+    from trainer.checkpoint import load  # torch
+
+    return int(load(str(checkpoint))[1]["next_round"])
+
+
+def write_run(out: Path, log: dict, corpus, sim, data_path: str | None) -> None:
+    """--out: log.json, the plots and provider 0's first segment; the log printed with -o json
+    then names the folder (``out``)."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / "log.json", json.dumps(log, indent=1).encode())
+    plot_run(log, out)
+    save_segment(out / "segment", corpus, sim, data_path)
+    log["out"] = str(out)
+
+
+def summary_line(a: argparse.Namespace, log: dict, checkpoint: str | None) -> str:
+    """The line ``train simulate`` ends with: final loss, bytes, model hash, what it wrote."""
+    return (
+        f"final val loss {log['final_val_loss']:.4f}; {log['bytes_per_worker']:,d} bytes sent "
+        f"per worker; final model {log['final_model_hash'][:16]}"
+        + (f"; wrote {a.out}/log.json, plots, segment/, checkpoint.safetensors" if a.out else "")
+        + (f"; checkpoint {checkpoint}" if checkpoint and not a.out else "")
+    )
 
 
 def save_segment(folder: Path, corpus, sim, data_path: str | None, k: int = 10) -> None:
@@ -505,15 +540,22 @@ def plot_run(log: dict, out: Path) -> None:
     loss (mean over the round's inner steps) by round; ``bytes_per_round.png``: bytes each
     worker sent per round on a log axis with 1-2-5 ticks. Rounds are numbered from 1, as the
     console counts them; the run's settings are in the titles."""
-    import matplotlib
+    import matplotlib  # only with --out (module docstring)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+    settings = _settings(log)
+    plot_loss(log, out / "val_loss.png", settings)
+    plot_bytes(log, out / "bytes_per_round.png", settings)
+
+
+def plot_loss(log: dict, path: Path, settings: str) -> None:
+    """Validation loss after each round (0 = the initial model), train loss of each round, and
+    with overlap the final model as one more point."""
+    import matplotlib.pyplot as plt  # only with --out (module docstring)
+    from matplotlib.ticker import MaxNLocator
 
     rounds = log["rounds"]
     xs = [r["round"] + 1 for r in rounds]
-    settings = _settings(log)
     overlap = bool(log["config"].get("overlap"))
     fig, ax = plt.subplots(figsize=(7, 5.6))
     ax.plot(
@@ -553,23 +595,33 @@ def plot_run(log: dict, out: Path) -> None:
     # under the axes: inside, it covered the curve's first rounds
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=9, frameon=False)
     fig.tight_layout()
-    fig.savefig(out / "val_loss.png", dpi=110)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
-    def human(v: float, _pos: object = None) -> str:
-        for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-            if v >= scale:
-                return f"{v / scale:.3g} {unit}"
-        return f"{v:.3g} B"
 
+def _human(v: float, _pos: object = None) -> str:
+    """Bytes as 1.23 MB (the byte plot's ticks and labels)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if v >= scale:
+            return f"{v / scale:.3g} {unit}"
+    return f"{v:.3g} B"
+
+
+def plot_bytes(log: dict, path: Path, settings: str) -> None:
+    """Bytes each worker sent per round, log axis with 1-2-5 ticks."""
+    import matplotlib.pyplot as plt  # only with --out (module docstring)
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+
+    rounds = log["rounds"]
+    xs = [r["round"] + 1 for r in rounds]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     sizes = [r["bytes_per_worker"] for r in rounds]
     bars = ax.bar(xs, sizes, width=0.6)
     if len(xs) <= 20:
-        ax.bar_label(bars, labels=[human(v) for v in sizes], fontsize=8, padding=2)
+        ax.bar_label(bars, labels=[_human(v) for v in sizes], fontsize=8, padding=2)
     ax.set_yscale("log")
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    ax.yaxis.set_major_formatter(FuncFormatter(human))
+    ax.yaxis.set_major_formatter(FuncFormatter(_human))
     ax.yaxis.set_minor_formatter(NullFormatter())
     if sizes:
         lo, hi = min(sizes), max(sizes)
@@ -578,10 +630,12 @@ def plot_run(log: dict, out: Path) -> None:
     ax.set_xlim(0.4, max(xs + [1]) + 0.6)
     ax.set_xlabel("round")
     ax.set_ylabel("bytes sent per worker (log scale)")
-    ax.set_title(f"Bytes per round per worker (total {human(sum(sizes))})\n{settings}", fontsize=10)
+    ax.set_title(
+        f"Bytes per round per worker (total {_human(sum(sizes))})\n{settings}", fontsize=10
+    )
     ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
-    fig.savefig(out / "bytes_per_round.png", dpi=110)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
