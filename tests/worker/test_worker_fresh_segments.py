@@ -113,6 +113,9 @@ def escalated(tmp, verifier: str = "honest", job: dict[str, Any] = JOB8):
         return bytes(prov.store.read(h)) if prov.store.has(h) else blobs[h]
 
     trace = [bytes.fromhex(x) for x in prov.progress.round(3, 1)["trace"]]
+    # the provider never stored the list in clear (it would name every end): only the masked one
+    assert not prov.store.has(hashlib.sha256(ml.trace_list_bytes(trace)).hexdigest())
+    assert prov.store.has(first.trace_list_hash.hex())
     ver = worker(tmp, "ver", verifier, serve, job=job)
     rr = dict(r, phase="appeal", participants=[target])
     vote = ver.judge(job, rr, target, height=250)
