@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import cast
 
@@ -226,8 +228,6 @@ def _compress(
 def _pool(jobs: list[tuple], threads: int) -> list[tuple[dict, int]]:
     """``_compress_one`` of each job, in order; in a pool of ``threads`` when > 1."""
     if threads > 1 and len(jobs) > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
         with ThreadPoolExecutor(min(threads, len(jobs))) as ex:
             return list(ex.map(lambda j: _compress_one(*j), jobs))
     return [_compress_one(*j) for j in jobs]
@@ -344,6 +344,66 @@ def run_many(corpus: Corpus, rcs: list[RunConfig], heldout=None, on_eval=None) -
     (lr, momentum, Nesterov), ``compression`` and ``ef_decay``; everything else (``SHARED``)
     must be equal. Each run computes what ``run`` computes for it alone (tested).
     ``on_eval(step, losses)`` after each evaluation (the M held-out losses): partial results."""
+    st = _stack(corpus, rcs, heldout, on_eval)
+    rc = rcs[0]
+    t0 = time.perf_counter()
+    if rc.H == 0:
+        _allreduce_stacked(st)
+        rounds, payload = 0, [0] * len(rcs)
+    else:
+        rounds, payload = _diloco_stacked(st)
+    elapsed = time.perf_counter() - t0
+    return [
+        {
+            "config": o.to_dict(),
+            "impl": "vmap",
+            "n_params": st.model.num_params(),
+            "rounds": rounds,
+            "curve": st.curves[i],
+            "final_val_loss": st.curves[i][-1]["val_loss"],
+            "tokens": rc.steps * st.tok_per_step,
+            "payload_bytes_per_worker": payload[i],
+            "elapsed_s": elapsed,
+            "batched_runs": len(rcs),
+            "params": {n: st.gparams[n][i].detach().cpu() for n in st.names},
+        }
+        for i, o in enumerate(rcs)
+    ]
+
+
+@dataclass(kw_only=True, slots=True)
+class _Stack:
+    """``run_many``'s M runs x W workers: the module ``functional_call`` runs, each run's global
+    parameters stacked (M, ...), their batches, the held-out set and the curves so far."""
+
+    rcs: list[RunConfig]
+    model: GPT  # its own parameters are not trained: the stacked ones are passed in
+    names: list[str]
+    shapes: dict[str, tuple[int, ...]]
+    gparams: dict[str, torch.Tensor]  # (M, ...)
+    data: list[Batches]  # run i's batches
+    heldout: list
+    curves: list[list[dict]]
+    tok_per_step: int  # tokens of one global step (W workers)
+    on_eval: Callable[[int, list[float]], None] | None
+
+    def batch(self, s: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x, y) of global step ``s``, shape (M, W, B, T)."""
+        xs, ys = zip(*(d.get(s, self.rcs[0].device) for d in self.data), strict=True)
+        return torch.stack(xs), torch.stack(ys)
+
+    def record(self, step: int) -> None:
+        """Evaluate the M global models and append to their curves."""
+        vs = _evaluate_stacked(self.model, self.gparams, self.heldout)
+        for i, v in enumerate(vs):
+            self.curves[i].append({"step": step, "tokens": step * self.tok_per_step, "val_loss": v})
+        if self.on_eval is not None:
+            self.on_eval(step, vs)
+
+
+def _stack(corpus: Corpus, rcs: list[RunConfig], heldout, on_eval) -> _Stack:
+    """The M runs' initial models stacked, their batches (one ``Batches`` per seed), the
+    held-out set and the curves with the initial loss."""
     if not rcs:
         raise ValueError("run_many: no runs")
     rc = rcs[0]
@@ -352,13 +412,10 @@ def run_many(corpus: Corpus, rcs: list[RunConfig], heldout=None, on_eval=None) -
         if diff:
             raise ValueError(f"run_many: runs differ in {diff} (only per-run fields may differ)")
     dev = rc.device
-    M, W, B, T = len(rcs), rc.workers, rc.batch_size, rc.model.block_size
     inits = [init_model(rc.model, o.seed, dev) for o in rcs]
     model = inits[0]
     model.train()
     names = [n for n, _ in model.named_parameters()]
-    shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
-    n_params = model.num_params()
     heldout = (
         heldout
         if heldout is not None
@@ -368,109 +425,123 @@ def run_many(corpus: Corpus, rcs: list[RunConfig], heldout=None, on_eval=None) -
     for o in rcs:
         if o.seed not in by_seed:
             by_seed[o.seed] = Batches(corpus, o)
-    data = [by_seed[o.seed] for o in rcs]
-
-    def batch(s: int):
-        xs, ys = zip(*(d.get(s, dev) for d in data), strict=True)
-        return torch.stack(xs), torch.stack(ys)  # (M, W, B, T)
-
     gparams = {
         n: torch.stack([dict(m.named_parameters())[n].detach() for m in inits]).clone()
         for n in names
     }
     v0 = _evaluate_stacked(model, gparams, heldout)
-    curves = [[{"step": 0, "tokens": 0, "val_loss": v0[i]}] for i in range(M)]
-    tok_per_step = W * B * T
-    t0 = time.perf_counter()
+    return _Stack(
+        rcs=rcs,
+        model=model,
+        names=names,
+        shapes={n: tuple(p.shape) for n, p in model.named_parameters()},
+        gparams=gparams,
+        data=[by_seed[o.seed] for o in rcs],
+        heldout=heldout,
+        curves=[[{"step": 0, "tokens": 0, "val_loss": v}] for v in v0],
+        tok_per_step=rc.workers * rc.batch_size * rc.model.block_size,
+        on_eval=on_eval,
+    )
+
+
+def _allreduce_stacked(st: _Stack) -> None:
+    """The AllReduce baseline of every run: per global step one forward over the W workers'
+    batches concatenated, clipped, one AdamW step."""
+    rc, rcs = st.rcs[0], st.rcs
+    M, W, B, T = len(rcs), rc.workers, rc.batch_size, rc.model.block_size
+    every = rc.eval_every or max(1, rc.steps // 20)
+    fg = vmap(grad_and_value(_loss(st.model)))
+    opt = _AdamStacked(st.gparams, rc)
+    for s in range(rc.steps):
+        x, y = st.batch(s)
+        g, _ = fg(st.gparams, x.reshape(M, W * B, T), y.reshape(M, W * B, T))
+        _clip(g, rc.grad_clip, stacked=True)
+        opt.step(st.gparams, g, [lr_at(o, s) for o in rcs], 1)
+        if (s + 1) % every == 0 or s + 1 == rc.steps:
+            st.record(s + 1)
+
+
+def _diloco_stacked(st: _Stack) -> tuple[int, list[int]]:
+    """The DiLoCo loop of every run at once: each round the M x W workers take their run's
+    base, run H inner AdamW steps, their pseudo-gradients (base - local) are compressed with
+    error feedback and averaged per run, and each run's outer step updates its base.
+    Returns (rounds, payload bytes per worker of each run)."""
+    rc, rcs, names, gparams = st.rcs[0], st.rcs, st.names, st.gparams
+    M, W, B, T, H = len(rcs), rc.workers, rc.batch_size, rc.model.block_size, rc.H
+    rounds = rc.steps // H
+    every = max(1, (rc.eval_every or H) // H)  # rounds between evaluations
+    codecs = [make_codec(o.compression) for o in rcs]
+    cstates = [[CompressionState(ef_decay=o.ef_decay) for _ in range(W)] for o in rcs]
+    outer = _OuterStacked(rcs)
+    fg = vmap(grad_and_value(_loss(st.model)))
+    local = {n: gparams[n].repeat_interleave(W, dim=0) for n in names}  # (M*W, ...)
+    opt = _AdamStacked(local, rc)  # one AdamW state per worker, carried across rounds
     payload = [0] * M
-
-    def record(step: int) -> None:
-        vs = _evaluate_stacked(model, gparams, heldout)
-        for i in range(M):
-            curves[i].append({"step": step, "tokens": step * tok_per_step, "val_loss": vs[i]})
-        if on_eval is not None:
-            on_eval(step, vs)
-
-    if rc.H == 0:
-        every = rc.eval_every or max(1, rc.steps // 20)
-        fg = vmap(grad_and_value(_loss(model)))
-        opt = _AdamStacked(gparams, rc)
-        for s in range(rc.steps):
-            x, y = batch(s)
-            g, _ = fg(gparams, x.reshape(M, W * B, T), y.reshape(M, W * B, T))
+    for r in range(rounds):
+        with torch.no_grad():  # every worker takes its run's base
+            for n in names:
+                local[n].copy_(gparams[n].repeat_interleave(W, dim=0))
+        for h in range(H):  # H inner AdamW steps, all M x W workers in one vmapped call
+            s = r * H + h
+            x, y = st.batch(s)
+            g, _ = fg(local, x.reshape(M * W, B, T), y.reshape(M * W, B, T))
             _clip(g, rc.grad_clip, stacked=True)
-            opt.step(gparams, g, [lr_at(o, s) for o in rcs], 1)
-            if (s + 1) % every == 0 or s + 1 == rc.steps:
-                record(s + 1)
-        rounds = 0
-    else:
-        H = rc.H
-        rounds = rc.steps // H
-        every = max(1, (rc.eval_every or H) // H)  # rounds between evaluations
-        codecs = [make_codec(o.compression) for o in rcs]
-        cstates = [[CompressionState(ef_decay=o.ef_decay) for _ in range(W)] for o in rcs]
-        outer = _OuterStacked(rcs)
-        fg = vmap(grad_and_value(_loss(model)))
-        local = {n: gparams[n].repeat_interleave(W, dim=0) for n in names}  # (M*W, ...)
-        opt = _AdamStacked(local, rc)  # one AdamW state per worker, carried across rounds
-        for r in range(rounds):
-            with torch.no_grad():
-                for n in names:
-                    local[n].copy_(gparams[n].repeat_interleave(W, dim=0))
-            for h in range(H):
-                s = r * H + h
-                x, y = batch(s)
-                g, _ = fg(local, x.reshape(M * W, B, T), y.reshape(M * W, B, T))
-                _clip(g, rc.grad_clip, stacked=True)
-                opt.step(local, g, [lr_at(o, s) for o in rcs], W)
-            avg = {}
-            alld = [
-                [
-                    {n: (gparams[n][mi] - local[n][mi * W + i]).float().cpu() for n in names}
-                    for i in range(W)
-                ]
-                for mi in range(M)
+            opt.step(local, g, [lr_at(o, s) for o in rcs], W)
+        deltas = [  # pseudo-gradients, deltas[run][worker] = base - local
+            [
+                {n: (gparams[n][mi] - local[n][mi * W + i]).float().cpu() for n in names}
+                for i in range(W)
             ]
-            # every compressed run's W payloads in one pool (M x W jobs), each job as alone
-            jobs = [
-                (codecs[mi], d, st, shapes)
-                for mi, o in enumerate(rcs)
-                if o.compression not in ("none", "dense")
-                for d, st in zip(alld[mi], cstates[mi], strict=True)
-            ]
-            done = iter(_pool(jobs, rc.compress_threads))
-            for mi, o in enumerate(rcs):
-                if o.compression not in ("none", "dense"):
-                    got = [next(done) for _ in range(W)]
-                    deltas, size = [g[0] for g in got], max(g[1] for g in got)
-                else:
-                    deltas = alld[mi]
-                    size = len(encode(codecs[mi].compress(deltas[0], CompressionState())))
-                payload[mi] += size
-                # sum() of tensors is a tensor (typeshed says int | tensor: it starts from 0)
-                avg[mi] = {n: cast(torch.Tensor, sum(d[n] for d in deltas)) / W for n in names}
-            outer.step(
-                gparams, {n: torch.stack([avg[i][n] for i in range(M)]).to(dev) for n in names}
-            )
-            if (r + 1) % every == 0 or r + 1 == rounds:
-                record((r + 1) * H)
-    elapsed = time.perf_counter() - t0
-    return [
-        {
-            "config": o.to_dict(),
-            "impl": "vmap",
-            "n_params": n_params,
-            "rounds": rounds,
-            "curve": curves[i],
-            "final_val_loss": curves[i][-1]["val_loss"],
-            "tokens": rc.steps * tok_per_step,
-            "payload_bytes_per_worker": payload[i],
-            "elapsed_s": elapsed,
-            "batched_runs": M,
-            "params": {n: gparams[n][i].detach().cpu() for n in names},
-        }
-        for i, o in enumerate(rcs)
+            for mi in range(M)
+        ]
+        avg, sizes = _average_stacked(st, deltas, codecs, cstates)  # compressed, averaged
+        payload = [p + z for p, z in zip(payload, sizes, strict=True)]
+        stacked = {n: torch.stack([avg[i][n] for i in range(M)]).to(rc.device) for n in names}
+        outer.step(gparams, stacked)  # each run's outer step on its base
+        if (r + 1) % every == 0 or r + 1 == rounds:
+            st.record((r + 1) * H)
+    return rounds, payload
+
+
+def _average_stacked(
+    st: _Stack, deltas: list[list[dict]], codecs: list, cstates: list[list[CompressionState]]
+) -> tuple[list[dict], list[int]]:
+    """Each run's W pseudo-gradients through its codec's canonical bytes (error feedback in
+    ``cstates``; dense runs are not compressed, their payload size is counted) and averaged:
+    (each run's average, each run's largest payload)."""
+    rcs, names, W = st.rcs, st.names, st.rcs[0].workers
+    # every compressed run's W payloads in one pool (M x W jobs), each job as alone
+    jobs = [
+        (codecs[mi], d, cs, st.shapes)
+        for mi, o in enumerate(rcs)
+        if o.compression not in ("none", "dense")
+        for d, cs in zip(deltas[mi], cstates[mi], strict=True)
     ]
+    done = iter(_pool(jobs, rcs[0].compress_threads))
+    avgs, sizes = [], []
+    for mi, o in enumerate(rcs):
+        if o.compression not in ("none", "dense"):
+            got = [next(done) for _ in range(W)]
+            decoded, size = [g[0] for g in got], max(g[1] for g in got)
+        else:
+            decoded = deltas[mi]
+            size = len(encode(codecs[mi].compress(decoded[0], CompressionState())))
+        sizes.append(size)
+        # sum() of tensors is a tensor (typeshed says int | tensor: it starts from 0)
+        avgs.append({n: cast(torch.Tensor, sum(d[n] for d in decoded)) / W for n in names})
+    return avgs, sizes
+
+
+def _adamw(rc: RunConfig, params) -> torch.optim.AdamW:
+    """The reference's inner (and baseline) optimizer."""
+    return torch.optim.AdamW(
+        params,
+        lr=rc.lr,
+        betas=(rc.beta1, rc.beta2),
+        eps=rc.eps,
+        weight_decay=rc.weight_decay,
+        foreach=False,
+    )
 
 
 def _run_loop(corpus: Corpus, rc: RunConfig, heldout=None) -> dict:
@@ -480,121 +551,127 @@ def _run_loop(corpus: Corpus, rc: RunConfig, heldout=None) -> dict:
     dev = rc.device
     model = init_model(rc.model, rc.seed, dev)
     model.train()
-    names = [n for n, _ in model.named_parameters()]
-    shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
-    n_params = model.num_params()
     heldout = (
         heldout
         if heldout is not None
         else heldout_full(corpus, rc.model.block_size, rc.eval_batch, dev)
     )
     data = Batches(corpus, rc)
-    W, B, T = rc.workers, rc.batch_size, rc.model.block_size
     gparams = {n: p.detach().clone() for n, p in model.named_parameters()}
     curve = [{"step": 0, "tokens": 0, "val_loss": evaluate_params(model, gparams, heldout)}]
-    tok_per_step = W * B * T
     t0 = time.perf_counter()
-    payload_bytes = 0
-
-    def adamw(params):
-        return torch.optim.AdamW(
-            params,
-            lr=rc.lr,
-            betas=(rc.beta1, rc.beta2),
-            eps=rc.eps,
-            weight_decay=rc.weight_decay,
-            foreach=False,
-        )
-
     if rc.H == 0:
-        every = rc.eval_every or max(1, rc.steps // 20)
-        m = init_model(rc.model, rc.seed, dev)
-        opt_t = adamw(m.parameters())
-        ps = list(m.parameters())
-        for s in range(rc.steps):
-            x, y = data.get(s, dev)
-            acc = [torch.zeros_like(p) for p in ps]
-            for i in range(W):  # per-worker gradients, averaged (the AllReduce)
-                m.zero_grad(set_to_none=True)
-                m(x[i], y[i])[1].backward()
-                for a, p in zip(acc, ps, strict=True):
-                    assert p.grad is not None  # every parameter is in the loss
-                    a.add_(p.grad)
-            for a, p in zip(acc, ps, strict=True):
-                p.grad = a / W
-            if rc.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(ps, rc.grad_clip, foreach=False)
-            for grp in opt_t.param_groups:
-                grp["lr"] = lr_at(rc, s)
-            opt_t.step()
-            if (s + 1) % every == 0 or s + 1 == rc.steps:
-                gparams = {n: p.detach().clone() for n, p in m.named_parameters()}
-                curve.append(
-                    {
-                        "step": s + 1,
-                        "tokens": (s + 1) * tok_per_step,
-                        "val_loss": evaluate_params(model, gparams, heldout),
-                    }
-                )
-        gparams = {n: p.detach().clone() for n, p in m.named_parameters()}
-        rounds = 0
+        gparams = _loop_allreduce(rc, model, data, heldout, curve)
+        rounds, payload_bytes = 0, 0
     else:
-        H = rc.H
-        rounds = rc.steps // H
-        every = max(1, (rc.eval_every or H) // H)
-        codec = make_codec(rc.compression)
-        cstates = [CompressionState(ef_decay=rc.ef_decay) for _ in range(W)]
-        outer = _Outer(rc)
-        ms = [GPT(rc.model).to(dev) for _ in range(W)]
-        opts = [adamw(mi.parameters()) for mi in ms]
-        for r in range(rounds):
-            deltas = []
-            for i, (mi, oi) in enumerate(zip(ms, opts, strict=True)):
-                with torch.no_grad():
-                    for n, p in mi.named_parameters():
-                        p.copy_(gparams[n])
-                ps = list(mi.parameters())
-                for h in range(H):
-                    s = r * H + h
-                    x, y = data.get(s, dev)
-                    mi.zero_grad(set_to_none=True)
-                    mi(x[i], y[i])[1].backward()
-                    if rc.grad_clip > 0:
-                        torch.nn.utils.clip_grad_norm_(ps, rc.grad_clip, foreach=False)
-                    for grp in oi.param_groups:
-                        grp["lr"] = lr_at(rc, s)
-                    oi.step()
-                deltas.append(
-                    {n: (gparams[n] - p.detach()).float().cpu() for n, p in mi.named_parameters()}
-                )
-            if rc.compression not in ("none", "dense"):
-                deltas, size = _compress(codec, deltas, cstates, shapes, rc.compress_threads)
-            else:
-                size = len(encode(codec.compress(deltas[0], CompressionState())))
-            payload_bytes += size
-            avg = {n: (cast(torch.Tensor, sum(d[n] for d in deltas)) / W).to(dev) for n in names}
-            outer.step(gparams, avg)
-            if (r + 1) % every == 0 or r + 1 == rounds:
-                curve.append(
-                    {
-                        "step": (r + 1) * H,
-                        "tokens": (r + 1) * H * tok_per_step,
-                        "val_loss": evaluate_params(model, gparams, heldout),
-                    }
-                )
+        rounds, payload_bytes = _loop_diloco(rc, model, gparams, data, heldout, curve)
     elapsed = time.perf_counter() - t0
     return {
         "config": rc.to_dict(),
         "impl": "loop",
-        "n_params": n_params,
+        "n_params": model.num_params(),
         "rounds": rounds,
         "curve": curve,
         "final_val_loss": curve[-1]["val_loss"],
-        "tokens": rc.steps * tok_per_step,
+        "tokens": rc.steps * rc.workers * rc.batch_size * rc.model.block_size,
         "payload_bytes_per_worker": payload_bytes,
         "elapsed_s": elapsed,
         "params": {n: p.detach().cpu() for n, p in gparams.items()},
     }
+
+
+def _loop_allreduce(rc: RunConfig, model: GPT, data: Batches, heldout, curve: list[dict]) -> dict:
+    """The reference AllReduce baseline: per step the W per-worker gradients averaged, clipped,
+    one AdamW step; returns the final parameters (``curve`` grows with the evaluations)."""
+    dev, W = rc.device, rc.workers
+    tok_per_step = W * rc.batch_size * rc.model.block_size
+    every = rc.eval_every or max(1, rc.steps // 20)
+    m = init_model(rc.model, rc.seed, dev)
+    opt_t = _adamw(rc, m.parameters())
+    ps = list(m.parameters())
+    for s in range(rc.steps):
+        x, y = data.get(s, dev)
+        acc = [torch.zeros_like(p) for p in ps]
+        for i in range(W):  # per-worker gradients, averaged (the AllReduce)
+            m.zero_grad(set_to_none=True)
+            m(x[i], y[i])[1].backward()
+            for a, p in zip(acc, ps, strict=True):
+                assert p.grad is not None  # every parameter is in the loss
+                a.add_(p.grad)
+        for a, p in zip(acc, ps, strict=True):
+            p.grad = a / W
+        if rc.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(ps, rc.grad_clip, foreach=False)
+        for grp in opt_t.param_groups:
+            grp["lr"] = lr_at(rc, s)
+        opt_t.step()
+        if (s + 1) % every == 0 or s + 1 == rc.steps:
+            gparams = {n: p.detach().clone() for n, p in m.named_parameters()}
+            curve.append(
+                {
+                    "step": s + 1,
+                    "tokens": (s + 1) * tok_per_step,
+                    "val_loss": evaluate_params(model, gparams, heldout),
+                }
+            )
+    return {n: p.detach().clone() for n, p in m.named_parameters()}
+
+
+def _loop_diloco(
+    rc: RunConfig, model: GPT, gparams: dict, data: Batches, heldout, curve: list[dict]
+) -> tuple[int, int]:
+    """The reference DiLoCo loop: each round every worker takes the base ``gparams``, runs H
+    AdamW steps on its batches, its pseudo-gradient (base - local) is compressed with error
+    feedback, the decoded ones are averaged and the outer Nesterov step updates ``gparams`` in
+    place. Returns (rounds, payload bytes per worker)."""
+    dev, W, H = rc.device, rc.workers, rc.H
+    tok_per_step = W * rc.batch_size * rc.model.block_size
+    names = list(gparams)
+    shapes = {n: tuple(p.shape) for n, p in gparams.items()}
+    rounds = rc.steps // H
+    every = max(1, (rc.eval_every or H) // H)
+    codec = make_codec(rc.compression)
+    cstates = [CompressionState(ef_decay=rc.ef_decay) for _ in range(W)]
+    outer = _Outer(rc)
+    ms = [GPT(rc.model).to(dev) for _ in range(W)]
+    opts = [_adamw(rc, mi.parameters()) for mi in ms]
+    payload_bytes = 0
+    for r in range(rounds):
+        deltas = []
+        for i, (mi, oi) in enumerate(zip(ms, opts, strict=True)):
+            with torch.no_grad():
+                for n, p in mi.named_parameters():
+                    p.copy_(gparams[n])
+            ps = list(mi.parameters())
+            for h in range(H):
+                s = r * H + h
+                x, y = data.get(s, dev)
+                mi.zero_grad(set_to_none=True)
+                mi(x[i], y[i])[1].backward()
+                if rc.grad_clip > 0:
+                    torch.nn.utils.clip_grad_norm_(ps, rc.grad_clip, foreach=False)
+                for grp in oi.param_groups:
+                    grp["lr"] = lr_at(rc, s)
+                oi.step()
+            deltas.append(
+                {n: (gparams[n] - p.detach()).float().cpu() for n, p in mi.named_parameters()}
+            )
+        if rc.compression not in ("none", "dense"):
+            deltas, size = _compress(codec, deltas, cstates, shapes, rc.compress_threads)
+        else:
+            size = len(encode(codec.compress(deltas[0], CompressionState())))
+        payload_bytes += size
+        avg = {n: (cast(torch.Tensor, sum(d[n] for d in deltas)) / W).to(dev) for n in names}
+        outer.step(gparams, avg)
+        if (r + 1) % every == 0 or r + 1 == rounds:
+            curve.append(
+                {
+                    "step": (r + 1) * H,
+                    "tokens": (r + 1) * H * tok_per_step,
+                    "val_loss": evaluate_params(model, gparams, heldout),
+                }
+            )
+    return rounds, payload_bytes
 
 
 def tokens_to_reach(curve: list[dict], target: float) -> float | None:
