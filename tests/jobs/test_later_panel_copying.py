@@ -55,7 +55,7 @@ def wealth(m: Market, addr: bytes) -> int:
     return bank.get_balance(m.store, addr) + (p.bond + p.unbonding if p else 0)
 
 
-def market(mode: str) -> Market:
+def market(mode: str, **job_kw: Any) -> Market:
     """Seven providers, one participant, two first-panel seats, two appeal seats, no audits: the
     final panel is the six providers outside the round."""
     m = new_market(n_providers=7, jobs_params={"audit_bps": 0, "appeal_verifiers": 2})
@@ -66,7 +66,7 @@ def market(mode: str) -> Market:
         verifiers_per_challenge=2,
         inner_steps=2 * N_SEG,
         trace_interval=2,
-        **MODES[mode],
+        **(MODES[mode] | job_kw),
     )
     m.until(m.height + 1)
     return m
@@ -293,3 +293,70 @@ def test_fresh_segments_are_drawn_among_the_candidates_and_left_empty_when_none(
     assert set(got) <= set(compute_fresh_candidates([2], 8)) == {0, 3, 4, 5, 6}
     assert draw_fresh_segments(seed, b"a" * 20, [0, 2], 4, 1) == []
     assert compute_fresh_candidates([1, 2], 4) == []
+
+
+def test_invalid_fresh_openings_and_early_votes_are_refused():
+    """In the appeal window: a fresh opening of a segment not drawn for the panel (511), for a
+    panel that does not exist (511), for the final panel or the first (503: not their window),
+    carrying a trace list (533), and an appeal seat's vote before the fresh segments are open
+    (513) are refused and change nothing; then the right opening is taken, a second one is a
+    duplicate (505), and the seat's vote is taken."""
+    from abci_app.jobs.errors import (
+        ErrBadTraceList,
+        ErrDuplicate,
+        ErrNotRevealed,
+        ErrWrongPhase,
+        ErrWrongSegment,
+    )
+    from abci_app.jobs.incentives import compute_panel_segments
+    from tests.kits.chainkit import assert_rejected
+    from tests.kits.marketkit import reveal_msg
+
+    m = market("exact", reveal_blocks=12)  # an appeal window of R + V = 15 blocks
+    (part,) = m.round(1, 0).participants
+    first: list[bytes] = []
+
+    def vote(verifier: bytes, target: bytes) -> tuple[bool, int]:
+        first.append(verifier)
+        return (False, 0) if verifier == first[0] else (True, 8_000)
+
+    for _ in range(100):
+        if m.round(1, 0).phase == P.PHASE_APPEAL:
+            break
+        actors_block(m, 1, vote=vote, skip_fresh=frozenset({part.address}))
+    r = m.round(1, 0)
+    (t,) = r.participants
+    assert r.phase == P.PHASE_APPEAL and t.appeal_segments
+    a, k = t.address, m.key(t.address)
+    (fresh,) = t.appeal_segments
+    judged = compute_panel_segments(t, 1)
+
+    def rv(seg: int, panel: int = 1, **kw: Any) -> Any:
+        return reveal_msg(
+            a,
+            1,
+            0,
+            seg,
+            n_entries=N_SEG + 1,
+            segments=list(t.segments),
+            judged=judged,
+            panel=panel,
+            **kw,
+        )
+
+    other = next(s for s in range(N_SEG) if s not in judged)
+    assert_rejected(m.chain, m.tx(k, rv(other)), ErrWrongSegment)
+    assert_rejected(m.chain, m.tx(k, rv(fresh, panel=3)), ErrWrongSegment)
+    assert_rejected(m.chain, m.tx(k, rv(fresh, panel=2)), ErrWrongPhase)
+    assert_rejected(m.chain, m.tx(k, rv(fresh, panel=0)), ErrWrongPhase)
+    listed = reveal_msg(a, 1, 0, t.segment, n_entries=N_SEG + 1, segments=list(t.segments))
+    with_list = rv(fresh, trace_list=listed.reveal_segment.trace_list)
+    assert_rejected(m.chain, m.tx(k, with_list), ErrBadTraceList)
+    seat = next(v for v in t.verifiers if v.panel == 1)
+    early = verdict_msg(1, 0, a, h("a vote"))
+    assert_rejected(m.chain, m.tx(m.key(seat.address), early), ErrNotRevealed)
+    assert m.send(k, rv(fresh)).code == 0
+    assert_rejected(m.chain, m.tx(k, rv(fresh)), ErrDuplicate)
+    (t,) = m.round(1, 0).participants
+    assert [(o.segment, o.panel) for o in t.reveals] == [(t.segment, 0), (fresh, 1)]
+    assert m.send(m.key(seat.address), verdict_msg(1, 0, a, h("a vote"))).code == 0
