@@ -35,7 +35,7 @@ VERIFY_EXAMPLE = """example:
 
 
 def _corpus(path: str | None):
-    from trainer.data import Corpus, default_corpus_bytes
+    from trainer.data import Corpus, default_corpus_bytes  # torch (module docstring)
 
     if path:
         return Corpus.from_file(path)
@@ -178,7 +178,7 @@ def add_verify(sub) -> None:
 
 def resolve_device(name: str) -> str:
     """``auto`` -> cuda if available else cpu; a device this machine lacks is refused."""
-    import torch
+    import torch  # only when a command runs (module docstring)
 
     name = name.strip().lower()
     if name == "auto":
@@ -338,7 +338,7 @@ def check_simulate_flags(a: argparse.Namespace):
     """(device, corpus, checkpoint path or None) of ``train simulate``'s flags, or a
     ``FlagError`` naming the flag. Sets ``a.compression`` to its canonical spelling (the run
     and its log use it)."""
-    from abci_app.jobs.policy import PolicyError
+    from abci_app.jobs.policy import PolicyError  # with the next line (one place)
     from trainer.compression.registry import canonical_spelling  # torch
 
     try:  # fail early, with the accepted forms
@@ -446,7 +446,7 @@ def summary_line(a: argparse.Namespace, log: dict, checkpoint: str | None) -> st
 
 def save_segment(folder: Path, corpus, sim, data_path: str | None, k: int = 10) -> None:
     """Provider 0's first k steps of round 0, exactly as the simulation ran them."""
-    from trainer.data import ShardSpec
+    from trainer.data import ShardSpec  # torch, as the four below (module docstring)
     from trainer.determinism import set_determinism
     from trainer.diloco import assign_shards, provider_id
     from trainer.model import init_model
@@ -474,7 +474,7 @@ def save_segment(folder: Path, corpus, sim, data_path: str | None, k: int = 10) 
 
 
 def cmd_verify(a: argparse.Namespace) -> int:
-    from trainer.data import ShardSpec
+    from trainer.data import ShardSpec  # torch, as the line below (module docstring)
     from trainer.verify import verify_segment
 
     seg = Path(a.segment)
