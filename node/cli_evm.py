@@ -640,7 +640,8 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
         st,
         "set-key",
         "register the validator's settlement key (HOME/config/settlement_key.json, created if "
-        "missing) with a proof of possession",
+        "missing) with a proof of possession; where the chain runs settlement a validator enters "
+        "the set only once this is done (after create-validator; restart the node after it)",
         "loconet tx settlement set-key --validator-home ~/.loconet-node4 --from alice --home "
         "~/.loconet",
         cmd_set_key,
@@ -656,7 +657,8 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
         st,
         "sign-pending",
         "sign the pending checkpoint by transaction (MsgSignCheckpoint) if this validator's "
-        "settlement key is a member that has not signed it (its vote extension missed it)",
+        "settlement key is a member that has not signed it (its vote extension missed it); the "
+        "checkpoint is read as proven state, checked against --validator-home's genesis",
         "loconet tx settlement sign-pending --validator-home ~/.loconet-node4 --from alice "
         "--watch 5 --home ~/.loconet",
         cmd_sign_pending,

@@ -124,6 +124,9 @@ def _query(args: argparse.Namespace, path: str) -> Any:
 
 
 def _status(v: dict[str, Any]) -> str:
+    if v["status"] == "awaiting_settlement_key":
+        # out of the set with the stake to be in it: one command is missing
+        return "awaiting_settlement_key (run: loconet tx settlement set-key)"
     return v["status"] + (f" until {v['jailed_until']}" if v["status"] == "jailed" else "")
 
 
@@ -205,7 +208,9 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
     p = add_command(
         st,
         "create-validator",
-        "register a consensus key as a validator and self-bond stake",
+        "register a consensus key as a validator and self-bond stake (where the chain runs "
+        "settlement, it enters the set only once its key is registered: then run `loconet tx "
+        "settlement set-key --validator-home H --from OPERATOR`)",
         "loconet tx staking create-validator --from alice --validator-home ~/.loconet-node4 "
         "--self-bond 100loco --moniker node4 --home ~/.loconet",
         cmd_create_validator,

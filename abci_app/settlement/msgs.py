@@ -38,7 +38,11 @@ def new_set_settlement_key(staking: StakingKeeper):
         validate_evm_address(msg.evm_address)
         v = staking.get_validator(ctx.store, msg.validator) if len(msg.validator) == 20 else None
         if v is None:
-            raise ErrValidatorNotFound(f"no validator with consensus address {msg.validator.hex()}")
+            raise ErrValidatorNotFound(
+                f"no validator with consensus address {msg.validator.hex().upper()}: run "
+                "`loconet tx staking create-validator` first, then set its key (or put both "
+                "messages in one transaction, create-validator first)"
+            )
         if v.operator != signer:
             raise ErrNotOperator("only the validator's operator may set its settlement key")
         proof = keeper.key_proof_digest(ctx.block.chain_id, msg.validator)

@@ -14,7 +14,7 @@ from abci_app.pb import abci
 from abci_app.staking import genesis, keeper, msgs
 from abci_app.staking.expected_keepers import SettlementKeys
 from abci_app.staking.keys import KEY_PREFIXES
-from abci_app.staking.queries import QUERIES
+from abci_app.staking.queries import new_queries
 from abci_app.store import CacheKV, KVReader
 
 
@@ -46,7 +46,7 @@ def new_module(keys: SettlementKeys) -> ModuleSpec:
             "unbond": partial(msgs.process_msg_unbond, keys=keys),
             "unjail": partial(msgs.process_msg_unjail, keys=keys),
         },
-        queries=QUERIES,
+        queries=new_queries(keys),
         init_genesis=_genesis,
         end_block=_end_block,
         invariants=_invariants,
