@@ -77,10 +77,10 @@ def test_a_provider_claiming_ten_times_its_speed_is_recorded_at_its_measured_spe
 
 def test_the_draw_for_a_stated_speed_follows_the_measurement_not_the_claim() -> None:
     """A job that states its training time needs 8,192 / 2 = 4,096 tokens/s. Before any work
-    measured them, the liar (claiming 81,920) and the honest provider count at min(claim, cap
-    1,000) against min(need, cap): both get the round that measures them, the liar's claim buying
-    nothing more than a claim of 1,000 would. Measured (the liar took 4 s: 2,048 tokens/s), only
-    the provider whose work reached the speed is seated again, whatever the liar claims."""
+    measured them, the liar (claiming 81,920) and the honest provider (50,000) are held at their
+    claims, both above the need: both get the round that measures them, and no more. Measured
+    (the liar took 4 s: 2,048 tokens/s), only the provider whose work reached the speed is seated
+    again, whatever the liar claims."""
     m, liar, honest = market(liar_claim=10 * TOKENS)
     lp = m.provider(liar)
     assert lp is not None and pk.get_effective_throughput(m.store, lp) == CAP
