@@ -86,7 +86,13 @@ from trainer.diloco import RoundArtifacts, Worker, commit_round, params_of
 from trainer.model import GPTConfig, init_model
 from trainer.probe import compute_probe
 from trainer.state import InnerConfig, load_state, model_hash, model_payload, run_inner_steps
-from trainer.verify import Challenge, rerun_segment, verify_opened_end, verify_segment
+from trainer.verify import (
+    Challenge,
+    VerifyContext,
+    rerun_segment,
+    verify_opened_end,
+    verify_segment,
+)
 
 HEAD = (
     "## Verification at the shipped defaults, on the network's path "
@@ -619,7 +625,7 @@ def main() -> int:
             i
             for i in range(n)
             if not verify_segment(
-                hart.states[i], spec, k, hart.states[i + 1], corpus=corpus, tolerance=mtol
+                VerifyContext(corpus, spec, k, tolerance=mtol), hart.states[i], hart.states[i + 1]
             ).valid
         ]
         rounds = draws(f"honest/{mode}", a.rounds, n, s, c)
@@ -678,7 +684,7 @@ def main() -> int:
                     for i in range(n)
                     if (i in pos or i in sample)
                     and not verify_segment(
-                        states[i], spec, k, states[i + 1], corpus=corpus, tolerance=mtol
+                        VerifyContext(corpus, spec, k, tolerance=mtol), states[i], states[i + 1]
                     ).valid
                 }
                 fp = len(bad - pos)

@@ -475,7 +475,7 @@ def save_segment(folder: Path, corpus, sim, data_path: str | None, k: int = 10) 
 
 def cmd_verify(a: argparse.Namespace) -> int:
     from trainer.data import ShardSpec  # torch, as the line below (module docstring)
-    from trainer.verify import verify_segment
+    from trainer.verify import VerifyContext, verify_segment
 
     seg = Path(a.segment)
     try:
@@ -512,7 +512,8 @@ def cmd_verify(a: argparse.Namespace) -> int:
     except ValueError as exc:
         _error(a, str(exc))
         return 2
-    v = verify_segment(start, spec, k, end, corpus=corpus, tolerance=a.tolerance, device=device)
+    ctx = VerifyContext(corpus, spec, k, tolerance=a.tolerance, device=device)
+    v = verify_segment(ctx, start, end)
     if a.output == "json":
         print(json.dumps(v.to_dict()))
     else:

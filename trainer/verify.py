@@ -9,9 +9,13 @@ needs torch is here. Entry points (all return a ``Verdict`` and never raise on b
     error-feedback carry) or exactly what the provider's previous round left (``Carried``:
     its end state's moments and adam step, and the carry its committed payload left).
 
-``verify_segment(start_state, shard_spec, k, claimed_end_state, *, corpus, tolerance=None, ...)``
+``VerifyContext(corpus, shard_spec, k, tolerance=None, inner=None, model=None, ...)``
+    What is fixed for a job's round and the same for every segment (``VerifyContext.for_job``
+    builds it from the job's configs): built once, passed to each of the checks below.
+
+``verify_segment(ctx, start_state, claimed_end_state, *, expected_start_hash=None, ...)``
     Re-runs inner steps s..s+k-1 from a revealed trace entry and compares with the next
-    entry. Exact mode (``tolerance=None``): the state bytes must be identical (same stack
+    entry. Exact mode (``ctx.tolerance=None``): the state bytes must be identical (same stack
     only: see ``trainer.determinism.stack_id``). Tolerance mode: the metadata must be
     identical (steps, adam step, round, shard, carry, hyperparameters) and every part of the
     state — parameters, exp_avg, exp_avg_sq — within ``tolerance`` in the relative distance
@@ -28,7 +32,7 @@ needs torch is here. Entry points (all return a ``Verdict`` and never raise on b
     ``tolerance`` of the re-compressed one, relative). Also returns the carry the round
     leaves (``Verdict.carry_out``), which the provider's next start must name.
 
-``verify_challenge(ch, ...)`` runs all three for one challenge (``Challenge``: the drawn
+``verify_challenge(ctx, ch, *, H, ...)`` runs all three for one challenge (``Challenge``: the drawn
 segments, the revealed states, the trace's hashes, the carry and, optionally, the payload).
 In exact mode the end of each opened segment is committed but not revealed
 (``compute_hidden_entries``; the provider serves ``mask_trace`` of its list): the verifier
@@ -53,7 +57,8 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from typing import Protocol
 
 import torch
 
@@ -231,66 +236,107 @@ def param_distance(start: bytes, reexec: bytes, claimed: bytes) -> float:
     return state_distance(start, reexec, claimed)["param"]
 
 
+class JobConfigs(Protocol):
+    """What a job fixes for every segment it verifies (``node.worker.ml.JobPlan`` has it)."""
+
+    @property
+    def k(self) -> int: ...
+    @property
+    def tolerance(self) -> float | None: ...
+    @property
+    def inner(self) -> InnerConfig: ...
+    @property
+    def model(self) -> GPTConfig: ...
+
+
+@dataclass(frozen=True)
+class VerifyContext:
+    """What is fixed for a job's round and the same for every segment a verifier re-executes:
+    the corpus, the assigned shard (``shard_spec.shard`` = Participant.shard), the segment length
+    ``k``, the mode (``tolerance``: None = exact), the job's pinned hyperparameters (``inner``,
+    ``model``; None = not checked), the parameters hash of the round's base model (enforced when
+    a segment starts at inner step 0; None = not checked), the device, whether each call sets the
+    determinism (``deterministic=False``: the caller already called ``set_determinism``, e.g.
+    ``verify_challenge`` once for all segments) and the ``workspace`` (a dict kept across calls
+    whose model and optimizer each start state is loaded into: ``load_state(into=...)``).
+    Build it once (``for_job``) and pass it to ``verify_segment``, ``verify_run`` and
+    ``verify_challenge``; ``dataclasses.replace`` gives a variant."""
+
+    corpus: Corpus
+    shard_spec: ShardSpec
+    k: int
+    tolerance: float | None = None
+    inner: InnerConfig | None = None
+    model: GPTConfig | None = None
+    base_model_hash: bytes | None = None
+    device: str = "cpu"
+    deterministic: bool = True
+    workspace: dict | None = field(default=None, compare=False)
+
+    @classmethod
+    def for_job(
+        cls,
+        job: JobConfigs,
+        shard_spec: ShardSpec,
+        *,
+        corpus: Corpus,
+        base_model_hash: bytes | None = None,
+        device: str = "cpu",
+        workspace: dict | None = None,
+    ) -> VerifyContext:
+        """The context of one job's round: ``k``, ``tolerance``, ``inner`` and ``model`` from the
+        job's configs (``node.worker.ml.JobPlan``), the rest as given."""
+        return cls(
+            corpus=corpus,
+            shard_spec=shard_spec,
+            k=job.k,
+            tolerance=job.tolerance,
+            inner=job.inner,
+            model=job.model,
+            base_model_hash=base_model_hash,
+            device=device,
+            workspace=workspace,
+        )
+
+
 def verify_segment(
+    ctx: VerifyContext,
     start_state: bytes,
-    shard_spec: ShardSpec,
-    k: int,
     claimed_end_state: bytes | None,
     *,
-    corpus: Corpus,
-    tolerance: float | None = None,
     expected_start_hash: bytes | None = None,
     expected_end_hash: bytes | None = None,
     expected_end_leaf: bytes | None = None,
-    base_model_hash: bytes | None = None,
-    inner: InnerConfig | None = None,
-    model: GPTConfig | None = None,
-    device: str = "cpu",
-    deterministic: bool = True,
     claimed_hash: bytes | None = None,
-    workspace: dict | None = None,
     start_hash: bytes | None = None,
 ) -> Verdict:
-    """Re-run the k steps that follow ``start_state`` and judge ``claimed_end_state``.
+    """Re-run the ``ctx.k`` steps that follow ``start_state`` and judge ``claimed_end_state``.
 
-    ``shard_spec`` must carry the assigned shard (``ShardSpec.shard`` = Participant.shard).
-    Preconditions the verifier gets from the chain: ``expected_start_hash`` /
-    ``expected_end_hash`` (trace entries proven against the trace root), ``base_model_hash``
-    (enforced when the segment starts at inner step 0), ``inner``/``model`` (the job's pinned
-    hyperparameters). Never raises on bad input: returns invalid.
+    The job's and round's preconditions are ``ctx``'s (``VerifyContext``). Per segment, from the
+    chain: ``expected_start_hash`` / ``expected_end_hash`` (trace entries proven against the
+    trace root). Never raises on bad input: returns invalid.
 
     Exact mode with a secret end (``claimed_end_state=None``, ``expected_end_leaf`` = the
     opened Merkle leaf hash ``hash_leaf(end state hash)``): the end state was committed but not
     revealed, so the verdict is whether the re-executed state's hash has that leaf hash, and
     ``Verdict.reexecuted_hash`` is the evidence only re-execution yields (jobs README
     *Evidence only re-execution yields*).
-    ``deterministic=False``: the
-    caller already called ``set_determinism`` (``verify_challenge``, once for all segments);
     ``claimed_hash``: sha256 of ``claimed_end_state`` when the caller already computed it (it is
-    only reported; the check compares the bytes); ``workspace``: a dict kept across calls whose
-    model and optimizer the start state is loaded into (``load_state(into=...)``);
-    ``start_hash``: sha256 of ``start_state`` when the caller already computed it (a secret end
-    in tolerance mode keys the probe it computed by it, for ``verify_opened_end``).
+    only reported; the check compares the bytes); ``start_hash``: sha256 of ``start_state`` when
+    the caller already computed it (a secret end in tolerance mode keys the probe it computed by
+    it, for ``verify_opened_end``).
     """
+    k = ctx.k
     if not isinstance(k, int) or k <= 0:
         return _invalid(f"segment length k must be a positive int, got {k!r}")
     if claimed_end_state is None:
         if expected_end_leaf is None:
             return _invalid("a secret end state (no claimed bytes) needs its opened leaf hash")
         return _verify_secret_end(
+            ctx,
             start_state,
-            shard_spec,
-            k,
             expected_end_leaf,
-            corpus=corpus,
             expected_start_hash=expected_start_hash,
-            base_model_hash=base_model_hash,
-            inner=inner,
-            model=model,
-            device=device,
-            deterministic=deterministic,
-            tolerance=tolerance,
-            workspace=workspace,
             start_hash=start_hash,
         )
     if (
@@ -311,18 +357,55 @@ def verify_segment(
         cm = decode_meta(claimed_end_state, expected_kind=KIND_STATE)
     except PayloadError as exc:
         return _invalid(f"malformed claimed end state: {exc}")
-    if inner is not None and sm.get("inner") != inner.to_dict():
+    bad = _check_segment_meta(ctx, sm, cm)
+    if bad is not None:
+        return bad
+    s0 = sm["inner_step"]  # checked: an int >= 0
+    try:
+        ps = decode(start_state, expected_kind=KIND_STATE)
+    except PayloadError as exc:
+        return _invalid(f"malformed start state: {exc}")
+    if ctx.base_model_hash is not None and s0 == 0:
+        if params_hash_of_state(ps) != ctx.base_model_hash:
+            return _invalid("start state is not the round's base model")
+    if ctx.deterministic:
+        set_determinism(0, threads=1)
+    try:
+        ls = _load_into_workspace(ctx, ps)
+    except PayloadError as exc:
+        return _invalid(f"start state does not load: {exc}")
+    try:
+        _rerun(ctx, ls, s0)
+    except ValueError as exc:
+        return _invalid(f"cannot re-run segment: {exc}")
+    reexec, rp = _reexecuted(ls, s0 + k)
+    if claimed_hash is None:
+        claimed_hash = hashlib.sha256(claimed_end_state).digest()
+    v = judge_end(
+        ps, reexec, claimed_end_state, ctx.tolerance, claimed_hash=claimed_hash, reexec_payload=rp
+    )
+    if ctx.tolerance is not None:
+        v.probe = compute_probe(ps, rp)
+        v.reexecuted_state = reexec
+    return v
+
+
+def _check_segment_meta(ctx: VerifyContext, sm: dict, cm: dict) -> Verdict | None:
+    """A served segment's start meta ``sm`` against the job and round (``ctx``), and its claimed
+    end meta ``cm`` against what ``ctx.k`` steps from that start leave; None when they agree."""
+    spec, k = ctx.shard_spec, ctx.k
+    if ctx.inner is not None and sm.get("inner") != ctx.inner.to_dict():
         return _invalid("start state's inner hyperparameters differ from the job's")
-    if model is not None and sm.get("model") != model.to_dict():
+    if ctx.model is not None and sm.get("model") != ctx.model.to_dict():
         return _invalid("start state's model config differs from the job's")
-    if sm.get("round") != shard_spec.round:
+    if sm.get("round") != spec.round:
         return _invalid(
-            f"start state is from round {sm.get('round')}, segment is round {shard_spec.round}"
+            f"start state is from round {sm.get('round')}, segment is round {spec.round}"
         )
-    if sm.get("shard") != shard_spec.shard_index():
+    if sm.get("shard") != spec.shard_index():
         return _invalid(
             f"start state is for shard {sm.get('shard')}, the assigned shard is "
-            f"{shard_spec.shard_index()}"
+            f"{spec.shard_index()}"
         )
     s0 = sm.get("inner_step")
     if not isinstance(s0, int) or s0 < 0:
@@ -348,45 +431,53 @@ def verify_segment(
             )
     if set(cm) != set(want):
         return _invalid(f"claimed end state has unexpected meta keys {sorted(set(cm) - set(want))}")
-    try:
-        ps = decode(start_state, expected_kind=KIND_STATE)
-    except PayloadError as exc:
-        return _invalid(f"malformed start state: {exc}")
-    if base_model_hash is not None and s0 == 0 and params_hash_of_state(ps) != base_model_hash:
-        return _invalid("start state is not the round's base model")
-    if deterministic:
-        set_determinism(0, threads=1)
-    try:
-        ls = load_state(ps, device, into=None if workspace is None else workspace.get("loaded"))
-    except PayloadError as exc:
-        return _invalid(f"start state does not load: {exc}")
-    if workspace is not None:
-        workspace["loaded"] = ls
-    try:
-        run_inner_steps(
-            ls.model,
-            ls.opt,
-            ls.icfg,
-            corpus,
-            shard_spec,
-            s0,
-            k,
-            device=device,
-            slices=ls.slices,
-            microbatches=ls.microbatches,
-        )
-    except ValueError as exc:
-        return _invalid(f"cannot re-run segment: {exc}")
-    reexec, rp = _reexecuted(ls, s0 + k)
-    if claimed_hash is None:
-        claimed_hash = hashlib.sha256(claimed_end_state).digest()
-    v = judge_end(
-        ps, reexec, claimed_end_state, tolerance, claimed_hash=claimed_hash, reexec_payload=rp
+    return None
+
+
+def _check_run_start(ctx: VerifyContext, sm: dict, ps: Payload) -> Verdict | None:
+    """The opened start of a secret end or of a run (meta ``sm``, decoded ``ps``) against the job
+    and round (``ctx``); None when it is one of theirs (an int inner step >= 0)."""
+    if ctx.inner is not None and sm.get("inner") != ctx.inner.to_dict():
+        return _invalid("start state's inner hyperparameters differ from the job's")
+    if ctx.model is not None and sm.get("model") != ctx.model.to_dict():
+        return _invalid("start state's model config differs from the job's")
+    spec = ctx.shard_spec
+    if sm.get("round") != spec.round or sm.get("shard") != spec.shard_index():
+        return _invalid("start state is not this round's assigned shard")
+    s0 = sm.get("inner_step")
+    if not isinstance(s0, int) or s0 < 0:
+        return _invalid("start state has no inner step")
+    if ctx.base_model_hash is not None and s0 == 0:
+        if params_hash_of_state(ps) != ctx.base_model_hash:
+            return _invalid("start state is not the round's base model")
+    return None
+
+
+def _load_into_workspace(ctx: VerifyContext, ps: Payload) -> LoadedState:
+    """``load_state`` of the decoded start onto ``ctx.device``, into the workspace's model and
+    optimizer when ``ctx`` has one (kept there for the next call). Raises as ``load_state``."""
+    ws = ctx.workspace
+    ls = load_state(ps, ctx.device, into=None if ws is None else ws.get("loaded"))
+    if ws is not None:
+        ws["loaded"] = ls
+    return ls
+
+
+def _rerun(ctx: VerifyContext, ls: LoadedState, step: int) -> None:
+    """Train the loaded state ``ls`` through the ``ctx.k`` inner steps from ``step`` (as the
+    slices and microbatches its state names). ValueError as ``run_inner_steps``."""
+    run_inner_steps(
+        ls.model,
+        ls.opt,
+        ls.icfg,
+        ctx.corpus,
+        ctx.shard_spec,
+        step,
+        ctx.k,
+        device=ctx.device,
+        slices=ls.slices,
+        microbatches=ls.microbatches,
     )
-    if tolerance is not None:
-        v.probe = compute_probe(ps, rp)
-        v.reexecuted_state = reexec
-    return v
 
 
 def judge_end(
@@ -456,20 +547,11 @@ def judge_end(
 
 
 def _verify_secret_end(
+    ctx: VerifyContext,
     start_state: bytes,
-    shard_spec: ShardSpec,
-    k: int,
     end_leaf: bytes,
     *,
-    corpus: Corpus,
     expected_start_hash: bytes | None,
-    base_model_hash: bytes | None,
-    inner: InnerConfig | None,
-    model: GPTConfig | None,
-    device: str,
-    deterministic: bool,
-    tolerance: float | None = None,
-    workspace: dict | None = None,
     start_hash: bytes | None = None,
 ) -> Verdict:
     """verify_segment's path for an end committed only as a leaf hash (the path the network
@@ -477,8 +559,8 @@ def _verify_secret_end(
     re-executed state's hash must have that leaf hash. Tolerance mode: nothing to compare yet
     (the end is opened after the vote is committed: MsgOpenEnd); the verdict carries the probe of
     the re-executed state (the vote's evidence) and its bytes, for ``verify_opened_end``.
-    ``workspace``: as in ``verify_segment`` (the start is loaded into its model and optimizer,
-    ``load_state(into=...)``: the same bytes as a fresh load, without rebuilding them).
+    The start is loaded into ``ctx.workspace``'s model and optimizer when it has one
+    (``load_state(into=...)``: the same bytes as a fresh load, without rebuilding them).
     ``start_hash``: sha256 of ``start_state`` if known (the key of the probe kept for
     ``verify_opened_end``)."""
     if expected_start_hash is not None:
@@ -490,40 +572,20 @@ def _verify_secret_end(
         ps = decode(start_state, expected_kind=KIND_STATE)
     except PayloadError as exc:
         return _invalid(f"malformed start state: {exc}")
-    if inner is not None and sm.get("inner") != inner.to_dict():
-        return _invalid("start state's inner hyperparameters differ from the job's")
-    if model is not None and sm.get("model") != model.to_dict():
-        return _invalid("start state's model config differs from the job's")
-    if sm.get("round") != shard_spec.round or sm.get("shard") != shard_spec.shard_index():
-        return _invalid("start state is not this round's assigned shard")
-    s0 = sm.get("inner_step")
-    if not isinstance(s0, int) or s0 < 0:
-        return _invalid("start state has no inner step")
-    if base_model_hash is not None and s0 == 0 and params_hash_of_state(ps) != base_model_hash:
-        return _invalid("start state is not the round's base model")
-    if deterministic:
+    bad = _check_run_start(ctx, sm, ps)
+    if bad is not None:
+        return bad
+    s0 = sm["inner_step"]  # checked: an int >= 0
+    if ctx.deterministic:
         set_determinism(0, threads=1)
     try:
-        ls = load_state(ps, device, into=None if workspace is None else workspace.get("loaded"))
-        if workspace is not None:
-            workspace["loaded"] = ls
-        run_inner_steps(
-            ls.model,
-            ls.opt,
-            ls.icfg,
-            corpus,
-            shard_spec,
-            s0,
-            k,
-            device=device,
-            slices=ls.slices,
-            microbatches=ls.microbatches,
-        )
+        ls = _load_into_workspace(ctx, ps)
+        _rerun(ctx, ls, s0)
     except (PayloadError, ValueError) as exc:
         return _invalid(f"cannot re-run segment: {exc}")
-    reexec_bytes, rp = _reexecuted(ls, s0 + k)
+    reexec_bytes, rp = _reexecuted(ls, s0 + ctx.k)
     reexec = hashlib.sha256(reexec_bytes).digest()
-    if tolerance is not None:
+    if ctx.tolerance is not None:
         probe = compute_probe(ps, rp)
         _remember_probe(start_hash or hashlib.sha256(start_state).digest(), reexec, probe)
         return Verdict(
@@ -534,13 +596,19 @@ def _verify_secret_end(
             probe=probe,
             reexecuted_state=reexec_bytes,
         )
-    if hash_leaf(reexec) == bytes(end_leaf):
+    return _judge_secret_leaf(reexec, end_leaf)
+
+
+def _judge_secret_leaf(reexec_hash: bytes, end_leaf: bytes) -> Verdict:
+    """Exact mode: the re-executed state (sha256 ``reexec_hash``) against the opened leaf hash
+    of a secret end."""
+    if hash_leaf(reexec_hash) == bytes(end_leaf):
         return Verdict(
-            True, 0.0, "re-executed end state is the committed (secret) leaf", reexec.hex()
+            True, 0.0, "re-executed end state is the committed (secret) leaf", reexec_hash.hex()
         )
     return _invalid(
         "re-executed end state is not the committed trace leaf (exact mode)",
-        reexecuted_hash=reexec.hex(),
+        reexecuted_hash=reexec_hash.hex(),
         claimed_hash="leaf:" + bytes(end_leaf).hex(),
     )
 
@@ -922,26 +990,19 @@ class ChallengeVerdict:
 
 
 def verify_challenge(
+    ctx: VerifyContext,
     ch: Challenge,
-    spec: ShardSpec,
     *,
-    corpus: Corpus,
-    k: int,
     H: int,
-    inner: InnerConfig | None = None,
-    model: GPTConfig | None = None,
     codec: str | None = None,
-    tolerance: float | None = None,
     carried: Carried | None = None,
     ef_decay: float = 1.0,
     stop_at_first: bool = True,
-    device: str = "cpu",
-    base_params_hash: bytes | None = None,
     base: bytes | None = None,
 ) -> ChallengeVerdict:
     """Start check, payload check, then the drawn segments (cheap checks first; by default
     stop at the first failure, as one failure is enough for an invalid vote).
-    ``base_params_hash``: the parameters hash of the round's base model bytes
+    ``ctx.base_model_hash``: the parameters hash of the round's base model bytes
     (``trainer.state.params_hash_of_model``), which trace entry 0 must carry; None = the
     binding's base hash (a base without outer momentum, e.g. a job's initial model), or the
     parameters hash of ``base`` when given.
@@ -951,71 +1012,29 @@ def verify_challenge(
     (``verify_fresh_start``; the island size from entry H/k's meta, the only field the chain does
     not fix), ``ch.states[0]`` is set to the built bytes (the start of a run from segment 0), and
     the payload check takes the base's own bytes. Without it, or for a carried start, entry 0 is
-    served and checked field by field (``verify_start``). ``inner`` and ``model`` are needed to
-    build."""
-    n = H // k
+    served and checked field by field (``verify_start``). ``ctx.inner`` and ``ctx.model`` are
+    needed to build. ``ctx.deterministic`` is not read: the determinism is set once here."""
+    n = H // ctx.k
     build = base is not None and carried is None
     if base is not None and hashlib.sha256(base).digest() != ch.binding.base_model_hash:
         return ChallengeVerdict(False, "the base model bytes are not the round's base model")
-    if build and (inner is None or model is None):
+    if build and (ctx.inner is None or ctx.model is None):
         return ChallengeVerdict(False, "building a fresh start needs the job's inner and model")
+    base_params_hash = ctx.base_model_hash
     if base_params_hash is None and base is not None:
         try:
             base_params_hash = params_hash_of_model(base)
         except (PayloadError, KeyError) as exc:
             return ChallengeVerdict(False, f"the base model is malformed: {exc}")
     params_hash = base_params_hash or ch.binding.base_model_hash
-    if H % k or len(ch.trace) != n + 1:
-        return ChallengeVerdict(
-            False, f"trace has {len(ch.trace)} entries, expected H/k + 1 = {n + 1}"
-        )
-    if any(not 0 < i < n or ch.trace[i] != leaf for i, leaf in ch.hidden.items()):
-        return ChallengeVerdict(False, "served trace list does not hold the opened leaf hashes")
-    if compute_masked_trace_root(ch.trace, ch.binding, set(ch.hidden)) != ch.trace_root:
-        return ChallengeVerdict(False, "served trace hashes do not give the committed trace root")
-    need = sorted({0, n} | {i for s in ch.segments for i in (s, s + 1)} - set(ch.hidden))
-    if build:  # entry 0 is built below, never served
-        need.remove(0)
-    for i in need:
-        if i not in ch.states:
-            return ChallengeVerdict(False, f"trace entry {i} was not served")
-        if hashlib.sha256(ch.states[i]).digest() != ch.trace[i]:
-            return ChallengeVerdict(False, f"served state {i} is not trace entry {i}")
+    served = _check_served(ch, n, H % ctx.k == 0, build)
+    if served is not None:
+        return ChallengeVerdict(False, served)
     set_determinism(0, threads=1)  # once for every segment below
-    workspace: dict = {}  # one model and optimizer, loaded with each segment's start state
     if any(not 0 <= s < n for s in ch.segments):
         return ChallengeVerdict(False, "a drawn segment is outside the trace")
     out = ChallengeVerdict(True, "")
-    if build:
-        assert base is not None and inner is not None and model is not None  # checked above
-        named = _slices_named(ch.states[n])
-        if named is None:
-            out.start = _invalid(f"trace entry {n} (H/k) names no valid slice count")
-        else:
-            out.start, built = verify_fresh_start(
-                ch.trace[0],
-                base,
-                round=spec.round,
-                shard=spec.shard_index(),
-                inner=inner,
-                model=model,
-                slices=named[0],
-                microbatches=named[1],
-            )
-            if out.start.valid:
-                ch.states[0] = built
-        if not out.start.valid:
-            ch.states.pop(0, None)  # never re-executed from: not the pinned start
-    else:
-        out.start = verify_start(
-            ch.states[0],
-            base_model_hash=params_hash,
-            round=spec.round,
-            shard=spec.shard_index(),
-            inner=inner,
-            model=model,
-            carried=carried,
-        )
+    out.start = _challenge_start(ctx, ch, n, params_hash, base if build else None, carried)
     if not out.start.valid:
         out.valid, out.reason = False, f"start: {out.start.reason}"
         if stop_at_first:
@@ -1029,7 +1048,7 @@ def verify_challenge(
         H=H,
         codec=codec,
         payload=ch.payload,
-        tolerance=tolerance,
+        tolerance=ctx.tolerance,
         ef_decay=ef_decay,
         base_params_hash=params_hash,
     )
@@ -1037,6 +1056,83 @@ def verify_challenge(
         out.valid, out.reason = False, f"payload: {out.payload.reason}"
         if stop_at_first:
             return out
+    # one model and optimizer, loaded with each segment's start state; determinism set above
+    ws = ctx.workspace if ctx.workspace is not None else {}
+    seg_ctx = replace(ctx, base_model_hash=params_hash, deterministic=False, workspace=ws)
+    if _challenge_segments(seg_ctx, ch, out, stop_at_first) and out.valid:
+        out.reason = f"start, payload and {len(out.segments)} segment(s) check out"
+    return out
+
+
+def _check_served(ch: Challenge, n: int, whole: bool, build: bool) -> str | None:
+    """Why the served trace list and states are not the committed trace (``n`` = H/k segments,
+    ``whole``: k divides H; ``build``: entry 0 is built, never served), or None."""
+    if not whole or len(ch.trace) != n + 1:
+        return f"trace has {len(ch.trace)} entries, expected H/k + 1 = {n + 1}"
+    if any(not 0 < i < n or ch.trace[i] != leaf for i, leaf in ch.hidden.items()):
+        return "served trace list does not hold the opened leaf hashes"
+    if compute_masked_trace_root(ch.trace, ch.binding, set(ch.hidden)) != ch.trace_root:
+        return "served trace hashes do not give the committed trace root"
+    need = sorted({0, n} | {i for s in ch.segments for i in (s, s + 1)} - set(ch.hidden))
+    if build:  # entry 0 is built below, never served
+        need.remove(0)
+    for i in need:
+        if i not in ch.states:
+            return f"trace entry {i} was not served"
+        if hashlib.sha256(ch.states[i]).digest() != ch.trace[i]:
+            return f"served state {i} is not trace entry {i}"
+    return None
+
+
+def _challenge_start(
+    ctx: VerifyContext,
+    ch: Challenge,
+    n: int,
+    params_hash: bytes,
+    build_from: bytes | None,
+    carried: Carried | None,
+) -> Verdict:
+    """The start check of a challenge: entry 0 built from the base model bytes ``build_from``
+    (``verify_fresh_start``; ``ch.states[0]`` set to the built bytes, or removed when it is not
+    the pinned start), else the served entry 0 checked field by field (``verify_start``)."""
+    spec = ctx.shard_spec
+    if build_from is None:
+        return verify_start(
+            ch.states[0],
+            base_model_hash=params_hash,
+            round=spec.round,
+            shard=spec.shard_index(),
+            inner=ctx.inner,
+            model=ctx.model,
+            carried=carried,
+        )
+    assert ctx.inner is not None and ctx.model is not None  # checked by verify_challenge
+    named = _slices_named(ch.states[n])
+    if named is None:
+        v = _invalid(f"trace entry {n} (H/k) names no valid slice count")
+    else:
+        v, built = verify_fresh_start(
+            ch.trace[0],
+            build_from,
+            round=spec.round,
+            shard=spec.shard_index(),
+            inner=ctx.inner,
+            model=ctx.model,
+            slices=named[0],
+            microbatches=named[1],
+        )
+        if v.valid:
+            ch.states[0] = built
+    if not v.valid:
+        ch.states.pop(0, None)  # never re-executed from: not the pinned start
+    return v
+
+
+def _challenge_segments(
+    ctx: VerifyContext, ch: Challenge, out: ChallengeVerdict, stop_at_first: bool
+) -> bool:
+    """Re-execute the challenge's drawn segments into ``out.segments`` (the first failure sets
+    ``out``'s verdict); False when it stopped at a failure (``stop_at_first``)."""
     for s in sorted(set(ch.segments)):
         if s not in ch.states:  # entry 0 that is not the pinned start (stop_at_first=False)
             out.segments[s] = v = _invalid(f"trace entry {s} is not the pinned start")
@@ -1044,30 +1140,19 @@ def verify_challenge(
                 out.valid, out.reason = False, f"segment {s}: {v.reason}"
             continue
         v = verify_segment(
+            ctx,
             ch.states[s],
-            spec,
-            k,
             ch.states.get(s + 1) if s + 1 not in ch.hidden else None,
-            corpus=corpus,
-            tolerance=tolerance,
             expected_end_leaf=ch.hidden.get(s + 1),
-            base_model_hash=params_hash,
-            inner=inner,
-            model=model,
-            device=device,
-            deterministic=False,  # set above
             claimed_hash=ch.trace[s + 1],  # checked above: sha256 of ch.states[s + 1]
-            workspace=workspace,
             start_hash=None if s in ch.hidden else ch.trace[s],  # checked: sha256 of ch.states[s]
         )
         out.segments[s] = v
         if not v.valid and out.valid:
             out.valid, out.reason = False, f"segment {s}: {v.reason}"
             if stop_at_first:
-                return out
-    if out.valid:
-        out.reason = f"start, payload and {len(out.segments)} segment(s) check out"
-    return out
+                return False
+    return True
 
 
 def compute_masked_trace_root(

@@ -7,7 +7,7 @@ end, opened as a Merkle leaf hash. So a verifier re-executes each run through fr
 start, the state its own re-execution reached being the next segment's start, and every end of
 the run is evidence only that re-execution yields.
 
-``verify_run(start_state, shard_spec, k, ends, ...)``
+``verify_run(ctx, start_state, ends, *, expected_start_hash=None)``
     One ``trainer.verify.Verdict`` per segment of the run (stops after the first invalid one).
     ``ends[i]`` = ``(end_leaf, claimed_end_state)`` of the run's i-th segment: a secret end
     (``claimed_end_state`` None) is judged as ``verify_segment`` judges one (exact mode: the
@@ -32,35 +32,35 @@ from __future__ import annotations
 
 import hashlib
 
-from abci_app.merkle import hash_leaf
 from trainer.commit import KIND_STATE, Payload, PayloadError, decode, decode_meta, encode
-from trainer.data import Corpus, ShardSpec
 from trainer.determinism import set_determinism
-from trainer.model import GPTConfig
 from trainer.probe import compute_probe
-from trainer.state import InnerConfig, load_state, params_hash_of_state, run_inner_steps
-from trainer.verify import STATE_PARTS, Verdict, _invalid, _reexecuted, _remember_probe, judge_end
+from trainer.verify import (
+    STATE_PARTS,
+    Verdict,
+    VerifyContext,
+    _check_run_start,
+    _invalid,
+    _judge_secret_leaf,
+    _load_into_workspace,
+    _reexecuted,
+    _remember_probe,
+    _rerun,
+    judge_end,
+)
 
 
 def verify_run(
+    ctx: VerifyContext,
     start_state: bytes,
-    shard_spec: ShardSpec,
-    k: int,
     ends: list[tuple[bytes | None, bytes | None]],
     *,
-    corpus: Corpus,
-    tolerance: float | None = None,
     expected_start_hash: bytes | None = None,
-    base_model_hash: bytes | None = None,
-    inner: InnerConfig | None = None,
-    model: GPTConfig | None = None,
-    device: str = "cpu",
-    deterministic: bool = True,
-    workspace: dict | None = None,
 ) -> list[Verdict]:
-    """Re-run the run's segments one after the other from ``start_state`` (the run's opened
-    start) and judge each end (module docstring). Never raises on bad input: the first bad
-    segment gets an invalid verdict and the run stops there."""
+    """Re-run the run's segments (``ctx.k`` steps each) one after the other from ``start_state``
+    (the run's opened start) and judge each end (module docstring). Never raises on bad input:
+    the first bad segment gets an invalid verdict and the run stops there."""
+    k = ctx.k
     if not isinstance(k, int) or k <= 0:
         return [_invalid(f"segment length k must be a positive int, got {k!r}")]
     if not ends:
@@ -73,43 +73,22 @@ def verify_run(
         ps = decode(start_state, expected_kind=KIND_STATE)
     except PayloadError as exc:
         return [_invalid(f"malformed start state: {exc}")]
-    if inner is not None and sm.get("inner") != inner.to_dict():
-        return [_invalid("start state's inner hyperparameters differ from the job's")]
-    if model is not None and sm.get("model") != model.to_dict():
-        return [_invalid("start state's model config differs from the job's")]
-    if sm.get("round") != shard_spec.round or sm.get("shard") != shard_spec.shard_index():
-        return [_invalid("start state is not this round's assigned shard")]
-    s0 = sm.get("inner_step")
-    if not isinstance(s0, int) or s0 < 0:
-        return [_invalid("start state has no inner step")]
-    if base_model_hash is not None and s0 == 0 and params_hash_of_state(ps) != base_model_hash:
-        return [_invalid("start state is not the round's base model")]
-    if deterministic:
+    bad = _check_run_start(ctx, sm, ps)
+    if bad is not None:
+        return [bad]
+    if ctx.deterministic:
         set_determinism(0, threads=1)
     try:
-        ls = load_state(ps, device, into=None if workspace is None else workspace.get("loaded"))
+        ls = _load_into_workspace(ctx, ps)
     except (PayloadError, ValueError) as exc:
         return [_invalid(f"start state does not load: {exc}")]
-    if workspace is not None:
-        workspace["loaded"] = ls
     out: list[Verdict] = []
     prev: Payload = ps  # the decoded start of the segment being judged (the verifier's own)
     prev_hash = start_hash  # its sha256
-    step = s0
+    step = sm["inner_step"]  # checked: an int >= 0
     for i, (leaf, claimed) in enumerate(ends):
         try:
-            run_inner_steps(
-                ls.model,
-                ls.opt,
-                ls.icfg,
-                corpus,
-                shard_spec,
-                step,
-                k,
-                device=device,
-                slices=ls.slices,
-                microbatches=ls.microbatches,
-            )
+            _rerun(ctx, ls, step)
         except ValueError as exc:
             out.append(_invalid(f"cannot re-run segment {i} of the run: {exc}"))
             return out
@@ -118,29 +97,8 @@ def verify_run(
         # just encoded: trainer.verify._reexecuted); read before the next segment trains them
         reexec, live = _reexecuted(ls, step)
         rh = hashlib.sha256(reexec).digest()
-        if claimed is not None and (tolerance is None or i == 0):
-            # a public end (entry H/k): judged against its bytes (tolerance mode: only from the
-            # provider's own start; later in a run the verifier's start has drifted, and the end
-            # is judged once MsgOpenEnd opens the start too, as the secret ones)
-            v = _judge_public_end(prev, reexec, claimed, tolerance, rh, live)
-        elif tolerance is not None:
-            v = Verdict(
-                True,
-                0.0,
-                "re-executed; the end is judged once it is opened (tolerance mode)",
-                rh.hex(),
-            )
-        elif leaf is None:
-            v = _invalid("a secret end state (no claimed bytes) needs its opened leaf hash")
-        elif hash_leaf(rh) == bytes(leaf):
-            v = Verdict(True, 0.0, "re-executed end state is the committed (secret) leaf", rh.hex())
-        else:
-            v = _invalid(
-                "re-executed end state is not the committed trace leaf (exact mode)",
-                reexecuted_hash=rh.hex(),
-                claimed_hash="leaf:" + bytes(leaf).hex(),
-            )
-        if tolerance is not None:
+        v = _judge_run_end(ctx.tolerance, i, leaf, claimed, prev, reexec, rh, live)
+        if ctx.tolerance is not None:
             v.probe = compute_probe(prev, live)
             v.reexecuted_state = reexec
             # kept for verify_opened_end: an opened end byte for byte this re-execution, from
@@ -149,11 +107,40 @@ def verify_run(
         out.append(v)
         if not v.valid:
             return out
-        if i + 1 < len(ends) and (tolerance is not None or ends[i + 1][1] is not None):
+        if i + 1 < len(ends) and (ctx.tolerance is not None or ends[i + 1][1] is not None):
             # the run goes on and its next segment reads this state as its start (its probe, or
             # a served end judged against it): a copy, since the live tensors train on
             prev, prev_hash = decode(reexec, expected_kind=KIND_STATE), rh
     return out
+
+
+def _judge_run_end(
+    tolerance: float | None,
+    i: int,
+    leaf: bytes | None,
+    claimed: bytes | None,
+    prev: Payload,
+    reexec: bytes,
+    rh: bytes,
+    live: Payload,
+) -> Verdict:
+    """The verdict on the run's ``i``-th end (``leaf``, ``claimed``: see ``verify_run``) reached
+    as ``reexec`` (sha256 ``rh``, Payload ``live``) from the decoded start ``prev``."""
+    if claimed is not None and (tolerance is None or i == 0):
+        # a public end (entry H/k): judged against its bytes (tolerance mode: only from the
+        # provider's own start; later in a run the verifier's start has drifted, and the end
+        # is judged once MsgOpenEnd opens the start too, as the secret ones)
+        return _judge_public_end(prev, reexec, claimed, tolerance, rh, live)
+    if tolerance is not None:
+        return Verdict(
+            True,
+            0.0,
+            "re-executed; the end is judged once it is opened (tolerance mode)",
+            rh.hex(),
+        )
+    if leaf is None:
+        return _invalid("a secret end state (no claimed bytes) needs its opened leaf hash")
+    return _judge_secret_leaf(rh, leaf)
 
 
 def _judge_public_end(

@@ -30,12 +30,13 @@ import hashlib
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from abci_app.jobs.incentives import compute_runs
 from trainer.commit import KIND_MODEL, Binding, decode, encode
 from trainer.compression import Codec, load_policy
 from trainer.data import Corpus, ShardSpec
@@ -47,10 +48,12 @@ from trainer.verify import (
     Challenge,
     ChallengeVerdict,
     Verdict,
+    VerifyContext,
     quality_score,
     verify_challenge,
     verify_segment,
 )
+from trainer.verify_run import verify_run
 
 # the network's rule (trainer.diloco; see the docstring): outer lr 0.8, Nesterov momentum 0.3,
 # measured along the testnet's chains (benchmarks/network_outer.py): DiLoCo's 0.7 / 0.9 made
@@ -569,19 +572,11 @@ def verify(
     """Re-execute the k steps after ``start`` and compare with ``end``
     (trainer.verify.verify_segment, in the job's determinism mode): both states must be the revealed
     trace entries."""
+    ctx = VerifyContext.for_job(
+        plan, spec, corpus=corpus, base_model_hash=base_model_hash, device=device
+    )
     return verify_segment(
-        start,
-        spec,
-        plan.k,
-        end,
-        corpus=corpus,
-        tolerance=plan.tolerance,
-        expected_start_hash=start_hash,
-        expected_end_hash=end_hash,
-        base_model_hash=base_model_hash,
-        inner=plan.inner,
-        model=plan.model,
-        device=device,
+        ctx, start, end, expected_start_hash=start_hash, expected_end_hash=end_hash
     )
 
 
@@ -639,9 +634,6 @@ def verify_round(
     verifier builds entry 0 from the base and the public metadata and checks its hash against
     the trace (trainer.verify.verify_fresh_start; a run from segment 0 starts from the built
     bytes), and the payload check takes the base's bytes. Stops at the first failure."""
-    from abci_app.jobs.incentives import compute_runs
-    from trainer.verify_run import verify_run
-
     hidden = dict(hidden or {})
     ch = Challenge(
         segments=[],  # start, payload, trace root and served states; the runs below
@@ -654,26 +646,23 @@ def verify_round(
         payload=payload,
         hidden=hidden,
     )
-    out = verify_challenge(
-        ch,
-        spec,
-        corpus=corpus,
-        k=plan.k,
-        H=plan.H,
-        inner=plan.inner,
-        model=plan.model,
-        tolerance=plan.tolerance,
-        device=device,
-        base_params_hash=base_params_hash,
-        base=base,
+    ctx = VerifyContext.for_job(
+        plan, spec, corpus=corpus, base_model_hash=base_params_hash, device=device
     )
+    out = verify_challenge(ctx, ch, H=plan.H, base=base)
     if not out.valid:
         return out
     n = plan.H // plan.k
     runs = compute_runs(segments)
     if any(not 0 <= s < n for run in runs for s in run):
         return ChallengeVerdict(False, "a drawn segment is outside the trace")
-    workspace: dict = {}  # one model and optimizer for every run
+    # the runs' context: the base hash entry 0 must carry, one model and optimizer for every run
+    run_ctx = replace(
+        ctx,
+        base_model_hash=base_params_hash
+        or (params_hash_of_model(base) if base is not None else binding.base_model_hash),
+        workspace={},
+    )
     for run in runs:
         first = run[0]
         start = ch.states.get(first)
@@ -682,21 +671,7 @@ def verify_round(
         ends = [(hidden.get(s + 1), None if s + 1 in hidden else states.get(s + 1)) for s in run]
         if any(leaf is None and end is None for leaf, end in ends):
             return ChallengeVerdict(False, "an opened end is neither secret nor served")
-        verdicts = verify_run(
-            start,
-            spec,
-            plan.k,
-            ends,
-            corpus=corpus,
-            tolerance=plan.tolerance,
-            expected_start_hash=bytes(trace[first]),
-            base_model_hash=base_params_hash
-            or (params_hash_of_model(base) if base is not None else binding.base_model_hash),
-            inner=plan.inner,
-            model=plan.model,
-            device=device,
-            workspace=workspace,
-        )
+        verdicts = verify_run(run_ctx, start, ends, expected_start_hash=bytes(trace[first]))
         for s, v in zip(run, verdicts, strict=False):
             out.segments[s] = v
             if not v.valid:
@@ -712,18 +687,11 @@ def reexecute_segment(
     """The state k steps after ``start`` (tolerance mode: the re-execution of one segment from
     a start the provider opened, trainer.verify_run.verify_run of a one-segment run with a
     secret end); None when the start does not re-execute (not a state of the job's model)."""
-    from trainer.verify_run import verify_run
-
+    ctx = VerifyContext.for_job(plan, spec, corpus=corpus, device=device)
     (v,) = verify_run(
+        replace(ctx, tolerance=plan.tolerance if plan.tolerance is not None else 0.0),
         start,
-        spec,
-        plan.k,
         [(bytes(32), None)],
-        corpus=corpus,
-        tolerance=plan.tolerance if plan.tolerance is not None else 0.0,
-        inner=plan.inner,
-        model=plan.model,
-        device=device,
     )
     return v.reexecuted_state or None
 

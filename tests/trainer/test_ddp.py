@@ -21,7 +21,7 @@ from trainer.state import (
     run_inner_steps,
     state_bytes,
 )
-from trainer.verify import verify_segment
+from trainer.verify import VerifyContext, verify_segment
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -104,13 +104,13 @@ def test_ddp_island_gloo_two_processes_matches_single_device(tmp_path):
         slices=2,
     )
     end = (tmp_path / "run" / "end.state").read_bytes()
-    v = verify_segment(start, spec, steps, end, corpus=corpus, tolerance=None)
+    v = verify_segment(VerifyContext(corpus, spec, steps, tolerance=None), start, end)
     assert v.valid and v.reason == "identical state hash", v.reason
     # a tampered end state is refused (exact mode)
     bad = load_state(end)
     with torch.no_grad():
         next(bad.model.parameters()).mul_(1.001)
-    v = verify_segment(start, spec, steps, bad.to_bytes(), corpus=corpus, tolerance=None)
+    v = verify_segment(VerifyContext(corpus, spec, steps, tolerance=None), start, bad.to_bytes())
     assert not v.valid
     # the island's slicing is part of what is re-executed: the same steps on the full batch
     # (no slices) differ in the last bits, so an island trace claimed as single-device fails
@@ -124,5 +124,5 @@ def test_ddp_island_gloo_two_processes_matches_single_device(tmp_path):
         inner_step=0,
         shard=3,
     )
-    v = verify_segment(start1, spec, steps, fake.to_bytes(), corpus=corpus, tolerance=None)
+    v = verify_segment(VerifyContext(corpus, spec, steps, tolerance=None), start1, fake.to_bytes())
     assert not v.valid and "exact mode" in v.reason

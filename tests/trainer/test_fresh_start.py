@@ -23,6 +23,7 @@ from trainer.verify import (
     DEFAULT_TOLERANCE,
     Carried,
     Challenge,
+    VerifyContext,
     make_segment,
     verify_challenge,
     verify_fresh_start,
@@ -93,9 +94,13 @@ def challenge(art, segments, states, trace=None):
 
 def judge(corpus, cfg, ch, base, tol, carried=None):
     return verify_challenge(
-        ch, spec_of(corpus, cfg), corpus=corpus, k=K, H=H, inner=ICFG, model=cfg, codec=CODEC,
-        tolerance=tol, base=base, carried=carried,
-    )  # fmt: skip
+        VerifyContext(corpus, spec_of(corpus, cfg), K, tolerance=tol, inner=ICFG, model=cfg),
+        ch,
+        H=H,
+        codec=CODEC,
+        base=base,
+        carried=carried,
+    )
 
 
 def without_entry_zero(states: list[bytes], segments: list[int]) -> dict[int, bytes]:
@@ -238,9 +243,13 @@ def test_every_check_run_after_a_made_up_start_never_reexecutes_from_it(corpus, 
     trace = [hashlib.sha256(fake).digest(), *art.trace[1:]]
     ch = challenge(art, [0, 1], without_entry_zero(art.states, [0, 1]), trace=trace)
     v = verify_challenge(
-        ch, spec_of(corpus, tiny_cfg), corpus=corpus, k=K, H=H, inner=ICFG, model=tiny_cfg,
-        codec=CODEC, base=base, stop_at_first=False,
-    )  # fmt: skip
+        VerifyContext(corpus, spec_of(corpus, tiny_cfg), K, inner=ICFG, model=tiny_cfg),
+        ch,
+        H=H,
+        codec=CODEC,
+        base=base,
+        stop_at_first=False,
+    )
     assert not v.valid and v.reason.startswith(START_CHEAT)
     assert v.payload is not None and v.payload.valid  # the payload is checked on the base
     assert not v.segments[0].valid and "not the pinned start" in v.segments[0].reason

@@ -35,7 +35,7 @@ from trainer.state import (
     sliced_grads,
     state_bytes,
 )
-from trainer.verify import verify_segment
+from trainer.verify import VerifyContext, verify_segment
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -273,11 +273,11 @@ def test_worker_island_round_commits_what_one_process_commits_and_verifies_alone
     )
 
     for i in range(len(work.states) - 1):  # every segment, re-executed by this one process
-        v = verify_segment(work.states[i], spec, plan.k, work.states[i + 1], corpus=corpus)
+        v = verify_segment(VerifyContext(corpus, spec, plan.k), work.states[i], work.states[i + 1])
         assert v.valid, v.reason
     bad = load_state(work.states[1])
     with torch.no_grad():
         next(bad.model.parameters()).view(-1)[0] += 1e-6
     forged = bad.to_bytes()
-    v = verify_segment(work.states[0], spec, plan.k, forged, corpus=corpus)
+    v = verify_segment(VerifyContext(corpus, spec, plan.k), work.states[0], forged)
     assert not v.valid, v.reason

@@ -23,6 +23,7 @@ from trainer.verify import (
     DEFAULT_TOLERANCE,
     Carried,
     Challenge,
+    VerifyContext,
     rerun_segment,
     verify_challenge,
     verify_payload,
@@ -109,15 +110,17 @@ def challenge(art, segments, states=None, trace=None, payload=True):
 
 def judge(run, corpus, tiny_cfg, ch, *, name="A", shard=SHARD_A, rnd=0, tol=None, carried=None):
     return verify_challenge(
+        VerifyContext(
+            corpus,
+            spec_of(corpus, tiny_cfg, name, shard, rnd),
+            K,
+            tolerance=tol,
+            inner=ICFG,
+            model=tiny_cfg,
+        ),
         ch,
-        spec_of(corpus, tiny_cfg, name, shard, rnd),
-        corpus=corpus,
-        k=K,
         H=H,
-        inner=ICFG,
-        model=tiny_cfg,
         codec=CODEC,
-        tolerance=tol,
         carried=carried,
     )
 
@@ -312,12 +315,9 @@ def test_made_up_start_moments(run, corpus, tiny_cfg, tol):
     # moments made up mid-trace: tolerance mode checks the whole state (x50 moments, same params)
     end = map_part(a0.states[2], "exp_avg_sq", lambda t: t * 50)
     v = verify_segment(
+        VerifyContext(corpus, spec_of(corpus, tiny_cfg, "A", SHARD_A, 0), K, tolerance=tol),
         a0.states[1],
-        spec_of(corpus, tiny_cfg, "A", SHARD_A, 0),
-        K,
         end,
-        corpus=corpus,
-        tolerance=tol,
     )
     assert not v.valid and v.distances["exp_avg_sq"] > 1.0 and v.distances["param"] == 0.0
 
@@ -345,7 +345,7 @@ def test_state_from_another_base_model(run, corpus, tiny_cfg, tol):
     ch.payload, ch.update_root = payload, root
     v = judge(run, corpus, tiny_cfg, ch, tol=tol)
     assert not v.valid
-    v = verify_segment(a0.states[0], spec, K, fake.states[1], corpus=corpus, tolerance=tol)
+    v = verify_segment(VerifyContext(corpus, spec, K, tolerance=tol), a0.states[0], fake.states[1])
     assert not v.valid
 
 
@@ -425,12 +425,9 @@ def test_another_shard(run, corpus, tiny_cfg, tol):
     v = judge(run, corpus, tiny_cfg, challenge(art, [3]), tol=tol)
     assert not v.valid and "shard" in v.reason
     v = verify_segment(
+        VerifyContext(corpus, spec_of(corpus, tiny_cfg, "A", SHARD_A, 0), K, tolerance=tol),
         art.states[1],
-        spec_of(corpus, tiny_cfg, "A", SHARD_A, 0),
-        K,
         art.states[2],
-        corpus=corpus,
-        tolerance=tol,
     )
     assert not v.valid and "shard" in v.reason
 
@@ -503,7 +500,9 @@ def test_200_honest_segments_zero_false_positives(corpus, tiny_cfg, mode):
     n = 200
     spec, states = honest_segments(corpus, tiny_cfg, n, other_path=mode == "tolerance")
     verdicts = [
-        verify_segment(states[i], spec, 1, states[i + 1], corpus=corpus, tolerance=MODES[mode])
+        verify_segment(
+            VerifyContext(corpus, spec, 1, tolerance=MODES[mode]), states[i], states[i + 1]
+        )
         for i in range(n)
     ]
     assert [i for i, v in enumerate(verdicts) if not v.valid] == []

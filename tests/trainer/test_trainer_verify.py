@@ -1,6 +1,7 @@
 """Re-execution of a segment: honest passes, every cheat is rejected; quality score."""
 
 import hashlib
+from dataclasses import replace
 
 import pytest
 import torch
@@ -16,7 +17,13 @@ from trainer.state import (
     model_hash,
     run_inner_steps,
 )
-from trainer.verify import DEFAULT_TOLERANCE, make_segment, quality_score, verify_segment
+from trainer.verify import (
+    DEFAULT_TOLERANCE,
+    VerifyContext,
+    make_segment,
+    quality_score,
+    verify_segment,
+)
 
 K = 8
 ICFG = InnerConfig()
@@ -58,18 +65,16 @@ def map_params(state: bytes, fn) -> bytes:
 def test_honest_segment_reexecutes_to_identical_hash(setup, corpus, tiny_cfg):
     s, e = setup["seg1"]
     v = verify_segment(
+        VerifyContext(corpus, setup["spec"], K, inner=ICFG, model=tiny_cfg),
         s,
-        setup["spec"],
-        K,
         e,
-        corpus=corpus,
-        inner=ICFG,
-        model=tiny_cfg,
         expected_start_hash=hashlib.sha256(s).digest(),
     )
     assert v.valid and v.distance == 0.0 and v.reexecuted_hash == v.claimed_hash
     s0, e0 = setup["seg0"]
-    v0 = verify_segment(s0, setup["spec"], K, e0, corpus=corpus, base_model_hash=setup["base_hash"])
+    v0 = verify_segment(
+        VerifyContext(corpus, setup["spec"], K, base_model_hash=setup["base_hash"]), s0, e0
+    )
     assert v0.valid
 
 
@@ -82,26 +87,24 @@ def test_secret_end_is_judged_by_its_leaf_hash(setup, corpus, tiny_cfg):
     s, e = setup["seg1"]
     true_end = hashlib.sha256(e).digest()
     v = verify_segment(
-        s, setup["spec"], K, None, corpus=corpus, inner=ICFG, expected_end_leaf=hash_leaf(true_end)
+        VerifyContext(corpus, setup["spec"], K, inner=ICFG),
+        s,
+        None,
+        expected_end_leaf=hash_leaf(true_end),
     )
     assert v.valid and v.reexecuted_hash == true_end.hex(), v.reason
     # the leaf of another state (the start: what a lazy verifier could name) is not it
     bad = verify_segment(
+        VerifyContext(corpus, setup["spec"], K),
         s,
-        setup["spec"],
-        K,
         None,
-        corpus=corpus,
         expected_end_leaf=hash_leaf(hashlib.sha256(s).digest()),
     )
     assert not bad.valid and bad.reexecuted_hash == true_end.hex()
     tol = verify_segment(
+        VerifyContext(corpus, setup["spec"], K, tolerance=DEFAULT_TOLERANCE),
         s,
-        setup["spec"],
-        K,
         None,
-        corpus=corpus,
-        tolerance=DEFAULT_TOLERANCE,
         expected_end_leaf=hash_leaf(true_end),
     )
     # tolerance mode: nothing to compare yet (the end is opened after the vote); the verdict
@@ -122,12 +125,9 @@ def test_opened_end_is_judged_in_tolerance_mode(setup, corpus):
 
     s, e = setup["seg1"]
     own = verify_segment(
+        VerifyContext(corpus, setup["spec"], K, tolerance=DEFAULT_TOLERANCE),
         s,
-        setup["spec"],
-        K,
         None,
-        corpus=corpus,
-        tolerance=DEFAULT_TOLERANCE,
         expected_end_leaf=hash_leaf(hashlib.sha256(e).digest()),
     )
     e2 = _on_another_path(s, setup, corpus)
@@ -168,7 +168,7 @@ def test_honest_segment_passes_tolerance_mode_on_another_numerical_path(setup, c
     s, _ = setup["seg1"]
     # the "provider" computed with 2 threads and non-deterministic kernels
     e2 = _on_another_path(s, setup, corpus)
-    v = verify_segment(s, setup["spec"], K, e2, corpus=corpus, tolerance=DEFAULT_TOLERANCE)
+    v = verify_segment(VerifyContext(corpus, setup["spec"], K, tolerance=DEFAULT_TOLERANCE), s, e2)
     assert v.valid, v.reason
 
 
@@ -179,12 +179,14 @@ def test_invalid_fewer_steps_than_k(setup, corpus):
     ls = load_state(s)
     run_inner_steps(ls.model, ls.opt, ls.icfg, corpus, setup["spec"], K, K - 1)
     short = ls.to_bytes(inner_step=2 * K - 1)
-    v = verify_segment(s, setup["spec"], K, short, corpus=corpus)
+    v = verify_segment(VerifyContext(corpus, setup["spec"], K), s, short)
     assert not v.valid and "fewer or more steps" in v.reason
     # relabelled to look like k steps: caught by re-execution, in both modes
     relabelled = forge(short, inner_step=2 * K, adam_step=2 * K)
-    assert not verify_segment(s, setup["spec"], K, relabelled, corpus=corpus).valid
-    v = verify_segment(s, setup["spec"], K, relabelled, corpus=corpus, tolerance=DEFAULT_TOLERANCE)
+    assert not verify_segment(VerifyContext(corpus, setup["spec"], K), s, relabelled).valid
+    v = verify_segment(
+        VerifyContext(corpus, setup["spec"], K, tolerance=DEFAULT_TOLERANCE), s, relabelled
+    )
     assert not v.valid and v.distance > DEFAULT_TOLERANCE
 
 
@@ -202,7 +204,7 @@ def test_invalid_different_shard(setup, corpus):
     run_inner_steps(ls.model, ls.opt, ls.icfg, corpus, other, K, K)
     e_other = ls.to_bytes(inner_step=2 * K)
     for tol in (None, DEFAULT_TOLERANCE):
-        v = verify_segment(s, setup["spec"], K, e_other, corpus=corpus, tolerance=tol)
+        v = verify_segment(VerifyContext(corpus, setup["spec"], K, tolerance=tol), s, e_other)
         assert not v.valid and v.distance > DEFAULT_TOLERANCE
 
 
@@ -217,23 +219,27 @@ def test_invalid_scaled_or_noised_end_state(setup, corpus, cheat):
     )
     bad = map_params(e, fn)
     for tol in (None, DEFAULT_TOLERANCE):
-        v = verify_segment(s, setup["spec"], K, bad, corpus=corpus, tolerance=tol)
+        v = verify_segment(VerifyContext(corpus, setup["spec"], K, tolerance=tol), s, bad)
         assert not v.valid and v.distance > DEFAULT_TOLERANCE
 
 
 def test_invalid_replayed_old_state(setup, corpus):
     s1, _ = setup["seg1"]
     _, e0 = setup["seg0"]  # e0 == s1: the segment's own start (an old state)
-    assert not verify_segment(s1, setup["spec"], K, e0, corpus=corpus).valid
+    assert not verify_segment(VerifyContext(corpus, setup["spec"], K), s1, e0).valid
     relabelled = forge(e0, inner_step=2 * K, adam_step=2 * K)
-    v = verify_segment(s1, setup["spec"], K, relabelled, corpus=corpus, tolerance=DEFAULT_TOLERANCE)
+    v = verify_segment(
+        VerifyContext(corpus, setup["spec"], K, tolerance=DEFAULT_TOLERANCE), s1, relabelled
+    )
     assert not v.valid
 
 
 def test_invalid_state_from_a_different_base_model(setup, corpus, tiny_cfg):
     other = init_model(tiny_cfg, 99)
     s, e = make_segment(other, ICFG, corpus, setup["spec"], 0, K)
-    v = verify_segment(s, setup["spec"], K, e, corpus=corpus, base_model_hash=setup["base_hash"])
+    v = verify_segment(
+        VerifyContext(corpus, setup["spec"], K, base_model_hash=setup["base_hash"]), s, e
+    )
     assert not v.valid and "base model" in v.reason
     # a later segment is tied to the committed trace instead
     honest_trace = [
@@ -244,19 +250,21 @@ def test_invalid_state_from_a_different_base_model(setup, corpus, tiny_cfg):
     assert not verify_trace_entry(
         root, hashlib.sha256(s).digest(), 1, 3, trace_proof(honest_trace, 1)
     )
-    v = verify_segment(s, setup["spec"], K, e, corpus=corpus, expected_start_hash=honest_trace[1])
+    v = verify_segment(
+        VerifyContext(corpus, setup["spec"], K), s, e, expected_start_hash=honest_trace[1]
+    )
     assert not v.valid and "trace entry" in v.reason
 
 
 def test_invalid_malformed_states_and_k(setup, corpus):
     s, e = setup["seg1"]
-    assert not verify_segment(s[:100], setup["spec"], K, e, corpus=corpus).valid
-    assert not verify_segment(s, setup["spec"], K, e[:-1], corpus=corpus).valid
-    assert not verify_segment(s, setup["spec"], 0, e, corpus=corpus).valid
+    assert not verify_segment(VerifyContext(corpus, setup["spec"], K), s[:100], e).valid
+    assert not verify_segment(VerifyContext(corpus, setup["spec"], K), s, e[:-1]).valid
+    assert not verify_segment(VerifyContext(corpus, setup["spec"], 0), s, e).valid
     wrong_round = ShardSpec(**{**setup["spec"].to_dict(), "round": 1})
-    assert not verify_segment(s, wrong_round, K, e, corpus=corpus).valid
+    assert not verify_segment(VerifyContext(corpus, wrong_round, K), s, e).valid
     assert not verify_segment(
-        s, setup["spec"], K, e, corpus=corpus, inner=InnerConfig(lr=1e-2)
+        VerifyContext(corpus, setup["spec"], K, inner=InnerConfig(lr=1e-2)), s, e
     ).valid
 
 
@@ -293,7 +301,7 @@ def test_sliced_segment_is_reexecuted_as_its_slices(setup, corpus, tiny_cfg):
     m = init_model(tiny_cfg, 0)
     s, e = make_segment(m, ICFG, corpus, spec, 0, 2, slices=2)
     assert decode(e, expected_kind=KIND_STATE).meta["slices"] == 2
-    v = verify_segment(s, spec, 2, e, corpus=corpus)
+    v = verify_segment(VerifyContext(corpus, spec, 2), s, e)
     assert v.valid and v.reason == "identical state hash"
     # the same steps unsliced differ in the last bits: a sliced claim is not a 1-slice claim
     m1 = init_model(tiny_cfg, 0)
@@ -304,14 +312,14 @@ def test_sliced_segment_is_reexecuted_as_its_slices(setup, corpus, tiny_cfg):
         not torch.equal(p1.entries[n].parts["param"], p2.entries[n].parts["param"])
         for n in p1.entries
     )
-    v = verify_segment(s, spec, 2, e1, corpus=corpus)
+    v = verify_segment(VerifyContext(corpus, spec, 2), s, e1)
     assert not v.valid and "slices" in v.reason
-    v = verify_segment(s, spec, 2, forge(e, slices=4), corpus=corpus)
+    v = verify_segment(VerifyContext(corpus, spec, 2), s, forge(e, slices=4))
     assert not v.valid and "slices" in v.reason
     bad = forge(s, slices=3)  # the batch (8 rows) does not split into 3 equal slices
-    v = verify_segment(bad, spec, 2, forge(e, slices=3), corpus=corpus)
+    v = verify_segment(VerifyContext(corpus, spec, 2), bad, forge(e, slices=3))
     assert not v.valid and "cannot re-run" in v.reason
-    v = verify_segment(forge(s, slices=1), spec, 2, forge(e, slices=1), corpus=corpus)
+    v = verify_segment(VerifyContext(corpus, spec, 2), forge(s, slices=1), forge(e, slices=1))
     assert not v.valid and "does not load" in v.reason
 
 
@@ -325,7 +333,7 @@ def test_a_reused_workspace_reexecutes_like_a_fresh_load(setup, corpus):
     (s0, e0), (s1, e1) = setup["seg0"], setup["seg1"]
     ws: dict = {}
     for start, end, k in ((s1, e1, K), (s0, e0, K), (s1, e1, K)):  # step K, then 0 (fresh)
-        v = verify_segment(start, spec, k, end, corpus=corpus, workspace=ws, inner=ICFG)
+        v = verify_segment(VerifyContext(corpus, spec, k, workspace=ws, inner=ICFG), start, end)
         assert v.valid and v.reason == "identical state hash", v.reason
         assert "loaded" in ws
     reused = ws["loaded"]
@@ -353,9 +361,9 @@ def test_a_secret_end_with_a_workspace_gives_the_verdict_of_a_fresh_load(setup, 
     cases = [(s1, e1, True), (s0, e0, True), (s1, e1, False), (s1, e1, True), (s0, e0, False)]
     for start, end, right in cases:
         leaf = hash_leaf(hashlib.sha256(end if right else start).digest())
-        kw = dict(corpus=corpus, tolerance=tol, expected_end_leaf=leaf, inner=ICFG)
-        fresh = verify_segment(start, spec, K, None, **kw)
-        reused = verify_segment(start, spec, K, None, workspace=ws, **kw)
+        ctx = VerifyContext(corpus, spec, K, tolerance=tol, inner=ICFG)
+        fresh = verify_segment(ctx, start, None, expected_end_leaf=leaf)
+        reused = verify_segment(replace(ctx, workspace=ws), start, None, expected_end_leaf=leaf)
         assert reused.to_dict() == fresh.to_dict(), (reused.reason, fresh.reason)
         assert reused.reexecuted_state == fresh.reexecuted_state
         assert reused.reexecuted_hash == hashlib.sha256(end).hexdigest()

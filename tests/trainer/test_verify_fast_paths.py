@@ -23,7 +23,13 @@ from trainer.determinism import set_determinism
 from trainer.model import init_model
 from trainer.probe import compute_probe
 from trainer.state import InnerConfig, load_state, make_inner_optimizer, run_inner_steps
-from trainer.verify import DEFAULT_TOLERANCE, make_segment, verify_opened_end, verify_segment
+from trainer.verify import (
+    DEFAULT_TOLERANCE,
+    VerifyContext,
+    make_segment,
+    verify_opened_end,
+    verify_segment,
+)
 
 K = 4
 ICFG = InnerConfig()
@@ -82,12 +88,9 @@ def test_reexecuted_payload_is_the_decoded_bytes(seg, corpus):
 def test_opened_end_verdicts_do_not_depend_on_the_probe_cache(seg, corpus):
     spec, s, e = seg
     own = verify_segment(
+        VerifyContext(corpus, spec, K, tolerance=DEFAULT_TOLERANCE),
         s,
-        spec,
-        K,
         None,
-        corpus=corpus,
-        tolerance=DEFAULT_TOLERANCE,
         expected_end_leaf=hash_leaf(hashlib.sha256(e).digest()),
     )
     assert own.valid and own.reexecuted_state == e

@@ -16,7 +16,7 @@ from trainer.determinism import set_determinism
 from trainer.model import init_model
 from trainer.probe import compute_probe
 from trainer.state import InnerConfig, make_inner_optimizer, model_hash
-from trainer.verify import make_segment, state_distance
+from trainer.verify import VerifyContext, make_segment, state_distance
 from trainer.verify_run import shift_state, verify_run
 
 K = 2
@@ -56,25 +56,18 @@ def test_exact_run_reaches_every_committed_end(trace, corpus, tiny_cfg):
     st = trace["states"]
     ends = [(_leaf(st[i]), None) for i in (2, 3, 4)]
     vs = verify_run(
+        VerifyContext(corpus, trace["spec"], K, inner=ICFG, model=tiny_cfg),
         st[1],
-        trace["spec"],
-        K,
         ends,
-        corpus=corpus,
-        inner=ICFG,
-        model=tiny_cfg,
         expected_start_hash=hashlib.sha256(st[1]).digest(),
     )
     assert [v.valid for v in vs] == [True] * 3
     assert [v.reexecuted_hash for v in vs] == [hashlib.sha256(st[i]).hexdigest() for i in (2, 3, 4)]
     # a public last end (entry H/k) is judged on its bytes; the run from entry 0 checks the base
     vs = verify_run(
+        VerifyContext(corpus, trace["spec"], K, base_model_hash=trace["base_hash"]),
         st[0],
-        trace["spec"],
-        K,
         [(_leaf(st[1]), None), (None, st[2])],
-        corpus=corpus,
-        base_model_hash=trace["base_hash"],
     )
     assert [v.valid for v in vs] == [True, True]
 
@@ -89,17 +82,15 @@ def test_a_faked_segment_inside_a_run_is_caught(trace, corpus):
         e.parts["param"] = e.parts["param"] + 1e-3
     faked = encode(p)
     vs = verify_run(
-        st[1], trace["spec"], K, [(_leaf(st[2]), None), (_leaf(faked), None)], corpus=corpus
+        VerifyContext(corpus, trace["spec"], K), st[1], [(_leaf(st[2]), None), (_leaf(faked), None)]
     )
     assert [v.valid for v in vs] == [True, False]
     assert "not the committed trace leaf" in vs[1].reason
     # a wrong start is refused before anything runs
     (v,) = verify_run(
+        VerifyContext(corpus, trace["spec"], K),
         st[1],
-        trace["spec"],
-        K,
         [(_leaf(st[2]), None)],
-        corpus=corpus,
         expected_start_hash=b"x" * 32,
     )
     assert not v.valid and "start state" in v.reason
@@ -108,7 +99,7 @@ def test_a_faked_segment_inside_a_run_is_caught(trace, corpus):
 def test_tolerance_run_carries_the_probe_of_every_end(trace, corpus):
     st = trace["states"]
     ends = [(_leaf(st[2]), None), (_leaf(st[3]), None)]
-    vs = verify_run(st[1], trace["spec"], K, ends, corpus=corpus, tolerance=1e-3)
+    vs = verify_run(VerifyContext(corpus, trace["spec"], K, tolerance=1e-3), st[1], ends)
     assert all(v.valid for v in vs)
     assert [v.probe for v in vs] == [compute_probe(st[1], st[2]), compute_probe(st[2], st[3])]
     assert [v.reexecuted_state for v in vs] == [st[2], st[3]]
@@ -128,7 +119,7 @@ def test_tolerance_run_keeps_each_probe_for_the_opened_end_pass(trace, corpus):
         V._PROBE_CACHE.clear()
     try:
         ends = [(_leaf(st[2]), None), (_leaf(st[3]), None), (None, st[4])]
-        vs = verify_run(st[1], trace["spec"], K, ends, corpus=corpus, tolerance=1e-3)
+        vs = verify_run(VerifyContext(corpus, trace["spec"], K, tolerance=1e-3), st[1], ends)
         assert all(v.valid for v in vs)
         assert [v.probe for v in vs] == [compute_probe(st[i], st[i + 1]) for i in (1, 2, 3)]
         for i in (1, 2, 3):
