@@ -79,7 +79,7 @@ from trainer.commit import (
     trace_root,
 )
 from trainer.commit import update_root as _root
-from trainer.compression import codec_from_payload, make_codec
+from trainer.compression import Codec, CompressionState, codec_from_payload, make_codec
 from trainer.data import Corpus, ShardSpec
 from trainer.determinism import set_determinism
 from trainer.model import GPT, GPTConfig
@@ -339,24 +339,10 @@ def verify_segment(
             expected_start_hash=expected_start_hash,
             start_hash=start_hash,
         )
-    if (
-        expected_start_hash is not None
-        and hashlib.sha256(start_state).digest() != expected_start_hash
-    ):
-        return _invalid("start state does not match the committed trace entry")
-    if (
-        expected_end_hash is not None
-        and hashlib.sha256(claimed_end_state).digest() != expected_end_hash
-    ):
-        return _invalid("end state does not match the committed trace entry")
-    try:
-        sm = decode_meta(start_state, expected_kind=KIND_STATE)
-    except PayloadError as exc:
-        return _invalid(f"malformed start state: {exc}")
-    try:
-        cm = decode_meta(claimed_end_state, expected_kind=KIND_STATE)
-    except PayloadError as exc:
-        return _invalid(f"malformed claimed end state: {exc}")
+    metas = _segment_metas(start_state, claimed_end_state, expected_start_hash, expected_end_hash)
+    if isinstance(metas, Verdict):
+        return metas
+    sm, cm = metas
     bad = _check_segment_meta(ctx, sm, cm)
     if bad is not None:
         return bad
@@ -388,6 +374,35 @@ def verify_segment(
         v.probe = compute_probe(ps, rp)
         v.reexecuted_state = reexec
     return v
+
+
+def _segment_metas(
+    start_state: bytes,
+    claimed_end_state: bytes,
+    expected_start_hash: bytes | None,
+    expected_end_hash: bytes | None,
+) -> tuple[dict, dict] | Verdict:
+    """The metadata of a served segment's start and claimed end, once both are the committed
+    trace entries (when their hashes are given); else the invalid verdict."""
+    if (
+        expected_start_hash is not None
+        and hashlib.sha256(start_state).digest() != expected_start_hash
+    ):
+        return _invalid("start state does not match the committed trace entry")
+    if (
+        expected_end_hash is not None
+        and hashlib.sha256(claimed_end_state).digest() != expected_end_hash
+    ):
+        return _invalid("end state does not match the committed trace entry")
+    try:
+        sm = decode_meta(start_state, expected_kind=KIND_STATE)
+    except PayloadError as exc:
+        return _invalid(f"malformed start state: {exc}")
+    try:
+        cm = decode_meta(claimed_end_state, expected_kind=KIND_STATE)
+    except PayloadError as exc:
+        return _invalid(f"malformed claimed end state: {exc}")
+    return sm, cm
 
 
 def _check_segment_meta(ctx: VerifyContext, sm: dict, cm: dict) -> Verdict | None:
@@ -895,18 +910,10 @@ def verify_payload(
             return _invalid("base is not the round's base model")
     except (PayloadError, KeyError, IndexError) as exc:
         return _invalid(f"malformed base: {exc}")
-    if payload is not None:
-        if _root(payload, binding) != update_root:
-            return _invalid("payload bytes do not match the committed update root")
-        try:
-            pp = decode(payload, expected_kind=KIND_UPDATE)
-        except PayloadError as exc:
-            return _invalid(f"malformed committed payload: {exc}")
-        if codec is not None and pp.codec != make_codec(codec).name:
-            return _invalid(f"payload codec {pp.codec!r} is not the job's {codec!r}")
-        codec = pp.codec
-    if codec is None:
-        return _invalid("no codec: pass the job's codec or the committed payload")
+    named = _payload_codec(payload, codec, update_root, binding)
+    if isinstance(named, Verdict):
+        return named
+    codec = named
     try:
         c = make_codec(codec)
         cin = load_carry(carry, ef_decay=ef_decay)
@@ -915,7 +922,6 @@ def verify_payload(
     if set(theta0) != set(pe.entries):
         return _invalid("end state's tensors differ from the base model's")
     delta = {n: theta0[n] - pe.entries[n].parts["param"] for n in sorted(theta0)}
-    shapes = {n: tuple(t.shape) for n, t in delta.items()}
     work = load_carry(carry, ef_decay=ef_decay)
     try:
         again = encode(c.compress(delta, work))
@@ -938,6 +944,44 @@ def verify_payload(
             reexecuted_hash=rh.hex(),
             claimed_hash=update_root.hex(),
         )
+    return _payload_within_tolerance(c, again, payload, delta, cin, tolerance, rh, update_root)
+
+
+def _payload_codec(
+    payload: bytes | None, codec: str | None, update_root: bytes, binding: Binding
+) -> str | Verdict:
+    """The codec the payload is re-compressed with: the job's ``codec`` or, under an adaptive
+    policy, the one the committed ``payload`` declares (its bytes checked against
+    ``update_root`` first); else the invalid verdict."""
+    if payload is not None:
+        if _root(payload, binding) != update_root:
+            return _invalid("payload bytes do not match the committed update root")
+        try:
+            pp = decode(payload, expected_kind=KIND_UPDATE)
+        except PayloadError as exc:
+            return _invalid(f"malformed committed payload: {exc}")
+        if codec is not None and pp.codec != make_codec(codec).name:
+            return _invalid(f"payload codec {pp.codec!r} is not the job's {codec!r}")
+        codec = pp.codec
+    if codec is None:
+        return _invalid("no codec: pass the job's codec or the committed payload")
+    return codec
+
+
+def _payload_within_tolerance(
+    c: Codec,
+    again: bytes,
+    payload: bytes,
+    delta: dict[str, torch.Tensor],
+    cin: CompressionState,
+    tolerance: float,
+    rh: bytes,
+    update_root: bytes,
+) -> Verdict:
+    """Tolerance mode, the roots differ: the decoded committed ``payload`` against the
+    re-compressed one (``again``), relative L2 distance; valid within ``tolerance``, with the
+    carry the committed payload leaves (``carry_after`` of ``delta`` and the carry in ``cin``)."""
+    shapes = {n: tuple(t.shape) for n, t in delta.items()}
     try:
         a = c.decompress(decode(again), shapes)
         b = c.decompress(decode(payload), shapes)
