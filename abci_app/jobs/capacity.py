@@ -11,14 +11,18 @@ micro-batching and checkpointing shrink them, so this is a floor the chain can c
 necessary condition); the worker's own feasibility check is the finer one.
 
 Speed: a job that states ``compute_s_per_round`` needs ``ceil(H x tokens_per_step /
-compute_s_per_round)`` tokens/s; the draw seats only providers that meet it (the providers
-keeper's ``meets_throughput``: the measured figure once there is one; before, min(claimed, cap)
-against min(need, cap), so a claim above the cap buys nothing and a new provider still gets the
-round that measures it).
+compute_s_per_round)`` tokens/s; the draw seats, as participants and as judges, only providers
+that meet it (the providers keeper's ``meets_throughput``: the measured figure once there is
+one, else the provider's own claim, so a new provider gets the round that measures it and an
+honest machine is never seated above its own claim).
 
 Measured speed: an accepted commitment trained ``tokens_processed`` tokens between its round's
 open block and the block that took it (header times, consensus data), so its sample is
-``tokens x 10^9 // elapsed_ns``.
+``tokens x 10^9 // elapsed_ns``. The header times include any time the chain itself made no
+block (an upgrade, an outage, or validators with more than 1/3 of the power withholding votes,
+which costs them nothing), which is not the provider's: a round whose blocks from the open to a
+commitment came more than ``MAX_BLOCK_GAP_NS`` apart on average gives no sample of that
+commitment (``is_chain_live``), neither raising nor lowering the figure.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ from abci_app.pb import jobs_pb2, providers_pb2
 BYTES_PER_PARAM = 24
 MIB = 1 << 20
 NS_PER_S = 10**9
+# a mean block interval above this between a round's open and a commitment is a chain stall, not
+# a slow provider: 5x CometBFT's default (~6 s with timeout_commit 5 s), 30x the testnet's
+MAX_BLOCK_GAP_NS = 30 * NS_PER_S
 
 # why a round waits (event ``round.waiting``, attribute ``reason``)
 WAIT_NONE = "no eligible providers"
@@ -61,3 +68,9 @@ def compute_speed_sample(tokens: int, open_time_ns: int, commit_time_ns: int) ->
     """Tokens/s of one commitment: its tokens over the time from the round's open to its commit
     (at least 1 ns: header times strictly increase, a commit lands after the open block)."""
     return tokens * NS_PER_S // max(1, commit_time_ns - open_time_ns)
+
+
+def is_chain_live(open_height: int, open_time_ns: int, height: int, time_ns: int) -> bool:
+    """The chain made blocks at its usual pace from a round's open to a block taking a
+    commitment: at most ``MAX_BLOCK_GAP_NS`` per block on average."""
+    return time_ns - open_time_ns <= max(1, height - open_height) * MAX_BLOCK_GAP_NS

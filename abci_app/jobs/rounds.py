@@ -62,6 +62,7 @@ from abci_app.jobs.capacity import (
     compute_island_need_mib,
     compute_speed_need,
     compute_speed_sample,
+    is_chain_live,
 )
 from abci_app.jobs.expected import ProviderKeeper
 from abci_app.jobs.incentives import (
@@ -231,11 +232,20 @@ def compute_judge_pool(
     """Who may judge the job's challenges (every verifier panel, and the counts of judges): the
     draw pool with every provider eligible (the job's own filters do not apply, so its owner
     cannot choose its judges), less ``conflicted``, less those whose island cannot hold the
-    model: a verifier re-executes a segment of the same training."""
+    model or whose speed standing does not reach the job's stated need: a verifier re-executes
+    segments of the same training in a verdict window sized from that speed, and a correct
+    machine too slow for it would be silent and pay the liveness slash (an honest slow machine
+    never loses money to a seat it could not fill). The standing is the participants' draw's
+    (``providers.meets_throughput``: measured, else the provider's own claim, believed only
+    downwards once work measured it). What this lets an owner do (narrow its judges by stating a
+    speed) is in the README's limits."""
+    need = compute_speed_need(job.spec)
     return [
         v
         for v in providers.get_draw_pool(ctx.store, 0, 0)
-        if v.address not in conflicted and can_hold(v, job.spec)
+        if v.address not in conflicted
+        and can_hold(v, job.spec)
+        and providers.meets_throughput(ctx.store, v, need)
     ]
 
 
@@ -1348,13 +1358,17 @@ def process_measured_speed(ctx: Ctx, providers: ProviderKeeper, r: jobs_pb2.Roun
     the block that took it, header times) folded into the provider's measured figure
     (``providers.record_throughput``; README *Islands and measured speed*). Verified means a
     panel re-executed it and accepted it; an unverified sample (unchallenged, or no verifier
-    existed) can only lower the figure. The SLA record keeps the round's sample."""
+    existed) can only lower the figure. A commitment taken after a chain stall gives no sample.
+    The SLA record keeps the round's sample."""
     if not r.open_time_ns:
         return
     samples: list[tuple[bytes, int]] = []
     for p in r.participants:
         if p.outcome != jobs_pb2.OUTCOME_ACCEPTED or not p.commitment.time_ns:
             continue
+        c = p.commitment
+        if not is_chain_live(r.open_height, r.open_time_ns, c.height, c.time_ns):
+            continue  # a chain stall is not the provider's time (capacity.is_chain_live)
         sample = compute_speed_sample(
             p.commitment.tokens_processed, r.open_time_ns, p.commitment.time_ns
         )

@@ -1,24 +1,13 @@
 """An honest slow machine is not drawn to re-execute what it cannot re-execute in time (attacker
-review, issue 35, 3; the fix belongs in abci_app/jobs, being rewritten now: xfail until then).
-
-The speed filter seats only participants whose standing reaches a job's need, but the judge pool
-(``rounds.compute_judge_pool``: every verifier panel and the counts of judges) filters by island
-memory only. The verdict window is sized from the same stated speed (``tx job create``:
+review, issue 35, 3). The verdict window is sized from the job's stated speed (``tx job create``:
 WINDOW_SLACK x the re-execution of the challenged segments at the job's compute per round), so a
-correct verifier slower than the need / slack cannot vote in time: silent, it pays
-``slash_fraction_liveness_bps`` (1 % of its bond) on every seat, and the challenge escalates.
-Here a judge that truthfully claims 500 tokens/s is the panel of a job needing 4,096.
-
-Proposed fix (rounds.compute_judge_pool): keep only judges with
-``providers.meets_throughput(store, v, compute_speed_need(job.spec))``, as the participants'
-draw does (the need is the job's, which its owner states; so that an owner cannot pick its judges
-by stating a speed only its own providers reach, count judges for ``reserve_verifiers`` /
-``min_fraud_verifiers`` on the filtered pool and let a job wait, with WAIT_SPEED, when fewer than
-``verifiers_per_challenge`` judges reach it)."""
+correct verifier much slower than the need could not vote in time: silent, it would pay
+``slash_fraction_liveness_bps`` on every seat. The judge pool (``rounds.compute_judge_pool``:
+every verifier panel and the counts of judges) therefore keeps only providers whose standing
+speed reaches the need, as the participants' draw does. Here a judge that truthfully claims
+500 tokens/s is left out of a job needing 4,096."""
 
 from __future__ import annotations
-
-import pytest
 
 from abci_app.pb import providers_pb2
 from tests.kits.marketkit import actors_block, new_market, register_msg
@@ -26,9 +15,6 @@ from tests.kits.marketkit import actors_block, new_market, register_msg
 WINDOWS = {"commit_blocks": 6, "reveal_blocks": 4, "verdict_blocks": 3, "attest_blocks": 3}
 
 
-@pytest.mark.xfail(
-    strict=True, reason="abci_app/jobs: the judge pool ignores the job's speed (memory only)"
-)
 def test_a_verifier_slower_than_the_job_s_need_is_never_drawn_to_re_execute() -> None:
     m = new_market(n_providers=2, register=False)
     worker, slow = m.providers

@@ -1,26 +1,16 @@
-"""A chain stall is not a slow provider (attacker review, issue 35, 3; the fix belongs in
-abci_app/jobs, being rewritten now, so this test is marked xfail until then).
+"""A chain stall is not a slow provider (attacker review, issue 35, 3).
 
 A speed sample is ``tokens x 10^9 // (commit block time - open block time)``: the header times
 include any time the chain itself did not make blocks. A 10-minute halt (an upgrade, an outage,
 or validators holding more than 1/3 of the power withholding their votes, which costs them
-nothing: no block, no missed block) between a round's open and its commits turns an honest
-provider that trained job 1's 8,192 tokens in 1 s into a 13 tokens/s sample, verified or not.
-A new provider's first sample is its figure, so it is shut out of every job needing more than
-13 tokens/s, and a job that no longer seats it cannot re-measure it: out for good, through no
-fault of its machine. A coalition can do this to every provider with a round open, at will.
-
-Proposed fix (abci_app/jobs/rounds.py ``process_measured_speed`` + capacity.py): measure the
-elapsed time without the chain's own gaps, e.g. record at the open the height and keep, per
-round, the sum of inter-block gaps above ``max_block_gap_ns`` (begin-block sees each header
-time); or, simpler, take no sample (neither raise nor lower) from a round whose
-commit-deadline block came later than ``commit_blocks x max_block_gap_ns`` after its open."""
+nothing) between a round's open and its commits turned an honest provider that trained job 1's
+8,192 tokens in 1 s into a 13 tokens/s sample; a new provider's first sample is its figure, so
+it was shut out of every job needing more, for good. A commitment taken after the chain's blocks
+came more than ``capacity.MAX_BLOCK_GAP_NS`` apart on average gives no sample now."""
 
 from __future__ import annotations
 
 from typing import Any
-
-import pytest
 
 from abci_app.pb import providers_pb2
 from tests.kits.marketkit import actors_block, new_market, register_msg, run_job
@@ -30,10 +20,6 @@ STALL_S = 600
 WINDOWS = {"commit_blocks": 6, "reveal_blocks": 4, "verdict_blocks": 3, "attest_blocks": 3}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="abci_app/jobs: speed samples count the chain's own stalls as the provider's time",
-)
 def test_a_chain_stall_during_a_round_does_not_shut_an_honest_provider_out() -> None:
     m = new_market(n_providers=2, register=False)
     worker, judge = m.providers
