@@ -2,8 +2,8 @@
 unbonding_blocks; a node joins as a validator with MsgCreateValidator, stays out of CometBFT's
 set until it registers a settlement key, goes down past the window (slashed, jailed, removed),
 comes back with MsgUnjail and signs again; then a twin of another validator's key double-signs
-and CometBFT's evidence gets it slashed once and tombstoned. One network, in that order (each step needs the
-power left by the previous one: 5 validators of equal power)."""
+and CometBFT's evidence gets it slashed once and tombstoned. One network, in that order (each
+step needs the power left by the previous one: 5 validators of equal power)."""
 
 from __future__ import annotations
 
