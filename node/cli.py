@@ -478,19 +478,9 @@ def broadcast(
     return run_tx(args, key_name, msgs, extra, from_events)
 
 
-def signing_key(args: argparse.Namespace, positional: str | None) -> str:
-    """``--from KEY``; the old positional FROM_KEY is still read (deprecated: a warning)."""
+def signing_key(args: argparse.Namespace) -> str:
+    """``--from KEY``, the key that signs and pays."""
     flag = getattr(args, "from_key", None)
-    if positional and flag and positional != flag:
-        raise UsageError(
-            f"two signers: positional {positional!r} and --from {flag!r}; give only --from"
-        )
-    if positional and not flag:
-        print(
-            f"warning: the positional signer is deprecated: write --from {positional}",
-            file=sys.stderr,
-        )
-        return positional
     if not flag:
         raise UsageError(
             "give the signing key with --from KEY (see `loconet keys list --home HOME`)"
@@ -498,16 +488,22 @@ def signing_key(args: argparse.Namespace, positional: str | None) -> str:
     return str(flag)
 
 
+def refuse_signer_first(extra: str | None, fix: str) -> None:
+    """A command given the signer as its first positional (another CLI's order, and this one's
+    before ``--from``): refused, naming the command to type (``fix``)."""
+    if extra is not None:
+        raise UsageError(f"one positional too many: the signer goes in --from: write `{fix}`")
+
+
 def cmd_tx_bank_send(args: argparse.Namespace) -> int:
     from abci_app.codec.address import from_bech32
     from abci_app.pb import bank_pb2, tx_pb2
 
-    if args.signer_first is not None:
-        raise UsageError(
-            f"three positionals: the signer goes in --from: write `loconet tx bank send "
-            f"{args.amount} {args.signer_first} --from {args.to_addr}`"
-        )
-    key = signing_key(args, None)
+    refuse_signer_first(
+        args.signer_first,
+        f"loconet tx bank send {args.amount} {args.signer_first} --from {args.to_addr}",
+    )
+    key = signing_key(args)
     to = from_bech32(args.to_addr)
     amount = parse_amount(args.amount)
     return broadcast(args, key, [tx_pb2.Msg(send=bank_pb2.MsgSend(to_address=to, amount=amount))])

@@ -250,9 +250,10 @@ def cmd_get(args: argparse.Namespace) -> int:
     from node.blobs import BlobClient, check_hash
 
     check_hash(args.hash)
-    if args.legacy_sources:  # --from is the signing key everywhere else
-        print("warning: blob get --from URL is deprecated: write --source URL", file=sys.stderr)
-        args.sources = (args.sources or []) + args.legacy_sources
+    if args.from_url:  # --from is the signing key everywhere else
+        raise UsageError(
+            f"blob get takes --source URL, not --from: write --source {args.from_url[0]}"
+        )
     if not args.sources:
         raise UsageError(
             "give at least one --source URL (a peer's blob server, e.g. http://10.0.0.1:26680)"
@@ -511,8 +512,8 @@ def register(root: Any, tx_sub: Any, query_sub: Any) -> None:
         metavar="URL",
         help="a peer's blob server (repeat: tried in order until one delivers the right bytes)",
     )
-    # now --source
-    p.add_argument("--from", dest="legacy_sources", action="append", help=argparse.SUPPRESS)
+    # --from is the signing key everywhere else: refused, naming --source
+    p.add_argument("--from", dest="from_url", action="append", help=argparse.SUPPRESS)
     p.add_argument("--to", metavar="FILE", help="also copy the verified blob to FILE")
     p.add_argument("--tier", choices=["temp", "hot", "cold"], default="hot")
     p.add_argument("--round", help="hold it for this round key")

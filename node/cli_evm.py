@@ -187,7 +187,7 @@ def cmd_withdraw(args: argparse.Namespace) -> int:
     msg = settlement_pb2.MsgWithdrawToEvm(
         evm_address=_evm_address(args.evm_address), amount=parse_amount(args.amount)
     )
-    return broadcast(args, signing_key(args, None), [tx_pb2.Msg(withdraw_to_evm=msg)])
+    return broadcast(args, signing_key(args), [tx_pb2.Msg(withdraw_to_evm=msg)])
 
 
 def cmd_set_key(args: argparse.Namespace) -> int:
@@ -220,7 +220,7 @@ def cmd_set_key(args: argparse.Namespace) -> int:
     msg = settlement_pb2.MsgSetSettlementKey(validator=cons, evm_address=addr, signature=sig)
     return broadcast(
         args,
-        signing_key(args, None),
+        signing_key(args),
         [tx_pb2.Msg(set_settlement_key=msg)],
         extra={"evm_address": "0x" + addr.hex()},
     )
@@ -253,7 +253,7 @@ def cmd_sign_pending(args: argparse.Namespace) -> int:
         trust = trust_of(str(home))
     except ProofInvalid as e:
         raise UsageError(str(e)) from None
-    signing = signing_key(args, None)
+    signing = signing_key(args)
     while True:
         try:
             with Client(args.node) as c:
@@ -519,7 +519,7 @@ def cmd_evm_report_forged(args: argparse.Namespace) -> int:
         )
     return broadcast(
         args,
-        signing_key(args, None),
+        signing_key(args),
         [tx_pb2.Msg(report_forged_checkpoint=r) for r in reports],
         extra={"forged": [r.number for r in reports]},
     )

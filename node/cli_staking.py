@@ -20,6 +20,7 @@ from node.cli import (
     fmt_loco,
     out,
     parse_amount,
+    refuse_signer_first,
     signing_key,
 )
 
@@ -62,30 +63,25 @@ def _consensus_pubkey(args: argparse.Namespace) -> bytes:
 def cmd_create_validator(args: argparse.Namespace) -> int:
     from abci_app.pb import staking_pb2, tx_pb2
 
+    refuse_signer_first(
+        args.signer_first, f"loconet tx staking create-validator ... --from {args.signer_first}"
+    )
     msg = staking_pb2.MsgCreateValidator(
         pub_key=_consensus_pubkey(args),
         self_bond=parse_amount(args.self_bond),
         moniker=args.moniker,
     )
-    return broadcast(args, signing_key(args, args.legacy_from), [tx_pb2.Msg(create_validator=msg)])
-
-
-def _legacy(args: argparse.Namespace, n: int) -> str | None:
-    """The deprecated form put the signer first (FROM_KEY VALIDATOR [AMOUNT]): shift it out."""
-    if args.legacy is None:
-        return None
-    key = args.validator
-    if n == 2:
-        args.validator, args.amount = args.amount, args.legacy
-    else:
-        args.validator = args.legacy
-    return str(key)
+    return broadcast(args, signing_key(args), [tx_pb2.Msg(create_validator=msg)])
 
 
 def cmd_bond(args: argparse.Namespace) -> int:
     from abci_app.pb import staking_pb2, tx_pb2
 
-    key = signing_key(args, _legacy(args, 2))
+    refuse_signer_first(
+        args.signer_first,
+        f"loconet tx staking bond {args.amount} {args.signer_first} --from {args.validator}",
+    )
+    key = signing_key(args)
     msg = staking_pb2.MsgBond(
         validator=_cons_address(args.validator), amount=parse_amount(args.amount)
     )
@@ -95,7 +91,11 @@ def cmd_bond(args: argparse.Namespace) -> int:
 def cmd_unbond(args: argparse.Namespace) -> int:
     from abci_app.pb import staking_pb2, tx_pb2
 
-    key = signing_key(args, _legacy(args, 2))
+    refuse_signer_first(
+        args.signer_first,
+        f"loconet tx staking unbond {args.amount} {args.signer_first} --from {args.validator}",
+    )
+    key = signing_key(args)
     msg = staking_pb2.MsgUnbond(
         validator=_cons_address(args.validator), amount=parse_amount(args.amount)
     )
@@ -105,7 +105,10 @@ def cmd_unbond(args: argparse.Namespace) -> int:
 def cmd_unjail(args: argparse.Namespace) -> int:
     from abci_app.pb import staking_pb2, tx_pb2
 
-    key = signing_key(args, _legacy(args, 1))
+    refuse_signer_first(
+        args.signer_first, f"loconet tx staking unjail {args.signer_first} --from {args.validator}"
+    )
+    key = signing_key(args)
     return broadcast(
         args,
         key,
@@ -215,8 +218,8 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
         "--self-bond 100loco --moniker node4 --home ~/.loconet",
         cmd_create_validator,
     )
-    # deprecated: the signer as FROM_KEY
-    p.add_argument("legacy_from", nargs="?", help=argparse.SUPPRESS)
+    # the signer first (FROM_KEY, another CLI's order): refused naming --from
+    p.add_argument("signer_first", nargs="?", help=argparse.SUPPRESS)
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument(
         "--validator-home",
@@ -242,8 +245,8 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
         )
         p.add_argument("validator", metavar="VALIDATOR", help="consensus address (hex)")
         p.add_argument("amount", metavar="AMOUNT", help="with a unit: 1000uloco or 2.5loco")
-        # deprecated: FROM_KEY VALIDATOR AMOUNT
-        p.add_argument("legacy", nargs="?", help=argparse.SUPPRESS)
+        # the signer first (FROM_KEY VALIDATOR AMOUNT): refused naming --from
+        p.add_argument("signer_first", nargs="?", help=argparse.SUPPRESS)
         _tx_flags(p)
     p = add_command(
         st,
@@ -254,7 +257,7 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
         cmd_unjail,
     )
     p.add_argument("validator", metavar="VALIDATOR")
-    p.add_argument("legacy", nargs="?", help=argparse.SUPPRESS)  # deprecated: FROM_KEY VALIDATOR
+    p.add_argument("signer_first", nargs="?", help=argparse.SUPPRESS)  # FROM_KEY VALIDATOR: refused
     _tx_flags(p)
 
     p = add_command(
