@@ -85,7 +85,7 @@ def query_params(
     reader: KVReader, args: list[str], params: dict[str, str]
 ) -> tuple[bytes, list[bytes]]:
     """/params -> {"auth": {...}, "staking": {...}, "slashing": {...}}; /params/{module} -> that
-    module's (auth: the minimum fee, which clients read to pay it: node/fees.py)."""
+    module's (auth: the minimum fee, which clients read to pay it: node/client/fees.py)."""
     every = {
         "auth": (auth_params_to_json(get_auth_params(reader)), AUTH_PARAMS_KEY),
         "staking": (staking_params_to_json(get_staking_params(reader)), STAKING_PARAMS_KEY),

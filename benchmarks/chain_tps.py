@@ -12,7 +12,8 @@ the submit call to the moment the block is seen over RPC), and our/kvstore.
     .venv/bin/python benchmarks/chain_tps.py --validators 4 --rates 1000,2000,3000 --duration 10
     --record
 
-``--validators N`` (N > 1): an N-validator loconet testnet (``node/testnet.py`` create/start_node,
+``--validators N`` (N > 1): an N-validator loconet testnet (``node/local/testnet.py``
+create/start_node,
 its config, genesis and app.toml as ``loconet testnet up`` makes them) and an N-validator
 ``cometbft --proxy_app=kvstore`` network (N homes from ``cometbft init``, one genesis with the N
 validators, the same config.toml values: LOCAL_TUNING + TESTNET_TUNING, ports by the same
@@ -60,7 +61,7 @@ from abci_app.auth.params import fee_fixpoint, params_from_json
 from abci_app.codec.address import to_bech32
 from abci_app.codec.tx import Ed25519Signer, build_tx
 from abci_app.pb import bank_pb2, tx_pb2
-from node.config import Ports, tune_cometbft_config
+from node.local.config import Ports, tune_cometbft_config
 from node.paths import cometbft_binary
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -439,7 +440,7 @@ def route(count: int, n: int, args: argparse.Namespace) -> list[int]:
 
 def override_config(home: Path, args: argparse.Namespace) -> None:
     if args.mempool_size:
-        from node.config import set_toml_values
+        from node.local.config import set_toml_values
 
         cfg = home / "config" / "config.toml"
         cfg.write_text(
@@ -520,7 +521,7 @@ def load_network(
 
 
 def bench_loconet_net(tmp: Path, args: argparse.Namespace, rates: list[float]) -> list[dict]:
-    from node import testnet
+    from node.local import testnet
 
     d = tmp / "loconet-net"
     n = args.validators
@@ -581,8 +582,8 @@ def bench_kvstore_net(
     """N cometbft homes (``cometbft init``), one genesis with the N validators (power 10 each),
     config.toml as a loconet testnet node's (LOCAL_TUNING + TESTNET_TUNING),
     ``--proxy_app=kvstore``."""
-    from node import testnet
-    from node.config import set_toml_values
+    from node.local import testnet
+    from node.local.config import set_toml_values
 
     d = tmp / "kvstore-net"
     n = args.validators

@@ -64,10 +64,10 @@ from typing import Any
 
 from abci_app.codec.tx import build_tx
 from abci_app.pb import bank_pb2, tx_pb2
-from node import testnet_market as tm
-from node.keys import Keyring
-from node.rpc import Client, RpcError, TxRejected
-from node.testnet import (
+from node.client.keys import Keyring
+from node.client.rpc import Client, RpcError, TxRejected
+from node.local import testnet_market as tm
+from node.local.testnet import (
     CHAIN_ID,
     NodeInfo,
     add_node,

@@ -1,7 +1,7 @@
 """Does cheating still lose at the shipped defaults, and what does verification cost? (issue 29)
 
 Pure arithmetic over the chain's own formulas (no training, no chain): for a job at the defaults
-``tx job create`` ships (node/market_msgs.py DEFAULT_*) and, for comparison, at the old ones
+``tx job create`` ships (node/client/market_msgs.py DEFAULT_*) and, for comparison, at the old ones
 (every commitment challenged, 15 segments), per fake fraction f of a provider's steps:
 
     catch / round   P = abci_app.jobs.audit.compute_catch_bps(n, s, c, f)  (one round, and 3)
@@ -13,7 +13,7 @@ Pure arithmetic over the chain's own formulas (no training, no chain): for a job
     margin          loss / gain: how many times its gain a cheater loses on average (>= 2 wanted)
 
 and the verification's cost: the verifiers' expected compute per provider step
-(node/market_msgs.py ``expected_verifier_work_bps``) and the round's verification bytes per
+(node/client/market_msgs.py ``expected_verifier_work_bps``) and the round's verification bytes per
 participant, served and fetched (trainer/netmodel.py), as a fraction of per-step fp32 ring
 AllReduce for the same steps, with the whole round's reduction for an int8 payload all-gathered
 and a base-model download in a quarter of the rounds. The simulation on the real state machine of
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from abci_app.jobs.audit import compute_catch_bps  # noqa: E402
 from abci_app.jobs.incentives import compute_required_bond  # noqa: E402
 from abci_app.jobs.params import DEFAULTS  # noqa: E402
-from node.market_msgs import (  # noqa: E402
+from node.client.market_msgs import (  # noqa: E402
     DEFAULT_CHALLENGE_BPS,
     DEFAULT_SEGMENTS_PER_CHALLENGE,
     DEFAULT_VERIFIERS_PER_CHALLENGE,

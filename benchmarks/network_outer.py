@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from node.testnet_market import BUILTIN_JOB
+from node.local.testnet_market import BUILTIN_JOB
 from node.worker import ml
 from trainer.commit import Binding
 from trainer.data import Corpus, default_corpus_bytes

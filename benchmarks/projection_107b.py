@@ -176,7 +176,7 @@ def verification_rows(a, ts: list[float], bw: float) -> list[str]:
     """The speedups again with the verification and the round's other bytes on the same link
     (issue 29, issue 34): at the defaults ``tx job create`` ships and at the old ones (every
     commitment, 15 segments)."""
-    from node.market_msgs import DEFAULT_CHALLENGE_BPS, DEFAULT_SEGMENTS_PER_CHALLENGE
+    from node.client.market_msgs import DEFAULT_CHALLENGE_BPS, DEFAULT_SEGMENTS_PER_CHALLENGE
 
     settings = [
         ("shipped defaults", DEFAULT_CHALLENGE_BPS, DEFAULT_SEGMENTS_PER_CHALLENGE),

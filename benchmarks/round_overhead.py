@@ -16,11 +16,12 @@ to the workers that needed them, the others' it needed; the rest is trace states
     .venv/bin/python benchmarks/round_overhead.py --from-saved run.json   # the tables again
 
 The job is the CLI's default job (challenge rate, segments, verifiers, codec, tolerance mode:
-node/market_msgs.py DEFAULT_*) on the built-in model and corpus, its windows sized from
+node/client/market_msgs.py DEFAULT_*) on the built-in model and corpus, its windows sized from
 ``--compute-per-round`` (default 30 s) and the testnet's measured block time as `tx job create`
 sizes them (``compute_windows``), unless ``--commit-blocks``/``--verdict-blocks`` are given. With
 ``--fixed-roles`` (default) 2 providers train every round and 2 only verify, so a trainer's
-utilization (training time / wall time from its first training to its last, node/testnet_market.py
+utilization (training time / wall time from its first training to its last,
+node/local/testnet_market.py
 ``trainer_utilization``) measures how long it waited between rounds. Also printed: round latency
 (commit close to finalized, open to finalized, in seconds and multiples of the round's compute,
 from the block times), the time from `tx job create` to the first attested model, and every
@@ -30,7 +31,7 @@ Prints a table per participant-round (compute, compute net of the fetches timed 
 txs, windows, overhead = (blobs + txs) / net), one per round, the totals and a bytes table per
 worker; record the figures in RESULTS.md. The chain takes commitments up to commit_deadline - 1:
 --commit-blocks must leave room for H steps on a loaded machine and, as in the built-in job, be at
-least reveal + 2 x --verdict-blocks + attest (node/testnet_market.py BUILTIN_JOB).
+least reveal + 2 x --verdict-blocks + attest (node/local/testnet_market.py BUILTIN_JOB).
 The job's last round is left out of the tables: the workers follow active jobs only, so none
 writes it final to stats.json (run one round more than you want reported).
 """
@@ -53,7 +54,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    from node import market_msgs as mm
+    from node.client import market_msgs as mm
 
     ap.add_argument("--inner-steps", type=int, default=2000)
     ap.add_argument("--trace-interval", type=int, default=250)
@@ -91,10 +92,10 @@ def main() -> int:
         )
         return 0
 
-    from node import testnet_market as tm
+    from node.client.rpc import Client
+    from node.local import testnet_market as tm
+    from node.local.testnet import load, nodes_of
     from node.ports import find_free_base
-    from node.rpc import Client
-    from node.testnet import load, nodes_of
 
     d = Path(tempfile.mkdtemp(prefix="round-overhead-")) / "net"
     base = find_free_base(
@@ -218,7 +219,7 @@ def main() -> int:
 
 
 def block_time(c: Any, height: int) -> float:
-    from node.light import parse_time
+    from node.client.light import parse_time
 
     sec, nanos = parse_time(c.block(height)["block"]["header"]["time"])
     return sec + nanos / 1e9
@@ -234,7 +235,7 @@ def utilization_report(
     start to its last training's end); per round: latency from commit close and from open to
     finalized, in seconds and in multiples of the round's mean training time; the time from
     `tx job create` to the first attested model; slashes."""
-    from node.testnet_market import trainer_utilization
+    from node.local.testnet_market import trainer_utilization
 
     times = {int(k): v for k, v in (getattr(a, "times", None) or {}).items()}
     print(

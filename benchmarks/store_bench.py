@@ -55,7 +55,7 @@ def main() -> None:
         "--default-gc",
         action="store_true",
         help="keep CPython's default GC thresholds (default: the node process's, "
-        "node.supervisor.GC_THRESHOLD, as the store runs inside `loconet start`)",
+        "node.local.supervisor.GC_THRESHOLD, as the store runs inside `loconet start`)",
     )
     parser.add_argument("--dir", type=Path, default=None, help="folder for the database")
     parser.add_argument(
@@ -65,7 +65,7 @@ def main() -> None:
     args = parser.parse_args()
     load0 = os.getloadavg()[0]
     if not args.default_gc:
-        from node.supervisor import tune_gc
+        from node.local.supervisor import tune_gc
 
         tune_gc()
 

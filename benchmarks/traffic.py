@@ -2,10 +2,11 @@
 
 A real 4-validator testnet with 4 provider workers (``loconet testnet up --providers 4 --no-job``)
 runs one job created by ``loconet tx job create --spec FILE``: the testnet's built-in model and
-corpus (node/testnet_market.py ``builtin_job``), H and k from ``--inner-steps`` /
+corpus (node/local/testnet_market.py ``builtin_job``), H and k from ``--inner-steps`` /
 ``--trace-interval``, and the verification settings (challenge rate, segments, verifiers,
 determinism mode) left to the CLI, so the job runs at the defaults it ships at the time of the run
-(node/market_msgs.py DEFAULT_*, read here and printed too). The job's dataset and initial model
+(node/client/market_msgs.py DEFAULT_*, read here and printed too). The job's dataset and initial
+model
 are served by a blob server of this process (the owner's ``--blob-source``), not seeded into the
 workers' stores: each provider downloads them once, and those bytes are counted.
 
@@ -268,7 +269,7 @@ def report(saved: dict[str, Any]) -> None:
     )
     if d:
         print(
-            "tx job create's shipped defaults at run time (node/market_msgs.py): "
+            "tx job create's shipped defaults at run time (node/client/market_msgs.py): "
             + ", ".join(f"{k}={v}" for k, v in sorted(d.items()))
         )
     if saved.get("machine"):
@@ -428,7 +429,7 @@ def report(saved: dict[str, Any]) -> None:
 
 
 def shipped_defaults() -> dict[str, Any]:
-    import node.market_msgs as mm
+    import node.client.market_msgs as mm
 
     return {k: v for k, v in vars(mm).items() if k.startswith("DEFAULT_")}
 
@@ -448,7 +449,7 @@ def build_spec(
     the flags, the owner's blob source first."""
     import hashlib
 
-    from node import testnet_market as tm
+    from node.local import testnet_market as tm
     from trainer.portable_init import config_from_job, initial_model_bytes
 
     job, data, model = tm.builtin_job(a.rounds + 1, workers)
@@ -490,11 +491,11 @@ def build_spec(
 def run_network(a: argparse.Namespace, net: Path) -> dict[str, Any]:
     import httpx
 
-    from node import testnet_market as tm
     from node.blobs import BlobServer, BlobStore
+    from node.client.rpc import Client
+    from node.local import testnet_market as tm
+    from node.local.testnet import load, nodes_of
     from node.ports import find_free_base
-    from node.rpc import Client
-    from node.testnet import load, nodes_of
 
     base = find_free_base(
         range(30656, 45000, 1000), [100 * i + k for i in range(4) for k in (0, 1, 4, 24)]

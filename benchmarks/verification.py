@@ -4,7 +4,8 @@ rejected, every cheat caught at the rate the formula gives, and verifier vs prov
     nice -n 10 .venv/bin/python benchmarks/verification.py --results benchmarks/RESULTS.md
 
 What runs (tiny model, synthetic corpus, CPU): n = H/k = ``--n`` (480) segments with k = 1, and
-the challenge settings ``loconet tx job create`` ships, read from node/market_msgs.py at run time
+the challenge settings ``loconet tx job create`` ships, read from node/client/market_msgs.py at run
+time
 (``DEFAULT_SEGMENTS_PER_CHALLENGE`` = s, ``DEFAULT_CHALLENGE_BPS`` = c: 1 segment, 5 % of
 commitments since issue 29; ``--s 15 --challenge-bps 10000`` gives the old ones), in both
 determinism modes (``--modes``: exact, the same stack; tolerance ``--tolerance`` 1e-3).
@@ -75,7 +76,7 @@ from abci_app.jobs.incentives import compute_hidden_entries, mask_trace
 from abci_app.jobs.params import DEFAULTS as JOBS_PARAMS
 from abci_app.jobs.sampler import Sampler
 from abci_app.merkle import hash_leaf
-from node import market_msgs
+from node.client import market_msgs
 from node.worker import ml
 from trainer.carry import load_carry
 from trainer.commit import KIND_STATE, Binding, decode, encode, trace_root, update_root
@@ -307,7 +308,7 @@ def z_of(measured: float, p: float, trials: int) -> float:
 def reexecutions_per_challenge(audit_bps: int, audit_verifiers: int) -> float:
     """Expected re-executions of an honest challenge: the first panel's one verifier (the CLI
     default) and, when the challenge is audited (``audit_bps``), ``audit_verifiers`` more; the
-    same factor ``node.market_msgs.expected_verifier_compute_bps`` applies to the steps."""
+    same factor ``node.client.market_msgs.expected_verifier_compute_bps`` applies to the steps."""
     return (10_000 + audit_bps * audit_verifiers) / 10_000
 
 
@@ -341,7 +342,7 @@ def main() -> int:
         "--s",
         type=int,
         default=market_msgs.DEFAULT_SEGMENTS_PER_CHALLENGE,
-        help="segments per challenge (default: node/market_msgs.py "
+        help="segments per challenge (default: node/client/market_msgs.py "
         f"DEFAULT_SEGMENTS_PER_CHALLENGE, now {market_msgs.DEFAULT_SEGMENTS_PER_CHALLENGE}; "
         "15 = the old default)",
     )
@@ -349,7 +350,7 @@ def main() -> int:
         "--challenge-bps",
         type=int,
         default=market_msgs.DEFAULT_CHALLENGE_BPS,
-        help="share of commitments challenged, bps (default: node/market_msgs.py "
+        help="share of commitments challenged, bps (default: node/client/market_msgs.py "
         f"DEFAULT_CHALLENGE_BPS, now {market_msgs.DEFAULT_CHALLENGE_BPS}; 10000 = the old "
         "default)",
     )
@@ -850,7 +851,7 @@ def header(o: dict) -> list[str]:
         f"Settings: n = H/k = {cf['n']} segments (k = {cf['k']}), s = {cf['s']} segment(s) per "
         f"challenge, challenge_bps {cf['challenge_bps']} ("
         + (
-            "the shipped defaults, read from node/market_msgs.py at run time"
+            "the shipped defaults, read from node/client/market_msgs.py at run time"
             if at_defaults
             else f"not the shipped {shipped['s']} / {shipped['challenge_bps']}"
         )
@@ -957,7 +958,8 @@ def compute_intro(o: dict) -> list[str]:
         "ends judged) + the quality score of a valid vote (`ml.quality`), mean of "
         "the timed challenges. Expected share = c x per challenge x "
         f"{fac:g} (panel audits: {cf['audit_bps']} bps x {cf['audit_verifiers']} seat(s)). The "
-        "model column is node/market_msgs.py's `expected_verifier_work_bps` in floating point "
+        "model column is node/client/market_msgs.py's `expected_verifier_work_bps` in floating "
+        "point "
         "(re-executed steps c·s/n x audits, plus `FIXED_STEPS_PER_SEGMENT` step per opened "
         "segment; the chain's integer version floors it to whole bps).",
     ]
@@ -1075,7 +1077,8 @@ def reading(o: dict) -> list[str]:
             + ", ".join(f"**{pct(x['expected_share'], 3)}**" for x in cp)
             + " (target ≤ 5 %), "
             + ", ".join(f"{x['expected_share'] / x['model_share']:.1f}x" for x in cp)
-            + " what node/market_msgs.py's model of it says (one step of fixed work per opened "
+            + " what node/client/market_msgs.py's model of it says (one step of fixed work per "
+            "opened "
             "segment: at one segment a challenge's own fixed work weighs more)."
         )
     return [" ".join(out)]

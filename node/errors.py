@@ -1,5 +1,5 @@
-"""Errors the CLI reports as one line (kept out of node/cli.py so that `python -m node.cli`
-and the plugins importing it share one class)."""
+"""Errors the CLI reports as one line (kept out of node/cli/ so that every command group and
+library module raises the one class the CLI catches)."""
 
 
 class UsageError(Exception):

@@ -1,7 +1,7 @@
 """Prometheus metrics of the node and of the provider worker (prometheus_client).
 
 The node (``loconet start``) serves its own ``/metrics`` beside CometBFT's (which
-``node/config.py`` turns on at ``prometheus_listen_addr``, port 26660 + 100·i in a local
+``node/local/config.py`` turns on at ``prometheus_listen_addr``, port 26660 + 100·i in a local
 testnet): ``metrics_address`` in ``app.toml``, default the CometBFT metrics port + 1 (26661 +
 100·i), ``""`` to turn it off; a port in use turns them off with a warning (the node runs on).
 The state machine stays free of clocks and I/O: the node wraps

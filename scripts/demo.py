@@ -64,7 +64,7 @@ def free_base() -> int:
 
 
 def query(node: str, path: str) -> Any:
-    from node.rpc import Client
+    from node.client.rpc import Client
 
     with Client(node, timeout=5) as c:
         qr = c.abci_query(path)
@@ -101,8 +101,8 @@ def stop_burners() -> None:
 
 def main(busy: int = 0) -> int:
     from node.blobs import BlobClient, BlobStore
-    from node.testnet import load
-    from node.testnet_market import workers_of
+    from node.local.testnet import load
+    from node.local.testnet_market import workers_of
     from node.worker import ml
     from trainer.data import Corpus
 
@@ -267,9 +267,9 @@ def main(busy: int = 0) -> int:
 
 
 def trainer_busy(w: Any) -> str:
-    """``busy NN % (K rounds trained)`` from the worker's stats.json (node/testnet_market.py
+    """``busy NN % (K rounds trained)`` from the worker's stats.json (node/local/testnet_market.py
     ``trainer_utilization``), or why there is no figure."""
-    from node.testnet_market import trainer_utilization
+    from node.local.testnet_market import trainer_utilization
 
     try:
         stats = json.loads((w.path / "stats.json").read_text())
@@ -350,8 +350,9 @@ def compare(loss: float, losses: list[tuple[str, float]]) -> str:
 
 def outcome_reason(r: dict[str, Any], p: dict[str, Any]) -> str:
     """Why a line reads as it does, in words: an outcome other than accepted, an accepted update
-    paid nothing, a reputation drop (node/market_render.py, as `loconet query round` says)."""
-    from node.market_render import reputation_reason, reward_reason
+    paid nothing, a reputation drop (node/client/market_render.py, as `loconet query round`
+    says)."""
+    from node.client.market_render import reputation_reason, reward_reason
 
     o = p["outcome"]
     if o == "fraud":

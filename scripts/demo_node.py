@@ -52,8 +52,8 @@ def free_base() -> int:
 
 
 def main() -> int:
-    from node.config import Ports, tune_cometbft_config
-    from node.rpc import Client, RpcError
+    from node.client.rpc import Client, RpcError
+    from node.local.config import Ports, tune_cometbft_config
 
     if HOME.exists():
         shutil.rmtree(HOME)

@@ -60,7 +60,7 @@ if [ ! -x .bin/cometbft ] || [ "$(cat .bin/.cometbft-build 2>/dev/null)" != "$co
   rm -rf "$src"
 fi
 
-# 2b. toxiproxy (Shopify's fault-injection TCP proxy; `loconet testnet up --wan`, node/wan.py): the
+# 2b. toxiproxy (Shopify's fault-injection TCP proxy; `loconet testnet up --wan`, node/local/wan.py): the
 #     pinned release built with `go install` into .bin/ (go names the binary `server`: it is
 #     installed into a staging folder and renamed .bin/toxiproxy-server when complete). The stamp
 #     names the version; -ldflags puts it in `toxiproxy-server -version` too.

@@ -15,7 +15,7 @@ def chain() -> Chain:
 @pytest.fixture(autouse=True, scope="session")
 def _no_real_default_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Every test runs with ``$LOCONET_HOME`` naming a folder that does not exist: a command
-    given no --home (node/cli.py ``default_home``) never reads or writes the real
+    given no --home (node/cli/main.py ``default_home``) never reads or writes the real
     ``~/.loconet``. Subprocesses inherit it; tests/cli narrows it per test."""
     old = os.environ.get("LOCONET_HOME")
     os.environ["LOCONET_HOME"] = str(Path(tmp_path_factory.mktemp("env")) / "no-default-home")

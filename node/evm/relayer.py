@@ -56,7 +56,7 @@ class LoconetSource:
         self.node_url = node_url
 
     def _query(self, path: str) -> Any | None:
-        from node.rpc import Client
+        from node.client.rpc import Client
 
         with Client(self.node_url, timeout=5) as c:
             qr = c.abci_query(path)
@@ -69,7 +69,7 @@ class LoconetSource:
         return self._query(f"/checkpoint/{n}")
 
     def block_time(self, height: int) -> float | None:
-        from node.rpc import Client
+        from node.client.rpc import Client
 
         with Client(self.node_url, timeout=5) as c:
             t = c.block(height)["block"]["header"]["time"]

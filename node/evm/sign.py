@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from abci_app.settlement import evm
 
 if TYPE_CHECKING:
-    from node.rpc import Client
-    from node.trust import TrustStore
+    from node.client.rpc import Client
+    from node.client.trust import TrustStore
 
 
 def owed_signature(
@@ -61,7 +61,7 @@ def proven_pending(
     from abci_app.settlement.keys import LATEST_CHECKPOINT_KEY, PARAMS_KEY, checkpoint_key
     from abci_app.settlement.params import params_to_json
     from abci_app.settlement.queries import checkpoint_to_json
-    from node.proofs import ProofInvalid, verify_query
+    from node.client.proofs import ProofInvalid, verify_query
 
     qs = client.abci_query("/settlement", prove=True)
     if qs.code != 0:

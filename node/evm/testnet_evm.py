@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from node import procs
 from node.evm import anvil
+from node.local import procs
 
 DEPLOYER, RELAYER, USER = anvil.DEV_KEYS
 
@@ -67,7 +67,7 @@ def up(d: Path, node_rpc: str, port: int) -> dict[str, Any]:
         p = anvil.start(port, e / "anvil.log")
         procs.write_pid(e / "anvil.pid", p.pid)
     if not (e / "deployment.json").exists():
-        from node.rpc import Client
+        from node.client.rpc import Client
 
         with Client(node_rpc) as c:
             qr = c.abci_query("/settlement")

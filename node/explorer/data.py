@@ -2,16 +2,18 @@
 
 ``Collector.snapshot()`` reads the state of one height H (the latest block but one, so that the
 header H+1 carrying its app hash exists): it checks header H+1 once as a light client does
-(``node.light.verified_app_hash``: header hash = signed block id, validator-set hash, > 2/3 of
+(``node.client.light.verified_app_hash``: header hash = signed block id, validator-set hash, > 2/3
+of
 the power signed), then asks every query with ``prove=true`` at height H, checks every proof
-against that app hash (``node.proofs.verify_ops``) and re-derives each record from the proven
+against that app hash (``node.client.proofs.verify_ops``) and re-derives each record from the proven
 bytes with the chain's own ``*_to_json``: a node whose answer differs from its proof is reported
 on the page, not shown as truth. (A list is as complete as the node makes it: every listed record
 is proven, but without range proofs a node could leave one out.) Blocks, validators and transactions
 come from CometBFT's RPC (signed by the chain, not state proofs); the reputation history is sampled
 from the node's store at past heights when the collector starts, then once per new height.
 
-Everything here is synchronous (httpx via ``node.rpc.Client``); the server runs it in a thread.
+Everything here is synchronous (httpx via ``node.client.rpc.Client``); the server runs it in a
+thread.
 """
 
 from __future__ import annotations
@@ -32,12 +34,12 @@ from abci_app.jobs.queries import job_to_json, round_to_json, sla_to_json
 from abci_app.pb import jobs_pb2, providers_pb2
 from abci_app.providers.keys import provider_key
 from abci_app.providers.queries import provider_to_json
-from node.light import HeaderInvalid, verified_app_hash
-from node.proofs import ProofInvalid, proven_record, proven_records, verify_ops
-from node.rpc import Client, RpcError
+from node.client.light import HeaderInvalid, verified_app_hash
+from node.client.proofs import ProofInvalid, proven_record, proven_records, verify_ops
+from node.client.rpc import Client, RpcError
 
 if TYPE_CHECKING:
-    from node.trust import TrustStore
+    from node.client.trust import TrustStore
 
 # tx kinds the round pages link to: event type -> (label, attribute naming the actor)
 TX_EVENTS = {
@@ -162,7 +164,7 @@ class Collector:
     def __init__(self, url: str, timeout: float = 10.0, trust: TrustStore | None = None) -> None:
         self.url = url
         self.client = Client(url, timeout=timeout)
-        self.trust = trust  # signers trusted from a node home's genesis (node/trust.py)
+        self.trust = trust  # signers trusted from a node home's genesis (node/client/trust.py)
         self._lock = threading.Lock()
         self._history: dict[str, list[tuple[int, int]]] = {}
         self._history_to = 0
@@ -191,7 +193,7 @@ class Collector:
         key_of: Callable[[Any], bytes],
         what: str,
     ) -> list[Any]:
-        """A proven list's records, each under the key its own id makes (node/proofs.py)."""
+        """A proven list's records, each under the key its own id makes (node/client/proofs.py)."""
         try:
             return proven_records(proven, decode, key_of)
         except ProofInvalid as e:
@@ -355,7 +357,7 @@ class Collector:
     def block_times(self, heights: set[int]) -> dict[int, float]:
         """Header times (unix seconds) of the given heights, from CometBFT's ``blockchain``
         endpoint 20 at a time, cached for good (a block's time never changes)."""
-        from node.light import parse_time
+        from node.client.light import parse_time
 
         todo = sorted(x for x in heights if x > 0 and x not in self._times)
         while todo:
@@ -404,7 +406,7 @@ class Collector:
         lo = max(1, latest - BLOCK_TIME_WINDOW)
         if latest - lo < 1:
             return None
-        from node.light import parse_time
+        from node.client.light import parse_time
 
         metas = self.client.call("blockchain", minHeight=str(lo), maxHeight=str(latest))[
             "block_metas"

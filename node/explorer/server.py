@@ -30,11 +30,11 @@ from node.explorer import svg, views
 from node.explorer.data import Collector, Snapshot, Untrusted
 
 if TYPE_CHECKING:
+    from node.client.trust import TrustStore
     from node.explorer.heldout import HeldOut
-    from node.trust import TrustStore
+from node.client.proofs import ProofInvalid
+from node.client.rpc import RpcError
 from node.httplog import client_error_log
-from node.proofs import ProofInvalid
-from node.rpc import RpcError
 
 HERE = Path(__file__).parent
 log = logging.getLogger("loconet.explorer")
@@ -44,7 +44,7 @@ def fmt_loco(uloco: int | None) -> str:
     """An amount in LOCO, its exact uloco on hover."""
     from markupsafe import Markup
 
-    from node.units import fmt_loco as f
+    from node.client.units import fmt_loco as f
 
     if uloco is None:
         return "-"

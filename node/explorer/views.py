@@ -263,7 +263,7 @@ def attr_view(key: str, value: str, attrs: dict[str, str] | None = None) -> dict
     amount (by its key, in uloco) reads in LOCO with the uloco on hover; a ``loco1…`` address
     links to its account, a job id to its job (a round to the round), a height to its block, a
     hash is shortened with the full hex on hover."""
-    from node.units import fmt_loco
+    from node.client.units import fmt_loco
 
     attrs = attrs or {}
     v = value
@@ -350,8 +350,8 @@ def search_targets(
 
 def reasons(r: dict[str, Any], p: dict[str, Any]) -> dict[str, str]:
     """Why a participant's reward is 0 and why its reputation moved, as the CLI's round table
-    says (node/market_render.py)."""
-    from node.market_render import reputation_reason, reward_reason
+    says (node/client/market_render.py)."""
+    from node.client.market_render import reputation_reason, reward_reason
 
     return {"reward": reward_reason(r, p), "reputation": reputation_reason(r, p)}
 

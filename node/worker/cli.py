@@ -8,11 +8,11 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from node.cli import DEFAULT_NODE, U32, U64, UsageError, _fee_arg, add_command
+from node.cli.main import DEFAULT_NODE, U32, U64, UsageError, _fee_arg, add_command
 
 
 def cmd_provider_run(a: argparse.Namespace) -> int:
-    from node.keys import KeyError_
+    from node.client.keys import KeyError_
     from node.worker.worker import BEHAVIOURS, ProviderWorker, WorkerConfig, WorkerError
 
     logging.basicConfig(
@@ -54,7 +54,7 @@ def cmd_provider_run(a: argparse.Namespace) -> int:
     # one worker per key and per data folder: two (a restart while the old one still runs)
     # trained twice, raced on progress.json and sent each duty twice from one account
     from node.atomic import Held, hold
-    from node.keys import Keyring
+    from node.client.keys import Keyring
 
     try:
         Keyring(home).get(a.from_key)  # a missing key is named before any folder is made

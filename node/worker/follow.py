@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from node import safejson
-from node.rpc import Client, NodeUnreachable, RpcError
+from node.client.rpc import Client, NodeUnreachable, RpcError
 
 log = logging.getLogger("loconet.worker.follow")
 T = TypeVar("T")

@@ -59,7 +59,7 @@ from abci_app.jobs.incentives import (
     mask_trace,
 )
 from abci_app.merkle import bound_update_leaves, merkle_root
-from node.market_msgs import (
+from node.client.market_msgs import (
     build_attest,
     build_bound_submit,
     build_decline_round,
@@ -69,7 +69,7 @@ from node.market_msgs import (
     build_verdict,
     send_tx,
 )
-from node.rpc import Client, NodeUnreachable, RpcError, TxRejected
+from node.client.rpc import Client, NodeUnreachable, RpcError, TxRejected
 from node.worker.duties import DutyQueue
 from node.worker.follow import ChainFollower, Nodes
 from node.worker.progress import Progress
@@ -337,7 +337,7 @@ def _code(e: TxRejected) -> tuple[str, int]:
 class ProviderWorker:
     def __init__(self, cfg: WorkerConfig) -> None:
         from node.blobs import BlobStore
-        from node.keys import Keyring
+        from node.client.keys import Keyring
         from node.worker import ml
 
         if cfg.behaviour not in BEHAVIOURS:
@@ -1017,9 +1017,9 @@ class ProviderWorker:
 
     def _inputs(self, job: dict[str, Any]) -> tuple[Path, Path]:
         """(initial model, dataset) of ``job`` in our store, cold (pinned): fetched by
-        node.job_inputs.fetch_job_inputs (each limited to the size the spec states) from the
+        node.client.job_inputs.fetch_job_inputs (each limited to the size the spec states) from the
         job's blob sources, then every peer, unless they are here already."""
-        from node.job_inputs import fetch_job_inputs
+        from node.client.job_inputs import fetch_job_inputs
 
         spec = job["spec"]
         missing = [

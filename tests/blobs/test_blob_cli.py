@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from node.blobs import BlobServer, BlobStore
-from node.cli import main
+from node.cli.main import main
 from tests.kits.blobkit import sha
 
 

@@ -20,8 +20,8 @@ import pytest
 
 from node.blobs import BlobServer, BlobStore, EvictionNeeded
 from node.blobs.store import DEFAULT_QUOTA_BYTES
-from node.cli import main
-from node.cli_blob import parse_size
+from node.cli.blob import parse_size
+from node.cli.main import main
 from node.errors import UsageError
 
 SIZE = 100_000

@@ -12,8 +12,8 @@ import pytest
 from aiohttp import web
 
 from node.blobs import BlobClient, BlobServer, BlobStore, FetchFailed, HashMismatch, Oversize
+from node.client.job_inputs import fetch_job_inputs, prepare_job_inputs
 from node.errors import UsageError
-from node.job_inputs import fetch_job_inputs, prepare_job_inputs
 from tests.kits.blobkit import Peers
 from trainer.model import GPTConfig
 from trainer.portable_init import initial_model_bytes

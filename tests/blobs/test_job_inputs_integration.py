@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from node.blobs import BlobClient, BlobStore, default_root, serve_blobs
-from node.job_inputs import fetch_job_inputs
+from node.client.job_inputs import fetch_job_inputs
 from tests.kits.clikit import SMALL_JOB, flags
 from tests.kits.nodekit import Node, cli
 from trainer.model import GPTConfig

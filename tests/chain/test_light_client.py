@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from node.light import (
+from node.client.light import (
     HeaderInvalid,
     Validator,
     header_hash,
@@ -128,7 +128,7 @@ class _Recorded:
 def test_invalid_header_of_another_height_is_refused() -> None:
     """A node asked for header H answered with a real, validly signed header of another height:
     its app hash proved a value of another state, shown as height H's (red-team regression)."""
-    from node.light import verified_app_hash
+    from node.client.light import verified_app_hash
 
     node: Any = _Recorded()
     assert verified_app_hash(node, 3).hex().upper() == sh()["header"]["app_hash"]
@@ -139,8 +139,8 @@ def test_invalid_header_of_another_height_is_refused() -> None:
 def test_invalid_query_answer_for_another_height_is_refused() -> None:
     """`query account --height 5 --prove`: a node answering with height 7's state and its
     (valid) proof was shown as height 5's."""
-    from node.proofs import ProofInvalid, verify_query
-    from node.rpc import QueryResult
+    from node.client.proofs import ProofInvalid, verify_query
+    from node.client.rpc import QueryResult
 
     qr = QueryResult(code=0, log="", height=7, value=b"{}", proof_ops=[])
     with pytest.raises(ProofInvalid, match="asked for height 5, the node answered for height 7"):
@@ -150,7 +150,7 @@ def test_invalid_query_answer_for_another_height_is_refused() -> None:
 def test_validator_sets_past_one_page_are_fetched_whole() -> None:
     """/validators returns 100 per page: a set of 250 was read as its first 100 (its hash never
     matched the header, so --prove failed on any chain with more than 100 validators)."""
-    from node.light import fetch_validators
+    from node.client.light import fetch_validators
 
     one = DATA["validators"]["validators"][0]
     many = [dict(one, address=f"{i:040X}") for i in range(250)]

@@ -1,5 +1,5 @@
 """Every CLI test runs with ``$LOCONET_HOME`` naming a folder that does not exist: a command
-given no --home (the default home, node/cli.py ``default_home``) never reads or writes the real
+given no --home (the default home, node/cli/main.py ``default_home``) never reads or writes the real
 ``~/.loconet``. Subprocesses inherit it."""
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from node import cli
-from node.cli import UsageError, parse_amount, parse_fee
-from node.keys import Keyring
+from node.cli import main as cli
+from node.cli.main import UsageError, parse_amount, parse_fee
+from node.client.keys import Keyring
 
 ADDR = "loco1fx9yx4cdc0p7e5vx5h2m66dfpanv527l2aavz3"
 VALIDATOR = "61D6804A65EEC83E7F1D3A01649AF505CDB969CA"

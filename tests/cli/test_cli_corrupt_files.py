@@ -165,7 +165,7 @@ def test_invalid_state_database_is_one_line(home: Path, kind: str) -> None:
     replays its blocks into a new one)."""
     import shutil
 
-    from node.config import Ports, tune_cometbft_config
+    from node.local.config import Ports, tune_cometbft_config
     from tests.kits.nodekit import free_port_base
 
     base = free_port_base()  # `start` checks its ports before it opens the store

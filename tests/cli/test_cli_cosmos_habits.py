@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from node import cli, cli_tx
-from node.keys import Keyring
-from node.rpc import QueryResult
+from node.cli import main as cli
+from node.cli import tx as cli_tx
+from node.client.keys import Keyring
+from node.client.rpc import QueryResult
 from tests.kits.clikit import ROOT
 
 ADDR = "loco1fx9yx4cdc0p7e5vx5h2m66dfpanv527l2aavz3"
@@ -190,7 +191,7 @@ def rpc_p2p(home: Path) -> tuple[str, str]:
 def test_init_writes_the_port_flags_into_config_toml(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from node import client_config
+    from node.client import config as client_config
 
     a = tmp_path / "a"
     assert cli.main(["init", "--home", str(a), "--rpc-port", "36657", "--p2p-port", "36656"]) == 0

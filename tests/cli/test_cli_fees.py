@@ -1,4 +1,4 @@
-"""node/fees.py, the client side of the minimum fee: hostile --fee-multiplier values and fees
+"""node/client/fees.py, the client side of the minimum fee: hostile --fee-multiplier values and fees
 that cannot fit in a tx are refused with a UsageError naming the fix (never a hang or a
 protobuf error from inside the signer)."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from abci_app.auth.params import compute_min_fee, params_from_json
 from abci_app.codec.tx import build_tx
-from node import fees
+from node.client import fees
 from node.errors import UsageError
 from tests.kits.chainkit import send_msg, signer
 
@@ -60,7 +60,7 @@ def test_fee_zero_in_every_unit_and_ascii_digits_only():
     """--fee 0 is allowed (the chain refuses it below its minimum), in any unit: '0.0loco' was
     refused as 'must be between 1uloco and 2^64-1' while '0loco' passed; a bare '１２' (fullwidth
     digits) was 12 uloco."""
-    from node.cli import parse_fee
+    from node.cli.main import parse_fee
 
     for zero in ("0", "00", "0uloco", "0loco", "0.0loco", "0.000uloco"):
         assert parse_fee(zero) == 0, zero
@@ -76,7 +76,7 @@ def test_worker_fee_is_a_floor_never_below_the_minimum() -> None:
     fee below a large reveal's minimum would get the reveal refused and the provider slashed)."""
     from abci_app.auth.params import compute_min_fee
     from abci_app.pb import state_pb2
-    from node.fees import auto_fee
+    from node.client.fees import auto_fee
 
     p = state_pb2.AuthParams(min_fee_per_byte=10, min_fee_per_msg=1_000)
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from node.cli import build_parser, wrap_command
+from node.cli.main import build_parser, wrap_command
 
 # foreground processes (a node, a server, a worker) and a log stream: nothing to print as JSON
 NO_JSON = {
@@ -128,7 +128,8 @@ def test_rewards_total_says_when_it_covers_only_the_recent_blocks(
     sum as "total": it now says how many of how many blocks were read (JSON: complete false)."""
     import json
 
-    from node import cli, cli_tx
+    from node.cli import main as cli
+    from node.cli import tx as cli_tx
 
     addr = "loco12mhfny5zvckr4qgzg5swup48v43cua8hc7llry"
 
@@ -170,7 +171,8 @@ def test_query_tx_names_the_proposers_vote_extension_tx(
     import json
 
     from abci_app.vote_extensions import INJECTED_PREFIX
-    from node import cli, cli_tx
+    from node.cli import main as cli
+    from node.cli import tx as cli_tx
 
     raw = base64.b64encode(INJECTED_PREFIX + b"\x0a\x00").decode()
 

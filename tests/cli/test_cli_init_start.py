@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from node.config import Ports, tune_cometbft_config
-from node.supervisor import cometbft_failure, lock_home
+from node.local.config import Ports, tune_cometbft_config
+from node.local.supervisor import cometbft_failure, lock_home
 from tests.kits.clikit import ROOT, run
 from tests.kits.nodekit import free_port_base
 
@@ -65,7 +65,7 @@ def test_moniker_with_quotes_is_escaped_in_config_toml(tmp_path: Path) -> None:
 _FREEZE_GENESIS = """
 import sys, time
 from pathlib import Path
-import node.init as init
+import node.local.init as init
 real = init.write_atomic
 def frozen(path, data, mode=0o644):
     if Path(path).name == "genesis.json":
@@ -147,7 +147,7 @@ def test_invalid_abci_address_in_app_toml_is_one_line(home: Path) -> None:
 _HOLD = """
 import sys, time
 from pathlib import Path
-from node.supervisor import lock_home
+from node.local.supervisor import lock_home
 lock_home(Path(sys.argv[1]))
 print("held", flush=True)
 time.sleep(600)

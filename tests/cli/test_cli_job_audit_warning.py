@@ -14,7 +14,7 @@ import pytest
 
 from abci_app.jobs.audit import compute_verifier_compute_bps
 from abci_app.jobs.params import DEFAULTS
-from node.market_msgs import (
+from node.client.market_msgs import (
     DEFAULT_CHALLENGE_BPS,
     DEFAULT_COMPRESSION,
     DEFAULT_SEGMENTS_PER_CHALLENGE,

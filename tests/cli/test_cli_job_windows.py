@@ -1,6 +1,6 @@
 """`tx job create` sizes the windows from the job (issue 30): the job states its compute per round
 (`--compute-per-round 30s`, recorded in the spec), and the windows follow from it and the chain's
-measured block time with the stated slack (node/market_msgs.py compute_windows); `--windows`
+measured block time with the stated slack (node/client/market_msgs.py compute_windows); `--windows`
 still sets them by hand. Offline (--generate-only) the block time is assumed 1 s, and said so."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from abci_app.jobs.msgs import _MIN_BLOCKS, MAX_COMPUTE_S_PER_ROUND
 from abci_app.jobs.params import DEFAULTS
-from node.market_msgs import (
+from node.client.market_msgs import (
     ATTEST_S,
     COMMIT_FIXED_S,
     REVEAL_S,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from node import cli
-from node.keys import KeyError_, Keyring, export_armor, import_armor, new_mnemonic
+from node.cli import main as cli
+from node.client.keys import KeyError_, Keyring, export_armor, import_armor, new_mnemonic
 
 PASS = "correct horse battery"
 
@@ -128,7 +128,7 @@ def test_keys_export_to_stdout_and_import_refusals(
 
 def test_import_armor_refuses_what_it_cannot_read() -> None:
     from abci_app.codec.tx import Ed25519Signer
-    from node.keys import Key
+    from node.client.keys import Key
 
     armor = export_armor(Key("k", Ed25519Signer(bytes(range(32)))), PASS)
     assert import_armor(armor, PASS) == bytes(range(32))

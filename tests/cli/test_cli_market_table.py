@@ -5,8 +5,9 @@ import hashlib
 
 import pytest
 
-from node import cli_market, market_msgs
-from node.cli import build_parser
+from node.cli import market as cli_market
+from node.cli.main import build_parser
+from node.client import market_msgs
 
 
 def test_every_table_command_parses_and_shows_an_example(capsys):

@@ -26,7 +26,7 @@ def test_invalid_node_url_is_one_line(node: str) -> None:
 
 
 def test_node_url_port_must_be_a_tcp_port() -> None:
-    from node.rpc import NodeUnreachable, normalize_url
+    from node.client.rpc import NodeUnreachable, normalize_url
 
     for ok in ("127.0.0.1:1", "http://[::1]:65535/", "tcp://h:26657", "https://h", "http://h/a:0"):
         assert normalize_url(ok).startswith(("http://", "https://"))

@@ -26,7 +26,7 @@ def default_min_fee(node: Node, txhash: str) -> int:
     import base64
 
     from abci_app.auth.params import DEFAULTS
-    from node.rpc import Client
+    from node.client.rpc import Client
 
     with Client(node.url) as c:
         found = c.tx(txhash)

@@ -4,7 +4,7 @@ http(s):// URL keeps its scheme's port (a node behind a reverse proxy); an empty
 
 import pytest
 
-from node.rpc import NodeUnreachable, normalize_url
+from node.client.rpc import NodeUnreachable, normalize_url
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from node.rpc import Client, RpcError
+from node.client.rpc import Client, RpcError
 
 
 def test_invalid_node_that_is_not_an_rpc_endpoint_names_the_fix() -> None:

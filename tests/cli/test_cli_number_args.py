@@ -134,7 +134,7 @@ def test_invalid_new_size_on_an_existing_testnet(tmp_path: Path) -> None:
     """`testnet up --validators 7` (or --providers 2) on a folder holding a 1-validator network
     restarted the 1-validator network and printed success: the new size was silently ignored.
     Refused before anything starts, naming --purge; the same size, or none, restarts it."""
-    from node.testnet import TESTNET_PARAMS, create, manifest_path
+    from node.local.testnet import TESTNET_PARAMS, create, manifest_path
 
     d = tmp_path / "net"
     create(d, 1, 0, 40000, {m: dict(kv) for m, kv in TESTNET_PARAMS.items()})
@@ -150,7 +150,7 @@ def test_invalid_new_size_on_an_existing_testnet(tmp_path: Path) -> None:
 def test_logs_tail_reads_only_the_end(tmp_path: Path) -> None:
     """`testnet logs -n N` read the whole log into memory (gigabytes on a long-running node), and
     `-n 0` printed everything (``lines[-0:]``); -n -5 printed all but the first 5."""
-    from node.cli_testnet import tail_lines
+    from node.cli.testnet import tail_lines
 
     log = tmp_path / "cometbft.log"
     log.write_text("".join(f"line {i}\n" for i in range(100_000)))

@@ -103,7 +103,7 @@ def test_timeout_is_named_not_refused():
     t = threading.Thread(target=lambda: conns.append(srv.accept()), daemon=True)
     t.start()
     try:
-        from node.rpc import Client, NodeUnreachable
+        from node.client.rpc import Client, NodeUnreachable
 
         with Client(f"127.0.0.1:{port}", timeout=0.5) as c, pytest.raises(NodeUnreachable) as e:
             c.status()
@@ -281,9 +281,10 @@ def test_keys_mnemonic_recover_and_delete(home, tmp_path):
 
 
 def test_known_mnemonic_derivation():
-    """BIP-39 seed -> SLIP-0010 ed25519 at m/44'/118'/0'/0'/0' (node/keys.py), pinned: the SLIP-0010
+    """BIP-39 seed -> SLIP-0010 ed25519 at m/44'/118'/0'/0'/0' (node/client/keys.py), pinned: the
+    SLIP-0010
     test vector 1 for the derivation, and the address of the all-'abandon' mnemonic."""
-    from node.keys import seed_from_mnemonic, slip10_ed25519
+    from node.client.keys import seed_from_mnemonic, slip10_ed25519
 
     seed = bytes.fromhex("000102030405060708090a0b0c0d0e0f")
     assert (
@@ -327,7 +328,7 @@ def test_output_piped_into_head_ends_quietly() -> None:
 
     script = (
         "import sys\n"
-        "import node.cli as cli\n"
+        "import node.cli.main as cli\n"
         "def big(args):\n"
         "    for i in range(200_000):\n"
         "        print('{\"line\": %d}' % i)\n"
@@ -357,7 +358,7 @@ def test_offline_fee_auto_pays_the_default_minimum(home):
     exact bytes, and says so on stderr."""
     from abci_app.auth.params import DEFAULTS
     from abci_app.codec.tx import build_tx
-    from node.keys import Keyring
+    from node.client.keys import Keyring
 
     r = run(*offline(home, "tx", "bank", "send", ADDR, "2loco", "--from", "validator", sequence=3))
     assert r.returncode == 0 and "default minimum fee" in r.stderr, r.stderr

@@ -17,7 +17,7 @@ from abci_app.auth.keys import account_key
 from abci_app.bank.keys import balance_key
 from abci_app.codec.address import to_bech32
 from abci_app.encoding import encode_amount
-from node.cli import main
+from node.cli.main import main
 from tests.kits.fakenode import FakeChain, install
 
 VICTIM = bytes(range(20))

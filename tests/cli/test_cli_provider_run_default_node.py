@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from node import cli
-from node.keys import Keyring
+from node.cli import main as cli
+from node.client.keys import Keyring
 from node.worker import worker as worker_mod
 
 

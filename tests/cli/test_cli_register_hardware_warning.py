@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from node import cli, cli_market
-from node.keys import Keyring
+from node.cli import main as cli
+from node.cli import market as cli_market
+from node.client.keys import Keyring
 from tests.kits.clikit import ROOT
 
 FLOPS = 1e10  # what the fake matmul timing reports: 10 GFLOP/s
@@ -120,7 +121,7 @@ def test_register_skip_hardware_check_is_silent(
 
 def test_the_cli_imports_torch_only_for_register() -> None:
     code = (
-        "import sys; from node.cli import build_parser; build_parser(); "
+        "import sys; from node.cli.main import build_parser; build_parser(); "
         "print('torch' in sys.modules)"
     )
     r = subprocess.run(

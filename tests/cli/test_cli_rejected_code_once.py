@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from node import cli
-from node.rpc import TxRejected
+from node.cli import main as cli
+from node.client.rpc import TxRejected
 
 
 def _rejecting(args: object) -> int:

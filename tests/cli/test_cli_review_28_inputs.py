@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from node import cli
-from node.keys import KeyError_, Keyring, export_armor, import_armor
+from node.cli import main as cli
+from node.client.keys import KeyError_, Keyring, export_armor, import_armor
 
 ROOT = Path(__file__).resolve().parents[2]
 PASS = "correct horse battery"

@@ -35,10 +35,10 @@ os.fsync = frozen
 home = Path(sys.argv[1])
 what = sys.argv[2]
 if what == "key":
-    from node.keys import Keyring
+    from node.client.keys import Keyring
     Keyring(home).add("half")
 elif what == "settlement":
-    from node import settlement_key
+    from node.client import settlement_key
     settlement_key.create(home)
 elif what == "copy":
     from node.atomic import copy_atomic
@@ -47,7 +47,7 @@ elif what == "deployment":
     from node.evm.client import Deployment
     Deployment(1, "c", "0x1", "0x2", "0x3", 0, 0).save(home / "deployment.json")
 else:
-    from node import client_config
+    from node.client import config as client_config
     client_config.set_value(home, "node", "http://127.0.0.1:1")
 """
 
@@ -85,7 +85,7 @@ def test_invalid_half_written_key_never_carries_a_name(home: Path) -> None:
 
 
 def test_invalid_half_written_settlement_key_never_carries_a_name(home: Path) -> None:
-    from node import settlement_key
+    from node.client import settlement_key
 
     _kill_mid_write(home, "settlement")
     assert settlement_key.load(home) is None
@@ -193,7 +193,7 @@ def test_invalid_unreadable_keyring_is_named_not_empty(
     injected where the folder is listed.)"""
     import os
 
-    from node.keys import KeyError_, Keyring
+    from node.client.keys import KeyError_, Keyring
 
     ring = Keyring(home)
     ring.add("a")

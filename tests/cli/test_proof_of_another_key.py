@@ -21,11 +21,11 @@ from abci_app.providers.keys import provider_key
 from abci_app.providers.queries import provider_to_json
 from abci_app.staking.keys import unbonding_key
 from abci_app.store import MerkleStore
-from node.cli import UsageError
-from node.cli_market import _proven_one, _proven_sla
+from node.cli.main import UsageError
+from node.cli.market import _proven_one, _proven_sla
+from node.client.proofs import verify_ops
+from node.client.rpc import QueryResult
 from node.explorer.data import Collector, Untrusted
-from node.proofs import verify_ops
-from node.rpc import QueryResult
 
 A, B = b"\x0a" * 20, b"\x0b" * 20
 GOOD = sla.Sla(rounds_drawn=40, commits_due=40, committed_on_time=40, earned_participant=9_000_000)

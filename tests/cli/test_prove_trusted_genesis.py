@@ -1,4 +1,5 @@
-"""``--prove`` with a node home trusts the validator set from its genesis (node/trust.py), not
+"""``--prove`` with a node home trusts the validator set from its genesis (node/client/trust.py),
+not
 from the node: a node that forges a whole chain with its own keys under the real chain id was
 "proof_verified" (README, Known limits, before). Skipping verification as CometBFT's light
 client does it: adjacent headers chain by ``next_validators_hash``, skips need >1/3 of the
@@ -21,11 +22,11 @@ from abci_app.auth.keys import account_key
 from abci_app.bank.keys import balance_key
 from abci_app.codec.address import address_from_pubkey, to_bech32
 from abci_app.encoding import encode_amount
-from node import light
-from node.cli import main
-from node.light import HeaderInvalid
-from node.rpc import Client
-from node.trust import TRUST_FILE, TrustStore, genesis_validators
+from node.cli.main import main
+from node.client import light
+from node.client.light import HeaderInvalid
+from node.client.rpc import Client
+from node.client.trust import TRUST_FILE, TrustStore, genesis_validators
 from tests.kits.fakenode import FakeChain, header_of, install
 
 CHAIN = "loconet-main"
@@ -299,7 +300,7 @@ def test_a_walk_that_gives_up_keeps_what_it_verified_and_counts_only_fetches(
     failed the same way. Now: 12 fetches allowed past the asked header, 19 needed (period 20 to
     height 400): the first try stops with what it verified saved (20..240), the second goes on
     from there and succeeds."""
-    import node.trust as trust
+    import node.client.trust as trust
 
     monkeypatch.setattr(trust, "MAX_STEPS", 12)
     chain = LightChain(lambda h: V)
@@ -369,7 +370,7 @@ def test_a_genesis_with_infinity_is_a_clean_error(tmp_path: Path) -> None:
         '"unbonding_blocks": "100"', '"unbonding_blocks": Infinity'
     )
     (home / "config" / "genesis.json").write_text(text)
-    from node.trust import trust_store
+    from node.client.trust import trust_store
 
     with pytest.raises(HeaderInvalid, match="cannot read"):
         trust_store(home)
@@ -394,8 +395,8 @@ def test_a_pinned_header_is_where_later_checks_start(
     """`loconet trust HEIGHT HASH`: for a chain far past its first unbonding period. With one
     fetch allowed, height 5,010 cannot be reached from genesis (period 66), and can from a
     header pinned at 5,000. A wrong hash, or a second header at a trusted height, is refused."""
-    import node.trust as trust
-    from node import rpc
+    import node.client.trust as trust
+    from node.client import rpc
 
     chain = LightChain(lambda h: V)
     home = home_with(tmp_path, genesis(V))

@@ -1,4 +1,4 @@
-"""node.inputs.read_input_file: memory follows the file, not the cap; the cap and non-files
+"""node.client.inputs.read_input_file: memory follows the file, not the cap; the cap and non-files
 refused."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from node.client.inputs import read_input_file
 from node.errors import UsageError
-from node.inputs import read_input_file
 
 
 def test_a_huge_cap_reads_a_small_file(tmp_path: Path) -> None:

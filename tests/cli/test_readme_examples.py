@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from node.cli import build_parser
-from node.market_msgs import job_audit_warning
+from node.cli.main import build_parser
+from node.client.market_msgs import job_audit_warning
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -87,7 +87,7 @@ def test_the_job_example_warns_about_nothing() -> None:
 
 
 def test_train_simulate_example_runs(tmp_path: Path) -> None:
-    from node.cli import main
+    from node.cli.main import main
 
     cmd = next(c for c in commands() if c.startswith("loconet train simulate"))
     argv = fill(cmd)

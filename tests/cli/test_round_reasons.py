@@ -1,5 +1,6 @@
 """Why an accepted update is paid 0 or loses reputation, said where the numbers are (issue 36):
-``loconet query round``'s table (node/market_render.py) and the explorer's job and provider pages
+``loconet query round``'s table (node/client/market_render.py) and the explorer's job and provider
+pages
 read the same reasons, derived from the chain's round JSON of a real (in-process) chain."""
 
 from __future__ import annotations
@@ -9,10 +10,10 @@ from typing import Any
 from abci_app.codec.address import to_bech32
 from abci_app.jobs import keeper as jobs_keeper
 from abci_app.jobs.queries import job_to_json, round_to_json
+from node.client.market_render import reputation_reason, reward_reason, round_table
 from node.explorer import views
 from node.explorer.data import Snapshot
 from node.explorer.server import make_env
-from node.market_render import reputation_reason, reward_reason, round_table
 from tests.kits.marketkit import agg_hash, new_market, run_job
 
 

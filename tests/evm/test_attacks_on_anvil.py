@@ -344,8 +344,8 @@ def test_guardian_pauses_with_the_cli(
     import argparse
     import json
 
-    from node import cli_evm
-    from node.cli import UsageError
+    from node.cli import evm as cli_evm
+    from node.cli.main import UsageError
 
     c = Deployed(w3, SET, guardian=USER.address)
     dep = tmp_path / "deployment.json"

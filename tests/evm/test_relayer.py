@@ -193,8 +193,8 @@ def test_a_claim_works_however_far_the_relayer_lags(
     set did not move), then claims against it."""
     import argparse
 
-    from node import cli_evm
-    from node.cli import UsageError
+    from node.cli import evm as cli_evm
+    from node.cli.main import UsageError
     from tests.kits.settlekit import withdraw_msg
 
     net, w3, d, relayer = _setup(tmp_path)
@@ -243,7 +243,7 @@ def test_report_forged_finds_nothing_on_an_honest_contract(
     reports nothing (the forged case: tests/settlement, the watchtower's report slashes)."""
     import argparse
 
-    from node import cli_evm
+    from node.cli import evm as cli_evm
 
     net, w3, d, acct = _setup(tmp_path)
     _finals(net, 2)

@@ -11,7 +11,7 @@ import pytest
 
 from abci_app.pb import tx_pb2
 from abci_app.settlement import evm, keeper
-from node import settlement_key
+from node.client import settlement_key
 from tests.kits.clikit import ROOT, offline, run
 
 
@@ -105,7 +105,7 @@ def test_evm_commands_name_the_fix(tmp_path) -> None:
 def test_invalid_from_key_file_is_a_usage_error(tmp_path, body: str) -> None:
     """--from-key FILE holding a settlement_key.json that is not JSON or has no secret raised
     JSONDecodeError / KeyError out of the CLI (red-team regression)."""
-    from node.cli_evm import _evm_key
+    from node.cli.evm import _evm_key
     from node.errors import UsageError
 
     p = tmp_path / "key.json"

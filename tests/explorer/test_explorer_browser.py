@@ -20,10 +20,10 @@ import pytest
 from abci_app.codec.address import to_bech32
 from abci_app.codec.tx import Ed25519Signer
 from abci_app.pb import bank_pb2, tx_pb2
-from node.keys import Keyring
-from node.market_msgs import build_create_job, build_register_provider, send_tx
-from node.rpc import Client
-from node.units import fmt_loco
+from node.client.keys import Keyring
+from node.client.market_msgs import build_create_job, build_register_provider, send_tx
+from node.client.rpc import Client
+from node.client.units import fmt_loco
 from tests.integration.test_explorer import chromium
 from tests.kits.nodekit import LOCONET, ROOT, Node, free_port_base
 from trainer.determinism import stack_id

@@ -134,7 +134,7 @@ def test_invalid_slow_request_is_dropped(tmp_path: Path) -> None:
 
 
 def test_listen_takes_a_bracketed_ipv6_host() -> None:
-    from node.cli_explorer import parse_listen
+    from node.cli.explorer import parse_listen
 
     assert parse_listen("[::1]:8080") == ("::1", 8080)
     assert parse_listen("127.0.0.1:8080") == ("127.0.0.1", 8080)

@@ -24,11 +24,11 @@ import tests.integration.test_explorer as itest
 from abci_app.codec.tx import Ed25519Signer
 from abci_app.pb import bank_pb2, tx_pb2
 from node.blobs import BlobStore, serve_blobs
+from node.client.keys import Keyring
+from node.client.market_msgs import build_create_job, build_register_provider, send_tx
+from node.client.rpc import Client
 from node.explorer import views
-from node.keys import Keyring
-from node.market_msgs import build_create_job, build_register_provider, send_tx
 from node.metrics import worker_metrics
-from node.rpc import Client
 from tests.kits.nodekit import LOCONET, ROOT, Node, free_port_base
 from trainer.data import Corpus, default_corpus_bytes
 from trainer.determinism import stack_id

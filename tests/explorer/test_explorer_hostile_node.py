@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from node import rpc
+from node.client import rpc
+from node.client.rpc import Client, RpcError
 from node.explorer.server import Explorer
-from node.rpc import Client, RpcError
 
 
 class Hostile(http.server.BaseHTTPRequestHandler):

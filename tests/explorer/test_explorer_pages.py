@@ -177,7 +177,8 @@ def test_templates_render_what_a_person_needs(snap: Snapshot) -> None:
 
 
 class ChainClient:
-    """``node.rpc.Client.abci_query`` answered by an in-process app (real store, real proofs);
+    """``node.client.rpc.Client.abci_query`` answered by an in-process app (real store, real
+    proofs);
     ``tamper(path, data)`` edits the JSON a dishonest node would send."""
 
     def __init__(self, m, tamper=None) -> None:
@@ -187,7 +188,7 @@ class ChainClient:
         import json as _json
 
         from abci_app.pb import abci
-        from node.rpc import QueryResult
+        from node.client.rpc import QueryResult
 
         r = self.m.chain.app.query(abci.RequestQuery(path=path, height=height, prove=prove))
         value = r.value
@@ -211,8 +212,8 @@ def _collector(m, tamper=None):
 
 
 def test_collector_rederives_from_proofs_and_refuses_a_lying_node() -> None:
+    from node.client.proofs import ProofInvalid
     from node.explorer.data import Untrusted
-    from node.proofs import ProofInvalid
 
     m = new_market(n_providers=3)
     m.create_job(rounds=1)

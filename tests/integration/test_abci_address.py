@@ -12,8 +12,8 @@ from pathlib import Path
 from abci_app.app import Application
 from abci_app.server import ABCIServer
 from abci_app.store import MerkleStore
-from node.config import AppConfig, resolve_abci_address
-from node.init import init_home
+from node.local.config import AppConfig, resolve_abci_address
+from node.local.init import init_home
 
 
 def test_init_defaults_to_a_private_unix_socket(tmp_path: Path) -> None:

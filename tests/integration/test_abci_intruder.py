@@ -19,9 +19,9 @@ import pytest
 
 from abci_app.codec.address import from_bech32
 from abci_app.codec.tx import build_tx
-from node.config import AppConfig, tune_cometbft_config
-from node.keys import Keyring
-from node.rpc import Client
+from node.client.keys import Keyring
+from node.client.rpc import Client
+from node.local.config import AppConfig, tune_cometbft_config
 from tests.kits.chainkit import send_msg
 from tests.kits.nodekit import ROOT, Node, cli
 

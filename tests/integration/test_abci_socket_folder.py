@@ -19,8 +19,8 @@ import pytest
 from abci_app.app import Application
 from abci_app.server import ABCIServer, SocketDirError, private_socket_dir
 from abci_app.store import MerkleStore
-from node.config import AppConfig, Ports, resolve_abci_address
-from node.init import init_home
+from node.local.config import AppConfig, Ports, resolve_abci_address
+from node.local.init import init_home
 from tests.kits.nodekit import free_port_base
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ job's page and a provider's page, screenshots kept under the test's tmp dir.
 
 The market: three providers, one job of two rounds with every update challenged (the provider
 that is not drawn verifies); in round 1 one participant misses its commit. Everything is signed
-and broadcast with node/market_msgs.py, the library the CLI uses."""
+and broadcast with node/client/market_msgs.py, the library the CLI uses."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ from abci_app.codec.address import to_bech32
 from abci_app.codec.tx import Ed25519Signer, build_tx
 from abci_app.jobs.incentives import compute_evidence
 from abci_app.pb import bank_pb2, tx_pb2
-from node.keys import Keyring
-from node.market_msgs import (
+from node.client.keys import Keyring
+from node.client.market_msgs import (
     account_sequence,
     build_attest,
     build_bound_submit,
@@ -36,7 +36,7 @@ from node.market_msgs import (
     build_verdict,
     send_tx,
 )
-from node.rpc import Client
+from node.client.rpc import Client
 from tests.kits.nodekit import LOCONET, ROOT, Node, free_port_base
 from trainer.determinism import stack_id
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from abci_app.codec.tx import build_tx
-from node.keys import Keyring
+from node.client.keys import Keyring
 from tests.kits.chainkit import send_msg
 from tests.kits.nodekit import Node
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from node.config import AppConfig, Ports
-from node.init import init_home
+from node.local.config import AppConfig, Ports
+from node.local.init import init_home
 from node.ports import is_port_free
 from tests.kits.nodekit import LOCONET, ROOT, Node, cli, free_port_base
 
@@ -127,7 +127,7 @@ def test_cometbft_prometheus_listens_on_loopback(tmp_path: Path) -> None:
 
 
 def test_default_listen_addresses_of_blob_serve_and_explorer_are_loopback() -> None:
-    from node.cli import build_parser
+    from node.cli.main import build_parser
 
     parser = build_parser()
     blob = parser.parse_args(["blob", "serve", "--home", "h"])

@@ -12,9 +12,9 @@ import pytest
 
 from abci_app.codec.address import to_bech32
 from abci_app.codec.tx import build_tx
-from node.config import set_toml_values
-from node.keys import Keyring
-from node.rpc import RpcError
+from node.client.keys import Keyring
+from node.client.rpc import RpcError
+from node.local.config import set_toml_values
 from tests.kits.chainkit import send_msg
 from tests.kits.nodekit import Node
 

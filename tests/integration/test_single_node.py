@@ -17,8 +17,8 @@ import pytest
 
 from abci_app.codec.address import from_bech32
 from abci_app.codec.tx import build_tx
-from node.keys import Keyring
-from node.rpc import Client, RpcError
+from node.client.keys import Keyring
+from node.client.rpc import Client, RpcError
 from tests.kits.chainkit import send_msg
 from tests.kits.nodekit import Node, cli
 
@@ -103,7 +103,8 @@ def test_single_node_transfer_proof_and_crash_restarts(tmp_path) -> None:
         )
         assert q["balance"] == 2_500_000 and q["proof_verified"] is True and q["proof"]
         assert q["validator_set"] == "node"
-        # with the node home, the signers are trusted from its genesis (node/trust.py): the set
+        # with the node home, the signers are trusted from its genesis (node/client/trust.py): the
+        # set
         # the app's InitChain computes must be the one the real chain runs
         q = json.loads(
             cli(

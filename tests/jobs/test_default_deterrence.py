@@ -9,7 +9,7 @@ import pytest
 
 from abci_app.jobs.params import DEFAULTS
 from benchmarks.deterrence import FAKES_BPS, costs, rows
-from node.market_msgs import (
+from node.client.market_msgs import (
     DEFAULT_CHALLENGE_BPS,
     DEFAULT_SEGMENTS_PER_CHALLENGE,
     DEFAULT_VERIFIERS_PER_CHALLENGE,

@@ -64,7 +64,7 @@ def test_query_errors():
 
 
 def test_round_table_renders():
-    from node.market_render import round_table
+    from node.client.market_render import round_table
 
     m = new_market(n_providers=3)  # two drawn, one to verify
     m.create_job(rounds=1)
@@ -94,8 +94,8 @@ def test_invalid_min_fraud_verifiers_param():
 
 def test_cli_market_params_json():
     """``loconet query market-params -o json`` exists (the market's params are not in /params)."""
-    from node.cli import build_parser
-    from node.cli_market import cmd_query_market_params
+    from node.cli.main import build_parser
+    from node.cli.market import cmd_query_market_params
 
     a = build_parser().parse_args(["query", "market-params", "-o", "json", "--prove"])
     assert a.func is cmd_query_market_params and a.output == "json" and a.prove

@@ -332,7 +332,7 @@ def test_sla_query_proof_and_errors():
 
 def test_sla_rendered_in_query_provider_text():
     from abci_app.providers.queries import provider_to_json
-    from node.market_render import provider_text
+    from node.client.market_render import provider_text
 
     m = new_market(n_providers=2)
     m.create_job(rounds=1)

@@ -201,10 +201,11 @@ def test_always_unavailable_lazy_verifier_loses_against_honest_verification():
 
 @pytest.mark.parametrize("exact", [True, False])
 def test_the_workers_message_builders_open_an_unavailable_vote(exact):
-    """node.market_msgs, what node/worker sends: build_verdict(unavailable=True) commits a vote
+    """node.client.market_msgs, what node/worker sends: build_verdict(unavailable=True) commits a
+    vote
     that build_reveal_vote(unavailable=True) opens, in either mode (the worker's valid, quality
     and evidence arguments are ignored for such a vote)."""
-    from node.market_msgs import build_reveal_vote, build_verdict
+    from node.client.market_msgs import build_reveal_vote, build_verdict
 
     m, r, p, v = _in_verdict(exact)
     commit = build_verdict(v, 1, 0, p.address, True, 9_000, b"\x09" * 32, unavailable=True)
@@ -261,11 +262,11 @@ def test_sla_counts_an_unavailable_vote_on_accepted_work_as_a_missed_duty():
 
 
 def test_the_vote_salt_differs_by_panel():
-    """node.market_msgs.vote_salt puts the panel in the salt (panel 0 unchanged): a verifier
+    """node.client.market_msgs.vote_salt puts the panel in the salt (panel 0 unchanged): a verifier
     seated on one target in two panels opens its first vote, salt included, before it commits
     the later one, whose hash would otherwise be computable from that salt (an unavailable
     vote's exactly: its evidence is a constant)."""
-    from node.market_msgs import build_verdict, vote_salt
+    from node.client.market_msgs import build_verdict, vote_salt
 
     m, r, p, v = _in_verdict(True)
     salts = [vote_salt(v, 1, 0, p.address, panel) for panel in (0, 1, 2)]

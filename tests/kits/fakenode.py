@@ -1,4 +1,4 @@
-"""A lying CometBFT RPC endpoint, in process (httpx.MockTransport behind node.rpc.Client): it
+"""A lying CometBFT RPC endpoint, in process (httpx.MockTransport behind node.client.rpc.Client): it
 serves a chain it made up itself: its own state tree, its own validator (its own ed25519 key),
 headers and commits it signs itself."""
 
@@ -12,7 +12,7 @@ import httpx
 from nacl.signing import SigningKey
 
 from abci_app.store import MerkleStore
-from node import light
+from node.client import light
 
 
 def _ts(h: int) -> str:
@@ -148,8 +148,8 @@ class FakeChain:
 
 
 def install(monkeypatch: Any, chain: FakeChain) -> None:
-    """Every node.rpc.Client in this test talks to ``chain``."""
-    from node import rpc
+    """Every node.client.rpc.Client in this test talks to ``chain``."""
+    from node.client import rpc
 
     orig = rpc.Client.__init__
 

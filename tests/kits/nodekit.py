@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-from node.config import AppConfig, Ports, tune_cometbft_config
+from node.client.rpc import Client, NodeUnreachable, RpcError
+from node.local.config import AppConfig, Ports, tune_cometbft_config
 from node.ports import find_free_base, random_bases
-from node.rpc import Client, NodeUnreachable, RpcError
 
 LOCONET = [sys.executable, "-m", "node.cli"]
 ROOT = Path(__file__).resolve().parents[2]

@@ -27,8 +27,8 @@ from abci_app.settlement import evm
 from abci_app.settlement.keys import LATEST_CHECKPOINT_KEY, PARAMS_KEY, checkpoint_key
 from abci_app.settlement.params import params_from_json, params_to_json
 from abci_app.settlement.queries import checkpoint_to_json
-from node import settlement_key
-from node.cli import main
+from node.cli.main import main
+from node.client import settlement_key
 from tests.kits.fakenode import FakeChain, install
 
 CHAIN = "loconet-local"
@@ -100,7 +100,7 @@ def _run(monkeypatch: pytest.MonkeyPatch, home: Path) -> tuple[int, list[Any]]:
         sent.extend(msgs)
         return 0
 
-    monkeypatch.setattr("node.cli_evm.broadcast", fake_broadcast)
+    monkeypatch.setattr("node.cli.evm.broadcast", fake_broadcast)
     argv = ["tx", "settlement", "sign-pending", "--validator-home", str(home)]
     rc = main([*argv, "--from", "alice", "--node", "http://127.0.0.1:1", "--chain-id", CHAIN])
     return rc, sent

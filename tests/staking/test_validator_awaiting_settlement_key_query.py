@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from node.cli_staking import _status
+from node.cli.staking import _status
 from tests.kits.chainkit import signer
 from tests.kits.settlekit import set_key_msg
 from tests.kits.stakekit import LOCO, StakeChain, create_validator_msg, new_staking_chain

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from node.local.testnet import load, nodes_of, stop_node
 from node.paths import PROJECT_ROOT
-from node.testnet import load, nodes_of, stop_node
 
 sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
 from chaos import KINDS, StormConfig, round_stats, run_storm

@@ -1,4 +1,4 @@
-"""node.testnet_market.final_stats: each worker's stats.json once every worker wrote the round
+"""node.local.testnet_market.final_stats: each worker's stats.json once every worker wrote the round
 final (benchmarks/round_overhead.py and traffic.py read the figures with it)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from node.testnet_market import WorkerInfo, final_stats
+from node.local.testnet_market import WorkerInfo, final_stats
 
 
 def _worker(tmp: Path, i: int) -> WorkerInfo:

@@ -1,4 +1,4 @@
-"""node.procs: a detached child found again from its pid file, a stale or foreign pid never
+"""node.local.procs: a detached child found again from its pid file, a stale or foreign pid never
 believed, a pid file never half written, the group stopped."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from node import procs
+from node.local import procs
 
 
 def test_spawn_find_and_stop_a_detached_child(tmp_path: Path) -> None:

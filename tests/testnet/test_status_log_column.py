@@ -3,7 +3,7 @@ at the end; cutting the front left half a timestamp (``6:52,769 loconet.worker I
 
 from __future__ import annotations
 
-from node.cli_testnet import log_column
+from node.cli.testnet import log_column
 
 
 def test_the_time_is_kept_whole_and_the_message_cut_at_the_end() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from abci_app.codec.tx import MAX_TX_BYTES
-from node import testnet
+from node.local import testnet
 
 
 def test_genesis_caps_block_bytes_above_the_largest_tx(tmp_path):

@@ -4,7 +4,7 @@ for 3 rounds over real cometbft, real HTTP blob servers and real processes (~3.5
 shared cores).
 
 Who is examined is fixed by construction, not left to the draw (``testnet up --fixed-roles``,
-node/testnet_market.py ``plan_roles``): the job has 3 training slots and 3 verifier seats;
+node/local/testnet_market.py ``plan_roles``): the job has 3 training slots and 3 verifier seats;
 provider0 (honest), the poisoner and the withholder train, and exactly those 3 are eligible
 participants, so all 3 are drawn in every round until jailed; provider1, provider2 (honest) and
 the lazy verifier register with an opt-in policy that takes no training slot, so they are the
@@ -39,8 +39,8 @@ from typing import Any
 
 import pytest
 
-from node.testnet import NodeInfo, load
-from node.testnet_market import CHEATER_BOND_FACTOR, PROVIDER_BOND, workers_of
+from node.local.testnet import NodeInfo, load
+from node.local.testnet_market import CHEATER_BOND_FACTOR, PROVIDER_BOND, workers_of
 from tests.kits.tnkit import blob_reader, cli, network, query, recompute_model, wait_for
 
 pytestmark = pytest.mark.integration

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from node import cli, cli_testnet
-from node import testnet_market as tm
-from node.testnet import TESTNET_VERSION, NodeInfo, save
+from node.cli import main as cli
+from node.cli import testnet as cli_testnet
+from node.local import testnet_market as tm
+from node.local.testnet import TESTNET_VERSION, NodeInfo, save
 
 
 def manifest(d: Path) -> None:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from node.testnet import load
-from node.testnet_market import workers_of
+from node.local.testnet import load
+from node.local.testnet_market import workers_of
 from node.worker import ml
 from node.worker.follow import ws_url
 from tests.kits.tnkit import blob_reader, cli, height, network, query, recompute_model, wait_for

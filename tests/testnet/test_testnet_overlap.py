@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from node import testnet_market as tm
-from node import wan
+from node.local import testnet_market as tm
+from node.local import wan
+from node.local.testnet import load, nodes_of
 from node.ports import find_free_base, random_bases
-from node.testnet import load, nodes_of
 from tests.kits.tnkit import cli, query, wait_for
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from node import testnet
+from node.local import testnet
 from tests.kits.clikit import run as run_cli
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from node import testnet_market as tm
 from node.blobs import BlobStore
-from node.testnet import load
+from node.local import testnet_market as tm
+from node.local.testnet import load
 from tests.kits.tnkit import network, query, wait_for
 
 pytestmark = pytest.mark.integration

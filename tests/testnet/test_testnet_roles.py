@@ -10,8 +10,8 @@ import pytest
 
 from abci_app.jobs.incentives import is_job_acceptable
 from abci_app.pb import jobs_pb2, providers_pb2
-from node import testnet_market as tm
-from node.market_msgs import build_register_provider
+from node.client.market_msgs import build_register_provider
+from node.local import testnet_market as tm
 from tests.kits.clikit import run as run_cli
 
 
@@ -118,7 +118,7 @@ def test_invalid_cheaters_on_an_existing_network_are_refused(tmp_path: Path) -> 
     network where the user asked for cheaters). Refused, naming --purge, in -o json too."""
     import json
 
-    from node.testnet import manifest_path
+    from node.local.testnet import manifest_path
 
     d = tmp_path / "net"
     manifest_path(d).parent.mkdir(parents=True)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from node.rpc import Client
-from node.testnet import TESTNET_APP, load, nodes_of
+from node.client.rpc import Client
+from node.local.testnet import TESTNET_APP, load, nodes_of
 from tests.kits.tnkit import app_hash_at, cli, height, network, wait_for
 
 pytestmark = pytest.mark.integration

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from node.testnet import is_running, load, nodes_of
+from node.local.testnet import is_running, load, nodes_of
 from tests.kits.tnkit import cli, free_base_port
 
 pytestmark = pytest.mark.integration

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from node.rpc import Client
-from node.testnet import add_node, start_node, stop_node
+from node.client.rpc import Client
+from node.local.testnet import add_node, start_node, stop_node
 from tests.kits.tnkit import cli, comet_validators, commit_signers, height, network, query, wait_for
 
 pytestmark = pytest.mark.integration
@@ -50,7 +50,7 @@ def test_join_downtime_unjail_and_double_sign(tmp_path: Path) -> None:
     with network(tmp_path, *PARAMS) as (d, nodes):
         n0 = nodes[0]
         # -- unbonding: stake comes back only after unbonding_blocks ---------------------------
-        from node.keys import Keyring
+        from node.client.keys import Keyring
 
         acct = Keyring(d).get("account1").address
         target = nodes[1].validator_address
@@ -243,7 +243,8 @@ def test_join_downtime_unjail_and_double_sign(tmp_path: Path) -> None:
         )
         assert r.returncode == 1 and "tombstoned" in r.stderr
 
-        # -- --prove from genesis across every set change above (node/trust.py) -----------------
+        # -- --prove from genesis across every set change above (node/client/trust.py)
+        # -----------------
         # a join, a jail, an unjail and a tombstone, with skips of at most 8 blocks
         # (2/3 of unbonding_blocks 12): the set the genesis gives must lead to today's header
         res = json.loads(

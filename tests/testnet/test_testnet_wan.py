@@ -15,9 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from node import wan
+from node.local import wan
+from node.local.testnet import NodeInfo, load, nodes_of
 from node.ports import find_free_base, random_bases
-from node.testnet import NodeInfo, load, nodes_of
 from tests.kits.tnkit import app_hash_at, cli, height, wait_for
 
 pytestmark = pytest.mark.integration

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from node import testnet_market as tm
 from node.blobs import BlobStore
-from node.keys import Keyring
-from node.market_msgs import build_exit_provider, build_register_provider
-from node.testnet import load, save
+from node.client.keys import Keyring
+from node.client.market_msgs import build_exit_provider, build_register_provider
+from node.local import testnet_market as tm
+from node.local.testnet import load, save
 from node.worker.ml import detect_hardware
 from tests.kits.tnkit import network, query, wait_for
 

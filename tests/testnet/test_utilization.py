@@ -1,4 +1,5 @@
-"""A trainer's utilization (node/testnet_market.py ``trainer_utilization``, printed by the demo
+"""A trainer's utilization (node/local/testnet_market.py ``trainer_utilization``, printed by the
+demo
 and benchmarks/round_overhead.py): training seconds over the wall time from its first training's
 start to its last training's end, from the spans a worker writes to stats.json."""
 
@@ -6,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from node.testnet_market import trainer_utilization
+from node.local.testnet_market import trainer_utilization
 
 
 def span(start: float, end: float, **extra: float) -> dict[str, float]:

@@ -1,4 +1,5 @@
-"""``loconet testnet up --wan RTT:BANDWIDTH`` (node/wan.py): the spec parser, the proxy layout a
+"""``loconet testnet up --wan RTT:BANDWIDTH`` (node/local/wan.py): the spec parser, the proxy
+layout a
 manifest gets, and the CLI refusing a bad spec before it writes anything. No processes."""
 
 from __future__ import annotations
@@ -7,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from node.testnet import NodeInfo, TestnetError, persistent_peers
-from node.wan import (
+from node.local.testnet import NodeInfo, TestnetError, persistent_peers
+from node.local.wan import (
     MAX_WAN_NODES,
     WanSpec,
     api_port,

@@ -1,6 +1,7 @@
 """benchmarks/verification.py on the network's path (issue 29): its challenges never serve trace
 entry 0 of a fresh round (the verifier builds it from the base model, ``ml.verify_round(...,
-base=...)``), its defaults are the shipped ones read from node/market_msgs.py, and a tiny end to
+base=...)``), its defaults are the shipped ones read from node/client/market_msgs.py, and a tiny
+end to
 end run finds no honest rejection and every cheat caught in both determinism modes, writing its
 own section without touching the older *Verification* one."""
 
@@ -15,7 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import verification as vb  # noqa: E402
-from node import market_msgs  # noqa: E402
+from node.client import market_msgs  # noqa: E402
 from node.worker import ml  # noqa: E402
 from trainer.commit import Binding, encode  # noqa: E402
 from trainer.compression import make_codec  # noqa: E402

@@ -9,7 +9,7 @@ voting INVALID on a provably malformed trace. The same holds for entry 0 and the
 import hashlib
 import struct
 
-from node.keys import Keyring
+from node.client.keys import Keyring
 from node.worker import ml
 from node.worker.worker import ProviderWorker, WorkerConfig
 from tests.kits.workerkit import tiny_job

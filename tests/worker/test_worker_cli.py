@@ -3,8 +3,8 @@ and a provider that is not registered, with one line naming the fix."""
 
 import pytest
 
-from node import cli_market
-from node.cli import build_parser, main
+from node.cli import market as cli_market
+from node.cli.main import build_parser, main
 from node.worker import ml
 
 
@@ -38,7 +38,7 @@ def test_register_without_gpu_sends_what_torch_sees(monkeypatch):
 
 
 def test_provider_run_refuses_bad_input(tmp_path, capsys):
-    from node.keys import Keyring
+    from node.client.keys import Keyring
 
     assert main(["provider", "run", "--home", str(tmp_path), "--from", "nobody"]) == 1
     assert "no key named 'nobody'" in capsys.readouterr().err
@@ -74,7 +74,7 @@ def test_provider_run_refuses_bad_input(tmp_path, capsys):
 
 @pytest.mark.parametrize("addr", ["nonsense", "127.0.0.1:70000", "127.0.0.1:²", ":-1"])
 def test_invalid_metrics_listen_is_a_usage_error(tmp_path, capsys, addr):
-    from node.keys import Keyring
+    from node.client.keys import Keyring
 
     Keyring(tmp_path).add("alice")
     rc = main(
@@ -135,7 +135,7 @@ def test_worker_metrics_count_training_and_rounds():
     ],
 )
 def test_provider_run_refuses_a_bad_island_size(tmp_path, capsys, argv, msg):
-    from node.keys import Keyring
+    from node.client.keys import Keyring
 
     Keyring(tmp_path).add("alice")
     rc = main(["provider", "run", "--home", str(tmp_path), "--from", "alice", *argv])
@@ -190,7 +190,7 @@ def test_invalid_second_worker_for_one_key_or_data_dir(tmp_path, capsys, lock):
     import sys
     from pathlib import Path
 
-    from node.keys import Keyring
+    from node.client.keys import Keyring
 
     Keyring(tmp_path).add("alice")
     data = tmp_path / "worker" / "alice"
@@ -211,7 +211,7 @@ def test_invalid_second_worker_for_one_key_or_data_dir(tmp_path, capsys, lock):
 
 
 def test_invalid_damaged_worker_store_is_one_line(tmp_path, capsys):
-    from node.keys import Keyring
+    from node.client.keys import Keyring
 
     Keyring(tmp_path).add("alice")
     blobs = tmp_path / "worker" / "alice" / "blobs"
@@ -241,7 +241,7 @@ def test_invalid_websocket_messages_are_ignored_not_fatal():
 @pytest.mark.parametrize("quota", ["\u0661", "1e3", "4294967296"])
 def test_invalid_quota_gib_that_is_not_ascii_u32_is_a_usage_error(tmp_path, capsys, quota):
     """``--quota-gib \u0661`` (Arabic-Indic one) was read as 1 by Python's int()."""
-    from node.keys import Keyring
+    from node.client.keys import Keyring
 
     Keyring(tmp_path).add("alice")
     with pytest.raises(SystemExit) as e:

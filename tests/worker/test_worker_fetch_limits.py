@@ -1,6 +1,7 @@
 """Every blob the worker fetches is limited to the size it can be: a payload to the commitment's
 ``payload_size``, a trace state or an attested model to a cap from the job's model (ml.blob_cap),
-the dataset and the initial model to the sizes the job spec states (node.job_inputs). A peer that
+the dataset and the initial model to the sizes the job spec states (node.client.job_inputs). A peer
+that
 sends more is refused while the body streams, never read whole into memory, and the next
 location is tried. Real HTTP: the real blob server and a lying aiohttp peer on loopback."""
 
@@ -18,7 +19,7 @@ from aiohttp import web
 from abci_app.codec.address import from_bech32
 from abci_app.merkle import bound_update_leaves, merkle_root
 from node.blobs import BlobServer, BlobStore
-from node.keys import Keyring
+from node.client.keys import Keyring
 from node.metrics import worker_metrics
 from node.worker import ml
 from node.worker.worker import ProviderWorker, WorkerConfig
@@ -156,7 +157,8 @@ def test_a_provider_that_serves_more_than_it_committed_has_no_payload(
 def test_dataset_larger_than_the_spec_states_is_refused_and_the_next_source_used(
     tmp_path: Path, peers: Peers
 ) -> None:
-    """The job's inputs go through node.job_inputs.fetch_job_inputs: dataset_bytes is the limit."""
+    """The job's inputs go through node.client.job_inputs.fetch_job_inputs: dataset_bytes is the
+    limit."""
     data = synthetic_text(40_000)
     init = ml.initial_model_bytes(ml.config_from_job(MODEL), 0)
 

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from node.keys import Keyring
+from node.client.keys import Keyring
 from node.worker import ml
 from node.worker.worker import ProviderWorker, WorkerConfig
 from trainer.model import GPT, GPTConfig

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from node.cli import main
+from node.cli.main import main
 from node.worker import ml
 from node.worker.worker import ProviderWorker, WorkerError
 from tests.worker.test_worker_verify import JOB, judged, worker
@@ -49,7 +49,7 @@ def test_pipeline_island_round_is_judged_by_a_single_process_verifier(tmp_path, 
     ],
 )
 def test_provider_run_refuses_a_bad_pipeline(tmp_path, capsys, argv, msg):
-    from node.keys import Keyring
+    from node.client.keys import Keyring
 
     Keyring(tmp_path).add("alice")
     rc = main(["provider", "run", "--home", str(tmp_path), "--from", "alice", *argv])

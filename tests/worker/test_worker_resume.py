@@ -21,7 +21,7 @@ from abci_app.merkle import (
     verify_leaf_hash_proof,
     verify_merkle_proof,
 )
-from node.keys import Keyring
+from node.client.keys import Keyring
 from node.worker import ml
 from node.worker.worker import ProviderWorker, WorkerConfig
 from trainer.data import Corpus, synthetic_text

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from node.blobs import BlobStore
-from node.keys import Keyring
+from node.client.keys import Keyring
 from node.worker import worker as worker_mod
 from node.worker.worker import ProviderWorker, WorkerConfig
 

@@ -25,8 +25,8 @@ from aiohttp import web
 
 from node.blobs import BlobClient, BlobStore
 from node.blobs.server import HEADER_KINDS, KINDS, kind_of_head
-from node.keys import Keyring
-from node.rpc import Client
+from node.client.keys import Keyring
+from node.client.rpc import Client
 from node.worker import ml
 from node.worker.worker import ProviderWorker, Traffic, WorkerConfig, _CountingTransport
 from tests.kits.blobkit import Peers

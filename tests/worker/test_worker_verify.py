@@ -21,7 +21,7 @@ import torch
 
 from abci_app.jobs.incentives import compute_hidden_entries
 from abci_app.merkle import hash_leaf
-from node.keys import Keyring
+from node.client.keys import Keyring
 from node.worker import ml
 from node.worker.worker import ProviderWorker, WorkerConfig
 from trainer.data import Corpus, synthetic_text
@@ -405,7 +405,7 @@ def test_tolerance_round_probes_end_to_end(tmp_path, verifier):
     from abci_app.jobs.incentives import compute_blind_vote_hash
     from abci_app.jobs.probe import compute_probe_evidence, encode_probe, is_probe_within
     from abci_app.merkle import binding_leaf, entry_leaf, n_trace_leaves, verify_merkle_proof
-    from node.market_msgs import vote_salt
+    from node.client.market_msgs import vote_salt
 
     box: dict = {}
     (valid, _q, reached, why), true_end = judged(

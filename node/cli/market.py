@@ -1,9 +1,11 @@
 """``loconet tx provider|job|round ...`` and ``loconet query
-provider|providers|job|jobs|round|rounds|market-params`` (a CLI plugin: node/cli.py calls
+provider|providers|job|jobs|round|rounds|market-params`` (a CLI plugin: node/cli/main.py calls
 ``register``).
 
-Three parts: the commands (argparse namespace -> a message from node/market_msgs.py, signed and
-sent; or a query, verified with --prove and rendered by node/market_render.py), and at the end
+Three parts: the commands (argparse namespace -> a message from node/client/market_msgs.py, signed
+and
+sent; or a query, verified with --prove and rendered by node/client/market_render.py), and at the
+end
 ``COMMANDS``, one table of every command with its flags, which ``register`` turns into parsers."""
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from node import market_render, safejson
-from node.cli import (
+from node import safejson
+from node.cli.main import (
     HEIGHT,
     U32,
     U64,
@@ -33,7 +35,8 @@ from node.cli import (
     read_input_file,
     signers_note,
 )
-from node.market_msgs import (
+from node.client import market_render
+from node.client.market_msgs import (
     DEFAULT_CHALLENGE_BPS,
     DEFAULT_COMPRESSION,
     DEFAULT_SEGMENTS_PER_CHALLENGE,
@@ -290,8 +293,8 @@ def _windows_from_job(a: argparse.Namespace, d: dict[str, Any]) -> tuple[dict[st
     """The job's windows from its compute per round (stated, or estimated from its size) and the
     chain's measured block time (jobs README "Windows"); and a line saying how."""
     from abci_app.jobs.params import DEFAULTS
-    from node.cli_tx import _client_if_needed
-    from node.market_msgs import (
+    from node.cli.tx import _client_if_needed
+    from node.client.market_msgs import (
         DEFAULT_BLOCK_S,
         WINDOW_SLACK,
         cap_windows,
@@ -364,7 +367,7 @@ def _job_inputs(a: argparse.Namespace, d: dict[str, Any]) -> dict[str, Any]:
     """--data / --init-seed / --init-model: hash them, store them pinned in HOME/blobs, and fill
     dataset_id, initial_model_hash, their sizes and blob_sources into the spec."""
     from node.blobs import BlobStore, default_root
-    from node.job_inputs import prepare_job_inputs
+    from node.client.job_inputs import prepare_job_inputs
 
     if a.blob_source:
         d["blob_sources"] = list(a.blob_source)
@@ -435,7 +438,7 @@ def _hex_list(text: str, what: str) -> list[bytes]:
 
 
 def _signer_address(a: argparse.Namespace) -> bytes:
-    from node.keys import Keyring
+    from node.client.keys import Keyring
 
     return Keyring(Path(a.home)).get(a.from_key).address_bytes
 
@@ -524,7 +527,7 @@ def _round_base(a: argparse.Namespace) -> bytes:
     leaves commit to)."""
     if a.base_model:
         return hex32(a.base_model, "--base-model")
-    from node.rpc import Client
+    from node.client.rpc import Client
 
     with Client(a.node) as c:
         qr = c.abci_query(f"/round/{a.job_id}/{a.round}")
@@ -597,7 +600,7 @@ def _vote_args(a: argparse.Namespace) -> tuple[Any, bytes, list[bytes], list[int
     """(signer, target, reached end states (exact mode), flat probes (tolerance mode) or None).
     --unavailable: no evidence (nothing reached)."""
     from abci_app.codec.address import from_bech32
-    from node.keys import Keyring
+    from node.client.keys import Keyring
 
     if a.unavailable:
         if a.valid or a.invalid or a.evidence or a.probes or a.quality:
@@ -731,8 +734,8 @@ def _query(
 ) -> Any:
     """Run an abci_query; with --prove, verify every proof against the next header's app hash and
     re-derive the answer from the proven bytes (it must equal what the node said)."""
-    from node.proofs import ProofInvalid, expected_chain_id, trust_of, verify_answer
-    from node.rpc import Client
+    from node.client.proofs import ProofInvalid, expected_chain_id, trust_of, verify_answer
+    from node.client.rpc import Client
 
     if getattr(a, "legacy_page_from", None) is not None:
         raise UsageError(
@@ -775,7 +778,7 @@ def _proven_one(
     key: bytes, decode: Callable[[bytes], Any], to_json: Callable[[Any], Any]
 ) -> Callable[[dict[bytes, bytes | None]], Any]:
     """Re-derive a one-record answer from the proven value of exactly ``key``."""
-    from node.proofs import ProofInvalid, proven_record
+    from node.client.proofs import ProofInvalid, proven_record
 
     def f(proven: dict[bytes, bytes | None]) -> Any:
         try:
@@ -805,7 +808,7 @@ def _proven_sla(address: str) -> Callable[[dict[bytes, bytes | None]], Any]:
     from abci_app.jobs import sla
     from abci_app.jobs.keys import sla_key
     from abci_app.jobs.queries import sla_to_json
-    from node.proofs import ProofInvalid, proven_record
+    from node.client.proofs import ProofInvalid, proven_record
 
     def f(proven: dict[bytes, bytes | None]) -> Any:
         addr = from_bech32(address)
@@ -888,7 +891,7 @@ def cmd_query_rounds(a: argparse.Namespace) -> int:
     from abci_app.jobs.keys import round_key
     from abci_app.jobs.queries import round_to_json
     from abci_app.pb import jobs_pb2
-    from node.proofs import ProofInvalid, proven_records
+    from node.client.proofs import ProofInvalid, proven_records
 
     def rederive(proven: dict[bytes, bytes | None]) -> Any:
         try:  # each of this job's rounds under its own key (not another job's)

@@ -5,9 +5,9 @@
     loconet tx broadcast FILE             broadcast a signed tx, wait for its block
     loconet tx ... --dry-run              run it through /simulate (CheckTx on a throwaway copy)
     loconet query tx HASH | txs --events "k='v'" | block [H] | balance ADDR | rewards ADDR
-    loconet config set|get KEY [VALUE] --home HOME      the client config (node/client_config.py)
+    loconet config set|get KEY [VALUE] --home HOME      the client config (node/client/config.py)
 
-``run_tx`` (behind ``node.cli.broadcast``) is the one path every ``tx`` command takes: resolve
+``run_tx`` (behind ``node.cli.main.broadcast``) is the one path every ``tx`` command takes: resolve
 the chain id and sequence, then generate, simulate, or sign + broadcast_tx_sync + wait for the
 block, and print the hash, the height and the tx's events (``-o json``: all of them)."""
 
@@ -23,7 +23,7 @@ from typing import Any
 
 from abci_app.codec.tx import sign_body
 from node import safejson
-from node.cli import (
+from node.cli.main import (
     HEIGHT,
     U64,
     UsageError,
@@ -108,7 +108,7 @@ def _messages_json(body_bytes: bytes) -> list[Any]:
 
 def _chain_and_sequence(args: argparse.Namespace, client: Any, address: str) -> tuple[str, int]:
     """--chain-id / --sequence, else the node's; a --chain-id that is not the node's is refused."""
-    from node.market_msgs import account_sequence
+    from node.client.market_msgs import account_sequence
 
     chain_id, sequence = getattr(args, "chain_id", None), getattr(args, "sequence", None)
     if client is not None:
@@ -143,7 +143,7 @@ def _confirm(args: argparse.Namespace, summary: str) -> None:
 
 
 def _client_if_needed(args: argparse.Namespace) -> Any:
-    from node.rpc import Client
+    from node.client.rpc import Client
 
     offline = (
         getattr(args, "generate_only", False)
@@ -162,7 +162,7 @@ def run_tx(
 ) -> int:
     """The path of every ``tx`` command (module docstring). ``from_events`` names values to pick
     from the tx's events and print (e.g. {"job_id": ("job.created", "job_id")})."""
-    from node.keys import Keyring
+    from node.client.keys import Keyring
 
     key = Keyring(Path(args.home)).get(key_name)
     body = body_of(msgs, getattr(args, "memo", "") or "")
@@ -237,14 +237,15 @@ def _run_tx_locked(
 
 def _fee_and_tx(args: argparse.Namespace, client: Any, n_msgs: int, sign: Any) -> tuple[int, bytes]:
     """``--fee auto`` (None, the default): the chain's exact minimum for the signed bytes (times
-    ``--fee-multiplier``), read from the node (node/fees.py); offline, from the chain's default
+    ``--fee-multiplier``), read from the node (node/client/fees.py); offline, from the chain's
+    default
     params (said on stderr). An explicit ``--fee`` below the minimum is refused here, naming the
     minimum, unless ``--dry-run`` (which shows the chain's own answer) or offline (no node to
     ask: the chain checks it)."""
     from fractions import Fraction
 
     from abci_app.auth.params import params_from_json
-    from node import fees
+    from node.client import fees
 
     fee, mult = getattr(args, "fee", None), getattr(args, "fee_multiplier", None)
     if fee is not None and mult is not None:
@@ -319,7 +320,7 @@ def _send(
 ) -> int:
     """Broadcast ``raw`` and wait for its block. ``resend`` (``tx broadcast FILE``): signed bytes
     the node already holds are waited for, not an error."""
-    from node.rpc import RpcError
+    from node.client.rpc import RpcError
 
     try:
         h = client.broadcast_tx_sync(raw)
@@ -392,7 +393,7 @@ def _doc_uint(path: str, doc: dict[str, Any], field: str) -> int:
 
 
 def cmd_tx_sign(args: argparse.Namespace) -> int:
-    from node.keys import Keyring
+    from node.client.keys import Keyring
 
     doc = _read_doc(args.file)
     if doc["type"] != UNSIGNED:
@@ -429,7 +430,7 @@ def cmd_tx_sign(args: argparse.Namespace) -> int:
     shown = _shown_messages(args.file, doc, body, "body_bytes")
     client = None
     if args.chain_id is None or args.sequence is None:
-        from node.rpc import Client
+        from node.client.rpc import Client
 
         client = Client(args.node)
     try:
@@ -465,7 +466,7 @@ def cmd_tx_sign(args: argparse.Namespace) -> int:
 
 
 def cmd_tx_broadcast(args: argparse.Namespace) -> int:
-    from node.rpc import Client
+    from node.client.rpc import Client
 
     doc = _read_doc(args.file)
     if doc["type"] != SIGNED:
@@ -513,7 +514,7 @@ def _shown_messages(file: str, doc: dict[str, Any], body: bytes, field: str) -> 
 
 
 def _client(args: argparse.Namespace) -> Any:
-    from node.rpc import Client
+    from node.client.rpc import Client
 
     return Client(args.node)
 
@@ -802,7 +803,7 @@ def cmd_query_rewards(args: argparse.Namespace) -> int:
 
 
 def cmd_config_set(args: argparse.Namespace) -> int:
-    from node import client_config
+    from node.client import config as client_config
 
     cfg = client_config.set_value(Path(args.home), args.key, args.value)
     out(args, cfg, f"{args.key} = {cfg[args.key]} (in {client_config.path_of(Path(args.home))})")
@@ -810,7 +811,7 @@ def cmd_config_set(args: argparse.Namespace) -> int:
 
 
 def cmd_config_get(args: argparse.Namespace) -> int:
-    from node import client_config
+    from node.client import config as client_config
 
     cfg = client_config.load(Path(args.home))
     if args.key:

@@ -276,7 +276,7 @@ class AppConfig:
             chunk_bytes=self.snapshot_chunk_bytes,
         )
         from abci_app.vote_extensions import ExtensionKeys
-        from node import settlement_key
+        from node.client import settlement_key
 
         # the beacon share (abci_app/beacon.py)
         keys = ExtensionKeys(

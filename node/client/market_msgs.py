@@ -1,5 +1,5 @@
 """Compute-market messages as a library: build, sign and broadcast the txs of providers, job
-owners and verifiers. ``loconet tx provider|job|round`` (node/cli_market.py) and the provider
+owners and verifiers. ``loconet tx provider|job|round`` (node/cli/market.py) and the provider
 worker (node/worker/) call the same functions, so both sign identical messages.
 
 Builders take plain values and return a ``tx_pb2.Msg``; bad input raises ``UsageError`` naming
@@ -25,8 +25,8 @@ from abci_app.merkle import (
     merkle_root,
 )
 from node import safejson
+from node.client.fees import DEFAULT_MAX_FEE, auth_params, auto_fee, refuse_above_cap
 from node.errors import UsageError
-from node.fees import DEFAULT_MAX_FEE, auth_params, auto_fee, refuse_above_cap
 
 __all__ = [
     "build_attest",
@@ -397,7 +397,7 @@ def estimate_compute_s(d: dict[str, Any], flops_per_s: float) -> float:
 def measure_block_time(client: Any, span: int = BLOCK_TIME_SPAN) -> float | None:
     """The chain's mean block interval over its last ``span`` blocks, in seconds (None: fewer
     than 3 blocks, or the node cannot say)."""
-    from node.light import parse_time
+    from node.client.light import parse_time
 
     try:
         top = client.latest_height()
@@ -436,7 +436,7 @@ def build_create_job(d: dict[str, Any]) -> Any:
     """From a dict shaped like ``/job`` JSON's ``spec`` plus ``rounds``, ``reward_per_round`` and
     ``verifier_reward_per_round`` (hashes hex, windows as {commit, reveal, verdict, attest};
     ``blob_sources``, ``initial_model_bytes`` and ``dataset_bytes`` optional:
-    node/job_inputs.py)."""
+    node/client/job_inputs.py)."""
     from abci_app.pb import jobs_pb2, tx_pb2
 
     try:
@@ -862,7 +862,7 @@ def build_attest(
 
 def read_trace(path: str) -> list[bytes]:
     """A trace file: JSON list of the 64-hex state hashes (steps 0, k, ..., H)."""
-    from node.inputs import read_input_file  # a FIFO or /dev/zero: a UsageError, not a hang
+    from node.client.inputs import read_input_file  # a FIFO or /dev/zero: a UsageError, not a hang
 
     try:
         items = json.loads(read_input_file(path, "trace file"))
@@ -899,12 +899,13 @@ def send_tx(
     """Sign ``msgs`` with the account's current sequence, broadcast_tx_sync and (``wait``) wait
     for the block. A tx refused for a wrong sequence (another tx of this account landed in
     between) is re-signed with the fresh sequence, up to ``sequence_retries`` times; any other
-    rejection raises ``node.rpc.TxRejected``. While waiting, a tx that left the mempool without
+    rejection raises ``node.client.rpc.TxRejected``. While waiting, a tx that left the mempool
+    without
     a block (dropped or evicted: ``Client.wait_for_tx``) is broadcast again, and re-signed if
     its sequence was taken meanwhile. ``on_broadcast(txhash)`` is called once CheckTx passed.
     Returns {"txhash", "height", "tx"} (height 0 if not waited; "tx" = the signed bytes, for
     ``wait_for_tx(..., resubmit=[tx])`` when the caller waits itself). ``fee=None`` (the
-    default) pays the chain's exact minimum for the signed bytes (node/fees.py); an explicit
+    default) pays the chain's exact minimum for the signed bytes (node/client/fees.py); an explicit
     fee is sent as it is (the chain refuses it below the minimum, code tx/13). ``fee_floor``
     (with ``fee=None``) pays at least that much, and the exact minimum when that is higher: what a
     worker needs, whose txs must never be refused for their fee (a refused reveal is slashed).
@@ -912,7 +913,7 @@ def send_tx(
     (UsageError): the node's auth params decide it, and a hostile node could ask the balance."""
     from abci_app.codec.address import to_bech32
     from abci_app.codec.tx import build_tx
-    from node.rpc import TxRejected
+    from node.client.rpc import TxRejected
 
     url = getattr(client, "url", "?")
     chain_id = client.status()["node_info"]["network"]

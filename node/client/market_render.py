@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from node.units import fmt_loco
+from node.client.units import fmt_loco
 
 
 def provider_text(p: dict[str, Any], height: int) -> str:

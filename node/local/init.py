@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from node.atomic import write_atomic
-from node.config import (
+from node.client.keys import Keyring
+from node.local.config import (
     DEFAULT_ABCI_ADDRESS,
     AppConfig,
     Ports,
@@ -17,7 +18,6 @@ from node.config import (
     set_toml_values,
     tune_cometbft_config,
 )
-from node.keys import Keyring
 from node.paths import cometbft_binary
 
 ULOCO_PER_LOCO = 1_000_000
@@ -191,7 +191,7 @@ def _init_locked(
     genesis["consensus_params"]["evidence"]["max_age_num_blocks"] = "100"
     # vote extensions from the first block: validators sign settlement checkpoints in ExtendVote
     genesis["consensus_params"]["abci"]["vote_extensions_enable_height"] = "1"
-    from node import settlement_key
+    from node.client import settlement_key
 
     evm_address = settlement_key.create(home)
     genesis["app_state"] = {

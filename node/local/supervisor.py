@@ -37,7 +37,7 @@ from pathlib import Path
 
 from abci_app.server import ABCIServer, CometbftOnly, Gate, OneClient, SocketDirError
 from abci_app.store import MerkleStore
-from node.config import AppConfig
+from node.local.config import AppConfig
 from node.paths import cometbft_binary
 from node.ports import is_port_free
 
@@ -197,7 +197,7 @@ async def run_node(home: Path, log_console: bool | None = None) -> int:
     home = home.resolve()
     if not (home / "config" / "genesis.json").exists():
         raise StartError(f"{home} is not a loconet home: run `loconet init --home {home}` first")
-    from node.init import genesis_unfinished, unfinished_init_message
+    from node.local.init import genesis_unfinished, unfinished_init_message
 
     if genesis_unfinished(home / "config" / "genesis.json"):
         # the app halted at InitChain ("staking genesis bonds no validator"), which said not why

@@ -36,10 +36,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from node import procs
+from node.local import procs
+from node.local.testnet import NodeInfo, TestnetError, load, nodes_of
 from node.paths import PROJECT_ROOT
 from node.ports import is_port_free
-from node.testnet import NodeInfo, TestnetError, load, nodes_of
 
 API_OFFSET = 30  # toxiproxy's API: base + 30
 LINK_OFFSET = 40  # node i dials node j at base + 100·i + 40 + j
@@ -128,7 +128,7 @@ def _parse_rate(part: str, given: str) -> int:
     if bits == 0:
         raise TestnetError(
             f"bad --wan {given!r}: bandwidth 0 carries nothing: give a rate (at least 8kbit); "
-            "to cut a node off, partition it (node.wan.Wan.partition)"
+            "to cut a node off, partition it (node.local.wan.Wan.partition)"
         )
     kbs = int(bits / 8000)  # toxiproxy's rate: KB/s of 1,000 bytes, rounded down
     if kbs < 1:
@@ -215,7 +215,7 @@ def plan_proxies(m: dict[str, Any]) -> list[Proxy]:
     """Every proxy the testnet of manifest ``m`` needs (none without a WAN)."""
     if spec_of(m) is None:
         return []
-    from node.testnet_market import workers_of
+    from node.local.testnet_market import workers_of
 
     base = int(m["base_port"])
     nodes = nodes_of(m)

@@ -7,7 +7,7 @@ from the node (``/params/auth``), then signs the tx at the fee that covers its o
 a margin above it, like the Cosmos SDK's ``--gas-adjustment``; the floor is exact (no gas
 estimate), so the margin only matters if the params change between signing and the block.
 
-Used by the CLI (``--fee auto``, the default), ``node.market_msgs.send_tx`` (the worker, the
+Used by the CLI (``--fee auto``, the default), ``node.client.market_msgs.send_tx`` (the worker, the
 testnet tooling, the demo)."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 from abci_app.auth.params import compute_min_fee, fee_fixpoint, params_from_json
 from abci_app.pb import state_pb2
 from node import safejson
+from node.client.units import ULOCO, fmt_loco
 from node.errors import UsageError
-from node.units import ULOCO, fmt_loco
 
 # an auto fee is what the node's auth params ask, and a hostile node could ask the balance: above
 # this cap no client signs unasked (the CLI's --max-fee, ``market_msgs.send_tx``'s ``max_fee``);

@@ -1,6 +1,6 @@
 """``loconet testnet up|status|stop|start|down|logs|add-node``: the commands (argument parsing,
 progress, text and ``-o json`` output). What they do to a testnet folder and its processes is
-``node.testnet`` (a library the benchmarks and tests drive too)."""
+``node.local.testnet`` (a library the benchmarks and tests drive too)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from node import wan
 from node.atomic import write_atomic
-from node.config import set_toml_values
-from node.testnet import (
+from node.local import wan
+from node.local.config import set_toml_values
+from node.local.testnet import (
     DEFAULT_DIR,
     TESTNET_APP,
     NodeInfo,
@@ -51,8 +51,8 @@ def _dir(args: argparse.Namespace) -> Path:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from node import testnet_market as tm
-    from node.cli import out
+    from node.cli.main import out
+    from node.local import testnet_market as tm
 
     d = _dir(args)
     t0 = time.monotonic()
@@ -209,7 +209,7 @@ def _up_market(
 ) -> dict[str, Any]:
     """Register the providers, hand them the job's blobs, start their workers, and once every
     worker serves its blobs create the built-in job (so round 0 finds them all listening)."""
-    from node import testnet_market as tm
+    from node.local import testnet_market as tm
 
     workers = tm.plan_workers(d, m, behaviours, fixed_roles=args.fixed_roles)
     rpc = nodes_of(m)[0].rpc_url
@@ -236,7 +236,7 @@ def _up_market(
 
 
 def _running_names(m: dict[str, Any]) -> list[str]:
-    from node import testnet_market as tm
+    from node.local import testnet_market as tm
 
     return [n.name for n in nodes_of(m) if is_running(n)] + [
         w.name for w in tm.workers_of(m) if tm.is_running(w)
@@ -318,7 +318,7 @@ def move_ports(d: Path, m: dict[str, Any], base: int) -> dict[str, Any]:
                         "laddr": f'"tcp://127.0.0.1:{n.p2p}"',
                         "persistent_peers": f'"{persistent_peers(nodes, n.name, wan_base)}"',
                     },
-                    # loopback, as init writes it (node/config.py)
+                    # loopback, as init writes it (node/local/config.py)
                     "instrumentation": {"prometheus_listen_addr": f'"127.0.0.1:{n.metrics}"'},
                 },
             ),
@@ -345,7 +345,7 @@ def log_column(line: str, width: int = 90) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from node.cli import out
+    from node.cli.main import out
 
     m = load(_dir(args))
     nodes = nodes_of(m)
@@ -371,7 +371,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"{' '.join(s['flags']) or 'ok'}"
         for s in sts
     )
-    from node import testnet_market as tm
+    from node.local import testnet_market as tm
 
     ws = [tm.worker_status(w) for w in tm.workers_of(m)]
     if ws:
@@ -406,8 +406,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    from node import testnet_market as tm
-    from node.cli import out
+    from node.cli.main import out
+    from node.local import testnet_market as tm
 
     m = load(_dir(args))
     w = tm.find_worker(m, args.node)
@@ -426,8 +426,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_start(args: argparse.Namespace) -> int:
-    from node import testnet_market as tm
-    from node.cli import out
+    from node.cli.main import out
+    from node.local import testnet_market as tm
 
     m = load(_dir(args))
     w = tm.find_worker(m, args.node)
@@ -476,7 +476,7 @@ def state_sync_config(d: Path) -> dict[str, dict[str, str]]:
     """``[statesync]`` for a node joining from a snapshot: two running nodes' RPC for the light
     client, and a trusted height and block hash read from a running node (the light client
     verifies every header it uses, the snapshot's app hash included, from this one)."""
-    from node.rpc import Client, RpcError
+    from node.client.rpc import Client, RpcError
 
     nodes = nodes_of(load(d))
     running = [n for n in nodes if is_running(n)]
@@ -520,7 +520,7 @@ def state_sync_config(d: Path) -> dict[str, dict[str, str]]:
 
 
 def cmd_add_node(args: argparse.Namespace) -> int:
-    from node.rpc import Client, RpcError
+    from node.client.rpc import Client, RpcError
 
     d = _dir(args)
     up = [s for s in (node_status(o) for o in nodes_of(load(d))) if s["height"] is not None]
@@ -542,7 +542,7 @@ def cmd_add_node(args: argparse.Namespace) -> int:
         if m.get("wan"):  # its proxies go too
             wan.up(d, m)
         raise
-    from node.cli import out
+    from node.cli.main import out
 
     try:
         with Client(n.rpc_url, timeout=5.0) as c:
@@ -589,8 +589,8 @@ def remove_node(d: Path, n: NodeInfo) -> None:
 def _stop_all(d: Path) -> list[str]:
     """Stop every worker, node and EVM process of the testnet in ``d`` that runs; their names.
     Best effort: a manifest that cannot be read stops what it names and nothing else."""
-    from node import testnet_market as tm
     from node.evm import testnet_evm
+    from node.local import testnet_market as tm
 
     try:
         m = load(d)
@@ -616,7 +616,7 @@ def cmd_down(args: argparse.Namespace) -> int:
         if not args.purge:
             raise
         nodes = []
-    from node import testnet_market as tm
+    from node.local import testnet_market as tm
 
     try:
         workers = tm.workers_of(load(d))
@@ -634,7 +634,7 @@ def cmd_down(args: argparse.Namespace) -> int:
     if args.purge:
         shutil.rmtree(d)
         text += f"\nremoved {d}"
-    from node.cli import out
+    from node.cli.main import out
 
     out(args, {"dir": str(d), "stopped": stopped, "purged": bool(args.purge)}, text)
     return 0
@@ -658,7 +658,7 @@ def tail_lines(path: Path, n: int, block: int = 1 << 16) -> list[str]:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from node import testnet_market as tm
+    from node.local import testnet_market as tm
 
     m = load(_dir(args))
     w = tm.find_worker(m, args.node)
@@ -692,7 +692,7 @@ def _main_wrap(fn: Any) -> Any:
         try:
             return int(fn(args))
         except TestnetError as e:
-            from node.cli import report_error  # plain text, or JSON with -o json
+            from node.cli.main import report_error  # plain text, or JSON with -o json
 
             return report_error(args, str(e), None, None)
 
@@ -700,7 +700,7 @@ def _main_wrap(fn: Any) -> Any:
 
 
 def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
-    from node.cli import U64, add_command, add_output_flag, positive_seconds, uint_arg
+    from node.cli.main import U64, add_command, add_output_flag, positive_seconds, uint_arg
 
     tn = root_sub.add_parser(
         "testnet", help="a local multi-validator network on loopback"

@@ -1,6 +1,7 @@
 """Which validator set to believe: skipping verification from the genesis the user holds.
 
-``node.light`` checks that a header was signed by more than 2/3 of *a* validator set whose hash
+``node.client.light`` checks that a header was signed by more than 2/3 of *a* validator set whose
+hash
 the header names. Alone, that set is whatever the node says, so a node that forges a whole
 chain with its own keys (under the real chain id) passes. With a node home (``--home`` holding
 ``config/genesis.json``) the client knows the set that signs height 1: the one the app's own
@@ -39,7 +40,7 @@ from typing import Any
 
 from node import safejson
 from node.atomic import write_atomic
-from node.light import (
+from node.client.light import (
     HeaderInvalid,
     Validator,
     _hex,
@@ -48,7 +49,7 @@ from node.light import (
     validator_set_hash,
     verify_signed_header,
 )
-from node.rpc import Client
+from node.client.rpc import Client
 
 TRUST_FILE = "light_trust.json"
 KEEP = 64  # trusted heights kept in the file (the newest)

@@ -1,4 +1,4 @@
-"""EVM settlement commands (a CLI plugin: node/cli.py calls ``register``):
+"""EVM settlement commands (a CLI plugin: node/cli/main.py calls ``register``):
 
 loconet tx settlement withdraw|set-key ...     loconet query checkpoint|claim ...
 loconet evm deploy|claim|balance ...           loconet relayer run ...
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from node import safejson
-from node.cli import (
+from node.cli.main import (
     HEIGHT,
     U64,
     UsageError,
@@ -54,7 +54,7 @@ def _evm_address(text: str) -> bytes:
 
 
 def _query(node: str, path: str, height: int = 0) -> Any:
-    from node.rpc import Client
+    from node.client.rpc import Client
 
     with Client(node) as c:
         qr = c.abci_query(path, height=height)
@@ -75,8 +75,8 @@ def _proven_settlement(node: str, home: str | None) -> tuple[Any, str]:
     from abci_app.settlement.keys import PARAMS_KEY, SIGNER_SET_KEY
     from abci_app.settlement.params import params_from_json, params_to_json
     from abci_app.settlement.queries import set_to_json
-    from node.proofs import ProofInvalid, expected_chain_id, trust_of, verify_answer
-    from node.rpc import Client
+    from node.client.proofs import ProofInvalid, expected_chain_id, trust_of, verify_answer
+    from node.client.rpc import Client
 
     stored: list[bytes] = []
 
@@ -131,7 +131,7 @@ def _proven_settlement(node: str, home: str | None) -> tuple[Any, str]:
 
 
 def _chain_id(node: str) -> str:
-    from node.rpc import Client
+    from node.client.rpc import Client
 
     with Client(node) as c:
         return str(c.status()["node_info"]["network"])
@@ -193,13 +193,13 @@ def cmd_withdraw(args: argparse.Namespace) -> int:
 def cmd_set_key(args: argparse.Namespace) -> int:
     from abci_app.pb import settlement_pb2, tx_pb2
     from abci_app.settlement import evm, keeper
-    from node import settlement_key
+    from node.client import settlement_key
 
     home = Path(args.validator_home)
     pv = home / "config" / "priv_validator_key.json"
     if not pv.exists():
         raise UsageError(f"{pv} not found: --validator-home must be the validator node's home")
-    from node.config import read_priv_validator_key
+    from node.local.config import read_priv_validator_key
 
     cons = read_priv_validator_key(pv)[0]
     try:
@@ -232,10 +232,10 @@ def cmd_sign_pending(args: argparse.Namespace) -> int:
     import time
 
     from abci_app.pb import settlement_pb2, tx_pb2
-    from node import settlement_key
+    from node.client import settlement_key
+    from node.client.proofs import ProofInvalid, expected_chain_id, trust_of
+    from node.client.rpc import Client, RpcError
     from node.evm.sign import owed_signature, proven_pending
-    from node.proofs import ProofInvalid, expected_chain_id, trust_of
-    from node.rpc import Client, RpcError
 
     home = Path(args.validator_home)
     try:

@@ -3,7 +3,8 @@
 Provider i: key ``provider{i}`` in the shared keyring (funded at genesis), bonded with
 ``PROVIDER_BOND``, its blob endpoint at ``http://127.0.0.1:{base+24+100·i}`` (26680 + 100·i for
 the default base; with ``--wan`` that port is its toxiproxy proxy and the worker listens one port
-up, node/wan.py), and one ``loconet provider run`` process with its folder ``DIR/provider{i}/``
+up, node/local/wan.py), and one ``loconet provider run`` process with its folder
+``DIR/provider{i}/``
 (blob store, progress.json, worker.log, worker.pid) following node i mod N, with the next node
 as fallback. ``--cheaters KIND:COUNT[,KIND:COUNT...]`` (repeatable) makes the last providers run
 ``--behaviour KIND``, in the order given.
@@ -44,8 +45,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from node import procs
-from node.testnet import TestnetError as TestnetMarketError
+from node.local import procs
+from node.local.testnet import TestnetError as TestnetMarketError
 
 LOCO = 1_000_000
 PROVIDER_BOND = 2_000 * LOCO
@@ -166,7 +167,7 @@ def find_worker(m: dict[str, Any], name: str) -> WorkerInfo | None:
 def plan_workers(
     d: Path, m: dict[str, Any], behaviours: list[str], *, fixed_roles: bool = False
 ) -> list[WorkerInfo]:
-    from node.keys import Keyring
+    from node.client.keys import Keyring
 
     roles = plan_roles(behaviours, fixed_roles)
     rpcs = [f"http://127.0.0.1:{n['rpc']}" for n in m["nodes"]]
@@ -195,9 +196,9 @@ def plan_workers(
 def _send_all(rpc: str, d: Path, batch: list[tuple[str, Any]]) -> None:
     """Sign and broadcast one tx per (key, msg) (different accounts: no waiting in between),
     then wait for every one to be in a block."""
-    from node.keys import Keyring
-    from node.market_msgs import send_tx
-    from node.rpc import Client
+    from node.client.keys import Keyring
+    from node.client.market_msgs import send_tx
+    from node.client.rpc import Client
 
     kr = Keyring(d)
     with Client(rpc) as c:
@@ -207,7 +208,7 @@ def _send_all(rpc: str, d: Path, batch: list[tuple[str, Any]]) -> None:
 
 
 def register_providers(d: Path, rpc: str, workers: list[WorkerInfo]) -> None:
-    from node.market_msgs import build_register_provider
+    from node.client.market_msgs import build_register_provider
     from node.worker.ml import detect_hardware
 
     hw = detect_hardware()
@@ -278,9 +279,9 @@ def seed_stores(workers: list[WorkerInfo], blobs: list[bytes]) -> None:
 
 
 def create_job(d: Path, rpc: str, owner: str, job: dict[str, Any]) -> int:
-    from node.keys import Keyring
-    from node.market_msgs import build_create_job, send_tx
-    from node.rpc import Client
+    from node.client.keys import Keyring
+    from node.client.market_msgs import build_create_job, send_tx
+    from node.client.rpc import Client
 
     with Client(rpc) as c:
         res = send_tx(c, Keyring(d).get(owner).signer, [build_create_job(job)])
@@ -315,8 +316,8 @@ def start_worker(d: Path, w: WorkerInfo) -> int:
     pid = pid_of(w)
     if pid is not None:
         return pid
-    from node.testnet import load
-    from node.wan import worker_listen_port
+    from node.local.testnet import load
+    from node.local.wan import worker_listen_port
 
     try:
         behind_wan = bool(load(d).get("wan"))

@@ -11,7 +11,7 @@ fetches the signed header of a height (``/commit``) and the validator set of tha
    length-delimited ``CanonicalVote``).
 
 Which set: without more, the one the same node reports, so a node that forges a whole chain
-with its own keys is caught only by the chain id. With a node home, ``node.trust`` trusts the
+with its own keys is caught only by the chain id. With a node home, ``node.client.trust`` trusts the
 set from the genesis in it by skipping verification (CometBFT's light client rules), and the
 forged chain is refused.
 """
@@ -30,12 +30,12 @@ from nacl.signing import VerifyKey
 
 from abci_app.encoding import encode_uvarint
 from abci_app.pb import keys_pb2  # noqa: F401  (puts the generated stubs on sys.path)
-from node.rpc import Client
+from node.client.rpc import Client
 
 
 class HeaderTrust(Protocol):
     """What ``verified_app_hash`` needs of a trust anchor: the chain it trusts and a header
-    checked from it (``node.trust.TrustStore`` is the one the node has; this module does not
+    checked from it (``node.client.trust.TrustStore`` is the one the node has; this module does not
     import it, since trust builds on the checks here)."""
 
     chain_id: str
@@ -237,7 +237,7 @@ def verified_app_hash(
     the chain the caller means (its client config's), which the header must name: a node of
     another chain (a testnet's, or one it made up under another name) answers with its own
     validly signed headers. ``trust``: the validator set is not the node's word but trusted
-    from genesis (``node.trust``: a forged chain under the right chain id is caught too)."""
+    from genesis (``node.client.trust``: a forged chain under the right chain id is caught too)."""
     if trust is not None:
         if chain_id is not None and trust.chain_id != chain_id:
             raise HeaderInvalid(

@@ -22,22 +22,22 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from node import safejson
+from node.client.fees import DEFAULT_MAX_FEE
+from node.client.inputs import read_input_file
+from node.client.units import ULOCO, fmt_loco
 from node.errors import UsageError  # re-exported for the plugins
-from node.fees import DEFAULT_MAX_FEE
-from node.inputs import read_input_file
-from node.units import ULOCO, fmt_loco
 
 DEFAULT_NODE = "http://127.0.0.1:26657"
 # modules with `register(root_subparsers, tx_subparsers, query_subparsers)` adding their commands
 PLUGINS = (
-    "node.cli_staking",
-    "node.cli_market",
-    "node.cli_evm",
-    "node.cli_testnet",
-    "node.cli_blob",
-    "node.cli_tx",
-    "node.cli_explorer",
-    "node.cli_trust",
+    "node.cli.staking",
+    "node.cli.market",
+    "node.cli.evm",
+    "node.cli.testnet",
+    "node.cli.blob",
+    "node.cli.tx",
+    "node.cli.explorer",
+    "node.cli.trust",
     "node.worker.cli",
 )
 
@@ -86,7 +86,8 @@ def parse_amount(text: str, what: str = "amount") -> int:
 
 
 def parse_fee(text: str) -> int | None:
-    """``--fee``: auto (None: the chain's exact minimum, node/fees.py), 100uloco or 0.001loco;
+    """``--fee``: auto (None: the chain's exact minimum, node/client/fees.py), 100uloco or
+    0.001loco;
     a bare integer is uloco (the fee is always in uloco); 0 is allowed. The amount spellings are
     ``parse_amount``'s (no sign, lowercase units)."""
     t = str(text).strip()
@@ -160,7 +161,7 @@ def is_json(args: argparse.Namespace) -> bool:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from node.init import init_home
+    from node.local.init import init_home
 
     info = init_home(
         Path(args.home),
@@ -192,7 +193,7 @@ def port_arg(text: str) -> int:
 
 def listen_addresses(args: argparse.Namespace) -> dict[str, tuple[str, int]]:
     """``init``'s --rpc-port/--rpc.laddr and --p2p-port/--p2p.laddr as {"rpc"|"p2p": (host,
-    port)}; only the ones given (node/init.py writes them into config.toml)."""
+    port)}; only the ones given (node/local/init.py writes them into config.toml)."""
     got: dict[str, tuple[str, int]] = {}
     for what in ("rpc", "p2p"):
         port, laddr = getattr(args, f"{what}_port", None), getattr(args, f"{what}_laddr", None)
@@ -215,7 +216,7 @@ def listen_addresses(args: argparse.Namespace) -> dict[str, tuple[str, int]]:
 
 
 def cmd_start(args: argparse.Namespace) -> int:
-    from node.supervisor import run_node
+    from node.local.supervisor import run_node
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     return asyncio.run(run_node(Path(args.home), log_console=args.log_console))
@@ -226,8 +227,8 @@ def cmd_abci(args: argparse.Namespace) -> int:
     the ``OneClient`` rule (abci_app/server.py): one client at a time, at most the four
     connections cometbft opens; any other is refused with one warning line."""
     from abci_app.server import ABCIServer, OneClient, SocketDirError
-    from node.config import AppConfig, abci_address_problem, resolve_abci_address
-    from node.supervisor import StartError, lock_home, open_store, tune_gc
+    from node.local.config import AppConfig, abci_address_problem, resolve_abci_address
+    from node.local.supervisor import StartError, lock_home, open_store, tune_gc
 
     home = Path(args.home)
     if not (home / "config" / "app.toml").is_file():
@@ -239,7 +240,7 @@ def cmd_abci(args: argparse.Namespace) -> int:
     cfg = AppConfig.load(home)
     if args.address and abci_address_problem(args.address):
         raise UsageError(f"bad --address: {abci_address_problem(args.address)}")
-    lock_home(home)  # one node per home (node/supervisor.py); released when the process ends
+    lock_home(home)  # one node per home (node/local/supervisor.py); released when the process ends
     tune_gc()
     store = open_store(home, cfg.keep_recent)
     address = resolve_abci_address(home, args.address) if args.address else cfg.abci_address
@@ -262,8 +263,8 @@ def cmd_abci(args: argparse.Namespace) -> int:
 
 def cmd_keys_add(args: argparse.Namespace) -> int:
     """A new key from a fresh 24-word BIP-39 mnemonic (printed once), or ``--recover`` the key of
-    a mnemonic read from stdin (node/keys.py documents the derivation)."""
-    from node.keys import Keyring, new_mnemonic, seed_from_mnemonic
+    a mnemonic read from stdin (node/client/keys.py documents the derivation)."""
+    from node.client.keys import Keyring, new_mnemonic, seed_from_mnemonic
 
     ring = Keyring(Path(args.home))
     ring._path(args.name)  # a bad name fails before asking for words
@@ -294,7 +295,7 @@ def cmd_keys_add(args: argparse.Namespace) -> int:
 
 
 def cmd_keys_delete(args: argparse.Namespace) -> int:
-    from node.keys import Keyring
+    from node.client.keys import Keyring
 
     ring = Keyring(Path(args.home))
     k = ring.get(args.name)
@@ -315,7 +316,7 @@ def cmd_keys_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_keys_show(args: argparse.Namespace) -> int:
-    from node.keys import Keyring
+    from node.client.keys import Keyring
 
     k = Keyring(Path(args.home)).get(args.name)
     out(args, {"name": k.name, "address": k.address}, k.address)
@@ -323,7 +324,7 @@ def cmd_keys_show(args: argparse.Namespace) -> int:
 
 
 def cmd_keys_list(args: argparse.Namespace) -> int:
-    from node.keys import Keyring
+    from node.client.keys import Keyring
 
     if not Path(args.home).is_dir():
         if os.path.lexists(args.home):  # $LOCONET_HOME=a file: it exists, it is no home
@@ -372,10 +373,10 @@ def read_passphrase(prompt: str, confirm: bool = False) -> str:
 
 
 def cmd_keys_export(args: argparse.Namespace) -> int:
-    """The key, sealed under a passphrase as ASCII armor (node/keys.py: scrypt +
+    """The key, sealed under a passphrase as ASCII armor (node/client/keys.py: scrypt +
     ChaCha20-Poly1305); to stdout, or to ``--to FILE`` created with mode 0600."""
     from node.atomic import write_new_atomic
-    from node.keys import MIN_PASSPHRASE, Keyring, export_armor
+    from node.client.keys import MIN_PASSPHRASE, Keyring, export_armor
 
     k = Keyring(Path(args.home)).get(args.name)
     if args.to and os.path.lexists(args.to):
@@ -403,7 +404,7 @@ def cmd_keys_export(args: argparse.Namespace) -> int:
 def cmd_keys_import(args: argparse.Namespace) -> int:
     """A key from a ``keys export`` file, under NAME (0600, refused when NAME or the address
     is already in the keyring)."""
-    from node.keys import Keyring, import_armor
+    from node.client.keys import Keyring, import_armor
 
     ring = Keyring(Path(args.home))
     ring._path(args.name)  # a bad name fails before asking for the passphrase
@@ -469,11 +470,11 @@ def broadcast(
     extra: dict[str, Any] | None = None,
     from_events: dict[str, tuple[str, str]] | None = None,
 ) -> int:
-    """Sign msgs with a keyring key and send them (node.cli_tx.run_tx: --generate-only, --dry-run,
+    """Sign msgs with a keyring key and send them (node.cli.tx.run_tx: --generate-only, --dry-run,
     --chain-id, --sequence, --yes; else broadcast_tx_sync, wait for the block, print hash, height
     and, with -o json, the tx's events). ``extra`` fields are printed with them; ``from_events``
     adds values read from the tx's events, e.g. {"job_id": ("job.created", "job_id")}."""
-    from node.cli_tx import run_tx
+    from node.cli.tx import run_tx
 
     return run_tx(args, key_name, msgs, extra, from_events)
 
@@ -539,8 +540,8 @@ def account_state(args: argparse.Namespace, client: Any = None) -> dict[str, Any
     app_hash, validator_set). ``query account``, ``query balance`` and ``query bank balances``
     all read it here."""
     from abci_app.codec.address import from_bech32
-    from node.proofs import expected_chain_id, trust_of, verified_account
-    from node.rpc import Client
+    from node.client.proofs import expected_chain_id, trust_of, verified_account
+    from node.client.rpc import Client
 
     addr = from_bech32(args.address)
     prove = bool(getattr(args, "prove", False))
@@ -571,7 +572,7 @@ def account_state(args: argparse.Namespace, client: Any = None) -> dict[str, Any
 
 
 def signers_note(validator_set: str) -> str:
-    """How far --prove's header check trusted its signers (node/trust.py), in words."""
+    """How far --prove's header check trusted its signers (node/client/trust.py), in words."""
     if validator_set == "genesis":
         return "trusted from --home's genesis (light-client skipping verification)"
     return (
@@ -581,7 +582,7 @@ def signers_note(validator_set: str) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from node.rpc import Client
+    from node.client.rpc import Client
 
     with Client(args.node) as c:
         st = c.status()
@@ -632,7 +633,7 @@ def _has(p: argparse.ArgumentParser, flag: str) -> bool:
 def add_node_flag(p: argparse.ArgumentParser) -> None:
     """--node (http://, tcp:// or HOST:PORT) and, if the command has none, an optional --home
     whose client config or config.toml gives the node when --node is absent
-    (node/client_config.py)."""
+    (node/client/config.py)."""
     p.add_argument(
         "--node",
         default=None,
@@ -663,7 +664,7 @@ def _fee_arg(text: str) -> int | None:
 
 
 def _multiplier_arg(text: str) -> Any:
-    from node.fees import parse_multiplier
+    from node.client.fees import parse_multiplier
 
     try:
         return parse_multiplier(text)
@@ -772,10 +773,10 @@ def finish_leaves(p: argparse.ArgumentParser) -> None:
 def resolve_defaults(args: argparse.Namespace) -> None:
     """Fill --home, --node, -o and --chain-id left out on the command line: the home from
     $LOCONET_HOME or ~/.loconet (``finish_leaves``), the others from the client config of the
-    home (node/client_config.py), the home's config.toml, or the built-in defaults. A value
+    home (node/client/config.py), the home's config.toml, or the built-in defaults. A value
     filled into an append option (``provider run --node``) is a list of one, as the option
     itself builds."""
-    from node import client_config
+    from node.client import config as client_config
 
     kind = getattr(args, "_home_kind", None)
     if kind is not None and getattr(args, "home", None) is None:
@@ -1185,12 +1186,12 @@ def main(argv: list[str] | None = None) -> int:
     # and httpx, which `loconet --help` and a mistyped command should not wait for
     from abci_app.errors import LoconetError
     from contracts import MissingArtifact
-    from node.init import InitError
-    from node.keys import KeyError_
+    from node.client.keys import KeyError_
+    from node.client.proofs import ProofInvalid
+    from node.client.rpc import RpcError, TxRejected
+    from node.local.init import InitError
+    from node.local.supervisor import StartError
     from node.paths import ToolMissing
-    from node.proofs import ProofInvalid
-    from node.rpc import RpcError, TxRejected
-    from node.supervisor import StartError
 
     known = (
         UsageError,
@@ -1230,7 +1231,7 @@ def main(argv: list[str] | None = None) -> int:
         RecursionError,
         OverflowError,
     ) as e:
-        from node.rpc import Client
+        from node.client.rpc import Client
 
         if not Client.answers:  # no node answered: a bug of this CLI, keep its traceback
             raise

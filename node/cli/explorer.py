@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from node.cli import UsageError, add_command, add_node_flag
+from node.cli.main import UsageError, add_command, add_node_flag
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -18,14 +18,14 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 
 def cmd_explorer(a: argparse.Namespace) -> int:
+    from node.client.rpc import normalize_url
     from node.explorer.server import serve
-    from node.rpc import normalize_url
 
     host, port = parse_listen(a.listen)
     node = normalize_url(a.node)  # http://, tcp:// or HOST:PORT; anything else names the forms
     if not 0 < a.poll < 10**9:  # nan and inf too
         raise UsageError("--poll must be a positive number of seconds")
-    from node.proofs import ProofInvalid, trust_of
+    from node.client.proofs import ProofInvalid, trust_of
 
     try:
         trust = trust_of(a.home)

@@ -1,5 +1,5 @@
 """A local testnet of N validators on loopback: the folder, its nodes' processes, their state.
-The ``loconet testnet`` commands on top of it are ``node.cli_testnet``.
+The ``loconet testnet`` commands on top of it are ``node.cli.testnet``.
 
 Layout of a testnet folder (default ``./.loconet-testnet``)::
 
@@ -8,13 +8,13 @@ Layout of a testnet folder (default ``./.loconet-testnet``)::
     DIR/keyring/              shared keyring: validator0..N-1 (operators), account0..K-1
     DIR/genesis.json          the one genesis every node has a copy of
     DIR/nodeI/                a node home (config/, data/, cometbft.log, node.log, loconet.pid)
-    DIR/wan/                  with ``--wan``: toxiproxy.pid, toxiproxy.log (node/wan.py)
+    DIR/wan/                  with ``--wan``: toxiproxy.pid, toxiproxy.log (node/local/wan.py)
 
 Ports, docs/design.md §1: node i adds 100·i to p2p base, RPC base+1, ABCI base+2, metrics base+4
-(base 26656 unless ``--base-port``); a WAN testnet (``--wan``, node/wan.py) adds toxiproxy's
+(base 26656 unless ``--base-port``); a WAN testnet (``--wan``, node/local/wan.py) adds toxiproxy's
 API at base+30 and its link proxies at base + 100·i + 40..89. Each node is one ``loconet start``
 process (its own session: cometbft is its child), so stopping or ``kill -9`` of the process
-group takes both. The config is ``node.config.LOCAL_TUNING`` plus ``TESTNET_TUNING`` below;
+group takes both. The config is ``node.local.config.LOCAL_TUNING`` plus ``TESTNET_TUNING`` below;
 measured block times are in networks/local/README.md.
 """
 
@@ -30,9 +30,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
-from node import procs
 from node.atomic import copy_atomic, write_atomic
-from node.config import AppConfig, Ports, set_toml_values, tune_cometbft_config
+from node.local import procs
+from node.local.config import AppConfig, Ports, set_toml_values, tune_cometbft_config
 from node.paths import cometbft_binary
 from node.ports import is_port_free
 
@@ -53,11 +53,11 @@ TESTNET_PARAMS: dict[str, dict[str, int]] = {
         "max_evidence_age_blocks": 50,
     },
     # verifiers are never a round's participants: with 4 providers, 2 train and 2 verify, and 2
-    # invalid votes prove fraud (node/testnet_market.py)
+    # invalid votes prove fraud (node/local/testnet_market.py)
     "jobs": {"min_fraud_verifiers": 2},
 }
 
-# On top of LOCAL_TUNING (node/config.py): a 4-node net on 2 cores.
+# On top of LOCAL_TUNING (node/local/config.py): a 4-node net on 2 cores.
 TESTNET_TUNING: dict[str, dict[str, str]] = {
     "p2p": {"pex": "false"},  # every peer is a persistent peer; no address book chatter
     "consensus": {
@@ -157,7 +157,7 @@ def load(d: Path) -> dict[str, Any]:
         ok = isinstance(m, dict)
         if ok and m.get("version") == TESTNET_VERSION:
             nodes_of(m)  # every node entry has its fields (a hand edit, another writer)
-            from node.testnet_market import workers_of
+            from node.local.testnet_market import workers_of
 
             workers_of(m)
     except (ValueError, TypeError, KeyError):
@@ -230,9 +230,9 @@ def _configure(
 
 def persistent_peers(nodes: list[NodeInfo], exclude: str, wan_base: int | None = None) -> str:
     """Every node but ``exclude``, at its p2p port; with ``wan_base`` (the base port of a WAN
-    testnet) at the toxiproxy link ports node ``exclude`` dials instead (node/wan.py)."""
+    testnet) at the toxiproxy link ports node ``exclude`` dials instead (node/local/wan.py)."""
     if wan_base is not None:
-        from node import wan
+        from node.local import wan
 
         me = next(n for n in nodes if n.name == exclude)
         return wan.peers(wan_base, nodes, me)
@@ -293,9 +293,9 @@ def create(
     wan: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write a new network: keys (``provider{i}`` too, funded), one genesis, N node homes. Starts
-    nothing. ``wan`` (``node.wan.WanSpec.to_json()``): the nodes peer through toxiproxy's link
+    nothing. ``wan`` (``node.local.wan.WanSpec.to_json()``): the nodes peer through toxiproxy's link
     proxies, and the manifest keeps it."""
-    from node.keys import Keyring
+    from node.client.keys import Keyring
 
     if validators < 1:
         raise TestnetError("--validators must be at least 1")
@@ -303,7 +303,7 @@ def create(
         raise TestnetError("--accounts and --providers must be 0 or more")
     check_port_range(base_port, validators)
     if wan:
-        from node import wan as wan_mod
+        from node.local import wan as wan_mod
 
         wan_mod.check_size(validators)
     d.mkdir(parents=True, exist_ok=True)
@@ -311,7 +311,7 @@ def create(
         raise TestnetError(f"{d} is not empty and holds no testnet: pick another --dir or empty it")
     keyring = Keyring(d)
     nodes: list[NodeInfo] = []
-    from node import settlement_key
+    from node.client import settlement_key
 
     balances, staking_vals, settlement_keys = [], [], []
     for i in range(validators):
@@ -415,7 +415,7 @@ def add_node(
     i = max(int(n.name[4:]) for n in nodes) + 1
     name = f"node{i}"
     if m.get("wan"):
-        from node import wan
+        from node.local import wan
 
         wan.check_size(i + 1)
     home = (d / name).resolve()
@@ -497,7 +497,7 @@ def stop_node(n: NodeInfo, *, kill: bool = False, timeout: float = 20.0) -> bool
 
 
 def node_status(n: NodeInfo) -> dict[str, Any]:
-    from node.rpc import Client, RpcError
+    from node.client.rpc import Client, RpcError
 
     out: dict[str, Any] = {
         "name": n.name,
@@ -523,7 +523,7 @@ def node_status(n: NodeInfo) -> dict[str, Any]:
 
 
 def header_app_hash(n: NodeInfo, height: int) -> str | None:
-    from node.rpc import Client, RpcError
+    from node.client.rpc import Client, RpcError
 
     try:
         with Client(n.rpc_url, timeout=2.0) as c:
@@ -596,7 +596,7 @@ def wait_producing(
 
 
 def validator_table(nodes: list[NodeInfo]) -> list[dict[str, Any]]:
-    from node.rpc import Client, RpcError
+    from node.client.rpc import Client, RpcError
 
     powers: dict[str, int] = {}
     for n in nodes:

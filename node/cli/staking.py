@@ -1,5 +1,5 @@
 """``loconet tx staking ...`` and ``loconet query validators|validator|params|signing-info``
-(a CLI plugin: node/cli.py calls ``register``)."""
+(a CLI plugin: node/cli/main.py calls ``register``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from node import safejson
-from node.cli import (
+from node.cli.main import (
     HEIGHT,
     UsageError,
     add_command,
@@ -52,7 +52,7 @@ def _consensus_pubkey(args: argparse.Namespace) -> bytes:
             raise UsageError(
                 f"{path} not found: pass --validator-home of an initialized node, or --pubkey"
             )
-        from node.config import read_priv_validator_key
+        from node.local.config import read_priv_validator_key
 
         pk = read_priv_validator_key(path)[1]
     if len(pk) != 32:
@@ -117,7 +117,7 @@ def cmd_unjail(args: argparse.Namespace) -> int:
 
 
 def _query(args: argparse.Namespace, path: str) -> Any:
-    from node.rpc import Client
+    from node.client.rpc import Client
 
     with Client(args.node) as c:
         qr = c.abci_query(path, height=getattr(args, "height", 0) or 0)

@@ -5,7 +5,7 @@ the header of block H+1 (``app_hash``). Each ProofOp carries one store key and a
 value (or of its absence); all must verify against that root. The caller then re-derives what
 it shows from the proven raw values, not from the JSON the node sent.
 
-The header itself is checked first (``node.light``): it must hash to the block id that more
+The header itself is checked first (``node.client.light``): it must hash to the block id that more
 than 2/3 of the validator set's power signed, and that set must hash to the header's
 ``validators_hash``.
 """
@@ -22,11 +22,11 @@ from abci_app.encoding import decode_amount, decode_msg
 from abci_app.pb import state_pb2
 from abci_app.querying import PROOF_TYPE
 from abci_app.store import Proof, StoreError, verify_proof
-from node.light import HeaderInvalid, verified_app_hash
-from node.rpc import Client, QueryResult
+from node.client.light import HeaderInvalid, verified_app_hash
+from node.client.rpc import Client, QueryResult
 
 if TYPE_CHECKING:
-    from node.trust import TrustStore
+    from node.client.trust import TrustStore
 
 
 class ProofInvalid(Exception):
@@ -44,7 +44,7 @@ def verify_query(
     """Returns (app hash used, {store key: proven value or None}). Raises ProofInvalid.
     ``asked``: the height the caller queried (0: the latest); an answer for another height is
     refused (the state of another height, proven, read as the asked one's). ``trust``: the
-    header's signers are trusted from genesis (``node.trust``), not taken from the node."""
+    header's signers are trusted from genesis (``node.client.trust``), not taken from the node."""
     if asked and qr.height != asked:
         raise ProofInvalid(f"asked for height {asked}, the node answered for height {qr.height}")
     if not qr.proof_ops:
@@ -172,7 +172,7 @@ def expected_chain_id(home: str | None) -> str | None:
     import json
     from pathlib import Path
 
-    from node import client_config
+    from node.client import config as client_config
 
     try:
         named = client_config.load(home).get("chain-id")
@@ -186,10 +186,11 @@ def expected_chain_id(home: str | None) -> str | None:
 
 
 def trust_of(home: str | None) -> TrustStore | None:
-    """The genesis trust of ``--home`` when it is a node home (``node.trust``), else None (the
+    """The genesis trust of ``--home`` when it is a node home (``node.client.trust``), else None
+    (the
     node's own validator set is checked, as before). Raises ProofInvalid for a genesis whose
     validator set cannot be computed."""
-    from node.trust import trust_store
+    from node.client.trust import trust_store
 
     try:
         return trust_store(home)

@@ -49,7 +49,7 @@ def check_value(key: str, value: str) -> str:
     if key not in KEYS:
         raise UsageError(f"unknown client config key {key!r}: use one of {', '.join(KEYS)}")
     if key == "node":
-        from node.rpc import NodeUnreachable, normalize_url
+        from node.client.rpc import NodeUnreachable, normalize_url
 
         try:
             return normalize_url(value)

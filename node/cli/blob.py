@@ -1,5 +1,5 @@
 """``loconet blob put|get|ls|gc|pin|unpin|serve``: the operator's view of a node's blob store
-(HOME/blobs; see node/blobs/). A CLI plugin: node/cli.py calls ``register``."""
+(HOME/blobs; see node/blobs/). A CLI plugin: node/cli/main.py calls ``register``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from node.cli import add_command, add_output_flag, out, positive_seconds
+from node.cli.main import add_command, add_output_flag, out, positive_seconds
 from node.errors import UsageError
 
 # Sizes (--quota, --max-bytes): a number, then a unit; letters in any case, a space allowed.

@@ -269,7 +269,7 @@ class Client:
         same bytes (same hash, same sequence: at most one copy can ever execute). A copy still
         pending answers "already in cache" and is left alone. If the tx's sequence was taken by
         another tx meanwhile, the rebroadcast is refused with TxRejected (wrong sequence): the
-        caller re-signs (``node.market_msgs.send_tx`` does)."""
+        caller re-signs (``node.client.market_msgs.send_tx`` does)."""
         deadline = time.monotonic() + timeout
         next_submit = time.monotonic() + resubmit_after
         while True:

@@ -1,4 +1,4 @@
-"""``loconet trust``: pin a header the light client trusts (node/trust.py)."""
+"""``loconet trust``: pin a header the light client trusts (node/client/trust.py)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from node.cli import UsageError, add_command, add_output_flag, out
+from node.cli.main import UsageError, add_command, add_output_flag, out
 
 
 def cmd_trust(a: argparse.Namespace) -> int:
-    from node.light import HeaderInvalid
-    from node.rpc import Client
-    from node.trust import TRUST_FILE, trust_store
+    from node.client.light import HeaderInvalid
+    from node.client.rpc import Client
+    from node.client.trust import TRUST_FILE, trust_store
 
     text = a.hash.strip().removeprefix("0x")
     try:
