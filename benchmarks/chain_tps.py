@@ -13,8 +13,8 @@ the submit call to the moment the block is seen over RPC), and our/kvstore.
     --record
 
 ``--validators N`` (N > 1): an N-validator loconet testnet (``node/local/testnet.py``
-create/start_node,
-its config, genesis and app.toml as ``loconet testnet up`` makes them) and an N-validator
+create/start_node, its config, genesis and app.toml as ``loconet testnet up`` makes them) and an
+N-validator
 ``cometbft --proxy_app=kvstore`` network (N homes from ``cometbft init``, one genesis with the N
 validators, the same config.toml values: LOCAL_TUNING + TESTNET_TUNING, ports by the same
 scheme), one after the other in one run. Each offered rate uses its own fresh accounts (so a

@@ -21,8 +21,8 @@ node/client/market_msgs.py DEFAULT_*) on the built-in model and corpus, its wind
 sizes them (``compute_windows``), unless ``--commit-blocks``/``--verdict-blocks`` are given. With
 ``--fixed-roles`` (default) 2 providers train every round and 2 only verify, so a trainer's
 utilization (training time / wall time from its first training to its last,
-node/local/testnet_market.py
-``trainer_utilization``) measures how long it waited between rounds. Also printed: round latency
+node/local/testnet_market.py ``trainer_utilization``) measures how long it waited between rounds.
+Also printed: round latency
 (commit close to finalized, open to finalized, in seconds and multiples of the round's compute,
 from the block times), the time from `tx job create` to the first attested model, and every
 slash.

@@ -6,8 +6,8 @@ corpus (node/local/testnet_market.py ``builtin_job``), H and k from ``--inner-st
 ``--trace-interval``, and the verification settings (challenge rate, segments, verifiers,
 determinism mode) left to the CLI, so the job runs at the defaults it ships at the time of the run
 (node/client/market_msgs.py DEFAULT_*, read here and printed too). The job's dataset and initial
-model
-are served by a blob server of this process (the owner's ``--blob-source``), not seeded into the
+model are served by a blob server of this process (the owner's ``--blob-source``), not seeded into
+the
 workers' stores: each provider downloads them once, and those bytes are counted.
 
 Every byte is counted by the workers themselves (node/worker README, "Traffic by kind"): what a

@@ -87,8 +87,8 @@ def parse_amount(text: str, what: str = "amount") -> int:
 
 def parse_fee(text: str) -> int | None:
     """``--fee``: auto (None: the chain's exact minimum, node/client/fees.py), 100uloco or
-    0.001loco;
-    a bare integer is uloco (the fee is always in uloco); 0 is allowed. The amount spellings are
+    0.001loco; a bare integer is uloco (the fee is always in uloco); 0 is allowed. The amount
+    spellings are
     ``parse_amount``'s (no sign, lowercase units)."""
     t = str(text).strip()
     if t.lower() == "auto":

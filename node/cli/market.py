@@ -3,8 +3,8 @@ provider|providers|job|jobs|round|rounds|market-params`` (a CLI plugin: node/cli
 ``register``).
 
 Three parts: the commands (argparse namespace -> a message from node/client/market_msgs.py, signed
-and
-sent; or a query, verified with --prove and rendered by node/client/market_render.py), and at the
+and sent; or a query, verified with --prove and rendered by node/client/market_render.py), and at
+the
 end
 ``COMMANDS``, one table of every command with its flags, which ``register`` turns into parsers."""
 

@@ -238,8 +238,8 @@ def _run_tx_locked(
 def _fee_and_tx(args: argparse.Namespace, client: Any, n_msgs: int, sign: Any) -> tuple[int, bytes]:
     """``--fee auto`` (None, the default): the chain's exact minimum for the signed bytes (times
     ``--fee-multiplier``), read from the node (node/client/fees.py); offline, from the chain's
-    default
-    params (said on stderr). An explicit ``--fee`` below the minimum is refused here, naming the
+    default params (said on stderr). An explicit ``--fee`` below the minimum is refused here, naming
+    the
     minimum, unless ``--dry-run`` (which shows the chain's own answer) or offline (no node to
     ask: the chain checks it)."""
     from fractions import Fraction

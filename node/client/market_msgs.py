@@ -900,8 +900,8 @@ def send_tx(
     for the block. A tx refused for a wrong sequence (another tx of this account landed in
     between) is re-signed with the fresh sequence, up to ``sequence_retries`` times; any other
     rejection raises ``node.client.rpc.TxRejected``. While waiting, a tx that left the mempool
-    without
-    a block (dropped or evicted: ``Client.wait_for_tx``) is broadcast again, and re-signed if
+    without a block (dropped or evicted: ``Client.wait_for_tx``) is broadcast again, and re-signed
+    if
     its sequence was taken meanwhile. ``on_broadcast(txhash)`` is called once CheckTx passed.
     Returns {"txhash", "height", "tx"} (height 0 if not waited; "tx" = the signed bytes, for
     ``wait_for_tx(..., resubmit=[tx])`` when the caller waits itself). ``fee=None`` (the

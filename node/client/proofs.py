@@ -187,8 +187,7 @@ def expected_chain_id(home: str | None) -> str | None:
 
 def trust_of(home: str | None) -> TrustStore | None:
     """The genesis trust of ``--home`` when it is a node home (``node.client.trust``), else None
-    (the
-    node's own validator set is checked, as before). Raises ProofInvalid for a genesis whose
+    (the node's own validator set is checked, as before). Raises ProofInvalid for a genesis whose
     validator set cannot be computed."""
     from node.client.trust import trust_store
 

@@ -1,8 +1,7 @@
 """Which validator set to believe: skipping verification from the genesis the user holds.
 
 ``node.client.light`` checks that a header was signed by more than 2/3 of *a* validator set whose
-hash
-the header names. Alone, that set is whatever the node says, so a node that forges a whole
+hash the header names. Alone, that set is whatever the node says, so a node that forges a whole
 chain with its own keys (under the real chain id) passes. With a node home (``--home`` holding
 ``config/genesis.json``) the client knows the set that signs height 1: the one the app's own
 InitChain computes from that genesis (run here in memory, the same code the validators ran).

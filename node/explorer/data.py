@@ -3,8 +3,7 @@
 ``Collector.snapshot()`` reads the state of one height H (the latest block but one, so that the
 header H+1 carrying its app hash exists): it checks header H+1 once as a light client does
 (``node.client.light.verified_app_hash``: header hash = signed block id, validator-set hash, > 2/3
-of
-the power signed), then asks every query with ``prove=true`` at height H, checks every proof
+of the power signed), then asks every query with ``prove=true`` at height H, checks every proof
 against that app hash (``node.client.proofs.verify_ops``) and re-derives each record from the proven
 bytes with the chain's own ``*_to_json``: a node whose answer differs from its proof is reported
 on the page, not shown as truth. (A list is as complete as the node makes it: every listed record

@@ -4,8 +4,8 @@ Provider i: key ``provider{i}`` in the shared keyring (funded at genesis), bonde
 ``PROVIDER_BOND``, its blob endpoint at ``http://127.0.0.1:{base+24+100·i}`` (26680 + 100·i for
 the default base; with ``--wan`` that port is its toxiproxy proxy and the worker listens one port
 up, node/local/wan.py), and one ``loconet provider run`` process with its folder
-``DIR/provider{i}/``
-(blob store, progress.json, worker.log, worker.pid) following node i mod N, with the next node
+``DIR/provider{i}/`` (blob store, progress.json, worker.log, worker.pid) following node i mod N,
+with the next node
 as fallback. ``--cheaters KIND:COUNT[,KIND:COUNT...]`` (repeatable) makes the last providers run
 ``--behaviour KIND``, in the order given.
 

@@ -120,8 +120,7 @@ def test_invalid_node_asking_a_huge_auto_fee_gets_nothing_signed(tmp_path) -> No
 
 def test_invalid_node_asking_a_huge_fee_gets_no_worker_tx() -> None:
     """The same drain through node.client.market_msgs.send_tx (the provider worker, the testnet
-    tools):
-    refused unsigned above max_fee."""
+    tools): refused unsigned above max_fee."""
     from abci_app.codec.tx import Ed25519Signer
     from node.client.market_msgs import build_cancel_job, send_tx
     from node.client.rpc import Client

@@ -282,8 +282,7 @@ def test_keys_mnemonic_recover_and_delete(home, tmp_path):
 
 def test_known_mnemonic_derivation():
     """BIP-39 seed -> SLIP-0010 ed25519 at m/44'/118'/0'/0'/0' (node/client/keys.py), pinned: the
-    SLIP-0010
-    test vector 1 for the derivation, and the address of the all-'abandon' mnemonic."""
+    SLIP-0010 test vector 1 for the derivation, and the address of the all-'abandon' mnemonic."""
     from node.client.keys import seed_from_mnemonic, slip10_ed25519
 
     seed = bytes.fromhex("000102030405060708090a0b0c0d0e0f")

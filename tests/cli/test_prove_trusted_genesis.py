@@ -1,6 +1,5 @@
 """``--prove`` with a node home trusts the validator set from its genesis (node/client/trust.py),
-not
-from the node: a node that forges a whole chain with its own keys under the real chain id was
+not from the node: a node that forges a whole chain with its own keys under the real chain id was
 "proof_verified" (README, Known limits, before). Skipping verification as CometBFT's light
 client does it: adjacent headers chain by ``next_validators_hash``, skips need >1/3 of the
 trusted set's power, bisection in between, and never a skip past two thirds of the unbonding

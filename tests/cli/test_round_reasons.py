@@ -1,7 +1,6 @@
 """Why an accepted update is paid 0 or loses reputation, said where the numbers are (issue 36):
 ``loconet query round``'s table (node/client/market_render.py) and the explorer's job and provider
-pages
-read the same reasons, derived from the chain's round JSON of a real (in-process) chain."""
+pages read the same reasons, derived from the chain's round JSON of a real (in-process) chain."""
 
 from __future__ import annotations
 

@@ -178,8 +178,7 @@ def test_templates_render_what_a_person_needs(snap: Snapshot) -> None:
 
 class ChainClient:
     """``node.client.rpc.Client.abci_query`` answered by an in-process app (real store, real
-    proofs);
-    ``tamper(path, data)`` edits the JSON a dishonest node would send."""
+    proofs); ``tamper(path, data)`` edits the JSON a dishonest node would send."""
 
     def __init__(self, m, tamper=None) -> None:
         self.m, self.tamper = m, tamper

@@ -104,8 +104,7 @@ def test_single_node_transfer_proof_and_crash_restarts(tmp_path) -> None:
         assert q["balance"] == 2_500_000 and q["proof_verified"] is True and q["proof"]
         assert q["validator_set"] == "node"
         # with the node home, the signers are trusted from its genesis (node/client/trust.py): the
-        # set
-        # the app's InitChain computes must be the one the real chain runs
+        # set the app's InitChain computes must be the one the real chain runs
         q = json.loads(
             cli(
                 "query",

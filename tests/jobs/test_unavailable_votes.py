@@ -202,8 +202,7 @@ def test_always_unavailable_lazy_verifier_loses_against_honest_verification():
 @pytest.mark.parametrize("exact", [True, False])
 def test_the_workers_message_builders_open_an_unavailable_vote(exact):
     """node.client.market_msgs, what node/worker sends: build_verdict(unavailable=True) commits a
-    vote
-    that build_reveal_vote(unavailable=True) opens, in either mode (the worker's valid, quality
+    vote that build_reveal_vote(unavailable=True) opens, in either mode (the worker's valid, quality
     and evidence arguments are ignored for such a vote)."""
     from node.client.market_msgs import build_reveal_vote, build_verdict
 

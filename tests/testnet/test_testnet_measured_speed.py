@@ -1,7 +1,7 @@
 """Measured speed on a live network (issue 35, 3): the testnet's workers all claim 50,000
 tokens/s (node/local/testnet_market.py), far above what a CPU worker trains the built-in job at.
-After
-a real job, every provider with accepted work is recorded at what its commitments measured, from
+After a real job, every provider with accepted work is recorded at what its commitments measured,
+from
 the block header times of its round's open and its commit, not at its claim
 (abci_app/jobs/README.md *Islands and measured speed*)."""
 

@@ -244,8 +244,8 @@ def test_join_downtime_unjail_and_double_sign(tmp_path: Path) -> None:
         assert r.returncode == 1 and "tombstoned" in r.stderr
 
         # -- --prove from genesis across every set change above (node/client/trust.py)
-        # -----------------
-        # a join, a jail, an unjail and a tombstone, with skips of at most 8 blocks
+        # ----------------- a join, a jail, an unjail and a tombstone, with skips of at most 8
+        # blocks
         # (2/3 of unbonding_blocks 12): the set the genesis gives must lead to today's header
         res = json.loads(
             cli(

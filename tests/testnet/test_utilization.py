@@ -1,6 +1,6 @@
 """A trainer's utilization (node/local/testnet_market.py ``trainer_utilization``, printed by the
-demo
-and benchmarks/round_overhead.py): training seconds over the wall time from its first training's
+demo and benchmarks/round_overhead.py): training seconds over the wall time from its first
+training's
 start to its last training's end, from the spans a worker writes to stats.json."""
 
 from __future__ import annotations

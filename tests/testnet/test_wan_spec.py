@@ -1,6 +1,5 @@
 """``loconet testnet up --wan RTT:BANDWIDTH`` (node/local/wan.py): the spec parser, the proxy
-layout a
-manifest gets, and the CLI refusing a bad spec before it writes anything. No processes."""
+layout a manifest gets, and the CLI refusing a bad spec before it writes anything. No processes."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """benchmarks/verification.py on the network's path (issue 29): its challenges never serve trace
 entry 0 of a fresh round (the verifier builds it from the base model, ``ml.verify_round(...,
 base=...)``), its defaults are the shipped ones read from node/client/market_msgs.py, and a tiny
-end to
-end run finds no honest rejection and every cheat caught in both determinism modes, writing its
+end to end run finds no honest rejection and every cheat caught in both determinism modes, writing
+its
 own section without touching the older *Verification* one."""
 
 import dataclasses

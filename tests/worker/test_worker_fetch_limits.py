@@ -1,8 +1,7 @@
 """Every blob the worker fetches is limited to the size it can be: a payload to the commitment's
 ``payload_size``, a trace state or an attested model to a cap from the job's model (ml.blob_cap),
 the dataset and the initial model to the sizes the job spec states (node.client.job_inputs). A peer
-that
-sends more is refused while the body streams, never read whole into memory, and the next
+that sends more is refused while the body streams, never read whole into memory, and the next
 location is tried. Real HTTP: the real blob server and a lying aiohttp peer on loopback."""
 
 from __future__ import annotations
