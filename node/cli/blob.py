@@ -14,7 +14,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from node.cli.main import add_command, add_output_flag, out, positive_seconds
+from node.cli.common import add_command, add_output_flag, out, positive_seconds
 from node.errors import UsageError
 
 # Sizes (--quota, --max-bytes): a number, then a unit; letters in any case, a space allowed.

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from node import safejson
-from node.cli.main import (
+from node.cli.common import (
     HEIGHT,
     U64,
     UsageError,
@@ -22,13 +22,13 @@ from node.cli.main import (
     add_node_flag,
     add_output_flag,
     add_tx_flags,
-    broadcast,
-    fmt_loco,
     out,
     parse_amount,
     positive_seconds,
     signing_key,
 )
+from node.cli.tx import broadcast
+from node.client.units import fmt_loco
 
 
 def _evm_address(text: str) -> bytes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from node.cli.main import UsageError, add_command, add_node_flag
+from node.cli.common import UsageError, add_command, add_node_flag
 
 
 def parse_listen(text: str) -> tuple[str, int]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from node import safejson
-from node.cli.main import (
+from node.cli.common import (
     HEIGHT,
     U32,
     U64,
@@ -28,14 +28,14 @@ from node.cli.main import (
     add_node_flag,
     add_output_flag,
     add_tx_flags,
-    broadcast,
     is_json,
     out,
     parse_amount,
-    read_input_file,
     signers_note,
 )
+from node.cli.tx import broadcast
 from node.client import market_render
+from node.client.inputs import read_input_file
 from node.client.market_msgs import (
     DEFAULT_CHALLENGE_BPS,
     DEFAULT_COMPRESSION,

@@ -9,20 +9,20 @@ from pathlib import Path
 from typing import Any
 
 from node import safejson
-from node.cli.main import (
+from node.cli.common import (
     HEIGHT,
     UsageError,
     add_command,
     add_node_flag,
     add_output_flag,
     add_tx_flags,
-    broadcast,
-    fmt_loco,
     out,
     parse_amount,
     refuse_signer_first,
     signing_key,
 )
+from node.cli.tx import broadcast
+from node.client.units import fmt_loco
 
 
 def _cons_address(text: str) -> bytes:

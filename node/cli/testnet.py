@@ -51,7 +51,7 @@ def _dir(args: argparse.Namespace) -> Path:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from node.cli.main import out
+    from node.cli.common import out
     from node.local import testnet_market as tm
 
     d = _dir(args)
@@ -345,7 +345,7 @@ def log_column(line: str, width: int = 90) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from node.cli.main import out
+    from node.cli.common import out
 
     m = load(_dir(args))
     nodes = nodes_of(m)
@@ -406,7 +406,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    from node.cli.main import out
+    from node.cli.common import out
     from node.local import testnet_market as tm
 
     m = load(_dir(args))
@@ -426,7 +426,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_start(args: argparse.Namespace) -> int:
-    from node.cli.main import out
+    from node.cli.common import out
     from node.local import testnet_market as tm
 
     m = load(_dir(args))
@@ -542,7 +542,7 @@ def cmd_add_node(args: argparse.Namespace) -> int:
         if m.get("wan"):  # its proxies go too
             wan.up(d, m)
         raise
-    from node.cli.main import out
+    from node.cli.common import out
 
     try:
         with Client(n.rpc_url, timeout=5.0) as c:
@@ -634,7 +634,7 @@ def cmd_down(args: argparse.Namespace) -> int:
     if args.purge:
         shutil.rmtree(d)
         text += f"\nremoved {d}"
-    from node.cli.main import out
+    from node.cli.common import out
 
     out(args, {"dir": str(d), "stopped": stopped, "purged": bool(args.purge)}, text)
     return 0
@@ -692,7 +692,7 @@ def _main_wrap(fn: Any) -> Any:
         try:
             return int(fn(args))
         except TestnetError as e:
-            from node.cli.main import report_error  # plain text, or JSON with -o json
+            from node.cli.common import report_error
 
             return report_error(args, str(e), None, None)
 
@@ -700,7 +700,7 @@ def _main_wrap(fn: Any) -> Any:
 
 
 def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
-    from node.cli.main import U64, add_command, add_output_flag, positive_seconds, uint_arg
+    from node.cli.common import U64, add_command, add_output_flag, positive_seconds, uint_arg
 
     tn = root_sub.add_parser(
         "testnet", help="a local multi-validator network on loopback"

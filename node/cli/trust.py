@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from node.cli.main import UsageError, add_command, add_output_flag, out
+from node.cli.common import UsageError, add_command, add_output_flag, out
 
 
 def cmd_trust(a: argparse.Namespace) -> int:

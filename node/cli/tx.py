@@ -7,7 +7,7 @@
     loconet query tx HASH | txs --events "k='v'" | block [H] | balance ADDR | rewards ADDR
     loconet config set|get KEY [VALUE] --home HOME      the client config (node/client/config.py)
 
-``run_tx`` (behind ``node.cli.main.broadcast``) is the one path every ``tx`` command takes: resolve
+``run_tx`` (behind ``broadcast``, here) is the one path every ``tx`` command takes: resolve
 the chain id and sequence, then generate, simulate, or sign + broadcast_tx_sync + wait for the
 block, and print the hash, the height and the tx's events (``-o json``: all of them)."""
 
@@ -23,7 +23,7 @@ from typing import Any
 
 from abci_app.codec.tx import sign_body
 from node import safejson
-from node.cli.main import (
+from node.cli.common import (
     HEIGHT,
     U64,
     UsageError,
@@ -32,13 +32,13 @@ from node.cli.main import (
     add_node_flag,
     add_output_flag,
     ask,
-    fmt_loco,
     is_json,
     out,
     proof_note,
-    read_input_file,
     uint_arg,
 )
+from node.client.inputs import read_input_file
+from node.client.units import fmt_loco
 
 UNSIGNED = "loconet/unsigned-tx/v1"
 SIGNED = "loconet/signed-tx/v1"
@@ -151,6 +151,20 @@ def _client_if_needed(args: argparse.Namespace) -> Any:
         and getattr(args, "sequence", None) is not None
     )
     return None if offline else Client(args.node)
+
+
+def broadcast(
+    args: argparse.Namespace,
+    key_name: str,
+    msgs: list[Any],
+    extra: dict[str, Any] | None = None,
+    from_events: dict[str, tuple[str, str]] | None = None,
+) -> int:
+    """Sign msgs with a keyring key and send them (``run_tx``: --generate-only, --dry-run,
+    --chain-id, --sequence, --yes; else broadcast_tx_sync, wait for the block, print hash, height
+    and, with -o json, the tx's events). ``extra`` fields are printed with them; ``from_events``
+    adds values read from the tx's events, e.g. {"job_id": ("job.created", "job_id")}."""
+    return run_tx(args, key_name, msgs, extra, from_events)
 
 
 def run_tx(

@@ -8,7 +8,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from node.cli.main import DEFAULT_NODE, U32, U64, UsageError, _fee_arg, add_command
+from node.cli.common import DEFAULT_NODE, U32, U64, UsageError, _fee_arg, add_command
 
 
 def cmd_provider_run(a: argparse.Namespace) -> int:

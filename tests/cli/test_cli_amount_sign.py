@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from node.cli.main import UsageError, parse_amount
+from node.cli.common import UsageError, parse_amount
 
 
 @pytest.mark.parametrize("text", ["-3", "-1.5", "0", "-0.5", "+0"])

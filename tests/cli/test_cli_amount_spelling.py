@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from node.cli import main as cli
-from node.cli.main import UsageError, parse_amount, parse_fee
+from node.cli.common import UsageError, parse_amount, parse_fee
 from node.client.keys import Keyring
 
 ADDR = "loco1fx9yx4cdc0p7e5vx5h2m66dfpanv527l2aavz3"

@@ -60,7 +60,7 @@ def test_fee_zero_in_every_unit_and_ascii_digits_only():
     """--fee 0 is allowed (the chain refuses it below its minimum), in any unit: '0.0loco' was
     refused as 'must be between 1uloco and 2^64-1' while '0loco' passed; a bare '１２' (fullwidth
     digits) was 12 uloco."""
-    from node.cli.main import parse_fee
+    from node.cli.common import parse_fee
 
     for zero in ("0", "00", "0uloco", "0loco", "0.0loco", "0.000uloco"):
         assert parse_fee(zero) == 0, zero

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from node.cli import common
 from node.cli import main as cli
 from node.client.keys import KeyError_, Keyring, export_armor, import_armor
 
@@ -181,4 +182,4 @@ def test_unit_less_zero_fee_spellings_name_0uloco_not_1uloco(fee: str) -> None:
     from node.errors import UsageError
 
     with pytest.raises(UsageError, match="write 0uloco"):
-        cli.parse_fee(fee)
+        common.parse_fee(fee)

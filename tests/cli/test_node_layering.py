@@ -13,10 +13,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 NODE = ROOT / "node"
 
-# circles left for the package split of node/ (cli/, client/, local/); remove a line with the
-# circle it names: the test fails while a listed circle is gone, so this list cannot go stale
+# circles left; remove a line with the circle it names: the test fails while a listed circle is
+# gone, so this list cannot go stale
 KNOWN_CIRCLES = {
-    frozenset({"node.cli.main", "node.cli.tx"}),  # main.broadcast dispatches to tx.run_tx
     frozenset({"node.local.testnet", "node.local.testnet_market", "node.local.wan"}),
 }
 

@@ -21,7 +21,7 @@ from abci_app.providers.keys import provider_key
 from abci_app.providers.queries import provider_to_json
 from abci_app.staking.keys import unbonding_key
 from abci_app.store import MerkleStore
-from node.cli.main import UsageError
+from node.cli.common import UsageError
 from node.cli.market import _proven_one, _proven_sla
 from node.client.proofs import verify_ops
 from node.client.rpc import QueryResult

@@ -345,7 +345,7 @@ def test_guardian_pauses_with_the_cli(
     import json
 
     from node.cli import evm as cli_evm
-    from node.cli.main import UsageError
+    from node.cli.common import UsageError
 
     c = Deployed(w3, SET, guardian=USER.address)
     dep = tmp_path / "deployment.json"

@@ -17,8 +17,8 @@ from abci_app.encoding import encode_msg
 from abci_app.pb import settlement_pb2
 from abci_app.settlement.keys import LATEST_CHECKPOINT_KEY, PARAMS_KEY, SIGNER_SET_KEY
 from abci_app.settlement.queries import set_to_json
+from node.cli.common import UsageError
 from node.cli.evm import _proven_settlement
-from node.cli.main import UsageError
 from tests.kits.fakenode import FakeChain, install
 
 SET = settlement_pb2.SignerSet(

@@ -194,7 +194,7 @@ def test_a_claim_works_however_far_the_relayer_lags(
     import argparse
 
     from node.cli import evm as cli_evm
-    from node.cli.main import UsageError
+    from node.cli.common import UsageError
     from tests.kits.settlekit import withdraw_msg
 
     net, w3, d, relayer = _setup(tmp_path)
