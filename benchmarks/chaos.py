@@ -66,17 +66,15 @@ from abci_app.codec.tx import build_tx
 from abci_app.pb import bank_pb2, tx_pb2
 from node.client.keys import Keyring
 from node.client.rpc import Client, RpcError, TxRejected
+from node.local import manifest
 from node.local import testnet_market as tm
+from node.local.manifest import NodeInfo, load, nodes_of, save
 from node.local.testnet import (
     CHAIN_ID,
-    NodeInfo,
     add_node,
     create,
     is_running,
-    load,
-    nodes_of,
     pid_of,
-    save,
     start_node,
     stop_node,
     wait_producing,
@@ -475,7 +473,7 @@ def stop_all(d: Path) -> None:
     if not (d / "testnet.json").exists():
         return
     m = load(d)
-    for w in tm.workers_of(m):
+    for w in manifest.workers_of(m):
         tm.stop_worker(w, kill=True)
     for n in nodes_of(m):
         stop_node(n)

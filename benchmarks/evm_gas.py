@@ -110,7 +110,7 @@ def withdraw_to_claimable(d: Path, cli: list[str], runs: int = 3) -> dict[str, o
     from web3 import Web3
 
     from node.evm import client
-    from node.local.testnet import load, nodes_of
+    from node.local.manifest import load, nodes_of
 
     dep = client.Deployment.load(d / "evm" / "deployment.json")
     w3 = Web3(Web3.HTTPProvider("http://127.0.0.1:48545"))

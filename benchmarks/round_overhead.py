@@ -93,8 +93,9 @@ def main() -> int:
         return 0
 
     from node.client.rpc import Client
+    from node.local import manifest
     from node.local import testnet_market as tm
-    from node.local.testnet import load, nodes_of
+    from node.local.manifest import load, nodes_of
     from node.ports import find_free_base
 
     d = Path(tempfile.mkdtemp(prefix="round-overhead-")) / "net"
@@ -131,7 +132,7 @@ def main() -> int:
         sys.exit(up.stdout + up.stderr)
     try:
         m = load(d)
-        workers = tm.workers_of(m)
+        workers = manifest.workers_of(m)
         rpc = nodes_of(m)[0].rpc_url
         job, dataset, model = tm.builtin_job(a.rounds, workers)
         with Client(rpc) as c:

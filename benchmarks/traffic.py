@@ -494,7 +494,7 @@ def run_network(a: argparse.Namespace, net: Path) -> dict[str, Any]:
     from node.blobs import BlobServer, BlobStore
     from node.client.rpc import Client
     from node.local import testnet_market as tm
-    from node.local.testnet import load, nodes_of
+    from node.local.manifest import load, nodes_of, workers_of
     from node.ports import find_free_base
 
     base = find_free_base(
@@ -524,7 +524,7 @@ def run_network(a: argparse.Namespace, net: Path) -> dict[str, Any]:
     if up.returncode != 0:
         raise SystemExit(f"testnet up failed:\n{up.stdout}{up.stderr}")
     m = load(net)
-    workers = tm.workers_of(m)
+    workers = workers_of(m)
     rpc = nodes_of(m)[0].rpc_url
     owner_store = BlobStore(net.parent / "owner-blobs")
     kinds: dict[str, str] = {}  # the owner knows what it serves: the job's inputs

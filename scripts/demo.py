@@ -101,8 +101,7 @@ def stop_burners() -> None:
 
 def main(busy: int = 0) -> int:
     from node.blobs import BlobClient, BlobStore
-    from node.local.testnet import load
-    from node.local.testnet_market import workers_of
+    from node.local.manifest import load, workers_of
     from node.worker import ml
     from trainer.data import Corpus
 

@@ -15,28 +15,30 @@ from pathlib import Path
 from typing import Any
 
 from node.atomic import write_atomic
-from node.local import wan
+from node.local import manifest, wan
 from node.local.config import set_toml_values
+from node.local.manifest import (
+    NodeInfo,
+    TestnetError,
+    find_node,
+    load,
+    manifest_path,
+    nodes_of,
+    save,
+)
 from node.local.testnet import (
     DEFAULT_DIR,
     TESTNET_APP,
-    NodeInfo,
-    TestnetError,
     add_node,
     check_agreement,
     check_port_range,
     create,
-    find_node,
     is_running,
-    load,
-    manifest_path,
     node_ports,
     node_status,
-    nodes_of,
     parse_params,
     persistent_peers,
     pid_of,
-    save,
     start_node,
     stop_node,
     validator_table,
@@ -69,7 +71,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         m = load(d)
         given = {
             "--validators": (args.validators, m.get("validators")),
-            "--providers": (args.providers, len(tm.workers_of(m))),
+            "--providers": (args.providers, len(manifest.workers_of(m))),
         }
         for flag, (want, have) in given.items():
             if want is not None and want != have:
@@ -129,7 +131,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         data: dict[str, Any] = {}
         if fresh and args.providers:
             data = _up_market(d, m, behaviours, args)
-        for w in tm.workers_of(m):
+        for w in manifest.workers_of(m):
             tm.start_worker(d, w)
         if args.evm:  # anvil, the settlement contracts and a relayer (node/evm/testnet_evm.py)
             from node.evm import testnet_evm
@@ -154,7 +156,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         f"{r['moniker']:8s} {r['rpc']:24s} {r['validator_address']:40s} {r['power']:>7d}"
         for r in rows
     )
-    workers = tm.workers_of(m)
+    workers = manifest.workers_of(m)
     if workers:
         text += (
             f"\n\n{'WORKER':10s} {'BLOB ENDPOINT':24s} {'BEHAVIOUR':14s} {'ROLE':6s} ADDRESS\n"
@@ -239,7 +241,7 @@ def _running_names(m: dict[str, Any]) -> list[str]:
     from node.local import testnet_market as tm
 
     return [n.name for n in nodes_of(m) if is_running(n)] + [
-        w.name for w in tm.workers_of(m) if tm.is_running(w)
+        w.name for w in manifest.workers_of(m) if tm.is_running(w)
     ]
 
 
@@ -373,7 +375,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     )
     from node.local import testnet_market as tm
 
-    ws = [tm.worker_status(w) for w in tm.workers_of(m)]
+    ws = [tm.worker_status(w) for w in manifest.workers_of(m)]
     if ws:
         text += (
             f"\n\n{'WORKER':10s} {'STATE':8s} {'BLOBS':6s} {'BEHAVIOUR':14s} {'ROLE':6s} "
@@ -410,7 +412,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
     from node.local import testnet_market as tm
 
     m = load(_dir(args))
-    w = tm.find_worker(m, args.node)
+    w = manifest.find_worker(m, args.node)
     if w is not None:
         name, kind, ran = w.name, "worker", tm.stop_worker(w, kill=args.kill)
     else:
@@ -430,7 +432,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     from node.local import testnet_market as tm
 
     m = load(_dir(args))
-    w = tm.find_worker(m, args.node)
+    w = manifest.find_worker(m, args.node)
     if w is not None:
         pid = tm.start_worker(_dir(args), w)
         log = w.path / "worker.log"
@@ -598,7 +600,7 @@ def _stop_all(d: Path) -> list[str]:
         return []
     return (
         testnet_evm.down(d)
-        + [w.name for w in tm.workers_of(m) if tm.stop_worker(w)]
+        + [w.name for w in manifest.workers_of(m) if tm.stop_worker(w)]
         + [n.name for n in nodes_of(m) if stop_node(n)]
         + wan.stop_server(d)
     )
@@ -619,7 +621,7 @@ def cmd_down(args: argparse.Namespace) -> int:
     from node.local import testnet_market as tm
 
     try:
-        workers = tm.workers_of(load(d))
+        workers = manifest.workers_of(load(d))
     except TestnetError:
         workers = []
     from node.evm import testnet_evm
@@ -658,10 +660,9 @@ def tail_lines(path: Path, n: int, block: int = 1 << 16) -> list[str]:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from node.local import testnet_market as tm
 
     m = load(_dir(args))
-    w = tm.find_worker(m, args.node)
+    w = manifest.find_worker(m, args.node)
     if w is not None:
         path, name = w.path / "worker.log", w.name
     else:

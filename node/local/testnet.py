@@ -26,17 +26,25 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypedDict
 
 from node.atomic import copy_atomic, write_atomic
 from node.local import procs
 from node.local.config import AppConfig, Ports, set_toml_values, tune_cometbft_config
+from node.local.manifest import (
+    TESTNET_VERSION,
+    NodeInfo,
+    TestnetError,
+    find_node,
+    load,
+    nodes_of,
+    save,
+)
 from node.paths import cometbft_binary
 from node.ports import is_port_free
 
-TESTNET_VERSION = 1
 DEFAULT_DIR = ".loconet-testnet"
 CHAIN_ID = "loconet-testnet"
 LOCO = 1_000_000
@@ -99,31 +107,6 @@ class SnapshotSettings(TypedDict):
 TESTNET_APP: SnapshotSettings = {"snapshot_interval": 20, "snapshot_chunk_bytes": 1024}
 
 
-class TestnetError(Exception):
-    pass
-
-
-@dataclass(slots=True)
-class NodeInfo:
-    name: str
-    home: str
-    p2p: int
-    rpc: int
-    abci: int
-    metrics: int
-    node_id: str
-    validator_address: str  # consensus address (hex); a full node has one too (unused)
-    operator_key: str = ""  # keyring key of the operator ("" for a full node)
-
-    @property
-    def rpc_url(self) -> str:
-        return f"http://127.0.0.1:{self.rpc}"
-
-    @property
-    def path(self) -> Path:
-        return Path(self.home)
-
-
 def check_port_range(base: int, validators: int) -> None:
     """Node i takes ports base + 100·i .. + 99: all of them must be real ports, checked before
     anything is written (``--validators 500`` wrote 500 homes, then failed on ports past 65535)."""
@@ -142,56 +125,6 @@ def node_ports(base: int, i: int) -> Ports:
 
 
 # ------------------------------------------------------------------------------- the folder
-
-
-def manifest_path(d: Path) -> Path:
-    return d / "testnet.json"
-
-
-def load(d: Path) -> dict[str, Any]:
-    p = manifest_path(d)
-    if not p.exists():
-        raise TestnetError(f"no testnet in {d}: create one with `loconet testnet up --dir {d}`")
-    try:
-        m = json.loads(p.read_text())
-        ok = isinstance(m, dict)
-        if ok and m.get("version") == TESTNET_VERSION:
-            nodes_of(m)  # every node entry has its fields (a hand edit, another writer)
-            from node.local.testnet_market import workers_of
-
-            workers_of(m)
-    except (ValueError, TypeError, KeyError):
-        ok = False
-    if not ok:  # half a file or another shape: a JSONDecodeError/AttributeError traceback
-        raise TestnetError(
-            f"{p} is not a testnet manifest (corrupt or edited): `loconet testnet down --purge "
-            f"--dir {d}` stops what it can find and deletes the folder (or pick another --dir)"
-        )
-    if m.get("version") != TESTNET_VERSION:
-        raise TestnetError(
-            f"{d} holds a testnet of format version {m.get('version')!r}; this loconet writes "
-            f"version {TESTNET_VERSION}: remove it with `loconet testnet down --purge --dir {d}` "
-            "(or pick another --dir)"
-        )
-    return m
-
-
-def nodes_of(m: dict[str, Any]) -> list[NodeInfo]:
-    return [NodeInfo(**n) for n in m["nodes"]]
-
-
-def save(d: Path, m: dict[str, Any]) -> None:
-    from node.atomic import write_atomic
-
-    # a private temp file per writer (one fixed testnet.tmp: two commands at once failed)
-    write_atomic(manifest_path(d), json.dumps(m, indent=2) + "\n")
-
-
-def find_node(m: dict[str, Any], name: str) -> NodeInfo:
-    for n in nodes_of(m):
-        if name in (n.name, n.name.removeprefix("node")):
-            return n
-    raise TestnetError(f"no node {name!r}; nodes: {', '.join(n.name for n in nodes_of(m))}")
 
 
 def _node_id(home: Path) -> str:

@@ -41,12 +41,16 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from node.local import procs
-from node.local.testnet import TestnetError as TestnetMarketError
+from node.local.manifest import TestnetError as TestnetMarketError
+from node.local.manifest import (
+    WorkerInfo,
+    load,
+)
 
 LOCO = 1_000_000
 PROVIDER_BOND = 2_000 * LOCO
@@ -77,26 +81,6 @@ BUILTIN_JOB: dict[str, Any] = {
     "segments_per_challenge": 2,
     "determinism_mode": "exact",
 }
-
-
-@dataclass(slots=True)
-class WorkerInfo:
-    name: str  # provider0
-    key: str
-    address: str
-    dir: str
-    blob_port: int
-    nodes: list[str]  # RPC URLs, first = primary
-    behaviour: str = "honest"
-    role: str = "any"  # "train" | "verify" (fixed by its opt-in policy) | "any" (drawn)
-
-    @property
-    def path(self) -> Path:
-        return Path(self.dir)
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.blob_port}"
 
 
 def parse_cheaters(items: list[str], providers: int) -> list[str]:
@@ -151,17 +135,6 @@ def plan_roles(behaviours: list[str], fixed: bool) -> list[str]:
     for i in honest[len(honest) - (seats - lazy) :]:
         roles[i] = "verify"
     return ["verify" if r == "verify" else "train" for r in roles]
-
-
-def workers_of(m: dict[str, Any]) -> list[WorkerInfo]:
-    return [WorkerInfo(**w) for w in m.get("workers", [])]
-
-
-def find_worker(m: dict[str, Any], name: str) -> WorkerInfo | None:
-    for w in workers_of(m):
-        if name in (w.name, w.key):
-            return w
-    return None
 
 
 def plan_workers(
@@ -316,7 +289,6 @@ def start_worker(d: Path, w: WorkerInfo) -> int:
     pid = pid_of(w)
     if pid is not None:
         return pid
-    from node.local.testnet import load
     from node.local.wan import worker_listen_port
 
     try:

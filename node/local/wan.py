@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from node.local import procs
-from node.local.testnet import NodeInfo, TestnetError, load, nodes_of
+from node.local.manifest import NodeInfo, TestnetError, load, nodes_of
 from node.paths import PROJECT_ROOT
 from node.ports import is_port_free
 
@@ -215,7 +215,7 @@ def plan_proxies(m: dict[str, Any]) -> list[Proxy]:
     """Every proxy the testnet of manifest ``m`` needs (none without a WAN)."""
     if spec_of(m) is None:
         return []
-    from node.local.testnet_market import workers_of
+    from node.local.manifest import workers_of
 
     base = int(m["base_port"])
     nodes = nodes_of(m)

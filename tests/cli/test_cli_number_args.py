@@ -134,7 +134,8 @@ def test_invalid_new_size_on_an_existing_testnet(tmp_path: Path) -> None:
     """`testnet up --validators 7` (or --providers 2) on a folder holding a 1-validator network
     restarted the 1-validator network and printed success: the new size was silently ignored.
     Refused before anything starts, naming --purge; the same size, or none, restarts it."""
-    from node.local.testnet import TESTNET_PARAMS, create, manifest_path
+    from node.local.manifest import manifest_path
+    from node.local.testnet import TESTNET_PARAMS, create
 
     d = tmp_path / "net"
     create(d, 1, 0, 40000, {m: dict(kv) for m, kv in TESTNET_PARAMS.items()})

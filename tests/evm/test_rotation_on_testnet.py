@@ -14,7 +14,7 @@ import pytest
 from web3 import Web3
 
 from node.evm import client, testnet_evm
-from node.local.testnet import load, nodes_of
+from node.local.manifest import load, nodes_of
 from tests.kits.tnkit import cli, network, query, wait_for
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from node.client.rpc import Client, RpcError
-from node.local.testnet import NodeInfo, load, nodes_of
+from node.local.manifest import NodeInfo, load, nodes_of
 from node.paths import PROJECT_ROOT
 from node.ports import find_free_base, random_bases
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from node.local.testnet import load, nodes_of, stop_node
+from node.local.manifest import load, nodes_of
+from node.local.testnet import stop_node
 from node.paths import PROJECT_ROOT
 
 sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))

@@ -8,7 +8,8 @@ import threading
 import time
 from pathlib import Path
 
-from node.local.testnet_market import WorkerInfo, final_stats
+from node.local.manifest import WorkerInfo
+from node.local.testnet_market import final_stats
 
 
 def _worker(tmp: Path, i: int) -> WorkerInfo:

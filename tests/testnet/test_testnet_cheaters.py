@@ -39,8 +39,8 @@ from typing import Any
 
 import pytest
 
-from node.local.testnet import NodeInfo, load
-from node.local.testnet_market import CHEATER_BOND_FACTOR, PROVIDER_BOND, workers_of
+from node.local.manifest import NodeInfo, load, workers_of
+from node.local.testnet_market import CHEATER_BOND_FACTOR, PROVIDER_BOND
 from tests.kits.tnkit import blob_reader, cli, network, query, recompute_model, wait_for
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from node.local.testnet import load, nodes_of
+from node.local.manifest import load, nodes_of
 from tests.kits.tnkit import cli, free_base_port
 
 pytestmark = pytest.mark.integration

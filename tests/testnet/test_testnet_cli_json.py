@@ -15,7 +15,7 @@ import pytest
 from node.cli import main as cli
 from node.cli import testnet as cli_testnet
 from node.local import testnet_market as tm
-from node.local.testnet import TESTNET_VERSION, NodeInfo, save
+from node.local.manifest import TESTNET_VERSION, NodeInfo, save
 
 
 def manifest(d: Path) -> None:

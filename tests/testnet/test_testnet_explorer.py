@@ -14,8 +14,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from node.local.testnet import load
-from node.local.testnet_market import workers_of
+from node.local.manifest import load, workers_of
 from node.worker import ml
 from tests.integration.test_explorer import chromium
 from tests.kits.nodekit import LOCONET, ROOT, free_port_base

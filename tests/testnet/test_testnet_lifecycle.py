@@ -17,7 +17,8 @@ import pytest
 from abci_app.codec.tx import build_tx
 from node.client.keys import Keyring
 from node.client.rpc import Client, RpcError, TxRejected
-from node.local.testnet import NodeInfo, is_running, start_node, stop_node
+from node.local.manifest import NodeInfo
+from node.local.testnet import is_running, start_node, stop_node
 from tests.kits.chainkit import send_msg
 from tests.kits.tnkit import app_hash_at, cli, height, network, query, wait_for
 

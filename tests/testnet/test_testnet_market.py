@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from node.local.testnet import load
-from node.local.testnet_market import workers_of
+from node.local.manifest import load, workers_of
 from node.worker import ml
 from node.worker.follow import ws_url
 from tests.kits.tnkit import blob_reader, cli, height, network, query, recompute_model, wait_for

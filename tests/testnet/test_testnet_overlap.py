@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from node.local import manifest, wan
 from node.local import testnet_market as tm
-from node.local import wan
-from node.local.testnet import load, nodes_of
+from node.local.manifest import load, nodes_of
 from node.ports import find_free_base, random_bases
 from tests.kits.tnkit import cli, query, wait_for
 
@@ -54,7 +54,7 @@ def test_a_wan_testnet_trains_the_next_round_while_the_last_one_is_verified(
 
 def run_job(d: Path) -> None:
     nodes = nodes_of(load(d))
-    workers = tm.workers_of(load(d))
+    workers = manifest.workers_of(load(d))
     job, dataset, model = tm.builtin_job(ROUNDS, workers)
     # long windows (upper bounds); H = 400 steps: seconds of training per round; 3 of 4 drawn,
     # every commitment challenged (2 of 4 segments), the 4th provider its one verifier

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from node.blobs import BlobStore
+from node.local import manifest
 from node.local import testnet_market as tm
-from node.local.testnet import load
+from node.local.manifest import load
 from tests.kits.tnkit import network, query, wait_for
 
 pytestmark = pytest.mark.integration
@@ -32,7 +33,7 @@ def test_pipeline_island_round_is_accepted_by_one_process_verifiers(
     with network(tmp_path, validators=1, extra=extra) as (d, nodes):
         n0 = nodes[0]
         m = load(d)
-        workers = tm.workers_of(m)
+        workers = manifest.workers_of(m)
         island = workers[0]
         assert island.role == "train" and workers[-1].role == "verify"
         # restart the first trainer as a 2-stage island: start_worker's own command line, plus

@@ -118,7 +118,7 @@ def test_invalid_cheaters_on_an_existing_network_are_refused(tmp_path: Path) -> 
     network where the user asked for cheaters). Refused, naming --purge, in -o json too."""
     import json
 
-    from node.local.testnet import manifest_path
+    from node.local.manifest import manifest_path
 
     d = tmp_path / "net"
     manifest_path(d).parent.mkdir(parents=True)

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from node.client.rpc import Client
-from node.local.testnet import TESTNET_APP, load, nodes_of
+from node.local.manifest import load, nodes_of
+from node.local.testnet import TESTNET_APP
 from tests.kits.tnkit import app_hash_at, cli, height, network, wait_for
 
 pytestmark = pytest.mark.integration

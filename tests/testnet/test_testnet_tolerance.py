@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from node.local.testnet import load
-from node.local.testnet_market import workers_of
+from node.local.manifest import load, workers_of
 from tests.kits.tnkit import network, query, wait_for
 
 pytestmark = pytest.mark.integration

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from node.local.testnet import is_running, load, nodes_of
+from node.local.manifest import load, nodes_of
+from node.local.testnet import is_running
 from tests.kits.tnkit import cli, free_base_port
 
 pytestmark = pytest.mark.integration

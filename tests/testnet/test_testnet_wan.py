@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from node.local import wan
-from node.local.testnet import NodeInfo, load, nodes_of
+from node.local.manifest import NodeInfo, load, nodes_of
 from node.ports import find_free_base, random_bases
 from tests.kits.tnkit import app_hash_at, cli, height, wait_for
 

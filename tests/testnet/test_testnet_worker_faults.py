@@ -28,8 +28,9 @@ import pytest
 from node.blobs import BlobStore
 from node.client.keys import Keyring
 from node.client.market_msgs import build_exit_provider, build_register_provider
+from node.local import manifest
 from node.local import testnet_market as tm
-from node.local.testnet import load, save
+from node.local.manifest import load, save
 from node.worker.ml import detect_hardware
 from tests.kits.tnkit import network, query, wait_for
 
@@ -48,7 +49,7 @@ def test_killed_worker_rejoins_newcomer_is_drawn_leaver_is_not(tmp_path: Path) -
         n0 = nodes[0]
         rpc = n0.rpc_url
         m = load(d)
-        a, b = tm.workers_of(m)
+        a, b = manifest.workers_of(m)
         job, dataset, model = tm.builtin_job(ROUNDS, [a, b])
         # commit 40 >= reveal + 2 x verdict + attest: round r-1 is final when round r+1 opens
         # 160 inner steps (2-6 s here): long enough to be killed in the middle of them

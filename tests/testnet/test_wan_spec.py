@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from node.local.testnet import NodeInfo, TestnetError, persistent_peers
+from node.local.manifest import NodeInfo, TestnetError
+from node.local.testnet import persistent_peers
 from node.local.wan import (
     MAX_WAN_NODES,
     WanSpec,

@@ -142,7 +142,8 @@ def test_a_job_on_our_stack_or_in_tolerance_mode_is_trained_and_verified(tmp_pat
 def test_the_testnet_job_pins_the_stack_its_cpu_workers_run(tmp_path) -> None:
     """node/testnet_market.builtin_job derives its stack from stack_id("cpu") (in the CLI
     process, where TF32 reads as on by default): the testnet's CPU workers take it as theirs."""
-    from node.local.testnet_market import WorkerInfo, builtin_job
+    from node.local.manifest import WorkerInfo
+    from node.local.testnet_market import builtin_job
 
     w = WorkerInfo("provider0", "provider0", "loco1x", str(tmp_path), 26680, ["http://x:1"])
     spec, data, _model = builtin_job(3, [w])
