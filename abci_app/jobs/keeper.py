@@ -30,6 +30,7 @@ from abci_app.jobs.keys import (
     round_key,
     round_prefix,
 )
+from abci_app.jobs.phases import PHASE_END_FIELD
 from abci_app.pb import enum_name, jobs_pb2
 from abci_app.store import CacheKV, KVReader
 
@@ -123,20 +124,6 @@ def iterate_rounds(store: KVReader, job_id: int, start: int = 0) -> Iterator[job
 
 # -- invariants -----------------------------------------------------------------------------------
 
-# the field holding the height a live round's phase ends (= rounds.TRANSITIONS; rounds imports this
-# module)
-_DUE_FIELD = {
-    jobs_pb2.PHASE_COMMIT: "commit_deadline",
-    jobs_pb2.PHASE_REVEAL: "reveal_end",
-    jobs_pb2.PHASE_VERDICT: "verdict_end",
-    jobs_pb2.PHASE_VOTE_REVEAL: "vote_reveal_end",
-    jobs_pb2.PHASE_APPEAL: "appeal_end",
-    jobs_pb2.PHASE_APPEAL_REVEAL: "appeal_reveal_end",
-    jobs_pb2.PHASE_FINAL: "final_end",
-    jobs_pb2.PHASE_FINAL_REVEAL: "final_reveal_end",
-    jobs_pb2.PHASE_ATTEST: "attest_end",
-}
-
 
 def check_invariants(store: KVReader) -> int:
     """Per job: escrow == funded - paid - refunded; closed jobs hold nothing; rounds_opened <=
@@ -169,11 +156,11 @@ def check_invariants(store: KVReader) -> int:
             if r.round + 2 == job.rounds_opened and r.phase != jobs_pb2.PHASE_FINALIZED:
                 awaits_model = True
             if r.phase != jobs_pb2.PHASE_FINALIZED:
-                if r.phase not in _DUE_FIELD:
+                if r.phase not in PHASE_END_FIELD:
                     raise InvariantBroken(
                         f"job {job.id} round {r.round} is stored in phase {r.phase}"
                     )
-                live[(job.id, r.round)] = getattr(r, _DUE_FIELD[r.phase])
+                live[(job.id, r.round)] = getattr(r, PHASE_END_FIELD[r.phase])
                 in_commit = in_commit or r.phase == jobs_pb2.PHASE_COMMIT
             if (
                 r.reward_paid > job.reward_per_round

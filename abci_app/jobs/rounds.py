@@ -87,6 +87,7 @@ from abci_app.jobs.keys import (
     round_due_key,
 )
 from abci_app.jobs.params import get_params
+from abci_app.jobs.phases import PHASE_END_FIELD
 from abci_app.jobs.probe import PROBE_DIM, is_probe_within
 from abci_app.jobs.sampler import Sampler, shuffle, weighted_sample
 from abci_app.pb import enum_name, jobs_pb2, providers_pb2
@@ -1568,18 +1569,16 @@ def close_after_message(ctx: Ctx, job_id: int, round_: int) -> None:
 
 # -- end block ------------------------------------------------------------------------------------
 
-TRANSITIONS: dict[
-    int, tuple[str, Callable[[Ctx, ProviderKeeper, jobs_pb2.Job, jobs_pb2.Round], None]]
-] = {
-    jobs_pb2.PHASE_COMMIT: ("commit_deadline", process_challenge),
-    jobs_pb2.PHASE_REVEAL: ("reveal_end", process_reveal_end),
-    jobs_pb2.PHASE_VERDICT: ("verdict_end", process_verdict_end),
-    jobs_pb2.PHASE_VOTE_REVEAL: ("vote_reveal_end", process_vote_reveal_end),
-    jobs_pb2.PHASE_APPEAL: ("appeal_end", process_appeal_end),
-    jobs_pb2.PHASE_APPEAL_REVEAL: ("appeal_reveal_end", process_appeal_reveal_end),
-    jobs_pb2.PHASE_FINAL: ("final_end", process_final_end),
-    jobs_pb2.PHASE_FINAL_REVEAL: ("final_reveal_end", process_final_reveal_end),
-    jobs_pb2.PHASE_ATTEST: ("attest_end", process_finalize),
+TRANSITIONS: dict[int, Callable[[Ctx, ProviderKeeper, jobs_pb2.Job, jobs_pb2.Round], None]] = {
+    jobs_pb2.PHASE_COMMIT: process_challenge,
+    jobs_pb2.PHASE_REVEAL: process_reveal_end,
+    jobs_pb2.PHASE_VERDICT: process_verdict_end,
+    jobs_pb2.PHASE_VOTE_REVEAL: process_vote_reveal_end,
+    jobs_pb2.PHASE_APPEAL: process_appeal_end,
+    jobs_pb2.PHASE_APPEAL_REVEAL: process_appeal_reveal_end,
+    jobs_pb2.PHASE_FINAL: process_final_end,
+    jobs_pb2.PHASE_FINAL_REVEAL: process_final_reveal_end,
+    jobs_pb2.PHASE_ATTEST: process_finalize,
 }
 
 
@@ -1596,7 +1595,7 @@ def process_rounds(ctx: Ctx, providers: ProviderKeeper) -> None:
             raise InvariantBroken(
                 f"round schedule points at a missing or finalized round {job_id}/{rn}"
             )
-        field, fn = TRANSITIONS[r.phase]
+        field, fn = PHASE_END_FIELD[r.phase], TRANSITIONS[r.phase]
         if at != h or getattr(r, field) != h:
             raise InvariantBroken(f"round {job_id}/{rn} transition due at {at} ran at {h}")
         fn(ctx, providers, job, r)

@@ -58,6 +58,7 @@ from abci_app.jobs.incentives import (
     compute_masked_entries,
     mask_trace,
 )
+from abci_app.jobs.phases import PHASE_END_FIELD_BY_NAME
 from abci_app.merkle import bound_update_leaves, merkle_root
 from node.client.market_msgs import (
     build_attest,
@@ -102,18 +103,8 @@ VOTE_UNAVAILABLE_MARGIN_BLOCKS = 2
 # missed reveal (slashed as fraud) or a silent verifier (slashed for liveness)
 DUE_BLOCKS = 4
 DUE_RETRY_S = 0.5
-# phase -> the round field holding the height it ends (abci_app/jobs/keeper.py _DUE_FIELD)
-PHASE_END = {
-    "commit": "commit_deadline",
-    "reveal": "reveal_end",
-    "verdict": "verdict_end",
-    "vote_reveal": "vote_reveal_end",
-    "appeal": "appeal_end",
-    "appeal_reveal": "appeal_reveal_end",
-    "final": "final_end",
-    "final_reveal": "final_reveal_end",
-    "attest": "attest_end",
-}
+# phase name -> the round field holding the height it ends: the chain's one phase table
+PHASE_END = PHASE_END_FIELD_BY_NAME
 # the blob store's gc (temp blobs past their round's finalization + temp_margin_s, stale temp
 # files, eviction down to the quota) runs when a round is finalized and at most this often
 # besides, so the last rounds' trace states go too once no round finalizes any more

@@ -12,6 +12,7 @@ import pytest
 
 import abci_app.app as app_module
 from abci_app.jobs import keeper as jobs_keeper
+from abci_app.jobs.phases import PHASE_END_FIELD, PHASE_END_FIELD_BY_NAME
 from abci_app.jobs.rounds import TRANSITIONS
 from abci_app.pb import jobs_pb2
 from abci_app.staking import events as staking_events
@@ -117,8 +118,12 @@ def test_simulation_exercises_every_module_and_phase(runs: dict[int, SimStats]) 
 
 
 def test_due_fields_match_the_phase_machine() -> None:
-    """The liveness invariant's phase -> deadline table is the one the phase machine runs."""
-    assert {int(p): f for p, (f, _) in TRANSITIONS.items()} == jobs_keeper._DUE_FIELD
+    """The one phase table (``jobs.phases``) names a transition for every live phase and a Round
+    field for each: the liveness invariant, the end block, the worker and the kits read it."""
+    assert TRANSITIONS.keys() == PHASE_END_FIELD.keys()
+    fields = {f.name for f in jobs_pb2.Round.DESCRIPTOR.fields}
+    assert set(PHASE_END_FIELD.values()) <= fields
+    assert len(PHASE_END_FIELD_BY_NAME) == len(PHASE_END_FIELD)
 
 
 # -- the checks fail when their property breaks ----------------------------------------------------

@@ -21,6 +21,7 @@ from abci_app.jobs.incentives import (
     is_run_start,
     mask_trace,
 )
+from abci_app.jobs.phases import PHASE_END_FIELD
 from abci_app.jobs.probe import PROBE_DIM, compute_probe_evidence, encode_probe
 from abci_app.jobs.rounds import compute_n_segments
 from abci_app.merkle import (  # noqa: F401 (re-exported for tests)
@@ -807,16 +808,7 @@ PHASE_ORDER = [
     jobs_pb2.PHASE_ATTEST,
     jobs_pb2.PHASE_FINALIZED,
 ]
-PHASE_END = {
-    jobs_pb2.PHASE_COMMIT: "commit_deadline",
-    jobs_pb2.PHASE_REVEAL: "reveal_end",
-    jobs_pb2.PHASE_VERDICT: "verdict_end",
-    jobs_pb2.PHASE_VOTE_REVEAL: "vote_reveal_end",
-    jobs_pb2.PHASE_APPEAL: "appeal_end",
-    jobs_pb2.PHASE_APPEAL_REVEAL: "appeal_reveal_end",
-    jobs_pb2.PHASE_FINAL: "final_end",
-    jobs_pb2.PHASE_FINAL_REVEAL: "final_reveal_end",
-}
+PHASE_END = PHASE_END_FIELD  # the chain's one phase table
 
 
 def job_in_phase(phase: int, n_providers: int = 3, **job_kw: Any) -> tuple[Market, jobs_pb2.Round]:
