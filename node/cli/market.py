@@ -41,6 +41,8 @@ from node.client.market_msgs import (
     DEFAULT_COMPRESSION,
     DEFAULT_SEGMENTS_PER_CHALLENGE,
     DEFAULT_VERIFIERS_PER_CHALLENGE,
+    bound_trace_commitment,
+    bound_update_commitment,
     build_attest,
     build_cancel_job,
     build_create_job,
@@ -446,14 +448,6 @@ def _signer_address(a: argparse.Namespace) -> bytes:
 def cmd_round_submit(a: argparse.Namespace) -> int:
     """Both roots are bound to the signer (leaf 0 = abci_app.merkle.binding_leaf): with
     --trace-file / --payload-file the roots and the proofs of leaf 0 are computed here."""
-    from abci_app.merkle import (
-        BINDING_INDEX,
-        bound_trace_leaves,
-        bound_update_leaves,
-        merkle_proof,
-        merkle_root,
-    )
-
     base = hex32(a.base_model, "--base-model")
     me = _signer_address(a)
     if a.trace_file:
@@ -461,8 +455,9 @@ def cmd_round_submit(a: argparse.Namespace) -> int:
             raise UsageError(
                 "give either --trace-file or --trace-root with --trace-proof, not both"
             )
-        leaves = bound_trace_leaves(me, a.job_id, a.round, base, read_trace(a.trace_file))
-        trace_root, trace_proof = merkle_root(leaves), merkle_proof(leaves, BINDING_INDEX)
+        trace_root, trace_proof = bound_trace_commitment(
+            me, a.job_id, a.round, base, read_trace(a.trace_file)
+        )
     elif a.trace_root and a.trace_proof is not None:
         trace_root, trace_proof = (
             hex32(a.trace_root, "--trace-root"),
@@ -485,12 +480,8 @@ def cmd_round_submit(a: argparse.Namespace) -> int:
             raise UsageError(
                 f"--payload-size {a.payload_size} is not the payload file's size {len(payload)}"
             )
-        leaves = bound_update_leaves(me, a.job_id, a.round, base, payload)
-        update_root, update_proof, size = (
-            merkle_root(leaves),
-            merkle_proof(leaves, BINDING_INDEX),
-            len(payload),
-        )
+        update_root, update_proof = bound_update_commitment(me, a.job_id, a.round, base, payload)
+        size = len(payload)
     elif a.update_root and a.update_proof is not None and a.payload_size is not None:
         update_root, update_proof = (
             hex32(a.update_root, "--update-root"),

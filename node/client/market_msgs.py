@@ -554,6 +554,28 @@ def build_submit_update(
     )
 
 
+def bound_update_commitment(
+    provider: bytes, job_id: int, round_: int, base_model: bytes, payload: bytes
+) -> tuple[bytes, list[bytes]]:
+    """The update root of ``payload`` bound to ``provider`` (abci_app.merkle layout: leaf 0 =
+    binding_leaf) and the proof of its binding leaf: what MsgSubmitUpdate commits to. The one
+    builder of a commitment (the worker, ``tx round submit``, the kits)."""
+    leaves = bound_update_leaves(provider, job_id, round_, base_model, payload)
+    return merkle_root(leaves), merkle_proof(leaves, BINDING_INDEX)
+
+
+def bound_trace_commitment(
+    provider: bytes, job_id: int, round_: int, base_model: bytes, trace: Sequence[bytes]
+) -> tuple[bytes, list[bytes]]:
+    """The trace root of the state hashes ``trace`` bound to ``provider``, and the proof of its
+    binding leaf (a trace entry that is not a 32-byte hash is a UsageError)."""
+    try:
+        leaves = bound_trace_leaves(provider, job_id, round_, base_model, trace)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return merkle_root(leaves), merkle_proof(leaves, BINDING_INDEX)
+
+
 def build_bound_submit(
     job_id: int,
     round_: int,
@@ -568,28 +590,26 @@ def build_bound_submit(
     blob: str,
     probes: Sequence[Sequence[int]] | None = None,
 ) -> Any:
-    """MsgSubmitUpdate with both roots bound to ``provider`` (abci_app.merkle layout) and the
-    proofs of the binding leaf computed from the payload bytes and the trace's state hashes.
-    ``probes`` (a tolerance-mode job: trainer.probe.trace_probes of the states, one per trace
-    entry): with the bound probe root and its binding proof."""
-    ul = bound_update_leaves(provider, job_id, round_, base_model, payload)
-    try:
-        tl = bound_trace_leaves(provider, job_id, round_, base_model, trace)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    """MsgSubmitUpdate with both roots bound to ``provider`` (``bound_update_commitment``,
+    ``bound_trace_commitment``). ``probes`` (a tolerance-mode job: trainer.probe.trace_probes of
+    the states, one per trace entry): with the bound probe root and its binding proof."""
+    update_root, update_proof = bound_update_commitment(
+        provider, job_id, round_, base_model, payload
+    )
+    trace_root, trace_proof = bound_trace_commitment(provider, job_id, round_, base_model, trace)
     return build_submit_update(
         job_id,
         round_,
         base_model=base_model,
-        update_root=merkle_root(ul),
+        update_root=update_root,
         payload_size=len(payload),
-        trace_root=merkle_root(tl),
+        trace_root=trace_root,
         tokens=tokens,
         loss_before=loss_before,
         loss_after=loss_after,
         blob=blob,
-        update_binding_proof=merkle_proof(ul, BINDING_INDEX),
-        trace_binding_proof=merkle_proof(tl, BINDING_INDEX),
+        update_binding_proof=update_proof,
+        trace_binding_proof=trace_proof,
         **probe_fields(job_id, round_, provider, base_model, probes),
     )
 
