@@ -722,29 +722,7 @@ def process_vote_reveal_end(
         vs.sort(key=lambda v: v.address)
         p.escalated = True
         escalated = True
-        p.verifiers.extend(
-            jobs_pb2.VerifierAssignment(address=v.address, stake=v.bond, panel=1) for v in vs
-        )
-        # fresh segments for the appeal panel: the first panel's opened votes give nothing on them
-        p.appeal_segments.extend(
-            draw_fresh_segments(
-                compute_fresh_seed(ctx.block.seed, job.id, r.round, 1),
-                p.address,
-                [o.segment for o in p.reveals],
-                compute_n_segments(job.spec),
-                len(p.segments) or 1,
-            )
-        )
-        ctx.emit(
-            events.verdict_escalated(
-                job.id,
-                r.round,
-                p.address,
-                [v.address for v in vs],
-                reason="dispute",
-                segments=list(p.appeal_segments),
-            )
-        )
+        seat_later_panel(ctx, job, r, p, vs, 1)
     sla.record_ends_deadline(ctx.store, r, h, compute_ends_due(job, r))
     if escalated:
         r.phase = jobs_pb2.PHASE_APPEAL
@@ -756,15 +734,78 @@ def process_vote_reveal_end(
     keeper.set_round(ctx.store, r)
 
 
+# the later panels by index: the phase of its secret votes and the round field it ends at, the
+# phase its votes are opened in and that one's end field, and the participant's fresh segments
+LATER_PANELS: dict[int, tuple[int, str, int, str, str]] = {
+    1: (
+        jobs_pb2.PHASE_APPEAL,
+        "appeal_end",
+        jobs_pb2.PHASE_APPEAL_REVEAL,
+        "appeal_reveal_end",
+        "appeal_segments",
+    ),
+    2: (
+        jobs_pb2.PHASE_FINAL,
+        "final_end",
+        jobs_pb2.PHASE_FINAL_REVEAL,
+        "final_reveal_end",
+        "final_segments",
+    ),
+}
+
+
+def seat_later_panel(
+    ctx: Ctx,
+    job: jobs_pb2.Job,
+    r: jobs_pb2.Round,
+    p: jobs_pb2.Participant,
+    seats: list[providers_pb2.Provider],
+    panel: int,
+) -> None:
+    """Seat ``panel`` (1 appeal, 2 final) on ``p``'s challenge and draw its fresh segments, which
+    no earlier panel's opened votes say anything about (README *Fresh segments for the later
+    panels*); event ``verdict.escalated``."""
+    p.verifiers.extend(
+        jobs_pb2.VerifierAssignment(address=v.address, stake=v.bond, panel=panel) for v in seats
+    )
+    fresh = getattr(p, LATER_PANELS[panel][4])
+    fresh.extend(
+        draw_fresh_segments(
+            compute_fresh_seed(ctx.block.seed, job.id, r.round, panel),
+            p.address,
+            [o.segment for o in p.reveals],
+            compute_n_segments(job.spec),
+            len(p.segments) or 1,
+        )
+    )
+    ctx.emit(
+        events.verdict_escalated(
+            job.id,
+            r.round,
+            p.address,
+            [v.address for v in seats],
+            panel="appeal" if panel == 1 else "final",
+            segments=list(fresh),
+        )
+    )
+
+
+def process_later_panel_vote_end(
+    ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round, panel: int
+) -> None:
+    """``panel``'s secret votes are in; they are opened in the next window. A challenge whose
+    fresh segments were not opened is a missed reveal (``process_missed_fresh``)."""
+    _vote, vote_end, reveal, reveal_end, _fresh = LATER_PANELS[panel]
+    process_missed_fresh(ctx, job, r, panel)
+    r.phase = reveal
+    _move_due(ctx, r, getattr(r, vote_end), getattr(r, reveal_end))
+    keeper.set_round(ctx.store, r)
+
+
 def process_appeal_end(
     ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round
 ) -> None:
-    """The appeal panel's secret votes are in; they are opened in the next window. A challenge
-    whose fresh segments were not opened is a missed reveal (``process_missed_fresh``)."""
-    process_missed_fresh(ctx, job, r, 1)
-    r.phase = jobs_pb2.PHASE_APPEAL_REVEAL
-    _move_due(ctx, r, r.appeal_end, r.appeal_reveal_end)
-    keeper.set_round(ctx.store, r)
+    process_later_panel_vote_end(ctx, job, r, 1)
 
 
 def compute_final_panel(
@@ -813,28 +854,7 @@ def process_appeal_reveal_end(
         p.final_tier = True
         p.outcome, p.quality = jobs_pb2.OUTCOME_PENDING, 0
         final = True
-        p.verifiers.extend(
-            jobs_pb2.VerifierAssignment(address=v.address, stake=v.bond, panel=2) for v in panel
-        )
-        p.final_segments.extend(
-            draw_fresh_segments(
-                compute_fresh_seed(ctx.block.seed, job.id, r.round, 2),
-                p.address,
-                [o.segment for o in p.reveals],
-                compute_n_segments(job.spec),
-                len(p.segments) or 1,
-            )
-        )
-        ctx.emit(
-            events.verdict_escalated(
-                job.id,
-                r.round,
-                p.address,
-                [v.address for v in panel],
-                "final",
-                segments=list(p.final_segments),
-            )
-        )
+        seat_later_panel(ctx, job, r, p, panel, 2)
     if final:
         r.phase = jobs_pb2.PHASE_FINAL
         r.final_end, r.final_reveal_end, r.attest_end = compute_panel_windows(
@@ -850,12 +870,7 @@ def process_appeal_reveal_end(
 def process_final_end(
     ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, r: jobs_pb2.Round
 ) -> None:
-    """The final panel's secret votes are in; they are opened in the next window. A challenge
-    whose fresh segments were not opened is a missed reveal (``process_missed_fresh``)."""
-    process_missed_fresh(ctx, job, r, 2)
-    r.phase = jobs_pb2.PHASE_FINAL_REVEAL
-    _move_due(ctx, r, r.final_end, r.final_reveal_end)
-    keeper.set_round(ctx.store, r)
+    process_later_panel_vote_end(ctx, job, r, 2)
 
 
 def process_final_reveal_end(
