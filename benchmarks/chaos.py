@@ -16,7 +16,8 @@ to a random node that is up, never waiting for blocks (steady load). Then, one n
 
 After each: the other nodes kept making blocks, and the victim catches up with them (the time
 it takes is the catch-up figure). During the storm a validator joins (a new node, then
-``create-validator``) and one unbonds part of its stake.
+``create-validator``, then ``tx settlement set-key``: no key, no seat) and one unbonds part of its
+stake.
 
 With ``--providers P`` (P > 0) the network also runs a training job: P honest provider workers
 (``loconet provider run``, each following two of the validators' RPCs) register, and the
@@ -589,6 +590,21 @@ def run_storm(cfg: StormConfig, d: Path, log: Any = print) -> StormResult:
                     "100000loco",
                     "--moniker",
                     new.name,
+                    "--home",
+                    str(d),
+                    "--node",
+                    nodes[0].rpc_url,
+                )
+                # no settlement key, no seat (abci_app/settlement README): register the new
+                # node's key so its stake enters the set
+                _cli(
+                    "tx",
+                    "settlement",
+                    "set-key",
+                    "--validator-home",
+                    new.home,
+                    "--from",
+                    f"account{cfg.senders}",
                     "--home",
                     str(d),
                     "--node",
