@@ -281,7 +281,7 @@ def verify_leaf_hash_proof(
     root: bytes, leaf_hash: bytes, index: int, n_leaves: int, proof: Sequence[bytes]
 ) -> bool:
     """``verify_merkle_proof`` for a leaf known only by its hash ``hash_leaf(d)`` (a trace entry
-    whose state hash stays secret: jobs README *Evidence only re-execution yields*). Never
+    whose state hash stays secret: docs/threat-model.md *Evidence only re-execution yields*). Never
     raises on malformed input; returns False.
     """
     if (

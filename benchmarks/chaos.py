@@ -425,7 +425,7 @@ def round_stats(rounds: list[dict[str, Any]], honest: set[str]) -> dict[str, Any
                 if v["address"] not in honest:
                     continue
                 if v.get("unavailable"):  # could not fetch (e.g. the provider's worker was
-                    # down): what silence costs, at most (jobs README *Unavailable votes*)
+                    # down): what silence costs, at most (docs/threat-model.md *Unavailable votes*)
                     unavailable_votes += 1
                     missed_slash += v["slashed"]
                 elif v["voted"] and v["slashed"]:

@@ -154,8 +154,9 @@ class Actor:
     def vote(
         self, w: World, job: int, r: jobs_pb2.Round, target: jobs_pb2.Participant
     ) -> tuple[bool, int] | None:
-        # a later panel judges the first panel's segments and its own fresh ones (jobs README
-        # *Fresh segments for the later panels*): more re-execution, paid for here
+        # a later panel judges the first panel's segments and its own fresh ones
+        # (docs/threat-model.md *Fresh segments for the later panels*): more re-execution, paid
+        # for here
         judged = compute_panel_segments(target, mk.VOTE_PANEL[r.phase])
         self.cost += VERIFY_COST * len(judged) // max(len(target.segments), 1)
         truth = w.truth.get((job, r.round, target.address), HONEST)
@@ -390,8 +391,8 @@ class FalseAccuser(Actor):
 
 class UnavailableAccuser(FalseAccuser):
     """A coalition member that, instead of a false fraud claim, says "unavailable" on every honest
-    target (jobs README *Unavailable votes*: counted invalid, costs what silence costs when the
-    work is accepted): cheaper per seat than a false invalid vote, and never re-executes."""
+    target (docs/threat-model.md *Unavailable votes*: counted invalid, costs what silence costs when
+    the work is accepted): cheaper per seat than a false invalid vote, and never re-executes."""
 
     def vote(self, w, job, r, target):
         claim = super().vote(w, job, r, target)
@@ -932,7 +933,7 @@ def rows(seeds: int, rounds: int, long_rounds: int = 1_000) -> list[Row]:
             seeds,
             rounds,
             "the ends of the opened segments are secret: its valid vote cannot be opened, it is"
-            " slashed as silent (jobs README *Evidence only re-execution yields*)",
+            " slashed as silent (docs/threat-model.md *Evidence only re-execution yields*)",
             extra_job=EXACT_JOB,
         )
     )
@@ -1014,7 +1015,7 @@ def rows(seeds: int, rounds: int, long_rounds: int = 1_000) -> list[Row]:
 
 
 def beacon_outcomes(n_vals: int) -> Callable[[int], list[bytes]]:
-    """The beacons the proposer of block h can choose among (abci_app/jobs/README.md *Seeds*):
+    """The beacons the proposer of block h can choose among (docs/threat-model.md *Seeds*):
     one per subset of the last commit's signers (``n_vals`` equal validators) holding more than
     2/3 of the power, each the block beacon over those validators' real VRF outputs for
     (chain id, h - 1) (abci_app/beacon.py). The first is the full set (an honest proposer)."""

@@ -1,5 +1,5 @@
 """Tolerance-mode probes on the real trainer (CPU): how far an honest verifier's probe is from
-the provider's, and how far a lazy verifier's best guesses are (abci_app/jobs/README.md
+the provider's, and how far a lazy verifier's best guesses are (docs/threat-model.md
 *Evidence only re-execution yields*). Prints a table and the largest ratios; the figures are
 recorded in benchmarks/RESULTS.md (*Tolerance-mode probes*).
 

@@ -293,7 +293,7 @@ def rates(caught: list[bool]) -> tuple[float, float]:
 
 
 def catch_p(n: int, s: int, c_bps: int, f_bps: int, rounds: int) -> float:
-    """The formula (abci_app/jobs/README.md *Enough segments*), exact:
+    """The formula (docs/threat-model.md *Enough segments*), exact:
     1 − (1 − c·(1 − C(n−m, s')/C(n, s')))^R."""
     m, k = compute_faked_segments(n, f_bps), min(s, n)
     miss = 1 - Fraction(c_bps, 10_000) * (1 - Fraction(comb(n - m, k), comb(n, k)))
@@ -863,7 +863,7 @@ def header(o: dict) -> list[str]:
         "of the served states); opened ends secret, re-executed, and in tolerance mode judged "
         "once opened (`verify_opened_end`, the provider's probe). Challenges drawn as the chain "
         f"draws them; {cf['rounds']:,} simulated rounds per row, {cf['rounds'] // 3:,} windows "
-        "of 3. Formula: abci_app/jobs/README.md *Enough segments*.",
+        "of 3. Formula: docs/threat-model.md *Enough segments*.",
     ]
 
 

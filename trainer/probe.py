@@ -1,4 +1,4 @@
-"""Tolerance-mode probes (abci_app/jobs/README.md *Evidence only re-execution yields*): the
+"""Tolerance-mode probes (docs/threat-model.md *Evidence only re-execution yields*): the
 integers a provider commits for every trace state before any challenge exists, and a verifier
 recomputes from the state its re-execution reached. The chain only compares integers
 (``abci_app.jobs.probe``); this is the float side.

@@ -109,7 +109,7 @@ class ErrUnboundCommitment(JobsError):
     code = 523
 
 
-# -- incentives (README "Why cheating does not pay"): 530..539 -------------------------------------
+# -- incentives (docs/threat-model.md "Why cheating does not pay"): 530..539 ---------------------
 
 
 class ErrVoteMismatch(JobsError):

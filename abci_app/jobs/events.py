@@ -170,7 +170,7 @@ def verdict_escalated(
     segments: list[int] | tuple[int, ...] = (),
 ) -> abci.Event:
     """``segments``: the fresh segments drawn for a later panel (comma-separated; empty for a
-    carried first panel, or when no candidate was left: jobs README *Fresh segments for the
+    carried first panel, or when no candidate was left: docs/threat-model.md *Fresh segments for the
     later panels*). ``reason``: ``dispute`` (the earlier panel was not unanimous valid, or did
     not accept), or ``carried`` (panel ``first``: a challenge that found no verifier at its
     commit deadline gets its first panel at the reveal end, ``rounds.process_carried_seats``).
@@ -274,4 +274,22 @@ def speed_measured(
         tokens_per_sec=sample,
         verified=int(verified),
         measured_tokens_per_sec=figure,
+    )
+
+
+def vote_unevidenced(
+    job_id: int, round_: int, verifier: bytes, target: bytes, panel: int, segment: int, reason: str
+) -> abci.Event:
+    """A later panel's opened vote whose evidence on fresh ``segment`` is not what re-executing
+    it yields (``reason``: ``settled_honest`` or ``settled_divergent``, jobs/evidence.py): judged
+    as silence at the finalize."""
+    return event(
+        "vote.unevidenced",
+        job_id=job_id,
+        round=round_,
+        verifier=to_bech32(verifier),
+        provider=to_bech32(target),
+        panel=panel,
+        segment=segment,
+        reason=reason,
     )

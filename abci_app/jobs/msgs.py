@@ -105,7 +105,8 @@ MAX_PROBE_SEGMENTS = 180
 # Every window of a job spans at least this many blocks: with 1, the proposer of that one block
 # alone could leave an honest provider's reveal (or commit, vote, end opening, attestation) out
 # and have it slashed (a missed reveal costs what fraud costs) at no cost to itself; with 2 it
-# needs the proposers of two consecutive heights (README *Why cheating does not pay*, 11).
+# needs the proposers of two consecutive heights (docs/threat-model.md *Why cheating does not
+# pay*, 11).
 MIN_WINDOW_BLOCKS = 2
 # JobSpec.compute_s_per_round: a week of training per round at most (a round's windows cannot be
 # longer than params.max_window_blocks anyway)
@@ -483,12 +484,12 @@ def process_msg_reveal_segment(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealS
     here with abci_app.merkle.verify_merkle_proof (leaf data = the 32-byte state hash). The end
     is opened by its leaf hash only (``end_leaf_hash``, checked with verify_leaf_hash_proof), in
     both modes: its state hash (and, in tolerance mode, its probe) stays secret until the first
-    panel has committed its votes, so only re-execution yields a valid vote's evidence (README
-    *Evidence only re-execution yields*; tolerance mode opens it later with MsgOpenEnd). So is
-    the start of a segment whose predecessor is challenged too (it is that segment's end:
-    ``start_leaf_hash``, start_state_hash and start_location empty, 507 otherwise): only the
-    start of each run of adjacent challenged segments is public (``incentives.is_run_start``),
-    and a verifier re-executes each run through."""
+    panel has committed its votes, so only re-execution yields a valid vote's evidence
+    (docs/threat-model.md *Evidence only re-execution yields*; tolerance mode opens it later with
+    MsgOpenEnd). So is the start of a segment whose predecessor is challenged too (it is that
+    segment's end: ``start_leaf_hash``, start_state_hash and start_location empty, 507 otherwise):
+    only the start of each run of adjacent challenged segments is public
+    (``incentives.is_run_start``), and a verifier re-executes each run through."""
     panel = msg.panel
     if panel not in REVEAL_PHASES:
         raise ErrWrongSegment(f"panel must be 0 (first), 1 (appeal) or 2 (final), not {panel}")
@@ -879,7 +880,7 @@ def _open_unavailable_vote(
     r: jobs_pb2.Round,
     v: jobs_pb2.VerifierAssignment,
 ) -> None:
-    """Opens a vote committed as "unavailable" (README *Unavailable votes*), in either
+    """Opens a vote committed as "unavailable" (docs/threat-model.md *Unavailable votes*), in either
     determinism mode: valid false, quality 0, nothing reached, no probes, evidence
     incentives.UNAVAILABLE_EVIDENCE, and the committed hash is compute_vote_hash(...,
     unavailable=True) (so an invalid vote cannot be reopened as unavailable, nor the reverse)."""

@@ -13,7 +13,7 @@ from abci_app.store import CacheKV, KVReader
 # two vote windows (V: hashes, V: openings), the appeal panel's two, the final panel's two, then
 # attest A. providers.unbonding_blocks must exceed this many max_window_blocks (jobs genesis), so a
 # provider that exits right after it is drawn (the earliest it can) is still bonded when the
-# round's finalize slashes it (README *Why cheating does not pay*, 10).
+# round's finalize slashes it (docs/threat-model.md *Why cheating does not pay*, 10).
 ROUND_MAX_WINDOWS = 9
 
 DEFAULTS: dict[str, int] = {
@@ -33,7 +33,7 @@ DEFAULTS: dict[str, int] = {
     "reputation_loss_verifier_bps": 500,
     "max_trace_entries": 4_097,
     "min_fraud_verifiers": 3,  # invalid voters (holding 2/3 of the stake) needed to slash for fraud
-    # incentives (README "Why cheating does not pay")
+    # incentives (docs/threat-model.md "Why cheating does not pay")
     # a disputed verdict goes to a fresh panel of this many; its verdict is final
     "appeal_verifiers": 7,
     "slash_fraction_wrong_vote_bps": 1_000,  # 10 % for a revealed vote against the final verdict
@@ -47,7 +47,7 @@ DEFAULTS: dict[str, int] = {
     "collateral_margin_bps": 20_000,
     # a round paying >= 0.1 LOCO earns a full reputation gain, less earns less
     "reputation_value_unit": 100_000,
-    # floor of JobSpec.segments_per_challenge (jobs README "Enough segments")
+    # floor of JobSpec.segments_per_challenge (docs/threat-model.md "Enough segments")
     "min_segments_per_challenge": 1,
     # a challenge is audited with this probability (drawn at the commit deadline, after the
     # commitment): its first panel gets audit_verifiers more seats, so holding the

@@ -209,7 +209,7 @@ def record_finalized(store: CacheKV, r: jobs_pb2.Round, height: int) -> None:
         if revealed:
             for v in p.verifiers:
                 # an unavailable vote kept the duty unless the verdict refuted it (accepted: it
-                # is slashed as silence, jobs README *Unavailable votes*)
+                # is slashed as silence, docs/threat-model.md *Unavailable votes*)
                 kept = v.voted and not (v.unavailable and p.outcome == jobs_pb2.OUTCOME_ACCEPTED)
                 b.add(v.address, "verifier_assigned")
                 b.add(v.address, "verifier_voted", int(kept))

@@ -234,7 +234,7 @@ def cmd_job_create(a: argparse.Namespace) -> int:
             f"missing {', '.join(missing)}: required (or give them in --spec FILE); "
             "see `loconet tx job create --help`"
         )
-    # challenge defaults (abci_app/jobs/README.md "Enough segments"): 5 % of commitments, one
+    # challenge defaults (docs/threat-model.md "Enough segments"): 5 % of commitments, one
     # segment each; the required bond keeps faking a loss (>= 2x its gain) at any rate, and the
     # round's verification bytes stay within half of the 100x traffic budget
     d.setdefault("challenge_bps", DEFAULT_CHALLENGE_BPS)
@@ -958,8 +958,8 @@ VOTE_ARGS = (
         "--unavailable",
         action="store_true",
         help="you could not fetch the target's revealed states (counted invalid; if the work is"
-        " accepted it costs what silence costs, never a wrong vote's slash: jobs README"
-        " *Unavailable votes*); no --evidence/--probes",
+        " accepted it costs what silence costs, never a wrong vote's slash:"
+        " docs/threat-model.md *Unavailable votes*); no --evidence/--probes",
     ),
     A(
         "--panel",

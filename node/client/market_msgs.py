@@ -129,8 +129,8 @@ def build_exit_provider() -> Any:
 
 # ----------------------------------------------------------------------------- jobs
 
-# the job defaults ``tx job create`` asks for and ``build_create_job`` fills in (abci_app/jobs/
-# README.md "Enough segments"): 5 % of commitments challenged (the chain's floor,
+# the job defaults ``tx job create`` asks for and ``build_create_job`` fills in
+# (docs/threat-model.md "Enough segments"): 5 % of commitments challenged (the chain's floor,
 # min_challenge_bps), one segment re-executed per challenge, one first-panel verifier. What stops
 # a rational cheater is its expected loss, which the chain's collateral rule
 # (incentives.compute_required_bond) keeps >= collateral_margin (2x) its gain at any challenge
@@ -303,7 +303,7 @@ def job_audit_warning(
         f"warning: H/k = {n} segments, --segments {s}, --challenge-bps {c}, --verifiers {v}: "
         + " and ".join(problems)
         + f"; fix: {_audit_fix(n, k, s, c, share, traffic, budget)} "
-        '(abci_app/jobs/README.md "Enough segments")'
+        '(docs/threat-model.md "Enough segments")'
     )
 
 
@@ -698,7 +698,7 @@ def build_reveal_from_trace(
     ignored), its state hash and location stay secret until the votes are committed
     (tolerance mode: ``build_open_end`` opens them then), and the list holds the secret ends of
     all the challenged ``segments`` as their leaf hashes (incentives.mask_trace;
-    abci_app/jobs/README.md *Evidence only re-execution yields*); ``end_location`` is
+    docs/threat-model.md *Evidence only re-execution yields*); ``end_location`` is
     ignored. A segment whose predecessor is challenged too opens its start by its leaf hash
     as well (``start_leaf_hash``; no start hash, ``start_location`` ignored): only the start
     of each run of adjacent challenged segments is public (incentives.is_run_start).

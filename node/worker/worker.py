@@ -1641,7 +1641,7 @@ class ProviderWorker:
         tolerance of; when invalid, hashes that differ. The vote commits to
         abci_app.jobs.incentives.compute_evidence(reached). None while the blobs cannot be
         fetched (until VOTE_UNAVAILABLE_MARGIN_BLOCKS before the panel's window ends); then an
-        UNAVAILABLE vote (``unavailable_vote``: invalid with nothing reached; jobs README
+        UNAVAILABLE vote (``unavailable_vote``: invalid with nothing reached; docs/threat-model.md
         *Unavailable votes*): it convicts a provider that serves nobody, and costs this verifier
         at most the liveness slash if the provider served the others (framing)."""
         from abci_app.merkle import hash_leaf

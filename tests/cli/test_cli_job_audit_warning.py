@@ -3,8 +3,8 @@ more than the budgets of issue 29: the verifiers' expected compute, panel audits
 work per opened segment included, <= 5 % of the provider's; the round's verification bytes
 (reveals served and fetched) <= 1/200 of per-step fp32 ring AllReduce for the same steps, half of
 the whole round's 100x budget. The defaults (5 % challenged, one segment) meet both; the catch
-rate is reported, not required: the collateral makes cheating lose at any rate (abci_app/jobs/
-README.md "Enough segments"). Offline (--generate-only): no node."""
+rate is reported, not required: the collateral makes cheating lose at any rate
+(docs/threat-model.md "Enough segments"). Offline (--generate-only): no node."""
 
 from __future__ import annotations
 

@@ -182,9 +182,9 @@ def test_tolerance_mode_cli_builds_probes(tmp_path):
 
 
 def test_verdict_unavailable_and_panel_flags():
-    """tx round verdict/reveal-vote --unavailable (jobs README *Unavailable votes*) is a vote of
-    its own: combined with --valid/--invalid/--quality/--evidence/--probes it is refused naming
-    the fix; --panel (first/appeal/final) picks the salt both commands derive."""
+    """tx round verdict/reveal-vote --unavailable (docs/threat-model.md *Unavailable votes*) is a
+    vote of its own: combined with --valid/--invalid/--quality/--evidence/--probes it is refused
+    naming the fix; --panel (first/appeal/final) picks the salt both commands derive."""
     base = ["tx", "round", "verdict", "1", "0", "loco1x", "--from", "bob", "--home", "h"]
     a = build_parser().parse_args(base + ["--unavailable", "--panel", "final"])
     assert a.unavailable and cli_market.PANELS[a.panel] == 2

@@ -963,10 +963,10 @@ def test_sybil_coalition_45_pct_cannot_slash_an_honest_provider():
 def test_sybil_coalition_50_pct_cannot_slash_an_honest_provider():
     """Half the final panel's stake is still below the 2/3 a fraud verdict needs: the honest
     provider is never slashed, jailed or marked down, and no bounty is paid. What the coalition
-    does get (the limit jobs README *Why cheating does not pay* states: 1/3 to 2/3 of the final
-    panel blocks a verdict, the BFT bound) is a blocked verdict: `undecided`, the provider is not
-    paid for work it did, the escrow goes back to the owner, and the false claimants lose nothing
-    (a wrong vote is judged against the final outcome, and undecided is none)."""
+    does get (the limit docs/threat-model.md *Why cheating does not pay* states: 1/3 to 2/3 of the
+    final panel blocks a verdict, the BFT bound) is a blocked verdict: `undecided`, the provider is
+    not paid for work it did, the escrow goes back to the owner, and the false claimants lose
+    nothing (a wrong vote is judged against the final outcome, and undecided is none)."""
     m, p, cset, before, target = _coalition_claims_fraud(50)
     assert p.outcome == jobs_pb2.OUTCOME_UNDECIDED and p.slashed == 0 and p.reward == 0
     assert wealth(m, target) == before[target] and m.provider(target).reputation == 5000
@@ -1103,8 +1103,8 @@ def test_seed_grinder():
     D tries every block it could propose: the peer's commitment at D - 1 included or withheld,
     every withholding and order of the txs waiting for D, every seed (any block hash, every beacon
     subset). Grinding is real: at 5,000 bps some of those blocks leave it unchallenged (the bound,
-    not removal, jobs README *Seeds*); at the 10,000 bps the job asked for, every one of its
-    416 blocks challenges it (the draws it moved are only which segments and verifiers).
+    not removal, docs/threat-model.md *Seeds*); at the 10,000 bps the job asked for, every one of
+    its 416 blocks challenges it (the draws it moved are only which segments and verifiers).
     It proposes the one it likes best, is challenged, reveals, the panel finds no training
     behind the root and it is convicted: half its bond, reputation 0, jailed; the honest peer
     is paid its slot."""

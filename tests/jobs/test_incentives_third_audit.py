@@ -149,7 +149,7 @@ def test_data_withholding_after_reveal_when_verifiers_stay_silent():
     liveness fraction twice (-39,800,000 uloco: 1 % of its bond, then 1 % of what is left) and
     loses reputation. Cheaper than fraud for the provider, paid by the verifiers, but only if
     they abandon both the invalid vote and the unavailable vote, either of which convicts it
-    (README *Unavailable votes*: silence is dominated)."""
+    (docs/threat-model.md *Unavailable votes*: silence is dominated)."""
     m, target = _one_challenge()
     before = {k.address: wealth(m, k.address) for k in m.providers}
     rep = {k.address: m.provider(k.address).reputation for k in m.providers}

@@ -1,12 +1,12 @@
 """Issue 31, item 5: a verifier that did not re-execute earns less than one that did, in every
 panel. At escalation the chain draws fresh segments for the appeal (and again the final) panel,
 among segments never opened whose ends were never public; the provider opens them in that
-panel's voting window, and the panel's evidence covers them (README *Fresh segments for the
-later panels*). A verifier seated on a later panel that copies the earlier panels' opened votes
-has nothing to copy for those: in exact mode its valid vote cannot be opened (silent, slashed),
-in tolerance mode its guessed probes make its valid vote count as invalid (slashed as a wrong
-vote), while a re-executing seat of the same panel is paid. On the real app, with balances before
-and after."""
+panel's voting window, and the panel's evidence covers them (docs/threat-model.md *Fresh segments
+for the later panels*). A verifier seated on a later panel that copies the earlier panels' opened
+votes has nothing to copy for those: in exact mode its valid vote cannot be opened (silent,
+slashed), in tolerance mode its guessed probes make its valid vote count as invalid (slashed as a
+wrong vote), while a re-executing seat of the same panel is paid. On the real app, with balances
+before and after."""
 
 from __future__ import annotations
 

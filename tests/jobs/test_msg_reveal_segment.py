@@ -225,8 +225,8 @@ def test_invalid_later_opening_names_another_trace_list():
 
 @pytest.mark.parametrize("mode", ["exact", "tolerance"])
 def test_the_end_is_opened_by_its_leaf_hash_only(mode):
-    """Both modes: the end state of an opened segment stays secret (README *Evidence only
-    re-execution yields*): the reveal carries its Merkle leaf hash, proven at leaf-hash level,
+    """Both modes: the end state of an opened segment stays secret (docs/threat-model.md *Evidence
+    only re-execution yields*): the reveal carries its Merkle leaf hash, proven at leaf-hash level,
     and no end state hash or location (tolerance mode opens them later with MsgOpenEnd, after
     the first panel has committed its votes)."""
     from tests.kits.marketkit import EXACT
@@ -271,7 +271,8 @@ def test_adjacent_opened_segments_keep_every_end_secret(mode):
     """Only the start of a run of adjacent opened segments is public: segment s whose
     predecessor is opened gives its start (the previous segment's end) as a leaf hash only
     (``start_leaf_hash``, proven at leaf-hash level), and the trace list masks it, so every end
-    in the run but entry H/k stays secret (README *Evidence only re-execution yields*)."""
+    in the run but entry H/k stays secret (docs/threat-model.md *Evidence only re-execution
+    yields*)."""
     m, p = _all_segments_in_phase(mode)
     a, k, segs = p.address, m.key(p.address), list(p.segments)
     st = trace_states(a, 1, 0, 5)

@@ -1,5 +1,6 @@
-"""Tolerance-mode probes (README *Evidence only re-execution yields*): one test per strategy,
-named after it, with balances, slashes and reputations before and after on the real app."""
+"""Tolerance-mode probes (docs/threat-model.md *Evidence only re-execution yields*): one test per
+strategy, named after it, with balances, slashes and reputations before and after on the real
+app."""
 
 from abci_app.jobs import keeper as jobs_keeper
 from abci_app.jobs.probe import PROBE_DIM

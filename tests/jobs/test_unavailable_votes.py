@@ -1,6 +1,6 @@
-"""Unavailable votes (jobs README *Unavailable votes*): a verifier that cannot fetch a challenged
-provider's revealed states says so with MsgRevealVote.unavailable, committed as such. It counts
-as invalid in the tally (a provider that serves nobody is convicted), claims no bounty and is
+"""Unavailable votes (docs/threat-model.md *Unavailable votes*): a verifier that cannot fetch a
+challenged provider's revealed states says so with MsgRevealVote.unavailable, committed as such. It
+counts as invalid in the tally (a provider that serves nobody is convicted), claims no bounty and is
 paid nothing; when the final verdict accepts, it costs what silence costs (the liveness slash),
 never a wrong vote's 10 %. So a provider that serves every verifier but one (the chain cannot
 tell who is lying about availability) can cost that one the liveness slash only, and a verifier

@@ -2,7 +2,7 @@
 random-root cheater) over real cometbft, HTTP blob servers and processes: the workers commit the
 probes of their traces (bound probe root), reveal the challenged ends as leaf hashes, open the
 ends and their probes after the first panel voted (MsgOpenEnd), and verifiers commit blind votes
-on the probes of their re-executions (abci_app/jobs/README.md *Evidence only re-execution
+on the probes of their re-executions (docs/threat-model.md *Evidence only re-execution
 yields*). Checked from the chain: every honest commitment is accepted and paid, every end was
 opened with its probe, no honest verifier's probe disagreed (nobody honest slashed), and the
 cheater's challenged rounds end in fraud or a missed reveal, slashed."""

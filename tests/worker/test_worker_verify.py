@@ -357,7 +357,7 @@ def test_unavailable_blobs_are_retried_until_the_acting_panels_window_ends(tmp_p
     valid, _q, reached, why = vote
     assert not valid and "unavailable (6 tries)" in why
     # an unavailable vote (nothing reached), not an invalid one: framing this verifier costs it
-    # the liveness slash at most (jobs README *Unavailable votes*)
+    # the liveness slash at most (docs/threat-model.md *Unavailable votes*)
     assert reached == [] and wk.is_unavailable_vote(vote)
     ver._pool.shutdown(wait=True)
 
