@@ -5,6 +5,7 @@ state with its proof, and the one-line error report. No command lives here."""
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import os
 import re
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from node import safejson
-from node.client.fees import DEFAULT_MAX_FEE
+from node.client.fees import DEFAULT_MAX_FEE, parse_multiplier
 from node.client.units import ULOCO
 from node.errors import UsageError  # re-exported for the plugins
 
@@ -155,8 +156,6 @@ def read_passphrase(prompt: str, confirm: bool = False) -> str:
     """A passphrase from the terminal (hidden; typed twice with ``confirm``), else the first
     line of stdin (a script: ``echo "$PASS" | loconet keys export ...``)."""
     if sys.stdin.isatty():
-        import getpass
-
         first = getpass.getpass(prompt)
         if confirm and getpass.getpass("repeat it: ") != first:
             raise UsageError("the two passphrases differ: nothing was written")
@@ -295,8 +294,6 @@ def _fee_arg(text: str) -> int | None:
 
 
 def _multiplier_arg(text: str) -> Any:
-    from node.client.fees import parse_multiplier
-
     try:
         return parse_multiplier(text)
     except UsageError as e:
@@ -360,6 +357,13 @@ def add_tx_flags(p: argparse.ArgumentParser) -> None:
     )
     add_node_flag(p)
     add_output_flag(p)
+
+
+def add_signer_flags(p: argparse.ArgumentParser, signer: str, *, required: bool = False) -> None:
+    """``--from KEY`` (``signer`` says, in the command's words, whose key signs) and then the tx
+    flags: the tail every command that signs a tx shares, in the order its --help lists them."""
+    p.add_argument("--from", dest="from_key", required=required, metavar="KEY", help=signer)
+    add_tx_flags(p)
 
 
 HOME_ENV = "LOCONET_HOME"

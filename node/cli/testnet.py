@@ -15,7 +15,19 @@ from pathlib import Path
 from typing import Any
 
 from node.atomic import write_atomic
+from node.cli.common import (
+    U64,
+    add_command,
+    add_output_flag,
+    out,
+    positive_seconds,
+    report_error,
+    uint_arg,
+)
+from node.client.rpc import Client, RpcError
+from node.evm import testnet_evm
 from node.local import manifest, wan
+from node.local import testnet_market as tm
 from node.local.config import set_toml_values
 from node.local.manifest import (
     NodeInfo,
@@ -53,74 +65,120 @@ def _dir(args: argparse.Namespace) -> Path:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from node.cli.common import out
-    from node.local import testnet_market as tm
-
     d = _dir(args)
     t0 = time.monotonic()
     fresh = not manifest_path(d).exists()
-    if not fresh:
-        if args.cheaters or args.fixed_roles or args.determinism:
-            # the workers' behaviours and roles (and the built-in job) are fixed when the network
-            # is created: on a restart they would be silently ignored
-            raise TestnetError(
-                f"{d} already holds a network: --cheaters, --fixed-roles and --determinism apply"
-                " when one is created; remove it first with `loconet testnet down --purge --dir"
-                f" {args.dir}`"
-            )
-        m = load(d)
-        given = {
-            "--validators": (args.validators, m.get("validators")),
-            "--providers": (args.providers, len(manifest.workers_of(m))),
-        }
-        for flag, (want, have) in given.items():
-            if want is not None and want != have:
-                # a restart keeps the network it finds: a new size would be silently ignored
-                raise TestnetError(
-                    f"{d} already holds a network with {flag} {have}; {flag} {want} applies "
-                    "when one is created: remove it first with `loconet testnet down --purge "
-                    f"--dir {args.dir}` (or pick another --dir)"
-                )
-        if args.base_port is not None and args.base_port != m["base_port"]:
-            check_port_range(args.base_port, len(nodes_of(m)))
-            m = move_ports(d, m, args.base_port)
-        if args.wan is not None:
-            m = set_wan(d, m, args.wan)
-        spec = wan.spec_of(m)
-        print(
-            f"restarting the existing {m['validators']}-validator network in {d} (base port "
-            f"{m['base_port']}{f', WAN {spec.text}' if spec else ''})",
-            file=sys.stderr,
-        )
+    behaviours: list[str] = []
+    if fresh:
+        m, spec, behaviours = _create_network(args, d)
     else:
-        args.base_port = 26656 if args.base_port is None else args.base_port
-        args.validators = 4 if args.validators is None else args.validators
-        args.accounts = 2 if args.accounts is None else args.accounts
-        args.providers = args.providers or 0
-        args.rounds = 5 if args.rounds is None else args.rounds
-        if args.providers and not args.no_job and not 1 <= args.rounds <= 2**32 - 1:
-            raise TestnetError(f"--rounds must be between 1 and 2^32-1, got {args.rounds}")
-        params = parse_params(args.param or [])
-        behaviours = tm.parse_cheaters(args.cheaters or [], args.providers)
-        tm.plan_roles(behaviours, args.fixed_roles)  # refuse a bad role split before creating
-        spec = wan.parse_wan(args.wan) if args.wan else None
-        if spec is not None:  # refused before anything is written
-            wan.check_size(args.validators)
-            wan.toxiproxy_binary()
-        print(
-            f"creating a {args.validators}-validator network in {d} (base port {args.base_port}"
-            f"{f', WAN {spec.text} through toxiproxy' if spec else ''})",
-            file=sys.stderr,
+        m, spec = _reopen_network(args, d)
+    nodes = nodes_of(m)
+    data = _start_network(args, d, m, spec, behaviours if fresh else None)
+    rows = validator_table(nodes)
+    elapsed = time.monotonic() - t0
+    workers = manifest.workers_of(m)
+    text = _up_text(args, d, m, rows, data, spec, elapsed)
+    out(
+        args,
+        {
+            "dir": str(d),
+            "chain_id": m["chain_id"],
+            "seconds": round(elapsed, 1),
+            "nodes": rows,
+            "workers": [asdict(w) for w in workers],
+            "wan": spec.to_json() if spec else None,
+            **data,
+        },
+        text,
+    )
+    return 0
+
+
+def _reopen_network(args: argparse.Namespace, d: Path) -> tuple[dict[str, Any], Any]:
+    """``up`` on a folder that holds a network: (its manifest, its WAN spec or None), with the
+    ports and WAN moved as asked; a creation-time flag that would be silently ignored is
+    refused."""
+    if args.cheaters or args.fixed_roles or args.determinism:
+        # the workers' behaviours and roles (and the built-in job) are fixed when the network
+        # is created: on a restart they would be silently ignored
+        raise TestnetError(
+            f"{d} already holds a network: --cheaters, --fixed-roles and --determinism apply"
+            " when one is created; remove it first with `loconet testnet down --purge --dir"
+            f" {args.dir}`"
         )
-        m = create(
-            d,
-            args.validators,
-            args.accounts,
-            args.base_port,
-            params,
-            providers=args.providers,
-            wan=spec.to_json() if spec else None,
-        )
+    m = load(d)
+    given = {
+        "--validators": (args.validators, m.get("validators")),
+        "--providers": (args.providers, len(manifest.workers_of(m))),
+    }
+    for flag, (want, have) in given.items():
+        if want is not None and want != have:
+            # a restart keeps the network it finds: a new size would be silently ignored
+            raise TestnetError(
+                f"{d} already holds a network with {flag} {have}; {flag} {want} applies "
+                "when one is created: remove it first with `loconet testnet down --purge "
+                f"--dir {args.dir}` (or pick another --dir)"
+            )
+    if args.base_port is not None and args.base_port != m["base_port"]:
+        check_port_range(args.base_port, len(nodes_of(m)))
+        m = move_ports(d, m, args.base_port)
+    if args.wan is not None:
+        m = set_wan(d, m, args.wan)
+    spec = wan.spec_of(m)
+    print(
+        f"restarting the existing {m['validators']}-validator network in {d} (base port "
+        f"{m['base_port']}{f', WAN {spec.text}' if spec else ''})",
+        file=sys.stderr,
+    )
+    return m, spec
+
+
+def _create_network(args: argparse.Namespace, d: Path) -> tuple[dict[str, Any], Any, list[str]]:
+    """``up`` on an empty folder: the defaults filled into ``args``, every flag checked before
+    anything is written, then the network created; (its manifest, its WAN spec or None, the
+    providers' behaviours)."""
+    args.base_port = 26656 if args.base_port is None else args.base_port
+    args.validators = 4 if args.validators is None else args.validators
+    args.accounts = 2 if args.accounts is None else args.accounts
+    args.providers = args.providers or 0
+    args.rounds = 5 if args.rounds is None else args.rounds
+    if args.providers and not args.no_job and not 1 <= args.rounds <= 2**32 - 1:
+        raise TestnetError(f"--rounds must be between 1 and 2^32-1, got {args.rounds}")
+    params = parse_params(args.param or [])
+    behaviours = tm.parse_cheaters(args.cheaters or [], args.providers)
+    tm.plan_roles(behaviours, args.fixed_roles)  # refuse a bad role split before creating
+    spec = wan.parse_wan(args.wan) if args.wan else None
+    if spec is not None:  # refused before anything is written
+        wan.check_size(args.validators)
+        wan.toxiproxy_binary()
+    print(
+        f"creating a {args.validators}-validator network in {d} (base port {args.base_port}"
+        f"{f', WAN {spec.text} through toxiproxy' if spec else ''})",
+        file=sys.stderr,
+    )
+    m = create(
+        d,
+        args.validators,
+        args.accounts,
+        args.base_port,
+        params,
+        providers=args.providers,
+        wan=spec.to_json() if spec else None,
+    )
+    return m, spec, behaviours
+
+
+def _start_network(
+    args: argparse.Namespace,
+    d: Path,
+    m: dict[str, Any],
+    spec: Any,
+    behaviours: list[str] | None,
+) -> dict[str, Any]:
+    """Start the proxies, nodes, workers and EVM side of the network in ``d`` and wait for
+    blocks; on a fresh network with providers (``behaviours`` not None) register them and create
+    the built-in job first. The JSON fields this adds to ``up``'s answer (job_id, evm)."""
     nodes = nodes_of(m)
     try:
         if spec is not None:  # toxiproxy and every link proxy before the nodes dial them
@@ -129,13 +187,11 @@ def cmd_up(args: argparse.Namespace) -> int:
             start_node(n)
         wait_producing(nodes, timeout=args.timeout)
         data: dict[str, Any] = {}
-        if fresh and args.providers:
+        if behaviours is not None and args.providers:
             data = _up_market(d, m, behaviours, args)
         for w in manifest.workers_of(m):
             tm.start_worker(d, w)
         if args.evm:  # anvil, the settlement contracts and a relayer (node/evm/testnet_evm.py)
-            from node.evm import testnet_evm
-
             data["evm"] = testnet_evm.up(d, nodes[0].rpc_url, args.evm_port)
     except BaseException as e:
         # a wait that timed out (nodes up, workers serving), a failed step or Ctrl-C: what this
@@ -150,8 +206,20 @@ def cmd_up(args: argparse.Namespace) -> int:
             ) from e
         print(f"testnet up did not finish: {what}", file=sys.stderr)
         raise
-    rows = validator_table(nodes)
-    elapsed = time.monotonic() - t0
+    return data
+
+
+def _up_text(
+    args: argparse.Namespace,
+    d: Path,
+    m: dict[str, Any],
+    rows: list[dict[str, Any]],
+    data: dict[str, Any],
+    spec: Any,
+    elapsed: float,
+) -> str:
+    """``up``'s text answer: the validators, the workers, the job, the EVM side, the WAN, and
+    how to stop it."""
     text = f"{'MONIKER':8s} {'RPC':24s} {'VALIDATOR ADDRESS':40s} {'POWER':>7s}\n" + "\n".join(
         f"{r['moniker']:8s} {r['rpc']:24s} {r['validator_address']:40s} {r['power']:>7d}"
         for r in rows
@@ -169,7 +237,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         text += (
             "\n"
             f"job {data['job_id']} created: follow it with `loconet query rounds {data['job_id']} "
-            f"--node {nodes[0].rpc_url}`"
+            f"--node {nodes_of(m)[0].rpc_url}`"
         )
     if data.get("evm"):
         ev = data["evm"]
@@ -190,20 +258,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         f"network {m['chain_id']} is producing blocks ({elapsed:.1f}s); keys in {d / 'keyring'}; "
         f"stop it with `loconet testnet down --dir {args.dir}`"
     )
-    out(
-        args,
-        {
-            "dir": str(d),
-            "chain_id": m["chain_id"],
-            "seconds": round(elapsed, 1),
-            "nodes": rows,
-            "workers": [asdict(w) for w in workers],
-            "wan": spec.to_json() if spec else None,
-            **data,
-        },
-        text,
-    )
-    return 0
+    return text
 
 
 def _up_market(
@@ -211,8 +266,6 @@ def _up_market(
 ) -> dict[str, Any]:
     """Register the providers, hand them the job's blobs, start their workers, and once every
     worker serves its blobs create the built-in job (so round 0 finds them all listening)."""
-    from node.local import testnet_market as tm
-
     workers = tm.plan_workers(d, m, behaviours, fixed_roles=args.fixed_roles)
     rpc = nodes_of(m)[0].rpc_url
     print(f"registering {len(workers)} provider(s)...", file=sys.stderr)
@@ -238,8 +291,6 @@ def _up_market(
 
 
 def _running_names(m: dict[str, Any]) -> list[str]:
-    from node.local import testnet_market as tm
-
     return [n.name for n in nodes_of(m) if is_running(n)] + [
         w.name for w in manifest.workers_of(m) if tm.is_running(w)
     ]
@@ -347,8 +398,6 @@ def log_column(line: str, width: int = 90) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from node.cli.common import out
-
     m = load(_dir(args))
     nodes = nodes_of(m)
     sts = [node_status(n) for n in nodes]
@@ -373,8 +422,6 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"{' '.join(s['flags']) or 'ok'}"
         for s in sts
     )
-    from node.local import testnet_market as tm
-
     ws = [tm.worker_status(w) for w in manifest.workers_of(m)]
     if ws:
         text += (
@@ -408,9 +455,6 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    from node.cli.common import out
-    from node.local import testnet_market as tm
-
     m = load(_dir(args))
     w = manifest.find_worker(m, args.node)
     if w is not None:
@@ -428,9 +472,6 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_start(args: argparse.Namespace) -> int:
-    from node.cli.common import out
-    from node.local import testnet_market as tm
-
     m = load(_dir(args))
     w = manifest.find_worker(m, args.node)
     if w is not None:
@@ -478,8 +519,6 @@ def state_sync_config(d: Path) -> dict[str, dict[str, str]]:
     """``[statesync]`` for a node joining from a snapshot: two running nodes' RPC for the light
     client, and a trusted height and block hash read from a running node (the light client
     verifies every header it uses, the snapshot's app hash included, from this one)."""
-    from node.client.rpc import Client, RpcError
-
     nodes = nodes_of(load(d))
     running = [n for n in nodes if is_running(n)]
     if not running:
@@ -522,8 +561,6 @@ def state_sync_config(d: Path) -> dict[str, dict[str, str]]:
 
 
 def cmd_add_node(args: argparse.Namespace) -> int:
-    from node.client.rpc import Client, RpcError
-
     d = _dir(args)
     up = [s for s in (node_status(o) for o in nodes_of(load(d))) if s["height"] is not None]
     if not up:
@@ -544,8 +581,6 @@ def cmd_add_node(args: argparse.Namespace) -> int:
         if m.get("wan"):  # its proxies go too
             wan.up(d, m)
         raise
-    from node.cli.common import out
-
     try:
         with Client(n.rpc_url, timeout=5.0) as c:
             earliest: int | None = int(c.status()["sync_info"]["earliest_block_height"])
@@ -591,9 +626,6 @@ def remove_node(d: Path, n: NodeInfo) -> None:
 def _stop_all(d: Path) -> list[str]:
     """Stop every worker, node and EVM process of the testnet in ``d`` that runs; their names.
     Best effort: a manifest that cannot be read stops what it names and nothing else."""
-    from node.evm import testnet_evm
-    from node.local import testnet_market as tm
-
     try:
         m = load(d)
     except TestnetError:
@@ -618,14 +650,10 @@ def cmd_down(args: argparse.Namespace) -> int:
         if not args.purge:
             raise
         nodes = []
-    from node.local import testnet_market as tm
-
     try:
         workers = manifest.workers_of(load(d))
     except TestnetError:
         workers = []
-    from node.evm import testnet_evm
-
     stopped = (
         testnet_evm.down(d)
         + [w.name for w in workers if tm.stop_worker(w)]
@@ -636,8 +664,6 @@ def cmd_down(args: argparse.Namespace) -> int:
     if args.purge:
         shutil.rmtree(d)
         text += f"\nremoved {d}"
-    from node.cli.common import out
-
     out(args, {"dir": str(d), "stopped": stopped, "purged": bool(args.purge)}, text)
     return 0
 
@@ -693,23 +719,26 @@ def _main_wrap(fn: Any) -> Any:
         try:
             return int(fn(args))
         except TestnetError as e:
-            from node.cli.common import report_error
-
             return report_error(args, str(e), None, None)
 
     return run
 
 
 def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
-    from node.cli.common import U64, add_command, add_output_flag, positive_seconds, uint_arg
-
     tn = root_sub.add_parser(
         "testnet", help="a local multi-validator network on loopback"
     ).add_subparsers(dest="testnet_cmd", required=True, metavar="TESTNET_COMMAND")
+    _register_up(tn)
+    _register_node_commands(tn)
+    _register_down_and_logs(tn)
 
-    def dir_flag(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--dir", default=DEFAULT_DIR, help=f"testnet folder (default {DEFAULT_DIR})")
 
+def _dir_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dir", default=DEFAULT_DIR, help=f"testnet folder (default {DEFAULT_DIR})")
+
+
+def _register_up(tn: Any) -> None:
+    """testnet up: its flags say how a new network is made (a restart keeps what it finds)."""
     p = add_command(
         tn,
         "up",
@@ -742,6 +771,34 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
         help="seconds to wait for blocks, then for the workers to serve (default 300: a busy "
         "machine is slow to start torch); on a timeout what it started is stopped",
     )
+    _add_up_provider_flags(p)
+    p.add_argument(
+        "--wan",
+        metavar="RTT:BANDWIDTH",
+        default=None,
+        help="a WAN on one machine: latency and a bandwidth limit on every p2p link between "
+        "nodes and on every worker's blob endpoint, through toxiproxy (make setup builds it), "
+        "e.g. 100ms:100mbit (RTT in ms or s, RTT/2 each way; bandwidth in kbit, mbit or gbit, "
+        "each way, per connection); kept in testnet.json so a restart brings it back; on an "
+        "existing (stopped) network it changes it, `off` removes it",
+    )
+    p.add_argument(
+        "--evm",
+        action="store_true",
+        help="also start anvil, deploy the settlement contracts and run a relayer (DIR/evm)",
+    )
+    p.add_argument(
+        "--evm-port",
+        type=uint_arg(16, lo=1),  # 99999 failed only after the whole network had started
+        default=8545,
+        help="anvil's port with --evm (default 8545)",
+    )
+    _dir_flag(p)
+    add_output_flag(p)
+
+
+def _add_up_provider_flags(p: argparse.ArgumentParser) -> None:
+    """up's --providers and what the workers do: cheaters, roles, the built-in job."""
     p.add_argument(
         "--providers",
         type=int,
@@ -775,29 +832,10 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
         help="the built-in job's determinism mode (default exact: every worker shares this"
         " machine's stack; tolerance: 1,000 ppm, probes and MsgOpenEnd, jobs README)",
     )
-    p.add_argument(
-        "--wan",
-        metavar="RTT:BANDWIDTH",
-        default=None,
-        help="a WAN on one machine: latency and a bandwidth limit on every p2p link between "
-        "nodes and on every worker's blob endpoint, through toxiproxy (make setup builds it), "
-        "e.g. 100ms:100mbit (RTT in ms or s, RTT/2 each way; bandwidth in kbit, mbit or gbit, "
-        "each way, per connection); kept in testnet.json so a restart brings it back; on an "
-        "existing (stopped) network it changes it, `off` removes it",
-    )
-    p.add_argument(
-        "--evm",
-        action="store_true",
-        help="also start anvil, deploy the settlement contracts and run a relayer (DIR/evm)",
-    )
-    p.add_argument(
-        "--evm-port",
-        type=uint_arg(16, lo=1),  # 99999 failed only after the whole network had started
-        default=8545,
-        help="anvil's port with --evm (default 8545)",
-    )
-    dir_flag(p)
-    add_output_flag(p)
+
+
+def _register_node_commands(tn: Any) -> None:
+    """testnet status|stop|start|add-node: one node or worker of a running network."""
     p = add_command(
         tn,
         "status",
@@ -805,7 +843,7 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
         "loconet testnet status",
         _main_wrap(cmd_status),
     )
-    dir_flag(p)
+    _dir_flag(p)
     add_output_flag(p)
     p = add_command(
         tn,
@@ -818,7 +856,7 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
         "node", metavar="NODE", help="node name (node2), index (2) or worker (provider1)"
     )
     p.add_argument("--kill", action="store_true", help="SIGKILL instead of a clean stop")
-    dir_flag(p)
+    _dir_flag(p)
     add_output_flag(p)
     p = add_command(
         tn,
@@ -830,7 +868,7 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
     p.add_argument("node", metavar="NODE")
     p.add_argument("--no-wait", action="store_true")
     p.add_argument("--timeout", type=positive_seconds, default=120.0)
-    dir_flag(p)
+    _dir_flag(p)
     add_output_flag(p)
     p = add_command(
         tn,
@@ -846,8 +884,12 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
         "every block",
     )
     p.add_argument("--timeout", type=positive_seconds, default=120.0)
-    dir_flag(p)
+    _dir_flag(p)
     add_output_flag(p)
+
+
+def _register_down_and_logs(tn: Any) -> None:
+    """testnet down|logs."""
     p = add_command(
         tn,
         "down",
@@ -856,7 +898,7 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
         _main_wrap(cmd_down),
     )
     p.add_argument("--purge", action="store_true")
-    dir_flag(p)
+    _dir_flag(p)
     add_output_flag(p)
     p = add_command(
         tn,
@@ -871,4 +913,4 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
     p.add_argument(
         "--app", action="store_true", help="the loconet process log instead of cometbft's"
     )
-    dir_flag(p)
+    _dir_flag(p)
