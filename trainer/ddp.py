@@ -27,15 +27,14 @@ Backends: NCCL on CUDA (rank r on ``cuda:LOCAL_RANK``), gloo on CPU. Run under t
 ``--round DIR`` is what ``loconet provider run --procs N`` starts for each round
 (node/worker/ml.py:train_island): DIR/round.json names the job's configs, the shard spec, H, k,
 the codec, the binding and the corpus file; DIR/base.model holds the base model bytes; rank 0
-writes DIR/out/ (the trace states, the payload, result.json).
+writes DIR/out/ (the trace states, the payload, result.json). trainer/round_dir.py reads and
+writes that directory for this island and the pipeline's (trainer/pipeline.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -45,12 +44,19 @@ import torch.distributed as dist
 from trainer.data import Corpus, ShardSpec, synthetic_text
 from trainer.determinism import set_determinism
 from trainer.model import GPT, GPTConfig, init_model
+from trainer.round_dir import (
+    RoundJob,
+    fresh_carry,
+    init_group,
+    read_round,
+    round_artifacts,
+    write_round_out,
+)
 from trainer.state import (
     InnerConfig,
     make_inner_optimizer,
     model_hash,
     state_bytes,
-    state_hash,
 )
 
 
@@ -127,36 +133,17 @@ def island_steps(
     ]
 
 
-def island_round(
-    model: GPT,
-    icfg: InnerConfig,
-    corpus: Corpus,
-    spec: ShardSpec,
-    H: int,
-    k: int,
-    codec,
-    binding,
-    *,
-    device: str,
-    poison: float = 1.0,
-):
+def island_round(model: GPT, job: RoundJob, *, device: str):
     """One provider round on the island (``trainer.diloco.commit_round``'s artifacts): H steps
     from ``model`` (the base) with a fresh AdamW state and an empty carry, the state every k
     steps (naming ``slices`` = world size), the payload compress(θ_base − θ_H). Every rank
-    trains; rank 0 returns the ``RoundArtifacts``, the others None. ``poison`` scales Δ (the
+    trains; rank 0 returns the ``RoundArtifacts``, the others None. ``job.poison`` scales Δ (the
     worker's test behaviour)."""
-    from trainer.carry import carry_bytes, carry_hash
-    from trainer.commit import encode, trace_root, update_root
-    from trainer.compression import CompressionState
-    from trainer.diloco import RoundArtifacts
-
-    if H % k:
-        raise ValueError(f"H = {H} must be a multiple of k = {k}")
+    spec, icfg = job.spec, job.icfg
     world, rank = _check_world(spec.batch_size), dist.get_rank()
     base = {n: p.detach().clone() for n, p in model.named_parameters()}
     opt = make_inner_optimizer(model, icfg)
-    cstate = CompressionState()
-    carry, ch = carry_bytes(cstate), carry_hash(cstate)
+    cstate, carry, ch = fresh_carry()
     shard = spec.shard_index()
     states: list[bytes] = []
 
@@ -177,29 +164,19 @@ def island_round(
 
     ddp = wrap(model, device)
     losses = []
-    for s in range(H):
-        if s % k == 0:
+    for s in range(job.H):
+        if s % job.k == 0:
             snap(s)
-        losses.append(_step(ddp, model, opt, icfg, *corpus.batch(spec, s, device)))
-    snap(H)
+        losses.append(_step(ddp, model, opt, icfg, *job.corpus.batch(spec, s, device)))
+    snap(job.H)
     if rank != 0:
         return None
     with torch.no_grad():
         delta = {
-            n: (base[n] - p.detach()).float().cpu() * poison for n, p in model.named_parameters()
+            n: (base[n] - p.detach()).float().cpu() * job.poison
+            for n, p in model.named_parameters()
         }
-    payload = encode(codec.compress(delta, cstate))
-    trace = [state_hash(b) for b in states]
-    return RoundArtifacts(
-        states=states,
-        trace=trace,
-        carry=carry,
-        payload=payload,
-        binding=binding,
-        trace_root=trace_root(trace, binding),
-        update_root=update_root(payload, binding),
-        losses=losses,
-    )
+    return round_artifacts(job, states, delta, cstate, carry, losses)
 
 
 def _load_model(buf: bytes, cfg: GPTConfig, device: str) -> GPT:
@@ -220,57 +197,15 @@ def _load_model(buf: bytes, cfg: GPTConfig, device: str) -> GPT:
 
 
 def run_round_dir(d: Path, device: str) -> None:
-    """``--round DIR``: one worker round (see the module docstring)."""
-    from trainer.commit import Binding
-    from trainer.compression import make_codec
-
-    job = json.loads((d / "round.json").read_text())
-    cfg = GPTConfig.from_dict(job["model"])
-    icfg = InnerConfig(**job["inner"])
-    spec = ShardSpec.from_dict(job["spec"])
-    b = job["binding"]
-    binding = Binding(
-        bytes.fromhex(b["provider"]), int(b["job"]), int(b["round"]), bytes.fromhex(b["base"])
-    )
-    corpus = Corpus.from_file(job["corpus"])
-    if corpus.id != spec.dataset_id:
-        raise ValueError(
-            f"corpus {corpus.id[:12]} is not the spec's dataset {spec.dataset_id[:12]}"
-        )
-    model = _load_model((d / "base.model").read_bytes(), cfg, device)
-    art = island_round(
-        model,
-        icfg,
-        corpus,
-        spec,
-        int(job["H"]),
-        int(job["k"]),
-        make_codec(job["codec"]),
-        binding,
-        device=device,
-        poison=float(job.get("poison", 1.0)),
-    )
-    if art is None:
-        return
-    out = d / "out"
-    out.mkdir(parents=True, exist_ok=True)
-    for i, sb in enumerate(art.states):
-        (out / f"state{i:05d}").write_bytes(sb)
-    (out / "payload").write_bytes(art.payload)
-    (out / "result.json").write_text(
-        json.dumps(
-            {
-                "world": dist.get_world_size(),
-                "losses": art.losses,
-                "trace": [t.hex() for t in art.trace],
-                "payload_sha256": hashlib.sha256(art.payload).hexdigest(),
-                "model_hash": model_hash(model).hex(),
-            }
-        )
-    )
+    """``--round DIR``: one worker round (trainer/round_dir.py)."""
+    job = read_round(d)
+    model = _load_model(job.base_bytes(), job.cfg, device)
+    art = island_round(model, job, device=device)
+    if art is not None:
+        write_round_out(d, art, model_hash(model))
 
 
-def main(argv=None) -> int:
+def _parse(argv) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -286,59 +221,65 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if not a.round and not a.out:
         ap.error("--out is required (or --round DIR)")
-    cuda = a.device.startswith("cuda")
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    device = f"cuda:{local}" if cuda else "cpu"
-    if cuda:
-        torch.cuda.set_device(local)
-    dist.init_process_group("nccl" if cuda else "gloo")
+    return a
+
+
+def run_steps(a: argparse.Namespace, device: str) -> None:
+    """Without ``--round``: ``--steps`` island steps from ``init_model(--seed)`` on the
+    synthetic text (or ``--data``); rank 0 writes end.state, every rank rank<r>.json (what the
+    tests compare with one process)."""
+    corpus = Corpus.from_file(a.data) if a.data else Corpus(synthetic_text(50_000, seed=1))
+    cfg = GPTConfig.preset(a.model_size)
+    icfg = InnerConfig()
+    model = init_model(cfg, a.seed, device)
+    opt = make_inner_optimizer(model, icfg)
+    spec = ShardSpec(
+        dataset_id=corpus.id,
+        seed=a.seed,
+        job=0,
+        round=0,
+        provider="island",
+        n_shards=16,
+        batch_size=a.batch_size,
+        block_size=cfg.block_size,
+        shard=a.shard,
+    )
+    losses = island_steps(model, opt, icfg, corpus, spec, 0, a.steps, device=device)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rank = dist.get_rank()
+    if rank == 0:
+        sb = state_bytes(
+            model,
+            opt,
+            icfg,
+            round=0,
+            inner_step=a.steps,
+            shard=a.shard,
+            slices=dist.get_world_size(),
+        )
+        (out / "end.state").write_bytes(sb)
+    (out / f"rank{rank}.json").write_text(
+        json.dumps(
+            {
+                "rank": rank,
+                "world": dist.get_world_size(),
+                "losses": losses,
+                "model_hash": model_hash(model).hex(),
+            }
+        )
+    )
+
+
+def main(argv=None) -> int:
+    a = _parse(argv)
+    device = init_group(a.device)
     try:
         set_determinism(a.seed)
         if a.round:
             run_round_dir(Path(a.round), device)
-            dist.barrier()  # see the end of this block
-            return 0
-        corpus = Corpus.from_file(a.data) if a.data else Corpus(synthetic_text(50_000, seed=1))
-        cfg = GPTConfig.preset(a.model_size)
-        icfg = InnerConfig()
-        model = init_model(cfg, a.seed, device)
-        opt = make_inner_optimizer(model, icfg)
-        spec = ShardSpec(
-            dataset_id=corpus.id,
-            seed=a.seed,
-            job=0,
-            round=0,
-            provider="island",
-            n_shards=16,
-            batch_size=a.batch_size,
-            block_size=cfg.block_size,
-            shard=a.shard,
-        )
-        losses = island_steps(model, opt, icfg, corpus, spec, 0, a.steps, device=device)
-        out = Path(a.out)
-        out.mkdir(parents=True, exist_ok=True)
-        rank = dist.get_rank()
-        if rank == 0:
-            sb = state_bytes(
-                model,
-                opt,
-                icfg,
-                round=0,
-                inner_step=a.steps,
-                shard=a.shard,
-                slices=dist.get_world_size(),
-            )
-            (out / "end.state").write_bytes(sb)
-        (out / f"rank{rank}.json").write_text(
-            json.dumps(
-                {
-                    "rank": rank,
-                    "world": dist.get_world_size(),
-                    "losses": losses,
-                    "model_hash": model_hash(model).hex(),
-                }
-            )
-        )
+        else:
+            run_steps(a, device)
         # every rank is done before any tears gloo down: a rank still inside
         # destroy_process_group when its peer has exited aborted ("terminate called without an
         # active exception", SIGABRT), and torchrun then failed the whole island

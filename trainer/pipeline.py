@@ -46,7 +46,8 @@ Run under torchrun (S = 2 on 2 CPU processes, or 2 x 2 on 4):
 
 ``--round DIR`` is what ``loconet provider run --pipeline S [--procs D]`` starts for each round
 (node/worker/ml.py:train_island): DIR/round.json as for trainer/ddp.py plus ``microbatches``;
-rank 0 writes DIR/out/ (the trace states, the payload, result.json), the files ddp.py writes.
+rank 0 writes DIR/out/ (the trace states, the payload, result.json), the files ddp.py writes:
+trainer/round_dir.py reads and writes the directory for both.
 """
 
 from __future__ import annotations
@@ -72,6 +73,14 @@ from trainer.carry import EMPTY_CARRY_HASH
 from trainer.data import Corpus, ShardSpec, synthetic_text
 from trainer.determinism import set_determinism
 from trainer.model import GPT, Block, GPTConfig, init_model
+from trainer.round_dir import (
+    RoundJob,
+    fresh_carry,
+    init_group,
+    read_round,
+    round_artifacts,
+    write_round_out,
+)
 from trainer.state import (
     InnerConfig,
     _adam_step,
@@ -390,36 +399,19 @@ def check_island(batch_size: int, replicas: int, microbatches: int) -> None:
 def island_round(
     tr: PipelineTrainer,
     base: Mapping[str, torch.Tensor] | None,
-    cfg: GPTConfig,
-    icfg: InnerConfig,
-    corpus: Corpus,
-    spec: ShardSpec,
-    H: int,
-    k: int,
-    codec,
-    binding,
+    job: RoundJob,
     *,
     device: str,
-    poison: float = 1.0,
 ):
     """One provider round on the pipeline island (``trainer.diloco.commit_round``'s artifacts):
     H steps from the base (the stages were built from it) with a fresh AdamW state and an empty
     carry, the whole model's state every k steps, the payload compress(θ_base − θ_H). Every rank
-    trains; rank 0 (``base``: the full base parameters) returns the ``RoundArtifacts``, the
-    others None."""
-    from trainer.carry import carry_bytes, carry_hash
-    from trainer.commit import encode, trace_root, update_root
-    from trainer.compression import CompressionState
-    from trainer.diloco import RoundArtifacts
-    from trainer.state import state_hash
-
-    if H % k:
-        raise ValueError(f"H = {H} must be a multiple of k = {k}")
-    topo = tr.topo
+    trains; rank 0 (``base``: the full base parameters) returns the ``RoundArtifacts`` and the
+    final model's hash, the others None. ``job.poison`` scales Δ (the worker's test behaviour)."""
+    topo, cfg, spec = tr.topo, job.cfg, job.spec
     check_island(spec.batch_size, topo.replicas, tr.m)
     slices, micro = slicing(topo.replicas, tr.m)
-    cstate = CompressionState()
-    carry, ch = carry_bytes(cstate), carry_hash(cstate)
+    cstate, carry, ch = fresh_carry()
     shard = spec.shard_index()
     states: list[bytes] = []
     last: dict[str, torch.Tensor] = {}
@@ -434,7 +426,7 @@ def island_round(
             _encode_state(
                 merged,
                 cfg,
-                icfg,
+                job.icfg,
                 adam_step=_adam_step(tr.opt),
                 round=spec.round,
                 inner_step=s,
@@ -448,29 +440,18 @@ def island_round(
         last.update({n: v[0] for n, v in merged.items()})
 
     losses = []
-    for s in range(H):
-        if s % k == 0:
+    for s in range(job.H):
+        if s % job.k == 0:
             snap(s)
-        losses.append(tr.step(*corpus.batch(spec, s, device)))
-    snap(H)
+        losses.append(tr.step(*job.corpus.batch(spec, s, device)))
+    snap(job.H)
     if topo.rank != 0:
         return None
     assert base is not None
     names = gpt_param_names(cfg)
     with torch.no_grad():
-        delta = {n: (base[n].float().cpu() - last[n].float()) * poison for n in names}
-    payload = encode(codec.compress(delta, cstate))
-    trace = [state_hash(b) for b in states]
-    art = RoundArtifacts(
-        states=states,
-        trace=trace,
-        carry=carry,
-        payload=payload,
-        binding=binding,
-        trace_root=trace_root(trace, binding),
-        update_root=update_root(payload, binding),
-        losses=losses,
-    )
+        delta = {n: (base[n].float().cpu() - last[n].float()) * job.poison for n in names}
+    art = round_artifacts(job, states, delta, cstate, carry, losses)
     return art, _params_model_hash({n: last[n] for n in names}, cfg)
 
 
@@ -486,66 +467,24 @@ def _base_params(buf: bytes, cfg: GPTConfig) -> dict[str, torch.Tensor]:
 
 
 def run_round_dir(d: Path, device: str, stages: int, schedule: str) -> None:
-    """``--round DIR``: one worker round (see the module docstring)."""
-    from trainer.commit import Binding
-    from trainer.compression import make_codec
-
-    job = json.loads((d / "round.json").read_text())
-    cfg = GPTConfig.from_dict(job["model"])
-    icfg = InnerConfig(**job["inner"])
-    spec = ShardSpec.from_dict(job["spec"])
-    b = job["binding"]
-    binding = Binding(
-        bytes.fromhex(b["provider"]), int(b["job"]), int(b["round"]), bytes.fromhex(b["base"])
-    )
-    corpus = Corpus.from_file(job["corpus"])
-    if corpus.id != spec.dataset_id:
-        raise ValueError(
-            f"corpus {corpus.id[:12]} is not the spec's dataset {spec.dataset_id[:12]}"
-        )
+    """``--round DIR``: one worker round (trainer/round_dir.py); round.json's ``microbatches``
+    is the count per replica and step."""
+    job = read_round(d)
+    if job.microbatches < 1:
+        raise ValueError("round.json names no microbatches (the pipeline needs them)")
     topo = make_topology(stages)
-    params = _base_params((d / "base.model").read_bytes(), cfg)
-    mod = build_stage(cfg, topo.stage, stages, params, device)
+    params = _base_params(job.base_bytes(), job.cfg)
+    mod = build_stage(job.cfg, topo.stage, stages, params, device)
     base = params if topo.rank == 0 else None
     if topo.rank != 0:
         del params  # only this stage's share stays
-    tr = PipelineTrainer(mod, icfg, topo, int(job["microbatches"]), device, schedule)
-    got = island_round(
-        tr,
-        base,
-        cfg,
-        icfg,
-        corpus,
-        spec,
-        int(job["H"]),
-        int(job["k"]),
-        make_codec(job["codec"]),
-        binding,
-        device=device,
-        poison=float(job.get("poison", 1.0)),
-    )
+    tr = PipelineTrainer(mod, job.icfg, topo, job.microbatches, device, schedule)
+    got = island_round(tr, base, job, device=device)
     if got is None:
         return
     art, mhash = got
-    out = d / "out"
-    out.mkdir(parents=True, exist_ok=True)
-    for i, sb in enumerate(art.states):
-        (out / f"state{i:05d}").write_bytes(sb)
-    (out / "payload").write_bytes(art.payload)
-    (out / "result.json").write_text(
-        json.dumps(
-            {
-                "world": dist.get_world_size(),
-                "stages": stages,
-                "replicas": topo.replicas,
-                "microbatches": tr.m,
-                "losses": art.losses,
-                "trace": [t.hex() for t in art.trace],
-                "payload_sha256": hashlib.sha256(art.payload).hexdigest(),
-                "model_hash": mhash.hex(),
-            }
-        )
-    )
+    shape = {"stages": stages, "replicas": topo.replicas, "microbatches": tr.m}
+    write_round_out(d, art, mhash, shape)
 
 
 def _peak_rss_bytes() -> int:
@@ -560,7 +499,7 @@ def _rss_bytes() -> int:
         return _peak_rss_bytes()
 
 
-def main(argv=None) -> int:
+def _parse(argv) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -585,103 +524,146 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if not a.round and not a.out:
         ap.error("--out is required (or --round DIR)")
-    cuda = a.device.startswith("cuda")
-    if cuda and not torch.cuda.is_available():
+    return a
+
+
+def _initial_stage(
+    a: argparse.Namespace, cfg: GPTConfig, topo: Topology, device: str
+) -> StageModule:
+    """This rank's stage of the starting model. ``--seed`` >= 0: init_model's weights (the
+    whole model drawn on every rank, then cut: for tests, which compare with one process);
+    ``--seed -1``: each rank draws its stage alone (the benchmark's model too big for one
+    process)."""
+    if a.seed >= 0:
+        full = init_model(cfg, a.seed)
+        params = {n: p.detach() for n, p in full.named_parameters()}
+        return build_stage(cfg, topo.stage, a.pipeline, params, device)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(1234 + topo.stage)
+        return StageModule(cfg, topo.stage, a.pipeline).to(device)
+
+
+@dataclass(slots=True)
+class StepTimes:
+    """What ``_timed_steps`` measured on this rank (rank<r>.json's fields)."""
+
+    losses: list[float]
+    step_s: list[float]
+    compute_s: list[float]
+    peak_train: int  # peak RSS before rank 0 gathers the whole state
+    cuda_peak: int | None
+
+
+def _timed_steps(
+    tr: PipelineTrainer, corpus: Corpus, spec: ShardSpec, steps: int, device: str
+) -> StepTimes:
+    """``steps`` island steps, each timed from a barrier (the whole step, and this stage's own
+    forward/backward), and the memory peaks of the training."""
+    cuda = device.startswith("cuda")
+    losses, times, computes = [], [], []
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    for s in range(steps):
+        x, y = corpus.batch(spec, s, device)
+        dist.barrier()
+        c0, t0 = tr.compute_s, time.perf_counter()
+        losses.append(tr.step(x, y))
+        if cuda:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+        computes.append(tr.compute_s - c0)
+    return StepTimes(
+        losses=losses,
+        step_s=times,
+        compute_s=computes,
+        peak_train=_peak_rss_bytes(),
+        cuda_peak=torch.cuda.max_memory_allocated() if cuda else None,
+    )
+
+
+def _write_end_state(
+    a: argparse.Namespace, tr: PipelineTrainer, cfg: GPTConfig, spec: ShardSpec
+) -> None:
+    """Replica 0's stages gather the whole state to rank 0, which writes end.state (unless
+    ``--no-state``)."""
+    topo = tr.topo
+    merged = tr.gather_entries() if topo.replica == 0 and not a.no_state else None
+    if merged is None:
+        return
+    slices, micro = slicing(topo.replicas, a.microbatches)
+    (Path(a.out) / "end.state").write_bytes(
+        _encode_state(
+            merged,
+            cfg,
+            tr.icfg,
+            adam_step=_adam_step(tr.opt),
+            round=0,
+            inner_step=a.steps,
+            shard=spec.shard_index(),
+            carry=EMPTY_CARRY_HASH,
+            slices=slices,
+            microbatches=micro,
+        )
+    )
+
+
+def run_steps(a: argparse.Namespace, device: str) -> None:
+    """Without ``--round``: ``--steps`` island steps from ``--seed``'s model on the synthetic
+    text (or ``--data``), timed; rank 0 writes end.state, every rank rank<r>.json (times,
+    memory: what the tests and benchmarks/pipeline_island.py read)."""
+    rss0 = _rss_bytes()
+    corpus = Corpus.from_file(a.data) if a.data else Corpus(synthetic_text(50_000, seed=1))
+    cfg = GPTConfig.from_dict(json.loads(a.model)) if a.model else GPTConfig.preset(a.model_size)
+    topo = make_topology(a.pipeline)
+    check_island(a.batch_size, topo.replicas, a.microbatches)
+    mod = _initial_stage(a, cfg, topo, device)
+    tr = PipelineTrainer(mod, InnerConfig(), topo, a.microbatches, device, a.schedule)
+    spec = ShardSpec(
+        dataset_id=corpus.id,
+        seed=max(a.seed, 0),
+        job=0,
+        round=0,
+        provider="island",
+        n_shards=16,
+        batch_size=a.batch_size,
+        block_size=cfg.block_size,
+        shard=a.shard,
+    )
+    t = _timed_steps(tr, corpus, spec, a.steps, device)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    _write_end_state(a, tr, cfg, spec)
+    (out / f"rank{topo.rank}.json").write_text(
+        json.dumps(
+            {
+                "rank": topo.rank,
+                "stage": topo.stage,
+                "replica": topo.replica,
+                "world": dist.get_world_size(),
+                "stage_params": sum(p.numel() for p in mod.parameters()),
+                "losses": t.losses,
+                "step_s": t.step_s,
+                "compute_s": t.compute_s,
+                "rss_start_bytes": rss0,
+                "peak_rss_train_bytes": t.peak_train,
+                "cuda_peak_bytes": t.cuda_peak,
+            }
+        )
+    )
+
+
+def main(argv=None) -> int:
+    a = _parse(argv)
+    if a.device.startswith("cuda") and not torch.cuda.is_available():
         print("--device cuda: torch sees no CUDA device", file=sys.stderr)
         return 2
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    device = f"cuda:{local}" if cuda else "cpu"
-    if cuda:
-        torch.cuda.set_device(local)
-    dist.init_process_group("nccl" if cuda else "gloo")
+    device = init_group(a.device)
     try:
         set_determinism(a.seed)
         if a.round:
             run_round_dir(Path(a.round), device, a.pipeline, a.schedule)
-            _leave()
-        rss0 = _rss_bytes()
-        corpus = Corpus.from_file(a.data) if a.data else Corpus(synthetic_text(50_000, seed=1))
-        cfg = (
-            GPTConfig.from_dict(json.loads(a.model)) if a.model else GPTConfig.preset(a.model_size)
-        )
-        icfg = InnerConfig()
-        topo = make_topology(a.pipeline)
-        check_island(a.batch_size, topo.replicas, a.microbatches)
-        # --seed >= 0: init_model's weights (the whole model drawn on every rank, then cut: for
-        # tests, which compare with one process); --seed -1: each rank draws its stage alone
-        # (the benchmark's model too big for one process)
-        full = init_model(cfg, a.seed) if a.seed >= 0 else None
-        if full is not None:
-            params = {n: p.detach() for n, p in full.named_parameters()}
-            mod = build_stage(cfg, topo.stage, a.pipeline, params, device)
-            del params, full
         else:
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(1234 + topo.stage)
-                mod = StageModule(cfg, topo.stage, a.pipeline).to(device)
-        tr = PipelineTrainer(mod, icfg, topo, a.microbatches, device, a.schedule)
-        spec = ShardSpec(
-            dataset_id=corpus.id,
-            seed=max(a.seed, 0),
-            job=0,
-            round=0,
-            provider="island",
-            n_shards=16,
-            batch_size=a.batch_size,
-            block_size=cfg.block_size,
-            shard=a.shard,
-        )
-        losses, times, computes = [], [], []
-        if cuda:
-            torch.cuda.reset_peak_memory_stats()
-        for s in range(a.steps):
-            x, y = corpus.batch(spec, s, device)
-            dist.barrier()
-            c0, t0 = tr.compute_s, time.perf_counter()
-            losses.append(tr.step(x, y))
-            if cuda:
-                torch.cuda.synchronize()
-            times.append(time.perf_counter() - t0)
-            computes.append(tr.compute_s - c0)
-        peak_train = _peak_rss_bytes()  # before rank 0 gathers the whole state below
-        cuda_peak = torch.cuda.max_memory_allocated() if cuda else None
-        out = Path(a.out)
-        out.mkdir(parents=True, exist_ok=True)
-        write_state = topo.replica == 0 and not a.no_state
-        merged = tr.gather_entries() if write_state else None
-        if merged is not None:
-            slices, micro = slicing(topo.replicas, a.microbatches)
-            (out / "end.state").write_bytes(
-                _encode_state(
-                    merged,
-                    cfg,
-                    icfg,
-                    adam_step=_adam_step(tr.opt),
-                    round=0,
-                    inner_step=a.steps,
-                    shard=spec.shard_index(),
-                    carry=EMPTY_CARRY_HASH,
-                    slices=slices,
-                    microbatches=micro,
-                )
-            )
-        (out / f"rank{topo.rank}.json").write_text(
-            json.dumps(
-                {
-                    "rank": topo.rank,
-                    "stage": topo.stage,
-                    "replica": topo.replica,
-                    "world": dist.get_world_size(),
-                    "stage_params": sum(p.numel() for p in mod.parameters()),
-                    "losses": losses,
-                    "step_s": times,
-                    "compute_s": computes,
-                    "rss_start_bytes": rss0,
-                    "peak_rss_train_bytes": peak_train,
-                    "cuda_peak_bytes": cuda_peak,
-                }
-            )
-        )
+            run_steps(a, device)
         _leave()
     finally:  # reached on an error only (_leave does not return)
         dist.destroy_process_group()

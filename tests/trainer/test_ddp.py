@@ -3,19 +3,14 @@ processes under torchrun), ends where a single-device provider ends to float rou
 re-executed bit for bit by ONE process computing the same two slices (exact-mode verification)."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from trainer.data import Corpus, ShardSpec, synthetic_text
-from trainer.determinism import set_determinism
-from trainer.model import GPTConfig, init_model
+from tests.trainer.island_run import single_run, torchrun
+from trainer.model import init_model
 from trainer.state import (
-    InnerConfig,
     load_state,
     make_inner_optimizer,
     run_inner_steps,
@@ -23,20 +18,11 @@ from trainer.state import (
 )
 from trainer.verify import VerifyContext, verify_segment
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def _torchrun(out: Path, steps: int) -> None:
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node",
-        "2",
-        "-m",
+    torchrun(
         "trainer.ddp",
+        2,
         "--steps",
         str(steps),
         "--batch-size",
@@ -45,11 +31,7 @@ def _torchrun(out: Path, steps: int) -> None:
         "3",
         "--out",
         str(out),
-    ]
-    # no limit of its own: torch's import alone took 40 s on a loaded machine, and a hard 240 s
-    # failed there; pytest-timeout's (pyproject.toml) ends a hung run, and run() kills the child
-    p = subprocess.run(cmd, check=False, cwd=ROOT, env=env, capture_output=True, text=True)
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
+    )
 
 
 @pytest.mark.slow  # two torchrun processes importing torch: ~10 s of CPU
@@ -65,24 +47,9 @@ def test_ddp_island_gloo_two_processes_matches_single_device(tmp_path):
     assert ddp.inner_step == steps and ddp.shard == 3
 
     # the same steps on one device, full batch
-    set_determinism(0)
-    corpus = Corpus(synthetic_text(50_000, seed=1))
-    cfg = GPTConfig.preset("tiny")
-    model = init_model(cfg, 0)
-    icfg = InnerConfig()
-    opt = make_inner_optimizer(model, icfg)
-    spec = ShardSpec(
-        dataset_id=corpus.id,
-        seed=0,
-        job=0,
-        round=0,
-        provider="island",
-        n_shards=16,
-        batch_size=4,
-        block_size=cfg.block_size,
-        shard=3,
-    )
-    losses, _ = run_inner_steps(model, opt, icfg, corpus, spec, 0, steps)
+    one = single_run(4)
+    corpus, cfg, model, icfg, spec = one.corpus, one.cfg, one.model, one.icfg, one.spec
+    losses, _ = run_inner_steps(model, one.opt, icfg, corpus, spec, 0, steps)
     init = dict(init_model(cfg, 0).named_parameters())
     for n, p in model.named_parameters():
         q = dict(ddp.model.named_parameters())[n]

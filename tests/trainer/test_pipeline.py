@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
+from tests.trainer.island_run import single_run, torchrun
 from trainer.carry import EMPTY_CARRY_HASH
 from trainer.commit import Binding, PayloadError, encode, trace_root, update_root
 from trainer.compression import CompressionState, make_codec
@@ -37,25 +34,9 @@ from trainer.state import (
 )
 from trainer.verify import VerifyContext, verify_segment
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def _torchrun(nproc: int, *args: str) -> None:
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node",
-        str(nproc),
-        "-m",
-        "trainer.pipeline",
-        *args,
-    ]
-    # no limit of its own (as tests/trainer/test_ddp.py): pytest-timeout ends a hung run
-    p = subprocess.run(cmd, check=False, cwd=ROOT, env=env, capture_output=True, text=True)
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
+    torchrun("trainer.pipeline", nproc, *args)
 
 
 def test_stage_split_is_consecutive_balanced_and_bounded():
@@ -135,25 +116,10 @@ def state_bytes_model(cfg: GPTConfig) -> bytes:
 def _single_process_end(steps: int, batch: int, slices: int, micro: int) -> tuple[bytes, list]:
     """trainer.pipeline main's run (tiny model, seed 0, synthetic text, shard 3) on one
     process, slicing each step's batch as the island does."""
-    set_determinism(0)
-    corpus = Corpus(synthetic_text(50_000, seed=1))
-    cfg = GPTConfig.preset("tiny")
-    model = init_model(cfg, 0)
-    icfg = InnerConfig()
-    opt = make_inner_optimizer(model, icfg)
-    spec = ShardSpec(
-        dataset_id=corpus.id,
-        seed=0,
-        job=0,
-        round=0,
-        provider="island",
-        n_shards=16,
-        batch_size=batch,
-        block_size=cfg.block_size,
-        shard=3,
-    )
+    one = single_run(batch)
+    model, opt, icfg = one.model, one.opt, one.icfg
     losses, _ = run_inner_steps(
-        model, opt, icfg, corpus, spec, 0, steps, slices=slices, microbatches=micro
+        model, opt, icfg, one.corpus, one.spec, 0, steps, slices=slices, microbatches=micro
     )
     end = state_bytes(
         model, opt, icfg, round=0, inner_step=steps, shard=3, slices=slices, microbatches=micro
