@@ -8,6 +8,7 @@ import base64
 from pathlib import Path
 from typing import Any
 
+from abci_app.pb import staking_pb2, tx_pb2
 from node import safejson
 from node.cli.common import (
     HEIGHT,
@@ -15,14 +16,16 @@ from node.cli.common import (
     add_command,
     add_node_flag,
     add_output_flag,
-    add_tx_flags,
+    add_signer_flags,
     out,
     parse_amount,
     refuse_signer_first,
     signing_key,
 )
 from node.cli.tx import broadcast
+from node.client.rpc import Client
 from node.client.units import fmt_loco
+from node.local.config import read_priv_validator_key
 
 
 def _cons_address(text: str) -> bytes:
@@ -52,8 +55,6 @@ def _consensus_pubkey(args: argparse.Namespace) -> bytes:
             raise UsageError(
                 f"{path} not found: pass --validator-home of an initialized node, or --pubkey"
             )
-        from node.local.config import read_priv_validator_key
-
         pk = read_priv_validator_key(path)[1]
     if len(pk) != 32:
         raise UsageError("the consensus key must be a 32-byte ed25519 public key")
@@ -61,8 +62,6 @@ def _consensus_pubkey(args: argparse.Namespace) -> bytes:
 
 
 def cmd_create_validator(args: argparse.Namespace) -> int:
-    from abci_app.pb import staking_pb2, tx_pb2
-
     refuse_signer_first(
         args.signer_first, f"loconet tx staking create-validator ... --from {args.signer_first}"
     )
@@ -75,36 +74,27 @@ def cmd_create_validator(args: argparse.Namespace) -> int:
 
 
 def cmd_bond(args: argparse.Namespace) -> int:
-    from abci_app.pb import staking_pb2, tx_pb2
-
-    refuse_signer_first(
-        args.signer_first,
-        f"loconet tx staking bond {args.amount} {args.signer_first} --from {args.validator}",
-    )
-    key = signing_key(args)
-    msg = staking_pb2.MsgBond(
-        validator=_cons_address(args.validator), amount=parse_amount(args.amount)
-    )
-    return broadcast(args, key, [tx_pb2.Msg(bond=msg)])
+    return _send_stake(args, "bond")
 
 
 def cmd_unbond(args: argparse.Namespace) -> int:
-    from abci_app.pb import staking_pb2, tx_pb2
+    return _send_stake(args, "unbond")
 
+
+def _send_stake(args: argparse.Namespace, verb: str) -> int:
+    """``tx staking bond|unbond VALIDATOR AMOUNT``: the same two arguments, the same checks,
+    one message or the other (``verb`` is both the command and the Msg field)."""
     refuse_signer_first(
         args.signer_first,
-        f"loconet tx staking unbond {args.amount} {args.signer_first} --from {args.validator}",
+        f"loconet tx staking {verb} {args.amount} {args.signer_first} --from {args.validator}",
     )
     key = signing_key(args)
-    msg = staking_pb2.MsgUnbond(
-        validator=_cons_address(args.validator), amount=parse_amount(args.amount)
-    )
-    return broadcast(args, key, [tx_pb2.Msg(unbond=msg)])
+    make = staking_pb2.MsgBond if verb == "bond" else staking_pb2.MsgUnbond
+    msg = make(validator=_cons_address(args.validator), amount=parse_amount(args.amount))
+    return broadcast(args, key, [tx_pb2.Msg(**{verb: msg})])
 
 
 def cmd_unjail(args: argparse.Namespace) -> int:
-    from abci_app.pb import staking_pb2, tx_pb2
-
     refuse_signer_first(
         args.signer_first, f"loconet tx staking unjail {args.signer_first} --from {args.validator}"
     )
@@ -117,8 +107,6 @@ def cmd_unjail(args: argparse.Namespace) -> int:
 
 
 def _query(args: argparse.Namespace, path: str) -> Any:
-    from node.client.rpc import Client
-
     with Client(args.node) as c:
         qr = c.abci_query(path, height=getattr(args, "height", 0) or 0)
     if qr.code != 0:
@@ -194,20 +182,20 @@ def cmd_query_signing_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tx_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--from",
-        dest="from_key",
-        metavar="KEY",
-        help="keyring key that signs (the operator or delegator)",
-    )
-    add_tx_flags(p)
+_SIGNER = "keyring key that signs (the operator or delegator)"
 
 
 def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
     st = tx_sub.add_parser("staking", help="validator and stake transactions").add_subparsers(
         dest="staking_cmd", required=True, metavar="STAKING_COMMAND"
     )
+    _register_create_validator(st)
+    _register_bond_unbond(st)
+    _register_unjail(st)
+    _register_queries(query_sub)
+
+
+def _register_create_validator(st: Any) -> None:
     p = add_command(
         st,
         "create-validator",
@@ -230,7 +218,10 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
         "--self-bond", required=True, help="e.g. 100loco (at least params.min_self_bond)"
     )
     p.add_argument("--moniker", required=True)
-    _tx_flags(p)
+    add_signer_flags(p, _SIGNER)
+
+
+def _register_bond_unbond(st: Any) -> None:
     for name, fn, what in (
         ("bond", cmd_bond, "bond stake to a validator"),
         ("unbond", cmd_unbond, "start unbonding stake (paid after params.unbonding_blocks)"),
@@ -247,7 +238,10 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
         p.add_argument("amount", metavar="AMOUNT", help="with a unit: 1000uloco or 2.5loco")
         # the signer first (FROM_KEY VALIDATOR AMOUNT): refused naming --from
         p.add_argument("signer_first", nargs="?", help=argparse.SUPPRESS)
-        _tx_flags(p)
+        add_signer_flags(p, _SIGNER)
+
+
+def _register_unjail(st: Any) -> None:
     p = add_command(
         st,
         "unjail",
@@ -258,8 +252,11 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
     )
     p.add_argument("validator", metavar="VALIDATOR")
     p.add_argument("signer_first", nargs="?", help=argparse.SUPPRESS)  # FROM_KEY VALIDATOR: refused
-    _tx_flags(p)
+    add_signer_flags(p, _SIGNER)
 
+
+def _register_queries(query_sub: Any) -> None:
+    """query validators|validator|params|signing-info."""
     p = add_command(
         query_sub,
         "validators",
