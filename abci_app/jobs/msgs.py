@@ -867,6 +867,8 @@ def process_msg_reveal_vote(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealVote
             " (hash_leaf(reached[i]) = the trace leaf), an invalid vote's must differ in one: in"
             " exact mode the ends are secret, only re-executing each segment yields them"
         )
+    if v.panel and not msg.valid:  # kept for rounds.apply_evidence_checks: the fresh ones only
+        v.reached.extend(x for x, o in zip(reached, judged, strict=True) if o.panel == v.panel)
     v.voted, v.valid, v.height, v.evidence = True, msg.valid, ctx.block.height, msg.evidence
     v.quality = msg.quality if msg.valid else 0
     keeper.set_round(ctx.store, r)

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from typing import NamedTuple
 
 from abci_app.context import Ctx
 from abci_app.encoding import MAX_U64, u64_key
@@ -64,6 +65,7 @@ from abci_app.jobs.capacity import (
     compute_speed_sample,
     is_chain_live,
 )
+from abci_app.jobs.evidence import compute_unevidenced
 from abci_app.jobs.expected import ProviderKeeper
 from abci_app.jobs.incentives import (
     ceil_div,
@@ -87,7 +89,7 @@ from abci_app.jobs.keys import (
     round_due_key,
 )
 from abci_app.jobs.params import get_params
-from abci_app.jobs.phases import PHASE_END_FIELD
+from abci_app.jobs.phases import PHASE_END_FIELD, compute_later_phases, compute_window_blocks
 from abci_app.jobs.probe import PROBE_DIM, is_probe_within
 from abci_app.jobs.sampler import Sampler, shuffle, weighted_sample
 from abci_app.pb import enum_name, jobs_pb2, providers_pb2
@@ -152,10 +154,50 @@ def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -
     ``max_wait_blocks`` of waiting (``process_job_expiry``).
     Precondition: job active, rounds_opened < rounds."""
     h = ctx.block.height
-    spec = job.spec
     n = job.rounds_opened
     job.next_open_height = 0
     params = get_params(ctx.store)
+    acceptable, holding, eligible = compute_eligible(ctx, providers, job, params)
+    if not eligible:
+        process_round_wait(
+            ctx, job, params, WAIT_SPEED if holding else WAIT_MEMORY if acceptable else WAIT_NONE
+        )
+        return
+    job.waiting_since = 0
+    seed = compute_draw_seed(ctx.block.seed, job.id, n)
+    parts = draw_participants(seed, job.spec, eligible, compute_judges(ctx, providers, job, params))
+    r = jobs_pb2.Round(
+        job_id=job.id,
+        round=n,
+        phase=jobs_pb2.PHASE_COMMIT,
+        open_height=h,
+        draw_seed=seed,
+        open_time_ns=ctx.block.time_ns,
+        base_model_hash=job.current_model_hash,
+        participants=parts,
+    )
+    end = h
+    for ph in [jobs_pb2.PHASE_COMMIT, *compute_later_phases(jobs_pb2.PHASE_COMMIT)]:
+        end += compute_window_blocks(job.spec, ph)
+        setattr(r, PHASE_END_FIELD[ph], end)
+    ctx.store.set(round_due_key(r.commit_deadline, job.id, n), b"")
+    keeper.set_round(ctx.store, r)
+    sla.record_drawn(ctx.store, r, h)
+    job.rounds_opened += 1
+    keeper.set_job(ctx.store, job)
+    ctx.emit(events.round_opened(job.id, n, len(parts), r.base_model_hash, r.commit_deadline))
+
+
+def compute_eligible(
+    ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job, params: jobs_pb2.JobsParams
+) -> tuple[
+    list[providers_pb2.Provider], list[providers_pb2.Provider], list[providers_pb2.Provider]
+]:
+    """(acceptable, holding, eligible): the draw pool's providers whose bond covers the job's
+    collateral and whose policy takes it; of those, the ones whose islands hold the model; of
+    those, the ones fast enough (measured speed). Three lists so that a waiting round says which
+    filter emptied it."""
+    spec = job.spec
     bond = compute_required_bond(
         job.reward_per_round,
         spec.participants_per_round,
@@ -168,27 +210,51 @@ def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -
         for p in providers.get_draw_pool(ctx.store, spec.min_reputation, spec.min_stake)
         if is_job_acceptable(p, job, bond)
     ]
-    need_mib, need_speed = compute_island_need_mib(spec), compute_speed_need(spec)
+    need_speed = compute_speed_need(spec)
     holding = [p for p in acceptable if can_hold(p, spec)]
     eligible = [p for p in holding if providers.meets_throughput(ctx.store, p, need_speed)]
-    if not eligible:
-        if not job.waiting_since:
-            job.waiting_since = h
-        if h - job.waiting_since >= params.max_wait_blocks:
-            process_job_expiry(ctx, job)
-            return
-        keeper.schedule_open(ctx.store, job, compute_next_retry(job, h, params))
-        keeper.set_job(ctx.store, job)
-        reason = WAIT_SPEED if holding else WAIT_MEMORY if acceptable else WAIT_NONE
-        ctx.emit(events.round_waiting(job.id, n, reason, need_mib, need_speed))
+    return acceptable, holding, eligible
+
+
+def process_round_wait(
+    ctx: Ctx, job: jobs_pb2.Job, params: jobs_pb2.JobsParams, reason: str
+) -> None:
+    """No eligible provider: the job waits (``reason``: which filter left nobody) and the draw is
+    retried (``compute_next_retry``), or the job expires after ``max_wait_blocks``."""
+    h = ctx.block.height
+    if not job.waiting_since:
+        job.waiting_since = h
+    if h - job.waiting_since >= params.max_wait_blocks:
+        process_job_expiry(ctx, job)
         return
-    job.waiting_since = 0
-    seed = compute_draw_seed(ctx.block.seed, job.id, n)
+    keeper.schedule_open(ctx.store, job, compute_next_retry(job, h, params))
+    keeper.set_job(ctx.store, job)
+    spec = job.spec
+    ctx.emit(
+        events.round_waiting(
+            job.id,
+            job.rounds_opened,
+            reason,
+            compute_island_need_mib(spec),
+            compute_speed_need(spec),
+        )
+    )
+
+
+def draw_participants(
+    seed: bytes,
+    spec: jobs_pb2.JobSpec,
+    eligible: list[providers_pb2.Provider],
+    n_judges: int | None,
+) -> list[jobs_pb2.Participant]:
+    """The round's participants, by address: drawn by bond x reputation from ``seed``, each a
+    distinct shard of a seeded permutation, ``contested`` when it did not hold most of the
+    draw's weight."""
     by_addr = {p.address: p for p in eligible}
     drawn = weighted_sample(
         seed,
         [(p.address, p.bond * p.reputation) for p in eligible],
-        compute_draw_size(spec, len(eligible), compute_judges(ctx, providers, job, params)),
+        compute_draw_size(spec, len(eligible), n_judges),
     )
     shards = shuffle(hashlib.sha256(seed + b"shards").digest(), spec.num_shards)
     weight = sum(p.bond * p.reputation for p in eligible)
@@ -203,28 +269,7 @@ def process_round_open(ctx: Ctx, providers: ProviderKeeper, job: jobs_pb2.Job) -
         for i, a in enumerate(drawn)
     ]
     parts.sort(key=lambda p: p.address)
-    d = h + spec.commit_blocks
-    r = jobs_pb2.Round(
-        job_id=job.id,
-        round=n,
-        phase=jobs_pb2.PHASE_COMMIT,
-        open_height=h,
-        commit_deadline=d,
-        reveal_end=d + spec.reveal_blocks,
-        verdict_end=d + spec.reveal_blocks + spec.verdict_blocks,
-        vote_reveal_end=d + spec.reveal_blocks + 2 * spec.verdict_blocks,
-        attest_end=d + spec.reveal_blocks + 2 * spec.verdict_blocks + spec.attest_blocks,
-        draw_seed=seed,
-        open_time_ns=ctx.block.time_ns,
-        base_model_hash=job.current_model_hash,
-        participants=parts,
-    )
-    ctx.store.set(round_due_key(d, job.id, n), b"")
-    keeper.set_round(ctx.store, r)
-    sla.record_drawn(ctx.store, r, h)
-    job.rounds_opened += 1
-    keeper.set_job(ctx.store, job)
-    ctx.emit(events.round_opened(job.id, n, len(parts), r.base_model_hash, d))
+    return parts
 
 
 def compute_judge_pool(
@@ -530,6 +575,26 @@ def apply_probe_checks(job: jobs_pb2.Job, p: jobs_pb2.Participant, panel: int) -
             v.valid, v.quality, v.probe_mismatch = False, 0, True
 
 
+def apply_evidence_checks(
+    ctx: Ctx, job: jobs_pb2.Job, r: jobs_pb2.Round, p: jobs_pb2.Participant, panel: int
+) -> None:
+    """A later panel (``panel`` >= 1), when its opening window closes: each opened vote whose
+    evidence on one of the panel's fresh segments is not what the panel's opened stake settled
+    for it (``evidence.compute_unevidenced``) is marked ``unevidenced`` (event
+    ``vote.unevidenced``): the seat did not re-execute, whatever verdict it copied, and the
+    finalize judges it as silence (``compute_seat_judgement``). The tally is left as it is: the
+    check follows a strict majority of the opened stake, and that majority must not gain a lever
+    on the verdict that only ⅔ of the panel's stake has."""
+    if panel == 0:
+        return
+    exact = job.spec.determinism_mode != jobs_pb2.DETERMINISM_MODE_TOLERANCE
+    failed = compute_unevidenced(p, panel, exact, job.spec.tolerance_ppm)
+    by_addr = {v.address: v for v in p.verifiers if v.panel == panel}
+    for addr, segment, reason in failed:
+        by_addr[addr].unevidenced = True
+        ctx.emit(events.vote_unevidenced(job.id, r.round, addr, p.address, panel, segment, reason))
+
+
 def is_end_due(job: jobs_pb2.Job, p: jobs_pb2.Participant) -> bool:
     """Tolerance mode: a revealed challenge with verifiers, whose ends must be opened
     (MsgOpenEnd) in the vote-reveal window."""
@@ -619,6 +684,7 @@ def _decide(
     params = get_params(ctx.store)
     panel = 2 if p.final_tier else 1 if p.escalated else 0
     apply_probe_checks(job, p, panel)
+    apply_evidence_checks(ctx, job, r, p, panel)
     vs = [v for v in p.verifiers if v.panel == panel]
     # the earlier panels' invalid voters count towards min_fraud_verifiers (each address once)
     support = len(
@@ -1071,7 +1137,7 @@ def process_verifier_rewards(
             majority_votes.extend(
                 (v.address, 1)
                 for v in p.verifiers
-                if v.voted and not v.unavailable and v.valid == want_valid
+                if v.voted and not v.unavailable and not v.unevidenced and v.valid == want_valid
             )
     for addr, amount in compute_shares(job.verifier_reward_per_round, majority_votes):
         if providers.is_tombstoned(ctx.store, addr):
@@ -1091,93 +1157,141 @@ def process_participant_penalties(ctx: Ctx, providers: ProviderKeeper, r: jobs_p
     verifier panel checked it, scaled by its pay (incentives.compute_value_gain_bps); accepted
     work that did not attest the quorum loses as a missed commit; declined slots move nothing."""
     params = get_params(ctx.store)
-    jid, rn = r.job_id, r.round
     for p in r.participants:
         rep = providers.get_reputation(ctx.store, p.address)
         if p.outcome == jobs_pb2.OUTCOME_MISSED_COMMIT:
-            reason = enum_name(jobs_pb2.Outcome, p.outcome)
-            res = providers.slash(
-                ctx,
-                p.address,
-                params.slash_fraction_liveness_bps,
-                reason=reason,
-                job_id=jid,
-                round_=rn,
-            )
-            p.slashed = res.amount
-            if res.amount:
-                r.slashes.add(
-                    address=p.address, amount=res.amount, reason=reason, burned=res.burned
-                )
-            p.reputation_delta = _set_rep(
-                ctx,
-                providers,
-                p.address,
-                compute_loss(rep, params.reputation_loss_missed_commit_bps),
-                reason,
-            )
+            _punish_missed_commit(ctx, providers, params, r, p, rep)
         elif p.outcome == jobs_pb2.OUTCOME_MISSED_REVEAL:
-            res = providers.slash(
-                ctx,
-                p.address,
-                params.slash_fraction_fraud_bps,
-                reason="missed_reveal",
-                job_id=jid,
-                round_=rn,
-            )
-            p.slashed = res.amount
-            r.slashes.add(
-                address=p.address, amount=res.amount, reason="missed_reveal", burned=res.burned
-            )
-            p.reputation_delta = _set_rep(ctx, providers, p.address, 0, "missed_reveal")
-            providers.jail(ctx, p.address, "missed_reveal")
+            _punish_missed_reveal(ctx, providers, params, r, p)
         elif p.outcome == jobs_pb2.OUTCOME_FRAUD:
-            provers = [  # an unavailable vote proved nothing: no share of the bounty
-                (v.address, v.stake)
-                for v in p.verifiers
-                if v.voted
-                and not v.valid
-                and not v.unavailable
-                and not providers.is_tombstoned(ctx.store, v.address)
-            ]
-            res = providers.slash(
-                ctx,
-                p.address,
-                params.slash_fraction_fraud_bps,
-                reason="fraud",
-                job_id=jid,
-                round_=rn,
-                bounty_bps=params.fraud_bounty_bps,
-                bounty_weights=provers,
+            _punish_fraud(ctx, providers, params, r, p)
+        else:
+            _move_accepted_reputation(ctx, providers, params, r, p, rep)
+
+
+def _punish_missed_commit(
+    ctx: Ctx,
+    providers: ProviderKeeper,
+    params: jobs_pb2.JobsParams,
+    r: jobs_pb2.Round,
+    p: jobs_pb2.Participant,
+    rep: int,
+) -> None:
+    """A drawn provider that did not commit: the liveness slash and the missed-commit loss."""
+    reason = enum_name(jobs_pb2.Outcome, p.outcome)
+    res = providers.slash(
+        ctx,
+        p.address,
+        params.slash_fraction_liveness_bps,
+        reason=reason,
+        job_id=r.job_id,
+        round_=r.round,
+    )
+    p.slashed = res.amount
+    if res.amount:
+        r.slashes.add(address=p.address, amount=res.amount, reason=reason, burned=res.burned)
+    p.reputation_delta = _set_rep(
+        ctx,
+        providers,
+        p.address,
+        compute_loss(rep, params.reputation_loss_missed_commit_bps),
+        reason,
+    )
+
+
+def _punish_missed_reveal(
+    ctx: Ctx,
+    providers: ProviderKeeper,
+    params: jobs_pb2.JobsParams,
+    r: jobs_pb2.Round,
+    p: jobs_pb2.Participant,
+) -> None:
+    """A challenge left unopened: the fraud fraction, all burned (nobody proved anything),
+    reputation 0, jailed."""
+    res = providers.slash(
+        ctx,
+        p.address,
+        params.slash_fraction_fraud_bps,
+        reason="missed_reveal",
+        job_id=r.job_id,
+        round_=r.round,
+    )
+    p.slashed = res.amount
+    r.slashes.add(address=p.address, amount=res.amount, reason="missed_reveal", burned=res.burned)
+    p.reputation_delta = _set_rep(ctx, providers, p.address, 0, "missed_reveal")
+    providers.jail(ctx, p.address, "missed_reveal")
+
+
+def _punish_fraud(
+    ctx: Ctx,
+    providers: ProviderKeeper,
+    params: jobs_pb2.JobsParams,
+    r: jobs_pb2.Round,
+    p: jobs_pb2.Participant,
+) -> None:
+    """Proven fraud: the fraud fraction, its bounty to the invalid voters that proved it (by
+    stake; an unavailable vote proved nothing, an unevidenced one did not re-execute), reputation
+    0, jailed."""
+    provers = [
+        (v.address, v.stake)
+        for v in p.verifiers
+        if v.voted
+        and not v.valid
+        and not v.unavailable
+        and not v.unevidenced
+        and not providers.is_tombstoned(ctx.store, v.address)
+    ]
+    res = providers.slash(
+        ctx,
+        p.address,
+        params.slash_fraction_fraud_bps,
+        reason="fraud",
+        job_id=r.job_id,
+        round_=r.round,
+        bounty_bps=params.fraud_bounty_bps,
+        bounty_weights=provers,
+    )
+    p.slashed = res.amount
+    r.slashes.add(address=p.address, amount=res.amount, reason="fraud", burned=res.burned)
+    for addr, amount in res.bounties:
+        r.payouts.add(address=addr, amount=amount, kind="bounty")
+        ctx.emit(events.reward_paid(r.job_id, r.round, addr, amount, "bounty"))
+    p.reputation_delta = _set_rep(ctx, providers, p.address, 0, "fraud")
+    providers.jail(ctx, p.address, "fraud")
+
+
+def _move_accepted_reputation(
+    ctx: Ctx,
+    providers: ProviderKeeper,
+    params: jobs_pb2.JobsParams,
+    r: jobs_pb2.Round,
+    p: jobs_pb2.Participant,
+    rep: int,
+) -> None:
+    """The other outcomes: a paid attester verified by a panel (drawn against competition)
+    gains, scaled by its pay; a quorumless or screened-out attester and a declined slot move
+    nothing; accepted work that did not attest the quorum loses as a missed commit."""
+    if is_quorumless_attester(r, p):
+        return  # attested, no quorum: paid its slot, reputation unchanged
+    if is_paid_attester(r, p):
+        # verified by a panel, drawn against competition: the only work reputation grows from
+        if p.challenged and p.verifiers and p.contested:
+            gain = compute_value_gain_bps(
+                params.reputation_gain_bps, p.reward, params.reputation_value_unit
             )
-            p.slashed = res.amount
-            r.slashes.add(address=p.address, amount=res.amount, reason="fraud", burned=res.burned)
-            for addr, amount in res.bounties:
-                r.payouts.add(address=addr, amount=amount, kind="bounty")
-                ctx.emit(events.reward_paid(jid, rn, addr, amount, "bounty"))
-            p.reputation_delta = _set_rep(ctx, providers, p.address, 0, "fraud")
-            providers.jail(ctx, p.address, "fraud")
-        elif is_quorumless_attester(r, p):
-            continue  # attested, no quorum: paid its slot, reputation unchanged
-        elif is_paid_attester(r, p):
-            # verified by a panel, drawn against competition: the only work reputation grows from
-            if p.challenged and p.verifiers and p.contested:
-                gain = compute_value_gain_bps(
-                    params.reputation_gain_bps, p.reward, params.reputation_value_unit
-                )
-                p.reputation_delta = _set_rep(
-                    ctx, providers, p.address, compute_gain(rep, gain), "accepted"
-                )
-        elif p.outcome == jobs_pb2.OUTCOME_ACCEPTED and p.address in r.screened_out:
-            continue  # screened out of the aggregate: not paid, reputation unchanged
-        elif p.outcome == jobs_pb2.OUTCOME_ACCEPTED:
             p.reputation_delta = _set_rep(
-                ctx,
-                providers,
-                p.address,
-                compute_loss(rep, params.reputation_loss_missed_commit_bps),
-                "missed_attest",
+                ctx, providers, p.address, compute_gain(rep, gain), "accepted"
             )
+        return
+    if p.outcome != jobs_pb2.OUTCOME_ACCEPTED or p.address in r.screened_out:
+        return  # declined, undecided, rejected; or screened out of the aggregate: unchanged
+    p.reputation_delta = _set_rep(
+        ctx,
+        providers,
+        p.address,
+        compute_loss(rep, params.reputation_loss_missed_commit_bps),
+        "missed_attest",
+    )
 
 
 def compute_claimed_bounty(
@@ -1216,7 +1330,7 @@ def compute_silence_floor(
     other outcome (the liveness fraction alone)."""
     if p.outcome != jobs_pb2.OUTCOME_UNDECIDED or n_participants <= 0:
         return 0
-    silent = sum(1 for v in p.verifiers if not v.voted and not v.unavailable)
+    silent = sum(1 for v in p.verifiers if (not v.voted or v.unevidenced) and not v.unavailable)
     if silent == 0:
         return 0
     return ceil_div(reward_per_round // n_participants, silent) + 1
@@ -1242,12 +1356,68 @@ def compute_verifier_paid(r: jobs_pb2.Round) -> dict[bytes, int]:
     return out
 
 
+class SlashTerms(NamedTuple):
+    """What a challenge's slashed seats are slashed against (``process_verifier_accountability``):
+    the bounty's winners, each invalid voter's claimed bounty (accepted work), the silence
+    floor."""
+
+    winners: list[tuple[bytes, int]]
+    claimed: dict[bytes, int]
+    silence_floor: int
+
+
+# how the finalize judges one seat (``compute_seat_judgement``)
+SEAT_SKIP, SEAT_SILENT, SEAT_MAJORITY, SEAT_WRONG, SEAT_MINORITY = range(5)
+
+
+def compute_seat_judgement(p: jobs_pb2.Participant, v: jobs_pb2.VerifierAssignment) -> int:
+    """How seat ``v`` is judged against ``p``'s final outcome (``process_verifier_accountability``
+    says what each costs or earns). An unavailable vote the verdict did not refute, and any seat
+    of an undecided challenge but the silent, is skipped; silence is an unopened vote, an
+    unavailable one the verdict accepted over, or an unevidenced one (a later panel's vote that
+    did not re-execute a fresh segment, ``apply_evidence_checks``) on a verdict that does not
+    slash it as a wrong vote; then the majority, the wrong side of a slashing verdict, and the
+    minority of a rejection."""
+    accepted = p.outcome == jobs_pb2.OUTCOME_ACCEPTED
+    if v.unavailable and not accepted:
+        return SEAT_SKIP  # not refuted (invalid prevailed, or nothing did): nothing either way
+    if not v.voted or v.unavailable or (v.unevidenced and not accepted):
+        return SEAT_SILENT
+    if p.outcome not in DECIDED:
+        return SEAT_SKIP
+    if v.valid == accepted:
+        return SEAT_MAJORITY
+    if p.outcome in (jobs_pb2.OUTCOME_ACCEPTED, jobs_pb2.OUTCOME_FRAUD):
+        return SEAT_WRONG
+    return SEAT_MINORITY
+
+
+def compute_winners(
+    ctx: Ctx, providers: ProviderKeeper, p: jobs_pb2.Participant
+) -> list[tuple[bytes, int]]:
+    """(address, stake) of the seats on the side of ``p``'s outcome that share a wrong voter's
+    slash bounty: opened, available, evidenced, not tombstoned."""
+    want_valid = p.outcome == jobs_pb2.OUTCOME_ACCEPTED
+    return [
+        (v.address, v.stake)
+        for v in p.verifiers
+        if v.voted
+        and not v.unavailable
+        and not v.unevidenced
+        and v.valid == want_valid
+        and not providers.is_tombstoned(ctx.store, v.address)
+    ]
+
+
 def process_verifier_accountability(ctx: Ctx, providers: ProviderKeeper, r: jobs_pb2.Round) -> None:
     """In (target, panel, verifier) order, for every challenge that was revealed, each assigned
-    verifier of either panel is judged against the final outcome:
+    verifier of either panel is judged against the final outcome (``compute_seat_judgement``):
 
     - silent (no commit, or a commit never opened): slashed ``slash_fraction_liveness_bps``
       (burned) and loses reputation; silence is never free;
+    - unevidenced (a later panel's opened vote that did not re-execute one of the panel's fresh
+      segments, ``apply_evidence_checks``): as silence (``verifier_unevidenced``), unless the
+      final verdict accepts, which slashes its invalid vote as a wrong vote (more);
     - on the side of a decided outcome (accepted, fraud, rejected): gains reputation once a round
       (at its first such seat), scaled by its verifier pay of the round as a participant's gain is
       by its reward (``incentives.compute_value_gain_bps``: a job paying no verifier share, or a
@@ -1264,108 +1434,105 @@ def process_verifier_accountability(ctx: Ctx, providers: ProviderKeeper, r: jobs
       reputation), never as a wrong vote; otherwise (fraud, rejected, undecided) it loses
       nothing, as an invalid vote there. A provider that serves every verifier but one can then
       cost that one the liveness slash, not 10 %."""
-    params = get_params(ctx.store)
-    jid, rn = r.job_id, r.round
-    job = keeper.get_job(ctx.store, jid)
+    job = keeper.get_job(ctx.store, r.job_id)
     job_reward = job.reward_per_round if job is not None else 0
     paid = compute_verifier_paid(r)
     gained: set[bytes] = set()
     for p in r.participants:
         if not p.challenged or p.outcome == jobs_pb2.OUTCOME_MISSED_REVEAL or not p.verifiers:
             continue  # nothing to verify
-        decided = p.outcome in DECIDED
-        want_valid = p.outcome == jobs_pb2.OUTCOME_ACCEPTED
-        slashing = p.outcome in (jobs_pb2.OUTCOME_ACCEPTED, jobs_pb2.OUTCOME_FRAUD)
-        winners = [
-            (v.address, v.stake)
-            for v in p.verifiers
-            if v.voted
-            and not v.unavailable
-            and v.valid == want_valid
-            and not providers.is_tombstoned(ctx.store, v.address)
-        ]
-        claimed = (
+        terms = SlashTerms(
+            compute_winners(ctx, providers, p),
             compute_claimed_bounty(providers, ctx, p)
             if p.outcome == jobs_pb2.OUTCOME_ACCEPTED
-            else {}
+            else {},
+            compute_silence_floor(p, job_reward, len(r.participants)),
         )
-        silence_floor = compute_silence_floor(p, job_reward, len(r.participants))
         for v in p.verifiers:
-            rep = providers.get_reputation(ctx.store, v.address)
-            reason = ""
-            if v.unavailable and p.outcome != jobs_pb2.OUTCOME_ACCEPTED:
-                continue  # not refuted (invalid prevailed, or nothing did): nothing either way
-            if not v.voted or v.unavailable:
-                reason = "verifier_unavailable" if v.unavailable else "verifier_silent"
-                res = providers.slash(
-                    ctx,
-                    v.address,
-                    params.slash_fraction_liveness_bps,
-                    reason=reason,
-                    job_id=jid,
-                    round_=rn,
-                    min_amount=0
-                    if v.unavailable
-                    else compute_capped_floor(
-                        providers,
-                        ctx,
-                        v.address,
-                        silence_floor,
-                        params.slash_fraction_wrong_vote_bps,
-                    ),
-                )
-            elif decided and v.valid == want_valid:
-                if v.address not in gained:
-                    gained.add(v.address)
-                    gain = compute_value_gain_bps(
-                        params.reputation_gain_bps,
-                        paid.get(v.address, 0),
-                        params.reputation_value_unit,
-                    )
-                    _set_rep(
-                        ctx, providers, v.address, compute_gain(rep, gain), "verifier_majority"
-                    )
-                continue
-            elif decided and slashing:
-                reason = "wrong_vote"
-                floor = claimed[v.address] + 1 if v.address in claimed else 0
-                res = providers.slash(
-                    ctx,
-                    v.address,
-                    params.slash_fraction_wrong_vote_bps,
-                    reason=reason,
-                    job_id=jid,
-                    round_=rn,
-                    bounty_bps=params.fraud_bounty_bps,
-                    bounty_weights=winners,
-                    min_amount=floor,
-                )
-            elif decided:
-                _set_rep(
-                    ctx,
-                    providers,
-                    v.address,
-                    compute_loss(rep, params.reputation_loss_verifier_bps),
-                    "verifier_minority",
-                )
-                continue
-            else:
-                continue
-            v.slashed = res.amount
-            if res.amount:
-                r.slashes.add(
-                    address=v.address, amount=res.amount, reason=reason, burned=res.burned
-                )
-            for addr, amount in res.bounties:
-                r.payouts.add(address=addr, amount=amount, kind="bounty")
-                ctx.emit(events.reward_paid(jid, rn, addr, amount, "bounty"))
-            _set_rep(
-                ctx,
-                providers,
-                v.address,
-                compute_loss(rep, params.reputation_loss_verifier_bps),
-                reason,
+            kind = compute_seat_judgement(p, v)
+            if kind == SEAT_MAJORITY and v.address not in gained:
+                gained.add(v.address)
+                _gain_verifier_reputation(ctx, providers, v.address, paid.get(v.address, 0))
+            elif kind == SEAT_MINORITY:
+                _lose_verifier_reputation(ctx, providers, v.address, "verifier_minority")
+            elif kind in (SEAT_SILENT, SEAT_WRONG):
+                _slash_seat(ctx, providers, r, v, kind, terms)
+
+
+def _gain_verifier_reputation(ctx: Ctx, providers: ProviderKeeper, addr: bytes, paid: int) -> None:
+    """A majority seat's reputation gain, scaled by its verifier pay of the round."""
+    params = get_params(ctx.store)
+    rep = providers.get_reputation(ctx.store, addr)
+    gain = compute_value_gain_bps(params.reputation_gain_bps, paid, params.reputation_value_unit)
+    _set_rep(ctx, providers, addr, compute_gain(rep, gain), "verifier_majority")
+
+
+def _lose_verifier_reputation(
+    ctx: Ctx, providers: ProviderKeeper, addr: bytes, reason: str, rep: int | None = None
+) -> None:
+    """A seat's reputation loss (``reputation_loss_verifier_bps`` of ``rep``, read now if not
+    given: a slashed seat loses from what it had before the slash)."""
+    params = get_params(ctx.store)
+    rep = providers.get_reputation(ctx.store, addr) if rep is None else rep
+    _set_rep(ctx, providers, addr, compute_loss(rep, params.reputation_loss_verifier_bps), reason)
+
+
+def _slash_seat(
+    ctx: Ctx,
+    providers: ProviderKeeper,
+    r: jobs_pb2.Round,
+    v: jobs_pb2.VerifierAssignment,
+    kind: int,
+    terms: SlashTerms,
+) -> None:
+    """Slash a silent seat (liveness fraction; at least the silence floor, capped at the
+    wrong-vote fraction, except an unavailable vote) or a wrong vote (wrong-vote fraction, an
+    invalid vote on accepted work at least the bounty it claimed + 1, its bounty to the
+    winners), record it, and take the seat's reputation loss."""
+    params = get_params(ctx.store)
+    rep = providers.get_reputation(ctx.store, v.address)
+    if kind == SEAT_SILENT:
+        reason = (
+            "verifier_unavailable"
+            if v.unavailable
+            else "verifier_unevidenced"
+            if v.voted
+            else "verifier_silent"
+        )
+        floor = 0
+        if not v.unavailable:
+            floor = compute_capped_floor(
+                providers, ctx, v.address, terms.silence_floor, params.slash_fraction_wrong_vote_bps
             )
+        res = providers.slash(
+            ctx,
+            v.address,
+            params.slash_fraction_liveness_bps,
+            reason=reason,
+            job_id=r.job_id,
+            round_=r.round,
+            min_amount=floor,
+        )
+    else:
+        reason = "wrong_vote"
+        res = providers.slash(
+            ctx,
+            v.address,
+            params.slash_fraction_wrong_vote_bps,
+            reason=reason,
+            job_id=r.job_id,
+            round_=r.round,
+            bounty_bps=params.fraud_bounty_bps,
+            bounty_weights=terms.winners,
+            min_amount=terms.claimed[v.address] + 1 if v.address in terms.claimed else 0,
+        )
+    v.slashed = res.amount
+    if res.amount:
+        r.slashes.add(address=v.address, amount=res.amount, reason=reason, burned=res.burned)
+    for addr, amount in res.bounties:
+        r.payouts.add(address=addr, amount=amount, kind="bounty")
+        ctx.emit(events.reward_paid(r.job_id, r.round, addr, amount, "bounty"))
+    _lose_verifier_reputation(ctx, providers, v.address, reason, rep)
 
 
 def process_measured_speed(ctx: Ctx, providers: ProviderKeeper, r: jobs_pb2.Round) -> None:
@@ -1379,11 +1546,12 @@ def process_measured_speed(ctx: Ctx, providers: ProviderKeeper, r: jobs_pb2.Roun
     if not r.open_time_ns:
         return
     samples: list[tuple[bytes, int]] = []
+    max_gap_ns = get_params(ctx.store).max_block_gap_ns
     for p in r.participants:
         if p.outcome != jobs_pb2.OUTCOME_ACCEPTED or not p.commitment.time_ns:
             continue
         c = p.commitment
-        if not is_chain_live(r.open_height, r.open_time_ns, c.height, c.time_ns):
+        if not is_chain_live(r.open_height, r.open_time_ns, c.height, c.time_ns, max_gap_ns):
             continue  # a chain stall is not the provider's time (capacity.is_chain_live)
         sample = compute_speed_sample(
             p.commitment.tokens_processed, r.open_time_ns, p.commitment.time_ns
@@ -1504,31 +1672,13 @@ def is_phase_done(job: jobs_pb2.Job, r: jobs_pb2.Round) -> bool:
 
 def _window_chain(r: jobs_pb2.Round, spec: jobs_pb2.JobSpec) -> list[tuple[str, int]]:
     """The current phase's end field, then each later end field with its window's length: what
-    an early close moves (each later window keeps its full length)."""
-    v, a = spec.verdict_blocks, spec.attest_blocks
-    chains: dict[int, list[tuple[str, int]]] = {
-        jobs_pb2.PHASE_COMMIT: [
-            ("commit_deadline", 0),
-            ("reveal_end", spec.reveal_blocks),
-            ("verdict_end", v),
-            ("vote_reveal_end", v),
-            ("attest_end", a),
-        ],
-        jobs_pb2.PHASE_REVEAL: [
-            ("reveal_end", 0),
-            ("verdict_end", v),
-            ("vote_reveal_end", v),
-            ("attest_end", a),
-        ],
-        jobs_pb2.PHASE_VERDICT: [("verdict_end", 0), ("vote_reveal_end", v), ("attest_end", a)],
-        jobs_pb2.PHASE_VOTE_REVEAL: [("vote_reveal_end", 0), ("attest_end", a)],
-        jobs_pb2.PHASE_APPEAL: [("appeal_end", 0), ("appeal_reveal_end", v), ("attest_end", a)],
-        jobs_pb2.PHASE_APPEAL_REVEAL: [("appeal_reveal_end", 0), ("attest_end", a)],
-        jobs_pb2.PHASE_FINAL: [("final_end", 0), ("final_reveal_end", v), ("attest_end", a)],
-        jobs_pb2.PHASE_FINAL_REVEAL: [("final_reveal_end", 0), ("attest_end", a)],
-        jobs_pb2.PHASE_ATTEST: [("attest_end", 0)],
-    }
-    return chains[r.phase]
+    an early close moves (each later window keeps its full length). Read off the phase table
+    (``phases.NEXT_PHASE``, ``PHASE_WINDOW_FIELDS``): the order the round's windows were laid
+    out in."""
+    return [(PHASE_END_FIELD[r.phase], 0)] + [
+        (PHASE_END_FIELD[ph], compute_window_blocks(spec, ph))
+        for ph in compute_later_phases(r.phase)
+    ]
 
 
 def compute_close_height(r: jobs_pb2.Round, height: int, entering: bool) -> int:

@@ -312,7 +312,10 @@ def reached_states(
     ``diligent=False`` is a lazy verifier that did not re-execute: it has only public data, the
     revealed end state hashes (tolerance mode) or, in exact mode where those are secret, a
     public entry when another opening starts there (only a run's start is: never the end of an
-    opened segment), else a guess."""
+    opened segment), else a guess. A diligent invalid vote of a later panel (``panel`` > 0)
+    diverges on the earlier panels' segments (the cheat they disputed) and reaches the honest
+    end of each of its panel's fresh segments, as a re-execution of the kits' honest trace does:
+    its evidence is checked there (rounds.apply_evidence_checks)."""
     opened = compute_panel_reveals(target, panel)
     out = []
     for o in opened:
@@ -321,7 +324,8 @@ def reached_states(
         else:
             starts = {q.segment: q.start_state_hash for q in opened}
             x = o.end_state_hash or starts.get(o.segment + 1) or h(f"guess/{o.segment}")
-        out.append(x if valid else hashlib.sha256(b"recomputed" + x).digest())
+        keep = valid or (diligent and panel > 0 and o.panel == panel)
+        out.append(x if keep else hashlib.sha256(b"recomputed" + x).digest())
     return out
 
 
