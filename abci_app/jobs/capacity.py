@@ -21,21 +21,25 @@ open block and the block that took it (header times, consensus data), so its sam
 ``tokens x 10^9 // elapsed_ns``. The header times include any time the chain itself made no
 block (an upgrade, an outage, or validators with more than 1/3 of the power withholding votes,
 which costs them nothing), which is not the provider's: a round whose blocks from the open to a
-commitment came more than ``MAX_BLOCK_GAP_NS`` apart on average gives no sample of that
-commitment (``is_chain_live``), neither raising nor lowering the figure.
+commitment came more than the jobs param ``max_block_gap_ns`` (default ``MAX_BLOCK_GAP_NS``, 30 s)
+apart on average gives no sample of that commitment (``is_chain_live``), neither raising nor
+lowering the figure.
 """
 
 from __future__ import annotations
 
 from abci_app.jobs.incentives import ceil_div, compute_model_params
+from abci_app.jobs.params import DEFAULTS
 from abci_app.pb import jobs_pb2, providers_pb2
 
 BYTES_PER_PARAM = 24
 MIB = 1 << 20
 NS_PER_S = 10**9
-# a mean block interval above this between a round's open and a commitment is a chain stall, not
-# a slow provider: 5x CometBFT's default (~6 s with timeout_commit 5 s), 30x the testnet's
-MAX_BLOCK_GAP_NS = 30 * NS_PER_S
+# the default of the jobs param ``max_block_gap_ns`` (30 s): a mean block interval above it between
+# a round's open and a commitment is a chain stall, not a slow provider: 5x CometBFT's default
+# (~6 s with timeout_commit 5 s), 30x the testnet's. Also what a chain whose stored params predate
+# the param (0 there) uses.
+MAX_BLOCK_GAP_NS = DEFAULTS["max_block_gap_ns"]
 
 # why a round waits (event ``round.waiting``, attribute ``reason``)
 WAIT_NONE = "no eligible providers"
@@ -70,7 +74,11 @@ def compute_speed_sample(tokens: int, open_time_ns: int, commit_time_ns: int) ->
     return tokens * NS_PER_S // max(1, commit_time_ns - open_time_ns)
 
 
-def is_chain_live(open_height: int, open_time_ns: int, height: int, time_ns: int) -> bool:
+def is_chain_live(
+    open_height: int, open_time_ns: int, height: int, time_ns: int, max_gap_ns: int
+) -> bool:
     """The chain made blocks at its usual pace from a round's open to a block taking a
-    commitment: at most ``MAX_BLOCK_GAP_NS`` per block on average."""
-    return time_ns - open_time_ns <= max(1, height - open_height) * MAX_BLOCK_GAP_NS
+    commitment: at most ``max_gap_ns`` (the jobs param ``max_block_gap_ns``; 0, a chain's params
+    stored before it existed, reads as ``MAX_BLOCK_GAP_NS``) per block on average."""
+    gap = max_gap_ns or MAX_BLOCK_GAP_NS
+    return time_ns - open_time_ns <= max(1, height - open_height) * gap

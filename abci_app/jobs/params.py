@@ -59,6 +59,10 @@ DEFAULTS: dict[str, int] = {
     # 1: a round's draw leaves verifiers_per_challenge providers outside it to judge its
     # challenges (rounds.compute_draw_size); 0 or 1
     "reserve_verifiers": 1,
+    # a mean block gap above this (ns, header times) between a round's open and a commitment is a
+    # chain stall, not a slow provider: that commitment gives no measured-speed sample
+    # (capacity.is_chain_live). 30 s: 5x CometBFT's default block time, 30x the testnet's
+    "max_block_gap_ns": 30 * 10**9,
 }
 BPS_FIELDS = (
     "min_challenge_bps",
@@ -96,6 +100,7 @@ def params_from_json(d: dict[str, Any]) -> jobs_pb2.JobsParams:
         "max_shards",
         "wait_retry_blocks",
         "reputation_value_unit",
+        "max_block_gap_ns",
     ):
         if vals[k] == 0:
             raise ValueError(f"jobs.params.{k}: must be > 0")
