@@ -52,6 +52,7 @@ import os
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -220,7 +221,8 @@ def ms(xs: list[float]) -> tuple[float, float]:
     return statistics.mean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
 
 
-def main(argv=None) -> int:
+# long: a flat table of the benchmark's flags, each with its help text
+def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -305,13 +307,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="benchmarks/diloco_seeds_out")
     ap.add_argument("--results", help="RESULTS.md: write / replace this table's section")
     ap.add_argument("--from-json", help="re-render a saved OUT/table.json (no training)")
-    a = ap.parse_args(argv)
-    if a.from_json:
-        md = render(recount(json.loads(Path(a.from_json).read_text()), a.sitout_share), a.quick)
-        if a.results:
-            write_section(Path(a.results), md)
-        print(md)
-        return 0
+    return ap.parse_args(argv)
+
+
+def settle_flags(a: argparse.Namespace) -> None:
+    """The flags a run derives: --quick's sizes, the device checked, the compress threads,
+    the shared corpus when present."""
     if a.quick:
         a.steps, a.H, a.seeds = 240, 20, "0,1"
         a.ar_lrs, a.outer = "3e-3", "0.7:0.9"
@@ -323,7 +324,9 @@ def main(argv=None) -> int:
         )
     if a.data is None and DEFAULT_DATA.is_file():
         a.data = str(DEFAULT_DATA)  # the shared corpus when present, else the built-in one
-    corpus = _corpus(a.data)
+
+
+def model_config(a: argparse.Namespace) -> GPTConfig:
     cfg = GPTConfig.preset(a.model_size)
     if a.n_layer:
         cfg.n_layer = a.n_layer
@@ -331,19 +334,47 @@ def main(argv=None) -> int:
         cfg.n_embd = a.n_embd
     if a.n_head:
         cfg.n_head = a.n_head
-    seeds = [int(s) for s in a.seeds.split(",")]
-    W = a.workers
-    t0 = time.time()
-    outdir = Path(a.out)
-    outdir.mkdir(parents=True, exist_ok=True)
+    return cfg
 
-    def log(m):
-        print(f"[{time.time() - t0:7.1f}s] {m}", file=sys.stderr, flush=True)
 
-    def rc(**kw) -> RunConfig:
+OuterEntry = tuple[float, float, float]  # outer lr, momentum, inner lr
+
+
+@dataclass
+class Pending:
+    """Phase 1's submitted rows: the AllReduce lr sweep, the outer sweep, the κ row when its
+    outer settings were given, the codec rows ((codec, outer lr, momentum, ef decay, future);
+    lr and momentum None: the best outer pair, submitted in phase 2)."""
+
+    ar: dict[float, Any]
+    outer: dict[OuterEntry, Any]
+    kappa: Any
+    kappa_o: OuterEntry | None
+    codecs: list[tuple[str, float | None, float | None, float, Any]]
+
+
+class Table:
+    """One run of the table: its settings, the process pool, and the rows as collected."""
+
+    def __init__(self, a: argparse.Namespace, cfg: GPTConfig, seeds: list[int]) -> None:
+        self.a, self.cfg, self.seeds, self.W = a, cfg, seeds, a.workers
+        self.t0 = time.time()
+        self.outdir = Path(a.out)
+        self.outdir.mkdir(parents=True, exist_ok=True)
+        self.pool: Pool | None = None
+        self.rows: list[dict] = []
+        self.base: dict = {}  # the baseline AllReduce row's runs, by seed
+        self.P = 0
+        self.ar_bytes = 0.0
+
+    def log(self, m: str) -> None:
+        print(f"[{time.time() - self.t0:7.1f}s] {m}", file=sys.stderr, flush=True)
+
+    def rc(self, **kw) -> RunConfig:
+        a = self.a
         d = {
-            "model": cfg,
-            "workers": W,
+            "model": self.cfg,
+            "workers": self.W,
             "batch_size": a.batch_size,
             "steps": a.steps,
             "warmup": int(a.warmup_frac * a.steps),
@@ -355,53 +386,47 @@ def main(argv=None) -> int:
             d["eval_every"] = a.eval_rounds * d["H"]
         return RunConfig(**d)
 
-    if a.estimate or a.estimate_only or a.budget_s:
-        text, wall = estimate(a, rc, seeds)
-        print(text, flush=True)
-        if a.estimate_only:
-            return 0
-        if a.budget_s and wall > a.budget_s:
-            steps = max(2 * a.H, int(a.steps * a.budget_s / wall) // a.H * a.H)
-            print(
-                f"the estimate ({wall:,.0f} s) is over --budget-s {a.budget_s:g}: --steps "
-                f"lowered from {a.steps} to {steps} ({steps // a.H} rounds of H = {a.H}) so "
-                "the table finishes; its header gives the steps it ran",
-                flush=True,
-            )
-            a.steps = steps
-    pool = Pool(a, a.jobs)
-
-    def submit(label: str, **kw):
+    def submit(self, label: str, **kw):
         """One table row: its seeds as ONE batched model (trainer.batched.run_many)."""
-        return pool.submit(label, [rc(seed=s, **kw) for s in seeds])
+        assert self.pool is not None
+        return self.pool.submit(label, [self.rc(seed=s, **kw) for s in self.seeds])
 
-    def diloco(label: str, olr: float, mom: float, ilr: float | None = None, **kw):
+    def diloco(self, label: str, olr: float, mom: float, ilr: float | None = None, **kw):
         """A DiLoCo row at H with outer lr / momentum (Nesterov when momentum > 0) and inner lr
         (default --inner-lr)."""
-        return submit(
+        return self.submit(
             label,
-            H=a.H,
-            lr=ilr or a.inner_lr,
+            H=self.a.H,
+            lr=ilr or self.a.inner_lr,
             outer_lr=olr,
             outer_momentum=mom,
             nesterov=mom > 0,
             **kw,
         )
 
-    def outer_entry(text: str) -> tuple[float, float, float]:
+    def kappa(self, kappa_o: OuterEntry):
+        """The κ row: DiLoCo at ``kappa_o`` for --kappa-mult x the steps."""
+        a = self.a
+        st = int(a.steps * a.kappa_mult)
+        return self.diloco(
+            f"DiLoCo kappa x{a.kappa_mult:g}", *kappa_o, steps=st, warmup=int(a.warmup_frac * st)
+        )
+
+    def outer_entry(self, text: str) -> OuterEntry:
         v = [float(x) for x in text.split(":")]
-        return v[0], v[1], v[2] if len(v) > 2 else a.inner_lr
+        return v[0], v[1], v[2] if len(v) > 2 else self.a.inner_lr
 
-    def onames(olr: float, mom: float, ilr: float) -> str:
-        return f"outer {olr:g}/{mom:g}" + (f", inner lr {ilr:g}" if ilr != a.inner_lr else "")
+    def onames(self, olr: float, mom: float, ilr: float) -> str:
+        return f"outer {olr:g}/{mom:g}" + (f", inner lr {ilr:g}" if ilr != self.a.inner_lr else "")
 
-    def collect(label: str, fut) -> dict:
+    def collect(self, label: str, fut) -> dict:
+        """A row's results by seed, each logged and appended to progress.jsonl."""
         res, cpu = fut.result()
         out = {}
-        for s, r in zip(seeds, res, strict=True):
+        for s, r in zip(self.seeds, res, strict=True):
             out[s] = r
-            log(f"{label} seed {s}: {r['final_val_loss']:.4f}")
-            with open(outdir / "progress.jsonl", "a") as f:  # survives a cut-off run
+            self.log(f"{label} seed {s}: {r['final_val_loss']:.4f}")
+            with open(self.outdir / "progress.jsonl", "a") as f:  # survives a cut-off run
                 f.write(
                     json.dumps(
                         {
@@ -417,65 +442,16 @@ def main(argv=None) -> int:
                     )
                     + "\n"
                 )
-        log(
+        self.log(
             f"{label}: {res[0]['elapsed_s']:.0f} s wall, {cpu:.0f} s CPU "
-            f"({len(seeds)} seeds batched)"
+            f"({len(self.seeds)} seeds batched)"
         )
         return out
 
-    # phase 1 (in parallel): the AllReduce lr sweep, the outer sweep, codec rows that name their
-    # own outer settings; phase 2: the rows that use the best outer pair (codecs, the κ row)
-    ar_f = {
-        lr: submit(f"AllReduce lr {lr:g}", H=0, lr=lr) for lr in map(float, a.ar_lrs.split(","))
-    }
-    outer_f = {}
-    for entry in a.outer.split(","):
-        olr, mom, ilr = outer_entry(entry)
-        outer_f[(olr, mom, ilr)] = diloco(f"DiLoCo H={a.H} {onames(olr, mom, ilr)}", olr, mom, ilr)
-    kappa_f = None
-    st = int(a.steps * a.kappa_mult)
-    if a.kappa_mult > 1 and a.kappa_outer:
-        kappa_o = outer_entry(a.kappa_outer)
-        kappa_f = diloco(
-            f"DiLoCo kappa x{a.kappa_mult:g}", *kappa_o, steps=st, warmup=int(a.warmup_frac * st)
-        )
-    # (codec, outer lr, momentum, ef decay, future); lr and momentum None: the best outer pair
-    codec_items: list[tuple[str, float | None, float | None, float, Any]] = []
-    for item in filter(None, a.codecs.split(",")):  # --codecs "": no codec rows
-        c, _, o = item.partition("@")
-        fut = None
-        if o:
-            olr, mom, ef = map(float, o.split(":"))
-            fut = diloco(
-                f"DiLoCo {c} {olr:g}/{mom:g}/ef {ef:g}",
-                olr,
-                mom,
-                compression=c,
-                ef_decay=ef,
-            )
-            codec_items.append((c, olr, mom, ef, fut))
-        else:
-            codec_items.append((c, None, None, 1.0, None))
-
-    ar = {lr: collect(f"AllReduce lr {lr:g}", f) for lr, f in ar_f.items()}
-    best_lr = min(ar, key=lambda lr: statistics.mean(r["final_val_loss"] for r in ar[lr].values()))
-    base = ar[best_lr]
-    P = next(iter(base.values()))["n_params"]
-    ar_bytes = a.steps * allreduce_step_bytes(P, W, 4)
-    rows = []
-    for lr, rs in ar.items():
-        m, sd = ms([r["final_val_loss"] for r in rs.values()])
-        rows.append(
-            {
-                "group": "a",
-                "run": f"AllReduce lr {lr:g}" + (" (baseline)" if lr == best_lr else ""),
-                "loss": m,
-                "loss_sd": sd,
-                "runs": rs,
-            }
-        )
-
-    def drow(group, label, rs, codec, steps_mult=1.0):
+    def drow(self, group: str, label: str, rs: dict, codec: str, steps_mult: float = 1.0):
+        """A DiLoCo row: its loss, its gap and κ paired with each seed's baseline, its bytes.
+        Returns the mean gap."""
+        seeds, base = self.seeds, self.base
         gaps = [
             100 * (rs[s]["final_val_loss"] - base[s]["final_val_loss"]) / base[s]["final_val_loss"]
             for s in seeds
@@ -487,7 +463,7 @@ def main(argv=None) -> int:
         m, sd = ms([r["final_val_loss"] for r in rs.values()])
         g, gsd = ms(gaps)
         r0 = rs[seeds[0]]
-        rows.append(
+        self.rows.append(
             {
                 "group": group,
                 "run": label,
@@ -501,37 +477,123 @@ def main(argv=None) -> int:
                 **byte_columns(
                     upload=r0["payload_bytes_per_worker"],
                     rounds=r0["rounds"],
-                    n_params=P,
-                    workers=W,
+                    n_params=self.P,
+                    workers=self.W,
                     codec=codec,
-                    allreduce=ar_bytes * steps_mult,  # the κ row runs m x the steps
-                    sitout_share=a.sitout_share,
+                    allreduce=self.ar_bytes * steps_mult,  # the κ row runs m x the steps
+                    sitout_share=self.a.sitout_share,
                 ),
                 "runs": rs,
             }
         )
         return g
 
+
+def estimate_first(a: argparse.Namespace, t: Table) -> bool:
+    """--estimate / --estimate-only / --budget-s: print the time estimate and, over the
+    budget, lower --steps. True when the run stops there (--estimate-only)."""
+    if not (a.estimate or a.estimate_only or a.budget_s):
+        return False
+    text, wall = estimate(a, t.rc, t.seeds)
+    print(text, flush=True)
+    if a.estimate_only:
+        return True
+    if a.budget_s and wall > a.budget_s:
+        steps = max(2 * a.H, int(a.steps * a.budget_s / wall) // a.H * a.H)
+        print(
+            f"the estimate ({wall:,.0f} s) is over --budget-s {a.budget_s:g}: --steps "
+            f"lowered from {a.steps} to {steps} ({steps // a.H} rounds of H = {a.H}) so "
+            "the table finishes; its header gives the steps it ran",
+            flush=True,
+        )
+        a.steps = steps
+    return False
+
+
+def submit_phase1(t: Table) -> Pending:
+    """Phase 1 (in parallel): the AllReduce lr sweep, the outer sweep, codec rows that name
+    their own outer settings (and the κ row when --kappa-outer names its settings)."""
+    a = t.a
+    ar_f = {
+        lr: t.submit(f"AllReduce lr {lr:g}", H=0, lr=lr) for lr in map(float, a.ar_lrs.split(","))
+    }
+    outer_f = {}
+    for entry in a.outer.split(","):
+        olr, mom, ilr = t.outer_entry(entry)
+        outer_f[(olr, mom, ilr)] = t.diloco(
+            f"DiLoCo H={a.H} {t.onames(olr, mom, ilr)}", olr, mom, ilr
+        )
+    kappa_f = kappa_o = None
+    if a.kappa_mult > 1 and a.kappa_outer:
+        kappa_o = t.outer_entry(a.kappa_outer)
+        kappa_f = t.kappa(kappa_o)
+    codec_items: list[tuple[str, float | None, float | None, float, Any]] = []
+    for item in filter(None, a.codecs.split(",")):  # --codecs "": no codec rows
+        c, _, o = item.partition("@")
+        if o:
+            olr, mom, ef = map(float, o.split(":"))
+            fut = t.diloco(
+                f"DiLoCo {c} {olr:g}/{mom:g}/ef {ef:g}",
+                olr,
+                mom,
+                compression=c,
+                ef_decay=ef,
+            )
+            codec_items.append((c, olr, mom, ef, fut))
+        else:
+            codec_items.append((c, None, None, 1.0, None))
+    return Pending(ar_f, outer_f, kappa_f, kappa_o, codec_items)
+
+
+def collect_allreduce(t: Table, ar_f: dict[float, Any]) -> float:
+    """The AllReduce rows (group a); the best lr's runs become the baseline. Returns that lr."""
+    ar = {lr: t.collect(f"AllReduce lr {lr:g}", f) for lr, f in ar_f.items()}
+    best_lr = min(ar, key=lambda lr: statistics.mean(r["final_val_loss"] for r in ar[lr].values()))
+    t.base = ar[best_lr]
+    t.P = next(iter(t.base.values()))["n_params"]
+    t.ar_bytes = t.a.steps * allreduce_step_bytes(t.P, t.W, 4)
+    for lr, rs in ar.items():
+        m, sd = ms([r["final_val_loss"] for r in rs.values()])
+        t.rows.append(
+            {
+                "group": "a",
+                "run": f"AllReduce lr {lr:g}" + (" (baseline)" if lr == best_lr else ""),
+                "loss": m,
+                "loss_sd": sd,
+                "runs": rs,
+            }
+        )
+    return best_lr
+
+
+def collect_outer(t: Table, outer_f: dict[OuterEntry, Any]) -> OuterEntry:
+    """The outer sweep's rows (group b); returns the entry of the smallest mean gap."""
+    a = t.a
     best: tuple[float, float, float, float] | None = None
     for (olr, mom, ilr), fut in outer_f.items():
-        rs = collect(f"DiLoCo H={a.H} {onames(olr, mom, ilr)}", fut)
+        rs = t.collect(f"DiLoCo H={a.H} {t.onames(olr, mom, ilr)}", fut)
         label = f"DiLoCo H={a.H}, outer lr {olr:g}, momentum {mom:g}" + (
             f", inner lr {ilr:g}" if ilr != a.inner_lr else ""
         )
-        g = drow("b", label, rs, "none")
+        g = t.drow("b", label, rs, "none")
         if best is None or g < best[0]:
             best = (g, olr, mom, ilr)
     if best is None:
         raise SystemExit("--outer lists no LR:MOMENTUM pair")
-    _, olr_b, mom_b, ilr_b = best
-    if a.kappa_mult > 1 and kappa_f is None:
-        kappa_o = (olr_b, mom_b, ilr_b)
-        kappa_f = diloco(
-            f"DiLoCo kappa x{a.kappa_mult:g}", *kappa_o, steps=st, warmup=int(a.warmup_frac * st)
-        )
-    for i, (c, _, _, ef, fut) in enumerate(codec_items):
+    return best[1], best[2], best[3]
+
+
+def finish_rows(t: Table, p: Pending, best: OuterEntry) -> None:
+    """Phase 2: the rows that use the best outer pair (the κ row unless given, the codecs
+    without their own pair), then the κ and codec rows collected (groups κ and c)."""
+    a = t.a
+    olr_b, mom_b, ilr_b = best
+    if a.kappa_mult > 1 and p.kappa is None:
+        p.kappa_o = best
+        p.kappa = t.kappa(best)
+    for i, (c, _, _, ef, fut) in enumerate(p.codecs):
         if fut is None:
-            fut = diloco(
+            fut = t.diloco(
                 f"DiLoCo {c} {olr_b:g}/{mom_b:g}/ef {ef:g}",
                 olr_b,
                 mom_b,
@@ -539,25 +601,31 @@ def main(argv=None) -> int:
                 compression=c,
                 ef_decay=ef,
             )
-            codec_items[i] = (c, olr_b, mom_b, ef, fut)
-    if kappa_f is not None:
-        rs = collect(f"DiLoCo kappa x{a.kappa_mult:g}", kappa_f)
-        drow(
+            p.codecs[i] = (c, olr_b, mom_b, ef, fut)
+    if p.kappa is not None:
+        assert p.kappa_o is not None
+        rs = t.collect(f"DiLoCo kappa x{a.kappa_mult:g}", p.kappa)
+        t.drow(
             "κ",
-            f"DiLoCo H={a.H}, {onames(*kappa_o)}, {a.kappa_mult:g}x the steps",
+            f"DiLoCo H={a.H}, {t.onames(*p.kappa_o)}, {a.kappa_mult:g}x the steps",
             rs,
             "none",
             a.kappa_mult,
         )
-    for c, c_olr, c_mom, ef, fut in codec_items:
+    for c, c_olr, c_mom, ef, fut in p.codecs:
         assert c_olr is not None and c_mom is not None  # every codec row has its pair by now
-        rs = collect(f"DiLoCo {c} {c_olr:g}/{c_mom:g}/ef {ef:g}", fut)
-        drow("c", f"DiLoCo H={a.H} + {c}, outer lr {c_olr:g}, momentum {c_mom:g}, EF {ef:g}", rs, c)
-    pool.close()
+        rs = t.collect(f"DiLoCo {c} {c_olr:g}/{c_mom:g}/ef {ef:g}", fut)
+        t.drow(
+            "c", f"DiLoCo H={a.H} + {c}, outer lr {c_olr:g}, momentum {c_mom:g}, EF {ef:g}", rs, c
+        )
 
-    elapsed = time.time() - t0
+
+def write_table(t: Table, corpus: Corpus, best_lr: float) -> str:
+    """OUT/table.json and OUT/table.md (and the RESULTS.md section); returns the markdown."""
     import resource
 
+    a = t.a
+    elapsed = time.time() - t.t0
     cpu_s = sum(
         getattr(resource.getrusage(w), f)
         for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
@@ -566,21 +634,21 @@ def main(argv=None) -> int:
     res = {
         "command": " ".join(sys.argv),
         "dataset_id": corpus.id,
-        "n_params": P,
-        "workers": W,
+        "n_params": t.P,
+        "workers": t.W,
         "steps": a.steps,
         "H": a.H,
-        "seeds": seeds,
+        "seeds": t.seeds,
         "batch_size": a.batch_size,
-        "model": cfg.to_dict(),
+        "model": t.cfg.to_dict(),
         "device": a.device,
-        "allreduce_bytes": ar_bytes,
+        "allreduce_bytes": t.ar_bytes,
         "best_ar_lr": best_lr,
         "elapsed_s": elapsed,
         "cpu_s": cpu_s,
         "jobs": a.jobs,
         "eval_rounds": a.eval_rounds,
-        "rows": rows,
+        "rows": t.rows,
         "machine": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end",
     }
     out = Path(a.out)
@@ -590,7 +658,29 @@ def main(argv=None) -> int:
     (out / "table.md").write_text(md)
     if a.results:
         write_section(Path(a.results), md)
-    print(md)
+    return md
+
+
+def main(argv=None) -> int:
+    a = parse_args(argv)
+    if a.from_json:
+        md = render(recount(json.loads(Path(a.from_json).read_text()), a.sitout_share), a.quick)
+        if a.results:
+            write_section(Path(a.results), md)
+        print(md)
+        return 0
+    settle_flags(a)
+    corpus = _corpus(a.data)
+    t = Table(a, model_config(a), [int(s) for s in a.seeds.split(",")])
+    if estimate_first(a, t):
+        return 0
+    t.pool = Pool(a, a.jobs)
+    pending = submit_phase1(t)
+    # phase 2 (after the sweeps): the rows that use the best outer pair (codecs, the κ row)
+    best_lr = collect_allreduce(t, pending.ar)
+    finish_rows(t, pending, collect_outer(t, pending.outer))
+    t.pool.close()
+    print(write_table(t, corpus, best_lr))
     return 0
 
 

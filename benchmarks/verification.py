@@ -329,7 +329,8 @@ def machine() -> dict:
     }
 
 
-def main() -> int:
+# long: a flat table of the benchmark's flags, each with its help text
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         epilog="example: nice -n 10 .venv/bin/python benchmarks/verification.py "
@@ -432,17 +433,64 @@ def main() -> int:
     )
     ap.add_argument("-o", "--output", choices=("text", "json"), default="text")
     a = ap.parse_args()
-    t_wall = time.perf_counter()
-    load_start = os.getloadavg()
+    if any(m not in MODES for m in a.modes.split(",") if m):
+        ap.error(f"--modes: {MODES}")
+    return a
+
+
+@dataclasses.dataclass
+class Bench:
+    """What every part of the run shares: the flags, the corpus, the tiny model's round (its
+    spec, base parameters and bytes, binding) and the codec."""
+
+    a: argparse.Namespace
+    t_wall: float  # perf_counter at the start (the log's clock, the run's seconds)
+    corpus: Corpus
+    cfg: GPTConfig
+    n: int
+    s: int
+    c: int
+    k: int
+    tol: float
+    fs: list[int]
+    modes: list[str]
+    spec: ShardSpec
+    base: dict[str, torch.Tensor]
+    base_bytes: bytes  # what every verifier holds: the round's base model
+    bind: Binding
+    codec: Codec
+
+    @property
+    def mode_tol(self) -> dict[str, float | None]:
+        return {"exact": None, "tolerance": self.tol}
+
+    @property
+    def audit_factor(self) -> float:
+        return reexecutions_per_challenge(self.a.audit_bps, self.a.audit_verifiers)
+
+    def plan_of(self, ccfg: GPTConfig, ck: int, cspec: ShardSpec, mtol: float | None) -> ml.JobPlan:
+        return ml.JobPlan(
+            job_id=1,
+            model=ccfg,
+            inner=ICFG,
+            H=self.n * ck,
+            k=ck,
+            batch_size=cspec.batch_size,
+            n_shards=cspec.n_shards,
+            dataset_id=self.corpus.id,
+            policy=CODEC,
+            tokens_per_step=cspec.batch_size * ccfg.block_size,
+            tolerance=mtol,
+        )
+
+    def log(self, msg: str) -> None:
+        print(f"[{time.perf_counter() - self.t_wall:6.0f} s] {msg}", file=sys.stderr, flush=True)
+
+
+def setup(a: argparse.Namespace, t_wall: float) -> Bench:
     set_determinism(0, threads=1)
     corpus = Corpus(synthetic_text(200_000, seed=7))
     cfg = GPTConfig.preset("tiny")
-    n, s, c, k, tol = a.n, a.s, a.challenge_bps, 1, a.tolerance
-    fs = [int(x) for x in a.fs.split(",") if x]
-    modes = [m for m in a.modes.split(",") if m]
-    if any(m not in MODES for m in modes):
-        ap.error(f"--modes: {MODES}")
-    mode_tol = {"exact": None, "tolerance": tol}
     spec = ShardSpec(
         dataset_id=corpus.id,
         seed=3,
@@ -454,40 +502,46 @@ def main() -> int:
     )
     base = params_of(init_model(cfg, 0))
     m0 = init_model(cfg, 0)
-    base_bytes = encode(model_payload(m0))  # what every verifier holds: the round's base model
+    base_bytes = encode(model_payload(m0))
     bind = Binding(hashlib.sha256(b"A").digest()[:20], 1, 0, model_hash(m0))
     assert hashlib.sha256(base_bytes).digest() == bind.base_model_hash
-    codec = make_codec(CODEC)
+    return Bench(
+        a=a,
+        t_wall=t_wall,
+        corpus=corpus,
+        cfg=cfg,
+        n=a.n,
+        s=a.s,
+        c=a.challenge_bps,
+        k=1,
+        tol=a.tolerance,
+        fs=[int(x) for x in a.fs.split(",") if x],
+        modes=[m for m in a.modes.split(",") if m],
+        spec=spec,
+        base=base,
+        base_bytes=base_bytes,
+        bind=bind,
+        codec=make_codec(CODEC),
+    )
 
-    def plan_of(ccfg: GPTConfig, ck: int, cspec: ShardSpec, mtol: float | None) -> ml.JobPlan:
-        return ml.JobPlan(
-            job_id=1,
-            model=ccfg,
-            inner=ICFG,
-            H=n * ck,
-            k=ck,
-            batch_size=cspec.batch_size,
-            n_shards=cspec.n_shards,
-            dataset_id=corpus.id,
-            policy=CODEC,
-            tokens_per_step=cspec.batch_size * ccfg.block_size,
-            tolerance=mtol,
-        )
 
-    out: dict = {
+def run_record(b: Bench, load_start: tuple[float, float, float]) -> dict:
+    """The run's settings and where it ran (the section's header)."""
+    a = b.a
+    return {
         "config": {
-            "n": n,
-            "s": s,
-            "challenge_bps": c,
+            "n": b.n,
+            "s": b.s,
+            "challenge_bps": b.c,
             "shipped": {
                 "s": market_msgs.DEFAULT_SEGMENTS_PER_CHALLENGE,
                 "challenge_bps": market_msgs.DEFAULT_CHALLENGE_BPS,
             },
-            "k": k,
+            "k": b.k,
             "rounds": a.rounds,
-            "fs_bps": fs,
-            "modes": modes,
-            "tolerance": tol,
+            "fs_bps": b.fs,
+            "modes": b.modes,
+            "tolerance": b.tol,
             "model": "tiny",
             "codec": CODEC,
             "audit_bps": a.audit_bps,
@@ -501,249 +555,295 @@ def main() -> int:
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "load_start": load_start,
     }
-    audit_factor = reexecutions_per_challenge(a.audit_bps, a.audit_verifiers)
 
-    def log(msg: str) -> None:
-        print(f"[{time.perf_counter() - t_wall:6.0f} s] {msg}", file=sys.stderr, flush=True)
 
-    # 4. Compute: a provider round vs a verifier challenge, per (model, k) with n and s fixed.
+def probes_cpu_s(art: RoundArtifacts) -> float:
+    """CPU s of the probes a tolerance-mode provider commits with every trace entry (the
+    worker's trace_probes); timed apart, the compute ratios leave it out of the provider's side."""
+    t0 = time.process_time()
+    prev = decode(art.states[0], expected_kind=KIND_STATE)
+    for st in art.states[1:]:
+        cur = decode(st, expected_kind=KIND_STATE)
+        compute_probe(prev, cur)
+        prev = cur
+    return time.process_time() - t0
+
+
+def compute_row(b: Bench, preset: str, ck: int) -> tuple[dict, RoundArtifacts]:
+    """Part 4 for one (model, k): a provider round vs a verifier's challenge (the challenge,
+    the opened ends, the quality score) in CPU s; returns the row and the provider's round."""
+    a, n = b.a, b.n
+    ccfg = GPTConfig.preset(preset)
+    cspec = ShardSpec(**{**b.spec.to_dict(), "block_size": ccfg.block_size})
+    cm0 = init_model(ccfg, 0)
+    cbase = encode(model_payload(cm0))
+    cbind = Binding(b.bind.provider, 1, 0, model_hash(cm0))
+    t_prov: list[float] = []
+
+    def provider_round() -> RoundArtifacts:
+        t0 = time.process_time()
+        art = commit_round(
+            Worker("A", ccfg, ICFG, "cpu"),
+            params_of(cm0),
+            b.corpus,
+            cspec,
+            n * ck,
+            ck,
+            b.codec,
+            cbind,
+        )
+        t_prov.append(time.process_time() - t0)
+        return art
+
+    # the provider rounds are spread between the timed challenges (the first before them),
+    # so that both sides see the same load on a shared machine
+    n_prov = max(1, a.provider_reps)
+    prov_at = {round(i * a.reps / n_prov) for i in range(1, n_prov)}
+    art = provider_round()
+    t_probes = probes_cpu_s(art)
+    plan = b.plan_of(ccfg, ck, cspec, b.tol)
+    t_ver, t_open, t_qual = [], [], []
+    for rep in range(a.reps):
+        if rep in prov_at:
+            provider_round()  # same trace: the round is deterministic
+        segs = draw_segments(Sampler(f"time/{rep}".encode()), n, b.s)
+        jv = judge(plan, cspec, art, segs, base=cbase, corpus=b.corpus)
+        assert jv.valid, jv.reason
+        assert all(bytes.fromhex(jv.reexecuted[sg]) == art.trace[sg + 1] for sg in segs)
+        t_ver.append(jv.t_round)
+        t_open.append(jv.t_open)
+        # a valid vote carries the update's quality (the worker's ml.quality)
+        t0 = time.process_time()
+        ml.quality(plan, cbase, art.payload, b.corpus)
+        t_qual.append(time.process_time() - t0)
+    while len(t_prov) < n_prov:  # more provider rounds than challenges
+        provider_round()
+    t_provider = sum(t_prov) / len(t_prov)
+    tv, to, tq = (sum(x) / len(x) for x in (t_ver, t_open, t_qual))
+    total = tv + to + tq
+    fixed = market_msgs.FIXED_STEPS_PER_SEGMENT
+    c, af = b.c, b.audit_factor
+    steps = c / 1e4 * min(b.s, n) / n * af
+    share = c / 1e4 * af * total / t_provider
+    row = {
+        "model": preset,
+        "params": cm0.num_params(),
+        "k": ck,
+        "H": n * ck,
+        "provider_round_s": t_provider,
+        "provider_probes_s": t_probes,
+        "verifier_challenge_s": tv,
+        "verifier_opened_ends_s": to,
+        "verifier_quality_s": tq,
+        "verifier_total_s": total,
+        "ratio": total / t_provider,
+        "ratio_with_audits": af * total / t_provider,
+        "expected_share": share,
+        "steps_share": steps,
+        "model_share": steps * (ck + fixed) / ck,
+    }
+    b.log(
+        f"compute {preset} k={ck}: provider {t_provider:.2f} s (+ probes {t_probes:.2f} s), "
+        f"verifier {total:.3f} s (challenge {tv:.3f} + opened ends {to:.3f} + quality "
+        f"{tq:.3f}) = {100 * total / t_provider:.2f} % per challenge; expected share at "
+        f"c = {c / 100:g} % with audits {100 * share:.3f} %"
+    )
+    return row, art
+
+
+def compute_rows(b: Bench) -> tuple[list[dict], RoundArtifacts | None]:
+    """4. Compute: a provider round vs a verifier challenge, per (model, k) with n and s fixed.
+    Also returns the tiny model's round at the benchmark's k (the honest trace parts 1-3 use),
+    when one was timed."""
     compute = []
     honest = None
-    for item in a.compute.split(","):
+    for item in b.a.compute.split(","):
         preset, _, kk = item.partition(":")
-        ccfg, ck = GPTConfig.preset(preset), int(kk or 1)
-        cspec = ShardSpec(**{**spec.to_dict(), "block_size": ccfg.block_size})
-        cm0 = init_model(ccfg, 0)
-        cbase = encode(model_payload(cm0))
-        cbind = Binding(bind.provider, 1, 0, model_hash(cm0))
-        t_prov: list[float] = []
-
-        def provider_round(ccfg=ccfg, cm0=cm0, cspec=cspec, ck=ck, cbind=cbind, t_prov=t_prov):
-            t0 = time.process_time()
-            art = commit_round(
-                Worker("A", ccfg, ICFG, "cpu"),
-                params_of(cm0),
-                corpus,
-                cspec,
-                n * ck,
-                ck,
-                codec,
-                cbind,
-            )
-            t_prov.append(time.process_time() - t0)
-            return art
-
-        # the provider rounds are spread between the timed challenges (the first before them),
-        # so that both sides see the same load on a shared machine
-        n_prov = max(1, a.provider_reps)
-        prov_at = {round(i * a.reps / n_prov) for i in range(1, n_prov)}
-        art = provider_round()
-        # tolerance mode: the provider also commits the probe of every trace entry (the worker's
-        # trace_probes); timed apart, the ratios below leave it out of the provider's side
-        t0 = time.process_time()
-        prev = decode(art.states[0], expected_kind=KIND_STATE)
-        for st in art.states[1:]:
-            cur = decode(st, expected_kind=KIND_STATE)
-            compute_probe(prev, cur)
-            prev = cur
-        t_probes = time.process_time() - t0
-        plan = plan_of(ccfg, ck, cspec, tol)
-        t_ver, t_open, t_qual = [], [], []
-        for rep in range(a.reps):
-            if rep in prov_at:
-                provider_round()  # same trace: the round is deterministic
-            segs = draw_segments(Sampler(f"time/{rep}".encode()), n, s)
-            jv = judge(plan, cspec, art, segs, base=cbase, corpus=corpus)
-            assert jv.valid, jv.reason
-            assert all(bytes.fromhex(jv.reexecuted[sg]) == art.trace[sg + 1] for sg in segs)
-            t_ver.append(jv.t_round)
-            t_open.append(jv.t_open)
-            # a valid vote carries the update's quality (the worker's ml.quality)
-            t0 = time.process_time()
-            ml.quality(plan, cbase, art.payload, corpus)
-            t_qual.append(time.process_time() - t0)
-        while len(t_prov) < n_prov:  # more provider rounds than challenges
-            provider_round()
-        t_provider = sum(t_prov) / len(t_prov)
-        tv, to, tq = (sum(x) / len(x) for x in (t_ver, t_open, t_qual))
-        total = tv + to + tq
-        fixed = market_msgs.FIXED_STEPS_PER_SEGMENT
-        steps = c / 1e4 * min(s, n) / n * audit_factor
-        compute.append(
-            {
-                "model": preset,
-                "params": cm0.num_params(),
-                "k": ck,
-                "H": n * ck,
-                "provider_round_s": t_provider,
-                "provider_probes_s": t_probes,
-                "verifier_challenge_s": tv,
-                "verifier_opened_ends_s": to,
-                "verifier_quality_s": tq,
-                "verifier_total_s": total,
-                "ratio": total / t_provider,
-                "ratio_with_audits": audit_factor * total / t_provider,
-                "expected_share": c / 1e4 * audit_factor * total / t_provider,
-                "steps_share": steps,
-                "model_share": steps * (ck + fixed) / ck,
-            }
-        )
-        log(
-            f"compute {preset} k={ck}: provider {t_provider:.2f} s (+ probes {t_probes:.2f} s), "
-            f"verifier {total:.3f} s (challenge {tv:.3f} + opened ends {to:.3f} + quality "
-            f"{tq:.3f}) = {100 * total / t_provider:.2f} % per challenge; expected share at "
-            f"c = {c / 100:g} % with audits {100 * compute[-1]['expected_share']:.3f} %"
-        )
-        if preset == "tiny" and ck == k and honest is None:
+        ck = int(kk or 1)
+        row, art = compute_row(b, preset, ck)
+        compute.append(row)
+        if preset == "tiny" and ck == b.k and honest is None:
             honest = art
-    out["compute"] = compute
-    if a.compute_only:
-        out["seconds"] = time.perf_counter() - t_wall
-        md = render_compute(out)
-        if a.results:
-            add_compute_record(Path(a.results), md)
-        print(json.dumps(out, indent=1) if a.output == "json" else md)
-        return 0
-    if honest is None:
-        honest = commit_round(
-            Worker("A", cfg, ICFG, "cpu"), base, corpus, spec, n * k, k, codec, bind
-        )
-    # the benchmark's own commit of a trace is the provider's
-    assert committed(honest.states, bind, codec, honest.carry).payload == honest.payload
+    return compute, honest
 
-    # 3. Honest: every segment, both modes; the drawn rounds; the network path.
-    honest_rows = []
-    for mode in modes:
-        mtol = mode_tol[mode]
-        if mode == "exact":
-            hart = honest
-        else:  # a provider stepping in float64, checkpointing in float32
-            tol_states = [honest.states[0]]
-            for _ in range(n):
-                tol_states.append(rerun_segment(tol_states[-1], spec, k, corpus, torch.float64))
-            hart = committed(tol_states, bind, codec, honest.carry)
-        rej = [
-            i
-            for i in range(n)
-            if not verify_segment(
-                VerifyContext(corpus, spec, k, tolerance=mtol), hart.states[i], hart.states[i + 1]
-            ).valid
-        ]
-        rounds = draws(f"honest/{mode}", a.rounds, n, s, c)
-        caught = [any(i in rej for i in d) for d in rounds]
-        plan = plan_of(cfg, k, spec, mtol)
-        net_rej: list[str] = []
-        net_segs: set[int] = set()
-        gen = challenged(f"honest/{mode}", n, s, c)
-        for _ in range(a.honest_rounds):
-            segs = next(gen)
-            net_segs.update(segs)
-            jv = judge(plan, spec, hart, segs, base=base_bytes, corpus=corpus)
-            if not jv.valid:
-                net_rej.append(f"{segs}: {jv.reason}")
-        honest_rows.append(
-            {
-                "mode": mode,
-                "provider": "same stack" if mode == "exact" else "float64 steps, float32 states",
-                "segments": n,
-                "rejected_segments": len(rej),
-                "rounds": a.rounds,
-                "challenged_rounds": sum(bool(d) for d in rounds),
-                "rejected_rounds": sum(caught),
-                "network_rounds": a.honest_rounds,
-                "network_segments": len(net_segs),
-                "network_rejected": len(net_rej),
-                "network_reasons": net_rej[:5],
-            }
-        )
-        log(f"honest {mode}: {honest_rows[-1]}")
-        del hart
-    out["honest"] = honest_rows
 
-    # 1. Faked steps: one trace per (cheat, f), judged in each mode.
+def honest_row(b: Bench, honest: RoundArtifacts, mode: str) -> dict:
+    """3. Honest, one mode: every segment judged, the drawn rounds, the network path."""
+    n, k, spec, corpus = b.n, b.k, b.spec, b.corpus
+    mtol = b.mode_tol[mode]
+    if mode == "exact":
+        hart = honest
+    else:  # a provider stepping in float64, checkpointing in float32
+        tol_states = [honest.states[0]]
+        for _ in range(n):
+            tol_states.append(rerun_segment(tol_states[-1], spec, k, corpus, torch.float64))
+        hart = committed(tol_states, b.bind, b.codec, honest.carry)
+    rej = [
+        i
+        for i in range(n)
+        if not verify_segment(
+            VerifyContext(corpus, spec, k, tolerance=mtol), hart.states[i], hart.states[i + 1]
+        ).valid
+    ]
+    rounds = draws(f"honest/{mode}", b.a.rounds, n, b.s, b.c)
+    caught = [any(i in rej for i in d) for d in rounds]
+    plan = b.plan_of(b.cfg, k, spec, mtol)
+    net_rej: list[str] = []
+    net_segs: set[int] = set()
+    gen = challenged(f"honest/{mode}", n, b.s, b.c)
+    for _ in range(b.a.honest_rounds):
+        segs = next(gen)
+        net_segs.update(segs)
+        jv = judge(plan, spec, hart, segs, base=b.base_bytes, corpus=corpus)
+        if not jv.valid:
+            net_rej.append(f"{segs}: {jv.reason}")
+    return {
+        "mode": mode,
+        "provider": "same stack" if mode == "exact" else "float64 steps, float32 states",
+        "segments": n,
+        "rejected_segments": len(rej),
+        "rounds": b.a.rounds,
+        "challenged_rounds": sum(bool(d) for d in rounds),
+        "rejected_rounds": sum(caught),
+        "network_rounds": b.a.honest_rounds,
+        "network_segments": len(net_segs),
+        "network_rejected": len(net_rej),
+        "network_reasons": net_rej[:5],
+    }
+
+
+def honest_rows(b: Bench, honest: RoundArtifacts) -> list[dict]:
+    rows = []
+    for mode in b.modes:
+        rows.append(honest_row(b, honest, mode))
+        b.log(f"honest {mode}: {rows[-1]}")
+    return rows
+
+
+@dataclasses.dataclass
+class FakedTrace:
+    """One (cheat, f) trace of part 1: the faked positions, the states, their commitment, the
+    honest segments sampled, and the rounds drawn over it."""
+
+    cheat: str
+    f: int
+    m: int  # faked segments (compute_faked_segments)
+    pos: set[int]
+    states: list[bytes]
+    art: RoundArtifacts
+    sample: list[int]
+    rounds: list[list[int]]
+
+
+def faked_trace(b: Bench, honest: RoundArtifacts, cheat: str, f: int) -> FakedTrace:
+    n, spec, corpus, k = b.n, b.spec, b.corpus, b.k
+    m = compute_faked_segments(n, f)
+    pos = set(DetRNG("bench-faked", cheat, f).shuffle(list(range(n)))[:m])
+    states = [honest.states[0]]
+    for i in range(n):
+        states.append(
+            fake(cheat, states, spec, corpus, k)
+            if i in pos
+            else honest_next(states[-1], spec, corpus, k)
+        )
+    fart = committed(states, b.bind, b.codec, honest.carry)
+    sample = DetRNG("bench-honest", cheat, f).shuffle(sorted(set(range(n)) - pos))[
+        : b.a.honest_sample
+    ]
+    rounds = draws(f"{cheat}/{f}", b.a.rounds, n, b.s, b.c)
+    return FakedTrace(cheat, f, m, pos, states, fart, sample, rounds)
+
+
+def network_agreement(
+    b: Bench, ft: FakedTrace, plan: ml.JobPlan, caught: list[bool]
+) -> tuple[int, int, list[str], int]:
+    """The network path on the first challenged rounds and the first caught ones: (judged,
+    agreeing with the simulation, the disagreements, how many of them were caught)."""
+    first = [r for r, d in enumerate(ft.rounds) if d][: b.a.judged_faked]
+    hits = [r for r, x in enumerate(caught) if x][: b.a.judged_faked]
+    agree = judged = 0
+    disagree: list[str] = []
+    for r in sorted(set(first) | set(hits)):
+        jv = judge(plan, b.spec, ft.art, ft.rounds[r], base=b.base_bytes, corpus=b.corpus)
+        judged += 1
+        if jv.valid != (not caught[r]):
+            disagree.append(f"round {r} {ft.rounds[r]}: {jv.reason}")
+        else:
+            agree += 1
+    return judged, agree, disagree, len([r for r in set(first) | set(hits) if caught[r]])
+
+
+def faked_row(b: Bench, ft: FakedTrace, mode: str) -> dict:
+    """1. One faked-steps row: the faked segments and the sampled honest ones judged in
+    ``mode``, the drawn rounds' catch rates against the formula, the network path's verdicts."""
+    n, s, c, k = b.n, b.s, b.c, b.k
+    mtol = b.mode_tol[mode]
+    pos, states, f = ft.pos, ft.states, ft.f
+    bad = {
+        i
+        for i in range(n)
+        if (i in pos or i in ft.sample)
+        and not verify_segment(
+            VerifyContext(b.corpus, b.spec, k, tolerance=mtol), states[i], states[i + 1]
+        ).valid
+    }
+    fp = len(bad - pos)
+    caught = [any(i in bad for i in d) for d in ft.rounds]
+    r1, r3 = rates(caught)
+    judged, agree, disagree, net_caught = network_agreement(
+        b, ft, b.plan_of(b.cfg, k, b.spec, mtol), caught
+    )
+    p1, p3 = catch_p(n, s, c, f, 1), catch_p(n, s, c, f, 3)
+    row = {
+        "mode": mode,
+        "cheat": ft.cheat,
+        "f_bps": f,
+        "faked_segments": ft.m,
+        "faked_rejected": len(bad & pos),
+        "honest_sampled": len(ft.sample),
+        "honest_rejected": fp,
+        "caught_rounds": sum(caught),
+        "caught_1": r1,
+        "caught_3": r3,
+        "formula_1": p1,
+        "formula_3": p3,
+        "chain_bps_1": compute_catch_bps(n, s, c, f, 1),
+        "chain_bps_3": compute_catch_bps(n, s, c, f, 3),
+        "z_1": z_of(r1, p1, len(caught)),
+        "z_3": z_of(r3, p3, len(caught) // 3),
+        "network_judged": judged,
+        "network_caught": net_caught,
+        "network_agree": agree,
+        "network_disagree": disagree[:5],
+    }
+    b.log(
+        f"{mode:9s} {ft.cheat:22s} f={f / 100:5g}%  faked {len(bad & pos)}/{ft.m} "
+        f"rejected, honest {fp}/{len(ft.sample)}; caught 1 round {100 * r1:.4f} % "
+        f"(formula {100 * p1:.4f} %, z {row['z_1']:+.2f}), 3 rounds "
+        f"{100 * r3:.4f} % (formula {100 * p3:.4f} %); network path {agree}/{judged} "
+        "agree"
+    )
+    return row
+
+
+def faked_rows(b: Bench, honest: RoundArtifacts) -> list[dict]:
+    """1. Faked steps: one trace per (cheat, f), judged in each mode."""
     rows = []
     for cheat in STEP_CHEATS:
-        for f in fs:
-            m = compute_faked_segments(n, f)
-            pos = set(DetRNG("bench-faked", cheat, f).shuffle(list(range(n)))[:m])
-            states = [honest.states[0]]
-            for i in range(n):
-                states.append(
-                    fake(cheat, states, spec, corpus, k)
-                    if i in pos
-                    else honest_next(states[-1], spec, corpus, k)
-                )
-            fart = committed(states, bind, codec, honest.carry)
-            sample = DetRNG("bench-honest", cheat, f).shuffle(sorted(set(range(n)) - pos))[
-                : a.honest_sample
-            ]
-            rounds = draws(f"{cheat}/{f}", a.rounds, n, s, c)
-            for mode in modes:
-                mtol = mode_tol[mode]
-                bad = {
-                    i
-                    for i in range(n)
-                    if (i in pos or i in sample)
-                    and not verify_segment(
-                        VerifyContext(corpus, spec, k, tolerance=mtol), states[i], states[i + 1]
-                    ).valid
-                }
-                fp = len(bad - pos)
-                caught = [any(i in bad for i in d) for d in rounds]
-                r1, r3 = rates(caught)
-                # the network path on the first challenged rounds and the first caught ones
-                plan = plan_of(cfg, k, spec, mtol)
-                first = [r for r, d in enumerate(rounds) if d][: a.judged_faked]
-                hits = [r for r, x in enumerate(caught) if x][: a.judged_faked]
-                agree = judged = 0
-                disagree: list[str] = []
-                for r in sorted(set(first) | set(hits)):
-                    jv = judge(plan, spec, fart, rounds[r], base=base_bytes, corpus=corpus)
-                    judged += 1
-                    if jv.valid != (not caught[r]):
-                        disagree.append(f"round {r} {rounds[r]}: {jv.reason}")
-                    else:
-                        agree += 1
-                p1, p3 = catch_p(n, s, c, f, 1), catch_p(n, s, c, f, 3)
-                rows.append(
-                    {
-                        "mode": mode,
-                        "cheat": cheat,
-                        "f_bps": f,
-                        "faked_segments": m,
-                        "faked_rejected": len(bad & pos),
-                        "honest_sampled": len(sample),
-                        "honest_rejected": fp,
-                        "caught_rounds": sum(caught),
-                        "caught_1": r1,
-                        "caught_3": r3,
-                        "formula_1": p1,
-                        "formula_3": p3,
-                        "chain_bps_1": compute_catch_bps(n, s, c, f, 1),
-                        "chain_bps_3": compute_catch_bps(n, s, c, f, 3),
-                        "z_1": z_of(r1, p1, len(caught)),
-                        "z_3": z_of(r3, p3, len(caught) // 3),
-                        "network_judged": judged,
-                        "network_caught": len([r for r in set(first) | set(hits) if caught[r]]),
-                        "network_agree": agree,
-                        "network_disagree": disagree[:5],
-                    }
-                )
-                log(
-                    f"{mode:9s} {cheat:22s} f={f / 100:5g}%  faked {len(bad & pos)}/{m} "
-                    f"rejected, honest {fp}/{len(sample)}; caught 1 round {100 * r1:.4f} % "
-                    f"(formula {100 * p1:.4f} %, z {rows[-1]['z_1']:+.2f}), 3 rounds "
-                    f"{100 * r3:.4f} % (formula {100 * p3:.4f} %); network path {agree}/{judged} "
-                    "agree"
-                )
-            del states, fart
-    out["faked_steps"] = rows
+        for f in b.fs:
+            ft = faked_trace(b, honest, cheat, f)
+            rows += [faked_row(b, ft, mode) for mode in b.modes]
+            del ft
+    return rows
 
-    # 2. Start and payload cheats: the network path on the first challenged rounds.
+
+def start_cases(b: Bench, honest: RoundArtifacts) -> dict[str, RoundArtifacts]:
+    """2. The start and payload cheats, each as the round it commits."""
+    cfg, spec, bind, codec = b.cfg, b.spec, b.bind, b.codec
     peer = commit_round(
         Worker("B", cfg, ICFG, "cpu"),
-        base,
-        corpus,
+        b.base,
+        b.corpus,
         ShardSpec(**{**spec.to_dict(), "provider": "B", "shard": 9}),
         20,
         20,
@@ -762,10 +862,10 @@ def main() -> int:
     other_base = commit_round(
         Worker("A", cfg, ICFG, "cpu"),
         params_of(init_model(cfg, 99)),
-        corpus,
+        b.corpus,
         spec,
-        n * k,
-        k,
+        b.n * b.k,
+        b.k,
         codec,
         bind,
     )
@@ -776,7 +876,7 @@ def main() -> int:
     made_up_art = dataclasses.replace(
         made_up_art, payload=honest.payload, update_root=honest.update_root
     )
-    cases = {
+    return {
         "honest trace + poisoned payload": with_payload(
             {nm: torch.randn(t.shape, generator=g) * 0.05 for nm, t in delta.items()}
         ),
@@ -785,43 +885,81 @@ def main() -> int:
         "made-up start moments": made_up_art,
         "a trace from another base model": other_base,
     }
-    start_rows = []
-    for name, art in cases.items():
-        rounds = draws(f"start/{name}", a.rounds, n, s, c)
-        for mode in modes:
-            plan = plan_of(cfg, k, spec, mode_tol[mode])
-            judged = failed = 0
-            where: set[str] = set()
-            for segs in [d for d in rounds if d][: a.judged]:
-                jv = judge(plan, spec, art, segs, base=base_bytes, corpus=corpus)
-                judged += 1
-                failed += not jv.valid
-                where.add(jv.reason.split(" (")[0] if not jv.valid else "passed")
-            # checks 1-2 run before any segment and do not depend on the draw: every challenge
-            # fails when the judged ones all did
-            caught = [bool(d) and failed == judged for d in rounds]
-            r1, r3 = rates(caught)
-            p1, p3 = c / 1e4, 1 - (1 - c / 1e4) ** 3
-            start_rows.append(
-                {
-                    "mode": mode,
-                    "cheat": name,
-                    "judged": judged,
-                    "failed": failed,
-                    "check": "; ".join(sorted(where)),
-                    "challenged_rounds": sum(bool(d) for d in rounds),
-                    "caught_1": r1,
-                    "caught_3": r3,
-                    "formula_1": p1,
-                    "formula_3": p3,
-                    "z_1": z_of(r1, p1, len(caught)),
-                }
-            )
-            log(
-                f"{mode:9s} {name:32s} {failed}/{judged} failed ({'; '.join(sorted(where))}); "
-                f"caught 1 round {100 * r1:.3f} % (c = {100 * p1:g} %), 3 rounds {100 * r3:.3f} %"
-            )
-    out["start_payload"] = start_rows
+
+
+def start_row(b: Bench, name: str, art: RoundArtifacts, rounds: list[list[int]], mode: str):
+    """2. One start/payload row: the network path on the first challenged rounds."""
+    c = b.c
+    plan = b.plan_of(b.cfg, b.k, b.spec, b.mode_tol[mode])
+    judged = failed = 0
+    where: set[str] = set()
+    for segs in [d for d in rounds if d][: b.a.judged]:
+        jv = judge(plan, b.spec, art, segs, base=b.base_bytes, corpus=b.corpus)
+        judged += 1
+        failed += not jv.valid
+        where.add(jv.reason.split(" (")[0] if not jv.valid else "passed")
+    # checks 1-2 run before any segment and do not depend on the draw: every challenge
+    # fails when the judged ones all did
+    caught = [bool(d) and failed == judged for d in rounds]
+    r1, r3 = rates(caught)
+    p1, p3 = c / 1e4, 1 - (1 - c / 1e4) ** 3
+    b.log(
+        f"{mode:9s} {name:32s} {failed}/{judged} failed ({'; '.join(sorted(where))}); "
+        f"caught 1 round {100 * r1:.3f} % (c = {100 * p1:g} %), 3 rounds {100 * r3:.3f} %"
+    )
+    return {
+        "mode": mode,
+        "cheat": name,
+        "judged": judged,
+        "failed": failed,
+        "check": "; ".join(sorted(where)),
+        "challenged_rounds": sum(bool(d) for d in rounds),
+        "caught_1": r1,
+        "caught_3": r3,
+        "formula_1": p1,
+        "formula_3": p3,
+        "z_1": z_of(r1, p1, len(caught)),
+    }
+
+
+def start_rows(b: Bench, honest: RoundArtifacts) -> list[dict]:
+    rows = []
+    for name, art in start_cases(b, honest).items():
+        rounds = draws(f"start/{name}", b.a.rounds, b.n, b.s, b.c)
+        rows += [start_row(b, name, art, rounds, mode) for mode in b.modes]
+    return rows
+
+
+def main() -> int:
+    a = parse_args()
+    t_wall = time.perf_counter()
+    load_start = os.getloadavg()
+    b = setup(a, t_wall)
+    out = run_record(b, load_start)
+    out["compute"], honest = compute_rows(b)
+    if a.compute_only:
+        out["seconds"] = time.perf_counter() - t_wall
+        md = render_compute(out)
+        if a.results:
+            add_compute_record(Path(a.results), md)
+        print(json.dumps(out, indent=1) if a.output == "json" else md)
+        return 0
+    if honest is None:
+        honest = commit_round(
+            Worker("A", b.cfg, ICFG, "cpu"),
+            b.base,
+            b.corpus,
+            b.spec,
+            b.n * b.k,
+            b.k,
+            b.codec,
+            b.bind,
+        )
+    # the benchmark's own commit of a trace is the provider's
+    assert committed(honest.states, b.bind, b.codec, honest.carry).payload == honest.payload
+    out["honest"] = honest_rows(b, honest)
+    out["faked_steps"] = faked_rows(b, honest)
+    out["start_payload"] = start_rows(b, honest)
     out["seconds"] = time.perf_counter() - t_wall
     out["load_end"] = os.getloadavg()
     md = render(out)
@@ -995,14 +1133,11 @@ def compute_table(o: dict) -> list[str]:
     return lines
 
 
-def reading(o: dict) -> list[str]:
-    """A reading generated from the figures (what held, what did not)."""
-    cf = o["config"]
-    out = []
+def _reading_honest(o: dict) -> str:
     hon = o["honest"]
     bad_h = [r for r in hon if r["rejected_segments"] or r["rejected_rounds"]]
     bad_h += [r for r in hon if r["network_rejected"]]
-    out.append(
+    return (
         "Reading: **honest providers** "
         + (
             "were never rejected: "
@@ -1019,9 +1154,13 @@ def reading(o: dict) -> list[str]:
         )
         + ", with entry 0 built from the base in every one of them."
     )
+
+
+def _reading_start(o: dict) -> str:
+    cf = o["config"]
     sp = o["start_payload"]
     all_sp = all(r["failed"] == r["judged"] > 0 for r in sp)
-    out.append(
+    return (
         "**Start and payload cheats** "
         + (
             "failed every judged challenge"
@@ -1037,50 +1176,65 @@ def reading(o: dict) -> list[str]:
         f"challenged round: {cf['challenge_bps'] / 100:g} % of rounds, "
         f"{pct(1 - (1 - cf['challenge_bps'] / 1e4) ** 3)} within 3."
     )
+
+
+def _reading_faked(o: dict) -> str:
+    cf = o["config"]
     fk = o["faked_steps"]
-    if fk:
-        zmax = max(abs(r["z_1"]) for r in fk)
-        zmax3 = max(abs(r["z_3"]) for r in fk)
-        all_rej = all(r["faked_rejected"] == r["faked_segments"] for r in fk)
-        fp = sum(r["honest_rejected"] for r in fk)
-        agree = sum(r["network_agree"] for r in fk)
-        judged = sum(r["network_judged"] for r in fk)
-        one = [r for r in fk if r["mode"] == fk[0]["mode"]]  # the modes share the draws
-        chi2 = sum(r["z_1"] ** 2 for r in one)
-        per_f: dict[int, list[dict]] = {}
-        for r in fk:
-            per_f.setdefault(r["f_bps"], []).append(r)
-        out.append(
-            "**Faked steps**: "
-            + ("every faked segment was rejected" if all_rej else "NOT every faked segment failed")
-            + f" in {' and '.join(cf['modes'])} mode ({fp} of the sampled honest segments of "
-            "the cheats' traces rejected); over the same drawn rounds in each mode, the "
-            "measured catch rates match the formula within "
-            f"|z| ≤ {zmax:.1f} per round and {zmax3:.1f} within 3 rounds (sum of z² over the "
-            f"{len(one)} rows of a mode {chi2:.1f}, {len(one)} expected by chance; "
-            + "; ".join(
-                f"f = {f / 100:g} %: formula {pct(rs[0]['formula_1'], 3)} a round, measured "
-                f"{pct(min(r['caught_1'] for r in rs), 3)}–{pct(max(r['caught_1'] for r in rs), 3)}"
-                for f, rs in sorted(per_f.items())
-            )
-            + f"); the network path agreed with the simulation in {agree} of {judged} judged "
-            "challenges."
+    zmax = max(abs(r["z_1"]) for r in fk)
+    zmax3 = max(abs(r["z_3"]) for r in fk)
+    all_rej = all(r["faked_rejected"] == r["faked_segments"] for r in fk)
+    fp = sum(r["honest_rejected"] for r in fk)
+    agree = sum(r["network_agree"] for r in fk)
+    judged = sum(r["network_judged"] for r in fk)
+    one = [r for r in fk if r["mode"] == fk[0]["mode"]]  # the modes share the draws
+    chi2 = sum(r["z_1"] ** 2 for r in one)
+    per_f: dict[int, list[dict]] = {}
+    for r in fk:
+        per_f.setdefault(r["f_bps"], []).append(r)
+    return (
+        "**Faked steps**: "
+        + ("every faked segment was rejected" if all_rej else "NOT every faked segment failed")
+        + f" in {' and '.join(cf['modes'])} mode ({fp} of the sampled honest segments of "
+        "the cheats' traces rejected); over the same drawn rounds in each mode, the "
+        "measured catch rates match the formula within "
+        f"|z| ≤ {zmax:.1f} per round and {zmax3:.1f} within 3 rounds (sum of z² over the "
+        f"{len(one)} rows of a mode {chi2:.1f}, {len(one)} expected by chance; "
+        + "; ".join(
+            f"f = {f / 100:g} %: formula {pct(rs[0]['formula_1'], 3)} a round, measured "
+            f"{pct(min(r['caught_1'] for r in rs), 3)}–{pct(max(r['caught_1'] for r in rs), 3)}"
+            for f, rs in sorted(per_f.items())
         )
+        + f"); the network path agreed with the simulation in {agree} of {judged} judged "
+        "challenges."
+    )
+
+
+def _reading_compute(o: dict) -> str:
+    cf = o["config"]
     cp = o["compute"]
-    if cp:
-        out.append(
-            "**Verifier compute**: per challenge "
-            + ", ".join(f"{pct(x['ratio'], 1)} ({x['model']} k = {x['k']})" for x in cp)
-            + " of a provider round (the fixed work of a challenge dominates at s = "
-            f"{cf['s']}: base decode and fresh-start build, trace root, payload re-compression, "
-            "quality score); challenged in c of the rounds and audited, the expected share is "
-            + ", ".join(f"**{pct(x['expected_share'], 3)}**" for x in cp)
-            + " (target ≤ 5 %), "
-            + ", ".join(f"{x['expected_share'] / x['model_share']:.1f}x" for x in cp)
-            + " what node/client/market_msgs.py's model of it says (one step of fixed work per "
-            "opened "
-            "segment: at one segment a challenge's own fixed work weighs more)."
-        )
+    return (
+        "**Verifier compute**: per challenge "
+        + ", ".join(f"{pct(x['ratio'], 1)} ({x['model']} k = {x['k']})" for x in cp)
+        + " of a provider round (the fixed work of a challenge dominates at s = "
+        f"{cf['s']}: base decode and fresh-start build, trace root, payload re-compression, "
+        "quality score); challenged in c of the rounds and audited, the expected share is "
+        + ", ".join(f"**{pct(x['expected_share'], 3)}**" for x in cp)
+        + " (target ≤ 5 %), "
+        + ", ".join(f"{x['expected_share'] / x['model_share']:.1f}x" for x in cp)
+        + " what node/client/market_msgs.py's model of it says (one step of fixed work per "
+        "opened "
+        "segment: at one segment a challenge's own fixed work weighs more)."
+    )
+
+
+def reading(o: dict) -> list[str]:
+    """A reading generated from the figures (what held, what did not)."""
+    out = [_reading_honest(o), _reading_start(o)]
+    if o["faked_steps"]:
+        out.append(_reading_faked(o))
+    if o["compute"]:
+        out.append(_reading_compute(o))
     return [" ".join(out)]
 
 
