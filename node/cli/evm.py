@@ -2,6 +2,9 @@
 
 loconet tx settlement withdraw|set-key ...     loconet query checkpoint|claim ...
 loconet evm deploy|claim|balance ...           loconet relayer run ...
+
+web3 and eth_account take about a second to import, and ``loconet --help`` loads every command
+module: they (and node/evm/'s modules built on web3) are imported by the commands that use them.
 """
 
 from __future__ import annotations
@@ -10,10 +13,18 @@ import argparse
 import json
 import logging
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+from abci_app.encoding import decode_msg
+from abci_app.pb import settlement_pb2, tx_pb2
+from abci_app.settlement import evm, keeper
+from abci_app.settlement.keys import PARAMS_KEY, SIGNER_SET_KEY
+from abci_app.settlement.params import params_from_json, params_to_json
+from abci_app.settlement.queries import set_to_json
 from node import safejson
+from node.atomic import Held, hold
 from node.cli.common import (
     HEIGHT,
     U64,
@@ -21,6 +32,7 @@ from node.cli.common import (
     add_command,
     add_node_flag,
     add_output_flag,
+    add_signer_flags,
     add_tx_flags,
     out,
     parse_amount,
@@ -28,12 +40,15 @@ from node.cli.common import (
     signing_key,
 )
 from node.cli.tx import broadcast
+from node.client import settlement_key
+from node.client.proofs import ProofInvalid, expected_chain_id, trust_of, verify_answer
+from node.client.rpc import Client, RpcError
 from node.client.units import fmt_loco
+from node.evm.sign import owed_signature, proven_pending
+from node.local.config import read_priv_validator_key
 
 
 def _evm_address(text: str) -> bytes:
-    from abci_app.settlement import evm
-
     try:
         raw = evm.parse_address(text)
     except ValueError as e:
@@ -54,8 +69,6 @@ def _evm_address(text: str) -> bytes:
 
 
 def _query(node: str, path: str, height: int = 0) -> Any:
-    from node.client.rpc import Client
-
     with Client(node) as c:
         qr = c.abci_query(path, height=height)
     if qr.code != 0:
@@ -70,14 +83,6 @@ def _proven_settlement(node: str, home: str | None) -> tuple[Any, str]:
     must name (``--home``'s chain id when it has one, else the one the node reports). Before the
     first checkpoint no set is stored (the one shown is computed from staking) and nothing can
     be proven: said on stderr."""
-    from abci_app.encoding import decode_msg
-    from abci_app.pb import settlement_pb2
-    from abci_app.settlement.keys import PARAMS_KEY, SIGNER_SET_KEY
-    from abci_app.settlement.params import params_from_json, params_to_json
-    from abci_app.settlement.queries import set_to_json
-    from node.client.proofs import ProofInvalid, expected_chain_id, trust_of, verify_answer
-    from node.client.rpc import Client
-
     stored: list[bytes] = []
 
     def shown(s: dict[str, Any]) -> Any:
@@ -131,15 +136,13 @@ def _proven_settlement(node: str, home: str | None) -> tuple[Any, str]:
 
 
 def _chain_id(node: str) -> str:
-    from node.client.rpc import Client
-
     with Client(node) as c:
         return str(c.status()["node_info"]["network"])
 
 
 def _evm_key(text: str) -> Any:
     """--from-key: 0x-hex secret, or a file holding one (or a settlement_key.json)."""
-    from eth_account import Account
+    from eth_account import Account  # lazy: eth_account takes 0.6 s
 
     raw = text.strip()
     p = Path(raw)
@@ -156,7 +159,7 @@ def _evm_key(text: str) -> Any:
 
 
 def _w3(url: str) -> Any:
-    from web3 import Web3
+    from web3 import Web3  # lazy: web3 takes 1 s
 
     w3 = Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": 10}))
     try:
@@ -170,7 +173,7 @@ def _w3(url: str) -> Any:
 
 
 def _deployment(path: str) -> Any:
-    from node.evm.client import Deployment
+    from node.evm.client import Deployment  # lazy: web3 takes 1 s
 
     try:
         return Deployment.load(Path(path))
@@ -182,8 +185,6 @@ def _deployment(path: str) -> Any:
 
 
 def cmd_withdraw(args: argparse.Namespace) -> int:
-    from abci_app.pb import settlement_pb2, tx_pb2
-
     msg = settlement_pb2.MsgWithdrawToEvm(
         evm_address=_evm_address(args.evm_address), amount=parse_amount(args.amount)
     )
@@ -191,16 +192,10 @@ def cmd_withdraw(args: argparse.Namespace) -> int:
 
 
 def cmd_set_key(args: argparse.Namespace) -> int:
-    from abci_app.pb import settlement_pb2, tx_pb2
-    from abci_app.settlement import evm, keeper
-    from node.client import settlement_key
-
     home = Path(args.validator_home)
     pv = home / "config" / "priv_validator_key.json"
     if not pv.exists():
         raise UsageError(f"{pv} not found: --validator-home must be the validator node's home")
-    from node.local.config import read_priv_validator_key
-
     cons = read_priv_validator_key(pv)[0]
     try:
         secret = settlement_key.load(home)
@@ -229,14 +224,6 @@ def cmd_set_key(args: argparse.Namespace) -> int:
 def cmd_sign_pending(args: argparse.Namespace) -> int:
     """Sign the pending checkpoint by transaction if this validator's key is a member that has
     not signed it; with --watch, check again every N seconds (until interrupted)."""
-    import time
-
-    from abci_app.pb import settlement_pb2, tx_pb2
-    from node.client import settlement_key
-    from node.client.proofs import ProofInvalid, expected_chain_id, trust_of
-    from node.client.rpc import Client, RpcError
-    from node.evm.sign import owed_signature, proven_pending
-
     home = Path(args.validator_home)
     try:
         secret = settlement_key.load(home)
@@ -330,7 +317,7 @@ def cmd_query_claim(args: argparse.Namespace) -> int:
 
 
 def cmd_evm_deploy(args: argparse.Namespace) -> int:
-    from node.evm import client
+    from node.evm import client  # lazy: web3 takes 1 s
 
     s, chain_id = _proven_settlement(args.node, getattr(args, "home", None))
     if not s["signer_set"]:
@@ -348,8 +335,6 @@ def cmd_evm_deploy(args: argparse.Namespace) -> int:
         )
     signers, powers = client.set_of(s["signer_set"])
     keyless = int(s.get("signer_set_keyless_power") or 0)
-    from abci_app.settlement import evm
-
     try:
         d = client.deploy(
             w3,
@@ -383,8 +368,6 @@ def cmd_evm_deploy(args: argparse.Namespace) -> int:
 
 
 def _evm_checksum(text: str) -> str:
-    from abci_app.settlement import evm
-
     return evm.to_checksum(_evm_address(text))
 
 
@@ -393,43 +376,19 @@ def cmd_evm_claim(args: argparse.Namespace) -> int:
     that root's height (the relayer lags past the node's state history), or ``--relay`` is given,
     this command posts the newest final checkpoints itself first (the claimant pays their gas):
     a claim never depends on how far a relayer lags."""
-    from web3 import Web3
+    from web3 import Web3  # lazy: web3 takes 1 s
 
-    from node.evm import client
+    from node.evm import client  # lazy: web3 takes 1 s
 
     d = _deployment(args.deployment)
     w3 = _w3(args.evm_rpc)
     sender = _evm_key(args.from_key)
     account = _evm_address(args.account) if args.account else bytes.fromhex(sender.address[2:])
     cps, dist = client.checkpoints(w3, d), client.distributor(w3, d)
-
-    def newest() -> tuple[int, int, Any]:
-        number = int(cps.functions.lastNumber().call())
-        height = int(cps.functions.lastHeight().call())
-        if height == 0:
-            return number, height, None
-        try:
-            return number, height, _query(args.node, f"/claim/0x{account.hex()}", height)
-        except UsageError as e:
-            if "nothing was withdrawn" in str(e):
-                raise
-            return number, height, None  # that height's state is gone from the node
-
-    number, height, claim = newest()
+    number, height, claim = _newest_claim(cps, args.node, account)
     if claim is None or args.relay:
-        from node.evm.relayer import LoconetSource, Relayer
-
-        journal = Path(str(args.deployment) + f".claim-{sender.address}.json")
-        try:
-            posted = Relayer(w3, d, sender, LoconetSource(args.node), journal).step()
-        except Exception as e:  # noqa: BLE001 - either node, or a reverted post: one line
-            raise UsageError(
-                f"could not post the newest checkpoint first ({type(e).__name__}: {e}): check "
-                "--node and --evm-rpc, or run the relayer"
-            ) from None
-        if posted:
-            print(f"posted checkpoints {', '.join(str(p.number) for p in posted)}", file=sys.stderr)
-        number, height, claim = newest()
+        _post_checkpoints_first(args, w3, d, sender)
+        number, height, claim = _newest_claim(cps, args.node, account)
     if claim is None:
         raise UsageError(
             "the contract holds no checkpoint whose state the node still serves: run the relayer "
@@ -441,7 +400,8 @@ def cmd_evm_claim(args: argparse.Namespace) -> int:
             f"loconet's rewards root at height {height} does not match the contract's: is --node "
             "the chain of this deployment?"
         )
-    already = int(dist.functions.claimed(Web3.to_checksum_address(account)).call())
+    holder = Web3.to_checksum_address(account)
+    already = int(dist.functions.claimed(holder).call())
     if claim["cumulative"] <= already:
         raise UsageError(
             f"nothing to claim: {already} uloco already claimed of {claim['cumulative']} proven "
@@ -449,41 +409,76 @@ def cmd_evm_claim(args: argparse.Namespace) -> int:
             "is posted"
         )
     r = client.send(w3, dist.functions.claim(*client.claim_args(claim, number)), sender)
-    paid = int(dist.functions.claimed(Web3.to_checksum_address(account)).call()) - already
-    bal = int(client.token(w3, d).functions.balanceOf(Web3.to_checksum_address(account)).call())
-    left = claim["cumulative"] - already - paid
-    out(
-        args,
-        {
-            "account": Web3.to_checksum_address(account),
-            "paid": paid,
-            "cumulative": claim["cumulative"],
-            "left_by_rate_limit": left,
-            "balance": bal,
-            "tx": r["transactionHash"].hex(),
-            "gas_used": r["gasUsed"],
-            "checkpoint": number,
-            "checkpoint_height": height,
-        },
-        f"claimed {paid} ({fmt_loco(paid)}) for {Web3.to_checksum_address(account)} against "
-        f"checkpoint {number} (height {height})\n"
-        f"tx 0x{r['transactionHash'].hex().removeprefix('0x')} (gas {r['gasUsed']}); LOCO balance "
+    paid = int(dist.functions.claimed(holder).call()) - already
+    bal = int(client.token(w3, d).functions.balanceOf(holder).call())
+    data = {
+        "account": holder,
+        "paid": paid,
+        "cumulative": claim["cumulative"],
+        "left_by_rate_limit": claim["cumulative"] - already - paid,
+        "balance": bal,
+        "tx": r["transactionHash"].hex(),
+        "gas_used": r["gasUsed"],
+        "checkpoint": number,
+        "checkpoint_height": height,
+    }
+    out(args, data, _claim_text(data))
+    return 0
+
+
+def _newest_claim(cps: Any, node: str, account: bytes) -> tuple[int, int, Any]:
+    """(number, height, the account's claim at that height) of the contract's newest
+    checkpoint; the claim is None before any checkpoint, or when the node no longer serves that
+    height's state."""
+    number = int(cps.functions.lastNumber().call())
+    height = int(cps.functions.lastHeight().call())
+    if height == 0:
+        return number, height, None
+    try:
+        return number, height, _query(node, f"/claim/0x{account.hex()}", height)
+    except UsageError as e:
+        if "nothing was withdrawn" in str(e):
+            raise
+        return number, height, None  # that height's state is gone from the node
+
+
+def _post_checkpoints_first(args: argparse.Namespace, w3: Any, d: Any, sender: Any) -> None:
+    """One relayer pass paid by the claimant (its own journal beside the deployment file), so
+    the contract holds a checkpoint whose state the node still serves."""
+    from node.evm.relayer import LoconetSource, Relayer  # lazy: web3 takes 1 s
+
+    journal = Path(str(args.deployment) + f".claim-{sender.address}.json")
+    try:
+        posted = Relayer(w3, d, sender, LoconetSource(args.node), journal).step()
+    except Exception as e:  # noqa: BLE001 - either node, or a reverted post: one line
+        raise UsageError(
+            f"could not post the newest checkpoint first ({type(e).__name__}: {e}): check "
+            "--node and --evm-rpc, or run the relayer"
+        ) from None
+    if posted:
+        print(f"posted checkpoints {', '.join(str(p.number) for p in posted)}", file=sys.stderr)
+
+
+def _claim_text(c: dict[str, Any]) -> str:
+    """``evm claim``'s text answer, from its JSON one."""
+    paid, bal, left = c["paid"], c["balance"], c["left_by_rate_limit"]
+    return (
+        f"claimed {paid} ({fmt_loco(paid)}) for {c['account']} against "
+        f"checkpoint {c['checkpoint']} (height {c['checkpoint_height']})\n"
+        f"tx 0x{c['tx'].removeprefix('0x')} (gas {c['gas_used']}); LOCO balance "
         f"now {bal} ({fmt_loco(bal)})"
         + (
             f"\n{left} ({fmt_loco(left)}) is left by the contract's mint rate limit: claim again "
             "after its window"
             if left
             else ""
-        ),
+        )
     )
-    return 0
 
 
 def cmd_evm_address(args: argparse.Namespace) -> int:
     """The contract address a deployer's CREATE with a nonce gets: what a genesis writes as
     ``settlement.params.evm_contract`` before the contract exists."""
-    from abci_app.settlement import evm
-
     addr = evm.to_checksum(evm.create_address(_evm_address(args.deployer), args.nonce))
     out(
         args,
@@ -501,9 +496,8 @@ def cmd_evm_address(args: argparse.Namespace) -> int:
 def cmd_evm_report_forged(args: argparse.Namespace) -> int:
     """Scan the contract's accepted checkpoints; report each that loconet never made
     (MsgReportForgedCheckpoint: its signers are slashed, jailed and tombstoned)."""
-    from abci_app.pb import tx_pb2
-    from node.evm.relayer import LoconetSource
-    from node.evm.watch import forged_checkpoints
+    from node.evm.relayer import LoconetSource  # lazy: web3 takes 1 s
+    from node.evm.watch import forged_checkpoints  # lazy: web3 takes 1 s
 
     d = _deployment(args.deployment)
     w3 = _w3(args.evm_rpc)
@@ -527,7 +521,7 @@ def cmd_evm_report_forged(args: argparse.Namespace) -> int:
 
 def cmd_evm_pause(args: argparse.Namespace) -> int:
     """The guardian stops (or, with ``unpause``, restarts) checkpoints and claims."""
-    from node.evm import client
+    from node.evm import client  # lazy: web3 takes 1 s
 
     d = _deployment(args.deployment)
     w3 = _w3(args.evm_rpc)
@@ -551,9 +545,9 @@ def cmd_evm_pause(args: argparse.Namespace) -> int:
 
 
 def cmd_evm_balance(args: argparse.Namespace) -> int:
-    from web3 import Web3
+    from web3 import Web3  # lazy: web3 takes 1 s
 
-    from node.evm import client
+    from node.evm import client  # lazy: web3 takes 1 s
 
     d = _deployment(args.deployment)
     w3 = _w3(args.evm_rpc)
@@ -571,7 +565,7 @@ def cmd_evm_balance(args: argparse.Namespace) -> int:
 
 
 def cmd_relayer_run(args: argparse.Namespace) -> int:
-    from node.evm.relayer import LoconetSource, Relayer
+    from node.evm.relayer import LoconetSource, Relayer  # lazy: web3 takes 1 s
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s relayer %(message)s", stream=sys.stdout, force=True
@@ -580,8 +574,6 @@ def cmd_relayer_run(args: argparse.Namespace) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     d = _deployment(args.deployment)
     journal = Path(args.journal or (str(args.deployment) + ".relayer.json"))
-    from node.atomic import Held, hold
-
     try:  # two relayers on one journal both posted each checkpoint (and overwrote its record)
         hold(Path(str(journal) + ".lock"))
     except Held as e:
@@ -620,6 +612,19 @@ def _evm_flags(p: argparse.ArgumentParser, deployment: bool = True) -> None:
 
 
 def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
+    _register_settlement_txs(tx_sub)
+    _register_settlement_queries(query_sub)
+    ev = root_sub.add_parser(
+        "evm", help="the EVM side of settlement: contracts, claims, balances"
+    ).add_subparsers(dest="evm_cmd", required=True, metavar="EVM_COMMAND")
+    _register_evm_deploy(ev)
+    _register_evm_guard(ev)
+    _register_evm_claims(ev)
+    _register_relayer(root_sub)
+
+
+def _register_settlement_txs(tx_sub: Any) -> None:
+    """tx settlement withdraw|set-key|sign-pending."""
     st = tx_sub.add_parser(
         "settlement", help="withdrawals to the EVM chain, settlement keys"
     ).add_subparsers(dest="settlement_cmd", required=True, metavar="SETTLEMENT_COMMAND")
@@ -634,8 +639,7 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
     )
     p.add_argument("evm_address", metavar="EVM_ADDRESS")
     p.add_argument("amount", metavar="AMOUNT", help="5loco or 5000000uloco")
-    p.add_argument("--from", dest="from_key", metavar="KEY", help="keyring key that pays")
-    add_tx_flags(p)
+    add_signer_flags(p, "keyring key that pays")
     p = add_command(
         st,
         "set-key",
@@ -651,8 +655,7 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
         required=True,
         help="the validator node's home (priv_validator_key.json, settlement_key.json)",
     )
-    p.add_argument("--from", dest="from_key", metavar="KEY", help="the validator's operator key")
-    add_tx_flags(p)
+    add_signer_flags(p, "the validator's operator key")
     p = add_command(
         st,
         "sign-pending",
@@ -676,6 +679,9 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
     )
     add_tx_flags(p)
 
+
+def _register_settlement_queries(query_sub: Any) -> None:
+    """query checkpoint|claim."""
     p = add_command(
         query_sub,
         "checkpoint",
@@ -700,9 +706,9 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
     add_node_flag(p)
     add_output_flag(p)
 
-    ev = root_sub.add_parser(
-        "evm", help="the EVM side of settlement: contracts, claims, balances"
-    ).add_subparsers(dest="evm_cmd", required=True, metavar="EVM_COMMAND")
+
+def _register_evm_deploy(ev: Any) -> None:
+    """evm deploy."""
     p = add_command(
         ev,
         "deploy",
@@ -737,6 +743,10 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
     )
     add_node_flag(p)
     add_output_flag(p)
+
+
+def _register_evm_guard(ev: Any) -> None:
+    """evm report-forged|pause|unpause: the watchtower and the guardian."""
     p = add_command(
         ev,
         "report-forged",
@@ -747,8 +757,7 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
         cmd_evm_report_forged,
     )
     _evm_flags(p)
-    p.add_argument("--from", dest="from_key", metavar="KEY", help="keyring key that pays the fee")
-    add_tx_flags(p)
+    add_signer_flags(p, "keyring key that pays the fee")
     for verb, what in (
         ("pause", "stop checkpoints and claims (the guardian only; nothing else is in its power)"),
         ("unpause", "let checkpoints and claims run again (the guardian only)"),
@@ -763,6 +772,10 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
         _evm_flags(p)
         p.add_argument("--from-key", required=True, help="the guardian's EVM key")
         add_output_flag(p)
+
+
+def _register_evm_claims(ev: Any) -> None:
+    """evm address|claim|balance."""
     p = add_command(
         ev,
         "address",
@@ -810,6 +823,9 @@ def register(root_sub: Any, tx_sub: Any, query_sub: Any) -> None:
     _evm_flags(p)
     add_output_flag(p)
 
+
+def _register_relayer(root_sub: Any) -> None:
+    """relayer run."""
     rl = root_sub.add_parser(
         "relayer", help="post loconet checkpoints to the EVM contract"
     ).add_subparsers(dest="relayer_cmd", required=True, metavar="RELAYER_COMMAND")
