@@ -125,7 +125,7 @@ def outer_settings(spec: str) -> tuple[dict, str]:
     return kw, f" [outer lr {lr:g}, momentum {m:g}, EF {ef:g}]"
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -188,73 +188,90 @@ def main(argv=None) -> int:
         "--from-json",
         help="re-render OUT/table.json (107B projection, markdown) without re-running the training",
     )
-    args = ap.parse_args(argv)
-    if args.from_json:
-        result = json.loads(Path(args.from_json).read_text())
-        project(args, result)
-        Path(args.from_json).write_text(json.dumps(result, indent=1))
-        md = render(result, Path(args.out))
-        (Path(args.out) / "table.md").write_text(md)
-        if args.results:
-            write_section(Path(args.results), md)
-        print(md)
-        return 0
+    return ap.parse_args(argv)
 
-    corpus = Corpus.from_file(args.data) if args.data else Corpus(default_corpus_bytes())
-    cfg = GPTConfig.preset(args.model_size)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
 
-    def base(**kw) -> SimConfig:
-        return SimConfig(workers=args.workers, model=cfg, batch_size=args.batch_size, **kw)
+def rerender(args: argparse.Namespace) -> None:
+    """--from-json: the 107B projection and the markdown again from a saved table.json."""
+    result = json.loads(Path(args.from_json).read_text())
+    project(args, result)
+    Path(args.from_json).write_text(json.dumps(result, indent=1))
+    md = render(result, Path(args.out))
+    (Path(args.out) / "table.md").write_text(md)
+    if args.results:
+        write_section(Path(args.results), md)
+    print(md)
 
-    runs: list[tuple[str, str, dict]] = []
 
-    def log(msg: str) -> None:
-        print(f"[{time.time() - t0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+class Runs:
+    """The table's training runs in order, as (group, label, result), with what they share."""
 
-    log(f"dataset {corpus.id} model {args.model_size} steps/worker {args.steps}")
-    # The data a worker sees depends on H (the shard is drawn per round, ShardSpec.round), so
-    # the baseline is run once per distinct H, on exactly the batches of that DiLoCo run, and
-    # every row's gap is taken against the baseline with its own data order.
+    def __init__(self, args: argparse.Namespace, corpus: Corpus, cfg: GPTConfig) -> None:
+        self.args, self.corpus, self.cfg = args, corpus, cfg
+        self.t0 = time.time()
+        self.runs: list[tuple[str, str, dict]] = []
+
+    def base(self, **kw) -> SimConfig:
+        a = self.args
+        return SimConfig(workers=a.workers, model=self.cfg, batch_size=a.batch_size, **kw)
+
+    def log(self, msg: str) -> None:
+        print(f"[{time.time() - self.t0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    def dl(self, group: str, label: str, H: int, **kw) -> dict:
+        """A DiLoCo run at H over the token budget."""
+        r = simulate(self.corpus, self.base(rounds=self.args.steps // H, inner_steps=H, **kw))
+        self.runs.append((group, label, r))
+        self.log(
+            f"({group}) {label}: val {r['final_val_loss']:.4f} bytes {r['bytes_per_worker']:,}"
+        )
+        return r
+
+
+def run_baselines(rs: Runs) -> dict[int, dict]:
+    """(a) AllReduce once per distinct H. The data a worker sees depends on H (the shard is
+    drawn per round, ShardSpec.round), so the baseline is run on exactly the batches of that
+    DiLoCo run, and every row's gap is taken against the baseline with its own data order."""
+    args = rs.args
     Hs = [args.compress_h] + [int(h) for h in args.hs.split(",")]
     for item in args.codecs.split(","):
         Hs.append(outer_settings(item.partition("@")[2])[0].get("H", args.compress_h))
     baselines: dict[int, dict] = {}
     for H in dict.fromkeys(Hs):
         a = simulate_allreduce(
-            corpus, base(inner_steps=H), args.steps, eval_every=max(1, args.steps // 10)
+            rs.corpus, rs.base(inner_steps=H), args.steps, eval_every=max(1, args.steps // 10)
         )
         baselines[H] = a
-        runs.append(("a", f"AllReduce (sync DP), data order of H={H}", a))
-        log(f"(a) H={H} val {a['final_val_loss']:.4f}")
-    a = baselines[args.compress_h]
+        rs.runs.append(("a", f"AllReduce (sync DP), data order of H={H}", a))
+        rs.log(f"(a) H={H} val {a['final_val_loss']:.4f}")
+    return baselines
 
-    def dl(group, label, H, **kw):
-        r = simulate(corpus, base(rounds=args.steps // H, inner_steps=H, **kw))
-        runs.append((group, label, r))
-        log(f"({group}) {label}: val {r['final_val_loss']:.4f} bytes {r['bytes_per_worker']:,}")
-        return r
 
+def run_diloco(rs: Runs) -> None:
+    """(b) DiLoCo per H; (c) each codec row with its outer settings."""
+    args = rs.args
     for H in [int(h) for h in args.hs.split(",")]:
-        dl("b", f"DiLoCo H={H}", H)
-    Hc = args.compress_h
+        rs.dl("b", f"DiLoCo H={H}", H)
     for item in args.codecs.split(","):
         c, _, o = item.partition("@")
         okw, olabel = outer_settings(o)
-        H = okw.pop("H", Hc)
-        dl("c", f"DiLoCo H={H} + {c}{olabel}", H, compression=c, **okw)
+        H = okw.pop("H", args.compress_h)
+        rs.dl("c", f"DiLoCo H={H} + {c}{olabel}", H, compression=c, **okw)
+
+
+def run_adaptive(rs: Runs) -> None:
+    """(d) the adaptive policy under a byte budget; (e) it with each overlap mode."""
+    args, Hc = rs.args, rs.args.compress_h
     budget = args.adaptive_budget
     if not budget:
         from trainer.compression import make_codec
         from trainer.model import GPT
 
-        shapes = {n: tuple(p.shape) for n, p in GPT(cfg).named_parameters()}
+        shapes = {n: tuple(p.shape) for n, p in GPT(rs.cfg).named_parameters()}
         budget = make_codec("chunk:64/4096+int2").estimate_bytes(shapes)
     okw, olabel = outer_settings(args.adaptive_outer)
     ladder = "" if args.adaptive_family == "topk" else f"/{args.adaptive_family}"
-    dl(
+    rs.dl(
         "d",
         f"DiLoCo H={Hc} + adaptive {args.adaptive_family} (<= {budget} B/round){olabel}",
         Hc,
@@ -263,7 +280,7 @@ def main(argv=None) -> int:
         **okw,
     )
     for mode in [m for m in args.overlap_modes.split(",") if m]:
-        dl(
+        rs.dl(
             "e",
             f"DiLoCo H={Hc} + adaptive + overlap ({mode}){olabel}",
             Hc,
@@ -274,9 +291,12 @@ def main(argv=None) -> int:
             **okw,
         )
 
-    W = args.workers
-    base_bytes = a["bytes_per_worker"]
-    t_step = sum(r["compute_s_per_step"] for _, _, r in runs) / len(runs)  # one worker, one step
+
+def table_rows(
+    args: argparse.Namespace, runs: list, baselines: dict[int, dict], base_bytes: int, t_step: float
+) -> list[dict]:
+    """Each run's row: its loss, its gap to the (a) of its H, its bytes and reduction, and its
+    modelled wall-clock at 1 and 100 Gbps."""
     rows = []
     for group, label, r in runs:
         is_ar = r["kind"] == "allreduce"
@@ -301,11 +321,33 @@ def main(argv=None) -> int:
                 bytes_per_sync=per_sync,
                 syncs=syncs,
                 bandwidth_bps=bw,
-                workers=W,
+                workers=args.workers,
                 allgather=not is_ar,
                 overlap=bool(r["config"].get("overlap")),
             )
         rows.append(row)
+    return rows
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.from_json:
+        rerender(args)
+        return 0
+    corpus = Corpus.from_file(args.data) if args.data else Corpus(default_corpus_bytes())
+    cfg = GPTConfig.preset(args.model_size)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rs = Runs(args, corpus, cfg)
+    rs.log(f"dataset {corpus.id} model {args.model_size} steps/worker {args.steps}")
+    baselines = run_baselines(rs)
+    a = baselines[args.compress_h]
+    run_diloco(rs)
+    run_adaptive(rs)
+    runs = rs.runs
+    W = args.workers
+    t_step = sum(r["compute_s_per_step"] for _, _, r in runs) / len(runs)  # one worker, one step
+    rows = table_rows(args, runs, baselines, a["bytes_per_worker"], t_step)
     result = {
         "dataset_id": corpus.id,
         "model_size": args.model_size,
@@ -315,7 +357,7 @@ def main(argv=None) -> int:
         "batch_size": args.batch_size,
         "t_step_s": t_step,
         "rows": rows,
-        "elapsed_s": time.time() - t0,
+        "elapsed_s": time.time() - rs.t0,
         "allreduce_bytes_per_step": allreduce_bytes_per_step(a["n_params"], W),
         "adaptive_log": next(r for g, _, r in runs if g == "d")["adaptive_log"],
         "command": " ".join(sys.argv),
@@ -359,7 +401,8 @@ def plots(runs, rows, out: Path) -> None:
     plt.close(fig)
 
 
-def render(res: dict, out: Path) -> str:
+def _render_table(res: dict) -> list[str]:
+    """The header, the measured rows, the best reduction within 2 %."""
     L = [
         "## Trainer: DiLoCo table",
         "",
@@ -393,8 +436,13 @@ def render(res: dict, out: Path) -> str:
         ),
         "",
     ]
+    return L
+
+
+def _render_107b(res: dict) -> list[str]:
+    """The 107B projection: its assumptions, then a row per link and sync."""
     m = res["model_107b"]
-    L += [
+    L = [
         "### The same model at the DiLoCoX 107B configuration (assumed, not measured)",
         "",
         f"Assumptions: {m['params']:.3g} parameters, {m['workers']} workers (nodes) of "
@@ -426,23 +474,34 @@ def render(res: dict, out: Path) -> str:
             f"{m[k]['diloco_s_per_step']:.2f} | {m[k]['speedup']:,.1f}x | "
             f"{m[k]['speedup_bound']:,.0f}x | {m[k]['reduction_for_bound']:,.0f}x |"
         )
+    return L
+
+
+def _render_ref(res: dict) -> list[str]:
+    """The projection at the best reduction within --ref-gap (not meeting 2 %), if any."""
     mr, rb = res.get("model_107b_ref"), res.get("best_within_ref_gap")
-    if mr and rb:
-        L += [
-            "",
-            f"For reference only (does **not** meet the 2 % criterion): with R = "
-            f"{mr['compression_ratio']:,.0f}x, the best measured reduction within a "
-            f"{res['ref_gap_pct']:g} % gap (**{rb['run']}**, {rb['gap_pct']:+.2f} %), the same "
-            "model gives:",
-            "",
-            "| link, sync | DiLoCo s/step | speedup |",
-            "|---|---|---|",
-        ]
-        for k in _links(rb):
-            L.append(
-                f"| {k.replace('_', ', ')} | {mr[k]['diloco_s_per_step']:.2f} | "
-                f"{mr[k]['speedup']:,.1f}x |"
-            )
+    if not (mr and rb):
+        return []
+    L = [
+        "",
+        f"For reference only (does **not** meet the 2 % criterion): with R = "
+        f"{mr['compression_ratio']:,.0f}x, the best measured reduction within a "
+        f"{res['ref_gap_pct']:g} % gap (**{rb['run']}**, {rb['gap_pct']:+.2f} %), the same "
+        "model gives:",
+        "",
+        "| link, sync | DiLoCo s/step | speedup |",
+        "|---|---|---|",
+    ]
+    for k in _links(rb):
+        L.append(
+            f"| {k.replace('_', ', ')} | {mr[k]['diloco_s_per_step']:.2f} | "
+            f"{mr[k]['speedup']:,.1f}x |"
+        )
+    return L
+
+
+def render(res: dict, out: Path) -> str:
+    L = _render_table(res) + _render_107b(res) + _render_ref(res)
     L += [
         "",
         f"Plots: `{out}/val_loss.png`, `{out}/bytes.png`; raw numbers `{out}/table.json`.",

@@ -44,13 +44,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -84,25 +85,16 @@ def main() -> int:
         metavar="FILE",
         help="print the report of a run saved with --save; starts no network",
     )
-    a = ap.parse_args()
-    if a.from_saved:
-        saved = json.loads(a.from_saved.read_text())
-        report(
-            saved["workers"], saved["rounds"], saved["stats"], argparse.Namespace(**saved["args"])
-        )
-        return 0
+    return ap.parse_args()
 
-    from node.client.rpc import Client
-    from node.local import manifest
-    from node.local import testnet_market as tm
-    from node.local.manifest import load, nodes_of
+
+def _testnet_up(a: argparse.Namespace, d: Path, cli: list[str]) -> None:
+    """The --busy burners, then a 4-validator testnet with 4 provider workers and no job."""
     from node.ports import find_free_base
 
-    d = Path(tempfile.mkdtemp(prefix="round-overhead-")) / "net"
     base = find_free_base(
         range(30656, 45000, 1000), [100 * i + k for i in range(4) for k in (0, 1, 4, 24)]
     )
-    cli = [sys.executable, "-m", "node.cli"]
     sys.path.insert(0, str(ROOT / "scripts"))
     from demo import start_burners, stop_burners  # the demo's --busy burners, one definition
 
@@ -130,84 +122,129 @@ def main() -> int:
     if up.returncode != 0:
         stop_burners()
         sys.exit(up.stdout + up.stderr)
-    try:
-        m = load(d)
-        workers = manifest.workers_of(m)
-        rpc = nodes_of(m)[0].rpc_url
-        job, dataset, model = tm.builtin_job(a.rounds, workers)
-        with Client(rpc) as c:
-            block_s = mm.measure_block_time(c) or mm.DEFAULT_BLOCK_S
-        w = mm.compute_windows(
-            a.compute_per_round,
-            block_s,
-            inner_steps=a.inner_steps,
-            trace_interval=a.trace_interval,
-            segments=a.segments,
-        )
-        from abci_app.jobs.params import DEFAULTS
 
-        w, cut = mm.cap_windows(w, int(DEFAULTS["max_window_blocks"]))  # as tx job create does
-        if cut:
-            print(f"windows {', '.join(cut)} cut to {DEFAULTS['max_window_blocks']} blocks")
-        w["commit"] = a.commit_blocks or w["commit"]
-        w["verdict"] = a.verdict_blocks or w["verdict"]
-        a.commit_blocks, a.verdict_blocks, a.windows, a.block_s = (
-            w["commit"],
-            w["verdict"],
-            w,
-            block_s,
-        )
-        job.update(
-            inner_steps=a.inner_steps,
-            trace_interval=a.trace_interval,
-            windows=w,
-            compute_s_per_round=a.compute_per_round,
-            challenge_bps=a.challenge_bps,
-            segments_per_challenge=a.segments,
-            verifiers_per_challenge=a.verifiers,
-            compression_policy=mm.DEFAULT_COMPRESSION,
-            determinism_mode="tolerance",
-            tolerance_ppm=1_000,
-            stack="",
-        )
-        tm.seed_stores(workers, [dataset, model])
-        created = time.time()
-        job_id = tm.create_job(d, rpc, "validator0", job)
-        t0 = time.monotonic()
-        with Client(rpc) as c:
-            while True:
-                j = json.loads(c.abci_query(f"/job/{job_id}").value)
-                if j["status"] == "completed":
-                    break
-                if time.monotonic() - t0 > 2400:
-                    sys.exit("the job did not complete in 40 minutes")
-                time.sleep(2)
-            rounds = json.loads(c.abci_query(f"/rounds/{job_id}").value)["rounds"]
-            heights = sorted(
-                {
-                    int(r["windows"][f])
-                    for r in rounds
-                    for f in ("open_height", "commit_deadline")
-                    if r["windows"].get(f)
-                }
-                | {int(r["finalized_height"]) for r in rounds if r.get("finalized_height")}
-            )
-            times = {str(h): block_time(c, h) for h in heights}
-            slashes = {
-                w.address: json.loads(c.abci_query(f"/provider/{w.address}").value)["slashed_total"]
-                for w in workers
+
+def _job_spec(a: argparse.Namespace, rpc: str, workers: list) -> tuple[dict, Any, Any]:
+    """The CLI's default job on the built-in model and corpus, its windows sized from
+    --compute-per-round and the measured block time as `tx job create` sizes them (recorded
+    in ``a`` for the report). Returns the job and its dataset and model blobs."""
+    from abci_app.jobs.params import DEFAULTS
+    from node.client import market_msgs as mm
+    from node.client.rpc import Client
+    from node.local import testnet_market as tm
+
+    job, dataset, model = tm.builtin_job(a.rounds, workers)
+    with Client(rpc) as c:
+        block_s = mm.measure_block_time(c) or mm.DEFAULT_BLOCK_S
+    w = mm.compute_windows(
+        a.compute_per_round,
+        block_s,
+        inner_steps=a.inner_steps,
+        trace_interval=a.trace_interval,
+        segments=a.segments,
+    )
+    w, cut = mm.cap_windows(w, int(DEFAULTS["max_window_blocks"]))  # as tx job create does
+    if cut:
+        print(f"windows {', '.join(cut)} cut to {DEFAULTS['max_window_blocks']} blocks")
+    w["commit"] = a.commit_blocks or w["commit"]
+    w["verdict"] = a.verdict_blocks or w["verdict"]
+    a.commit_blocks, a.verdict_blocks, a.windows, a.block_s = (
+        w["commit"],
+        w["verdict"],
+        w,
+        block_s,
+    )
+    job.update(
+        inner_steps=a.inner_steps,
+        trace_interval=a.trace_interval,
+        windows=w,
+        compute_s_per_round=a.compute_per_round,
+        challenge_bps=a.challenge_bps,
+        segments_per_challenge=a.segments,
+        verifiers_per_challenge=a.verifiers,
+        compression_policy=mm.DEFAULT_COMPRESSION,
+        determinism_mode="tolerance",
+        tolerance_ppm=1_000,
+        stack="",
+    )
+    return job, dataset, model
+
+
+def _await_job(rpc: str, job_id: int, workers: list) -> tuple[list[dict], dict, dict]:
+    """Wait (40 minutes at most) for the job to complete; its rounds, the times of the blocks
+    the report reads (open, commit deadline, finalized) and each worker's slashes."""
+    from node.client.rpc import Client
+
+    t0 = time.monotonic()
+    with Client(rpc) as c:
+        while True:
+            j = json.loads(c.abci_query(f"/job/{job_id}").value)
+            if j["status"] == "completed":
+                break
+            if time.monotonic() - t0 > 2400:
+                sys.exit("the job did not complete in 40 minutes")
+            time.sleep(2)
+        rounds = json.loads(c.abci_query(f"/rounds/{job_id}").value)["rounds"]
+        heights = sorted(
+            {
+                int(r["windows"][f])
+                for r in rounds
+                for f in ("open_height", "commit_deadline")
+                if r["windows"].get(f)
             }
-        last = f"{job_id}/{rounds[-1]['round']}"
+            | {int(r["finalized_height"]) for r in rounds if r.get("finalized_height")}
+        )
+        times = {str(h): block_time(c, h) for h in heights}
+        slashes = {
+            w.address: json.loads(c.abci_query(f"/provider/{w.address}").value)["slashed_total"]
+            for w in workers
+        }
+    return rounds, times, slashes
 
-        ws = [{"name": w.name, "address": w.address, "role": w.role} for w in workers]
-        stats = tm.final_stats(workers, last, timeout=30)  # the last round is not written final
-        a.created, a.times, a.slashes = created, times, slashes
-        if a.save:
-            args = {k: v for k, v in vars(a).items() if k not in ("save", "from_saved")}
-            a.save.write_text(
-                json.dumps({"args": args, "workers": ws, "rounds": rounds, "stats": stats})
-            )
-        report(ws, rounds, stats, a)
+
+def _run(a: argparse.Namespace, d: Path) -> None:
+    """The job on the testnet in ``d``, then the report (and --save)."""
+    from node.local import manifest
+    from node.local import testnet_market as tm
+    from node.local.manifest import load, nodes_of
+
+    m = load(d)
+    workers = manifest.workers_of(m)
+    rpc = nodes_of(m)[0].rpc_url
+    job, dataset, model = _job_spec(a, rpc, workers)
+    tm.seed_stores(workers, [dataset, model])
+    created = time.time()
+    job_id = tm.create_job(d, rpc, "validator0", job)
+    rounds, times, slashes = _await_job(rpc, job_id, workers)
+    last = f"{job_id}/{rounds[-1]['round']}"
+
+    ws = [{"name": w.name, "address": w.address, "role": w.role} for w in workers]
+    stats = tm.final_stats(workers, last, timeout=30)  # the last round is not written final
+    a.created, a.times, a.slashes = created, times, slashes
+    if a.save:
+        args = {k: v for k, v in vars(a).items() if k not in ("save", "from_saved")}
+        a.save.write_text(
+            json.dumps({"args": args, "workers": ws, "rounds": rounds, "stats": stats})
+        )
+    report(ws, rounds, stats, a)
+
+
+def main() -> int:
+    a = parse_args()
+    if a.from_saved:
+        saved = json.loads(a.from_saved.read_text())
+        report(
+            saved["workers"], saved["rounds"], saved["stats"], argparse.Namespace(**saved["args"])
+        )
+        return 0
+
+    d = Path(tempfile.mkdtemp(prefix="round-overhead-")) / "net"
+    cli = [sys.executable, "-m", "node.cli"]
+    _testnet_up(a, d, cli)
+    from demo import stop_burners  # scripts/ is on the path since _testnet_up
+
+    try:
+        _run(a, d)
     finally:
         stop_burners()
         subprocess.run(
@@ -289,47 +326,39 @@ def utilization_report(
     )
 
 
-def report(
-    workers: list[dict[str, str]],
-    rounds: list[dict[str, Any]],
-    stats: dict[str, Any],
-    a: argparse.Namespace,
-) -> None:
-    """The tables: each participant-round's seconds, each round's and the run's overhead, each
-    worker's bytes. ``compute`` is what the worker timed (train_s + verify_s + aggregate_s);
-    ``net`` takes the fetch time out of it: the worker times re-execution (verify_s) and
-    aggregation (aggregate_s) around the fetches they make, so their blob time is in both
-    ``compute`` and ``blobs``. Subtracted up to verify_s + aggregate_s (training's own inputs are
-    fetched outside train_s): exact where every fetch was in those two, else a lower bound on
-    compute (the overhead then errs high). overhead = (blobs + txs) / net; windows = wall - net -
-    blobs - txs, the time the participant waited for the chain's windows."""
+KEYS = ("compute", "net", "blobs", "txs", "windows")
 
-    def timing(w: dict[str, str], r: dict[str, Any]) -> dict[str, Any]:
-        rounds_ = stats.get(w["address"], {}).get("rounds", {})
-        return dict(rounds_.get(f"{r['job_id']}/{r['round']}") or {})
 
-    # a round is reported once every worker has written it final to stats.json (the worker
-    # writes stats.json when it sees a round final, and follows active jobs only: the last round
-    # of a job, which completes the job, is never written final, and neither is its verifiers'
-    # and aggregators' time nor the bytes they fetched for it)
-    complete = [r for r in rounds if all("finalized" in timing(w, r) for w in workers)]
-    rounds_all, rounds = rounds, complete
-    print(
-        f"H={a.inner_steps} k={a.trace_interval}, {len(rounds_all)} rounds, windows commit "
-        f"{a.commit_blocks} / verdict {a.verdict_blocks} blocks; 2 of 4 providers train, 2 verify"
-    )
-    print(
-        f"{'worker':10s} {'round':>5s} {'role':9s} {'outcome':13s} {'wall s':>7s} {'compute':>8s} "
-        f"{'net':>7s} {'blobs':>7s} {'txs':>7s} {'windows':>8s} {'overhead %':>10s}"
-    )
-    keys = ("compute", "net", "blobs", "txs", "windows")
-    tot = dict.fromkeys(keys, 0.0)
-    big = dict.fromkeys(keys, 0.0)  # participant-rounds whose net compute is >= 30 s
-    n_big = 0
-    per_round: dict[int, dict[str, float]] = {}
+def _timing(stats: dict[str, Any], w: dict[str, str], r: dict[str, Any]) -> dict[str, Any]:
+    """The worker's stats.json entry for the round (empty when it wrote none)."""
+    rounds_ = stats.get(w["address"], {}).get("rounds", {})
+    return dict(rounds_.get(f"{r['job_id']}/{r['round']}") or {})
+
+
+def _share(x: dict[str, float]) -> float:
+    return 100 * (x["blobs"] + x["txs"]) / max(x["net"], 1e-9)
+
+
+@dataclass
+class Sums:
+    """The participant-rounds' seconds summed: all of them, those with >= 30 s of net
+    compute, and per round."""
+
+    tot: dict[str, float] = field(default_factory=lambda: dict.fromkeys(KEYS, 0.0))
+    big: dict[str, float] = field(default_factory=lambda: dict.fromkeys(KEYS, 0.0))
+    n_big: int = 0
+    per_round: dict[int, dict[str, float]] = field(default_factory=dict)
+
+
+def _participant_rows(
+    workers: list[dict[str, str]], rounds: list[dict[str, Any]], stats: dict[str, Any]
+) -> Sums:
+    """Print a row per participant-round (trainers, and verifiers on the round's panels) and
+    return the sums."""
+    sums = Sums()
     for w in workers:
         for r in rounds:
-            t = timing(w, r)
+            t = _timing(stats, w, r)
             if "seen" not in t:
                 continue
             mine = [p for p in r["participants"] if p["address"] == w["address"]]
@@ -343,71 +372,70 @@ def report(
             blobs, txs = t.get("fetch_s", 0), t.get("tx_s", 0)
             net = compute - min(blobs, t.get("verify_s", 0) + t.get("aggregate_s", 0))
             windows = max(0.0, wall - net - blobs - txs)
-            row = dict(zip(keys, (compute, net, blobs, txs, windows), strict=True))
-            pr = per_round.setdefault(int(r["round"]), dict.fromkeys(keys, 0.0))
+            row = dict(zip(KEYS, (compute, net, blobs, txs, windows), strict=True))
+            pr = sums.per_round.setdefault(int(r["round"]), dict.fromkeys(KEYS, 0.0))
             for k, v in row.items():
-                tot[k] += v
+                sums.tot[k] += v
                 pr[k] += v
                 if net >= 30:
-                    big[k] += v
-            n_big += net >= 30
+                    sums.big[k] += v
+            sums.n_big += net >= 30
             over = 100 * (blobs + txs) / net if net else 0
             print(
                 f"{w['name']:10s} {r['round']:>5d} {role:9s} {outcome:13s} {wall:7.1f} "
                 f"{compute:8.2f} {net:7.2f} {blobs:7.2f} {txs:7.2f} {windows:8.1f} {over:10.1f}"
             )
+    return sums
 
-    def share(x: dict[str, float]) -> float:
-        return 100 * (x["blobs"] + x["txs"]) / max(x["net"], 1e-9)
 
+def _round_rows(
+    workers: list[dict[str, str]],
+    rounds_all: list[dict[str, Any]],
+    complete: list[dict[str, Any]],
+    stats: dict[str, Any],
+    sums: Sums,
+) -> None:
+    """A row per reported round, then the rounds left out (and who trained in them)."""
     print(
         f"\n{'round':>5s} {'outcomes':28s} {'compute':>8s} {'net':>7s} {'blobs':>7s} {'txs':>7s} "
         f"{'windows':>8s} {'overhead %':>10s}"
     )
-    for r in rounds:
-        x = per_round.get(int(r["round"]))
+    for r in complete:
+        x = sums.per_round.get(int(r["round"]))
         if x is None:
             continue
         outs = ",".join(p["outcome"] for p in r["participants"])
         print(
             f"{r['round']:>5d} {outs:28s} {x['compute']:8.1f} {x['net']:7.1f} "
-            f"{x['blobs']:7.2f} {x['txs']:7.2f} {x['windows']:8.1f} {share(x):10.1f}"
+            f"{x['blobs']:7.2f} {x['txs']:7.2f} {x['windows']:8.1f} {_share(x):10.1f}"
         )
     for r in rounds_all:
         if r in complete:
             continue
         trained = ", ".join(
-            f"{w['name']} {timing(w, r)['train_s']:.1f} s"
+            f"{w['name']} {_timing(stats, w, r)['train_s']:.1f} s"
             for w in workers
-            if timing(w, r).get("train_s")
+            if _timing(stats, w, r).get("train_s")
         )
         outs = ",".join(p["outcome"] for p in r["participants"])
         print(
             f"{r['round']:>5d} {outs:28s} not reported: not written final by every worker "
             f"(the job's last round); training: {trained or '-'}"
         )
-    print(
-        "\n"
-        f"total compute {tot['compute']:.1f} s (net of fetches {tot['net']:.1f} s), blob transfer "
-        f"{tot['blobs']:.1f} s, tx latency {tot['txs']:.1f} s, windows {tot['windows']:.1f} s: "
-        f"network {share(tot):.1f} % of compute"
-    )
-    print(
-        f"participant-rounds with >= 30 s of net compute: {n_big}, network {share(big):.1f} % of "
-        "their compute"
-        if n_big
-        else "no participant-round had >= 30 s of net compute"
-    )
 
-    # bytes per worker: what its blob server sent, what it fetched, and the trainer's accounting
-    # (payload sizes committed on chain): its own, and the others' it needed (the rounds it
-    # aggregated, the targets it verified); served payloads = its payload x the other workers that
-    # needed it (they fetch from the committing provider first)
+
+def _payload_accounting(
+    workers: list[dict[str, str]], rounds: list[dict[str, Any]], stats: dict[str, Any]
+) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    """The trainer's accounting from the payload sizes committed on chain, per worker: its own
+    payloads, what it served of them (its payload x the other workers that needed it: they
+    fetch from the committing provider first), and the others' it needed (the rounds it
+    aggregated, the targets it verified)."""
     aggregated = {
         (w["address"], int(r["round"]))
         for w in workers
         for r in rounds
-        if timing(w, r).get("aggregate_s")
+        if _timing(stats, w, r).get("aggregate_s")
     }
     own = dict.fromkeys((w["address"] for w in workers), 0)
     served_pl = dict.fromkeys(own, 0)
@@ -432,6 +460,15 @@ def report(
             served_pl[p["address"]] += c["payload_size"] * len(users)
             for u in users:
                 needed[u] += c["payload_size"]
+    return own, served_pl, needed
+
+
+def _bytes_table(
+    workers: list[dict[str, str]], rounds: list[dict[str, Any]], stats: dict[str, Any]
+) -> None:
+    """Bytes per worker: what its blob server sent, what it fetched, and the trainer's
+    accounting."""
+    own, served_pl, needed = _payload_accounting(workers, rounds, stats)
     print(
         "\nbytes per worker: served = its blob server's bytes_sent, fetched = what it fetched "
         "(both as of its last stats.json); the rest over the reported rounds: the trainer's "
@@ -448,7 +485,7 @@ def report(
         srv = s.get("server", {})
         sent = int(srv.get("bytes_sent", 0))
         fetched = int(sum(v.get("fetch_bytes", 0) for v in s.get("rounds", {}).values()))
-        fetched_c = int(sum(timing(w, r).get("fetch_bytes", 0) for r in rounds))
+        fetched_c = int(sum(_timing(stats, w, r).get("fetch_bytes", 0) for r in rounds))
         sent_all += sent
         fetched_all += fetched
         a_ = w["address"]
@@ -465,8 +502,53 @@ def report(
         "to verifiers, base models (the dataset and initial model are seeded in every store; "
         "served counts every round up to the snapshot)"
     )
+
+
+def report(
+    workers: list[dict[str, str]],
+    rounds: list[dict[str, Any]],
+    stats: dict[str, Any],
+    a: argparse.Namespace,
+) -> None:
+    """The tables: each participant-round's seconds, each round's and the run's overhead, each
+    worker's bytes. ``compute`` is what the worker timed (train_s + verify_s + aggregate_s);
+    ``net`` takes the fetch time out of it: the worker times re-execution (verify_s) and
+    aggregation (aggregate_s) around the fetches they make, so their blob time is in both
+    ``compute`` and ``blobs``. Subtracted up to verify_s + aggregate_s (training's own inputs are
+    fetched outside train_s): exact where every fetch was in those two, else a lower bound on
+    compute (the overhead then errs high). overhead = (blobs + txs) / net; windows = wall - net -
+    blobs - txs, the time the participant waited for the chain's windows."""
+    # a round is reported once every worker has written it final to stats.json (the worker
+    # writes stats.json when it sees a round final, and follows active jobs only: the last round
+    # of a job, which completes the job, is never written final, and neither is its verifiers'
+    # and aggregators' time nor the bytes they fetched for it)
+    complete = [r for r in rounds if all("finalized" in _timing(stats, w, r) for w in workers)]
+    print(
+        f"H={a.inner_steps} k={a.trace_interval}, {len(rounds)} rounds, windows commit "
+        f"{a.commit_blocks} / verdict {a.verdict_blocks} blocks; 2 of 4 providers train, 2 verify"
+    )
+    print(
+        f"{'worker':10s} {'round':>5s} {'role':9s} {'outcome':13s} {'wall s':>7s} {'compute':>8s} "
+        f"{'net':>7s} {'blobs':>7s} {'txs':>7s} {'windows':>8s} {'overhead %':>10s}"
+    )
+    sums = _participant_rows(workers, complete, stats)
+    _round_rows(workers, rounds, complete, stats, sums)
+    tot, big = sums.tot, sums.big
+    print(
+        "\n"
+        f"total compute {tot['compute']:.1f} s (net of fetches {tot['net']:.1f} s), blob transfer "
+        f"{tot['blobs']:.1f} s, tx latency {tot['txs']:.1f} s, windows {tot['windows']:.1f} s: "
+        f"network {_share(tot):.1f} % of compute"
+    )
+    print(
+        f"participant-rounds with >= 30 s of net compute: {sums.n_big}, network "
+        f"{_share(big):.1f} % of their compute"
+        if sums.n_big
+        else "no participant-round had >= 30 s of net compute"
+    )
+    _bytes_table(workers, complete, stats)
     if getattr(a, "windows", None):  # runs saved before issue 30 have no utilization figures
-        utilization_report(workers, rounds_all, stats, a)
+        utilization_report(workers, rounds, stats, a)
 
 
 if __name__ == "__main__":
