@@ -16,13 +16,24 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import hashlib
 import json
 import sys
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from abci_app.codec.tx import sign_body
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import DecodeError
+
+from abci_app.auth.params import params_from_json
+from abci_app.codec.address import from_bech32, to_bech32
+from abci_app.codec.tx import decode_tx, sign_body
+from abci_app.errors import LoconetError
+from abci_app.pb import tx_pb2
+from abci_app.vote_extensions import INJECTED_PREFIX
 from node import safejson
+from node.atomic import locked, write_atomic
 from node.cli.common import (
     HEIGHT,
     U64,
@@ -37,7 +48,12 @@ from node.cli.common import (
     proof_note,
     uint_arg,
 )
+from node.client import config as client_config
+from node.client import fees
 from node.client.inputs import read_input_file
+from node.client.keys import Keyring
+from node.client.market_msgs import account_sequence
+from node.client.rpc import Client, RpcError
 from node.client.units import fmt_loco
 
 UNSIGNED = "loconet/unsigned-tx/v1"
@@ -57,13 +73,11 @@ def events_of(raw_events: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
 
 
 def body_of(msgs: list[Any], memo: str = "") -> bytes:
-    from abci_app.pb import tx_pb2
 
     return tx_pb2.TxBody(messages=msgs, memo=memo).SerializeToString(deterministic=True)
 
 
 def tx_hash(raw: bytes) -> str:
-    import hashlib
 
     return hashlib.sha256(raw).hexdigest().upper()
 
@@ -72,9 +86,6 @@ def msg_to_json(m: Any) -> dict[str, Any]:
     """A protobuf message as JSON a person can read: proto field names, integers as numbers,
     20-byte addresses as loco1... (consensus addresses of validators as upper-case hex, as
     CometBFT prints them), other bytes as hex; unset fields left out."""
-    from google.protobuf.descriptor import FieldDescriptor
-
-    from abci_app.codec.address import to_bech32
 
     def conv(fd: Any, v: Any) -> Any:
         if fd.type == FieldDescriptor.TYPE_MESSAGE:
@@ -100,7 +111,6 @@ def msg_to_json(m: Any) -> dict[str, Any]:
 
 
 def _messages_json(body_bytes: bytes) -> list[Any]:
-    from abci_app.pb import tx_pb2
 
     body = tx_pb2.TxBody.FromString(body_bytes)
     return [msg_to_json(m) for m in body.messages]
@@ -108,7 +118,6 @@ def _messages_json(body_bytes: bytes) -> list[Any]:
 
 def _chain_and_sequence(args: argparse.Namespace, client: Any, address: str) -> tuple[str, int]:
     """--chain-id / --sequence, else the node's; a --chain-id that is not the node's is refused."""
-    from node.client.market_msgs import account_sequence
 
     chain_id, sequence = getattr(args, "chain_id", None), getattr(args, "sequence", None)
     if client is not None:
@@ -143,7 +152,6 @@ def _confirm(args: argparse.Namespace, summary: str) -> None:
 
 
 def _client_if_needed(args: argparse.Namespace) -> Any:
-    from node.client.rpc import Client
 
     offline = (
         getattr(args, "generate_only", False)
@@ -176,7 +184,6 @@ def run_tx(
 ) -> int:
     """The path of every ``tx`` command (module docstring). ``from_events`` names values to pick
     from the tx's events and print (e.g. {"job_id": ("job.created", "job_id")})."""
-    from node.client.keys import Keyring
 
     key = Keyring(Path(args.home)).get(key_name)
     body = body_of(msgs, getattr(args, "memo", "") or "")
@@ -197,7 +204,6 @@ def run_tx(
 
 
 def _key_lock(home: Path, name: str) -> Any:
-    from node.atomic import locked
 
     keyring = home / "keyring"
     try:
@@ -256,10 +262,6 @@ def _fee_and_tx(args: argparse.Namespace, client: Any, n_msgs: int, sign: Any) -
     the
     minimum, unless ``--dry-run`` (which shows the chain's own answer) or offline (no node to
     ask: the chain checks it)."""
-    from fractions import Fraction
-
-    from abci_app.auth.params import params_from_json
-    from node.client import fees
 
     fee, mult = getattr(args, "fee", None), getattr(args, "fee_multiplier", None)
     if fee is not None and mult is not None:
@@ -334,7 +336,6 @@ def _send(
 ) -> int:
     """Broadcast ``raw`` and wait for its block. ``resend`` (``tx broadcast FILE``): signed bytes
     the node already holds are waited for, not an error."""
-    from node.client.rpc import RpcError
 
     try:
         h = client.broadcast_tx_sync(raw)
@@ -407,7 +408,6 @@ def _doc_uint(path: str, doc: dict[str, Any], field: str) -> int:
 
 
 def cmd_tx_sign(args: argparse.Namespace) -> int:
-    from node.client.keys import Keyring
 
     doc = _read_doc(args.file)
     if doc["type"] != UNSIGNED:
@@ -444,8 +444,6 @@ def cmd_tx_sign(args: argparse.Namespace) -> int:
     shown = _shown_messages(args.file, doc, body, "body_bytes")
     client = None
     if args.chain_id is None or args.sequence is None:
-        from node.client.rpc import Client
-
         client = Client(args.node)
     try:
         chain_id, sequence = _chain_and_sequence(args, client, key.address)
@@ -470,8 +468,6 @@ def cmd_tx_sign(args: argparse.Namespace) -> int:
     }
     text = json.dumps(signed, indent=2, sort_keys=True)
     if args.output_document:
-        from node.atomic import write_atomic
-
         write_atomic(Path(args.output_document), text + "\n")  # never half a signed tx
         print(f"signed tx {signed['txhash']} written to {args.output_document}", file=sys.stderr)
     else:
@@ -480,7 +476,6 @@ def cmd_tx_sign(args: argparse.Namespace) -> int:
 
 
 def cmd_tx_broadcast(args: argparse.Namespace) -> int:
-    from node.client.rpc import Client
 
     doc = _read_doc(args.file)
     if doc["type"] != SIGNED:
@@ -494,8 +489,6 @@ def cmd_tx_broadcast(args: argparse.Namespace) -> int:
         raise UsageError(
             f"{args.file}: tx must be the base64 of the signed tx (as `tx sign` wrote it)"
         ) from None
-    from abci_app.codec.tx import decode_tx
-    from abci_app.errors import LoconetError
 
     try:
         body = decode_tx(raw).body_bytes
@@ -509,7 +502,6 @@ def cmd_tx_broadcast(args: argparse.Namespace) -> int:
 def _shown_messages(file: str, doc: dict[str, Any], body: bytes, field: str) -> list[Any]:
     """The messages ``body`` holds, as JSON; a document whose own "messages" say otherwise was
     altered after it was written and is refused (the bytes are what the chain executes)."""
-    from google.protobuf.message import DecodeError
 
     try:
         shown = json.loads(json.dumps(_messages_json(body)))
@@ -528,16 +520,12 @@ def _shown_messages(file: str, doc: dict[str, Any], body: bytes, field: str) -> 
 
 
 def _client(args: argparse.Namespace) -> Any:
-    from node.client.rpc import Client
 
     return Client(args.node)
 
 
 def tx_json(res: dict[str, Any]) -> dict[str, Any]:
     """A CometBFT ``tx`` answer -> hash, height, code, log, events, messages, signer, fee."""
-    from abci_app.codec.address import to_bech32
-    from abci_app.codec.tx import decode_tx
-    from abci_app.errors import LoconetError
 
     r = res["tx_result"]
     raw = base64.b64decode(res.get("tx", ""))
@@ -549,7 +537,6 @@ def tx_json(res: dict[str, Any]) -> dict[str, Any]:
         "log": r.get("log", ""),
         "events": events_of(r.get("events")),
     }
-    from abci_app.vote_extensions import INJECTED_PREFIX
 
     if raw.startswith(INJECTED_PREFIX):  # no signer, no messages: say what it is
         data["kind"] = "vote_extensions"
@@ -743,7 +730,6 @@ def cmd_query_rewards(args: argparse.Namespace) -> int:
     """Rewards paid to ADDR, from the block events CometBFT indexes: market payouts
     (``reward.paid``: participant, verifier, bounty) and validator rewards (``fee.distributed``:
     fees + block reward, one event per block; the most recent --limit blocks)."""
-    from abci_app.codec.address import from_bech32
 
     from_bech32(args.address)
     rows: list[dict[str, Any]] = []
@@ -817,7 +803,6 @@ def cmd_query_rewards(args: argparse.Namespace) -> int:
 
 
 def cmd_config_set(args: argparse.Namespace) -> int:
-    from node.client import config as client_config
 
     cfg = client_config.set_value(Path(args.home), args.key, args.value)
     out(args, cfg, f"{args.key} = {cfg[args.key]} (in {client_config.path_of(Path(args.home))})")
@@ -825,7 +810,6 @@ def cmd_config_set(args: argparse.Namespace) -> int:
 
 
 def cmd_config_get(args: argparse.Namespace) -> int:
-    from node.client import config as client_config
 
     cfg = client_config.load(Path(args.home))
     if args.key:
@@ -863,6 +847,14 @@ def _balance_flags(p: argparse.ArgumentParser) -> None:
 
 
 def register(root: Any, tx: Any, query: Any) -> None:
+    _register_sign_broadcast(tx)
+    _register_tx_queries(query)
+    _register_balance_queries(query)
+    _register_config(root)
+
+
+def _register_sign_broadcast(tx: Any) -> None:
+    """tx sign|broadcast: the offline half of --generate-only."""
     p = add_command(
         tx,
         "sign",
@@ -897,6 +889,9 @@ def register(root: Any, tx: Any, query: Any) -> None:
     add_node_flag(p)
     add_output_flag(p)
 
+
+def _register_tx_queries(query: Any) -> None:
+    """query tx|txs|block."""
     p = add_command(
         query,
         "tx",
@@ -939,6 +934,10 @@ def register(root: Any, tx: Any, query: Any) -> None:
     )
     add_node_flag(p)
     add_output_flag(p)
+
+
+def _register_balance_queries(query: Any) -> None:
+    """query balance|bank balances|rewards."""
     p = add_command(
         query,
         "balance",
@@ -977,6 +976,9 @@ def register(root: Any, tx: Any, query: Any) -> None:
     add_node_flag(p)
     add_output_flag(p)
 
+
+def _register_config(root: Any) -> None:
+    """config set|get."""
     cfg = root.add_parser(
         "config", help="client config in HOME/config/client.toml: node, chain-id, output"
     ).add_subparsers(dest="config_cmd", required=True, metavar="CONFIG_COMMAND")
