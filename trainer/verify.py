@@ -525,7 +525,11 @@ def judge_end(
         dist = state_distance(ps, pr, pcl)
         ulps = ulp_distance(pr, pcl)
     except (PayloadError, KeyError) as exc:
-        return _invalid(f"claimed end state does not match the model's tensors: {exc}")
+        return _invalid(
+            f"claimed end state does not match the model's tensors: {exc}",
+            reexecuted_hash=rh,
+            claimed_hash=ch,
+        )
     worst = max(dist.values())
     both = {**dist, **{f"{p}_ulps": u for p, u in ulps.items()}}
     if tolerance is None:

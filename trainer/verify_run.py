@@ -8,7 +8,9 @@ start, the state its own re-execution reached being the next segment's start, an
 the run is evidence only that re-execution yields.
 
 ``verify_run(ctx, start_state, ends, *, expected_start_hash=None)``
-    One ``trainer.verify.Verdict`` per segment of the run (stops after the first invalid one).
+    One ``trainer.verify.Verdict`` per segment of the run: after an invalid one the run goes on
+    from the verifier's own reached state, so every end the vote names is one it re-executed
+    (a later panel's evidence; stops early only when a segment cannot be re-run at all).
     ``ends[i]`` = ``(end_leaf, claimed_end_state)`` of the run's i-th segment: a secret end
     (``claimed_end_state`` None) is judged as ``verify_segment`` judges one (exact mode: the
     re-executed state's hash must have the opened leaf hash; tolerance mode: the verdict carries
@@ -59,7 +61,9 @@ def verify_run(
 ) -> list[Verdict]:
     """Re-run the run's segments (``ctx.k`` steps each) one after the other from ``start_state``
     (the run's opened start) and judge each end (module docstring). Never raises on bad input:
-    the first bad segment gets an invalid verdict and the run stops there."""
+    a bad segment gets an invalid verdict and the run goes on from the state the re-execution
+    reached (an invalid vote names the verifier's real end of every segment, not a padding);
+    only a start that does not load or a segment that cannot be re-run ends it."""
     k = ctx.k
     if not isinstance(k, int) or k <= 0:
         return [_invalid(f"segment length k must be a positive int, got {k!r}")]
@@ -105,8 +109,6 @@ def verify_run(
             # this very start, checks its opened probe against this one instead of recomputing
             _remember_probe(prev_hash, rh, v.probe)
         out.append(v)
-        if not v.valid:
-            return out
         if i + 1 < len(ends) and (ctx.tolerance is not None or ends[i + 1][1] is not None):
             # the run goes on and its next segment reads this state as its start (its probe, or
             # a served end judged against it): a copy, since the live tensors train on

@@ -354,7 +354,7 @@ def final_stats(workers: list[WorkerInfo], key: str, timeout: float = 60.0) -> d
 
 
 def trainer_utilization(rounds: dict[str, dict[str, float]]) -> dict[str, float] | None:
-    """How busy a provider's trainer was, from its stats.json ``rounds`` (node/worker/worker.py
+    """How busy a provider's trainer was, from its stats.json ``rounds`` (node/worker/context.py
     ``account`` and ``span``): ``train_s`` = the seconds it trained (every round it trained),
     ``wall_s`` = from its first training's start to its last training's end, ``utilization`` =
     train_s / wall_s (the share of that time its trainer computed: the rest it waited for the

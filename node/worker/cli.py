@@ -5,15 +5,22 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from node.atomic import Held, hold
 from node.cli.common import DEFAULT_NODE, U32, U64, UsageError, _fee_arg, add_command
+
+if TYPE_CHECKING:  # typing only: the worker loads torch (see the lazy imports below)
+    from node.worker.worker import WorkerConfig
 
 
 def cmd_provider_run(a: argparse.Namespace) -> int:
+    # lazy: the CLI parser imports this module for `loconet --help`, which must not load torch
+    # (node.worker.worker does) nor the keyring's crypto
     from node.client.keys import KeyError_
-    from node.worker.worker import BEHAVIOURS, ProviderWorker, WorkerConfig, WorkerError
+    from node.worker.worker import BEHAVIOURS, ProviderWorker, WorkerError
 
     logging.basicConfig(
         level=getattr(logging, a.log_level.upper()),
@@ -23,55 +30,8 @@ def cmd_provider_run(a: argparse.Namespace) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     if a.behaviour not in BEHAVIOURS:
         raise UsageError(f"--behaviour must be one of {', '.join(BEHAVIOURS)}")
-    home = Path(a.home)
-    if a.metrics_listen:
-        from node.metrics import parse_listen
-
-        try:
-            parse_listen(a.metrics_listen)
-        except ValueError as e:
-            raise UsageError(f"--metrics-listen: {e}") from None
-    if a.quota_gib < 1:  # a negative quota raised ValueError from the blob store
-        raise UsageError(f"--quota-gib must be at least 1, not {a.quota_gib}")
-    cfg = WorkerConfig(
-        home=home,
-        key=a.from_key,
-        # a list (--node appends); a string here was split into the nodes "h", "t", "t", "p"...
-        nodes=[a.node] if isinstance(a.node, str) else list(a.node or [DEFAULT_NODE]),
-        data_dir=Path(a.data_dir) if a.data_dir else home / "worker" / a.from_key,
-        listen=a.listen,
-        device=a.device,
-        procs=a.procs,
-        pipeline=a.pipeline,
-        microbatches=a.microbatches,
-        behaviour=a.behaviour,
-        quota_bytes=a.quota_gib << 30,
-        jobs=frozenset(a.job or ()),
-        fee=a.fee,
-        check_hardware=not a.skip_hardware_check,
-        metrics_listen=a.metrics_listen,
-    )
-    # one worker per key and per data folder: two (a restart while the old one still runs)
-    # trained twice, raced on progress.json and sent each duty twice from one account
-    from node.atomic import Held, hold
-    from node.client.keys import Keyring
-
-    try:
-        Keyring(home).get(a.from_key)  # a missing key is named before any folder is made
-    except KeyError_ as e:
-        raise UsageError(str(e)) from None
-    try:
-        cfg.data_dir.mkdir(parents=True, exist_ok=True)
-        hold(cfg.data_dir / "worker.lock")
-        if (home / "keyring").is_dir():
-            hold(home / "keyring" / f".{a.from_key}.worker.lock")
-    except Held as e:
-        raise UsageError(
-            f"another provider worker (pid {e.pid}) runs for key {a.from_key!r} or data folder "
-            f"{cfg.data_dir}: stop it first (`kill {e.pid}`)"
-        ) from None
-    import sqlite3
-
+    cfg = _config(a)
+    _hold(cfg, Path(a.home), a.from_key)
     try:
         w = ProviderWorker(cfg)
     except (WorkerError, KeyError_) as e:
@@ -94,6 +54,62 @@ def cmd_provider_run(a: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
 
 
+def _config(a: argparse.Namespace) -> WorkerConfig:
+    """The worker's config from the command line (its values checked: UsageError)."""
+    # lazy: as in cmd_provider_run (torch; prometheus and the app for the metrics)
+    from node.metrics import parse_listen
+    from node.worker.worker import WorkerConfig
+
+    home = Path(a.home)
+    if a.metrics_listen:
+        try:
+            parse_listen(a.metrics_listen)
+        except ValueError as e:
+            raise UsageError(f"--metrics-listen: {e}") from None
+    if a.quota_gib < 1:  # a negative quota raised ValueError from the blob store
+        raise UsageError(f"--quota-gib must be at least 1, not {a.quota_gib}")
+    return WorkerConfig(
+        home=home,
+        key=a.from_key,
+        # a list (--node appends); a string here was split into the nodes "h", "t", "t", "p"...
+        nodes=[a.node] if isinstance(a.node, str) else list(a.node or [DEFAULT_NODE]),
+        data_dir=Path(a.data_dir) if a.data_dir else home / "worker" / a.from_key,
+        listen=a.listen,
+        device=a.device,
+        procs=a.procs,
+        pipeline=a.pipeline,
+        microbatches=a.microbatches,
+        behaviour=a.behaviour,
+        quota_bytes=a.quota_gib << 30,
+        jobs=frozenset(a.job or ()),
+        fee=a.fee,
+        check_hardware=not a.skip_hardware_check,
+        metrics_listen=a.metrics_listen,
+    )
+
+
+def _hold(cfg: WorkerConfig, home: Path, key: str) -> None:
+    """One worker per key and per data folder: two (a restart while the old one still runs)
+    trained twice, raced on progress.json and sent each duty twice from one account."""
+    # lazy: as in cmd_provider_run (the keyring's crypto)
+    from node.client.keys import KeyError_, Keyring
+
+    try:
+        Keyring(home).get(key)  # a missing key is named before any folder is made
+    except KeyError_ as e:
+        raise UsageError(str(e)) from None
+    try:
+        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        hold(cfg.data_dir / "worker.lock")
+        if (home / "keyring").is_dir():
+            hold(home / "keyring" / f".{key}.worker.lock")
+    except Held as e:
+        raise UsageError(
+            f"another provider worker (pid {e.pid}) runs for key {key!r} or data folder "
+            f"{cfg.data_dir}: stop it first (`kill {e.pid}`)"
+        ) from None
+
+
 def register(root: Any, tx: Any, query: Any) -> None:
     prov = root.add_parser("provider", help="run a provider/verifier worker").add_subparsers(
         dest="provider_cmd", required=True, metavar="CMD"
@@ -107,6 +123,13 @@ def register(root: Any, tx: Any, query: Any) -> None:
         "--node http://127.0.0.1:26757 --listen 0.0.0.0:26680",
         cmd_provider_run,
     )
+    _add_link_args(p)
+    _add_island_args(p)
+    _add_store_and_policy_args(p)
+
+
+def _add_link_args(p: argparse.ArgumentParser) -> None:
+    """Who the worker is and where it talks: key, nodes, blob server, device."""
     p.add_argument("--home", required=True, help="node home whose keyring holds --from")
     p.add_argument(
         "--from", dest="from_key", required=True, metavar="KEY", help="the provider's key"
@@ -125,6 +148,10 @@ def register(root: Any, tx: Any, query: Any) -> None:
         "endpoint's port, on 127.0.0.1 for a loopback endpoint else 0.0.0.0)",
     )
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+
+
+def _add_island_args(p: argparse.ArgumentParser) -> None:
+    """How a round trains: an island of data-parallel processes, each maybe a pipeline."""
     p.add_argument(
         "--procs",
         "--gpus",
@@ -155,6 +182,10 @@ def register(root: Any, tx: Any, query: Any) -> None:
         help="microbatches per replica and step with --pipeline (default: the largest divisor "
         "of the replica's rows up to 2S)",
     )
+
+
+def _add_store_and_policy_args(p: argparse.ArgumentParser) -> None:
+    """Its blob store, the jobs it works on, its fees, behaviour, metrics and logs."""
     p.add_argument(
         "--data-dir", metavar="DIR", help="blob store and progress (default HOME/worker/KEY)"
     )

@@ -27,8 +27,12 @@ loss falls round by round.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
+import subprocess
+import sys
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -36,14 +40,27 @@ from typing import Any
 
 import torch
 
+import trainer
 from abci_app.jobs.incentives import compute_runs
-from trainer.commit import KIND_MODEL, Binding, decode, encode
-from trainer.compression import Codec, load_policy
+from abci_app.jobs.probe import PROBE_DIM
+from trainer.carry import carry_bytes
+from trainer.commit import KIND_MODEL, KIND_UPDATE, Binding, decode, encode
+from trainer.compression import Codec, CompressionState, codec_from_payload, load_policy
 from trainer.data import Corpus, ShardSpec
-from trainer.diloco import AggregationRule, NetworkAggregate, OuterConfig, network_outer_step
+from trainer.determinism import stack_id
+from trainer.diloco import (
+    AggregationRule,
+    NetworkAggregate,
+    OuterConfig,
+    Worker,
+    commit_round,
+    network_outer_step,
+)
 from trainer.model import GPT, GPTConfig
+from trainer.pipeline import check_island, stage_layers
 from trainer.portable_init import config_from_job
-from trainer.state import InnerConfig, evaluate, model_payload, params_hash_of_model
+from trainer.portable_init import initial_model_bytes as portable
+from trainer.state import InnerConfig, check_slices, evaluate, model_payload, params_hash_of_model
 from trainer.verify import (
     Challenge,
     ChallengeVerdict,
@@ -182,8 +199,6 @@ def worker_stack(device: str) -> str:
     """The stack this worker trains and re-executes on: ``trainer.determinism.stack_id`` of its
     device, float32, with TF32 off whatever this process's default is, since every round runs
     under ``set_determinism`` (ProviderWorker.start), which turns TF32 off."""
-    from trainer.determinism import stack_id
-
     fields = parse_stack(stack_id(device)) or {}
     fields["tf32"] = "off"
     return ";".join(f"{k}={v}" for k, v in fields.items())
@@ -238,8 +253,6 @@ def model_bytes(model: GPT) -> bytes:
 def initial_model_bytes(cfg: GPTConfig, seed: int) -> bytes:
     """A job's initial model from a seed, the same bytes on every machine
     (trainer.portable_init)."""
-    from trainer.portable_init import initial_model_bytes as portable
-
     return portable(cfg, seed)
 
 
@@ -316,7 +329,6 @@ def train_round(
             pipeline=pipeline,
             microbatches=microbatches,
         )
-    from trainer.diloco import Worker, commit_round
 
     model = load_model(base_bytes, plan.model).to(device)
     base = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -359,12 +371,8 @@ def check_island_plan(plan: JobPlan, procs: int, pipeline: int, microbatches: in
     """The microbatch count this island uses for ``plan`` (``microbatches``, or the default for
     0); JobError naming why the job cannot run on it: more stages than the model has layers, or
     a batch that does not split into procs x microbatches equal parts."""
-    from trainer.state import check_slices
-
     try:
         if pipeline > 1:
-            from trainer.pipeline import check_island, stage_layers
-
             stage_layers(plan.model.n_layer, pipeline)
             m = microbatches or default_microbatches(plan.batch_size, procs, pipeline)
             check_island(plan.batch_size, procs, m)
@@ -379,8 +387,6 @@ def check_island_plan(plan: JobPlan, procs: int, pipeline: int, microbatches: in
 def stage_num_params(cfg: GPTConfig, stages: int) -> list[int]:
     """Parameters of each pipeline stage (trainer.pipeline.stage_layers' split; the first
     holds the embeddings, the last the final norm and the head), without building the model."""
-    from trainer.pipeline import stage_layers
-
     d, V, T = cfg.n_embd, cfg.vocab_size, cfg.block_size
     out = []
     for s, layers in enumerate(stage_layers(cfg.n_layer, stages)):
@@ -405,7 +411,6 @@ def island_memory_bytes(
     cfg = plan.model
     rows = plan.batch_size // max(1, procs)
     per = []
-    from trainer.pipeline import stage_layers
 
     for layers, n in zip(
         stage_layers(cfg.n_layer, pipeline), stage_num_params(cfg, pipeline), strict=True
@@ -444,15 +449,7 @@ def train_island(
     --pipeline S``: each of the ``procs`` replicas is a pipeline of S stages (trainer/pipeline.py)
     taking ``microbatches`` microbatches of its rows per step; the states name the slicing
     (``slices``, ``microbatches``) and a single process re-executes them the same way."""
-    import json
-    import subprocess
-    import sys
-    import tempfile
-
-    import trainer
-
     m = check_island_plan(plan, procs, pipeline, microbatches)
-    nproc = procs * pipeline
     root = Path(trainer.__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory(prefix="loconet-island-") as tmp:
         d = Path(tmp)
@@ -461,54 +458,9 @@ def train_island(
             Path(corpus_path).write_bytes(corpus.data)
         (d / "base.model").write_bytes(base_bytes)
         (d / "round.json").write_text(
-            json.dumps(
-                {
-                    "model": plan.model.to_dict(),
-                    "inner": plan.inner.to_dict(),
-                    "spec": spec.to_dict(),
-                    "H": plan.H,
-                    "k": plan.k,
-                    "codec": codec.name,
-                    "binding": {
-                        "provider": binding.provider.hex(),
-                        "job": binding.job,
-                        "round": binding.round,
-                        "base": binding.base_model_hash.hex(),
-                    },
-                    "corpus": str(corpus_path),
-                    "poison": poison,
-                    "microbatches": m,
-                }
-            )
+            json.dumps(_island_round(plan, spec, codec, binding, corpus_path, poison, m))
         )
-        cmd = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node",
-            str(nproc),
-            "-m",
-            "trainer.pipeline" if pipeline > 1 else "trainer.ddp",
-            "--round",
-            str(d),
-            "--device",
-            "cuda" if device.startswith("cuda") else "cpu",
-        ] + (["--pipeline", str(pipeline)] if pipeline > 1 else [])
-        env = dict(os.environ, OMP_NUM_THREADS="1")
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(root)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
-        )
-        with open(d / "island.log", "wb") as logf:
-            rc = subprocess.run(
-                cmd,
-                check=False,
-                cwd=root,
-                env=env,
-                stdout=logf,
-                stderr=subprocess.STDOUT,
-                timeout=timeout_s,
-            ).returncode
+        rc = _run_island(d, procs * pipeline, pipeline, device, root, timeout_s)
         out = d / "out"
         if rc != 0 or not (out / "result.json").is_file():
             tail = (d / "island.log").read_bytes()[-8000:].decode(errors="replace")
@@ -531,6 +483,69 @@ def train_island(
     )
 
 
+def _island_round(
+    plan: JobPlan,
+    spec: ShardSpec,
+    codec: Codec,
+    binding: Binding,
+    corpus_path: str | Path,
+    poison: float,
+    microbatches: int,
+) -> dict[str, Any]:
+    """The island's round.json: what every rank trains (trainer/round_dir.py reads it)."""
+    return {
+        "model": plan.model.to_dict(),
+        "inner": plan.inner.to_dict(),
+        "spec": spec.to_dict(),
+        "H": plan.H,
+        "k": plan.k,
+        "codec": codec.name,
+        "binding": {
+            "provider": binding.provider.hex(),
+            "job": binding.job,
+            "round": binding.round,
+            "base": binding.base_model_hash.hex(),
+        },
+        "corpus": str(corpus_path),
+        "poison": poison,
+        "microbatches": microbatches,
+    }
+
+
+def _run_island(
+    d: Path, nproc: int, pipeline: int, device: str, root: Path, timeout_s: float | None
+) -> int:
+    """torchrun the island on round folder ``d`` (its log in ``d/island.log``); its exit code."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        str(nproc),
+        "-m",
+        "trainer.pipeline" if pipeline > 1 else "trainer.ddp",
+        "--round",
+        str(d),
+        "--device",
+        "cuda" if device.startswith("cuda") else "cpu",
+    ] + (["--pipeline", str(pipeline)] if pipeline > 1 else [])
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(root)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+    )
+    with open(d / "island.log", "wb") as logf:
+        return subprocess.run(
+            cmd,
+            check=False,
+            cwd=root,
+            env=env,
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            timeout=timeout_s,
+        ).returncode
+
+
 def random_round(plan: JobPlan) -> RoundWork:
     """The random-root cheater: no training; random bytes for the payload and every 'state'."""
     states = [os.urandom(256) for _ in range(plan.H // plan.k + 1)]
@@ -546,8 +561,6 @@ def random_round(plan: JobPlan) -> RoundWork:
 
 def random_probes(n_entries: int) -> list[list[int]]:
     """The random-root cheater's probes (tolerance mode): random integers, nothing measured."""
-    from abci_app.jobs.probe import PROBE_DIM
-
     return [
         [int.from_bytes(os.urandom(5), "big") - (1 << 39) for _ in range(PROBE_DIM)]
         for _ in range(n_entries)
@@ -595,9 +608,6 @@ def parse_trace_list(buf: bytes) -> list[bytes]:
 
 def fresh_carry_bytes() -> bytes:
     """The carry bytes every network round starts with (empty error-feedback carry)."""
-    from trainer.carry import carry_bytes
-    from trainer.compression import CompressionState
-
     return carry_bytes(CompressionState())
 
 
@@ -633,7 +643,10 @@ def verify_round(
     bytes; given, entry 0 is not needed in ``states``: every network round starts fresh, so the
     verifier builds entry 0 from the base and the public metadata and checks its hash against
     the trace (trainer.verify.verify_fresh_start; a run from segment 0 starts from the built
-    bytes), and the payload check takes the base's bytes. Stops at the first failure."""
+    bytes), and the payload check takes the base's bytes. The verdict's reason is the first
+    failure's, but every run is re-executed (past a failed start, payload or segment check,
+    from the verifier's own reached states): an invalid vote names the real re-executed end of
+    every opened segment whose run start is held (a later panel's evidence, issue 31)."""
     hidden = dict(hidden or {})
     ch = Challenge(
         segments=[],  # start, payload, trace root and served states; the runs below
@@ -650,12 +663,14 @@ def verify_round(
         plan, spec, corpus=corpus, base_model_hash=base_params_hash, device=device
     )
     out = verify_challenge(ctx, ch, H=plan.H, base=base)
-    if not out.valid:
-        return out
     n = plan.H // plan.k
     runs = compute_runs(segments)
     if any(not 0 <= s < n for run in runs for s in run):
-        return ChallengeVerdict(False, "a drawn segment is outside the trace")
+        return (
+            out
+            if not out.valid
+            else ChallengeVerdict(False, "a drawn segment is outside the trace")
+        )
     # the runs' context: the base hash entry 0 must carry, one model and optimizer for every run
     run_ctx = replace(
         ctx,
@@ -663,22 +678,41 @@ def verify_round(
         or (params_hash_of_model(base) if base is not None else binding.base_model_hash),
         workspace={},
     )
-    for run in runs:
-        first = run[0]
-        start = ch.states.get(first)
-        if start is None or first in hidden:
-            return ChallengeVerdict(False, f"trace entry {first} (a run's start) was not served")
-        ends = [(hidden.get(s + 1), None if s + 1 in hidden else states.get(s + 1)) for s in run]
-        if any(leaf is None and end is None for leaf, end in ends):
-            return ChallengeVerdict(False, "an opened end is neither secret nor served")
-        verdicts = verify_run(run_ctx, start, ends, expected_start_hash=bytes(trace[first]))
-        for s, v in zip(run, verdicts, strict=False):
-            out.segments[s] = v
-            if not v.valid:
-                out.valid, out.reason = False, f"segment {s}: {v.reason}"
-                return out
-    out.reason = f"start, payload and {len(out.segments)} segment(s) check out"
+    for run in runs:  # every run, even past a failure: the vote names each end re-executed
+        _reexecute_run(run_ctx, ch, run, states, out)
+    if out.valid:
+        out.reason = f"start, payload and {len(out.segments)} segment(s) check out"
     return out
+
+
+def _reexecute_run(
+    ctx: VerifyContext,
+    ch: Challenge,
+    run: list[int],
+    states: dict[int, bytes],
+    out: ChallengeVerdict,
+) -> None:
+    """Re-execute one run of adjacent opened segments into ``out.segments``; the first failure
+    (of the whole challenge) names ``out``'s reason. A run whose start is not held is not
+    re-executed (its segments get no verdict: the worker pads those ends)."""
+
+    def fail(reason: str) -> None:
+        if out.valid:
+            out.valid, out.reason = False, reason
+
+    first = run[0]
+    start = ch.states.get(first)
+    if start is None or first in ch.hidden:
+        return fail(f"trace entry {first} (a run's start) was not served")
+    hidden = ch.hidden
+    ends = [(hidden.get(s + 1), None if s + 1 in hidden else states.get(s + 1)) for s in run]
+    if any(leaf is None and end is None for leaf, end in ends):
+        return fail("an opened end is neither secret nor served")
+    verdicts = verify_run(ctx, start, ends, expected_start_hash=bytes(ch.trace[first]))
+    for s, v in zip(run, verdicts, strict=False):
+        out.segments[s] = v
+        if not v.valid:
+            fail(f"segment {s}: {v.reason}")
 
 
 def reexecute_segment(
@@ -717,9 +751,6 @@ def quality(plan: JobPlan, base_bytes: bytes, payload: bytes, corpus: Corpus) ->
 
 def decode_update(plan: JobPlan, payload: bytes) -> dict[str, torch.Tensor]:
     """Decompressed Δ of one payload; ValueError (PayloadError) if it is not a valid update."""
-    from trainer.commit import KIND_UPDATE
-    from trainer.compression import codec_from_payload
-
     shapes = {n: tuple(p.shape) for n, p in GPT(plan.model).named_parameters()}
     p = decode(payload, expected_kind=KIND_UPDATE)
     delta = codec_from_payload(p).decompress(p, shapes)

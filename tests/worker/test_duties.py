@@ -67,8 +67,9 @@ def test_a_long_verification_never_delays_the_next_commitment_or_a_nearer_duty(t
         order.append("verify/1")
 
     st.w.do_verify = slow_verify  # type: ignore[method-assign]
-    st.w.do_commit = lambda job, r, *a, **k: order.append(f"commit/{r['round']}")  # type: ignore[method-assign]
-    st.w.do_reveal = lambda job, r, me: order.append(f"reveal/{r['round']}")  # type: ignore[method-assign]
+    # _round hands the duties the parsed records (records.Round)
+    st.w.do_commit = lambda job, r, *a, **k: order.append(f"commit/{r.round}")  # type: ignore[method-assign]
+    st.w.do_reveal = lambda job, r, me: order.append(f"reveal/{r.round}")  # type: ignore[method-assign,union-attr]
     reveal = st.commit_round(rn=0)
     reveal["phase"], reveal["windows"] = "reveal", {"reveal_end": 70}
     me = reveal["participants"][0]

@@ -91,4 +91,4 @@ def test_a_state_that_breaks_the_decoder_gets_an_invalid_vote(tmp_path, monkeypa
         vote = w.judge(j, rnd, target, height=10)
     finally:
         w.store.close()
-    assert vote is not None and vote[0] is False  # INVALID, not an exception
+    assert vote is not None and vote.valid is False  # INVALID, not an exception

@@ -92,7 +92,7 @@ def test_worker_metrics_count_training_and_rounds():
 
     from node.metrics import worker_metrics
     from node.ports import find_free_base, random_bases
-    from node.worker.worker import _record_training
+    from node.worker.train import record_training
 
     m = worker_metrics()  # the process-wide registry the worker records into
     port = find_free_base(random_bases(30_000, 40_000, 1), [0])
@@ -110,7 +110,7 @@ def test_worker_metrics_count_training_and_rounds():
 
     try:
         before = scrape()
-        _record_training(8, 2.0, 3.25, 1, 2)
+        record_training(8, 2.0, 3.25, 1, 2)
         m.round_done(True)
         after = scrape()
     finally:

@@ -12,7 +12,8 @@ import time
 from typing import Any
 
 from node.worker import ml
-from node.worker.worker import INPUT_TRIES, ProviderWorker
+from node.worker.train import INPUT_TRIES
+from node.worker.worker import ProviderWorker
 from tests.worker.test_worker_stack import MODEL, Stand, job
 
 

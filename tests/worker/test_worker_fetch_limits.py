@@ -21,6 +21,7 @@ from node.blobs import BlobServer, BlobStore
 from node.client.keys import Keyring
 from node.metrics import worker_metrics
 from node.worker import ml
+from node.worker.records import Job, Participant, Round
 from node.worker.worker import ProviderWorker, WorkerConfig
 from tests.kits.blobkit import Peers
 from trainer.commit import encode
@@ -127,7 +128,7 @@ def test_oversize_payload_is_refused_while_streaming_and_the_next_source_used(
         r, p = committed(tmp_path, liar)  # the commitment names the liar's URL first
         before = received()
         try:
-            assert w._payload(r, p, "3/1") == PAYLOAD
+            assert w._payload(Round.from_json(r), Participant.from_json(p), "3/1") == PAYLOAD
         finally:
             w.nodes.close()
         read = received() - before
@@ -147,7 +148,7 @@ def test_a_provider_that_serves_more_than_it_committed_has_no_payload(
     w = provider_worker(tmp_path, liar)
     r, p = committed(tmp_path, liar)
     try:
-        assert w._payload(r, p, "3/1") is None
+        assert w._payload(Round.from_json(r), Participant.from_json(p), "3/1") is None
     finally:
         w.nodes.close()
     assert not w.store.has(hashlib.sha256(PAYLOAD).hexdigest())
@@ -181,8 +182,8 @@ def test_dataset_larger_than_the_spec_states_is_refused_and_the_next_source_used
         job["spec"]["blob_sources"] = [liar, server.url]
         w = provider_worker(tmp_path, "")
         try:
-            corpus = w._corpus(job)
-            assert w._base(job, job["spec"]["initial_model_hash"]) == init
+            corpus = w._corpus(Job.from_json(job))
+            assert w._base(Job.from_json(job), job["spec"]["initial_model_hash"]) == init
         finally:
             w.nodes.close()
     assert corpus.id == Corpus(data).id

@@ -17,8 +17,8 @@ from abci_app.jobs.incentives import compute_masked_entries, is_reached_valid
 from abci_app.merkle import hash_leaf
 from abci_app.pb import jobs_pb2
 from node.worker import ml
-from node.worker.worker import fresh_unopened, panel_openings
-from tests.worker.test_worker_verify import DATA, JOB, worker
+from node.worker.records import Challenge
+from tests.worker.test_worker_verify import DATA, JOB, fields, worker
 from trainer.determinism import set_determinism
 
 # H/k = 4: the first panel opens segment 1; the appeal panel's candidates are {2} (0 is right
@@ -90,13 +90,14 @@ def escalated(tmp, verifier: str = "honest", job: dict[str, Any] = JOB8):
     reveals = [_opening(first, 0)]
     # escalated: the chain drew FRESH for the appeal panel; the provider opens it in APPEAL
     ch.update(appeal_segments=[FRESH], opened=[FIRST], reveals=reveals, reveal=reveals[0])
-    assert fresh_unopened(ch, 1) == [FRESH]
+    assert Challenge.from_json(ch).fresh_unopened(1) == [FRESH]
     prov.do_reveal_fresh(job, dict(r, phase="appeal"), {"challenge": ch}, 1)
     (fresh,) = [m.reveal_segment for m in sent[2:]]
     reveals.append(_opening(fresh, 1))
-    assert fresh_unopened(ch, 1) == []
-    assert [int(o["segment"]) for o in panel_openings(ch, 1)] == [FIRST, FRESH]
-    assert [int(o["segment"]) for o in panel_openings(ch, 0)] == [FIRST]
+    parsed = Challenge.from_json(ch)
+    assert parsed.fresh_unopened(1) == []
+    assert [o.segment for o in parsed.panel_openings(1)] == [FIRST, FRESH]
+    assert [o.segment for o in parsed.panel_openings(0)] == [FIRST]
     target = {
         "address": prov.me,
         "shard": 2,
@@ -120,7 +121,7 @@ def escalated(tmp, verifier: str = "honest", job: dict[str, Any] = JOB8):
     rr = dict(r, phase="appeal", participants=[target])
     vote = ver.judge(job, rr, target, height=250)
     ver._pool.shutdown(wait=True)
-    return vote, trace, first, fresh, target, ver
+    return fields(vote), trace, first, fresh, target, ver
 
 
 def test_escalated_provider_opens_its_fresh_segments_and_the_appeal_verifier_judges_them(

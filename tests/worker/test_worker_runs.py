@@ -1,7 +1,8 @@
 """ml.verify_round on runs of adjacent opened segments (issue 11): the verifier holds entries 0,
 H/k and each run's start only (every other opened start is the previous segment's secret end),
 re-executes each run through, and judges every end of it; a provider that faked a segment inside
-a run (and committed to the faked trace) is refused at that segment."""
+a run (and committed to the faked trace) is refused at that segment, and the rest of the run is
+still re-executed from the verifier's own reached state."""
 
 from __future__ import annotations
 
@@ -55,11 +56,16 @@ def test_runs_are_reexecuted_through_and_a_faked_inner_segment_is_refused():
         hashlib.sha256(work.states[i]).hexdigest() for i in (1, 3, 4)
     ]
     # the provider faked entry 2 (the end of segment 1, the start of segment 2) and committed to
-    # that trace: the run {1, 2} is refused at segment 1, the verifier never starts from the fake
+    # that trace: the run {1, 2} is refused at segment 1, the verifier never starts from the fake;
+    # it goes on from its own reached state, so segment 2's verdict names the true end (issue 31)
     p = decode(work.states[2], expected_kind=KIND_STATE)
     for e in p.entries.values():
         e.parts["param"] = e.parts["param"] * 1.01
     faked = [*work.states[:2], encode(p), *work.states[3:]]
     v = ml.verify_round(plan, spec, **_challenge(faked, [1, 2], binding, work), **kw)
     assert not v.valid and v.reason.startswith("segment 1:")
-    assert "not the committed trace leaf" in v.reason and 2 not in v.segments
+    assert "not the committed trace leaf" in v.reason
+    assert [v.segments[s].reexecuted_hash for s in (1, 2)] == [
+        hashlib.sha256(work.states[i]).hexdigest() for i in (2, 3)
+    ]
+    assert v.segments[2].valid  # its committed end is the honest one, reached from the true start

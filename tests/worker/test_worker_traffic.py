@@ -28,7 +28,9 @@ from node.blobs.server import HEADER_KINDS, KINDS, kind_of_head
 from node.client.keys import Keyring
 from node.client.rpc import Client
 from node.worker import ml
-from node.worker.worker import ProviderWorker, Traffic, WorkerConfig, _CountingTransport
+from node.worker.records import Job
+from node.worker.traffic import CountingTransport, Traffic
+from node.worker.worker import ProviderWorker, WorkerConfig
 from tests.kits.blobkit import Peers
 from trainer.commit import KIND_NAMES, MAGIC, Entry, Payload, encode
 from trainer.data import Corpus, synthetic_text
@@ -120,7 +122,7 @@ def test_each_kind_is_counted_on_both_ends_for_the_round(
         "other": store.put_bytes(other, tier="hot"),
     }
     trace = [hashlib.sha256(b"%d" % i).digest() for i in range(3)]
-    hs["trace_list"] = prov._store_trace_list(3, 1, trace)  # stores the carry too
+    hs["trace_list"] = prov.reveals._store_trace_list(3, 1, trace)  # stores the carry too
     carry = ml.fresh_carry_bytes()
     hs["carry"] = hashlib.sha256(carry).hexdigest()
     store.put_bytes(DATA, tier="cold")
@@ -142,7 +144,7 @@ def test_each_kind_is_counted_on_both_ends_for_the_round(
         assert ver.fetch(hs[kind], [prov.endpoint], round_key=RK) == store.read(hs[kind])
     ver._kinds[hs["trace_list"]] = "trace_list"  # as judge() names the list it fetches
     assert len(ver.fetch(hs["trace_list"], [prov.endpoint], tier="temp", round_key=RK)) == 96
-    ver._inputs(job(prov.endpoint))  # the dataset and the initial model (a model)
+    ver._inputs(Job.from_json(job(prov.endpoint)))  # the dataset and the initial model (a model)
 
     got = ver.timing[RK]
     for kind, n in sizes.items():
@@ -236,7 +238,7 @@ def test_the_node_link_is_counted() -> None:
     traffic = Traffic()
     try:
         with Client(
-            f"http://127.0.0.1:{srv.server_address[1]}", transport=_CountingTransport(traffic)
+            f"http://127.0.0.1:{srv.server_address[1]}", transport=CountingTransport(traffic)
         ) as c:
             assert c.call("status") == {"x": "y" * 5000}
     finally:

@@ -23,6 +23,7 @@ from abci_app.jobs.incentives import compute_hidden_entries
 from abci_app.merkle import hash_leaf
 from node.client.keys import Keyring
 from node.worker import ml
+from node.worker.records import DUE_BLOCKS, Round, Vote
 from node.worker.worker import ProviderWorker, WorkerConfig
 from trainer.data import Corpus, synthetic_text
 from trainer.determinism import set_determinism
@@ -90,6 +91,12 @@ def worker(
 
     w.fetch = fetch  # type: ignore[method-assign]
     return w
+
+
+def fields(vote: Vote | None) -> tuple[bool, int, list[bytes], str]:
+    """(valid, quality, reached, why) of a vote, for the tests' assertions."""
+    assert vote is not None
+    return vote.valid, vote.quality, list(vote.reached), vote.why
 
 
 def momentum_base() -> bytes:
@@ -233,7 +240,7 @@ def judged(
     if out is not None:
         out.update(prov=prov, ver=ver, r=r, target=target, submit=submit, sent=sent, me=me)
         out.update(trace=trace, fetched=fetched)
-    return vote, true_end
+    return fields(vote), true_end
 
 
 @pytest.mark.parametrize("job", [JOB, JOB_TOL], ids=["exact", "tolerance"])
@@ -324,7 +331,6 @@ def test_unavailable_blobs_are_retried_until_the_acting_panels_window_ends(tmp_p
     appeal and final panels vote long after verdict_end); near its last block the vote is
     UNAVAILABLE."""
     from node.blobs import BlobError
-    from node.worker import worker as wk
 
     def unavailable(h: str) -> bytes:
         raise BlobError(f"{h[:8]} unavailable")
@@ -354,11 +360,12 @@ def test_unavailable_blobs_are_retried_until_the_acting_panels_window_ends(tmp_p
     vote = ver.judge(  # 2 blocks before the end: the vote must still land
         JOB, dict(r, phase="final", participants=[target]), target, height=178
     )
-    valid, _q, reached, why = vote
+    assert vote is not None
+    valid, _q, reached, why = fields(vote)
     assert not valid and "unavailable (6 tries)" in why
     # an unavailable vote (nothing reached), not an invalid one: framing this verifier costs it
     # the liveness slash at most (docs/threat-model.md *Unavailable votes*)
-    assert reached == [] and wk.is_unavailable_vote(vote)
+    assert reached == [] and vote.is_unavailable
     ver._pool.shutdown(wait=True)
 
 
@@ -376,21 +383,21 @@ def test_a_duty_near_its_deadline_is_retried_whatever_its_backoff(tmp_path):
         calls.append(time.monotonic())
         raise OSError("node down")
 
-    r = {"phase": "reveal", "windows": {"reveal_end": 100}}
+    r = Round.from_json({"phase": "reveal", "windows": {"reveal_end": 100}})
     for _ in range(4):  # far from the end: the backoff (1, 2, 4 s ...) holds after the first
-        w._duty("reveal/3/1", failing, due=wk.is_due(r, 50))
+        w._duty("reveal/3/1", failing, due=r.is_due(50))
     assert len(calls) == 1
-    assert not wk.is_due(r, 100 - wk.DUE_BLOCKS - 1) and wk.is_due(r, 100 - wk.DUE_BLOCKS)
+    assert not r.is_due(100 - DUE_BLOCKS - 1) and r.is_due(100 - DUE_BLOCKS)
     w._backoff["reveal/3/1"].next_try = time.monotonic() + 60  # as after many failures
-    w._duty("reveal/3/1", failing, due=wk.is_due(r, 97))
+    w._duty("reveal/3/1", failing, due=r.is_due(97))
     assert len(calls) == 1  # the last try was just now
     time.sleep(wk.DUE_RETRY_S + 0.05)
-    w._duty("reveal/3/1", failing, due=wk.is_due(r, 98))
+    w._duty("reveal/3/1", failing, due=r.is_due(98))
     assert len(calls) == 2, "a duty due within DUE_BLOCKS waited for its 60 s backoff"
     w._duty("reveal/3/1", failing, due=False)  # not due: the backoff holds again
     assert len(calls) == 2
-    assert wk.phase_end({"phase": "finalized", "windows": {}}) == 0
-    assert not wk.is_due({"phase": "finalized", "windows": {}}, 10**9)
+    final = Round.from_json({"phase": "finalized", "windows": {}})
+    assert final.phase_end() == 0 and not final.is_due(10**9)
     w._pool.shutdown(wait=True)
 
 
