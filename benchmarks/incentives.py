@@ -514,9 +514,11 @@ class LaterPanelCopier(Actor):
     appeal or final panel, it copies the earlier panels' opened votes and re-executes nothing:
     the stake-majority verdict, at the highest valid quality seen. The evidence it can copy
     covers the earlier panels' segments only; its panel's fresh segments (drawn at escalation,
-    ends never public) it can only guess: its valid vote is modelled as a lazy one (exact mode:
-    refused, silent; tolerance mode: its probes are a guess, counted invalid). An invalid vote
-    carries no evidence the chain checks: copied, it is the same vote as a re-executed one."""
+    ends never public) it can only guess: its vote, valid or invalid, is modelled as a lazy one
+    (exact mode: a valid one refused, silent; tolerance mode: its probes are a guess, a valid
+    one counted invalid), and an invalid one fails on the fresh segments the panel's
+    re-executing stake settled (``rounds.apply_evidence_checks``: unevidenced, judged as
+    silence)."""
 
     def vote(self, w, job, r, target):
         panel = mk.VOTE_PANEL[r.phase]
@@ -526,7 +528,7 @@ class LaterPanelCopier(Actor):
         valid = sum(v.stake for v in seen if v.valid)
         if 2 * valid >= sum(v.stake for v in seen):
             return (True, max(v.quality for v in seen if v.valid), False)
-        return (False, 0)
+        return (False, 0, False)
 
 
 class FirstPanelAccuser(Actor):
@@ -1327,7 +1329,7 @@ def farmer_row(seeds: int, rounds: int) -> Row:
 
 ROW_RIVAL = "Sybil verifier scoring its rival low (issue 31 item 4)"
 ROW_LATER = "vote copier in later panels, disputes over honest work (issue 31 item 5)"
-ROW_LATER_CHEAT = "vote copier in later panels, disputes over a cheat (issue 31 item 5, bound)"
+ROW_LATER_CHEAT = "vote copier in later panels, disputes over a cheat (issue 31 item 5)"
 ROW_STALL = "attest staller, the honest co-attester (issue 31 item 6)"
 ROW_SMALL_H = "small market of 2 honest providers (issue 31 item 10)"
 ROW_SMALL_C = "small market: copier whose only judge is its silent Sybil (issue 31 item 10)"
@@ -1617,8 +1619,8 @@ def later_copier_row(seeds: int, rounds: int, cheat: bool = False) -> Row:
         later += len(seats)
         copied_valid += sum(1 for p, v in seats if p.outcome == jobs_pb2.OUTCOME_ACCEPTED)
     what = (
-        "1 provider in 9 cheats: the copier copies convictions (an invalid vote carries no"
-        " evidence the chain checks: the bound left)"
+        "1 provider in 9 cheats: the copier copies convictions, and cannot name the fresh"
+        " segments' ends either (its invalid vote is unevidenced: unpaid, the liveness slash)"
         if cheat
         else "1 provider in 9 falsely accuses every target in the first panel: the copier copies"
         " acceptances, and cannot name the fresh segments' ends (exact: silent; tolerance: its"
