@@ -34,7 +34,7 @@ class _Stop(Exception):
     pass
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -91,7 +91,12 @@ def main() -> int:
             "need --blocks >= 1, --validators >= 1 and --accounts >= 4 (e.g. --blocks 10000 "
             "--validators 4)"
         )
+    return args
 
+
+def run(args: argparse.Namespace) -> tuple[SimStats, str]:
+    """The simulation (until --blocks, --max-seconds or a failure); its stats and the failure
+    ("" when none)."""
     tmp = tempfile.TemporaryDirectory(prefix="loconet-sim-")
     cfg = SimConfig(
         seed=args.seed,
@@ -130,13 +135,12 @@ def main() -> int:
     st = sim.stats
     st.seconds = time.perf_counter() - t0
     st.compared = sim.app.compared
-    load = os.getloadavg()[0]
-    machine = (
-        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, load "
-        f"average {load:.1f} at the end"
-    )
+    return st, failure
+
+
+def figures_of(args: argparse.Namespace, st: SimStats, failure: str, machine: str) -> dict:
     ops = st.ops()
-    figures = {
+    return {
         "seed": args.seed,
         "blocks_asked": args.blocks,
         "blocks": st.blocks,
@@ -155,59 +159,79 @@ def main() -> int:
         "failure": failure,
         "machine": machine,
     }
+
+
+def print_text(args: argparse.Namespace, st: SimStats, figures: dict, failure: str) -> None:
+    print(
+        f"seed {args.seed}: {st.blocks} of {args.blocks} blocks in {st.seconds:.0f} s "
+        f"({figures['blocks_per_s']} blocks/s); {figures['machine']}"
+    )
+    print(
+        f"  txs {st.txs}: {st.ok} accepted, {st.txs - st.ok} rejected; {st.compared} "
+        f"responses compared; {st.restarts} restarts of the second app; {st.rejected_checks} "
+        "blocks rerun without their rejected txs"
+    )
+    print(
+        "  rounds reaching commit/reveal/verdict/attest: "
+        + "/".join(str(st.phases[p]) for p in (1, 3, 4, 5))
+    )
+    for k in (
+        "round.finalized",
+        "job.closed:completed",
+        "job.closed:cancelled",
+        "verdict.decided:fraud",
+        "provider.slashed:missed_commit",
+        "provider.slashed:missed_reveal",
+        "validator.jailed:downtime",
+        "validator.jailed:double_sign",
+        "validator.unjailed",
+        "provider.unbonded",
+    ):
+        print(f"  {k:<32} {st.events[k]}")
+    print("  " + ("VIOLATION " + failure if failure else "0 violations, 0 divergences"))
+
+
+def record(args: argparse.Namespace, st: SimStats, failure: str, machine: str) -> None:
+    """--record: the run's row appended to benchmarks/RESULTS.md."""
+    cmd = " ".join(["benchmarks/simulate.py", *sys.argv[1:]])
+    with open(ROOT / "benchmarks" / "RESULTS.md", "a") as f:
+        f.write(
+            "\n"
+            f"### simulate ({time.strftime('%Y-%m-%d')}, {machine})\n"
+            "\n"
+            f"`{cmd}`\n"
+            "\n"
+            "| seed | blocks | txs (accepted / rejected) | responses compared | restarts | "
+            "rounds finalized | fraud / missed commit / missed reveal | validator jails "
+            "(downtime / double sign) | seconds | result |\n"
+            "|---|---|---|---|---|---|---|---|---|---|\n"
+            f"| {args.seed} | {st.blocks} | {st.txs} ({st.ok} / {st.txs - st.ok}) | "
+            f"{st.compared} | {st.restarts} | {st.events['round.finalized']} | "
+            f"{st.events['verdict.decided:fraud']} / "
+            f"{st.events['provider.slashed:missed_commit']} / "
+            f"{st.events['provider.slashed:missed_reveal']} | "
+            f"{st.events['validator.jailed:downtime']} / "
+            f"{st.events['validator.jailed:double_sign']} | {st.seconds:.0f} | "
+            f"{'VIOLATION: ' + failure[:200] if failure else '0 violations, 0 divergences'} "
+            "|\n"
+        )
+
+
+def main() -> int:
+    args = parse_args()
+    st, failure = run(args)
+    load = os.getloadavg()[0]
+    machine = (
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, load "
+        f"average {load:.1f} at the end"
+    )
+    figures = figures_of(args, st, failure, machine)
     if args.output == "json":
         print(json.dumps(figures, indent=2))
     else:
-        print(
-            f"seed {args.seed}: {st.blocks} of {args.blocks} blocks in {st.seconds:.0f} s "
-            f"({figures['blocks_per_s']} blocks/s); {machine}"
-        )
-        print(
-            f"  txs {st.txs}: {st.ok} accepted, {st.txs - st.ok} rejected; {st.compared} "
-            f"responses compared; {st.restarts} restarts of the second app; {st.rejected_checks} "
-            "blocks rerun without their rejected txs"
-        )
-        print(
-            "  rounds reaching commit/reveal/verdict/attest: "
-            + "/".join(str(st.phases[p]) for p in (1, 3, 4, 5))
-        )
-        for k in (
-            "round.finalized",
-            "job.closed:completed",
-            "job.closed:cancelled",
-            "verdict.decided:fraud",
-            "provider.slashed:missed_commit",
-            "provider.slashed:missed_reveal",
-            "validator.jailed:downtime",
-            "validator.jailed:double_sign",
-            "validator.unjailed",
-            "provider.unbonded",
-        ):
-            print(f"  {k:<32} {st.events[k]}")
-        print("  " + ("VIOLATION " + failure if failure else "0 violations, 0 divergences"))
+        print_text(args, st, figures, failure)
     if args.record:
-        cmd = " ".join(["benchmarks/simulate.py", *sys.argv[1:]])
-        with open(ROOT / "benchmarks" / "RESULTS.md", "a") as f:
-            f.write(
-                "\n"
-                f"### simulate ({time.strftime('%Y-%m-%d')}, {machine})\n"
-                "\n"
-                f"`{cmd}`\n"
-                "\n"
-                "| seed | blocks | txs (accepted / rejected) | responses compared | restarts | "
-                "rounds finalized | fraud / missed commit / missed reveal | validator jails "
-                "(downtime / double sign) | seconds | result |\n"
-                "|---|---|---|---|---|---|---|---|---|---|\n"
-                f"| {args.seed} | {st.blocks} | {st.txs} ({st.ok} / {st.txs - st.ok}) | "
-                f"{st.compared} | {st.restarts} | {st.events['round.finalized']} | "
-                f"{st.events['verdict.decided:fraud']} / "
-                f"{st.events['provider.slashed:missed_commit']} / "
-                f"{st.events['provider.slashed:missed_reveal']} | "
-                f"{st.events['validator.jailed:downtime']} / "
-                f"{st.events['validator.jailed:double_sign']} | {st.seconds:.0f} | "
-                f"{'VIOLATION: ' + failure[:200] if failure else '0 violations, 0 divergences'} "
-                "|\n"
-            )
+        record(args, st, failure, machine)
     return 1 if failure else 0
 
 
