@@ -136,56 +136,9 @@ def check_invariants(store: KVReader) -> int:
     live: dict[tuple[int, int], int] = {}  # (job, round) -> height its next transition is due
     must_open: set[int] = set()
     for job in iterate_jobs(store):
-        if job.escrow != job.escrow_funded - job.paid_total - job.refunded:
-            raise InvariantBroken(f"job {job.id}: escrow {job.escrow} != funded - paid - refunded")
-        if (
-            job.status in (jobs_pb2.JOB_STATUS_CANCELLED, jobs_pb2.JOB_STATUS_COMPLETED)
-            and job.escrow
-        ):
-            raise InvariantBroken(f"job {job.id} is closed but still holds {job.escrow}")
-        if not job.rounds_finalized <= job.rounds_opened <= job.rounds:
-            raise InvariantBroken(f"job {job.id}: rounds opened/finalized out of range")
-        if job.escrow_funded != job.rounds * (job.reward_per_round + job.verifier_reward_per_round):
-            raise InvariantBroken(f"job {job.id}: funded {job.escrow_funded} != rounds x budgets")
-        paid = 0
-        in_commit = False
-        # the next round waits for round n - 2's model (rounds.is_next_round_ready): its
-        # finalize schedules the open
-        awaits_model = False
-        for r in iterate_rounds(store, job.id):
-            if r.round + 2 == job.rounds_opened and r.phase != jobs_pb2.PHASE_FINALIZED:
-                awaits_model = True
-            if r.phase != jobs_pb2.PHASE_FINALIZED:
-                if r.phase not in PHASE_END_FIELD:
-                    raise InvariantBroken(
-                        f"job {job.id} round {r.round} is stored in phase {r.phase}"
-                    )
-                live[(job.id, r.round)] = getattr(r, PHASE_END_FIELD[r.phase])
-                in_commit = in_commit or r.phase == jobs_pb2.PHASE_COMMIT
-            if (
-                r.reward_paid > job.reward_per_round
-                or r.verifier_paid > job.verifier_reward_per_round
-            ):
-                raise InvariantBroken(f"job {job.id} round {r.round} paid more than its budget")
-            if r.reward_paid + r.verifier_paid != sum(
-                p.amount for p in r.payouts if p.kind != "bounty"
-            ):
-                raise InvariantBroken(
-                    f"job {job.id} round {r.round}: payout records disagree with totals"
-                )
-            paid += r.reward_paid + r.verifier_paid
-        if paid != job.paid_total:
-            raise InvariantBroken(
-                f"job {job.id}: rounds paid {paid} != job paid_total {job.paid_total}"
-            )
-        open_ = job.status in (jobs_pb2.JOB_STATUS_ACTIVE, jobs_pb2.JOB_STATUS_CANCELLING)
-        if open_ and job.rounds_finalized == (
-            job.rounds if job.status == jobs_pb2.JOB_STATUS_ACTIVE else job.rounds_opened
-        ):
-            raise InvariantBroken(
-                f"job {job.id} has no round left to run but is still "
-                f"{enum_name(jobs_pb2.JobStatus, job.status)}"
-            )
+        _check_job_books(job)
+        in_commit, awaits_model = _check_rounds(store, job, live)
+        _check_job_has_rounds_left(job)
         if (
             job.status == jobs_pb2.JOB_STATUS_ACTIVE
             and job.rounds_opened < job.rounds
@@ -197,7 +150,77 @@ def check_invariants(store: KVReader) -> int:
     held = bank.get_balance(store, JOB_ESCROW)
     if held != total:
         raise InvariantBroken(f"job_escrow account holds {held} != sum of job escrows {total}")
-    # scheduling indexes point at live records
+    _check_schedules(store, live, must_open)
+    _ = ROUND_PREFIX
+    return 0
+
+
+def _check_job_books(job: jobs_pb2.Job) -> None:
+    """escrow == funded - paid - refunded, a closed job holds nothing, rounds opened and
+    finalized in range, funded == rounds x (R + V)."""
+    if job.escrow != job.escrow_funded - job.paid_total - job.refunded:
+        raise InvariantBroken(f"job {job.id}: escrow {job.escrow} != funded - paid - refunded")
+    if job.status in (jobs_pb2.JOB_STATUS_CANCELLED, jobs_pb2.JOB_STATUS_COMPLETED) and job.escrow:
+        raise InvariantBroken(f"job {job.id} is closed but still holds {job.escrow}")
+    if not job.rounds_finalized <= job.rounds_opened <= job.rounds:
+        raise InvariantBroken(f"job {job.id}: rounds opened/finalized out of range")
+    if job.escrow_funded != job.rounds * (job.reward_per_round + job.verifier_reward_per_round):
+        raise InvariantBroken(f"job {job.id}: funded {job.escrow_funded} != rounds x budgets")
+
+
+def _check_rounds(
+    store: KVReader, job: jobs_pb2.Job, live: dict[tuple[int, int], int]
+) -> tuple[bool, bool]:
+    """Each round of ``job`` is stored in a phase with an end, paid within its budgets with
+    payout records that sum to its totals, and the rounds sum to the job's ``paid_total``. Adds
+    every live round to ``live`` (its due height); returns (a round is in commit, the next
+    round awaits round n - 2's model)."""
+    paid = 0
+    in_commit = False
+    # the next round waits for round n - 2's model (rounds.is_next_round_ready): its
+    # finalize schedules the open
+    awaits_model = False
+    for r in iterate_rounds(store, job.id):
+        if r.round + 2 == job.rounds_opened and r.phase != jobs_pb2.PHASE_FINALIZED:
+            awaits_model = True
+        if r.phase != jobs_pb2.PHASE_FINALIZED:
+            if r.phase not in PHASE_END_FIELD:
+                raise InvariantBroken(f"job {job.id} round {r.round} is stored in phase {r.phase}")
+            live[(job.id, r.round)] = getattr(r, PHASE_END_FIELD[r.phase])
+            in_commit = in_commit or r.phase == jobs_pb2.PHASE_COMMIT
+        if r.reward_paid > job.reward_per_round or r.verifier_paid > job.verifier_reward_per_round:
+            raise InvariantBroken(f"job {job.id} round {r.round} paid more than its budget")
+        if r.reward_paid + r.verifier_paid != sum(
+            p.amount for p in r.payouts if p.kind != "bounty"
+        ):
+            raise InvariantBroken(
+                f"job {job.id} round {r.round}: payout records disagree with totals"
+            )
+        paid += r.reward_paid + r.verifier_paid
+    if paid != job.paid_total:
+        raise InvariantBroken(
+            f"job {job.id}: rounds paid {paid} != job paid_total {job.paid_total}"
+        )
+    return in_commit, awaits_model
+
+
+def _check_job_has_rounds_left(job: jobs_pb2.Job) -> None:
+    """An open job (active or cancelling) always has a round left to run."""
+    open_ = job.status in (jobs_pb2.JOB_STATUS_ACTIVE, jobs_pb2.JOB_STATUS_CANCELLING)
+    if open_ and job.rounds_finalized == (
+        job.rounds if job.status == jobs_pb2.JOB_STATUS_ACTIVE else job.rounds_opened
+    ):
+        raise InvariantBroken(
+            f"job {job.id} has no round left to run but is still "
+            f"{enum_name(jobs_pb2.JobStatus, job.status)}"
+        )
+
+
+def _check_schedules(
+    store: KVReader, live: dict[tuple[int, int], int], must_open: set[int]
+) -> None:
+    """The scheduling indexes point at live records: each live round has exactly one round
+    entry, at the end of its phase, and each job in ``must_open`` an open entry."""
     for key, _ in store.iterate(ROUND_DUE_PREFIX, prefix_end(ROUND_DUE_PREFIX)):
         at, job_id, round_ = parse_round_due_key(key)
         if live.pop((job_id, round_), None) != at:
@@ -220,5 +243,3 @@ def check_invariants(store: KVReader) -> int:
             "no open scheduled: "
             f"{sorted(must_open)}"
         )
-    _ = ROUND_PREFIX
-    return 0

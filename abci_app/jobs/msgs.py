@@ -140,93 +140,114 @@ def _hash32(b: bytes, what: str) -> bytes:
 
 
 def validate_spec(spec: jobs_pb2.JobSpec, params: jobs_pb2.JobsParams) -> None:
-    def bad(why: str) -> ErrInvalidJobSpec:
-        return ErrInvalidJobSpec(f"invalid job spec: {why}")
+    """A job spec the chain can run: its model and trace, the shape of its rounds, its challenge
+    settings and determinism mode, its blob sources (517 naming the first rule broken)."""
+    _check_model_and_trace(spec, params)
+    _check_round_shape(spec, params)
+    _check_challenge_settings(spec, params)
+    validate_blob_sources(spec.blob_sources)
 
+
+def _bad(why: str) -> ErrInvalidJobSpec:
+    return ErrInvalidJobSpec(f"invalid job spec: {why}")
+
+
+def _check_model_and_trace(spec: jobs_pb2.JobSpec, params: jobs_pb2.JobsParams) -> None:
+    """The model config, the pinned inputs, H and k with a trace a reveal can carry, and the
+    compression policy in the one grammar the trainer runs."""
     m = spec.model
     for f in ("n_layers", "n_heads", "d_model", "context_len", "vocab_size"):
         if not 1 <= getattr(m, f) <= MAX_MODEL_DIM:
-            raise bad(f"model.{f} must be 1..{MAX_MODEL_DIM}")
+            raise _bad(f"model.{f} must be 1..{MAX_MODEL_DIM}")
     if m.d_model % m.n_heads:
-        raise bad("model.d_model must be a multiple of model.n_heads")
+        raise _bad("model.d_model must be a multiple of model.n_heads")
     if len(spec.initial_model_hash) != 32:
-        raise bad("initial_model_hash must be 32 bytes")
+        raise _bad("initial_model_hash must be 32 bytes")
     if len(spec.dataset_id) != 32:
-        raise bad("dataset_id must be the 32-byte sha256 of the data")
+        raise _bad("dataset_id must be the 32-byte sha256 of the data")
     if spec.inner_steps == 0 or spec.trace_interval == 0 or spec.inner_steps % spec.trace_interval:
-        raise bad("inner_steps H and trace_interval k must be > 0 with H % k == 0")
+        raise _bad("inner_steps H and trace_interval k must be > 0 with H % k == 0")
     if compute_n_segments(spec) + 1 > params.max_trace_entries:
-        raise bad(f"H/k + 1 trace entries exceed max_trace_entries {params.max_trace_entries}")
+        raise _bad(f"H/k + 1 trace entries exceed max_trace_entries {params.max_trace_entries}")
     if compute_n_segments(spec) + 1 > MAX_TRACE_LIST_ENTRIES:
-        raise bad(
+        raise _bad(
             f"H/k + 1 = {compute_n_segments(spec) + 1} trace entries: a reveal carries the trace "
             f"list in one tx, which holds at most {MAX_TRACE_LIST_ENTRIES} (raise trace_interval)"
         )
     try:  # the one grammar the trainer runs (abci_app/jobs/policy.py): canonical spellings only
         parse_policy(spec.compression_policy)
     except PolicyError as err:
-        raise bad(f"compression_policy: {err}") from None
+        raise _bad(f"compression_policy: {err}") from None
     if spec.compression_params:
-        raise bad(
+        raise _bad(
             "compression_params must be empty: every parameter of a policy is written in "
             "compression_policy (e.g. topk:0.016+int4)"
         )
+
+
+def _check_round_shape(spec: jobs_pb2.JobSpec, params: jobs_pb2.JobsParams) -> None:
+    """Participants, shards, tokens per step, the four windows, the reputation floor and the
+    stated compute per round."""
     if not 1 <= spec.participants_per_round <= params.max_participants:
-        raise bad(f"participants_per_round must be 1..{params.max_participants}")
+        raise _bad(f"participants_per_round must be 1..{params.max_participants}")
     if not spec.participants_per_round <= spec.num_shards <= params.max_shards:
-        raise bad(
+        raise _bad(
             f"num_shards must be participants_per_round..{params.max_shards} (max_shards: the "
             "open shuffles them)"
         )
     if spec.tokens_per_step == 0 or spec.tokens_per_step * spec.inner_steps > MAX_U64:
-        raise bad("tokens_per_step must be > 0 and H * tokens_per_step < 2^64")
+        raise _bad("tokens_per_step must be > 0 and H * tokens_per_step < 2^64")
     for f, lo in _MIN_BLOCKS.items():
         if not lo <= getattr(spec, f) <= params.max_window_blocks:
-            raise bad(
+            raise _bad(
                 f"{f} must be {lo}..{params.max_window_blocks} (a 1-block window lets its one "
                 f"proposer censor a duty into a slash{_WHY_LONGER.get(f, '')})"
             )
     if spec.min_reputation > MAX_REPUTATION:
-        raise bad("min_reputation must be 0..10000")
+        raise _bad("min_reputation must be 0..10000")
     if spec.compute_s_per_round > MAX_COMPUTE_S_PER_ROUND:
-        raise bad(
+        raise _bad(
             f"compute_s_per_round must be 0..{MAX_COMPUTE_S_PER_ROUND} (seconds of training per"
             " round; 0: not stated)"
         )
+
+
+def _check_challenge_settings(spec: jobs_pb2.JobSpec, params: jobs_pb2.JobsParams) -> None:
+    """Challenge rate, verifiers and segments per challenge, the determinism mode with its
+    tolerance or stack."""
     if not params.min_challenge_bps <= spec.challenge_bps <= 10_000:
-        raise bad(f"challenge_bps must be {params.min_challenge_bps}..10000")
+        raise _bad(f"challenge_bps must be {params.min_challenge_bps}..10000")
     if not 1 <= spec.verifiers_per_challenge <= params.max_verifiers:
-        raise bad(f"verifiers_per_challenge must be 1..{params.max_verifiers}")
+        raise _bad(f"verifiers_per_challenge must be 1..{params.max_verifiers}")
     if (
         not max(params.min_segments_per_challenge, 1)
         <= spec.segments_per_challenge
         <= params.max_trace_entries
     ):
-        raise bad(
+        raise _bad(
             f"segments_per_challenge must be {max(params.min_segments_per_challenge, 1)}.."
             f"{params.max_trace_entries} (min(s, H/k) segments are re-executed per challenge)"
         )
     if spec.determinism_mode == jobs_pb2.DETERMINISM_MODE_EXACT:
         if spec.tolerance_ppm != 0:
-            raise bad("tolerance_ppm must be 0 in exact mode")
+            raise _bad("tolerance_ppm must be 0 in exact mode")
         if not spec.stack:
-            raise bad(
+            raise _bad(
                 "exact mode needs the stack it holds on (stack = trainer.determinism.stack_id())"
             )
     elif spec.determinism_mode == jobs_pb2.DETERMINISM_MODE_TOLERANCE:
         if not 1 <= spec.tolerance_ppm <= MAX_TOLERANCE_PPM:
-            raise bad(f"tolerance mode needs tolerance_ppm 1..{MAX_TOLERANCE_PPM}")
+            raise _bad(f"tolerance mode needs tolerance_ppm 1..{MAX_TOLERANCE_PPM}")
         if min(spec.segments_per_challenge, compute_n_segments(spec)) > MAX_PROBE_SEGMENTS:
-            raise bad(
+            raise _bad(
                 f"tolerance mode opens at most {MAX_PROBE_SEGMENTS} segments per challenge: a"
                 f" vote's opening carries {PROBE_DIM} integers per opened segment in one tx"
                 " (lower segments_per_challenge)"
             )
     else:
-        raise bad("determinism_mode must be exact or tolerance")
+        raise _bad("determinism_mode must be exact or tolerance")
     if len(spec.stack) > MAX_STACK_LEN or not _STACK.match(spec.stack):
-        raise bad(f"stack must be at most {MAX_STACK_LEN} printable ASCII characters")
-    validate_blob_sources(spec.blob_sources)
+        raise _bad(f"stack must be at most {MAX_STACK_LEN} printable ASCII characters")
 
 
 def validate_blob_sources(sources: Sequence[str]) -> None:
@@ -493,64 +514,15 @@ def process_msg_reveal_segment(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealS
     panel = msg.panel
     if panel not in REVEAL_PHASES:
         raise ErrWrongSegment(f"panel must be 0 (first), 1 (appeal) or 2 (final), not {panel}")
-    job, r, me = _load(ctx, msg.job_id, msg.round, REVEAL_PHASES[panel], signer)
-    if me is None:
-        raise ErrNotSelected(f"signer is not a participant of round {msg.job_id}/{msg.round}")
-    if not me.challenged:
-        raise ErrNotChallenged("this participant's update was not challenged")
-    own = compute_fresh_segments(me, panel)
-    if msg.segment not in own:
-        what = ("challenged", "appeal panel's fresh", "final panel's fresh")[panel]
-        raise ErrWrongSegment(f"the {what} segments are {own}, not {msg.segment}")
-    if msg.segment in [o.segment for o in me.reveals] or (panel == 0 and me.HasField("reveal")):
-        raise ErrDuplicate(f"segment {msg.segment} already revealed")
-    # the segments the panel judges: a fresh segment right after an opened one continues its run
-    segments = compute_panel_segments(me, panel)
-    # only the start of a run of adjacent challenged segments is public; any other start is the
-    # previous segment's secret end, opened as its leaf hash like that end (README *Evidence*)
-    run_start = is_run_start(msg.segment, segments)
-    if run_start:
-        _hash32(msg.start_state_hash, "start_state_hash")
-        if msg.start_leaf_hash:
-            raise ErrInvalidHash(
-                f"segment {msg.segment} starts a run of challenged segments: open its start"
-                " state (start_state_hash, start_location); start_leaf_hash must be empty"
-            )
-    else:
-        _hash32(msg.start_leaf_hash, "start_leaf_hash")
-        if msg.start_state_hash or msg.start_location:
-            raise ErrInvalidHash(
-                f"segment {msg.segment - 1} is challenged too: the start of segment"
-                f" {msg.segment} is its secret end, open it by its leaf hash only"
-                " (start_leaf_hash = abci_app.merkle.hash_leaf(state hash)); start_state_hash"
-                " and start_location must be empty"
-            )
-    # the end state stays secret: only its leaf hash is opened (README *Evidence*), both modes
-    _hash32(msg.end_leaf_hash, "end_leaf_hash")
-    if msg.end_state_hash or msg.end_location:
-        raise ErrInvalidHash(
-            "open the end state by its leaf hash only (end_leaf_hash ="
-            " abci_app.merkle.hash_leaf(state hash)); end_state_hash and end_location must be"
-            " empty: the end state stays secret until the first panel has voted (tolerance"
-            " mode: MsgOpenEnd opens it then)"
-        )
-    n = compute_trace_leaves(job.spec)
-    root = me.commitment.trace_root
-    start_leaf = entry_leaf(msg.segment)
-    start_proof = list(msg.start_proof)
-    start_ok = (
-        verify_merkle_proof(root, msg.start_state_hash, start_leaf, n, start_proof)
-        if run_start
-        else verify_leaf_hash_proof(root, msg.start_leaf_hash, start_leaf, n, start_proof)
-    )
-    end_leaf = entry_leaf(msg.segment + 1)
-    end_ok = verify_leaf_hash_proof(root, msg.end_leaf_hash, end_leaf, n, list(msg.end_proof))
-    for what, entry, ok in (("start", msg.segment, start_ok), ("end", msg.segment + 1, end_ok)):
-        if not ok:
-            raise ErrBadProof(
-                f"{what} state is not trace entry {entry} (leaf {entry_leaf(entry)} of {n})"
-                " under the committed trace root"
-            )
+    job, r, found = _load(ctx, msg.job_id, msg.round, REVEAL_PHASES[panel], signer)
+    me, own = _check_reveal_target(found, msg)
+    # the segments the panel judges: a fresh segment right after an opened one continues its run;
+    # only the start of a run of adjacent challenged segments is public, any other start is the
+    # previous segment's secret end, opened as its leaf hash like that end (docs/threat-model.md
+    # *Evidence only re-execution yields*)
+    run_start = is_run_start(msg.segment, compute_panel_segments(me, panel))
+    _check_opening_forms(msg, run_start)
+    _check_opening_proofs(job.spec, me.commitment.trace_root, msg, run_start)
     if run_start and not is_http_url(msg.start_location):
         raise ErrInvalidLocation("start_location must be an http(s) URL of <= 256 bytes")
     _hash32(msg.trace_list_hash, "trace_list_hash")
@@ -578,6 +550,78 @@ def process_msg_reveal_segment(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealS
         me.reveal.CopyFrom(opening)
     keeper.set_round(ctx.store, r)
     ctx.emit(events.segment_revealed(job.id, r.round, signer, msg.segment))
+
+
+def _check_reveal_target(
+    me: jobs_pb2.Participant | None, msg: jobs_pb2.MsgRevealSegment
+) -> tuple[jobs_pb2.Participant, list[int]]:
+    """The signer is a challenged participant and ``msg.segment`` one of the segments it owes
+    this panel, not yet open: the participant and those segments."""
+    if me is None:
+        raise ErrNotSelected(f"signer is not a participant of round {msg.job_id}/{msg.round}")
+    if not me.challenged:
+        raise ErrNotChallenged("this participant's update was not challenged")
+    panel = msg.panel
+    own = compute_fresh_segments(me, panel)
+    if msg.segment not in own:
+        what = ("challenged", "appeal panel's fresh", "final panel's fresh")[panel]
+        raise ErrWrongSegment(f"the {what} segments are {own}, not {msg.segment}")
+    if msg.segment in [o.segment for o in me.reveals] or (panel == 0 and me.HasField("reveal")):
+        raise ErrDuplicate(f"segment {msg.segment} already revealed")
+    return me, own
+
+
+def _check_opening_forms(msg: jobs_pb2.MsgRevealSegment, run_start: bool) -> None:
+    """The start is opened in the clear at a run's start, by its leaf hash otherwise; the end
+    always by its leaf hash only (it stays secret until the first panel has voted, README
+    *Evidence*, both modes): 507 for any other form."""
+    if run_start:
+        _hash32(msg.start_state_hash, "start_state_hash")
+        if msg.start_leaf_hash:
+            raise ErrInvalidHash(
+                f"segment {msg.segment} starts a run of challenged segments: open its start"
+                " state (start_state_hash, start_location); start_leaf_hash must be empty"
+            )
+    else:
+        _hash32(msg.start_leaf_hash, "start_leaf_hash")
+        if msg.start_state_hash or msg.start_location:
+            raise ErrInvalidHash(
+                f"segment {msg.segment - 1} is challenged too: the start of segment"
+                f" {msg.segment} is its secret end, open it by its leaf hash only"
+                " (start_leaf_hash = abci_app.merkle.hash_leaf(state hash)); start_state_hash"
+                " and start_location must be empty"
+            )
+    _hash32(msg.end_leaf_hash, "end_leaf_hash")
+    if msg.end_state_hash or msg.end_location:
+        raise ErrInvalidHash(
+            "open the end state by its leaf hash only (end_leaf_hash ="
+            " abci_app.merkle.hash_leaf(state hash)); end_state_hash and end_location must be"
+            " empty: the end state stays secret until the first panel has voted (tolerance"
+            " mode: MsgOpenEnd opens it then)"
+        )
+
+
+def _check_opening_proofs(
+    spec: jobs_pb2.JobSpec, root: bytes, msg: jobs_pb2.MsgRevealSegment, run_start: bool
+) -> None:
+    """The start is trace entry ``segment`` and the end entry ``segment + 1`` under the committed
+    trace root (leaf data at a run's start, leaf hashes otherwise): 512 if either is not."""
+    n = compute_trace_leaves(spec)
+    start_leaf = entry_leaf(msg.segment)
+    start_proof = list(msg.start_proof)
+    start_ok = (
+        verify_merkle_proof(root, msg.start_state_hash, start_leaf, n, start_proof)
+        if run_start
+        else verify_leaf_hash_proof(root, msg.start_leaf_hash, start_leaf, n, start_proof)
+    )
+    end_leaf = entry_leaf(msg.segment + 1)
+    end_ok = verify_leaf_hash_proof(root, msg.end_leaf_hash, end_leaf, n, list(msg.end_proof))
+    for what, entry, ok in (("start", msg.segment, start_ok), ("end", msg.segment + 1, end_ok)):
+        if not ok:
+            raise ErrBadProof(
+                f"{what} state is not trace entry {entry} (leaf {entry_leaf(entry)} of {n})"
+                " under the committed trace root"
+            )
 
 
 def check_trace_list(
@@ -818,26 +862,7 @@ def process_msg_reveal_vote(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealVote
     if msg.unavailable:
         _open_unavailable_vote(ctx, signer, msg, r, v)
         return
-    want = (
-        compute_blind_vote_hash(msg.job_id, msg.round, msg.target, signer, msg.evidence, msg.salt)
-        if tolerance
-        else compute_vote_hash(
-            msg.job_id,
-            msg.round,
-            msg.target,
-            signer,
-            msg.valid,
-            msg.quality,
-            msg.evidence,
-            msg.salt,
-        )
-    )
-    if want != v.vote_hash:
-        raise ErrVoteMismatch(
-            "this vote does not open the committed vote_hash: reveal exactly the valid, quality,"
-            " evidence and salt that were hashed (tolerance mode: the blind vote,"
-            " incentives.compute_blind_vote_hash of the evidence and salt)"
-        )
+    _check_vote_opens_hash(signer, msg, v.vote_hash, tolerance)
     t = next(p for p in r.participants if p.address == msg.target)
     if tolerance:
         check_probe_vote(t, msg, v.panel)
@@ -873,6 +898,33 @@ def process_msg_reveal_vote(ctx: Ctx, signer: bytes, msg: jobs_pb2.MsgRevealVote
     v.quality = msg.quality if msg.valid else 0
     keeper.set_round(ctx.store, r)
     ctx.emit(events.verdict_posted(msg.job_id, r.round, signer, msg.target, msg.valid, v.quality))
+
+
+def _check_vote_opens_hash(
+    signer: bytes, msg: jobs_pb2.MsgRevealVote, vote_hash: bytes, tolerance: bool
+) -> None:
+    """The opening hashes to the committed ``vote_hash`` (tolerance mode: the blind vote, over
+    the evidence and salt only), else 530."""
+    want = (
+        compute_blind_vote_hash(msg.job_id, msg.round, msg.target, signer, msg.evidence, msg.salt)
+        if tolerance
+        else compute_vote_hash(
+            msg.job_id,
+            msg.round,
+            msg.target,
+            signer,
+            msg.valid,
+            msg.quality,
+            msg.evidence,
+            msg.salt,
+        )
+    )
+    if want != vote_hash:
+        raise ErrVoteMismatch(
+            "this vote does not open the committed vote_hash: reveal exactly the valid, quality,"
+            " evidence and salt that were hashed (tolerance mode: the blind vote,"
+            " incentives.compute_blind_vote_hash of the evidence and salt)"
+        )
 
 
 def _open_unavailable_vote(

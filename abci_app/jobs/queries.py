@@ -125,74 +125,85 @@ def _participant_json(p: jobs_pb2.Participant) -> dict[str, Any]:
         "challenge": None,
     }
     if p.HasField("commitment"):
-        c = p.commitment
-        out["commitment"] = {
-            "base_model_hash": c.base_model_hash.hex(),
-            "update_root": c.update_root.hex(),
-            "payload_size": c.payload_size,
-            "trace_root": c.trace_root.hex(),
-            "tokens_processed": c.tokens_processed,
-            "loss_before_mnats": c.loss_before_mnats,
-            "loss_after_mnats": c.loss_after_mnats,
-            "blob_location": c.blob_location,
-            "height": c.height,
-            "time_ns": c.time_ns,
-            "probe_root": c.probe_root.hex(),
-        }
+        out["commitment"] = _commitment_json(p.commitment)
     if p.challenged:
-        out["challenge"] = {
-            "segment": p.segment,
-            "segments": list(p.segments),
-            "appeal_segments": list(p.appeal_segments),
-            "final_segments": list(p.final_segments),
-            "opened": [o.segment for o in p.reveals],
-            "reveals": [
-                {
-                    "segment": o.segment,
-                    "start_state_hash": o.start_state_hash.hex(),
-                    "end_state_hash": o.end_state_hash.hex(),
-                    "start_location": o.start_location,
-                    "end_location": o.end_location,
-                    "trace_list_hash": o.trace_list_hash.hex(),
-                    "end_leaf_hash": o.end_leaf_hash.hex(),
-                    "start_leaf_hash": o.start_leaf_hash.hex(),
-                    "height": o.height,
-                    "end_probe": list(o.end_probe),
-                    "end_opened_height": o.end_opened_height,
-                    "panel": o.panel,
-                }
-                for o in p.reveals
-            ],
-            "verifiers": [
-                {
-                    "address": to_bech32(v.address),
-                    "stake": v.stake,
-                    "panel": v.panel,
-                    "committed": bool(v.vote_hash),
-                    "voted": v.voted,
-                    "valid": v.valid,
-                    "quality": v.quality,
-                    "evidence": v.evidence.hex(),
-                    "height": v.height,
-                    "slashed": v.slashed,
-                    "probes": list(v.probes),
-                    "probe_mismatch": v.probe_mismatch,
-                    "unavailable": v.unavailable,
-                }
-                for v in p.verifiers
-            ],
-            "reveal": None
-            if not p.HasField("reveal")
-            else {
-                "start_state_hash": p.reveal.start_state_hash.hex(),
-                "end_state_hash": p.reveal.end_state_hash.hex(),
-                "start_location": p.reveal.start_location,
-                "end_location": p.reveal.end_location,
-                "trace_list_hash": p.reveal.trace_list_hash.hex(),
-                "height": p.reveal.height,
-            },
-        }
+        out["challenge"] = _challenge_json(p)
     return out
+
+
+def _commitment_json(c: jobs_pb2.Commitment) -> dict[str, Any]:
+    return {
+        "base_model_hash": c.base_model_hash.hex(),
+        "update_root": c.update_root.hex(),
+        "payload_size": c.payload_size,
+        "trace_root": c.trace_root.hex(),
+        "tokens_processed": c.tokens_processed,
+        "loss_before_mnats": c.loss_before_mnats,
+        "loss_after_mnats": c.loss_after_mnats,
+        "blob_location": c.blob_location,
+        "height": c.height,
+        "time_ns": c.time_ns,
+        "probe_root": c.probe_root.hex(),
+    }
+
+
+def _challenge_json(p: jobs_pb2.Participant) -> dict[str, Any]:
+    """A challenged participant's segments, openings, verifiers and completed reveal."""
+    return {
+        "segment": p.segment,
+        "segments": list(p.segments),
+        "appeal_segments": list(p.appeal_segments),
+        "final_segments": list(p.final_segments),
+        "opened": [o.segment for o in p.reveals],
+        "reveals": [_reveal_json(o) for o in p.reveals],
+        "verifiers": [_verifier_json(v) for v in p.verifiers],
+        "reveal": None
+        if not p.HasField("reveal")
+        else {
+            "start_state_hash": p.reveal.start_state_hash.hex(),
+            "end_state_hash": p.reveal.end_state_hash.hex(),
+            "start_location": p.reveal.start_location,
+            "end_location": p.reveal.end_location,
+            "trace_list_hash": p.reveal.trace_list_hash.hex(),
+            "height": p.reveal.height,
+        },
+    }
+
+
+def _reveal_json(o: jobs_pb2.Reveal) -> dict[str, Any]:
+    return {
+        "segment": o.segment,
+        "start_state_hash": o.start_state_hash.hex(),
+        "end_state_hash": o.end_state_hash.hex(),
+        "start_location": o.start_location,
+        "end_location": o.end_location,
+        "trace_list_hash": o.trace_list_hash.hex(),
+        "end_leaf_hash": o.end_leaf_hash.hex(),
+        "start_leaf_hash": o.start_leaf_hash.hex(),
+        "height": o.height,
+        "end_probe": list(o.end_probe),
+        "end_opened_height": o.end_opened_height,
+        "panel": o.panel,
+    }
+
+
+def _verifier_json(v: jobs_pb2.VerifierAssignment) -> dict[str, Any]:
+    return {
+        "address": to_bech32(v.address),
+        "stake": v.stake,
+        "panel": v.panel,
+        "committed": bool(v.vote_hash),
+        "voted": v.voted,
+        "valid": v.valid,
+        "quality": v.quality,
+        "evidence": v.evidence.hex(),
+        "height": v.height,
+        "slashed": v.slashed,
+        "probes": list(v.probes),
+        "probe_mismatch": v.probe_mismatch,
+        "unavailable": v.unavailable,
+        "unevidenced": v.unevidenced,
+    }
 
 
 def round_to_json(r: jobs_pb2.Round) -> dict[str, Any]:
