@@ -1,12 +1,17 @@
 """``loconet blob put|get|ls|gc|pin|unpin|serve``: the operator's view of a node's blob store
-(HOME/blobs; see node/blobs/). A CLI plugin: node/cli/main.py calls ``register``."""
+(HOME/blobs; see node/blobs/). A CLI plugin: node/cli/main.py calls ``register``.
+
+node.blobs loads aiohttp and the store (0.4 s), and ``loconet --help`` loads every command
+module: the commands import it when they run (``# lazy:``)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import functools
 import re
+import sqlite3
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -14,6 +19,16 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+
+from node.atomic import copy_atomic
 from node.cli.common import add_command, add_output_flag, out, positive_seconds
 from node.errors import UsageError
 
@@ -85,7 +100,7 @@ def _store(args: argparse.Namespace) -> Any:
     (for later commands and gc) only by ``_keep_quota`` once the command succeeded: a refused or
     cancelled command changes nothing. A quota below what the store holds is warned about, with
     what gc would evict (gc evicts nothing unconfirmed; put and get ask before evicting)."""
-    from node.blobs import default_root
+    from node.blobs import default_root  # lazy: 0.4 s (module docstring)
 
     # `is not None`: `--quota ""` (an unset variable) was read as no --quota at all
     quota = parse_size(args.quota, "--quota") if getattr(args, "quota", None) is not None else None
@@ -165,9 +180,7 @@ def _confirm_delete(args: argparse.Namespace, summary: str, evicts: bool, fix: s
 def open_store(root: Path, quota: int | None = None) -> Any:
     """BlobStore(root); a meta.db that is not SQLite is a UsageError naming it and the way out
     (a sqlite3.DatabaseError traceback from every blob command and the worker)."""
-    import sqlite3
-
-    from node.blobs import BlobStore
+    from node.blobs import BlobStore  # lazy: 0.4 s (module docstring)
 
     try:
         return BlobStore(root, quota)
@@ -184,7 +197,7 @@ def _blob_errors(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.
 
     @functools.wraps(fn)
     def wrapped(args: argparse.Namespace) -> int:
-        from node.blobs import BlobError
+        from node.blobs import BlobError  # lazy: 0.4 s (module docstring)
 
         try:
             return fn(args)
@@ -220,7 +233,7 @@ def _evicting(
     """Run ``put`` with the store told not to evict; when it would, list the blobs it would
     evict, confirm (``_confirm_delete``), and run it again allowed to evict those only.
     Returns ``{"result": put's result, "evicted": [hashes]}``."""
-    from node.blobs import EvictionNeeded
+    from node.blobs import EvictionNeeded  # lazy: 0.4 s (module docstring)
 
     s.may_evict = False
     try:
@@ -247,7 +260,7 @@ def _evicting(
 
 @_blob_errors
 def cmd_get(args: argparse.Namespace) -> int:
-    from node.blobs import BlobClient, check_hash
+    from node.blobs import BlobClient, check_hash  # lazy: 0.4 s (module docstring)
 
     check_hash(args.hash)
     if args.from_url:  # --from is the signing key everywhere else
@@ -279,8 +292,6 @@ def cmd_get(args: argparse.Namespace) -> int:
         }
         _keep_quota(args, s)
         if args.to:
-            from node.atomic import copy_atomic
-
             # complete or absent under its name (a kill -9 mid-copy left half a blob there)
             copy_atomic(path, Path(args.to))
             data["copied_to"] = str(args.to)
@@ -297,15 +308,6 @@ def _transfer_bar(args: argparse.Namespace, client: Any) -> Iterator[None]:
     if args.output == "json" or not sys.stderr.isatty():
         yield
         return
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        Progress,
-        TimeRemainingColumn,
-        TransferSpeedColumn,
-    )
-
     with Progress(
         BarColumn(),
         DownloadColumn(),
@@ -415,9 +417,7 @@ def cmd_pin(args: argparse.Namespace) -> int:
 
 @_blob_errors
 def cmd_serve(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from node.blobs import BlobServer
+    from node.blobs import BlobServer  # lazy: 0.4 s (module docstring)
 
     host, _, port = args.listen.rpartition(":")
     if not host or not (port.isascii() and port.isdigit()) or not 0 <= int(port) <= 65535:
@@ -473,7 +473,13 @@ def register(root: Any, tx_sub: Any, query_sub: Any) -> None:
         "(attested models, pinned). Peers fetch them from `loconet blob serve` (or the "
         "provider worker) at /blob/<sha256>.",
     ).add_subparsers(dest="blob_cmd", required=True, metavar="BLOB_COMMAND")
+    _register_put(blob)
+    _register_get(blob)
+    _register_keeping(blob)
+    _register_serve(blob)
 
+
+def _register_put(blob: Any) -> None:
     p = add_command(
         blob,
         "put",
@@ -496,6 +502,8 @@ def register(root: Any, tx_sub: Any, query_sub: Any) -> None:
     _where(p, quota=True)
     add_output_flag(p)
 
+
+def _register_get(blob: Any) -> None:
     p = add_command(
         blob,
         "get",
@@ -532,6 +540,9 @@ def register(root: Any, tx_sub: Any, query_sub: Any) -> None:
     _where(p, quota=True)
     add_output_flag(p)
 
+
+def _register_keeping(blob: Any) -> None:
+    """blob ls|gc|pin|unpin: what the store keeps."""
     p = add_command(
         blob,
         "ls",
@@ -573,6 +584,8 @@ def register(root: Any, tx_sub: Any, query_sub: Any) -> None:
         _where(p)
         add_output_flag(p)
 
+
+def _register_serve(blob: Any) -> None:
     p = add_command(
         blob,
         "serve",
