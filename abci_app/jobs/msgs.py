@@ -447,8 +447,8 @@ def check_probe_root(job: jobs_pb2.Job, msg: jobs_pb2.MsgSubmitUpdate) -> None:
         if len(msg.probe_root) != 32:
             raise ErrBadProbe(
                 "tolerance mode: probe_root (32 bytes) must commit to the probe of every trace"
-                " entry (trainer.probe / trainer.commit.probe_root; README *Evidence only"
-                " re-execution yields*)"
+                " entry (trainer.probe / trainer.commit.probe_root; docs/threat-model.md *Evidence"
+                " only re-execution yields*)"
             )
     elif msg.probe_root or msg.probe_binding_proof:
         raise ErrBadProbe("probe_root is for tolerance-mode jobs; leave it empty in exact mode")
@@ -573,8 +573,8 @@ def _check_reveal_target(
 
 def _check_opening_forms(msg: jobs_pb2.MsgRevealSegment, run_start: bool) -> None:
     """The start is opened in the clear at a run's start, by its leaf hash otherwise; the end
-    always by its leaf hash only (it stays secret until the first panel has voted, README
-    *Evidence*, both modes): 507 for any other form."""
+    always by its leaf hash only (it stays secret until the first panel has voted, both modes:
+    docs/threat-model.md *Evidence only re-execution yields*): 507 for any other form."""
     if run_start:
         _hash32(msg.start_state_hash, "start_state_hash")
         if msg.start_leaf_hash:

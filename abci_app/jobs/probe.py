@@ -1,6 +1,6 @@
-"""Tolerance-mode probes: integer evidence only re-execution yields (README *Evidence only
-re-execution yields*). Pure integers and bytes; the float side (how a state's probe is computed)
-is ``trainer.probe``, and the chain never recomputes it: it compares integers.
+"""Tolerance-mode probes: integer evidence only re-execution yields (docs/threat-model.md *Evidence
+only re-execution yields*). Pure integers and bytes; the float side (how a state's probe is
+computed) is ``trainer.probe``, and the chain never recomputes it: it compares integers.
 
 A probe is ``PROBE_DIM`` signed integers: a seeded count-sketch of a trace entry's parameter
 displacement from the entry before it, scaled by ``2^PROBE_SCALE_BITS`` and rounded

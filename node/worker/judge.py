@@ -322,9 +322,9 @@ class JudgeDuty:
         that could not be. The vote commits to abci_app.jobs.incentives.compute_evidence
         (reached). None while the blobs cannot be fetched (until VOTE_UNAVAILABLE_MARGIN_BLOCKS
         before the panel's window ends); then an UNAVAILABLE vote (``Vote.unavailable_vote``:
-        invalid with nothing reached; jobs README *Unavailable votes*): it convicts a provider
-        that serves nobody, and costs this verifier at most the liveness slash if the provider
-        served the others (framing). fetch -> verify -> vote."""
+        invalid with nothing reached; docs/threat-model.md *Unavailable votes*): it convicts a
+        provider that serves nobody, and costs this verifier at most the liveness slash if the
+        provider served the others (framing). fetch -> verify -> vote."""
         assert t.challenge is not None
         openings = _openings(t.challenge, r.panel)
         leaves = _leaves(openings)

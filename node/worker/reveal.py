@@ -56,7 +56,8 @@ class RevealDuty:
         # both modes: the ends of the opened segments stay secret until the votes are committed
         # (only their leaf hashes are opened, and the list masks them: incentives.mask_trace):
         # only re-execution yields them (exact mode) or their probes (tolerance mode, opened
-        # later by do_open_end), a verifier's evidence (jobs README *Evidence*)
+        # later by do_open_end), a verifier's evidence
+        # (docs/threat-model.md *Evidence only re-execution yields*)
         # every entry but 0, H/k and the runs' starts: a later panel's fresh segment must have
         # an end nobody saw (incentives.compute_masked_entries)
         served = mask_trace(hashes, compute_masked_entries(segs, len(hashes) - 1))
