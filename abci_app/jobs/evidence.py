@@ -1,5 +1,6 @@
-"""A later panel's evidence on its fresh segments (issue 31, 5; README *Fresh segments for the
-later panels*, *Invalid votes carry evidence too*): which opened votes show no re-execution.
+"""A later panel's evidence on its fresh segments (issue 31, 5; docs/threat-model.md *Fresh
+segments for the later panels*, *Invalid votes carry evidence too*): which opened votes show no
+re-execution.
 
 A later panel (appeal, final) commits after the earlier panels' votes are open, so a seat can
 copy their verdict. A copied *valid* vote fails on the panel's fresh segments (ends never public:
@@ -12,19 +13,21 @@ with what the panel's opened stake settled for that segment:
   committed end (exact: ``hash_leaf(reached) ==`` the leaf; tolerance: the probe within the
   bound of the provider's opened probe). Then every opened vote, valid or invalid, must match:
   the end is the provider's honest one, and only re-executing the segment yields it;
-- *settled divergent* (exact mode only): no majority matches (the provider faked that end) and a
-  strict majority of the opened invalid votes' stake names one same reached state; then every
-  invalid vote must name it (exact re-execution is byte for byte: honest verifiers reach the same
-  state). With no such majority nobody is checked on that segment, so a cheater and a colluding
-  voter posting another state cannot mark the honest invalid voters unless they hold more than
-  half of the invalid stake;
-- tolerance mode compares no two verifiers' probes on a divergent segment (two honest
-  re-executions differ within the bound of each other, not of a faked end): the bound left.
+- *settled divergent*: no majority matches (the provider faked that end), and some invalid
+  vote agrees with a strict majority of the opened invalid votes' stake on the end reached
+  (exact: the same state, byte for byte, as every honest re-execution reaches; tolerance: each
+  probe within the bound of the other, as honest re-executions are, 5.7x under it at worst).
+  Then each invalid vote must agree with a strict majority of that stake. With no such majority
+  nobody is checked on that segment, and an honest voter of the majority always has its
+  majority: a cheater and a colluding voter naming another end cannot mark the honest invalid
+  voters unless they hold more than half of the invalid stake.
 
 A vote that fails is *unevidenced*: ``rounds`` judges it as silence (unpaid, the liveness slash)
 unless the verdict slashes it as a wrong vote, which costs more. Stake, not seats: a panel is
 weighed by stake everywhere, and splitting a stake into Sybils gains no weight here either.
-Integers and hashes only (deterministic)."""
+Integers and hashes only (deterministic). Cost: one leaf hash or probe comparison per vote and
+fresh segment, and on a divergent segment one comparison per pair of invalid votes (a final
+panel of at most 64: 4,096 per segment, 32 integers each in tolerance mode)."""
 
 from __future__ import annotations
 
@@ -71,22 +74,50 @@ def is_fresh_match(
             return True
         leaf = o.end_leaf_hash or hash_leaf(o.end_state_hash)
         return hash_leaf(v.reached[nth_fresh]) == leaf
-    probe = list(v.probes[at * PROBE_DIM : (at + 1) * PROBE_DIM])
+    probe = _fresh_probe(v, at)
     return len(probe) == PROBE_DIM and is_probe_within(list(o.end_probe), probe, tolerance_ppm)
 
 
-def _divergent_majority(votes: list[jobs_pb2.VerifierAssignment], nth_fresh: int) -> bytes:
-    """Exact mode: the reached state a strict majority of the invalid ``votes``' stake names for
-    the ``nth_fresh`` fresh segment, b"" when none has it."""
-    stake: dict[bytes, int] = {}
-    for v in votes:
-        x = bytes(v.reached[nth_fresh])
-        stake[x] = stake.get(x, 0) + v.stake
-    total = sum(stake.values())
-    for x, s in sorted(stake.items()):
-        if 2 * s > total:
-            return x
-    return b""
+def _fresh_probe(v: jobs_pb2.VerifierAssignment, at: int) -> list[int]:
+    return list(v.probes[at * PROBE_DIM : (at + 1) * PROBE_DIM])
+
+
+def is_agreeing(
+    a: jobs_pb2.VerifierAssignment,
+    b: jobs_pb2.VerifierAssignment,
+    at: int,
+    nth_fresh: int,
+    exact: bool,
+    tolerance_ppm: int,
+) -> bool:
+    """Do two invalid votes reach the same end on a fresh segment? Exact: the same state, byte
+    for byte. Tolerance: each probe within the bound of the other (both ways: the bound is
+    relative to the first argument's norm)."""
+    if exact:
+        return bytes(a.reached[nth_fresh]) == bytes(b.reached[nth_fresh])
+    pa, pb = _fresh_probe(a, at), _fresh_probe(b, at)
+    return is_probe_within(pa, pb, tolerance_ppm) and is_probe_within(pb, pa, tolerance_ppm)
+
+
+def compute_divergent_outliers(
+    invalid: list[jobs_pb2.VerifierAssignment],
+    at: int,
+    nth_fresh: int,
+    exact: bool,
+    tolerance_ppm: int,
+) -> list[jobs_pb2.VerifierAssignment]:
+    """On a fresh segment no stake majority matches the provider on: the invalid votes whose
+    agreeing invalid stake (``is_agreeing``, themselves included) is not a strict majority of
+    the invalid stake, when some vote's is; none when no vote's is (no majority reached one end:
+    nobody is checked, so a minority can never mark the others)."""
+    total = sum(v.stake for v in invalid)
+    support = [
+        sum(w.stake for w in invalid if is_agreeing(v, w, at, nth_fresh, exact, tolerance_ppm))
+        for v in invalid
+    ]
+    if not any(2 * s > total for s in support):
+        return []
+    return [v for v, s in zip(invalid, support, strict=True) if 2 * s <= total]
 
 
 def compute_unevidenced(
@@ -106,11 +137,7 @@ def compute_unevidenced(
                 if not match[v.address]:
                     failed.setdefault(v.address, (o.segment, SETTLED_HONEST))
             continue
-        if not exact:
-            continue  # tolerance: divergent probes are not compared between voters
         invalid = [v for v in votes if not v.valid]
-        agreed = _divergent_majority(invalid, nth)
-        for v in invalid:
-            if agreed and bytes(v.reached[nth]) != agreed:
-                failed.setdefault(v.address, (o.segment, SETTLED_DIVERGENT))
+        for v in compute_divergent_outliers(invalid, at, nth, exact, tolerance_ppm):
+            failed.setdefault(v.address, (o.segment, SETTLED_DIVERGENT))
     return [(v.address, *failed[v.address]) for v in votes if v.address in failed]

@@ -134,11 +134,25 @@ def copier(
     return invalid_votes(m, r, t, verifier, panel, reached, probes)
 
 
-def divergent(tag: bytes, fresh_too: bool = True) -> HandVote:
-    """Exact mode: an invalid vote reaching ``recomputed(tag)`` on the earlier segments and, when
-    ``fresh_too``, on the panel's fresh ones (the provider faked those ends too) else the honest
-    end there. ``tag`` b"recomputed" is what honest re-executions reach; another tag, a vote that
-    names other states."""
+def true_probe(
+    t: jobs_pb2.Participant, r: jobs_pb2.Round, seg: int, scale: int, noise_ppm: int
+) -> list[int]:
+    """Tolerance mode: the probe a re-execution of segment ``seg`` reaches where the provider's
+    committed end is faked: ``scale`` times the committed one (far out of the bound), each
+    component ``noise_ppm`` millionths off (another verifier's floats)."""
+    return [
+        scale * x + scale * x * noise_ppm // 1_000_000
+        for x in honest_probe(t.address, r.job_id, r.round, seg + 1)
+    ]
+
+
+def divergent(tag: bytes, scale: int = 2, noise_ppm: int = 0, fresh_too: bool = True) -> HandVote:
+    """An invalid vote reaching other ends than the provider's: exact, ``recomputed(tag)`` (on
+    the earlier panels' segments always b"recomputed", what the first panel's re-executions
+    reached); tolerance, ``true_probe(scale, noise_ppm)`` on the panel's fresh segments, the
+    honest probe elsewhere (the earlier segments are the kits' honest trace). ``fresh_too``
+    False: the honest end on the fresh segments. Honest re-executions of faked fresh ends use
+    ``tag`` b"recomputed" / ``scale`` 2; another tag or scale names other ends."""
 
     def make(
         m: Market, r: jobs_pb2.Round, t: jobs_pb2.Participant, verifier: bytes, panel: int
@@ -148,7 +162,12 @@ def divergent(tag: bytes, fresh_too: bool = True) -> HandVote:
                 return honest_state(t.address, r.job_id, r.round, o.segment + 1)
             return recomputed(t, r, o.segment, tag if o.panel == panel else b"recomputed")
 
-        return invalid_votes(m, r, t, verifier, panel, reached, lambda o, i: [])
+        def probes(o: jobs_pb2.Reveal, _: int) -> list[int]:
+            if o.panel == panel and fresh_too:
+                return true_probe(t, r, o.segment, scale, noise_ppm)
+            return honest_probe(t.address, r.job_id, r.round, o.segment + 1)
+
+        return invalid_votes(m, r, t, verifier, panel, reached, probes)
 
     return make
 
@@ -192,12 +211,15 @@ def drive(
         if panel and panel not in hands and fresh <= opened:
             seats = sorted(v.address for v in t.verifiers if v.panel == panel)
             hands[panel] = plan(panel, seats, {v.address for v in t.verifiers if v.panel < panel})
+            commits = []
             for addr, make in hands[panel].items():
                 commit, opening = make(m, r, t, addr, panel)
-                res = m.chain.block([m.chain.tx(m.key(addr), [commit])])
-                assert res.tx_results[0].code == 0, res.tx_results[0].log
-                resps.append(res)
+                commits.append((m.key(addr), commit))
                 m.pending_votes[(1, 0, t.address, addr)] = opening
+            if commits:  # in one block: the window is short
+                res = m.block(commits)
+                assert all(x.code == 0 for x in res.tx_results), [x.log for x in res.tx_results]
+                resps.append(res)
         resps.append(actors_block(m, 1, vote=vote))
     raise AssertionError("the round did not finish")
 
@@ -253,27 +275,30 @@ def test_copier_of_an_invalid_verdict_earns_less_than_a_reexecuting_seat(mode: s
     assert gain[cp] < 0 < gain[good]
 
 
-@pytest.mark.parametrize("colluder", ["other_hash", "valid"])
-def test_cheater_and_a_colluder_cannot_withhold_the_honest_invalid_voters_pay(colluder: str):
-    """(b) Exact mode: the provider faked the appeal panel's fresh ends too, so the two honest
-    appeal seats reach the same other states there (exact re-execution is byte for byte) and
-    vote invalid; the third seat colludes with the cheater, naming yet other states (or the
-    provider's own, voting valid). No strict majority of the stake matches the provider's end,
-    a strict majority of the invalid stake agrees on one state: the honest voters pass and are
-    paid; the colluder naming another state is unevidenced (``settled_divergent``)."""
-    m = market("exact")
+@pytest.mark.parametrize("mode", ["exact", "tolerance"])
+@pytest.mark.parametrize("colluder", ["other_end", "valid"])
+def test_cheater_and_a_colluder_cannot_withhold_the_honest_invalid_voters_pay(
+    mode: str, colluder: str
+):
+    """(b) The provider faked the appeal panel's fresh ends too, so the two honest appeal seats
+    reach other ends there, the same ones (exact: byte for byte; tolerance: probes within the
+    bound of each other, 100 and 300 ppm apart from the truth) and vote invalid; the third seat
+    colludes with the cheater, naming yet other ends (or the provider's own, voting valid). No
+    strict majority of the stake matches the provider's end, the honest hold a strict majority
+    of the invalid stake: they pass and are paid; the colluder naming another end is
+    unevidenced (``settled_divergent``)."""
+    m = market(mode)
     roles: dict[str, bytes] = {}
 
     def plan(p: int, seats: list[bytes], earlier: set[bytes]) -> dict[bytes, HandVote]:
         if p != 1:
             return {}
         roles["colluder"] = seats[0]
-        roles["honest"] = seats[1]
-        bad = divergent(b"colluder") if colluder == "other_hash" else valid_colluder
+        bad = divergent(b"colluder", scale=3) if colluder == "other_end" else valid_colluder
         return {
             seats[0]: bad,
-            seats[1]: divergent(b"recomputed"),
-            seats[2]: divergent(b"recomputed"),
+            seats[1]: divergent(b"recomputed", noise_ppm=100),
+            seats[2]: divergent(b"recomputed", noise_ppm=300),
         }
 
     resps = drive(m, accuse_all, (False, 0), plan)
@@ -286,7 +311,7 @@ def test_cheater_and_a_colluder_cannot_withhold_the_honest_invalid_voters_pay(co
         assert v.voted and not v.valid and not v.unevidenced and v.slashed == 0
         assert verifier_paid(r, v.address) > 0
     bad = seat(t, 1, roles["colluder"])
-    if colluder == "other_hash":
+    if colluder == "other_end":
         assert bad.unevidenced and bad.slashed > 0
         reasons = {e["reason"] for e in events_of(resps, "vote.unevidenced") if e["panel"] == "1"}
         assert reasons == {"settled_divergent"}
@@ -294,19 +319,47 @@ def test_cheater_and_a_colluder_cannot_withhold_the_honest_invalid_voters_pay(co
         assert bad.valid and not bad.unevidenced and bad.slashed > 0
 
 
-def test_a_minority_of_divergent_voters_checks_nobody():
+@pytest.mark.parametrize("mode", ["exact", "tolerance"])
+def test_copier_fails_where_the_provider_faked_the_fresh_ends_too(mode: str):
+    """(a) against a provider that fakes everything, the fresh ends included: the re-executing
+    seats of the final panel agree on the ends they reached, the copier's guess agrees with
+    nobody, and it is unevidenced (``settled_divergent``)."""
+    m = market(mode)
+    cp: list[bytes] = []
+
+    def plan(p: int, seats: list[bytes], earlier: set[bytes]) -> dict[bytes, HandVote]:
+        if p != 2:
+            return {}
+        cp.append(seats[0])
+        honest = {a: divergent(b"recomputed", noise_ppm=100 * i) for i, a in enumerate(seats)}
+        return honest | {seats[0]: copier}
+
+    resps = drive(m, accuse_all, (False, 0), plan)
+    r = m.round(1, 0)
+    (t,) = r.participants
+    assert t.outcome == P.OUTCOME_FRAUD
+    assert {v.address for v in t.verifiers if v.unevidenced} == set(cp)
+    assert {e["reason"] for e in events_of(resps, "vote.unevidenced")} == {"settled_divergent"}
+    assert seat(t, 2, cp[0]).slashed > 0
+    for v in t.verifiers:
+        if v.panel == 2 and v.address != cp[0]:
+            assert v.slashed == 0
+
+
+@pytest.mark.parametrize("mode", ["exact", "tolerance"])
+def test_a_minority_of_divergent_voters_checks_nobody(mode: str):
     """(b) The limit of the divergent rule: with no strict majority of the invalid stake on one
-    state (one honest seat, two seats naming two other states), nobody is checked on that
-    segment, so no pair can mark a lone honest voter."""
-    m = market("exact")
+    end (one honest seat, two seats naming two other ends), nobody is checked on that segment,
+    so no pair can mark a lone honest voter."""
+    m = market(mode)
 
     def plan(p: int, seats: list[bytes], earlier: set[bytes]) -> dict[bytes, HandVote]:
         if p != 1:
             return {}
         return {
             seats[0]: divergent(b"recomputed"),
-            seats[1]: divergent(b"one"),
-            seats[2]: divergent(b"two"),
+            seats[1]: divergent(b"one", scale=3),
+            seats[2]: divergent(b"two", scale=4),
         }
 
     drive(m, accuse_all, (False, 0), plan)
@@ -351,7 +404,7 @@ def test_copiers_cannot_pass_by_claiming_every_fresh_segment_divergent():
     provider's fresh ends. The fresh segments are settled honest by the stake majority, and
     both copiers are unevidenced; nobody else is."""
     m = market("exact")
-    copiers: list[bytes] = []
+    copiers: list[bytes] = []  # exact mode: their made-up states agree byte for byte
 
     def plan(p: int, seats: list[bytes], earlier: set[bytes]) -> dict[bytes, HandVote]:
         if p != 2:
