@@ -526,10 +526,28 @@ def _cli(*args: str) -> str:
     return r.stdout
 
 
-def run_storm(cfg: StormConfig, d: Path, log: Any = print) -> StormResult:
+@dataclass
+class Storm:
+    """A running storm: the network, the nodes that take perturbations (``pool``: the genesis
+    validators, then the one that joined), the nodes down right now (the senders avoid them),
+    the workers, and the result being filled in."""
+
+    cfg: StormConfig
+    d: Path
+    nodes: list[NodeInfo]
+    pool: list[NodeInfo]
+    down: set[str]
+    res: StormResult
+    rng: random.Random
+    workers: list[tm.WorkerInfo]
+    job_id: int
+    log: Any
+
+
+def _boot(cfg: StormConfig, d: Path) -> list[NodeInfo]:
+    """The network on a free port range, every node started and producing blocks."""
     from node.ports import find_free_base, random_bases
 
-    rng = random.Random(cfg.seed)
     base = cfg.base_port or find_free_base(
         [b + 56 for b in random_bases(20_000, 45_000 - 700, 100)],
         [100 * i + k for i in range(7) for k in (0, 1, 2, 4)],
@@ -539,156 +557,161 @@ def run_storm(cfg: StormConfig, d: Path, log: Any = print) -> StormResult:
     for n in nodes:
         start_node(n)
     wait_producing(nodes, progress=False)
-    res = StormResult()
-    t_start = time.monotonic()
-    job_id, workers = _start_job(d, cfg, nodes) if cfg.providers else (0, [])
-    if workers:
-        log(f"job {job_id} runs on {len(workers)} workers")
-    kr = Keyring(d)
-    recipient = kr.get(f"account{cfg.senders + 1}")
-    with Client(nodes[0].rpc_url) as c:
-        bal0 = json.loads(c.abci_query(f"/account/{recipient.address}").value)["balance"]
-    down: set[str] = set()
-    senders = [
-        Sender(
-            i,
-            kr.get(f"account{i}"),
-            recipient.address_bytes,
-            nodes,
-            down,
-            random.Random(cfg.seed * 100 + i),
-        )
-        for i in range(cfg.senders)
-    ]
-    for s in senders:
-        s.start()
-    menu = (*KINDS, WORKER_KIND) if workers else KINDS
+    return nodes
+
+
+def _join_validator(st: Storm, i: int) -> None:
+    """A new node syncs, its operator creates a validator and registers its settlement key,
+    and it enters the validator set (then takes perturbations too)."""
+    cfg, d, nodes = st.cfg, st.d, st.nodes
+    new = add_node(d)
+    start_node(new)
+    _wait(
+        "the new node in sync",
+        lambda: _height(new) >= _max_height(st.pool) - 1,
+        2 * cfg.catch_up_timeout,
+    )
+    _cli(
+        "tx",
+        "staking",
+        "create-validator",
+        "--from",
+        f"account{cfg.senders}",
+        "--validator-home",
+        new.home,
+        "--self-bond",
+        "100000loco",
+        "--moniker",
+        new.name,
+        "--home",
+        str(d),
+        "--node",
+        nodes[0].rpc_url,
+    )
+    # no settlement key, no seat (abci_app/settlement README): register the new
+    # node's key so its stake enters the set
+    _cli(
+        "tx",
+        "settlement",
+        "set-key",
+        "--validator-home",
+        new.home,
+        "--from",
+        f"account{cfg.senders}",
+        "--home",
+        str(d),
+        "--node",
+        nodes[0].rpc_url,
+    )
+    _wait(
+        f"{new.name} in the validator set",
+        lambda: any(
+            v["address"] == new.validator_address for v in Client(nodes[0].rpc_url).validators()
+        ),
+        cfg.catch_up_timeout,
+    )
+    st.res.joined = new.name
+    st.pool.append(new)
+    st.log(f"[{i}] {new.name} joined as a validator")
+
+
+def _unbond(st: Storm, i: int) -> None:
+    """The second validator's operator unbonds part of its stake."""
+    nodes = st.nodes
+    _cli(
+        "tx",
+        "staking",
+        "unbond",
+        nodes[1].validator_address,
+        "1000loco",
+        "--from",
+        nodes[1].operator_key,
+        "--home",
+        str(st.d),
+        "--node",
+        nodes[0].rpc_url,
+    )
+    st.res.unbonded = True
+    st.log(f"[{i}] {nodes[1].name}'s operator unbonded 1000 LOCO")
+
+
+def _kill_worker(st: Storm, i: int, kind: str) -> None:
+    """A worker killed (busy when it can be caught so), timed until it serves again."""
+    cfg, res = st.cfg, st.res
+    w = st.rng.choice(st.workers)
+    busy, killed = perturb_worker(st.d, w, st.rng, wait_busy=cfg.catch_up_timeout / 2)
+    tm.wait_serving([w], timeout=2 * cfg.catch_up_timeout)
+    # its own figure: a worker's restart is not a node's catch-up
+    res.worker_back_s.append(time.monotonic() - killed)
+    res.perturbations[kind] = res.perturbations.get(kind, 0) + 1
+    res.workers_caught_busy += busy
+    st.log(
+        f"[{i}] {kind:12s} {w.name} ({'busy' if busy else 'idle'}): serving again "
+        f"{res.worker_back_s[-1]:.1f}s after the kill"
+    )
+
+
+def _perturb_node(st: Storm, i: int, kind: str) -> None:
+    """A node perturbed: the others go on without it, and it catches up (timed)."""
+    cfg, res = st.cfg, st.res
+    victim = st.rng.choice(st.pool)
+    others = [n for n in st.pool if n is not victim]
+    h_before = _max_height(others)
+    st.down.add(victim.name)
+    t0 = time.monotonic()
+    st.log(f"[{i}] {kind} {victim.name} ...")
+    perturb(victim, kind, st.rng)
+    # the others went on without it (more than 2/3 of the power is still up)
+    _wait(
+        "blocks while a node was down",
+        lambda: _max_height(others) > h_before,
+        cfg.catch_up_timeout,
+    )
+    target = _max_height(others)
+    _wait(
+        f"{victim.name} to catch up to {target}",
+        lambda: _caught_up(victim, target),
+        cfg.catch_up_timeout,
+    )
+    res.catch_up_s.append(time.monotonic() - t0)
+    st.down.discard(victim.name)
+    res.perturbations[kind] = res.perturbations.get(kind, 0) + 1
+    st.log(
+        f"[{i}] {kind:12s} {victim.name}: caught up in {res.catch_up_s[-1]:.1f}s (height {target})"
+    )
+
+
+def _perturbations(st: Storm) -> None:
+    """The storm itself: the shuffled perturbations, the join a third of the way in and the
+    unbond two thirds in; with workers, until the job finalized a round."""
+    cfg = st.cfg
+    menu = (*KINDS, WORKER_KIND) if st.workers else KINDS
     kinds = [menu[i % len(menu)] for i in range(cfg.perturbations)]
-    rng.shuffle(kinds)
+    st.rng.shuffle(kinds)
     join_at = cfg.perturbations // 3 if cfg.join else -1
     unbond_at = 2 * cfg.perturbations // 3 if cfg.unbond else -1
-    pool = list(nodes)
-    try:
-        for i, kind in enumerate(kinds):
-            if i == join_at:
-                new = add_node(d)
-                start_node(new)
-                _wait(
-                    "the new node in sync",
-                    lambda new=new: _height(new) >= _max_height(pool) - 1,
-                    2 * cfg.catch_up_timeout,
-                )
-                _cli(
-                    "tx",
-                    "staking",
-                    "create-validator",
-                    "--from",
-                    f"account{cfg.senders}",
-                    "--validator-home",
-                    new.home,
-                    "--self-bond",
-                    "100000loco",
-                    "--moniker",
-                    new.name,
-                    "--home",
-                    str(d),
-                    "--node",
-                    nodes[0].rpc_url,
-                )
-                # no settlement key, no seat (abci_app/settlement README): register the new
-                # node's key so its stake enters the set
-                _cli(
-                    "tx",
-                    "settlement",
-                    "set-key",
-                    "--validator-home",
-                    new.home,
-                    "--from",
-                    f"account{cfg.senders}",
-                    "--home",
-                    str(d),
-                    "--node",
-                    nodes[0].rpc_url,
-                )
-                _wait(
-                    f"{new.name} in the validator set",
-                    lambda new=new: any(
-                        v["address"] == new.validator_address
-                        for v in Client(nodes[0].rpc_url).validators()
-                    ),
-                    cfg.catch_up_timeout,
-                )
-                res.joined = new.name
-                pool.append(new)
-                log(f"[{i}] {new.name} joined as a validator")
-            if i == unbond_at:
-                unbonded = nodes[1].validator_address
-                _cli(
-                    "tx",
-                    "staking",
-                    "unbond",
-                    unbonded,
-                    "1000loco",
-                    "--from",
-                    nodes[1].operator_key,
-                    "--home",
-                    str(d),
-                    "--node",
-                    nodes[0].rpc_url,
-                )
-                res.unbonded = True
-                log(f"[{i}] {nodes[1].name}'s operator unbonded 1000 LOCO")
-            if kind == WORKER_KIND:
-                w = rng.choice(workers)
-                busy, killed = perturb_worker(d, w, rng, wait_busy=cfg.catch_up_timeout / 2)
-                tm.wait_serving([w], timeout=2 * cfg.catch_up_timeout)
-                # its own figure: a worker's restart is not a node's catch-up
-                res.worker_back_s.append(time.monotonic() - killed)
-                res.perturbations[kind] = res.perturbations.get(kind, 0) + 1
-                res.workers_caught_busy += busy
-                log(
-                    f"[{i}] {kind:12s} {w.name} ({'busy' if busy else 'idle'}): serving again "
-                    f"{res.worker_back_s[-1]:.1f}s after the kill"
-                )
-                continue
-            victim = rng.choice(pool)
-            others = [n for n in pool if n is not victim]
-            h_before = _max_height(others)
-            down.add(victim.name)
-            t0 = time.monotonic()
-            log(f"[{i}] {kind} {victim.name} ...")
-            perturb(victim, kind, rng)
-            # the others went on without it (more than 2/3 of the power is still up)
-            _wait(
-                "blocks while a node was down",
-                lambda o=others, h=h_before: _max_height(o) > h,
-                cfg.catch_up_timeout,
-            )
-            target = _max_height(others)
-            _wait(
-                f"{victim.name} to catch up to {target}",
-                lambda v=victim, t=target: _caught_up(v, t),
-                cfg.catch_up_timeout,
-            )
-            res.catch_up_s.append(time.monotonic() - t0)
-            down.discard(victim.name)
-            res.perturbations[kind] = res.perturbations.get(kind, 0) + 1
-            log(
-                f"[{i}] {kind:12s} {victim.name}: caught up in {res.catch_up_s[-1]:.1f}s (height "
-                f"{target})"
-            )
-        if workers:  # a short storm may end before round 0: let the job finalize one
-            _wait(
-                "a finalized round of the job",
-                lambda: any(r["phase"] == "finalized" for r in _job_rounds(nodes[0], job_id)),
-                6 * cfg.catch_up_timeout,
-                every=2.0,
-            )
-    finally:
-        for s in senders:
-            s.halt.set()
-        for s in senders:
-            s.join(30)
+    for i, kind in enumerate(kinds):
+        if i == join_at:
+            _join_validator(st, i)
+        if i == unbond_at:
+            _unbond(st, i)
+        if kind == WORKER_KIND:
+            _kill_worker(st, i, kind)
+        else:
+            _perturb_node(st, i, kind)
+    if st.workers:  # a short storm may end before round 0: let the job finalize one
+        _wait(
+            "a finalized round of the job",
+            lambda: any(r["phase"] == "finalized" for r in _job_rounds(st.nodes[0], st.job_id)),
+            6 * cfg.catch_up_timeout,
+            every=2.0,
+        )
+
+
+def _settle(st: Storm, senders: list[Sender], recipient_address: str, bal0: int) -> None:
+    """After the storm: every node at one height, the same app hash; every accepted tx in
+    every node's blocks; the recipient's balance up by exactly the committed sends."""
+    res, pool, cfg = st.res, st.pool, st.cfg
     res.sender_errors = [e for s in senders for e in s.errors]
     res.resent = sum(s.resent for s in senders)
     # let the mempools drain into blocks, then compare everything at one height
@@ -707,17 +730,53 @@ def run_storm(cfg: StormConfig, d: Path, log: Any = print) -> StormResult:
     res.accepted = len(accepted)
     stores = {n.name: _block_txs(n, top) for n in pool}
     for h in accepted:
-        if any(h not in st for st in stores.values()):
+        if any(h not in blocks for blocks in stores.values()):
             res.lost.append(h)
     committed = {h: a for h, a in sent.items() if stores[pool[0].name].get(h) == 0}
     res.committed = len(committed)
     with Client(pool[0].rpc_url) as c:
-        bal = json.loads(c.abci_query(f"/account/{recipient.address}", height=top).value)["balance"]
+        bal = json.loads(c.abci_query(f"/account/{recipient_address}", height=top).value)["balance"]
     res.balance_ok = bal == bal0 + sum(committed.values())
     res.final_height = top
-    if workers:
-        res.job = round_stats(_job_rounds(pool[0], job_id), {w.address for w in workers})
+    if st.workers:
+        res.job = round_stats(_job_rounds(pool[0], st.job_id), {w.address for w in st.workers})
         res.job["workers_killed_busy"] = res.workers_caught_busy
+
+
+def run_storm(cfg: StormConfig, d: Path, log: Any = print) -> StormResult:
+    rng = random.Random(cfg.seed)
+    nodes = _boot(cfg, d)
+    res = StormResult()
+    t_start = time.monotonic()
+    job_id, workers = _start_job(d, cfg, nodes) if cfg.providers else (0, [])
+    if workers:
+        log(f"job {job_id} runs on {len(workers)} workers")
+    kr = Keyring(d)
+    recipient = kr.get(f"account{cfg.senders + 1}")
+    with Client(nodes[0].rpc_url) as c:
+        bal0 = json.loads(c.abci_query(f"/account/{recipient.address}").value)["balance"]
+    st = Storm(cfg, d, nodes, list(nodes), set(), res, rng, workers, job_id, log)
+    senders = [
+        Sender(
+            i,
+            kr.get(f"account{i}"),
+            recipient.address_bytes,
+            nodes,
+            st.down,
+            random.Random(cfg.seed * 100 + i),
+        )
+        for i in range(cfg.senders)
+    ]
+    for s in senders:
+        s.start()
+    try:
+        _perturbations(st)
+    finally:
+        for s in senders:
+            s.halt.set()
+        for s in senders:
+            s.join(30)
+    _settle(st, senders, recipient.address, bal0)
     res.seconds = time.monotonic() - t_start
     return res
 

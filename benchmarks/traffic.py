@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-m", "node.cli"]  # the command line, as a user runs it
 sys.path.insert(0, str(ROOT))
 
 # what a worker's stats.json counts per round, in display order (node/blobs/server.py KINDS, tx)
@@ -116,11 +117,16 @@ def reported_rounds(saved: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def summarize(saved: dict[str, Any]) -> dict[str, Any]:
-    """The figures the tables print, from a saved run (pure arithmetic, no network)."""
-    H = int(saved["job"]["inner_steps"])
-    P = int(saved["n_params"])
-    rounds = reported_rounds(saved)
+def _stat(vals: list[float]) -> dict[str, float]:
+    return {"mean": sum(vals) / len(vals) if vals else 0.0, "max": max(vals, default=0.0)}
+
+
+def _worker_rounds(
+    saved: dict[str, Any], rounds: list[dict[str, Any]], P: int, H: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A row per worker-round (its bytes by kind, sent and received, and the AllReduce it
+    stands against) and a row per round (every worker's bytes moved, charged to its N
+    participants)."""
     rows: list[dict[str, Any]] = []  # one per worker-round
     per_round: list[dict[str, Any]] = []
     for r in rounds:
@@ -158,38 +164,28 @@ def summarize(saved: dict[str, Any]) -> dict[str, Any]:
                 "ratio_charged": ar["total"] / (moved / n) if n and moved else float("inf"),
             }
         )
+    return rows, per_round
 
-    def stat(vals: list[float]) -> dict[str, float]:
-        return {"mean": sum(vals) / len(vals) if vals else 0.0, "max": max(vals, default=0.0)}
 
-    kinds = {
-        side: {k: stat([float(x[side][k]) for x in rows]) for k in KINDS}
-        for side in ("sent", "received")
-    }
-    totals = {
-        "sent": stat([float(x["sent_total"]) for x in rows]),
-        "received": stat([float(x["received_total"]) for x in rows]),
-        "total": stat([float(x["total"]) for x in rows]),
-    }
-    ar_mean = sum(x["allreduce"]["total"] for x in rows) / len(rows) if rows else 0.0
-    worst = max(rows, key=lambda x: x["total"], default=None)
+def _role_figures(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     roles: dict[str, dict[str, Any]] = {}
     for role in ("participant", "verifier", "idle"):
         sel = [x for x in rows if x["role"] == role]
         roles[role] = {
             "count": len(sel),
-            "sent": stat([float(x["sent_total"]) for x in sel]),
-            "received": stat([float(x["received_total"]) for x in sel]),
-            "total": stat([float(x["total"]) for x in sel]),
+            "sent": _stat([float(x["sent_total"]) for x in sel]),
+            "received": _stat([float(x["received_total"]) for x in sel]),
+            "total": _stat([float(x["total"]) for x in sel]),
             "kinds": {
-                side: {k: stat([float(x[side][k]) for x in sel])["mean"] for k in KINDS}
+                side: {k: _stat([float(x[side][k]) for x in sel])["mean"] for k in KINDS}
                 for side in ("sent", "received")
             },
         }
-    moved_all = sum(p["total"] for p in per_round)
-    charged_all = sum(p["charged"] for p in per_round)
-    ar_all = sum(p["allreduce"] for p in per_round)
-    # the node link: JSON-RPC and websocket bytes, per worker, over the rounds it saw final
+    return roles
+
+
+def _node_link(saved: dict[str, Any]) -> list[dict[str, Any]]:
+    """The node link: JSON-RPC and websocket bytes, per worker, over the rounds it saw final."""
     link = []
     for w in saved["workers"]:
         s = saved["stats"].get(w["address"], {})
@@ -204,8 +200,12 @@ def summarize(saved: dict[str, Any]) -> dict[str, Any]:
                     "in": (tr.get("rpc_in", 0) + tr.get("ws_in", 0)) / seen,
                 }
             )
-    link_mean = sum(x["out"] + x["in"] for x in link) / len(link) if link else 0.0
-    unattributed = {
+    return link
+
+
+def _unattributed(saved: dict[str, Any]) -> dict[str, int]:
+    """Per worker: the bytes no round could be named for (its stats' "-" entry)."""
+    return {
         w["name"]: sum(
             int(v)
             for k, v in (
@@ -215,6 +215,30 @@ def summarize(saved: dict[str, Any]) -> dict[str, Any]:
         )
         for w in saved["workers"]
     }
+
+
+def summarize(saved: dict[str, Any]) -> dict[str, Any]:
+    """The figures the tables print, from a saved run (pure arithmetic, no network)."""
+    H = int(saved["job"]["inner_steps"])
+    P = int(saved["n_params"])
+    rounds = reported_rounds(saved)
+    rows, per_round = _worker_rounds(saved, rounds, P, H)
+    kinds = {
+        side: {k: _stat([float(x[side][k]) for x in rows]) for k in KINDS}
+        for side in ("sent", "received")
+    }
+    totals = {
+        "sent": _stat([float(x["sent_total"]) for x in rows]),
+        "received": _stat([float(x["received_total"]) for x in rows]),
+        "total": _stat([float(x["total"]) for x in rows]),
+    }
+    ar_mean = sum(x["allreduce"]["total"] for x in rows) / len(rows) if rows else 0.0
+    worst = max(rows, key=lambda x: x["total"], default=None)
+    moved_all = sum(p["total"] for p in per_round)
+    charged_all = sum(p["charged"] for p in per_round)
+    ar_all = sum(p["allreduce"] for p in per_round)
+    link = _node_link(saved)
+    link_mean = sum(x["out"] + x["in"] for x in link) / len(link) if link else 0.0
     return {
         "H": H,
         "n_params": P,
@@ -231,13 +255,13 @@ def summarize(saved: dict[str, Any]) -> dict[str, Any]:
         else 0.0,
         "ratio_charged": ar_all / charged_all if charged_all else 0.0,
         "moved_all": moved_all,
-        "roles": roles,
+        "roles": _role_figures(rows),
         "link": link,
         "link_mean": link_mean,
         "ratio_with_link": ar_mean / (totals["total"]["mean"] + link_mean)
         if totals["total"]["mean"] + link_mean
         else 0.0,
-        "unattributed": unattributed,
+        "unattributed": _unattributed(saved),
     }
 
 
@@ -254,11 +278,10 @@ def header(*cols: str, align: str) -> None:
     print("|" + "|".join("---" if a == "l" else "---:" for a in align) + "|")
 
 
-def report(saved: dict[str, Any]) -> None:
-    s = summarize(saved)
+def _report_header(saved: dict[str, Any], s: dict[str, Any], ns: list[int]) -> None:
+    """The job, the shipped defaults, the machine, the rounds reported."""
     job = saved["job"]
     d = saved.get("defaults") or {}
-    ns = sorted({p["n"] for p in s["per_round"]})
     print(
         f"job {saved.get('job_id', '?')}: H={job['inner_steps']} k={job['trace_interval']}, "
         f"P={fmt(s['n_params'])} parameters, {job.get('compression_policy')}, "
@@ -281,6 +304,10 @@ def report(saved: dict[str, Any]) -> None:
         f"of the job's {len(saved['rounds'])}; N (participants per round) = "
         f"{', '.join(map(str, ns)) or '-'}; {len(s['rows'])} worker-rounds",
     )
+
+
+def _report_kinds(s: dict[str, Any], ns: list[int]) -> None:
+    """Bytes by kind, the totals, and the ratios to a per-step ring AllReduce."""
     print(
         "\nBytes per worker per round, by kind (mean and max over the worker-rounds; a max is "
         "that kind's own largest worker-round)\n"
@@ -320,6 +347,8 @@ def report(saved: dict[str, Any]) -> None:
         f"{s['ratio_with_link']:,.1f}x"
     )
 
+
+def _report_roles(s: dict[str, Any]) -> None:
     print("\nBy role (per worker-round, B)\n")
     header(
         "role",
@@ -341,6 +370,8 @@ def report(saved: dict[str, Any]) -> None:
             f"| {fmt(x['total']['mean'])} | {fmt(x['total']['max'])} | {top or '-'} |"
         )
 
+
+def _report_rounds(s: dict[str, Any]) -> None:
     print("\nPer round (B; moved = every worker's sent + received)\n")
     header(
         "round",
@@ -360,6 +391,8 @@ def report(saved: dict[str, Any]) -> None:
             f"{p['ratio_charged']:,.0f}x |"
         )
 
+
+def _report_workers(saved: dict[str, Any], s: dict[str, Any]) -> None:
     print("\nPer worker (mean per reported round, B)\n")
     header(
         "worker",
@@ -388,9 +421,11 @@ def report(saved: dict[str, Any]) -> None:
             + (f"{fmt(lk['out'])}, {fmt(lk['in'])} |" if lk else "- |")
         )
 
-    # cross-check: what the workers' servers sent for the reported rounds against what the
-    # workers received for them (bodies by kind; the dataset and initial model come from the
-    # owner's source, which is not a worker)
+
+def _report_checks(saved: dict[str, Any], s: dict[str, Any]) -> None:
+    """The cross-check: what the workers' servers sent for the reported rounds against what the
+    workers received for them (bodies by kind; the dataset and initial model come from the
+    owner's source, which is not a worker); the bytes outside the tables."""
     sent_k = {k: sum(x["sent"][k] for x in s["rows"]) for k in KINDS}
     recv_k = {k: sum(x["received"][k] for x in s["rows"]) for k in KINDS}
     owner = saved.get("owner_server") or {}
@@ -423,6 +458,17 @@ def report(saved: dict[str, Any]) -> None:
             "served after each worker's last stats.json (the job's last round; in no table): "
             + ", ".join(late)
         )
+
+
+def report(saved: dict[str, Any]) -> None:
+    s = summarize(saved)
+    ns = sorted({p["n"] for p in s["per_round"]})
+    _report_header(saved, s, ns)
+    _report_kinds(s, ns)
+    _report_roles(s)
+    _report_rounds(s)
+    _report_workers(saved, s)
+    _report_checks(saved, s)
 
 
 # ------------------------------------------------------------------------------ the run
@@ -488,23 +534,16 @@ def build_spec(
     return job, data, model
 
 
-def run_network(a: argparse.Namespace, net: Path) -> dict[str, Any]:
-    import httpx
-
-    from node.blobs import BlobServer, BlobStore
-    from node.client.rpc import Client
-    from node.local import testnet_market as tm
-    from node.local.manifest import load, nodes_of, workers_of
+def _testnet_up(a: argparse.Namespace, net: Path) -> None:
     from node.ports import find_free_base
 
     base = find_free_base(
         range(30656, 45000, 1000), [100 * i + k for i in range(4) for k in (0, 1, 4, 24)]
     )
-    cli = [sys.executable, "-m", "node.cli"]
     log(f"starting 4 validators and {a.providers} provider workers in {net} (base port {base})")
     up = subprocess.run(
         [
-            *cli,
+            *CLI,
             "testnet",
             "up",
             "--dir",
@@ -523,6 +562,107 @@ def run_network(a: argparse.Namespace, net: Path) -> dict[str, Any]:
     )
     if up.returncode != 0:
         raise SystemExit(f"testnet up failed:\n{up.stdout}{up.stderr}")
+
+
+def _create_job(net: Path, rpc: str, job: dict[str, Any]) -> int:
+    """``tx job create --spec`` with the job written next to the network; its id."""
+    spec_file = net.parent / "job.json"
+    spec_file.write_text(json.dumps(job, indent=1))
+    log(
+        f"creating the job (tx job create --spec {spec_file}): H={job['inner_steps']} "
+        f"k={job['trace_interval']}, {job['rounds']} rounds, verification at the CLI's defaults"
+    )
+    made = subprocess.run(
+        [
+            *CLI,
+            "tx",
+            "job",
+            "create",
+            "--spec",
+            str(spec_file),
+            "--from",
+            "validator0",
+            "--home",
+            str(net),
+            "--node",
+            rpc,
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    for line in made.stderr.splitlines():
+        log(f"tx job create: {line}")
+    if made.returncode != 0:
+        raise SystemExit(f"tx job create failed:\n{made.stdout}{made.stderr}")
+    return int(json.loads(made.stdout)["job_id"])
+
+
+def _follow_job(
+    a: argparse.Namespace, rpc: str, job_id: int, workers: list
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Log each round as it finalizes until the job completes (--timeout); the job as the
+    chain holds it and its rounds."""
+    from node.client.rpc import Client
+
+    deadline = time.monotonic() + a.timeout
+    done: set[int] = set()
+    names = {w.address: w.name for w in workers}
+    with Client(rpc) as c:
+        spec = json.loads(c.abci_query(f"/job/{job_id}").value)
+        log(
+            f"job {job_id}: challenge {spec['spec'].get('challenge_bps')} bps, "
+            f"{spec['spec'].get('segments_per_challenge')} segment(s), "
+            f"{spec['spec'].get('verifiers_per_challenge')} verifier(s), "
+            f"{spec['spec'].get('determinism_mode')} mode"
+        )
+        while True:
+            j = json.loads(c.abci_query(f"/job/{job_id}").value)
+            rounds = json.loads(c.abci_query(f"/rounds/{job_id}?limit=1000").value)["rounds"]
+            for r in rounds:
+                if r["phase"] == "finalized" and r["round"] not in done:
+                    done.add(r["round"])
+                    log(
+                        f"round {r['round']} finalized: "
+                        + ", ".join(
+                            f"{names.get(p['address'], '?')} {p['outcome']}"
+                            + (" (challenged)" if p.get("challenge") else "")
+                            for p in r["participants"]
+                        )
+                    )
+            if j["status"] == "completed":
+                return spec, rounds
+            if time.monotonic() > deadline:
+                raise SystemExit(
+                    f"the job did not complete within --timeout {a.timeout} s "
+                    f"({len(done)} rounds final)"
+                )
+            time.sleep(2)
+
+
+def _live_stats(workers: list) -> dict[str, Any]:
+    """Each worker's blob server /stats now (after its last stats.json)."""
+    import httpx
+
+    live = {}
+    for w in workers:
+        try:
+            live[w.address] = httpx.get(f"{w.endpoint}/stats", timeout=5.0).json()
+        except (httpx.HTTPError, ValueError) as e:
+            log(f"{w.name}: /stats not read ({e})")
+    return live
+
+
+def run_network(a: argparse.Namespace, net: Path) -> dict[str, Any]:
+    from node.blobs import BlobServer, BlobStore
+    from node.local import testnet_market as tm
+    from node.local.manifest import load, nodes_of, workers_of
+
+    _testnet_up(a, net)
     m = load(net)
     workers = workers_of(m)
     rpc = nodes_of(m)[0].rpc_url
@@ -535,82 +675,12 @@ def run_network(a: argparse.Namespace, net: Path) -> dict[str, Any]:
         kinds.update({job["dataset_id"]: "dataset", job["initial_model_hash"]: "model"})
         for b in (data, model):
             owner_store.pin(owner_store.put_bytes(b, tier="cold"))
-        spec_file = net.parent / "job.json"
-        spec_file.write_text(json.dumps(job, indent=1))
-        log(
-            f"creating the job (tx job create --spec {spec_file}): H={job['inner_steps']} "
-            f"k={job['trace_interval']}, {job['rounds']} rounds, verification at the CLI's defaults"
-        )
-        made = subprocess.run(
-            [
-                *cli,
-                "tx",
-                "job",
-                "create",
-                "--spec",
-                str(spec_file),
-                "--from",
-                "validator0",
-                "--home",
-                str(net),
-                "--node",
-                rpc,
-                "-o",
-                "json",
-            ],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-        for line in made.stderr.splitlines():
-            log(f"tx job create: {line}")
-        if made.returncode != 0:
-            raise SystemExit(f"tx job create failed:\n{made.stdout}{made.stderr}")
-        job_id = int(json.loads(made.stdout)["job_id"])
-        deadline = time.monotonic() + a.timeout
-        done: set[int] = set()
-        with Client(rpc) as c:
-            spec = json.loads(c.abci_query(f"/job/{job_id}").value)
-            log(
-                f"job {job_id}: challenge {spec['spec'].get('challenge_bps')} bps, "
-                f"{spec['spec'].get('segments_per_challenge')} segment(s), "
-                f"{spec['spec'].get('verifiers_per_challenge')} verifier(s), "
-                f"{spec['spec'].get('determinism_mode')} mode"
-            )
-            while True:
-                j = json.loads(c.abci_query(f"/job/{job_id}").value)
-                rounds = json.loads(c.abci_query(f"/rounds/{job_id}?limit=1000").value)["rounds"]
-                for r in rounds:
-                    if r["phase"] == "finalized" and r["round"] not in done:
-                        done.add(r["round"])
-                        names = {w.address: w.name for w in workers}
-                        log(
-                            f"round {r['round']} finalized: "
-                            + ", ".join(
-                                f"{names.get(p['address'], '?')} {p['outcome']}"
-                                + (" (challenged)" if p.get("challenge") else "")
-                                for p in r["participants"]
-                            )
-                        )
-                if j["status"] == "completed":
-                    break
-                if time.monotonic() > deadline:
-                    raise SystemExit(
-                        f"the job did not complete within --timeout {a.timeout} s "
-                        f"({len(done)} rounds final)"
-                    )
-                time.sleep(2)
+        job_id = _create_job(net, rpc, job)
+        spec, rounds = _follow_job(a, rpc, job_id, workers)
         last = f"{job_id}/{rounds[-2]['round']}" if len(rounds) > 1 else f"{job_id}/0"
 
         stats = tm.final_stats(workers, last)
-        live = {}
-        for w in workers:
-            try:
-                live[w.address] = httpx.get(f"{w.endpoint}/stats", timeout=5.0).json()
-            except (httpx.HTTPError, ValueError) as e:
-                log(f"{w.name}: /stats not read ({e})")
+        live = _live_stats(workers)
         return {
             "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
             "job_id": job_id,
