@@ -104,6 +104,161 @@ def wait_height(
 BLOCK_LOG = bool(os.environ.get("BLOCK_LOG"))
 
 
+def _encode_batches(q: list[bytes], batch: int) -> list[tuple[bytes, list[bytes]]]:
+    """A node's txs as JSON-RPC batch bodies of ``broadcast_tx_async``, each with its txs'
+    hashes."""
+    out = []
+    for i in range(0, len(q), batch):
+        chunk = q[i : i + batch]
+        req = [
+            {
+                "jsonrpc": "2.0",
+                "id": j,
+                "method": "broadcast_tx_async",
+                "params": {"tx": base64.b64encode(t).decode()},
+            }
+            for j, t in enumerate(chunk)
+        ]
+        out.append((json.dumps(req).encode(), [hashlib.sha256(t).digest() for t in chunk]))
+    return out
+
+
+class _Load:
+    """One load run's shared state: the block watcher fills ``committed`` and ``block_log``,
+    the senders ``submitted`` and ``rpc_errors`` (under ``lock``)."""
+
+    def __init__(self, rpcs: list[str]) -> None:
+        self.rpcs = rpcs
+        self.rpc_errors: dict[str, int] = {}
+        self.submitted: dict[bytes, float] = {}
+        self.committed: dict[bytes, float] = {}
+        self.block_log: list[tuple[int, float, list[bytes]]] = []
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.t_start = time.monotonic()
+
+    def watch(self) -> None:
+        try:
+            self._watch()
+        except Exception as e:  # a dead watcher would silently report zero
+            print(f"block watcher failed: {e!r}", file=sys.stderr)
+            raise
+
+    def _watch(self) -> None:
+        with httpx.Client(base_url=self.rpcs[0], timeout=10) as c:
+            h = int(c.get("/status").json()["result"]["sync_info"]["latest_block_height"]) + 1
+            while not self.stop.is_set():
+                r = c.get("/block", params={"height": h}).json()
+                if "result" not in r or r.get("error"):
+                    time.sleep(0.02)
+                    continue
+                seen = time.monotonic()
+                body = r["result"]["block"]["data"]["txs"] or []
+                hashes = [hashlib.sha256(base64.b64decode(t)).digest() for t in body]
+                for d in hashes:
+                    self.committed[d] = seen
+                self.block_log.append((h, seen, hashes))
+                if BLOCK_LOG:
+                    hdr = r["result"]["block"]["header"]
+                    print(
+                        f"block {h} +{seen - self.t_start:.2f}s txs={len(body)} "
+                        f"proposer={hdr['proposer_address'][:8]}",
+                        file=sys.stderr,
+                    )
+                h += 1
+
+    def send(
+        self,
+        q: int,
+        bodies: list[tuple[bytes, list[bytes]]],
+        share: float,
+        t0: float,
+        duration: float,
+        counts: list[int],
+    ) -> None:
+        """Node ``q``'s batches at ``share`` txs/s until ``duration`` is over; ``counts[q]``:
+        the txs sent so far."""
+        n = 0
+        with httpx.Client(
+            base_url=self.rpcs[q], timeout=30, headers={"content-type": "application/json"}
+        ) as c:
+            for body, hashes in bodies:
+                if time.monotonic() - t0 >= duration:
+                    break
+                due = t0 + n / share
+                now = time.monotonic()
+                if due > now:
+                    time.sleep(due - now)
+                ts = time.monotonic()
+                reply = c.post("/", content=body).json()
+                if not isinstance(reply, list):
+                    raise SystemExit(f"batch refused by the node: {reply}")
+                with self.lock:
+                    # async answers before CheckTx; an error here is e.g. a full mempool
+                    for item in reply:
+                        if item.get("error"):
+                            why = str(item["error"].get("data") or item["error"].get("message"))[
+                                :60
+                            ]
+                            self.rpc_errors[why] = self.rpc_errors.get(why, 0) + 1
+                    for h in hashes:
+                        self.submitted[h] = ts
+                n += len(hashes)
+                counts[q] = n
+
+    def drain(self) -> None:
+        """Until every submitted tx is in a block, or no new block carried one for
+        DRAIN_QUIET_S (a loaded 4-validator net can take several seconds per block: a short
+        window ends early); only this run's txs count: every loconet block carries a new
+        injected vote-extension tx."""
+
+        def landed() -> int:
+            return sum(h in self.committed for h in self.submitted)
+
+        last = landed()
+        quiet = drain_start = time.monotonic()
+        while (
+            time.monotonic() - quiet < DRAIN_QUIET_S
+            and time.monotonic() - drain_start < DRAIN_MAX_S
+            and last < len(self.submitted)
+        ):
+            time.sleep(0.5)
+            if (now := landed()) != last:
+                last, quiet = now, time.monotonic()
+
+    def result(self, rate: float, sent: int, send_time: float, t0: float) -> dict:
+        submitted, committed = self.submitted, self.committed
+        ours = {h: committed[h] for h in submitted if h in committed}
+        lat = sorted(ours[h] - submitted[h] for h in ours)
+        # a loaded block carries at least one of this run's txs: every loconet block also
+        # carries the proposer's injected vote-extension tx, so "any tx" would count the idle
+        # blocks of the drain
+        loaded = [
+            (h, t, n) for h, t, ds in self.block_log if (n := sum(d in submitted for d in ds)) > 0
+        ]
+        # committed tx/s = txs in blocks / (last loaded block seen - first submission): a few
+        # huge blocks (a saturated net) make a block-to-block span meaningless
+        span = loaded[-1][1] - t0 if loaded else 0.0
+        tps = len(ours) / span if span > 0 else 0.0
+        return {
+            "offered_rate": rate,
+            "sent": sent,
+            "send_seconds": round(send_time, 2),
+            "committed": len(ours),
+            "committed_tps": round(tps, 1),
+            "p50_latency_ms": round(statistics.median(lat) * 1000, 1) if lat else None,
+            "p95_latency_ms": round(lat[int(len(lat) * 0.95) - 1] * 1000, 1) if lat else None,
+            "blocks": len(loaded),
+            "max_txs_per_block": max((n for _, _, n in loaded), default=0),
+            "block_interval_ms_p50": round(
+                statistics.median(b[1] - a[1] for a, b in itertools.pairwise(loaded)) * 1000, 1
+            )
+            if len(loaded) > 2
+            else None,
+            "rpc_errors": self.rpc_errors,
+        }
+
+
 def run_load(
     txs: list[bytes],
     rate: float,
@@ -120,98 +275,19 @@ def run_load(
     queues: list[list[bytes]] = [[] for _ in rpcs]
     for t, r in zip(txs, route, strict=True):
         queues[r].append(t)
-    rpc_errors: dict[str, int] = {}
-    submitted: dict[bytes, float] = {}
-    committed: dict[bytes, float] = {}
-    block_log: list[tuple[int, float, list[bytes]]] = []
-    stop = threading.Event()
-
-    def watch() -> None:
-        try:
-            _watch()
-        except Exception as e:  # a dead watcher would silently report zero
-            print(f"block watcher failed: {e!r}", file=sys.stderr)
-            raise
-
-    def _watch() -> None:
-        with httpx.Client(base_url=rpcs[0], timeout=10) as c:
-            h = int(c.get("/status").json()["result"]["sync_info"]["latest_block_height"]) + 1
-            while not stop.is_set():
-                r = c.get("/block", params={"height": h}).json()
-                if "result" not in r or r.get("error"):
-                    time.sleep(0.02)
-                    continue
-                seen = time.monotonic()
-                body = r["result"]["block"]["data"]["txs"] or []
-                hashes = [hashlib.sha256(base64.b64decode(t)).digest() for t in body]
-                for d in hashes:
-                    committed[d] = seen
-                block_log.append((h, seen, hashes))
-                if BLOCK_LOG:
-                    hdr = r["result"]["block"]["header"]
-                    print(
-                        f"block {h} +{seen - t_start:.2f}s txs={len(body)} "
-                        f"proposer={hdr['proposer_address'][:8]}",
-                        file=sys.stderr,
-                    )
-                h += 1
-
-    t_start = time.monotonic()
-    w = threading.Thread(target=watch, daemon=True)
+    ld = _Load(rpcs)
+    w = threading.Thread(target=ld.watch, daemon=True)
     w.start()
     time.sleep(0.5)
     # request bodies are encoded before the clock starts: the client's CPU (it shares the cores
     # with the nodes) goes to sending, not to base64 and JSON
-    bodies: list[list[tuple[bytes, list[bytes]]]] = []
-    for q in queues:
-        bodies.append([])
-        for i in range(0, len(q), batch):
-            chunk = q[i : i + batch]
-            req = [
-                {
-                    "jsonrpc": "2.0",
-                    "id": j,
-                    "method": "broadcast_tx_async",
-                    "params": {"tx": base64.b64encode(t).decode()},
-                }
-                for j, t in enumerate(chunk)
-            ]
-            bodies[-1].append(
-                (json.dumps(req).encode(), [hashlib.sha256(t).digest() for t in chunk])
-            )
+    bodies = [_encode_batches(q, batch) for q in queues]
     counts = [0] * len(rpcs)
-    lock = threading.Lock()
 
     def sender(q: int, t0: float) -> None:
         """One thread per node, each at its share of the rate (HTTP waits release the GIL)."""
         share = rate * len(queues[q]) / max(len(txs), 1)
-        n = 0
-        with httpx.Client(
-            base_url=rpcs[q], timeout=30, headers={"content-type": "application/json"}
-        ) as c:
-            for body, hashes in bodies[q]:
-                if time.monotonic() - t0 >= duration:
-                    break
-                due = t0 + n / share
-                now = time.monotonic()
-                if due > now:
-                    time.sleep(due - now)
-                ts = time.monotonic()
-                reply = c.post("/", content=body).json()
-                if not isinstance(reply, list):
-                    raise SystemExit(f"batch refused by the node: {reply}")
-                with lock:
-                    # async answers before CheckTx; an error here is e.g. a full mempool
-                    for item in reply:
-                        if item.get("error"):
-                            why = str(item["error"].get("data") or item["error"].get("message"))[
-                                :60
-                            ]
-                            rpc_errors[why] = rpc_errors.get(why, 0) + 1
-                    for h in hashes:
-                        submitted[h] = ts
-                n += len(hashes)
-                counts[q] = n
+        ld.send(q, bodies[q], share, t0, duration, counts)
 
     t0 = time.monotonic()
     threads = [
@@ -225,51 +301,10 @@ def run_load(
         th.join()
     sent = sum(counts)
     send_time = time.monotonic() - t0
-
-    # drain: until every submitted tx is in a block, or no new block carried one for DRAIN_QUIET_S
-    # (a loaded 4-validator net can take several seconds per block: a short window ends early)
-    # (only this run's txs count: every loconet block carries a new injected vote-extension tx)
-    def landed() -> int:
-        return sum(h in committed for h in submitted)
-
-    last = landed()
-    quiet = drain_start = time.monotonic()
-    while (
-        time.monotonic() - quiet < DRAIN_QUIET_S
-        and time.monotonic() - drain_start < DRAIN_MAX_S
-        and last < len(submitted)
-    ):
-        time.sleep(0.5)
-        if (now := landed()) != last:
-            last, quiet = now, time.monotonic()
-    stop.set()
+    ld.drain()
+    ld.stop.set()
     w.join(5)
-    ours = {h: committed[h] for h in submitted if h in committed}
-    lat = sorted(ours[h] - submitted[h] for h in ours)
-    # a loaded block carries at least one of this run's txs: every loconet block also carries the
-    # proposer's injected vote-extension tx, so "any tx" would count the idle blocks of the drain
-    loaded = [(h, t, n) for h, t, ds in block_log if (n := sum(d in submitted for d in ds)) > 0]
-    # committed tx/s = txs in blocks / (last loaded block seen - first submission): a few huge
-    # blocks (a saturated net) make a block-to-block span meaningless
-    span = loaded[-1][1] - t0 if loaded else 0.0
-    tps = len(ours) / span if span > 0 else 0.0
-    return {
-        "offered_rate": rate,
-        "sent": sent,
-        "send_seconds": round(send_time, 2),
-        "committed": len(ours),
-        "committed_tps": round(tps, 1),
-        "p50_latency_ms": round(statistics.median(lat) * 1000, 1) if lat else None,
-        "p95_latency_ms": round(lat[int(len(lat) * 0.95) - 1] * 1000, 1) if lat else None,
-        "blocks": len(loaded),
-        "max_txs_per_block": max((n for _, _, n in loaded), default=0),
-        "block_interval_ms_p50": round(
-            statistics.median(b[1] - a[1] for a, b in itertools.pairwise(loaded)) * 1000, 1
-        )
-        if len(loaded) > 2
-        else None,
-        "rpc_errors": rpc_errors,
-    }
+    return ld.result(rate, sent, send_time, t0)
 
 
 def start(cmd: list[str], log: Path) -> subprocess.Popen[bytes]:
@@ -709,7 +744,7 @@ def record_funded(args: argparse.Namespace, r: dict) -> None:
         )
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -767,11 +802,70 @@ def main() -> int:
     args = ap.parse_args()
     if args.no_kvstore and args.record:
         raise SystemExit("--record compares loconet with kvstore: drop --no-kvstore")
+    return args
+
+
+def run_single(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The single-node rows: loconet, then kvstore with txs of the same size."""
+    ours = bench_loconet(tmp, args)
+    kv = bench_kvstore(tmp, args, ours["tx_bytes"])
+    ratio = ours["committed_tps"] / kv["committed_tps"] if kv["committed_tps"] else 0.0
+    single = {"loconet": ours, "kvstore": kv, "ratio": round(ratio, 3)}
+    print(json.dumps(single, indent=2))
+    return single
+
+
+def run_net(tmp: Path, args: argparse.Namespace) -> tuple[list[dict], list[dict]]:
+    """The N-validator rows at each offered rate: loconet, then kvstore (unless --no-kvstore)."""
+    rates = [float(x) for x in (args.rates or str(args.rate)).split(",")]
+    net_ours = bench_loconet_net(tmp, args, rates)
+    net_kv = [] if args.no_kvstore else bench_kvstore_net(tmp, args, rates, net_ours[0]["tx_bytes"])
+    print(
+        json.dumps(
+            {"validators": args.validators, "loconet": net_ours, "kvstore": net_kv},
+            indent=2,
+        )
+    )
+    return net_ours, net_kv
+
+
+def record_single(args: argparse.Namespace, single: dict[str, Any]) -> None:
+    """--record of the single-node rows: appended to benchmarks/RESULTS.md."""
+    one, kv1, ratio = single["loconet"], single["kvstore"], single["ratio"]
+    machine = (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}"
+    )
+    cmd = " ".join(["benchmarks/chain_tps.py", *sys.argv[1:]])
+    with open(ROOT / "benchmarks" / "RESULTS.md", "a") as f:
+        f.write(
+            "\n"
+            f"### chain_tps ({time.strftime('%Y-%m-%d')}, {machine})\n"
+            "\n"
+            f"`{cmd}`\n"
+            "\n"
+            "| app | offered tx/s | sent | committed | committed tx/s | p50 ms | p95 ms | "
+            "max tx/block |\n"
+            "|---|---|---|---|---|---|---|---|\n"
+            + "".join(
+                f"| {name} | {r['offered_rate']:.0f} | {r['sent']} | {r['committed']} | "
+                f"{r['committed_tps']} | {r['p50_latency_ms']} | {r['p95_latency_ms']} | "
+                f"{r['max_txs_per_block']} |\n"
+                for name, r in (("loconet", one), ("kvstore", kv1))
+            )
+            + f"\nloconet / kvstore = {ratio:.2f}\n"
+        )
+
+
+def main() -> int:
+    args = parse_args()
     args.load_start = os.getloadavg()[0]  # recorded with the figures (a shared machine)
     # stop the nodes (finally blocks) on kill
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     tmp = Path(tempfile.mkdtemp(prefix="loconet-bench-"))
     single: dict[str, Any] | None = None
+    net_ours: list[dict] = []
+    net_kv: list[dict] = []
     try:
         if args.funded:
             if args.validators > 1:
@@ -782,55 +876,16 @@ def main() -> int:
                 record_funded(args, ours)
             return 0
         if args.validators <= 1 or not args.no_single:
-            ours = bench_loconet(tmp, args)
-            kv = bench_kvstore(tmp, args, ours["tx_bytes"])
-            ratio = ours["committed_tps"] / kv["committed_tps"] if kv["committed_tps"] else 0.0
-            single = {"loconet": ours, "kvstore": kv, "ratio": round(ratio, 3)}
-            print(json.dumps(single, indent=2))
+            single = run_single(tmp, args)
         if args.validators > 1:
-            rates = [float(x) for x in (args.rates or str(args.rate)).split(",")]
-            net_ours = bench_loconet_net(tmp, args, rates)
-            net_kv = (
-                []
-                if args.no_kvstore
-                else bench_kvstore_net(tmp, args, rates, net_ours[0]["tx_bytes"])
-            )
-            print(
-                json.dumps(
-                    {"validators": args.validators, "loconet": net_ours, "kvstore": net_kv},
-                    indent=2,
-                )
-            )
+            net_ours, net_kv = run_net(tmp, args)
     finally:
         if not os.environ.get("KEEP"):
             shutil.rmtree(tmp, ignore_errors=True)
     if args.record and args.validators > 1:
         record_net(args, single, net_ours, net_kv)
     elif args.record and single:
-        one, kv1, ratio = single["loconet"], single["kvstore"], single["ratio"]
-        machine = (
-            f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "
-            f"{platform.python_version()}"
-        )
-        cmd = " ".join(["benchmarks/chain_tps.py", *sys.argv[1:]])
-        with open(ROOT / "benchmarks" / "RESULTS.md", "a") as f:
-            f.write(
-                "\n"
-                f"### chain_tps ({time.strftime('%Y-%m-%d')}, {machine})\n"
-                "\n"
-                f"`{cmd}`\n"
-                "\n"
-                "| app | offered tx/s | sent | committed | committed tx/s | p50 ms | p95 ms | "
-                "max tx/block |\n"
-                "|---|---|---|---|---|---|---|---|\n"
-                + "".join(
-                    f"| {name} | {r['offered_rate']:.0f} | {r['sent']} | {r['committed']} | "
-                    f"{r['committed_tps']} | {r['p50_latency_ms']} | {r['p95_latency_ms']} | "
-                    f"{r['max_txs_per_block']} |\n"
-                    for name, r in (("loconet", one), ("kvstore", kv1))
-                )
-                + f"\nloconet / kvstore = {ratio:.2f}\n"
-            )
+        record_single(args, single)
     return 0
 
 
