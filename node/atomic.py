@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,8 +71,6 @@ def write_atomic(path: Path | str, data: bytes | str, mode: int = 0o644) -> None
 def copy_atomic(src: Path | str, dst: Path | str, mode: int = 0o644) -> None:
     """Copy ``src`` to ``dst`` (streamed, any size) as ``write_atomic`` writes: complete or not
     at all under ``dst``."""
-    import shutil
-
     dst = Path(dst)
     fd, tmp = _mkstemp(dst)
     try:

@@ -62,9 +62,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
+import socketserver
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import (
     CollectorRegistry,
@@ -72,10 +77,17 @@ from prometheus_client import (
     Gauge,
     Histogram,
     disable_created_metrics,
+    make_wsgi_app,
 )
 
 from abci_app.app import Application
-from abci_app.pb import abci
+from abci_app.codec.address import to_bech32
+from abci_app.encoding import prefix_end
+from abci_app.jobs import sla
+from abci_app.jobs.keeper import get_round
+from abci_app.jobs.keys import ROUND_DUE_PREFIX, parse_round_due_key
+from abci_app.pb import abci, jobs_pb2, providers_pb2
+from abci_app.providers.keeper import iterate_providers
 
 RECHECK = abci.CheckTxType.Value("RECHECK")  # CometBFT re-checking its mempool after a block
 
@@ -112,6 +124,109 @@ REQUEST_DEADLINE_S = 30.0  # and one still connected this long after it opened (
 MAX_SCRAPERS = 32  # connections served at once (a thread each); more are closed at once
 
 
+class _ScrapeHandler(WSGIRequestHandler):
+    """A scrape connection: ``timeout`` (seconds of silence per read) and ``deadline_s`` (since
+    it opened) are set per server by ``_handler_class``; access lines are not logged."""
+
+    deadline_s = REQUEST_DEADLINE_S
+
+    def setup(self) -> None:
+        super().setup()
+        # the timeout is per read: a client dripping a byte every few seconds held its thread
+        # for ever; past the deadline its socket is shut, whatever it sends
+        self._deadline = threading.Timer(self.deadline_s, self._expire)
+        self._deadline.daemon = True
+        self._deadline.start()
+
+    def _expire(self) -> None:
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def finish(self) -> None:
+        self._deadline.cancel()
+        super().finish()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _handler_class(idle: float, deadline: float) -> type[_ScrapeHandler]:
+    class Handler(_ScrapeHandler):
+        timeout = idle
+        deadline_s = deadline
+
+    return Handler
+
+
+class _ScrapeServer(socketserver.ThreadingMixIn, WSGIServer):
+    """A thread per connection, at most ``slots`` at once (set per server by ``_server_class``):
+    a flood of connections gets no thread each."""
+
+    daemon_threads = True
+    slots: threading.BoundedSemaphore
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):  # a flood of connections: no thread each
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # socketserver's default prints a 15-line traceback to stderr. Any OSError here was
+        # raised by the socket under the request's parsing or the answer's writing: the
+        # client was idle past the timeout (TimeoutError), dripped past the deadline (the
+        # shut socket then breaks the 400's write), reset or left. Its doing: one line. An
+        # error in the exposition app itself is wsgiref's to report (a 500); anything else
+        # reaching here is ours, with its traceback.
+        e = sys.exc_info()[1]
+        peer = client_address[0] if isinstance(client_address, tuple) else client_address
+        if isinstance(e, OSError):
+            why = "idle past the timeout" if isinstance(e, TimeoutError) else "mid-request"
+            log.info(
+                "metrics client %s dropped %s (%s: %s)",
+                peer,
+                why,
+                type(e).__name__,
+                " ".join(str(e).split())[:200],
+            )
+            return
+        log.error("metrics: error serving %s", peer, exc_info=e)
+
+
+def _server_class(host: str, max_scrapers: int) -> type[_ScrapeServer]:
+    class Server(_ScrapeServer):
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        slots = threading.BoundedSemaphore(max_scrapers)
+
+    return Server
+
+
+def _only_metrics(exposition: Any) -> Any:
+    """The exposition app answering / and /metrics only: prometheus_client answers 200 with
+    every metric on any path (/x, /%ff, /favicon.ico empty); anything else is a 404 saying
+    where."""
+
+    def app(environ: dict[str, Any], start_response: Any) -> Any:
+        if environ.get("PATH_INFO", "/") not in ("/", "/metrics"):
+            start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+            return [b"not found: the metrics are at /metrics\n"]
+        return exposition(environ, start_response)
+
+    return app
+
+
 def serve(
     registry: CollectorRegistry,
     address: str,
@@ -127,97 +242,16 @@ def serve(
     is one INFO line on ``loconet.metrics`` (socketserver printed a traceback to stderr for each,
     e.g. every idle connection's ``TimeoutError``); an error of the server's own is logged with
     its traceback."""
-    import socket
-    import socketserver
-    import sys
-    import threading
-    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
-
-    from prometheus_client import make_wsgi_app
-
     host, port = parse_listen(address)
-
     deadline = REQUEST_DEADLINE_S if deadline_s is None else deadline_s
     idle = CLIENT_TIMEOUT_S if client_timeout_s is None else client_timeout_s
-    max_scrapers = MAX_SCRAPERS
-
-    class Handler(WSGIRequestHandler):
-        timeout = idle
-
-        def setup(self) -> None:
-            super().setup()
-            # the timeout above is per read: a client dripping a byte every few seconds held
-            # its thread for ever; past the deadline its socket is shut, whatever it sends
-            self._deadline = threading.Timer(deadline, self._expire)
-            self._deadline.daemon = True
-            self._deadline.start()
-
-        def _expire(self) -> None:
-            try:
-                self.connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-        def finish(self) -> None:
-            self._deadline.cancel()
-            super().finish()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    class Server(socketserver.ThreadingMixIn, WSGIServer):
-        daemon_threads = True
-        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        slots = threading.BoundedSemaphore(max_scrapers)
-
-        def process_request(self, request: Any, client_address: Any) -> None:
-            if not self.slots.acquire(blocking=False):  # a flood of connections: no thread each
-                self.shutdown_request(request)
-                return
-            try:
-                super().process_request(request, client_address)
-            except BaseException:
-                self.slots.release()
-                raise
-
-        def process_request_thread(self, request: Any, client_address: Any) -> None:
-            try:
-                super().process_request_thread(request, client_address)
-            finally:
-                self.slots.release()
-
-        def handle_error(self, request: Any, client_address: Any) -> None:
-            # socketserver's default prints a 15-line traceback to stderr. Any OSError here was
-            # raised by the socket under the request's parsing or the answer's writing: the
-            # client was idle past the timeout (TimeoutError), dripped past the deadline (the
-            # shut socket then breaks the 400's write), reset or left. Its doing: one line. An
-            # error in the exposition app itself is wsgiref's to report (a 500); anything else
-            # reaching here is ours, with its traceback.
-            e = sys.exc_info()[1]
-            peer = client_address[0] if isinstance(client_address, tuple) else client_address
-            if isinstance(e, OSError):
-                why = "idle past the timeout" if isinstance(e, TimeoutError) else "mid-request"
-                log.info(
-                    "metrics client %s dropped %s (%s: %s)",
-                    peer,
-                    why,
-                    type(e).__name__,
-                    " ".join(str(e).split())[:200],
-                )
-                return
-            log.error("metrics: error serving %s", peer, exc_info=e)
-
-    exposition = make_wsgi_app(registry)
-
-    def app(environ: dict[str, Any], start_response: Any) -> Any:
-        # prometheus_client answers 200 with every metric on any path (/x, /%ff, /favicon.ico
-        # empty): only / and /metrics are the metrics; anything else is a 404 saying where
-        if environ.get("PATH_INFO", "/") not in ("/", "/metrics"):
-            start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
-            return [b"not found: the metrics are at /metrics\n"]
-        return exposition(environ, start_response)
-
-    httpd = make_server(host.strip("[]"), port, app, Server, handler_class=Handler)
+    httpd = make_server(
+        host.strip("[]"),
+        port,
+        _only_metrics(make_wsgi_app(registry)),
+        _server_class(host, MAX_SCRAPERS),
+        handler_class=_handler_class(idle, deadline),
+    )
     t = threading.Thread(target=httpd.serve_forever, name="metrics", daemon=True)
     t.start()
     return httpd, t
@@ -364,10 +398,6 @@ class MeteredApplication(Application):
         """Open rounds by job and phase, from the round schedule index (only rounds not
         finalized); returns each provider's nearest pending duty deadline, (address, duty) ->
         height, read from the same rounds."""
-        from abci_app.encoding import prefix_end
-        from abci_app.jobs.keeper import get_round
-        from abci_app.jobs.keys import ROUND_DUE_PREFIX, parse_round_due_key
-
         counts: dict[tuple[str, str], int] = {}
         due: dict[tuple[bytes, str], int] = {}
         seen: set[tuple[int, int]] = set()
@@ -390,10 +420,6 @@ class MeteredApplication(Application):
 
     def _provider_gauges(self, due: dict[tuple[bytes, str], int]) -> None:
         """Every registered provider's figures from the committed state (module docstring)."""
-        from abci_app.codec.address import to_bech32
-        from abci_app.jobs import sla
-        from abci_app.providers.keeper import iterate_providers
-
         m, h = self.metrics, self.store.height
         bt = self._block_times
         block_s = (bt[-1] - bt[0]) / (len(bt) - 1) if len(bt) > 1 else 0.0
@@ -429,44 +455,38 @@ class MeteredApplication(Application):
 MAX_PROVIDER_SERIES = 1000  # per-provider gauges for at most this many providers
 
 
-def _phase_names() -> dict[int, str]:
-    from abci_app.pb import jobs_pb2
-
-    return {v: k.removeprefix("PHASE_").lower() for k, v in jobs_pb2.Phase.items()}
-
-
-def _jailed_status() -> int:
-    from abci_app.pb import providers_pb2
-
-    return int(providers_pb2.ProviderStatus.Value("PROVIDER_STATUS_JAILED"))
-
-
-PHASES = _phase_names()
-JAILED = _jailed_status()
+PHASES = {v: k.removeprefix("PHASE_").lower() for k, v in jobs_pb2.Phase.items()}
+JAILED = int(providers_pb2.ProviderStatus.Value("PROVIDER_STATUS_JAILED"))
 
 
 def pending_duties(r: Any) -> dict[tuple[bytes, str], int]:
     """(address, duty) -> the last height of its window, for each duty of an open round (a
     ``jobs_pb2.Round``) not done yet: a drawn participant's commit, a challenged one's reveal, an
     assigned verifier's vote (its hash, then its opening), an accepted one's attestation."""
-    from abci_app.pb import jobs_pb2 as pb
-
     out: dict[tuple[bytes, str], int] = {}
     for p in r.participants:
-        if r.phase in (pb.PHASE_OPEN, pb.PHASE_COMMIT) and not p.HasField("commitment"):
-            if p.outcome == pb.OUTCOME_PENDING:
+        if r.phase in (jobs_pb2.PHASE_OPEN, jobs_pb2.PHASE_COMMIT) and not p.HasField("commitment"):
+            if p.outcome == jobs_pb2.OUTCOME_PENDING:
                 out[(p.address, "commit")] = r.commit_deadline
-        if r.phase == pb.PHASE_REVEAL and p.challenged and len(p.reveals) < max(1, len(p.segments)):
+        if (
+            r.phase == jobs_pb2.PHASE_REVEAL
+            and p.challenged
+            and len(p.reveals) < max(1, len(p.segments))
+        ):
             out[(p.address, "reveal")] = r.reveal_end
-        if r.phase == pb.PHASE_VERDICT:
+        if r.phase == jobs_pb2.PHASE_VERDICT:
             for v in p.verifiers:
                 if not v.vote_hash and not v.voted:
                     out[(v.address, "vote")] = r.verdict_end
-        if r.phase == pb.PHASE_VOTE_REVEAL:
+        if r.phase == jobs_pb2.PHASE_VOTE_REVEAL:
             for v in p.verifiers:
                 if v.vote_hash and not v.voted:
                     out[(v.address, "vote")] = r.vote_reveal_end
-        if r.phase == pb.PHASE_ATTEST and p.outcome == pb.OUTCOME_ACCEPTED and not p.attested_hash:
+        if (
+            r.phase == jobs_pb2.PHASE_ATTEST
+            and p.outcome == jobs_pb2.OUTCOME_ACCEPTED
+            and not p.attested_hash
+        ):
             out[(p.address, "attest")] = r.attest_end
     return out
 

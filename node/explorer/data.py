@@ -17,48 +17,38 @@ thread.
 
 from __future__ import annotations
 
-import base64
 import json
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from abci_app.auth.keys import account_key
+from abci_app.bank.keys import balance_key
 from abci_app.codec.address import from_bech32
-from abci_app.encoding import decode_msg
+from abci_app.encoding import decode_amount, decode_msg
 from abci_app.jobs import sla
 from abci_app.jobs.keys import job_key, round_key, sla_key
 from abci_app.jobs.queries import job_to_json, round_to_json, sla_to_json
-from abci_app.pb import jobs_pb2, providers_pb2
+from abci_app.pb import jobs_pb2, providers_pb2, staking_pb2, state_pb2
 from abci_app.providers.keys import provider_key
 from abci_app.providers.queries import provider_to_json
+from abci_app.slashing.keys import signing_info_key
+from abci_app.slashing.params import slashing_pb2
+from abci_app.staking.keys import bond_key, validator_key
 from node.client.light import HeaderInvalid, verified_app_hash
 from node.client.proofs import ProofInvalid, proven_record, proven_records, verify_ops
 from node.client.rpc import Client, RpcError
+from node.explorer.chain_log import ChainLog
+from node.explorer.live import LiveFigures
 
 if TYPE_CHECKING:
     from node.client.trust import TrustStore
 
-# tx kinds the round pages link to: event type -> (label, attribute naming the actor)
-TX_EVENTS = {
-    "update.submitted": ("commit", "provider"),
-    "segment.revealed": ("reveal", "provider"),
-    "verdict.posted": ("verdict", "verifier"),
-    "attestation.posted": ("attest", "provider"),
-}
 HISTORY_SAMPLES = 24
-BLOCK_TIME_WINDOW = 20
-RECENT = 20  # recent blocks and txs on the network page
 ACCOUNT_TXS = 50  # txs listed on an account page
 RECENT_TX_HEIGHTS = 5000  # the recent txs list looks this far back
-LIVE_EVERY_S = 10.0  # a provider's /metrics is read at most this often
-LIVE_TIMEOUT_S = 0.5
-LIVE_RETRY_S = 60.0  # ... and not again for this long after it did not answer
 MAX_ROUNDS_PER_JOB = 100
-
-
-LIVE_FIGURES = frozenset({"loss", "round", "round_steps", "round_seconds"})
 
 
 class Untrusted(Exception):
@@ -91,85 +81,16 @@ class Snapshot:
         return next((j for j in self.jobs if j["id"] == job_id), None)
 
 
-def _b64(s: str) -> str:
-    return base64.b64decode(s).decode(errors="replace") if s else ""
-
-
-def event_attrs(ev: dict[str, Any]) -> dict[str, str]:
-    """CometBFT JSON event attributes (plain strings in v0.38; base64 in older nodes)."""
-    out = {}
-    for a in ev.get("attributes", []):
-        k, v = a.get("key", ""), a.get("value", "")
-        out[k] = v
-    return out
-
-
-def _plain(m: Any) -> dict[str, Any]:
-    """A protobuf message as the pages show it: bytes as hex (20-byte fields named like an
-    address as ``loco1…``), integers as numbers (MessageToDict writes 64-bit ones as strings),
-    enums by name, nested messages and lists alike."""
-    from abci_app.codec.address import to_bech32
-
-    out: dict[str, Any] = {}
-    for fd, value in m.ListFields():
-
-        def one(v: Any, fd: Any = fd) -> Any:
-            if fd.type == fd.TYPE_MESSAGE:
-                return _plain(v)
-            if fd.type == fd.TYPE_BYTES:
-                if len(v) == 20 and any(w in fd.name for w in ADDRESS_FIELDS):
-                    return to_bech32(v)
-                return v.hex()
-            if fd.type == fd.TYPE_ENUM:
-                ev = fd.enum_type.values_by_number.get(v)
-                return ev.name if ev else v
-            return v
-
-        repeated = fd.is_repeated
-        out[fd.name] = [one(v) for v in value] if repeated else one(value)
-    return out
-
-
-ADDRESS_FIELDS = ("address", "provider", "signer", "owner", "verifier", "delegator", "operator")
-
-
-def tx_summary(t: dict[str, Any]) -> dict[str, Any]:
-    """One line of a tx list from a tx_search entry: hash (hex), height, result code, signer,
-    fee, the kinds of its messages and the (job, round) its events name."""
-    signer, fee, kinds, where = "", 0, [], []
-    for ev in t["tx_result"].get("events", []):
-        a = event_attrs(ev)
-        if ev["type"] == "tx":
-            signer = a.get("signer", signer)
-            fee = int(a["fee"]) if a.get("fee", "").isdigit() else fee
-        elif ev["type"] != "message":
-            kinds.append(ev["type"])
-        if a.get("job_id", "").isdigit():
-            jr = (int(a["job_id"]), int(a["round"]) if a.get("round", "").isdigit() else None)
-            if jr not in where:
-                where.append(jr)
-    return {
-        "hash": t["hash"],
-        "height": int(t["height"]),
-        "code": int(t["tx_result"].get("code", 0)),
-        "signer": signer,
-        "fee": fee,
-        "kinds": sorted(set(kinds)),
-        "job_rounds": where,
-    }
-
-
 class Collector:
     def __init__(self, url: str, timeout: float = 10.0, trust: TrustStore | None = None) -> None:
         self.url = url
         self.client = Client(url, timeout=timeout)
         self.trust = trust  # signers trusted from a node home's genesis (node/client/trust.py)
         self._lock = threading.Lock()
+        self.chain = ChainLog(self.client)  # blocks, txs, events: signed, not state proofs
+        self.live = LiveFigures()  # providers' self-reported training figures
         self._history: dict[str, list[tuple[int, int]]] = {}
         self._history_to = 0
-        self._closed_txs: dict[int, dict[str, list[dict[str, Any]]]] = {}
-        self._times: dict[int, float] = {}  # block height -> header time (unix s), immutable
-        self._live: dict[str, tuple[float, dict[str, Any]]] = {}  # endpoint -> (when, figures)
         self.proven_keys = 0
 
     def close(self) -> None:
@@ -279,11 +200,6 @@ class Collector:
         staking record (moniker, stake, status: proven, re-derived from its stored bytes) and its
         signing info (missed blocks in the slashing window: proven too). Uptime is the share of
         the window's blocks it signed."""
-        from abci_app.pb import staking_pb2
-        from abci_app.slashing.keys import signing_info_key
-        from abci_app.slashing.params import slashing_pb2
-        from abci_app.staking.keys import validator_key
-
         data, proven = self._query("/validators", h, root)
         out = []
         for v in data:
@@ -325,132 +241,6 @@ class Collector:
             )
         return sorted(out, key=lambda v: (-v["power"], -v["tokens"], v["address"]))
 
-    # -- RPC (signed blocks, not state) ---------------------------------------------------------
-    def _recent_blocks(self, latest: int) -> list[dict[str, Any]]:
-        lo = max(1, latest - RECENT + 1)
-        metas = self.client.call("blockchain", minHeight=str(lo), maxHeight=str(latest))[
-            "block_metas"
-        ]
-        return sorted(
-            (
-                {
-                    "height": int(m["header"]["height"]),
-                    "time": m["header"]["time"],
-                    "hash": m["block_id"]["hash"],
-                    "proposer": m["header"]["proposer_address"],
-                    "num_txs": int(m.get("num_txs", 0)),
-                }
-                for m in metas
-            ),
-            key=lambda b: -b["height"],
-        )
-
-    def tx_list(self, query: str, limit: int = RECENT) -> tuple[list[dict[str, Any]], int]:
-        """The newest txs matching a tx_search query, each summarized (hash, height, code,
-        signer, its message kinds and the job/round they name) and its total count."""
-        res = self.client.call(
-            "tx_search", query=query, per_page=str(limit), page="1", order_by="desc"
-        )
-        return [tx_summary(t) for t in res["txs"]], int(res["total_count"])
-
-    def block_times(self, heights: set[int]) -> dict[int, float]:
-        """Header times (unix seconds) of the given heights, from CometBFT's ``blockchain``
-        endpoint 20 at a time, cached for good (a block's time never changes)."""
-        from node.client.light import parse_time
-
-        todo = sorted(x for x in heights if x > 0 and x not in self._times)
-        while todo:
-            lo = todo[0]
-            hi = min(lo + 19, todo[-1])
-            metas = self.client.call("blockchain", minHeight=str(lo), maxHeight=str(hi))
-            for m in metas["block_metas"]:
-                sec, nano = parse_time(m["header"]["time"])
-                self._times[int(m["header"]["height"])] = sec + nano / 1e9
-            todo = [x for x in todo if x > hi]
-        return {x: self._times[x] for x in heights if x in self._times}
-
-    def live_progress(self, endpoint: str) -> dict[str, Any]:
-        """A provider's own figures from its blob endpoint's ``/metrics`` (the worker's
-        ``WorkerMetrics``: per job the round it last trained, its steps, wall time and loss), read
-        at most every LIVE_EVERY_S; ``{}`` when it does not answer. Self-reported, not proven:
-        the page says so."""
-        import httpx
-        from prometheus_client.parser import text_string_to_metric_families
-
-        now = time.monotonic()
-        when, figures = self._live.get(endpoint, (0.0, {}))
-        wait = LIVE_EVERY_S if figures else LIVE_RETRY_S
-        if when and now - when < wait:
-            return figures
-        figures = {}
-        try:
-            r = httpx.get(endpoint.rstrip("/") + "/metrics", timeout=LIVE_TIMEOUT_S)
-            if r.status_code == 200:
-                jobs: dict[str, dict[str, float]] = {}
-                for fam in text_string_to_metric_families(r.text):
-                    for smp in fam.samples:
-                        job = smp.labels.get("job")
-                        name = smp.name.removeprefix("loconet_training_")
-                        if job is not None and name in LIVE_FIGURES:
-                            jobs.setdefault(job, {})[name] = smp.value
-                        elif smp.name == "loconet_training_steps_total":
-                            figures["steps_total"] = smp.value
-                figures["jobs"] = jobs
-        except (httpx.HTTPError, ValueError):
-            figures = {}
-        self._live[endpoint] = (now, figures)
-        return figures
-
-    def _block_time_ms(self, latest: int) -> int | None:
-        lo = max(1, latest - BLOCK_TIME_WINDOW)
-        if latest - lo < 1:
-            return None
-        from node.client.light import parse_time
-
-        metas = self.client.call("blockchain", minHeight=str(lo), maxHeight=str(latest))[
-            "block_metas"
-        ]
-        times = sorted((int(m["header"]["height"]), parse_time(m["header"]["time"])) for m in metas)
-        if len(times) < 2:
-            return None
-        (h0, (s0, n0)), (h1, (s1, n1)) = times[0], times[-1]
-        return ((s1 - s0) * 10**9 + (n1 - n0)) // (h1 - h0) // 10**6
-
-    def round_txs(self, job_id: int) -> dict[str, list[dict[str, Any]]]:
-        """{"round": [{"kind", "actor", "target", "hash", "height"}...]} of a job from tx_search
-        over the indexed events (cached once the job is closed)."""
-        if job_id in self._closed_txs:
-            return self._closed_txs[job_id]
-        out: dict[str, list[dict[str, Any]]] = {}
-        for etype, (label, actor_key) in TX_EVENTS.items():
-            page = 1
-            while True:
-                res = self.client.call(
-                    "tx_search",
-                    query=f"{etype}.job_id={job_id}",
-                    per_page="100",
-                    page=str(page),
-                    order_by="asc",
-                )
-                for t in res["txs"]:
-                    for ev in t["tx_result"].get("events", []):
-                        if ev["type"] != etype:
-                            continue
-                        a = event_attrs(ev)
-                        out.setdefault(a.get("round", "?"), []).append(
-                            {
-                                "kind": label,
-                                "actor": a.get(actor_key, ""),
-                                "target": a.get("provider", ""),
-                                "hash": t["hash"],
-                                "height": int(t["height"]),
-                            }
-                        )
-                if page * 100 >= int(res["total_count"]):
-                    break
-                page += 1
-        return out
-
     def _sample_history(self, h: int) -> None:
         """Reputation of every provider at up to HISTORY_SAMPLES past heights (once), then at each
         new height: the store keeps history, so past answers are the chain's own."""
@@ -490,33 +280,12 @@ class Collector:
         self.proven_keys = 0
         untrusted = ""
         try:
-            providers = self._providers(h, root)
-            for p in providers:
-                p["sla"] = self._sla(p["address"], h, root)
-            jobs = self._jobs(h, root)
+            providers, jobs = self._market(h, root)
         except (Untrusted, ProofInvalid) as e:
             untrusted, providers, jobs = str(e), [], []
-        heights: set[int] = set()
-        for j in jobs:
-            txs = self.round_txs(j["id"])
-            if j["status"] in ("completed", "cancelled"):
-                self._closed_txs[j["id"]] = txs
-            j["txs"] = txs
-            heights.add(j["created_height"])
-            for r in j["round_records"]:
-                heights |= {r["windows"]["open_height"], r["finalized_height"]}
-                heights |= {p["commitment"]["height"] for p in r["participants"] if p["commitment"]}
-        for p in providers:
-            active = any(
-                q["address"] == p["address"]
-                for j in jobs
-                if j["status"] == "active"
-                for r in j["round_records"][-3:]
-                for q in r["participants"]
-            )
-            p["live"] = self.live_progress(p["endpoint"]) if active and p["endpoint"] else {}
-        vals = self.client.validators(h)
-        power = {v["address"]: int(v["voting_power"]) for v in vals}
+        heights = self._attach_txs(jobs)
+        self._attach_live(providers, jobs)
+        power = {v["address"]: int(v["voting_power"]) for v in self.client.validators(h)}
         validators = sorted(
             ({"address": a, "power": p} for a, p in power.items()),
             key=lambda v: (-v["power"], v["address"]),
@@ -527,8 +296,8 @@ class Collector:
             except (Untrusted, ProofInvalid) as e:
                 untrusted = str(e)
         self._sample_history(h)
-        recent_blocks = self._recent_blocks(latest)
-        recent_txs = self.tx_list(f"tx.height>={max(1, latest - RECENT_TX_HEIGHTS)}")[0]
+        recent_blocks = self.chain.recent_blocks(latest)
+        recent_txs = self.chain.tx_list(f"tx.height>={max(1, latest - RECENT_TX_HEIGHTS)}")[0]
         return Snapshot(
             height=h,
             latest_height=latest,
@@ -536,11 +305,11 @@ class Collector:
             moniker=st["node_info"]["moniker"],
             latest_time=st["sync_info"]["latest_block_time"],
             app_hash=root.hex().upper(),
-            block_time_ms=self._block_time_ms(latest),
+            block_time_ms=self.chain.block_time_ms(latest),
             validators=validators,
             recent_blocks=recent_blocks,
             recent_txs=recent_txs,
-            block_times=self.block_times(heights),
+            block_times=self.chain.block_times(heights),
             providers=providers,
             jobs=jobs,
             proven_keys=self.proven_keys,
@@ -548,55 +317,44 @@ class Collector:
             reputation_history={a: list(s) for a, s in self._history.items()},
         )
 
+    def _market(self, h: int, root: bytes) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The providers (each with its SLA) and the jobs (each with its rounds) at height h,
+        every record proven against ``root``."""
+        providers = self._providers(h, root)
+        for p in providers:
+            p["sla"] = self._sla(p["address"], h, root)
+        return providers, self._jobs(h, root)
+
+    def _attach_txs(self, jobs: list[dict[str, Any]]) -> set[int]:
+        """Each job's txs by round (``"txs"``); returns the heights its page dates (creation,
+        round windows, finalization, commitments)."""
+        heights: set[int] = set()
+        for j in jobs:
+            j["txs"] = self.chain.job_txs(j)
+            heights.add(j["created_height"])
+            for r in j["round_records"]:
+                heights |= {r["windows"]["open_height"], r["finalized_height"]}
+                heights |= {p["commitment"]["height"] for p in r["participants"] if p["commitment"]}
+        return heights
+
+    def _attach_live(self, providers: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> None:
+        """A provider in one of the last three rounds of an active job gets its worker's live
+        figures (``"live"``); the others ``{}`` (nothing is asked of them)."""
+        for p in providers:
+            active = any(
+                q["address"] == p["address"]
+                for j in jobs
+                if j["status"] == "active"
+                for r in j["round_records"][-3:]
+                for q in r["participants"]
+            )
+            p["live"] = self.live.progress(p["endpoint"]) if active and p["endpoint"] else {}
+
     # -- single records the pages link to -------------------------------------------------------
-    def tx(self, tx_hash: str) -> dict[str, Any] | None:
-        """A tx by hash with its messages decoded (``abci_app.codec.tx``) and its events."""
-        from abci_app.codec.address import to_bech32
-        from abci_app.codec.tx import decode_tx
-
-        res = self.client.tx(tx_hash)
-        if res is None:
-            return None
-        info: dict[str, Any] = {"messages": []}
-        try:
-            tx = decode_tx(base64.b64decode(res["tx"]))
-            info = {
-                "signer": to_bech32(tx.signer),
-                "fee": tx.fee,
-                "sequence": tx.sequence,
-                "memo": tx.memo,
-                "messages": [{"type": name, "body": _plain(m)} for name, m in tx.msgs],
-            }
-        except Exception as e:  # noqa: BLE001 (a tx the node holds but this client cannot decode: say so)
-            info["decode_error"] = str(e)
-        r = res["tx_result"]
-        links: list[tuple[int, int | None]] = []
-        for m in info["messages"]:
-            jid, rn = m["body"].get("job_id"), m["body"].get("round")
-            if isinstance(jid, int) and (jid, rn) not in links:
-                links.append((jid, rn if isinstance(rn, int) else None))
-        return {
-            "hash": res["hash"],
-            "job_rounds": links or tx_summary(res)["job_rounds"],
-            "height": int(res["height"]),
-            "code": int(r.get("code", 0)),
-            "log": r.get("log", ""),
-            "codespace": r.get("codespace", ""),
-            **info,
-            "events": [
-                {"type": e["type"], "attributes": event_attrs(e)} for e in r.get("events", [])
-            ],
-        }
-
     def account(self, address: str, h: int, root: bytes) -> dict[str, Any]:
         """An account at height h (balance and sequence proven against the app hash ``root`` the
         snapshot checked, re-derived from the stored bytes), its newest txs (signed by it, or
         sending to it) and what it was paid (market payouts, validator rewards: block events)."""
-        from abci_app.auth.keys import account_key
-        from abci_app.bank.keys import balance_key
-        from abci_app.encoding import decode_amount
-        from abci_app.pb import state_pb2
-
         data, proven = self._query(f"/account/{address}", h, root)
         a = from_bech32(address)
         bk, ak = balance_key(a), account_key(a)
@@ -612,34 +370,10 @@ class Collector:
             [data["balance"], data["sequence"]],
             [decode_amount(raw_bal), seq],
         )
-        signed, n_signed = self.tx_list(f"tx.signer='{address}'", ACCOUNT_TXS)
-        received, n_received = self.tx_list(f"transfer.recipient='{address}'", ACCOUNT_TXS)
+        signed, n_signed = self.chain.tx_list(f"tx.signer='{address}'", ACCOUNT_TXS)
+        received, n_received = self.chain.tx_list(f"transfer.recipient='{address}'", ACCOUNT_TXS)
         txs = {t["hash"]: t for t in [*signed, *received]}
-        rewards: list[dict[str, Any]] = []
-        for etype in ("reward.paid", "fee.distributed"):
-            res = self.client.call(
-                "block_search",
-                query=f"{etype}.recipient='{address}'",
-                page="1",
-                per_page="30",
-                order_by="desc",
-            )
-            for blk in res.get("blocks") or []:
-                bh = int(blk["block"]["header"]["height"])
-                br = self.client.call("block_results", height=str(bh))
-                for bev in br.get("finalize_block_events") or []:
-                    ea = event_attrs(bev)
-                    if bev["type"] == etype and ea.get("recipient") == address:
-                        rewards.append(
-                            {
-                                "height": bh,
-                                "kind": ea.get("payout", "validator"),
-                                "amount": int(ea.get("amount", 0)),
-                                "job": int(ea["job_id"]) if "job_id" in ea else None,
-                                "round": int(ea["round"]) if "round" in ea else None,
-                            }
-                        )
-        rewards.sort(key=lambda r: -r["height"])
+        rewards = self.chain.rewards(address)
         return {
             "address": address,
             "height": h,
@@ -656,10 +390,6 @@ class Collector:
         """A validator at height h: its record and self-bond proven against ``root`` (the
         snapshot's checked app hash); its other bonds and unbonding entries as the node lists them
         (a list without range proofs, labelled so on the page). None: no such validator."""
-        from abci_app.encoding import decode_amount
-        from abci_app.pb import staking_pb2
-        from abci_app.staking.keys import bond_key, validator_key
-
         qr = self.client.abci_query(f"/validator/{cons_hex}", height=h, prove=True)
         if qr.code != 0:
             return None
@@ -679,28 +409,3 @@ class Collector:
             [rec.moniker, rec.power, rec.tokens, decode_amount(proven[bk]), rec.slashed],
         )
         return data
-
-    def block(self, height: int) -> dict[str, Any]:
-        """A block's header facts, its tx hashes and the events of its end-block (payouts,
-        slashes)."""
-        import hashlib
-
-        b = self.client.block(height)
-        res = self.client.call("block_results", height=str(height))
-        hdr = b["block"]["header"]
-        txs = [
-            hashlib.sha256(base64.b64decode(t)).hexdigest().upper()
-            for t in b["block"]["data"]["txs"] or []
-        ]
-        return {
-            "height": int(hdr["height"]),
-            "time": hdr["time"],
-            "proposer": hdr["proposer_address"],
-            "hash": b["block_id"]["hash"],
-            "app_hash": hdr["app_hash"],
-            "txs": txs,
-            "events": [
-                {"type": e["type"], "attributes": event_attrs(e)}
-                for e in res.get("finalize_block_events") or []
-            ],
-        }

@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from node.blobs import BlobClient, BlobStore
+
 log = logging.getLogger("loconet.explorer")
 
 RETRY_S = 30.0
@@ -83,7 +85,8 @@ class HeldOut:
                     self._queued.discard(h)
 
     def _evaluate(self, job: dict[str, Any], h: str, urls: list[str]) -> float:
-        from node.blobs import BlobClient, BlobStore
+        # lazy: node.worker.ml and trainer.data load torch; the explorer without --heldout (and
+        # `loconet --help`) must not
         from node.worker import ml
         from trainer.data import Corpus
 

@@ -25,16 +25,20 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 from aiohttp import web
+from markupsafe import Markup
 
+from abci_app.codec.address import from_bech32
+from abci_app.errors import ErrInvalidAddress
+from node.client.proofs import ProofInvalid
+from node.client.rpc import RpcError
+from node.client.units import fmt_loco as loco_text
 from node.explorer import svg, views
 from node.explorer.data import Collector, Snapshot, Untrusted
+from node.explorer.heldout import HeldOut
+from node.httplog import client_error_log
 
 if TYPE_CHECKING:
     from node.client.trust import TrustStore
-    from node.explorer.heldout import HeldOut
-from node.client.proofs import ProofInvalid
-from node.client.rpc import RpcError
-from node.httplog import client_error_log
 
 HERE = Path(__file__).parent
 log = logging.getLogger("loconet.explorer")
@@ -42,14 +46,10 @@ log = logging.getLogger("loconet.explorer")
 
 def fmt_loco(uloco: int | None) -> str:
     """An amount in LOCO, its exact uloco on hover."""
-    from markupsafe import Markup
-
-    from node.client.units import fmt_loco as f
-
     if uloco is None:
         return "-"
     n = int(uloco)
-    return Markup('<span class="amount" title="{:,} uloco">{}</span>').format(n, f(n))
+    return Markup('<span class="amount" title="{:,} uloco">{}</span>').format(n, loco_text(n))
 
 
 def pct(bps: int | None) -> str:
@@ -93,8 +93,6 @@ class Explorer:
         self._task: asyncio.Task[None] | None = None
         self.heldout: HeldOut | None = None
         if heldout:
-            from node.explorer.heldout import HeldOut
-
             self.heldout = HeldOut()
 
     async def refresh(self) -> None:
@@ -198,7 +196,7 @@ class Explorer:
         for t in targets:
             if t["href"].startswith("/tx/"):
                 try:
-                    tx = await asyncio.to_thread(self.lookup.tx, t["href"][4:])
+                    tx = await asyncio.to_thread(self.lookup.chain.tx, t["href"][4:])
                 except (RpcError, ValueError):
                     tx = None
                 if tx is None:
@@ -271,7 +269,7 @@ class Explorer:
     async def tx(self, request: web.Request) -> web.Response:
         h = request.match_info["hash"].upper()
         try:
-            t = await asyncio.to_thread(self.lookup.tx, h)
+            t = await asyncio.to_thread(self.lookup.chain.tx, h)
         except (RpcError, ValueError) as e:
             return self.render(
                 request, "missing.html", status=404, live=False, what=f"tx {h} ({e})"
@@ -284,7 +282,7 @@ class Explorer:
         hs = request.match_info["height"]
         try:
             b = (
-                await asyncio.to_thread(self.lookup.block, int(hs))
+                await asyncio.to_thread(self.lookup.chain.block, int(hs))
                 if _is_u64(hs) and int(hs) > 0
                 else None
             )
@@ -340,9 +338,6 @@ def _is_u64(text: str) -> bool:
 
 def _is_address(text: str) -> bool:
     """A provider address in a URL: a ``loco1…`` bech32 address of the right length."""
-    from abci_app.codec.address import from_bech32
-    from abci_app.errors import ErrInvalidAddress
-
     try:
         from_bech32(text)
     except (ErrInvalidAddress, ValueError):

@@ -5,6 +5,7 @@ through ``html.escape``."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from html import escape
 
 PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#be185d", "#4d7c0f")
@@ -33,6 +34,26 @@ def nice_ticks(lo: float, hi: float, n: int = 5, integer: bool = False) -> list[
             ticks.append(round(t, 10))
         t += step
     return ticks
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """A chart's plot area (left, top, width, height in px) and the data ranges it maps."""
+
+    ml: int
+    mt: int
+    pw: int
+    ph: int
+    x0: float
+    x1: float
+    y0: float
+    y1: float
+
+    def sx(self, x: float) -> float:
+        return self.ml + (x - self.x0) / (self.x1 - self.x0) * self.pw
+
+    def sy(self, y: float) -> float:
+        return self.mt + self.ph - (y - self.y0) / (self.y1 - self.y0) * self.ph
 
 
 def line_chart(
@@ -67,6 +88,33 @@ def line_chart(
             "data yet</text></svg>"
         )
         return "".join(out)
+    frame, yt, xt = _fit(pts, ml, mt, pw, ph, x_integer, y_from_zero)
+    out += _ticks(frame, yt, xt, y_fmt)
+    out.append(_axes(frame, height, x_label, y_label))
+    lx = ml
+    for i, (name, s) in enumerate(series):
+        color = PALETTE[i % len(PALETTE)]
+        out += _line(frame, color, sorted(s), step)
+        label = escape(name)
+        out.append(
+            f'<rect x="{lx}" y="24" width="10" height="10" fill="{color}"/>'
+            f'<text x="{lx + 14}" y="33" class="legend">{label}</text>'
+        )
+        lx += 22 + 7 * len(name)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _fit(
+    pts: list[tuple[float, float]],
+    ml: int,
+    mt: int,
+    pw: int,
+    ph: int,
+    x_integer: bool,
+    y_from_zero: bool,
+) -> tuple[_Frame, list[float], list[float]]:
+    """The frame that shows every point, and its y and x ticks (the y range widened to them)."""
     x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
     y0, y1 = min(p[1] for p in pts), max(p[1] for p in pts)
     if y_from_zero:
@@ -79,58 +127,55 @@ def line_chart(
     yt = nice_ticks(y0, y1 if y1 > y0 else y0 + 1)
     y0, y1 = min(y0, yt[0]), max(y1, yt[-1])
     xt = nice_ticks(x0, x1, 6, integer=x_integer)
+    return _Frame(ml, mt, pw, ph, x0, x1, y0, y1), yt, xt
 
-    def sx(x: float) -> float:
-        return ml + (x - x0) / (x1 - x0) * pw
 
-    def sy(y: float) -> float:
-        return mt + ph - (y - y0) / (y1 - y0) * ph
+def _ticks(f: _Frame, yt: list[float], xt: list[float], y_fmt: Callable[[float], str]) -> list[str]:
+    """Grid lines with their y labels, and the x labels inside the range."""
+    ml, pw = f.ml, f.pw
+    out = [
+        f'<line x1="{ml}" x2="{ml + pw}" y1="{f.sy(t):.1f}" y2="{f.sy(t):.1f}" '
+        f'class="grid"/><text x="{ml - 6}" y="{f.sy(t) + 4:.1f}" text-anchor="end" '
+        f'class="tick">{escape(y_fmt(t))}</text>'
+        for t in yt
+    ]
+    out += [
+        f'<text x="{f.sx(t):.1f}" y="{f.mt + f.ph + 16}" text-anchor="middle" '
+        f'class="tick">{t:g}</text>'
+        for t in xt
+        if f.x0 <= t <= f.x1
+    ]
+    return out
 
-    for t in yt:
-        out.append(
-            f'<line x1="{ml}" x2="{ml + pw}" y1="{sy(t):.1f}" y2="{sy(t):.1f}" '
-            f'class="grid"/><text x="{ml - 6}" y="{sy(t) + 4:.1f}" text-anchor="end" '
-            f'class="tick">{escape(y_fmt(t))}</text>'
-        )
-    for t in xt:
-        if x0 <= t <= x1:
-            out.append(
-                f'<text x="{sx(t):.1f}" y="{mt + ph + 16}" text-anchor="middle" '
-                f'class="tick">{t:g}</text>'
-            )
-    out.append(
+
+def _axes(f: _Frame, height: int, x_label: str, y_label: str) -> str:
+    ml, mt, pw, ph = f.ml, f.mt, f.pw, f.ph
+    return (
         f'<line x1="{ml}" x2="{ml + pw}" y1="{mt + ph}" y2="{mt + ph}" class="axis"/><line '
         f'x1="{ml}" x2="{ml}" y1="{mt}" y2="{mt + ph}" class="axis"/><text x="{ml + pw / 2}" '
         f'y="{height - 4}" text-anchor="middle" class="label">{escape(x_label)}</text><text '
         f'x="12" y="{mt + ph / 2}" text-anchor="middle" class="label" transform="rotate(-90 12 '
         f'{mt + ph / 2})">{escape(y_label)}</text>'
     )
-    lx = ml
-    for i, (name, s) in enumerate(series):
-        color = PALETTE[i % len(PALETTE)]
-        s = sorted(s)
-        coords: list[tuple[float, float]] = []
-        for j, (x, y) in enumerate(s):
-            if step and j:
-                coords.append((sx(x), sy(s[j - 1][1])))
-            coords.append((sx(x), sy(y)))
-        if step and s and s[-1][0] < x1:
-            coords.append((sx(x1), sy(s[-1][1])))
-        poly = " ".join(f"{a:.1f},{b:.1f}" for a, b in coords)
-        out.append(f'<polyline points="{poly}" fill="none" stroke="{color}" stroke-width="2"/>')
-        out += [
-            f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}"/>'
-            for x, y in s
-            if len(s) <= 40
-        ]
-        label = escape(name)
-        out.append(
-            f'<rect x="{lx}" y="24" width="10" height="10" fill="{color}"/>'
-            f'<text x="{lx + 14}" y="33" class="legend">{label}</text>'
-        )
-        lx += 22 + 7 * len(name)
-    out.append("</svg>")
-    return "".join(out)
+
+
+def _line(f: _Frame, color: str, s: list[tuple[float, float]], step: bool) -> list[str]:
+    """One series (sorted by x): its polyline, and a dot per point when there are few."""
+    coords: list[tuple[float, float]] = []
+    for j, (x, y) in enumerate(s):
+        if step and j:
+            coords.append((f.sx(x), f.sy(s[j - 1][1])))
+        coords.append((f.sx(x), f.sy(y)))
+    if step and s and s[-1][0] < f.x1:
+        coords.append((f.sx(f.x1), f.sy(s[-1][1])))
+    poly = " ".join(f"{a:.1f},{b:.1f}" for a, b in coords)
+    out = [f'<polyline points="{poly}" fill="none" stroke="{color}" stroke-width="2"/>']
+    out += [
+        f'<circle cx="{f.sx(x):.1f}" cy="{f.sy(y):.1f}" r="2.5" fill="{color}"/>'
+        for x, y in s
+        if len(s) <= 40
+    ]
+    return out
 
 
 WINDOW_NAMES = {

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from abci_app.codec.address import from_bech32
+from node.client.market_render import reputation_reason, reward_reason
+from node.client.units import fmt_loco
+from node.explorer.svg import line_chart
+
 KINDS = ("participant", "verifier", "bounty")
 
 
@@ -174,8 +179,6 @@ def _span(pts: list[tuple[int, int]], start: int, now: int) -> list[tuple[int, i
 
 
 def rewards_chart(jobs: list[dict[str, Any]], now: int = 0) -> str:
-    from node.explorer.svg import line_chart
-
     rw = rewards_over_time(jobs)
     start = min((j["created_height"] for j in jobs), default=0)
     return line_chart(
@@ -189,8 +192,6 @@ def rewards_chart(jobs: list[dict[str, Any]], now: int = 0) -> str:
 
 
 def reputation_chart(history: dict[str, list[tuple[int, int]]], only: str | None = None) -> str:
-    from node.explorer.svg import line_chart
-
     series = [
         (short(a, 14), pts) for a, pts in sorted(history.items()) if only is None or a == only
     ]
@@ -205,8 +206,6 @@ def reputation_chart(history: dict[str, list[tuple[int, int]]], only: str | None
 
 
 def earnings_chart(address: str, jobs: list[dict[str, Any]], since: int = 0, now: int = 0) -> str:
-    from node.explorer.svg import line_chart
-
     return line_chart(
         [("earned", _span(earnings_over_time(address, jobs), since, now))],
         title="Earnings, cumulative",
@@ -218,8 +217,6 @@ def earnings_chart(address: str, jobs: list[dict[str, Any]], since: int = 0, now
 
 
 def loss_chart(job: dict[str, Any]) -> str:
-    from node.explorer.svg import line_chart
-
     lc = loss_curve(job)
     return line_chart(
         list(lc.items()),
@@ -263,8 +260,6 @@ def attr_view(key: str, value: str, attrs: dict[str, str] | None = None) -> dict
     amount (by its key, in uloco) reads in LOCO with the uloco on hover; a ``loco1…`` address
     links to its account, a job id to its job (a round to the round), a height to its block, a
     hash is shortened with the full hex on hover."""
-    from node.client.units import fmt_loco
-
     attrs = attrs or {}
     v = value
     digits = v.isascii() and v.isdigit()
@@ -321,8 +316,6 @@ def search_targets(
             out.append({"what": f"block {n}", "href": f"/block/{n}"})
         return out
     if low.startswith("loco1"):
-        from abci_app.codec.address import from_bech32
-
         try:
             from_bech32(low)
         except Exception:  # noqa: BLE001 (not an address: no target)
@@ -351,8 +344,6 @@ def search_targets(
 def reasons(r: dict[str, Any], p: dict[str, Any]) -> dict[str, str]:
     """Why a participant's reward is 0 and why its reputation moved, as the CLI's round table
     says (node/client/market_render.py)."""
-    from node.client.market_render import reputation_reason, reward_reason
-
     return {"reward": reward_reason(r, p), "reputation": reputation_reason(r, p)}
 
 
@@ -481,8 +472,6 @@ def fmt_bytes(n: float | None) -> str:
 def dashboard_charts(job: dict[str, Any], dash: dict[str, Any]) -> list[str]:
     """Loss against tokens and against wall time (held-out of the attested models, where
     computed, and the mean the providers reported), throughput and bytes per round."""
-    from node.explorer.svg import line_chart
-
     done = [x for x in dash["rows"] if x["phase"] == "finalized"]
     held_tok = ([(0, dash["initial_heldout"])] if dash["initial_heldout"] is not None else []) + [
         (x["cum_tokens"], x["heldout"]) for x in done if x["heldout"] is not None
