@@ -198,115 +198,144 @@ class World:
         m.block(txs)
 
     def _round_txs(self, jid: int, r: jobs_pb2.Round) -> list[tuple[Any, Any]]:
-        m, out = self.m, []
-        exact = m.job(jid).spec.determinism_mode == jobs_pb2.DETERMINISM_MODE_EXACT
+        """The txs the actors send for round ``r`` of job ``jid`` in this block, by phase."""
+        exact = self.m.job(jid).spec.determinism_mode == jobs_pb2.DETERMINISM_MODE_EXACT
         if r.phase == jobs_pb2.PHASE_COMMIT:
-            for p in r.participants:
-                a = self.actors.get(p.address)
-                if (
-                    a
-                    and not p.HasField("commitment")
-                    and (jid, r.round, p.address) not in self.truth
-                ):
-                    t = a.commit(self, jid, r)
-                    self.truth[(jid, r.round, p.address)] = (
-                        t if t is not None else Truth(frozenset(range(H)))
-                    )
-                    if t is not None:
-                        out.append(
-                            (
-                                m.key(p.address),
-                                mk.submit_msg(
-                                    p.address,
-                                    jid,
-                                    r.round,
-                                    r.base_model_hash,
-                                    n_entries=H // K + 1,
-                                    probe=not exact,
-                                ),
-                            )
-                        )
-        elif r.phase == jobs_pb2.PHASE_REVEAL:
-            for p in r.participants:
-                a = self.actors.get(p.address)
-                if a and p.challenged and not p.HasField("reveal") and a.reveal(self, jid, r, p):
+            return self._commit_txs(jid, r, exact)
+        if r.phase == jobs_pb2.PHASE_REVEAL:
+            return self._reveal_txs(jid, r, exact)
+        if r.phase in mk.VOTE_PANEL:
+            return self._vote_txs(jid, r, exact)
+        if r.phase in mk.OPEN_PANEL:
+            return self._open_txs(jid, r, exact)
+        if r.phase == jobs_pb2.PHASE_ATTEST:
+            return self._attest_txs(jid, r)
+        return []
+
+    def _commit_txs(self, jid: int, r: jobs_pb2.Round, exact: bool) -> list[tuple[Any, Any]]:
+        """Each drawn actor commits (or not: its ground truth is then every segment faked)."""
+        m, out = self.m, list[tuple[Any, Any]]()
+        for p in r.participants:
+            a = self.actors.get(p.address)
+            if a and not p.HasField("commitment") and (jid, r.round, p.address) not in self.truth:
+                t = a.commit(self, jid, r)
+                self.truth[(jid, r.round, p.address)] = (
+                    t if t is not None else Truth(frozenset(range(H)))
+                )
+                if t is not None:
                     out.append(
                         (
                             m.key(p.address),
-                            mk.reveal_msg(
+                            mk.submit_msg(
                                 p.address,
                                 jid,
                                 r.round,
-                                p.segment,
+                                r.base_model_hash,
                                 n_entries=H // K + 1,
-                                base=r.base_model_hash,
-                                exact=exact,
-                                segments=list(p.segments),
+                                probe=not exact,
                             ),
                         )
                     )
-        elif r.phase in mk.VOTE_PANEL:
-            panel = mk.VOTE_PANEL[r.phase]
-            for p in r.participants:
-                if p.challenged and p.HasField("reveal"):
-                    fresh = mk.fresh_reveal_msgs(m, r, p, panel, exact)
-                    if fresh:  # a later panel's fresh segments: opened first, judged next block
-                        a = self.actors.get(p.address)
-                        if a and a.reveal(self, jid, r, p):
-                            out.extend((m.key(p.address), x) for x in fresh)
+        return out
+
+    def _reveal_txs(self, jid: int, r: jobs_pb2.Round, exact: bool) -> list[tuple[Any, Any]]:
+        """Each challenged actor opens its challenged segment, if it chooses to."""
+        m, out = self.m, list[tuple[Any, Any]]()
+        for p in r.participants:
+            a = self.actors.get(p.address)
+            if a and p.challenged and not p.HasField("reveal") and a.reveal(self, jid, r, p):
+                out.append(
+                    (
+                        m.key(p.address),
+                        mk.reveal_msg(
+                            p.address,
+                            jid,
+                            r.round,
+                            p.segment,
+                            n_entries=H // K + 1,
+                            base=r.base_model_hash,
+                            exact=exact,
+                            segments=list(p.segments),
+                        ),
+                    )
+                )
+        return out
+
+    def _vote_txs(self, jid: int, r: jobs_pb2.Round, exact: bool) -> list[tuple[Any, Any]]:
+        """A panel's voting window: a later panel's fresh segments are opened first (judged the
+        next block), then each seated actor commits the vote it chooses (kept to open later)."""
+        m, out = self.m, list[tuple[Any, Any]]()
+        panel = mk.VOTE_PANEL[r.phase]
+        for p in r.participants:
+            if not (p.challenged and p.HasField("reveal")):
+                continue
+            fresh = mk.fresh_reveal_msgs(m, r, p, panel, exact)
+            if fresh:
+                a = self.actors.get(p.address)
+                if a and a.reveal(self, jid, r, p):
+                    out.extend((m.key(p.address), x) for x in fresh)
+                continue
+            for v in p.verifiers:
+                a = self.actors.get(v.address)
+                if a and v.panel == panel and not v.vote_hash:
+                    choice = a.vote(self, jid, r, p)
+                    if choice == mk.UNAVAILABLE:
+                        commit, open_ = mk.unavailable_vote_msgs(r, p.address, v.address)
+                    elif choice is not None:
+                        commit, open_ = mk.vote_msgs(
+                            r,
+                            p.address,
+                            v.address,
+                            choice[0],
+                            choice[1],
+                            *choice[2:3],
+                            tolerance=not exact,
+                            panel=panel,
+                        )
+                    else:
                         continue
-                    for v in p.verifiers:
-                        a = self.actors.get(v.address)
-                        if a and v.panel == panel and not v.vote_hash:
-                            choice = a.vote(self, jid, r, p)
-                            if choice == mk.UNAVAILABLE:
-                                commit, open_ = mk.unavailable_vote_msgs(r, p.address, v.address)
-                                m.pending_votes[(jid, r.round, p.address, v.address)] = open_
-                                out.append((m.key(v.address), commit))
-                            elif choice is not None:
-                                commit, open_ = mk.vote_msgs(
-                                    r,
-                                    p.address,
-                                    v.address,
-                                    choice[0],
-                                    choice[1],
-                                    *choice[2:3],
-                                    tolerance=not exact,
-                                    panel=panel,
-                                )
-                                m.pending_votes[(jid, r.round, p.address, v.address)] = open_
-                                out.append((m.key(v.address), commit))
-        elif r.phase in mk.OPEN_PANEL:  # a lazy vote's opening may be refused: it is then silent
-            panel = mk.OPEN_PANEL[r.phase]
-            for p in r.participants:
-                a = self.actors.get(p.address)
-                if not exact and a and p.HasField("reveal") and a.open_end(self, jid, r, p):
-                    out.extend(
-                        (
-                            m.key(p.address),
-                            mk.open_end_msg(
-                                p.address,
-                                jid,
-                                r.round,
-                                o.segment,
-                                n_entries=H // K + 1,
-                                base=r.base_model_hash,
-                            ),
-                        )
-                        for o in p.reveals
-                        if not o.end_opened_height and o.panel == panel
+                    m.pending_votes[(jid, r.round, p.address, v.address)] = open_
+                    out.append((m.key(v.address), commit))
+        return out
+
+    def _open_txs(self, jid: int, r: jobs_pb2.Round, exact: bool) -> list[tuple[Any, Any]]:
+        """A panel's opening window: tolerance mode, the provider opens its ends; every committed
+        vote is opened (a lazy vote's opening may be refused: it is then silent)."""
+        m, out = self.m, list[tuple[Any, Any]]()
+        panel = mk.OPEN_PANEL[r.phase]
+        for p in r.participants:
+            a = self.actors.get(p.address)
+            if not exact and a and p.HasField("reveal") and a.open_end(self, jid, r, p):
+                out.extend(
+                    (
+                        m.key(p.address),
+                        mk.open_end_msg(
+                            p.address,
+                            jid,
+                            r.round,
+                            o.segment,
+                            n_entries=H // K + 1,
+                            base=r.base_model_hash,
+                        ),
                     )
-                for v in p.verifiers:
-                    key = (jid, r.round, p.address, v.address)
-                    if v.vote_hash and not v.voted and key in m.pending_votes:
-                        out.append((m.key(v.address), m.pending_votes.pop(key)))
-        elif r.phase == jobs_pb2.PHASE_ATTEST:
-            for p in r.participants:
-                a = self.actors.get(p.address)
-                if a and p.outcome == jobs_pb2.OUTCOME_ACCEPTED and not p.attested_hash:
-                    hsh = a.attest(self, jid, r)
-                    if hsh is not None:
-                        out.append((m.key(p.address), mk.attest_msg(jid, r.round, hsh)))
+                    for o in p.reveals
+                    if not o.end_opened_height and o.panel == panel
+                )
+            for v in p.verifiers:
+                key = (jid, r.round, p.address, v.address)
+                if v.vote_hash and not v.voted and key in m.pending_votes:
+                    out.append((m.key(v.address), m.pending_votes.pop(key)))
+        return out
+
+    def _attest_txs(self, jid: int, r: jobs_pb2.Round) -> list[tuple[Any, Any]]:
+        """Each accepted actor attests the hash it chooses."""
+        m, out = self.m, list[tuple[Any, Any]]()
+        for p in r.participants:
+            a = self.actors.get(p.address)
+            if a and p.outcome == jobs_pb2.OUTCOME_ACCEPTED and not p.attested_hash:
+                hsh = a.attest(self, jid, r)
+                if hsh is not None:
+                    out.append((m.key(p.address), mk.attest_msg(jid, r.round, hsh)))
         return out
 
     def run(self, max_blocks: int = 100_000) -> None:
@@ -804,6 +833,25 @@ ITEM_9 = " (issue 31 item 9)"
 
 
 def rows(seeds: int, rounds: int, long_rounds: int = 1_000) -> list[Row]:
+    """Every row, in the table's order (each only when ``--only`` wants it)."""
+    out = provider_rows(seeds, rounds) + coalition_rows(seeds, rounds)
+    out += verifier_rows(seeds, rounds)
+    if wanted("seed grinder"):  # the honest and re-wrapped copy rows ran (NEEDED_BY)
+        out.append(grinder_row(out, seeds, rounds))
+    if wanted("honest only"):
+        out.append(honest_long_row(long_rounds))
+    if wanted("junk"):
+        out.append(junk_row(seeds))
+    if wanted(ROW_WASH):
+        out.append(whitewash_row(seeds, rounds))
+    if wanted(ROW_FARM):
+        out.append(farmer_row(seeds, rounds))
+    out.extend(issue31_rows(seeds, rounds))
+    return [r for r in out if r.note != SKIPPED]
+
+
+def provider_rows(seeds: int, rounds: int) -> list[Row]:
+    """The providers' strategies: honest, withholding, faking, copying, poisoning."""
     out = [
         expected_row("honest", Actor, seeds, rounds),
         expected_row("random root + withhold", Withholder, seeds, rounds),
@@ -845,6 +893,12 @@ def rows(seeds: int, rounds: int, long_rounds: int = 1_000) -> list[Row]:
             "caught when challenged: issue 10's payload check (Verification above)",
         )
     )
+    return out
+
+
+def coalition_rows(seeds: int, rounds: int) -> list[Row]:
+    """Coalitions of verifier keys: false-accusing, silent, unavailable-claiming, covering."""
+    out: list[Row] = []
     for share, n in ((10, 2), (33, 7), (45, 12), (50, 14)):
         bond = mk.BOND * 20 * share // (100 - share) // n
         out.append(
@@ -905,6 +959,12 @@ def rows(seeds: int, rounds: int, long_rounds: int = 1_000) -> list[Row]:
                 extra_job={"verifiers_per_challenge": 1},
             )
         )
+    return out
+
+
+def verifier_rows(seeds: int, rounds: int) -> list[Row]:
+    """One verifier's strategies (a whale, the lazy, the copier, the griefers), the staller."""
+    out: list[Row] = []
     out.append(
         measured_row(
             "whale verifier (50 % stake, 1 key)",
@@ -916,6 +976,13 @@ def rows(seeds: int, rounds: int, long_rounds: int = 1_000) -> list[Row]:
             n_honest=20,
         )
     )
+    return out + lazy_rows(seeds, rounds) + griefer_rows(seeds, rounds)
+
+
+def lazy_rows(seeds: int, rounds: int) -> list[Row]:
+    """Verifiers that do not re-execute: always valid (both modes), always unavailable, the
+    vote copier."""
+    out: list[Row] = []
     cheater = (lambda a: Faker(a, f_bps=10_000, hit=True),)
     out.append(
         measured_row(
@@ -971,6 +1038,12 @@ def rows(seeds: int, rounds: int, long_rounds: int = 1_000) -> list[Row]:
             others=cheater,
         )
     )
+    return out
+
+
+def griefer_rows(seeds: int, rounds: int) -> list[Row]:
+    """Griefers: the rival scorer, the owner's Sybil, the attest staller."""
+    out: list[Row] = []
     out.append(
         measured_row(
             "rival griefer",
@@ -1002,18 +1075,7 @@ def rows(seeds: int, rounds: int, long_rounds: int = 1_000) -> list[Row]:
             extra_job={"participants_per_round": 2, "num_shards": 2},
         )
     )
-    if wanted("seed grinder"):  # the honest and re-wrapped copy rows ran (NEEDED_BY)
-        out.append(grinder_row(out, seeds, rounds))
-    if wanted("honest only"):
-        out.append(honest_long_row(long_rounds))
-    if wanted("junk"):
-        out.append(junk_row(seeds))
-    if wanted(ROW_WASH):
-        out.append(whitewash_row(seeds, rounds))
-    if wanted(ROW_FARM):
-        out.append(farmer_row(seeds, rounds))
-    out.extend(issue31_rows(seeds, rounds))
-    return [r for r in out if r.note != SKIPPED]
+    return out
 
 
 def beacon_outcomes(n_vals: int) -> Callable[[int], list[bytes]]:
