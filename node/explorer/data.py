@@ -8,7 +8,8 @@ against that app hash (``node.client.proofs.verify_ops``) and re-derives each re
 bytes with the chain's own ``*_to_json``: a node whose answer differs from its proof is reported
 on the page, not shown as truth. (A list is as complete as the node makes it: every listed record
 is proven, but without range proofs a node could leave one out.) Blocks, validators and transactions
-come from CometBFT's RPC (signed by the chain, not state proofs); the reputation history is sampled
+come from CometBFT's RPC (signed by the chain, not state proofs: ``chain_log.py``); a provider's
+live training figures from its worker (``live.py``); the reputation history is sampled
 from the node's store at past heights when the collector starts, then once per new height.
 
 Everything here is synchronous (httpx via ``node.client.rpc.Client``); the server runs it in a
@@ -82,6 +83,9 @@ class Snapshot:
 
 
 class Collector:
+    """One node's state for the pages: the proven queries here, the RPC reads in ``self.chain``
+    and the providers' live figures in ``self.live``, put together by :meth:`snapshot`."""
+
     def __init__(self, url: str, timeout: float = 10.0, trust: TrustStore | None = None) -> None:
         self.url = url
         self.client = Client(url, timeout=timeout)
