@@ -6,18 +6,38 @@ Three parts: the commands (argparse namespace -> a message from node/client/mark
 and sent; or a query, verified with --prove and rendered by node/client/market_render.py), and at
 the
 end
-``COMMANDS``, one table of every command with its flags, which ``register`` turns into parsers."""
+``COMMANDS``, one table of every command with its flags, which ``register`` turns into parsers.
+
+``loconet --help`` loads this module: torch (seconds) and node.blobs (aiohttp, 0.4 s) are
+imported by the commands that need them (``# lazy:``)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from abci_app.codec.address import from_bech32
+from abci_app.encoding import decode_msg
+from abci_app.jobs import sla
+from abci_app.jobs.incentives import compute_evidence
+from abci_app.jobs.keys import PARAMS_KEY as JOBS_PARAMS_KEY
+from abci_app.jobs.keys import job_key, round_key, sla_key
+from abci_app.jobs.params import DEFAULTS
+from abci_app.jobs.params import params_to_json as jobs_params_to_json
+from abci_app.jobs.policy import PolicyError, canonical_policy
+from abci_app.jobs.probe import PROBE_DIM, check_probe, compute_probe_evidence
+from abci_app.jobs.queries import job_to_json, round_to_json, sla_to_json
+from abci_app.pb import jobs_pb2, providers_pb2
+from abci_app.providers.keys import PARAMS_KEY as PROVIDERS_PARAMS_KEY
+from abci_app.providers.keys import provider_key
+from abci_app.providers.params import params_to_json as providers_params_to_json
+from abci_app.providers.queries import provider_to_json
 from node import safejson
 from node.cli.common import (
     HEIGHT,
@@ -33,14 +53,17 @@ from node.cli.common import (
     parse_amount,
     signers_note,
 )
-from node.cli.tx import broadcast
+from node.cli.tx import _client_if_needed, broadcast
 from node.client import market_render
 from node.client.inputs import read_input_file
+from node.client.keys import Keyring
 from node.client.market_msgs import (
+    DEFAULT_BLOCK_S,
     DEFAULT_CHALLENGE_BPS,
     DEFAULT_COMPRESSION,
     DEFAULT_SEGMENTS_PER_CHALLENGE,
     DEFAULT_VERIFIERS_PER_CHALLENGE,
+    WINDOW_SLACK,
     bound_trace_commitment,
     bound_update_commitment,
     build_attest,
@@ -55,11 +78,24 @@ from node.client.market_msgs import (
     build_submit_update,
     build_update_provider,
     build_verdict,
+    cap_windows,
+    compute_windows,
+    estimate_compute_s,
     hex32,
     job_audit_warning,
+    measure_block_time,
     probe_fields,
     read_trace,
 )
+from node.client.proofs import (
+    ProofInvalid,
+    expected_chain_id,
+    proven_record,
+    proven_records,
+    trust_of,
+    verify_answer,
+)
+from node.client.rpc import Client
 
 # ----------------------------------------------------------------------------- tx commands
 
@@ -68,7 +104,7 @@ def cmd_provider_register(a: argparse.Namespace) -> int:
     gpus = a.gpu
     if not gpus:  # what torch sees: the CUDA GPUs, or the CPU when there is none
         try:
-            from node.worker.ml import detect_hardware
+            from node.worker.ml import detect_hardware  # lazy: torch takes seconds
         except ImportError:
             raise UsageError(
                 "torch is not installed here: give the hardware with --gpu MODEL:COUNT:MEMORY_MIB"
@@ -98,9 +134,9 @@ def hardware_warnings(throughput: int, gpu_flags: list[str] | None) -> list[str]
     --gpu naming what torch sees): a registration for another machine cannot be measured here.
     Imports torch, only in this command."""
     try:
-        import torch
+        import torch  # lazy: torch takes seconds; only this command needs it
 
-        from node.worker.ml import detect_hardware
+        from node.worker.ml import detect_hardware  # lazy: torch takes seconds
     except ImportError:
         return ["torch is not installed here: the throughput claim and the GPU are unchecked"]
     warnings = []
@@ -129,7 +165,6 @@ def hardware_warnings(throughput: int, gpu_flags: list[str] | None) -> list[str]
 def _matmul_flops(torch: Any, device: str) -> float:
     """FLOP/s of square matmuls on ``device`` (fp32 on CPU, fp16 on CUDA): the best of ~20 ms
     slices over ~0.15 s, so a busy moment on a shared machine does not lower the ceiling."""
-    import time
 
     n = 4096 if device == "cuda" else 256
     dtype = torch.float16 if device == "cuda" else torch.float32
@@ -161,6 +196,34 @@ def cmd_provider_exit(a: argparse.Namespace) -> int:
 
 
 def cmd_job_create(a: argparse.Namespace) -> int:
+    d = _read_spec(a)
+    _apply_job_flags(a, d)
+    _refuse_missing(a, d)
+    _fill_job_defaults(a, d)
+    # a spec field of the wrong type is refused before any warning reads it; the hashes that
+    # --data/--init-seed/--init-model fill in below are not known yet, so stand in for them
+    stand_in = {"commit": 10, "reveal": 5, "verdict": 5, "attest": 5}  # sized below
+    build_create_job(
+        {"dataset_id": "00" * 32, "initial_model_hash": "00" * 32, "windows": stand_in, **d}
+    )
+    if "windows" not in d:
+        d["windows"], note = _windows_from_job(a, d)
+        print(note, file=sys.stderr)
+    warning = job_audit_warning(d)
+    if warning:  # the chain takes the job anyway: what the owner pays for is its own choice
+        print(warning, file=sys.stderr)
+    extra = _job_inputs(a, d)
+    return broadcast(
+        a,
+        a.from_key,
+        [build_create_job(d)],
+        extra,
+        from_events={"job_id": ("job.created", "job_id")},
+    )
+
+
+def _read_spec(a: argparse.Namespace) -> dict[str, Any]:
+    """``--spec FILE``'s JSON object ({} without one)."""
     d: dict[str, Any] = {}
     if a.spec:
         try:
@@ -172,6 +235,12 @@ def cmd_job_create(a: argparse.Namespace) -> int:
                 f"--spec {a.spec} must hold a JSON object (the fields of `query job -o json`'s "
                 f"spec, plus rounds and rewards), not {type(d).__name__}"
             )
+    return d
+
+
+def _apply_job_flags(a: argparse.Namespace, d: dict[str, Any]) -> None:
+    """The flags given, over the spec's fields (a flag wins), and the compression policy in the
+    chain's spelling."""
     flags = {
         "rounds": a.rounds,
         "reward_per_round": parse_amount(a.reward_per_round) if a.reward_per_round else None,
@@ -219,6 +288,10 @@ def cmd_job_create(a: argparse.Namespace) -> int:
     # loss cost down to int4 at the same outer settings (benchmarks/RESULTS.md)
     d.setdefault("compression_policy", DEFAULT_COMPRESSION)
     d["compression_policy"] = _canonical_compression(a, str(d["compression_policy"]))
+
+
+def _refuse_missing(a: argparse.Namespace, d: dict[str, Any]) -> None:
+    """Every field a job needs is given, by a flag or the spec (one error names them all)."""
     missing = [flag for flag, key in JOB_REQUIRED if key not in d]
     if (
         a.initial_model is None
@@ -234,6 +307,10 @@ def cmd_job_create(a: argparse.Namespace) -> int:
             f"missing {', '.join(missing)}: required (or give them in --spec FILE); "
             "see `loconet tx job create --help`"
         )
+
+
+def _fill_job_defaults(a: argparse.Namespace, d: dict[str, Any]) -> None:
+    """The fields left out: the challenge, determinism and model defaults."""
     # challenge defaults (docs/threat-model.md "Enough segments"): 5 % of commitments, one
     # segment each; the required bond keeps faking a loss (>= 2x its gain) at any rate, and the
     # round's verification bytes stay within half of the 100x traffic budget
@@ -247,26 +324,6 @@ def cmd_job_create(a: argparse.Namespace) -> int:
     )
     if a.compute_per_round is not None:
         d["compute_s_per_round"] = a.compute_per_round
-    # a spec field of the wrong type is refused before any warning reads it; the hashes that
-    # --data/--init-seed/--init-model fill in below are not known yet, so stand in for them
-    stand_in = {"commit": 10, "reveal": 5, "verdict": 5, "attest": 5}  # sized below
-    build_create_job(
-        {"dataset_id": "00" * 32, "initial_model_hash": "00" * 32, "windows": stand_in, **d}
-    )
-    if "windows" not in d:
-        d["windows"], note = _windows_from_job(a, d)
-        print(note, file=sys.stderr)
-    warning = job_audit_warning(d)
-    if warning:  # the chain takes the job anyway: what the owner pays for is its own choice
-        print(warning, file=sys.stderr)
-    extra = _job_inputs(a, d)
-    return broadcast(
-        a,
-        a.from_key,
-        [build_create_job(d)],
-        extra,
-        from_events={"job_id": ("job.created", "job_id")},
-    )
 
 
 # a round's compute when the owner states none (--compute-per-round): 6 x params x tokens at this
@@ -294,16 +351,6 @@ def _compute_arg(text: str) -> int:
 def _windows_from_job(a: argparse.Namespace, d: dict[str, Any]) -> tuple[dict[str, int], str]:
     """The job's windows from its compute per round (stated, or estimated from its size) and the
     chain's measured block time (jobs README "Windows"); and a line saying how."""
-    from abci_app.jobs.params import DEFAULTS
-    from node.cli.tx import _client_if_needed
-    from node.client.market_msgs import (
-        DEFAULT_BLOCK_S,
-        WINDOW_SLACK,
-        cap_windows,
-        compute_windows,
-        estimate_compute_s,
-        measure_block_time,
-    )
 
     stated = int(d.get("compute_s_per_round") or 0)
     compute = float(stated) if stated else estimate_compute_s(d, REFERENCE_FLOPS)
@@ -352,9 +399,6 @@ JOB_REQUIRED = (
 def _canonical_compression(a: argparse.Namespace, text: str) -> str:
     """The trainer's spellings (``int8``, ``topk:.01+int4``) -> the canonical policy the chain
     takes (``dense+int8``, ``topk:0.01+int4``), before signing; a note says so."""
-    import sys
-
-    from abci_app.jobs.policy import PolicyError, canonical_policy
 
     try:
         canon = canonical_policy(text)
@@ -368,8 +412,8 @@ def _canonical_compression(a: argparse.Namespace, text: str) -> str:
 def _job_inputs(a: argparse.Namespace, d: dict[str, Any]) -> dict[str, Any]:
     """--data / --init-seed / --init-model: hash them, store them pinned in HOME/blobs, and fill
     dataset_id, initial_model_hash, their sizes and blob_sources into the spec."""
-    from node.blobs import BlobStore, default_root
-    from node.client.job_inputs import prepare_job_inputs
+    from node.blobs import BlobStore, default_root  # lazy: aiohttp, 0.4 s at every --help
+    from node.client.job_inputs import prepare_job_inputs  # lazy: aiohttp, 0.4 s at every --help
 
     if a.blob_source:
         d["blob_sources"] = list(a.blob_source)
@@ -396,7 +440,7 @@ def _job_inputs(a: argparse.Namespace, d: dict[str, Any]) -> dict[str, Any]:
     if dry:  # a dry run hashes only: it pinned a copy of the dataset in the store for nothing
         inputs = prepare_job_inputs(None, d["model"], **kw)
     else:
-        from node.blobs import EvictionNeeded
+        from node.blobs import EvictionNeeded  # lazy: aiohttp, 0.4 s at every --help
 
         with BlobStore(root) as store:
             # storing the job's inputs never evicts another blob unasked (issue 28: a store's
@@ -416,8 +460,6 @@ def _job_inputs(a: argparse.Namespace, d: dict[str, Any]) -> dict[str, Any]:
     fields = inputs.spec_fields()
     d.update(fields)
     if a.output != "json":
-        import sys
-
         where = "hashed, not stored (dry run)" if dry else f"stored in {root} (pinned)"
         print(f"{where}: " + ", ".join(f"{k} {v}" for k, v in fields.items()), file=sys.stderr)
     return {k: v for k, v in fields.items() if k in ("dataset_id", "initial_model_hash")}
@@ -440,7 +482,6 @@ def _hex_list(text: str, what: str) -> list[bytes]:
 
 
 def _signer_address(a: argparse.Namespace) -> bytes:
-    from node.client.keys import Keyring
 
     return Keyring(Path(a.home)).get(a.from_key).address_bytes
 
@@ -518,7 +559,6 @@ def _round_base(a: argparse.Namespace) -> bytes:
     leaves commit to)."""
     if a.base_model:
         return hex32(a.base_model, "--base-model")
-    from node.client.rpc import Client
 
     with Client(a.node) as c:
         qr = c.abci_query(f"/round/{a.job_id}/{a.round}")
@@ -568,7 +608,6 @@ def cmd_round_reveal(a: argparse.Namespace) -> int:
 
 def read_probes(path: str, what: str = "--probe-file") -> list[list[int]]:
     """A probe file: JSON list of lists of 32 integers (abci_app.jobs.probe.PROBE_DIM)."""
-    from abci_app.jobs.probe import PROBE_DIM, check_probe
 
     try:
         items = json.loads(read_input_file(path, what))
@@ -590,8 +629,6 @@ def read_probes(path: str, what: str = "--probe-file") -> list[list[int]]:
 def _vote_args(a: argparse.Namespace) -> tuple[Any, bytes, list[bytes], list[int] | None]:
     """(signer, target, reached end states (exact mode), flat probes (tolerance mode) or None).
     --unavailable: no evidence (nothing reached)."""
-    from abci_app.codec.address import from_bech32
-    from node.client.keys import Keyring
 
     if a.unavailable:
         if a.valid or a.invalid or a.evidence or a.probes or a.quality:
@@ -621,8 +658,6 @@ def _vote_args(a: argparse.Namespace) -> tuple[Any, bytes, list[bytes], list[int
 
 
 def cmd_round_verdict(a: argparse.Namespace) -> int:
-    from abci_app.jobs.incentives import compute_evidence
-    from abci_app.jobs.probe import compute_probe_evidence
 
     signer, target, reached, probes = _vote_args(a)
     evidence = compute_evidence(reached) if probes is None else compute_probe_evidence(probes)
@@ -725,8 +760,6 @@ def _query(
 ) -> Any:
     """Run an abci_query; with --prove, verify every proof against the next header's app hash and
     re-derive the answer from the proven bytes (it must equal what the node said)."""
-    from node.client.proofs import ProofInvalid, expected_chain_id, trust_of, verify_answer
-    from node.client.rpc import Client
 
     if getattr(a, "legacy_page_from", None) is not None:
         raise UsageError(
@@ -769,7 +802,6 @@ def _proven_one(
     key: bytes, decode: Callable[[bytes], Any], to_json: Callable[[Any], Any]
 ) -> Callable[[dict[bytes, bytes | None]], Any]:
     """Re-derive a one-record answer from the proven value of exactly ``key``."""
-    from node.client.proofs import ProofInvalid, proven_record
 
     def f(proven: dict[bytes, bytes | None]) -> Any:
         try:
@@ -795,11 +827,6 @@ def _emit(a: argparse.Namespace, res: dict[str, Any], text: str) -> int:
 
 def _proven_sla(address: str) -> Callable[[dict[bytes, bytes | None]], Any]:
     """Re-derive ``/provider/{addr}/sla`` from its proven value (absent = no duty yet: zeros)."""
-    from abci_app.codec.address import from_bech32
-    from abci_app.jobs import sla
-    from abci_app.jobs.keys import sla_key
-    from abci_app.jobs.queries import sla_to_json
-    from node.client.proofs import ProofInvalid, proven_record
 
     def f(proven: dict[bytes, bytes | None]) -> Any:
         addr = from_bech32(address)
@@ -813,11 +840,6 @@ def _proven_sla(address: str) -> Callable[[dict[bytes, bytes | None]], Any]:
 
 
 def cmd_query_provider(a: argparse.Namespace) -> int:
-    from abci_app.codec.address import from_bech32
-    from abci_app.encoding import decode_msg
-    from abci_app.pb import providers_pb2
-    from abci_app.providers.keys import provider_key
-    from abci_app.providers.queries import provider_to_json
 
     key = provider_key(from_bech32(a.address)) if a.prove else b""
     res = _query(
@@ -837,10 +859,6 @@ def cmd_query_providers(a: argparse.Namespace) -> int:
 
 
 def cmd_query_job(a: argparse.Namespace) -> int:
-    from abci_app.encoding import decode_msg
-    from abci_app.jobs.keys import job_key
-    from abci_app.jobs.queries import job_to_json
-    from abci_app.pb import jobs_pb2
 
     res = _query(
         a,
@@ -862,10 +880,6 @@ def cmd_query_jobs(a: argparse.Namespace) -> int:
 
 
 def cmd_query_round(a: argparse.Namespace) -> int:
-    from abci_app.encoding import decode_msg
-    from abci_app.jobs.keys import round_key
-    from abci_app.jobs.queries import round_to_json
-    from abci_app.pb import jobs_pb2
 
     res = _query(
         a,
@@ -878,11 +892,6 @@ def cmd_query_round(a: argparse.Namespace) -> int:
 
 
 def cmd_query_rounds(a: argparse.Namespace) -> int:
-    from abci_app.encoding import decode_msg
-    from abci_app.jobs.keys import round_key
-    from abci_app.jobs.queries import round_to_json
-    from abci_app.pb import jobs_pb2
-    from node.client.proofs import ProofInvalid, proven_records
 
     def rederive(proven: dict[bytes, bytes | None]) -> Any:
         try:  # each of this job's rounds under its own key (not another job's)
@@ -910,20 +919,14 @@ def cmd_query_rounds(a: argparse.Namespace) -> int:
 
 
 def cmd_query_market_params(a: argparse.Namespace) -> int:
-    from abci_app.encoding import decode_msg
-    from abci_app.jobs.keys import PARAMS_KEY as JK
-    from abci_app.jobs.params import params_to_json
-    from abci_app.pb import jobs_pb2, providers_pb2
-    from abci_app.providers.keys import PARAMS_KEY as PK
-    from abci_app.providers.params import params_to_json as pp_json
-
     def rederive(proven: dict[bytes, bytes | None]) -> Any:
-        pv, jv = proven.get(PK), proven.get(JK)
-        if pv is None or jv is None or set(proven) != {PK, JK}:
+        pk, jk = PROVIDERS_PARAMS_KEY, JOBS_PARAMS_KEY
+        pv, jv = proven.get(pk), proven.get(jk)
+        if pv is None or jv is None or set(proven) != {pk, jk}:
             raise UsageError("proof does not cover exactly the two params keys")
         return {
-            "providers": pp_json(decode_msg(providers_pb2.ProvidersParams, pv)),
-            "jobs": params_to_json(decode_msg(jobs_pb2.JobsParams, jv)),
+            "providers": providers_params_to_json(decode_msg(providers_pb2.ProvidersParams, pv)),
+            "jobs": jobs_params_to_json(decode_msg(jobs_pb2.JobsParams, jv)),
         }
 
     res = _query(a, "/market_params", rederive)
