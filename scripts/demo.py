@@ -99,13 +99,41 @@ def stop_burners() -> None:
     _BURNERS.clear()
 
 
-def main(busy: int = 0) -> int:
-    from node.blobs import BlobClient, BlobStore
-    from node.local.manifest import load, workers_of
-    from node.worker import ml
-    from trainer.data import Corpus
+class Demo:
+    """The running demo: the network's first node, the job and its plan, the workers (named,
+    ``*`` for the cheater), the blob fetcher, the held-out corpus and the losses so far."""
 
-    t0 = time.monotonic()
+    def __init__(self, base: int) -> None:
+        from node.blobs import BlobClient, BlobStore
+        from node.local.manifest import load, workers_of
+        from node.worker import ml
+        from trainer.data import Corpus
+
+        m = load(DIR)
+        self.node = f"http://127.0.0.1:{base + 1}"
+        self.job_id = m["job_id"]
+        self.workers = workers_of(m)
+        self.name = {
+            w.address: w.name + ("*" if w.behaviour != "honest" else "") for w in self.workers
+        }
+        print("(* = the random-root cheater)")
+        self.job = query(self.node, f"/job/{self.job_id}")
+        self.plan = ml.JobPlan.from_job(self.job)
+        self.store = BlobStore(DIR / "demo-blobs", quota_bytes=1 << 30)
+        self.fetcher = BlobClient(timeout_s=20, max_bytes=1 << 30)
+        self.urls = [w.endpoint for w in self.workers]
+        self.corpus = Corpus(self.blob(self.plan.dataset_id))
+        initial = self.blob(self.job["spec"]["initial_model_hash"])
+        self.losses = [("initial", ml.val_loss(self.plan, initial, self.corpus))]
+        self.problems: list[str] = []  # what the story claims and the chain does not show
+
+    def blob(self, h: str) -> bytes:
+        return Path(self.fetcher.fetch(h, self.urls, self.store)).read_bytes()
+
+
+def start_network(busy: int) -> int:
+    """Step 1: the old demo folder gone, the --busy burners, then the testnet with its job;
+    returns its base port."""
     if DIR.exists():
         subprocess.run(
             [*LOCONET, "testnet", "down", "--dir", str(DIR)],
@@ -133,75 +161,74 @@ def main(busy: int = 0) -> int:
         "--base-port",
         str(base),
     )
-    m = load(DIR)
-    node = f"http://127.0.0.1:{base + 1}"
-    job_id = m["job_id"]
-    workers = workers_of(m)
-    name = {w.address: w.name + ("*" if w.behaviour != "honest" else "") for w in workers}
-    print("(* = the random-root cheater)")
-    job = query(node, f"/job/{job_id}")
-    plan = ml.JobPlan.from_job(job)
-    store = BlobStore(DIR / "demo-blobs", quota_bytes=1 << 30)
-    fetcher = BlobClient(timeout_s=20, max_bytes=1 << 30)
-    urls = [w.endpoint for w in workers]
+    return base
 
-    def blob(h: str) -> bytes:
-        return Path(fetcher.fetch(h, urls, store)).read_bytes()
 
-    corpus = Corpus(blob(plan.dataset_id))
-    losses = [("initial", ml.val_loss(plan, blob(job["spec"]["initial_model_hash"]), corpus))]
+def intro(d: Demo) -> None:
+    """The job, the initial model's loss, and how to read along."""
+    plan, job = d.plan, d.job
     print(
-        f"job {job_id}: {ROUNDS} rounds, H={plan.H} steps of "
+        f"job {d.job_id}: {ROUNDS} rounds, H={plan.H} steps of "
         f"{plan.batch_size}x{plan.model.block_size} bytes, a state every k={plan.k}, policy "
         f"{plan.policy}, {job['spec']['participants_per_round']} providers train and "
         f"{job['spec']['verifiers_per_challenge']} verify each round, challenge rate 100 %"
     )
     print(
-        f"initial model {job['spec']['initial_model_hash'][:12]}: held-out loss {losses[0][1]:.3f}"
+        f"initial model {job['spec']['initial_model_hash'][:12]}: held-out loss "
+        f"{d.losses[0][1]:.3f}"
     )
     print(
-        f"$ loconet query rounds {job_id} --node {node}   (what the rest of this demo reads, "
+        f"$ loconet query rounds {d.job_id} --node {d.node}   (what the rest of this demo reads, "
         "round by round)"
     )
-
     print(LEGEND.format(H=plan.H, k=plan.k, n=plan.H // max(1, plan.k)))
+
+
+def show_attestation(d: Demo, r: dict) -> None:
+    """A finalized round's attested model (its loss, the bond that signed it), or why none."""
+    from node.worker import ml
+
+    if not r["attested_model_hash"]:
+        print(
+            "  no model attested: providers holding 2/3 of the accepted bond did not sign one "
+            "hash in time; the job's base model stays"
+        )
+        return
+    loss = ml.val_loss(d.plan, d.blob(r["attested_model_hash"]), d.corpus)
+    d.losses.append((f"round {r['round']}", loss))
+    # the quorum is over the accepted participants' stake (abci_app/jobs/rounds.py
+    # compute_attested); /round gives each participant's stake and outcome
+    total = sum(p["stake"] for p in r["participants"] if p["outcome"] == "accepted")
+    share = r["attest_stake"] / total if total else 0.0
+    print(
+        f"  attested model {r['attested_model_hash'][:12]} by "
+        f"{r['attest_stake'] // 1_000_000} LOCO of bond ({100 * share:.0f} % of the "
+        f"accepted participants' {total // 1_000_000} LOCO; 2/3 needed): held-out loss "
+        f"{loss:.3f} ({compare(loss, d.losses)})"
+    )
+    if 3 * r["attest_stake"] < 2 * total or not total:
+        d.problems.append(
+            f"round {r['round']}: model attested by {100 * share:.0f} % of the accepted "
+            "stake, under 2/3"
+        )
+
+
+def show_rounds(d: Demo) -> None:
+    """Step 2: each round as the chain finalizes it."""
     step("2. the rounds, as the chain finalizes them")
-    problems: list[str] = []  # what the story claims and the chain does not show
     shown = 0
     # a stall, not a slow machine, ends the wait: ROUND_STALL_S without a round finalizing
     deadline = time.monotonic() + ROUND_STALL_S
     while shown < ROUNDS and time.monotonic() < deadline:
-        rounds = query(node, f"/rounds/{job_id}?from={shown}&limit=4")["rounds"]
+        rounds = query(d.node, f"/rounds/{d.job_id}?from={shown}&limit=4")["rounds"]
         done = [r for r in rounds if r["phase"] == "finalized"]
         if not done or done[0]["round"] != shown:
             time.sleep(1.0)
             continue
         deadline = time.monotonic() + ROUND_STALL_S
         r = done[0]
-        show_round(r, name)
-        if r["attested_model_hash"]:
-            loss = ml.val_loss(plan, blob(r["attested_model_hash"]), corpus)
-            losses.append((f"round {r['round']}", loss))
-            # the quorum is over the accepted participants' stake (abci_app/jobs/rounds.py
-            # compute_attested); /round gives each participant's stake and outcome
-            total = sum(p["stake"] for p in r["participants"] if p["outcome"] == "accepted")
-            share = r["attest_stake"] / total if total else 0.0
-            print(
-                f"  attested model {r['attested_model_hash'][:12]} by "
-                f"{r['attest_stake'] // 1_000_000} LOCO of bond ({100 * share:.0f} % of the "
-                f"accepted participants' {total // 1_000_000} LOCO; 2/3 needed): held-out loss "
-                f"{loss:.3f} ({compare(loss, losses)})"
-            )
-            if 3 * r["attest_stake"] < 2 * total or not total:
-                problems.append(
-                    f"round {r['round']}: model attested by {100 * share:.0f} % of the accepted "
-                    "stake, under 2/3"
-                )
-        else:
-            print(
-                "  no model attested: providers holding 2/3 of the accepted bond did not sign one "
-                "hash in time; the job's base model stays"
-            )
+        show_round(r, d.name)
+        show_attestation(d, r)
         shown += 1
     if shown < ROUNDS:
         print(
@@ -209,19 +236,22 @@ def main(busy: int = 0) -> int:
             "down`)"
         )
 
+
+def show_providers(d: Demo) -> None:
+    """Step 3: each provider's pay, slashes and busy share, checked against its behaviour."""
     step("3. who was paid, who was slashed, how busy each trainer was")
-    final = [r for r in query(node, f"/rounds/{job_id}")["rounds"] if r["phase"] == "finalized"]
-    for w in workers:
-        p = query(node, f"/provider/{w.address}")
+    final = [r for r in query(d.node, f"/rounds/{d.job_id}")["rounds"] if r["phase"] == "finalized"]
+    for w in d.workers:
+        p = query(d.node, f"/provider/{w.address}")
         paid = sum(
             q["reward"] for r in final for q in r["participants"] if q["address"] == w.address
         )
         print(
-            f"  {name[w.address]:11s} {w.behaviour:12s} status {p['status']:8s} reputation "
+            f"  {d.name[w.address]:11s} {w.behaviour:12s} status {p['status']:8s} reputation "
             f"{p['reputation']:>5d}  earned {paid / 1e6:8.2f} LOCO  slashed "
             f"{p['slashed_total'] / 1e6:8.2f} LOCO  {trainer_busy(w)}"
         )
-        problems += check_provider(w.name, w.address, w.behaviour, p, final)
+        d.problems += check_provider(w.name, w.address, w.behaviour, p, final)
     print(
         "  (busy: the share of the time from a provider's first training to its last that its "
         "trainer computed;\n"
@@ -234,7 +264,12 @@ def main(busy: int = 0) -> int:
         "   benchmarks/round_overhead.py, benchmarks/RESULTS.md)"
     )
     if not final:
-        problems.append("no round finalized")
+        d.problems.append("no round finalized")
+
+
+def show_losses(d: Demo) -> None:
+    """The attested models' held-out losses, round by round, and their plot."""
+    losses = d.losses
     print("\nheld-out loss of the attested models, round by round (lower is better):")
     print("  " + "  ".join(f"{i}: {v:.3f}" for i, v in losses))
     if len(losses) > 1:
@@ -251,12 +286,21 @@ def main(busy: int = 0) -> int:
     )
     plot(losses, DIR / "val_loss.png")
     print(f"plot: {DIR / 'val_loss.png'}")
-    fetcher.close()
+
+
+def main(busy: int = 0) -> int:
+    t0 = time.monotonic()
+    d = Demo(start_network(busy))
+    intro(d)
+    show_rounds(d)
+    show_providers(d)
+    show_losses(d)
+    d.fetcher.close()
 
     step("4. stop everything cleanly")
     run("testnet", "down", "--dir", str(DIR))
-    if problems:
-        sys.exit("demo failed: the chain does not show the story:\n  " + "\n  ".join(problems))
+    if d.problems:
+        sys.exit("demo failed: the chain does not show the story:\n  " + "\n  ".join(d.problems))
     print(
         f"\ndemo done in {time.monotonic() - t0:.0f}s. Explore further: `source .venv/bin/activate`"
         f" (puts loconet on your PATH), then `loconet --help`; "

@@ -51,8 +51,8 @@ def free_base() -> int:
     return find_free_base(range(26656, 40000, 100), range(6))
 
 
-def main() -> int:
-    from node.client.rpc import Client, RpcError
+def init_node() -> str:
+    """Step 1: a fresh node home (on free ports when the defaults are busy); its RPC URL."""
     from node.local.config import Ports, tune_cometbft_config
 
     if HOME.exists():
@@ -64,82 +64,88 @@ def main() -> int:
     if base != 26656:
         print(f"(default ports busy: using {base}..{base + 5})")
         tune_cometbft_config(HOME, "demo", ports)
-    node = f"http://127.0.0.1:{ports.rpc}"
+    return f"http://127.0.0.1:{ports.rpc}"
 
-    step("2. start it (cometbft + ABCI app) and wait for blocks")
-    print(f"$ loconet start --home {HOME}   (in the background; log in {HOME / 'node.out'})")
-    log = open(HOME / "node.out", "wb")  # noqa: SIM115 (the node's log for as long as it runs)
-    proc = subprocess.Popen(
-        [*LOCONET, "start", "--home", str(HOME)],
-        cwd=ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
+
+def wait_blocks(node: str, proc: subprocess.Popen[bytes]) -> None:
+    """Until the node has made 2 blocks (60 s at most, or it exited: the demo fails)."""
+    from node.client.rpc import Client, RpcError
+
+    with Client(node, timeout=3) as c:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if c.latest_height() >= 2:
+                    break
+            except (RpcError, KeyError, TypeError, ValueError):
+                pass  # the node is still starting
+            if proc.poll() is not None or time.monotonic() > deadline:
+                sys.exit(
+                    f"demo failed: node did not produce blocks; see {HOME / 'node.out'} and "
+                    f"{HOME / 'cometbft.log'}"
+                )
+            print(".", end="", flush=True)
+            time.sleep(0.5)
+    print()
+
+
+def transfer_and_show(node: str) -> None:
+    """Steps 3 and 4: a new account, a transfer to it, both balances proven, its block."""
+    from node.client.rpc import Client
+
+    step("3. a new account, and a transfer to it")
+    alice = json.loads(run("keys", "add", "alice", "--home", str(HOME), "-o", "json", show=False))[
+        "address"
+    ]
+    print(f"$ loconet keys add alice --home {HOME}\nadded key 'alice'\naddress: {alice}")
+    validator = run("keys", "show", "validator", "--home", str(HOME), show=False).strip()
+    sent = run(
+        "tx",
+        "bank",
+        "send",
+        alice,
+        "2.5loco",
+        "--from",
+        "validator",
+        "--home",
+        str(HOME),
+        "--node",
+        node,
     )
+    height = int(sent.split("height:")[1].split()[0])
+
+    step("4. balances, proven against the app hash, and the block the transfer landed in")
+    run("query", "account", alice, "--prove", "--node", node)
+    run("query", "account", validator, "--prove", "--node", node)
+    with Client(node) as c:
+        blk = c.block(height)
+    hdr = blk["block"]["header"]
+    print(
+        f"block {hdr['height']}: hash {blk['block_id']['hash']}, "
+        f"{len(blk['block']['data']['txs'])} tx, proposer {hdr['proposer_address']}, time "
+        f"{hdr['time']}"
+    )
+
+
+def stop_node(proc: subprocess.Popen[bytes]) -> tuple[int, bool]:
+    """Step 5: SIGTERM to the node; its exit status and whether any of its group lives on."""
+    step("5. stop the node cleanly")
+    proc.send_signal(signal.SIGTERM)
+    rc = proc.wait(30)
     try:
-        with Client(node, timeout=3) as c:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if c.latest_height() >= 2:
-                        break
-                except (RpcError, KeyError, TypeError, ValueError):
-                    pass  # the node is still starting
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    sys.exit(
-                        f"demo failed: node did not produce blocks; see {HOME / 'node.out'} and "
-                        f"{HOME / 'cometbft.log'}"
-                    )
-                print(".", end="", flush=True)
-                time.sleep(0.5)
-        print()
-        run("status", "--node", node)
+        os.killpg(proc.pid, 0)
+        alive = True
+    except ProcessLookupError:
+        alive = False
+    print(
+        f"node exited with status {rc}; cometbft and the ABCI server "
+        f"{'STILL RUNNING' if alive else 'both stopped'}"
+    )
+    return rc, alive
 
-        step("3. a new account, and a transfer to it")
-        alice = json.loads(
-            run("keys", "add", "alice", "--home", str(HOME), "-o", "json", show=False)
-        )["address"]
-        print(f"$ loconet keys add alice --home {HOME}\nadded key 'alice'\naddress: {alice}")
-        validator = run("keys", "show", "validator", "--home", str(HOME), show=False).strip()
-        sent = run(
-            "tx",
-            "bank",
-            "send",
-            alice,
-            "2.5loco",
-            "--from",
-            "validator",
-            "--home",
-            str(HOME),
-            "--node",
-            node,
-        )
-        height = int(sent.split("height:")[1].split()[0])
 
-        step("4. balances, proven against the app hash, and the block the transfer landed in")
-        run("query", "account", alice, "--prove", "--node", node)
-        run("query", "account", validator, "--prove", "--node", node)
-        with Client(node) as c:
-            blk = c.block(height)
-        hdr = blk["block"]["header"]
-        print(
-            f"block {hdr['height']}: hash {blk['block_id']['hash']}, "
-            f"{len(blk['block']['data']['txs'])} tx, proposer {hdr['proposer_address']}, time "
-            f"{hdr['time']}"
-        )
-    finally:
-        step("5. stop the node cleanly")
-        proc.send_signal(signal.SIGTERM)
-        rc = proc.wait(30)
-        try:
-            os.killpg(proc.pid, 0)
-            alive = True
-        except ProcessLookupError:
-            alive = False
-        print(
-            f"node exited with status {rc}; cometbft and the ABCI server "
-            f"{'STILL RUNNING' if alive else 'both stopped'}"
-        )
+def train_and_verify() -> None:
+    """Step 6: the trainer's simulation and a verifier's re-execution of a segment."""
     step(
         "6. the trainer: 2 providers, 3 DiLoCo rounds with compressed updates, then a verifier "
         "re-executes a segment"
@@ -162,6 +168,27 @@ def main() -> int:
     )
     run("train", "verify", "--segment", str(HOME / "train" / "segment"))
     print(f"plots: {HOME / 'train' / 'val_loss.png'}, {HOME / 'train' / 'bytes_per_round.png'}")
+
+
+def main() -> int:
+    node = init_node()
+    step("2. start it (cometbft + ABCI app) and wait for blocks")
+    print(f"$ loconet start --home {HOME}   (in the background; log in {HOME / 'node.out'})")
+    log = open(HOME / "node.out", "wb")  # noqa: SIM115 (the node's log for as long as it runs)
+    proc = subprocess.Popen(
+        [*LOCONET, "start", "--home", str(HOME)],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        wait_blocks(node, proc)
+        run("status", "--node", node)
+        transfer_and_show(node)
+    finally:
+        rc, alive = stop_node(proc)
+    train_and_verify()
     print("\ndemo done. Explore further: loconet --help")
     return 0 if rc == 0 and not alive else 1
 
