@@ -146,12 +146,12 @@ def test_provider_run_refuses_a_bad_island_size(tmp_path, capsys, argv, msg):
 def test_island_on_cuda_needs_that_many_gpus(tmp_path, monkeypatch):
     import torch
 
-    from node.worker.worker import ProviderWorker, WorkerError
+    from node.worker.context import WorkerError, check_procs
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     with pytest.raises(WorkerError, match="torch sees 1 GPU"):
-        ProviderWorker._check_procs(2, "cuda")
-    ProviderWorker._check_procs(2, "cpu")  # gloo processes on CPU: any N
+        check_procs(2, "cuda")
+    check_procs(2, "cpu")  # gloo processes on CPU: any N
 
 
 @pytest.mark.parametrize("listen", ["0.0.0.0:99999", "0.0.0.0:0", "h:\u0668\u0660", "h:x", "h:"])

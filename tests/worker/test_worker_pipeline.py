@@ -11,7 +11,8 @@ import pytest
 
 from node.cli.main import main
 from node.worker import ml
-from node.worker.worker import ProviderWorker, WorkerError
+from node.worker.context import check_procs
+from node.worker.worker import WorkerError
 from tests.worker.test_worker_verify import JOB, judged, worker
 
 MODEL2 = {"n_layers": 2, "n_heads": 2, "d_model": 16, "context_len": 16, "vocab_size": 256}
@@ -62,9 +63,9 @@ def test_pipeline_on_cuda_needs_procs_times_stages_gpus(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 3)
     with pytest.raises(WorkerError, match=r"--procs 2 x --pipeline 2 = 4 processes.*sees 3 GPU"):
-        ProviderWorker._check_procs(2, "cuda", 2)
-    ProviderWorker._check_procs(1, "cuda", 3)
-    ProviderWorker._check_procs(2, "cpu", 4)  # gloo processes on CPU: any count
+        check_procs(2, "cuda", 2)
+    check_procs(1, "cuda", 3)
+    check_procs(2, "cpu", 4)  # gloo processes on CPU: any count
 
 
 def _round() -> dict[str, Any]:
