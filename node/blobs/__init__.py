@@ -51,8 +51,10 @@ from node.blobs.errors import (
     QuotaExceeded,
     Truncated,
 )
+from node.blobs.files import check_hash
+from node.blobs.retention import GcReport
 from node.blobs.server import DEFAULT_PORT, BlobServer, ServerStats, serve_blobs
-from node.blobs.store import TIERS, BlobInfo, BlobStore, BlobWriter, GcReport, check_hash
+from node.blobs.store import TIERS, BlobInfo, BlobStore, BlobWriter
 
 # a library: the app configures logging
 logging.getLogger("loconet.blobs").addHandler(logging.NullHandler())

@@ -41,7 +41,9 @@ from node.blobs.errors import (
     PeerUnavailable,
     Truncated,
 )
-from node.blobs.store import BlobStore, check_hash, check_tier
+from node.blobs.files import check_hash
+from node.blobs.store import BlobStore, check_tier
+from node.metrics import worker_metrics
 
 ROUND_HEADER = "X-Loconet-Round"  # node/blobs/server.py counts the bytes for this round
 
@@ -196,7 +198,7 @@ class BlobClient:
                         with self._count_lock:
                             self.bytes_received += len(chunk)
                             self.received_by_hash[h] = self.received_by_hash.get(h, 0) + len(chunk)
-                        _metrics().blob_in(len(chunk))  # node/metrics.py
+                        worker_metrics().blob_in(len(chunk))  # node/metrics.py
                         if w.size + len(chunk) > limit:
                             raise Oversize(f"sent more than the limit of {limit} B", location)
                         w.write(chunk)
@@ -306,9 +308,3 @@ class _HeadDeadline:
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
-
-
-def _metrics():
-    from node.metrics import worker_metrics
-
-    return worker_metrics()

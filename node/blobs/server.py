@@ -44,10 +44,12 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from node.blobs.client import ROUND_HEADER
 from node.blobs.errors import BlobNotFound
-from node.blobs.store import HASH_RE, BlobStore
+from node.blobs.files import HASH_RE
+from node.blobs.store import BlobStore
 from node.httplog import client_error_log
 from node.metrics import worker_metrics
 
@@ -232,6 +234,28 @@ def _position(text: str) -> int | None:
     return int(text) if len(text) <= 30 else BEYOND
 
 
+def _span(request: web.Request, headers: dict[str, str], size: int) -> tuple[int, int, int] | None:
+    """(first byte, last byte, status) a GET of a ``size``-byte blob answers: the whole blob
+    (200) unless one satisfiable ``Range`` applies (206, its Content-Range added to
+    ``headers``); None when that range is unsatisfiable (416)."""
+    ranges = request.headers.getall("Range", [])
+    rng = ranges[0] if len(ranges) == 1 else None  # two Range headers: ambiguous, whole
+    if_range = request.headers.get("If-Range")
+    if if_range is not None and if_range.strip() != headers["ETag"]:
+        rng = None  # RFC 9110 13.1.5: a validator that does not match means the whole
+    if rng is None:
+        return 0, size - 1, 200
+    parsed = parse_range(rng, size)
+    if parsed is None:
+        return None
+    if parsed is False:
+        return 0, size - 1, 200
+    assert isinstance(parsed, tuple)
+    first, last = parsed
+    headers["Content-Range"] = f"bytes {first}-{last}/{size}"
+    return first, last, 206
+
+
 def parse_range(header: str, size: int) -> tuple[int, int] | None | bool:
     """RFC 9110 single byte range. Returns (first, last) inclusive; ``None`` when unsatisfiable
     (-> 416); ``False`` when the header is to be ignored (malformed, multi-range, other unit)."""
@@ -364,15 +388,7 @@ class BlobServer:
 
     async def _blob(self, request: web.Request) -> web.StreamResponse:
         self.stats.requests += 1
-        named = round_label(request.headers.get(ROUND_HEADER))
-        request["loconet_round"] = named
-        # the request head as read: request line, headers, blank line
-        self.stats.count_received(
-            named,
-            len(f"{request.method} {request.raw_path} HTTP/1.1\r\n".encode())
-            + sum(len(k) + len(v) + 4 for k, v in request.raw_headers)
-            + 2,
-        )
+        named = self._count_request(request)
         h = request.match_info["h"]
         if HASH_RE.fullmatch(h) is None:
             self.stats.bad_requests += 1
@@ -392,15 +408,7 @@ class BlobServer:
             self.stats.not_found += 1
             return web.json_response({"error": "not_found", "hash": h}, status=404)
         with f:
-            if named:
-                kind = await loop.run_in_executor(None, self._kind_of, h, f)
-                rk = named
-            else:
-
-                def both() -> tuple[str, str]:
-                    return self._kind_of(h, f), self._round_of(h)
-
-                kind, rk = await loop.run_in_executor(None, both)
+            kind, rk = await self._kind_and_round(h, f, named)
             request["loconet_round"] = rk
             headers = {
                 "Accept-Ranges": "bytes",
@@ -408,25 +416,14 @@ class BlobServer:
                 "ETag": f'"{h}"',
                 "Cache-Control": "public, max-age=31536000, immutable",
             }
-            first, last, status = 0, size - 1, 200
-            ranges = request.headers.getall("Range", [])
-            rng = ranges[0] if len(ranges) == 1 else None  # two Range headers: ambiguous, whole
-            if_range = request.headers.get("If-Range")
-            if if_range is not None and if_range.strip() != headers["ETag"]:
-                rng = None  # RFC 9110 13.1.5: a validator that does not match means the whole
-            if rng is not None:
-                parsed = parse_range(rng, size)
-                if parsed is None:
-                    self.stats.unsatisfiable += 1
-                    return web.Response(
-                        status=416,
-                        headers={"Content-Range": f"bytes */{size}", "Accept-Ranges": "bytes"},
-                    )
-                if parsed is not False:
-                    assert isinstance(parsed, tuple)
-                    first, last = parsed
-                    status = 206
-                    headers["Content-Range"] = f"bytes {first}-{last}/{size}"
+            span = _span(request, headers, size)
+            if span is None:
+                self.stats.unsatisfiable += 1
+                return web.Response(
+                    status=416,
+                    headers={"Content-Range": f"bytes */{size}", "Accept-Ranges": "bytes"},
+                )
+            first, last, status = span
             length = max(0, last - first + 1)
             resp = web.StreamResponse(status=status, headers=headers)
             resp.content_length = length
@@ -438,22 +435,51 @@ class BlobServer:
                     request, resp, f, first, length, head, sent, kind=kind, round_key=rk
                 )
             except ConnectionError as e:
-                # the client closed (or reset) its connection before the end: its choice (a
-                # reader that got what it needed, a Ctrl-C), never our error. One line; it was
-                # a 17-line ERROR traceback from aiohttp for every early close
-                self.stats.client_aborts += 1
-                log.info(
-                    "client %s closed the connection before the end of blob %s (%d of %d B "
-                    "written; %s)",
-                    request.remote,
-                    h[:12],
-                    sent[0],
-                    length,
-                    type(e).__name__,
-                )
-                if request.transport is not None:
-                    request.transport.abort()
+                self._client_closed(request, h, sent[0], length, e)
                 return resp
+
+    def _count_request(self, request: web.Request) -> str:
+        """Counts the request head as read (request line, headers, blank line) under the round
+        the requester names; returns that round (``""``: none, or not a round key)."""
+        named = round_label(request.headers.get(ROUND_HEADER))
+        request["loconet_round"] = named
+        self.stats.count_received(
+            named,
+            len(f"{request.method} {request.raw_path} HTTP/1.1\r\n".encode())
+            + sum(len(k) + len(v) + 4 for k, v in request.raw_headers)
+            + 2,
+        )
+        return named
+
+    async def _kind_and_round(self, h: str, f: Any, named: str) -> tuple[str, str]:
+        """The (kind, round) a served blob's bytes are counted under (module docstring), read in
+        the executor: both hooks may touch the disk or the store's lock."""
+        loop = asyncio.get_running_loop()
+        if named:
+            return await loop.run_in_executor(None, self._kind_of, h, f), named
+
+        def both() -> tuple[str, str]:
+            return self._kind_of(h, f), self._round_of(h)
+
+        return await loop.run_in_executor(None, both)
+
+    def _client_closed(
+        self, request: web.Request, h: str, sent: int, length: int, e: ConnectionError
+    ) -> None:
+        """The client closed (or reset) its connection before the end: its choice (a reader that
+        got what it needed, a Ctrl-C), never our error. One line; it was a 17-line ERROR
+        traceback from aiohttp for every early close."""
+        self.stats.client_aborts += 1
+        log.info(
+            "client %s closed the connection before the end of blob %s (%d of %d B written; %s)",
+            request.remote,
+            h[:12],
+            sent,
+            length,
+            type(e).__name__,
+        )
+        if request.transport is not None:
+            request.transport.abort()
 
     async def _send(
         self,
@@ -500,8 +526,6 @@ class BlobServer:
         """The worker's Prometheus figures (node/metrics.py ``WorkerMetrics``: blob bytes,
         training loss, round and step time by job) beside its blobs: what the explorer's job page
         shows as a provider's live progress."""
-        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
         body = generate_latest(worker_metrics().registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

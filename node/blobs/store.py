@@ -45,44 +45,28 @@ import fcntl
 import hashlib
 import logging
 import os
-import re
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
 
-from node.blobs.errors import (
-    BlobNotFound,
-    EvictionNeeded,
-    HashMismatch,
-    InvalidHash,
-    QuotaExceeded,
-)
+from node.blobs import retention
+from node.blobs.errors import BlobNotFound, HashMismatch
+from node.blobs.files import CHUNK, BlobFiles, check_hash, sha256_file
+from node.blobs.retention import GcReport
 
 log = logging.getLogger("loconet.blobs")
 
-HASH_RE = re.compile(r"[0-9a-f]{64}")
 TIERS = ("temp", "hot", "cold")
 _RANK = {t: i for i, t in enumerate(TIERS)}
-CHUNK = 1 << 20
 DEFAULT_QUOTA_BYTES = 10 << 30
 DEFAULT_TEMP_MARGIN_S = 600.0
-STALE_TMP_AGE_S = 24 * 3600.0  # a .part file this old is removed even if its pid looks alive
 MAX_ROUND_KEY = 200
-
-
-def check_hash(h: object) -> str:
-    """``h`` if it is a sha256 hex string (64 lowercase hex characters), else ``InvalidHash``."""
-    if not isinstance(h, str) or HASH_RE.fullmatch(h) is None:
-        shown = repr(h) if len(repr(h)) <= 80 else repr(h)[:77] + "..."
-        raise InvalidHash(f"not a sha256 hash (64 lowercase hex characters): {shown}")
-    return h
 
 
 def check_tier(tier: object) -> str:
@@ -102,30 +86,31 @@ def _check_round_key(key: object) -> str | None:
     return key
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
+@contextmanager
+def _open_close_lock(root: Path) -> Iterator[None]:
+    """An exclusive flock on ``ROOT/meta.lock`` (see BlobStore.__init__), shared by threads and
+    processes alike."""
+    fd = os.open(root / "meta.lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        os.fsync(fd)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
     finally:
-        os.close(fd)
+        os.close(fd)  # closing the descriptor releases the flock
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
+def _create_schema(db: sqlite3.Connection) -> None:
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS blobs(hash TEXT PRIMARY KEY, size INTEGER NOT NULL,"
+        " tier TEXT NOT NULL, pinned INTEGER NOT NULL, created REAL NOT NULL,"
+        " last_used REAL NOT NULL, use_seq INTEGER NOT NULL, released_at REAL)"
+    )
+    db.execute("CREATE INDEX IF NOT EXISTS blobs_use ON blobs(use_seq)")
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS holds(round_key TEXT NOT NULL, hash TEXT NOT NULL,"
+        " PRIMARY KEY(round_key, hash))"
+    )
+    db.execute("CREATE INDEX IF NOT EXISTS holds_hash ON holds(hash)")
+    db.execute("CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,32 +130,13 @@ class BlobInfo:
         return d
 
 
-@dataclass(slots=True)
-class GcReport:
-    expired: list[str] = field(default_factory=list)  # temp blobs past their retention
-    evicted: list[str] = field(default_factory=list)  # removed to get back under the quota
-    freed_bytes: int = 0
-    expired_bytes: int = 0  # of freed_bytes, by expiry
-    evicted_bytes: int = 0  # of freed_bytes, by eviction
-    stale_tmp_removed: int = 0
-    orphan_rows_removed: int = 0  # metadata rows whose file was gone
-    adopted: int = 0  # complete blob files without a row (a crash between rename and commit)
-    corrupt_removed: list[str] = field(default_factory=list)  # only with verify=True
-    used_bytes: int = 0
-    quota_bytes: int = 0
-    count: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 class BlobWriter:
     """A blob being written: bytes go to a temp file while being hashed; ``commit`` fsyncs and
     renames it into the store. Leaving the ``with`` block without a commit discards it."""
 
     def __init__(self, store: BlobStore) -> None:
         self._store = store
-        self.tmp_path = store._new_tmp_path()
+        self.tmp_path = store.files.new_tmp_path()
         self._f: IO[bytes] = open(self.tmp_path, "xb")  # noqa: SIM115 - closed by commit/abort
         self._h = hashlib.sha256()
         self.size = 0
@@ -235,10 +201,9 @@ class BlobStore:
         if quota_bytes is not None and quota_bytes <= 0:
             raise ValueError(f"quota_bytes must be positive, got {quota_bytes}")
         self.root = Path(root)
-        self.blob_dir = self.root / "blobs"
-        self.tmp_dir = self.root / "tmp"
-        self.blob_dir.mkdir(parents=True, exist_ok=True)
-        self.tmp_dir.mkdir(parents=True, exist_ok=True)
+        self.files = BlobFiles(self.root)
+        self.blob_dir = self.files.blob_dir
+        self.tmp_dir = self.files.tmp_dir
         self.temp_margin_s = float(temp_margin_s)
         self._clock = clock
         # what a put may evict to stay under the quota: True any unpinned, unheld blob (the
@@ -249,7 +214,7 @@ class BlobStore:
         # last connection checkpoints and deletes the WAL) take locks SQLite does not always wait
         # for: a store opened while another closes could fail at once with "database is locked".
         # Both run under an exclusive flock on meta.lock, shared by threads and processes alike.
-        with self._open_close_lock():
+        with _open_close_lock(self.root):
             self._db = sqlite3.connect(
                 self.root / "meta.db", timeout=60, isolation_level=None, check_same_thread=False
             )
@@ -257,39 +222,19 @@ class BlobStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._init_schema(quota_bytes)
-        self._clean_stale_tmp()
+        self.files.clean_stale_tmp()
         self._reconcile()
-
-    @contextmanager
-    def _open_close_lock(self) -> Iterator[None]:
-        fd = os.open(self.root / "meta.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing the descriptor releases the flock
 
     def _init_schema(self, quota_bytes: int | None) -> None:
         with self._tx() as db:
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS blobs(hash TEXT PRIMARY KEY, size INTEGER NOT NULL,"
-                " tier TEXT NOT NULL, pinned INTEGER NOT NULL, created REAL NOT NULL,"
-                " last_used REAL NOT NULL, use_seq INTEGER NOT NULL, released_at REAL)"
-            )
-            db.execute("CREATE INDEX IF NOT EXISTS blobs_use ON blobs(use_seq)")
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS holds(round_key TEXT NOT NULL, hash TEXT NOT NULL,"
-                " PRIMARY KEY(round_key, hash))"
-            )
-            db.execute("CREATE INDEX IF NOT EXISTS holds_hash ON holds(hash)")
-            db.execute("CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            _create_schema(db)
             row = db.execute("SELECT value FROM meta WHERE key='quota_bytes'").fetchone()
             self.quota_bytes = int(row[0]) if row else DEFAULT_QUOTA_BYTES
             if quota_bytes is not None:
                 self._set_quota(db, int(quota_bytes), persist=True)
 
     def _set_quota(self, db: sqlite3.Connection, quota: int, persist: bool) -> None:
-        used = self._used(db)
+        used = retention.used(db)
         if quota < self.quota_bytes and quota < used:
             # a lowered quota is the next gc's (or put's) licence to evict: say so once, here
             log.warning(
@@ -330,55 +275,22 @@ class BlobStore:
                 raise
             self._db.execute("COMMIT")
 
-    def _final_path(self, h: str) -> Path:
-        return self.blob_dir / h[:2] / h
-
-    def _new_tmp_path(self) -> Path:
-        return self.tmp_dir / f"{os.getpid()}.{uuid.uuid4().hex}.part"
-
     def _next_seq(self, db: sqlite3.Connection) -> int:
         return int(db.execute("SELECT COALESCE(MAX(use_seq), 0) + 1 FROM blobs").fetchone()[0])
-
-    def _clean_stale_tmp(self) -> int:
-        """Remove ``.part`` files whose writer process is dead (or that are very old)."""
-        removed = 0
-        now = time.time()
-        for p in self.tmp_dir.iterdir():
-            pid_text = p.name.split(".", 1)[0]
-            try:
-                pid = int(pid_text)
-                age = now - p.stat().st_mtime
-            except (ValueError, FileNotFoundError):
-                pid, age = -1, STALE_TMP_AGE_S + 1
-            if pid == os.getpid() and age <= STALE_TMP_AGE_S:
-                continue  # another writer in this process
-            if pid > 0 and _pid_alive(pid) and age <= STALE_TMP_AGE_S:
-                continue
-            p.unlink(missing_ok=True)
-            removed += 1
-        if removed:
-            log.info("removed %d stale temp file(s) from %s", removed, self.tmp_dir)
-        return removed
 
     def _reconcile(self) -> tuple[int, int]:
         """Metadata rows without a file are dropped; complete files without a row are adopted."""
         orphans = adopted = 0
         with self._tx() as db:
             rows = {h for (h,) in db.execute("SELECT hash FROM blobs")}
-            on_disk: set[str] = set()
-            for sub in self.blob_dir.iterdir():
-                if not sub.is_dir():
-                    continue
-                for f in sub.iterdir():
-                    if HASH_RE.fullmatch(f.name) and f.name[:2] == sub.name:
-                        on_disk.add(f.name)
+            on_disk = self.files.hashes_on_disk()
             for h in sorted(rows - on_disk):
                 db.execute("DELETE FROM blobs WHERE hash=?", (h,))
                 db.execute("DELETE FROM holds WHERE hash=?", (h,))
                 orphans += 1
             now = self._clock()
             for h in sorted(on_disk - rows):
-                size = self._final_path(h).stat().st_size
+                size = self.files.final_path(h).stat().st_size
                 db.execute(
                     "INSERT INTO blobs VALUES(?, ?, 'hot', 0, ?, ?, ?, NULL)",
                     (h, size, now, now, self._next_seq(db)),
@@ -409,77 +321,22 @@ class BlobStore:
             db.execute("INSERT OR IGNORE INTO holds VALUES(?, ?)", (round_key, h))
             db.execute("UPDATE blobs SET released_at=NULL WHERE hash=?", (h,))
 
-    def _expired(self, db: sqlite3.Connection) -> list[tuple[str, int]]:
-        """Temp blobs that no open round holds and whose margin has passed (LRU first)."""
-        cutoff = self._clock() - self.temp_margin_s
-        return [
-            (str(h), int(s))
-            for h, s in db.execute(
-                "SELECT hash, size FROM blobs WHERE tier='temp' AND pinned=0 AND released_at IS "
-                "NOT NULL AND released_at <= ? AND NOT EXISTS (SELECT 1 FROM holds WHERE "
-                "holds.hash=blobs.hash) ORDER BY use_seq",
-                (cutoff,),
-            )
-        ]
-
-    def _gc_victims(
-        self, db: sqlite3.Connection, only: Collection[str] | None = None, need: int = 0
-    ) -> tuple[list[tuple[str, int]], list[tuple[str, int]], int]:
-        """What gc (``need`` = 0) or a put of ``need`` bytes would delete, deleting nothing:
-        (expired, evicted, bytes used after). ``only``: no blob outside it is chosen."""
-        used = self._used(db)
-        expired = [(h, s) for h, s in self._expired(db) if only is None or h in only]
-        used -= sum(s for _, s in expired)
-        gone = {h for h, _ in expired}
-        evicted: list[tuple[str, int]] = []
-        for h, size in self._evictable(db):
-            if used + need <= self.quota_bytes:
-                break
-            if h in gone or (only is not None and h not in only):
-                continue
-            evicted.append((h, size))
-            used -= size
-        return expired, evicted, used
+    def _cutoff(self) -> float:
+        """Temp blobs released at or before this time are past their margin."""
+        return self._clock() - self.temp_margin_s
 
     def _delete(self, db: sqlite3.Connection, h: str) -> None:
         db.execute("DELETE FROM blobs WHERE hash=?", (h,))
         db.execute("DELETE FROM holds WHERE hash=?", (h,))
-        self._final_path(h).unlink(missing_ok=True)
-
-    def _used(self, db: sqlite3.Connection) -> int:
-        return int(db.execute("SELECT COALESCE(SUM(size), 0) FROM blobs").fetchone()[0])
-
-    def _evictable(self, db: sqlite3.Connection) -> list[tuple[str, int]]:
-        return [
-            (str(h), int(s))
-            for h, s in db.execute(
-                "SELECT hash, size FROM blobs WHERE pinned=0"
-                " AND NOT EXISTS (SELECT 1 FROM holds WHERE holds.hash=blobs.hash) ORDER BY use_seq"
-            )
-        ]
+        self.files.final_path(h).unlink(missing_ok=True)
 
     def _make_room(self, db: sqlite3.Connection, need: int) -> list[str]:
         """Free space for ``need`` more bytes (expired temp blobs first, then evictions), or
         raise QuotaExceeded / EvictionNeeded having deleted nothing."""
-        used = self._used(db)
-        if used + need <= self.quota_bytes:
-            return []
-        expired, victims, after = self._gc_victims(db, need=need)
-        if after + need > self.quota_bytes:
-            raise QuotaExceeded(
-                f"storing {need} B would exceed the quota of {self.quota_bytes} B: {used} B used, "
-                f"of which only {used - after} B may be evicted (the rest is pinned or held by an "
-                "open round); raise the quota or release finished rounds"
-            )
-        allowed = self.may_evict
-        if allowed is not True and any(allowed is False or h not in allowed for h, _ in victims):
-            freed = sum(s for _, s in victims)
-            raise EvictionNeeded(
-                f"storing {need} B under the quota of {self.quota_bytes} B ({used} B used) "
-                f"would evict {len(victims)} blob(s) ({freed} B): nothing was deleted",
-                victims,
-            )
-        for h, _ in expired + victims:
+        gone_by_age, victims = retention.room_victims(
+            db, need, self.quota_bytes, self._cutoff(), self.may_evict
+        )
+        for h, _ in gone_by_age + victims:
             self._delete(db, h)
         if victims:
             freed = sum(s for _, s in victims)
@@ -487,7 +344,7 @@ class BlobStore:
         return [h for h, _ in victims]
 
     def _commit(self, tmp: Path, h: str, size: int, tier: str, round_key: str | None) -> None:
-        final = self._final_path(h)
+        final = self.files.final_path(h)
         with self._tx() as db:
             row = db.execute("SELECT size FROM blobs WHERE hash=?", (h,)).fetchone()
             if row is not None and final.exists():
@@ -496,11 +353,7 @@ class BlobStore:
             if row is not None:  # row without its file: drop it and store afresh
                 self._delete(db, h)
             self._make_room(db, size)
-            if not final.parent.is_dir():
-                final.parent.mkdir(exist_ok=True)
-                _fsync_dir(final.parent.parent)  # the new blobs/XX/ entry itself, on disk
-            os.replace(tmp, final)
-            _fsync_dir(final.parent)
+            self.files.place(tmp, h)
             now = self._clock()
             pinned = 1 if tier == "cold" else 0
             released = now if (tier == "temp" and round_key is None) else None
@@ -554,14 +407,14 @@ class BlobStore:
 
     def has(self, h: str) -> bool:
         check_hash(h)
-        return self._row_exists(h) and self._final_path(h).is_file()
+        return self._row_exists(h) and self.files.final_path(h).is_file()
 
     def path(self, h: str) -> Path:
         """The blob's file (read it, never write it); marks the blob used."""
         if not self.has(h):
             raise BlobNotFound(f"blob {h} is not in the store {self.root}")
         self._touch(h)
-        return self._final_path(h)
+        return self.files.final_path(h)
 
     def open(self, h: str, touch: bool = True) -> tuple[IO[bytes], int]:
         """An open binary file and its size (the server streams from it)."""
@@ -569,7 +422,7 @@ class BlobStore:
         if not self._row_exists(h):
             raise BlobNotFound(f"blob {h} is not in the store {self.root}")
         try:
-            f = open(self._final_path(h), "rb")  # noqa: SIM115 - returned to the caller
+            f = open(self.files.final_path(h), "rb")  # noqa: SIM115 - returned to the caller
         except FileNotFoundError:
             raise BlobNotFound(f"blob {h} is not in the store {self.root}") from None
         if touch:
@@ -586,7 +439,7 @@ class BlobStore:
         returned."""
         if not self.has(h):
             raise BlobNotFound(f"blob {h} is not in the store {self.root}")
-        if sha256_file(self._final_path(h)) == h:
+        if sha256_file(self.files.final_path(h)) == h:
             return True
         with self._tx() as db:
             self._delete(db, h)
@@ -655,17 +508,19 @@ class BlobStore:
         deletes the corrupt ones). ``only``: expire and evict no blob outside this set (what
         ``gc_plan`` showed a person who confirmed it), even if the store changed meanwhile."""
         rep = GcReport()
-        rep.stale_tmp_removed = self._clean_stale_tmp()
+        rep.stale_tmp_removed = self.files.clean_stale_tmp()
         rep.orphan_rows_removed, rep.adopted = self._reconcile()
         if verify:
             for info in self.ls():
                 if not self.verify(info.hash):
                     rep.corrupt_removed.append(info.hash)
         with self._tx() as db:
-            expired, evicted, _ = self._gc_victims(db, None if only is None else set(only))
+            expired, evicted, _ = retention.gc_victims(
+                db, self.quota_bytes, self._cutoff(), None if only is None else set(only)
+            )
             for h, _ in expired + evicted:
                 self._delete(db, h)
-            self._fill(db, rep, expired, evicted)
+            retention.fill_report(db, rep, expired, evicted, self.quota_bytes)
         return rep
 
     def gc_plan(self) -> GcReport:
@@ -674,28 +529,9 @@ class BlobStore:
         rep = GcReport()
         with self._lock:
             db = self._db
-            expired, evicted, _ = self._gc_victims(db)
-            self._fill(db, rep, expired, evicted, planned=True)
+            expired, evicted, _ = retention.gc_victims(db, self.quota_bytes, self._cutoff())
+            retention.fill_report(db, rep, expired, evicted, self.quota_bytes, planned=True)
         return rep
-
-    def _fill(
-        self,
-        db: sqlite3.Connection,
-        rep: GcReport,
-        expired: list[tuple[str, int]],
-        evicted: list[tuple[str, int]],
-        planned: bool = False,
-    ) -> None:
-        rep.expired = [h for h, _ in expired]
-        rep.evicted = [h for h, _ in evicted]
-        rep.expired_bytes = sum(s for _, s in expired)
-        rep.evicted_bytes = sum(s for _, s in evicted)
-        rep.freed_bytes = rep.expired_bytes + rep.evicted_bytes
-        used, count = db.execute("SELECT COALESCE(SUM(size), 0), COUNT(*) FROM blobs").fetchone()
-        gone = len(expired) + len(evicted) if planned else 0
-        rep.used_bytes = int(used) - (rep.freed_bytes if planned else 0)
-        rep.count = int(count) - gone
-        rep.quota_bytes = self.quota_bytes
 
     def ls(self) -> list[BlobInfo]:
         """Every blob, least recently used first."""
@@ -735,7 +571,7 @@ class BlobStore:
         return {"used_bytes": int(used), "count": int(count), "quota_bytes": self.quota_bytes}
 
     def close(self) -> None:
-        with self._lock, self._open_close_lock():
+        with self._lock, _open_close_lock(self.root):
             self._db.close()
 
     def __enter__(self) -> Self:
