@@ -338,7 +338,7 @@ class JudgeDuty:
             )
             return invalid_vote(why, [hashlib.sha256(b"no trace list").digest()], leaves)
         try:
-            served = self._fetch(job, r, t, openings, leaves, next(iter(named)).lower())
+            served = _fetch(self.ctx, job, r, t, openings, leaves, next(iter(named)).lower())
         except BlobError as e:
             return self._unavailable(r, t, height, e)
         except (ValueError, PayloadError) as e:  # a trace list or end state not what it must be
@@ -363,90 +363,6 @@ class JudgeDuty:
         if not last_chance:
             raise e
         return Vote.unavailable_vote(f"revealed blobs unavailable ({nf} tries): {e}")
-
-    def _fetch(
-        self,
-        job: Job,
-        r: Round,
-        t: Participant,
-        openings: list[Opening],
-        leaves: list[bytes],
-        list_hash: str,
-    ) -> _Served:
-        """Fetch what the provider serves for the challenge, each limited to what it can be (a
-        peer sending more is refused while the body streams: the trace list's size is exact, a
-        state's a cap of the model). The ends the provider keeps secret (it serves their leaf
-        hashes only) and with them every start but a run's are never fetched (the verifier
-        re-executes each run through: ml.verify_round). BlobError: not fetched (yet);
-        ValueError or PayloadError: not what the chain committed."""
-        ctx, rk = self.ctx, r.key
-        assert t.challenge is not None
-        plan = ctx._plans[r.job_id]
-        endpoint = ctx._endpoint_of(t.address)
-        n = plan.H // plan.k
-        state = partial(
-            ctx.fetch, tier="temp", round_key=rk, max_bytes=ml.blob_cap(plan, ml.STATE_PARTS)
-        )
-        segs = [o.segment for o in openings]
-        leaved = any(o.end_leaf_hash for o in openings)  # the chain opened the ends as leaves
-        hidden: dict[int, bytes] = {}
-        if leaved:
-            secret = compute_hidden_entries(segs, n)
-            hidden = {
-                o.segment + 1: leaf
-                for o, leaf in zip(openings, leaves, strict=True)
-                if o.segment + 1 in secret
-            }
-        ctx._kinds[list_hash] = "trace_list"  # traffic counters: no header says so
-        listed = ctx.fetch(
-            list_hash, [endpoint], tier="temp", round_key=rk, max_bytes=ml.trace_list_size(plan)
-        )
-        if hashlib.sha256(listed).hexdigest() != list_hash:  # the blob client checks it too
-            raise ValueError("the served trace list is not the one committed on chain")
-        trace = ml.parse_trace_list(listed)
-        # the list holds every entry but 0, H/k and the first panel's run starts as its leaf
-        # hash (incentives.compute_masked_entries); a later panel's run start is opened on chain
-        # (proven against the trace root): put it in the clear, the rest stays secret
-        if len(trace) == n + 1 and leaved:
-            for i in compute_masked_entries(t.challenge.first_segments, n):
-                hidden.setdefault(i, bytes(trace[i]))
-            for o in openings:  # a run's start: opened in the clear
-                if o.start_state_hash:
-                    hidden.pop(o.segment, None)
-                    trace[o.segment] = bytes.fromhex(o.start_state_hash)
-        states: dict[int, bytes] = {}
-        for o in openings:
-            s = o.segment
-            # a run's start (any other is the secret end before it); entry 0 is never fetched:
-            # every round starts fresh, so ml.verify_round builds it from the base
-            if s not in hidden and s != 0:
-                states[s] = state(o.start_state_hash, [o.start_location, endpoint])
-            if s + 1 in hidden or s + 1 in states:
-                continue
-            if o.end_state_hash:
-                states[s + 1] = state(o.end_state_hash, [o.end_location, endpoint])
-            elif len(trace) == n + 1 and s + 1 == n:  # exact mode: entry H/k is public
-                states[s + 1] = state(trace[n].hex(), [endpoint])
-        if len(trace) == n + 1 and n not in states:  # the payload check's θ_H
-            states[n] = state(trace[n].hex(), [endpoint])
-        carry = self._carry(plan, states.get(n), endpoint, rk)
-        payload = ctx._payload(r, t, rk)
-        base = ctx._base(job, r.base_model_hash)
-        return _Served(trace, states, hidden, carry, payload, base)
-
-    def _carry(self, plan: ml.JobPlan, last: bytes | None, endpoint: str, rk: str) -> bytes:
-        """The carry entry H/k names: the empty one (every round starts fresh), else fetched."""
-        if last is not None:
-            named = decode_meta(last, expected_kind=KIND_STATE).get("carry")
-            if isinstance(named, str) and named != EMPTY_CARRY_HASH.hex():
-                return self.ctx.fetch(
-                    named,
-                    [endpoint],
-                    tier="temp",
-                    round_key=rk,
-                    max_bytes=ml.blob_cap(plan, ml.CARRY_PARTS),
-                )
-        return ml.fresh_carry_bytes()
 
     def _verify(
         self, job: Job, r: Round, t: Participant, openings: list[Opening], served: _Served
@@ -525,6 +441,94 @@ class JudgeDuty:
         except Exception as e:  # noqa: BLE001 (a peer's or the chain's answer must never stop the worker)
             log.info("quality of %s: payload not scored (%s); valid at quality 1", t.address, e)
         return Vote(True, q, ends, v.reason)
+
+
+def _fetch(
+    ctx: WorkerContext,
+    job: Job,
+    r: Round,
+    t: Participant,
+    openings: list[Opening],
+    leaves: list[bytes],
+    list_hash: str,
+) -> _Served:
+    """Fetch what the provider serves for the challenge, each limited to what it can be (a
+    peer sending more is refused while the body streams: the trace list's size is exact, a
+    state's a cap of the model). The ends the provider keeps secret (it serves their leaf
+    hashes only) and with them every start but a run's are never fetched (the verifier
+    re-executes each run through: ml.verify_round); ``judge``'s first step. BlobError: not
+    fetched (yet); ValueError or PayloadError: not what the chain committed."""
+    rk = r.key
+    assert t.challenge is not None
+    plan = ctx._plans[r.job_id]
+    endpoint = ctx._endpoint_of(t.address)
+    n = plan.H // plan.k
+    state = partial(
+        ctx.fetch, tier="temp", round_key=rk, max_bytes=ml.blob_cap(plan, ml.STATE_PARTS)
+    )
+    segs = [o.segment for o in openings]
+    leaved = any(o.end_leaf_hash for o in openings)  # the chain opened the ends as leaves
+    hidden: dict[int, bytes] = {}
+    if leaved:
+        secret = compute_hidden_entries(segs, n)
+        hidden = {
+            o.segment + 1: leaf
+            for o, leaf in zip(openings, leaves, strict=True)
+            if o.segment + 1 in secret
+        }
+    ctx._kinds[list_hash] = "trace_list"  # traffic counters: no header says so
+    listed = ctx.fetch(
+        list_hash, [endpoint], tier="temp", round_key=rk, max_bytes=ml.trace_list_size(plan)
+    )
+    if hashlib.sha256(listed).hexdigest() != list_hash:  # the blob client checks it too
+        raise ValueError("the served trace list is not the one committed on chain")
+    trace = ml.parse_trace_list(listed)
+    # the list holds every entry but 0, H/k and the first panel's run starts as its leaf
+    # hash (incentives.compute_masked_entries); a later panel's run start is opened on chain
+    # (proven against the trace root): put it in the clear, the rest stays secret
+    if len(trace) == n + 1 and leaved:
+        for i in compute_masked_entries(t.challenge.first_segments, n):
+            hidden.setdefault(i, bytes(trace[i]))
+        for o in openings:  # a run's start: opened in the clear
+            if o.start_state_hash:
+                hidden.pop(o.segment, None)
+                trace[o.segment] = bytes.fromhex(o.start_state_hash)
+    states: dict[int, bytes] = {}
+    for o in openings:
+        s = o.segment
+        # a run's start (any other is the secret end before it); entry 0 is never fetched:
+        # every round starts fresh, so ml.verify_round builds it from the base
+        if s not in hidden and s != 0:
+            states[s] = state(o.start_state_hash, [o.start_location, endpoint])
+        if s + 1 in hidden or s + 1 in states:
+            continue
+        if o.end_state_hash:
+            states[s + 1] = state(o.end_state_hash, [o.end_location, endpoint])
+        elif len(trace) == n + 1 and s + 1 == n:  # exact mode: entry H/k is public
+            states[s + 1] = state(trace[n].hex(), [endpoint])
+    if len(trace) == n + 1 and n not in states:  # the payload check's θ_H
+        states[n] = state(trace[n].hex(), [endpoint])
+    carry = _carry(ctx, plan, states.get(n), endpoint, rk)
+    payload = ctx._payload(r, t, rk)
+    base = ctx._base(job, r.base_model_hash)
+    return _Served(trace, states, hidden, carry, payload, base)
+
+
+def _carry(
+    ctx: WorkerContext, plan: ml.JobPlan, last: bytes | None, endpoint: str, rk: str
+) -> bytes:
+    """The carry entry H/k names: the empty one (every round starts fresh), else fetched."""
+    if last is not None:
+        named = decode_meta(last, expected_kind=KIND_STATE).get("carry")
+        if isinstance(named, str) and named != EMPTY_CARRY_HASH.hex():
+            return ctx.fetch(
+                named,
+                [endpoint],
+                tier="temp",
+                round_key=rk,
+                max_bytes=ml.blob_cap(plan, ml.CARRY_PARTS),
+            )
+    return ml.fresh_carry_bytes()
 
 
 def _lazy_vote(openings: list[Opening]) -> Vote:
