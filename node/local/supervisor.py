@@ -24,20 +24,27 @@ that may end while cometbft runs.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import gc
 import logging
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO, Any
+
+from prometheus_client import CollectorRegistry
 
 from abci_app.server import ABCIServer, CometbftOnly, Gate, OneClient, SocketDirError
-from abci_app.store import MerkleStore
+from abci_app.store import MerkleStore, StoreError
+from node.atomic import Held, hold
 from node.local.config import AppConfig
+from node.local.init import genesis_unfinished, unfinished_init_message
 from node.paths import cometbft_binary
 from node.ports import is_port_free
 
@@ -60,8 +67,6 @@ def lock_home(home: Path) -> int:
     this process's life; StartError naming the holder if another `loconet start` or `loconet
     abci` runs on the home. Two on one home opened one store twice, and the second unlinked the
     first's ABCI socket (abci_app/server.py) and bound its own in its place."""
-    from node.atomic import Held, hold
-
     (home / "data").mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
         return hold(home / "data" / "loconet.lock")
@@ -90,10 +95,6 @@ def tune_gc() -> None:
 def open_store(home: Path, keep_recent: int) -> MerkleStore:
     """HOME/data/app.db; StartError naming it and the way out when it cannot be opened (a file
     that is not SQLite, a folder: tracebacks before)."""
-    import sqlite3
-
-    from abci_app.store import StoreError
-
     path = home / "data" / "app.db"
     try:
         return MerkleStore(path, keep_recent=keep_recent)
@@ -157,8 +158,6 @@ def die_with_parent() -> Callable[[], None] | None:
     child kills itself."""
     if not sys.platform.startswith("linux"):
         return None
-    import ctypes
-
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
@@ -197,8 +196,6 @@ async def run_node(home: Path, log_console: bool | None = None) -> int:
     home = home.resolve()
     if not (home / "config" / "genesis.json").exists():
         raise StartError(f"{home} is not a loconet home: run `loconet init --home {home}` first")
-    from node.local.init import genesis_unfinished, unfinished_init_message
-
     if genesis_unfinished(home / "config" / "genesis.json"):
         # the app halted at InitChain ("staking genesis bonds no validator"), which said not why
         raise StartError(unfinished_init_message(home))
@@ -218,23 +215,8 @@ async def _run_locked(
 ) -> int:
     for addr, what in ((laddr["rpc"], "cometbft RPC"), (laddr["p2p"], "cometbft P2P")):
         check_port_free(_port_of(addr), what)
-
     metrics_addr = cfg.metrics_listen(home)
-    metrics = None
-    if metrics_addr:
-        from prometheus_client import CollectorRegistry
-
-        from node.metrics import NodeMetrics, parse_listen
-
-        if is_port_free(parse_listen(metrics_addr)[1]):
-            metrics = NodeMetrics(CollectorRegistry())
-        else:  # metrics are not worth refusing to run the node for
-            print(
-                f"warning: app metrics off: {metrics_addr} is in use; set metrics_address in "
-                f'{home / "config" / "app.toml"} ("" turns them off)',
-                file=sys.stderr,
-                flush=True,
-            )
+    metrics = _app_metrics(home, metrics_addr)
     store = open_store(home, cfg.keep_recent)
     try:
         app = cfg.application(home, store, metrics=metrics)
@@ -254,25 +236,88 @@ async def _run_locked(
             f"cannot listen on {cfg.abci_address} (ABCI): {e.strerror}; is another node running?"
         ) from None
     log.info("ABCI server on %s (height %d)", cfg.abci_address, store.height)
-    metrics_server = None
-    if metrics is not None:
-        from node.metrics import serve as serve_metrics
-
-        try:
-            metrics_server, _ = serve_metrics(metrics.registry, metrics_addr)
-            log.info("app metrics on http://%s/metrics", metrics_addr)
-        except OSError as e:
-            print(
-                f"warning: app metrics off: cannot listen on {metrics_addr} ({e.strerror})",
-                file=sys.stderr,
-                flush=True,
-            )
-
+    metrics_server = _serve_app_metrics(metrics, metrics_addr)
     # the log file lives as long as the child; both calls return at once (no need for a thread)
     logf = open(home / "cometbft.log", "ab")  # noqa: ASYNC230, SIM115
     log_start = logf.tell()
+    # here, in the coroutine, on the event loop's thread (module docstring): never in a pool
+    # thread, whose end would SIGKILL cometbft
+    proc, pump = _start_cometbft(home, binary, cfg, gate, logf, log_console)
+    print(
+        f"node started: cometbft pid {proc.pid}, log {home / 'cometbft.log'}, RPC "
+        f"{laddr['rpc']}"
+        + (f", metrics http://{metrics_addr}/metrics" if metrics_server is not None else ""),
+        flush=True,
+    )
+    rc = await _until_either_stops(home, proc, server, log_start)
+    await server.stop()
+    if app.snapshots is not None:
+        # abandons a snapshot being written (its tmp folder is dropped at the next start): a stop
+        # never waits for snapshots
+        app.snapshots.close()
+    store.close()
+    if pump is not None:
+        pump.join(5)
+    logf.close()
+    if metrics_server is not None:
+        metrics_server.shutdown()
+    print("node stopped", flush=True)
+    return rc
+
+
+def _app_metrics(home: Path, metrics_addr: str | None) -> Any:
+    """The app's metrics (node/metrics.py) when app.toml turns them on and their port is free;
+    None otherwise (a port in use is warned about: metrics are not worth refusing to run the
+    node for). node.metrics imports the whole app: not at the top of this module, which
+    ``loconet --help`` loads (node/cli/main.py)."""
+    if not metrics_addr:
+        return None
+    from node.metrics import NodeMetrics, parse_listen  # lazy: imports abci_app.app (0.2 s)
+
+    if is_port_free(parse_listen(metrics_addr)[1]):
+        return NodeMetrics(CollectorRegistry())
+    print(
+        f"warning: app metrics off: {metrics_addr} is in use; set metrics_address in "
+        f'{home / "config" / "app.toml"} ("" turns them off)',
+        file=sys.stderr,
+        flush=True,
+    )
+    return None
+
+
+def _serve_app_metrics(metrics: Any, metrics_addr: str | None) -> Any:
+    """The /metrics HTTP server (None without metrics, or when it cannot listen: a warning)."""
+    if metrics is None or not metrics_addr:
+        return None
+    from node.metrics import serve as serve_metrics  # lazy: as in _app_metrics
+
+    try:
+        server, _ = serve_metrics(metrics.registry, metrics_addr)
+    except OSError as e:
+        print(
+            f"warning: app metrics off: cannot listen on {metrics_addr} ({e.strerror})",
+            file=sys.stderr,
+            flush=True,
+        )
+        return None
+    log.info("app metrics on http://%s/metrics", metrics_addr)
+    return server
+
+
+def _start_cometbft(
+    home: Path,
+    binary: str,
+    cfg: AppConfig,
+    gate: Gate,
+    logf: IO[bytes],
+    log_console: bool | None,
+) -> tuple[subprocess.Popen[bytes], threading.Thread | None]:
+    """Start cometbft (dying with this thread: ``die_with_parent``) with its log in ``logf``,
+    and on the console too when ``log_console`` (default: stdout is a terminal) through a
+    thread copying its lines; (the process, that thread or None). Call it on the event loop's
+    thread (module docstring)."""
     echo = sys.stdout.isatty() if log_console is None else log_console
-    proc = subprocess.Popen(  # noqa: ASYNC220
+    proc = subprocess.Popen(
         [binary, "start", "--home", str(home), "--proxy_app", cfg.abci_address],
         stdout=subprocess.PIPE if echo else logf,
         stderr=subprocess.STDOUT,
@@ -281,26 +326,28 @@ async def _run_locked(
     )
     if isinstance(gate, CometbftOnly):
         gate.pid = proc.pid  # from now on its connections, and only those, are admitted
-    pump = None
-    if echo:  # the log file and the console both get every line
+    if not echo:
+        return proc, None
 
-        def copy_lines() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                logf.write(line)
-                logf.flush()
-                sys.stdout.buffer.write(line)
-                sys.stdout.flush()
+    def copy_lines() -> None:  # the log file and the console both get every line
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            logf.write(line)
+            logf.flush()
+            sys.stdout.buffer.write(line)
+            sys.stdout.flush()
 
-        pump = threading.Thread(target=copy_lines, name="cometbft-log", daemon=True)
-        pump.start()
-    print(
-        f"node started: cometbft pid {proc.pid}, log {home / 'cometbft.log'}, RPC "
-        f"{laddr['rpc']}"
-        + (f", metrics http://{metrics_addr}/metrics" if metrics_server is not None else ""),
-        flush=True,
-    )
+    pump = threading.Thread(target=copy_lines, name="cometbft-log", daemon=True)
+    pump.start()
+    return proc, pump
 
+
+async def _until_either_stops(
+    home: Path, proc: subprocess.Popen[bytes], server: ABCIServer, log_start: int
+) -> int:
+    """Wait for SIGINT/SIGTERM, cometbft's exit or the ABCI server's end; say why when it was
+    not a signal, then stop cometbft (SIGTERM, SIGKILL after 15 s) and the server's loop. The
+    node's exit status."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -332,16 +379,4 @@ async def _run_locked(
             proc.wait()
     serve.cancel()
     stopper.cancel()
-    await server.stop()
-    if app.snapshots is not None:
-        # abandons a snapshot being written (its tmp folder is dropped at the next start): a stop
-        # never waits for snapshots
-        app.snapshots.close()
-    store.close()
-    if pump is not None:
-        pump.join(5)
-    logf.close()
-    if metrics_server is not None:
-        metrics_server.shutdown()
-    print("node stopped", flush=True)
     return rc

@@ -30,8 +30,19 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypedDict
 
+from rich.console import Console
+
+from abci_app.auth import params as auth_params
+from abci_app.jobs import params as jobs_params
+from abci_app.settlement import params as settlement_params
+from abci_app.slashing import params as slashing_params
+from abci_app.staking import params as staking_params
 from node.atomic import copy_atomic, write_atomic
+from node.client import settlement_key
+from node.client.keys import Keyring
+from node.client.rpc import Client, RpcError
 from node.local import procs
+from node.local import wan as wan_mod
 from node.local.config import AppConfig, Ports, set_toml_values, tune_cometbft_config
 from node.local.manifest import (
     TESTNET_VERSION,
@@ -165,10 +176,8 @@ def persistent_peers(nodes: list[NodeInfo], exclude: str, wan_base: int | None =
     """Every node but ``exclude``, at its p2p port; with ``wan_base`` (the base port of a WAN
     testnet) at the toxiproxy link ports node ``exclude`` dials instead (node/local/wan.py)."""
     if wan_base is not None:
-        from node.local import wan
-
         me = next(n for n in nodes if n.name == exclude)
-        return wan.peers(wan_base, nodes, me)
+        return wan_mod.peers(wan_base, nodes, me)
     return ",".join(f"{n.node_id}@127.0.0.1:{n.p2p}" for n in nodes if n.name != exclude)
 
 
@@ -191,18 +200,13 @@ def check_params(params: dict[str, dict[str, int]]) -> None:
     """Each module's own genesis check, before anything is created: a bad --param made the
     node's InitChain fail and ``up`` waited out its timeout ('did not produce agreeing
     blocks'), and a module the genesis does not carry was silently dropped."""
-    from abci_app.auth.params import params_from_json as auth
-    from abci_app.jobs.params import params_from_json as jobs
-    from abci_app.settlement.params import params_from_json as settlement
-    from abci_app.slashing.params import params_from_json as slashing
-    from abci_app.staking.params import params_from_json as staking
 
     checks = {
-        "auth": auth,
-        "jobs": jobs,
-        "settlement": settlement,
-        "slashing": slashing,
-        "staking": staking,
+        "auth": auth_params.params_from_json,
+        "jobs": jobs_params.params_from_json,
+        "settlement": settlement_params.params_from_json,
+        "slashing": slashing_params.params_from_json,
+        "staking": staking_params.params_from_json,
     }
     for mod, kv in sorted(params.items()):
         if mod not in checks:
@@ -228,93 +232,25 @@ def create(
     """Write a new network: keys (``provider{i}`` too, funded), one genesis, N node homes. Starts
     nothing. ``wan`` (``node.local.wan.WanSpec.to_json()``): the nodes peer through toxiproxy's link
     proxies, and the manifest keeps it."""
-    from node.client.keys import Keyring
-
     if validators < 1:
         raise TestnetError("--validators must be at least 1")
     if accounts < 0 or providers < 0:
         raise TestnetError("--accounts and --providers must be 0 or more")
     check_port_range(base_port, validators)
     if wan:
-        from node.local import wan as wan_mod
-
         wan_mod.check_size(validators)
     d.mkdir(parents=True, exist_ok=True)
     if any(d.iterdir()):
         raise TestnetError(f"{d} is not empty and holds no testnet: pick another --dir or empty it")
     keyring = Keyring(d)
-    nodes: list[NodeInfo] = []
-    from node.client import settlement_key
-
-    balances, staking_vals, settlement_keys = [], [], []
-    for i in range(validators):
-        home = (d / f"node{i}").resolve()
-        _cometbft_init(home)
-        ports = node_ports(base_port, i)
-        pv = json.loads((home / "config" / "priv_validator_key.json").read_text())
-        op = keyring.add(f"validator{i}")
-        nodes.append(
-            NodeInfo(
-                f"node{i}",
-                str(home),
-                ports.p2p,
-                ports.rpc,
-                ports.abci,
-                ports.metrics,
-                _node_id(home),
-                pv["address"],
-                f"validator{i}",
-            )
-        )
-        balances.append({"address": op.address, "amount": str(ACCOUNT_FUNDS)})
-        staking_vals.append(
-            {
-                "pub_key": pv["pub_key"]["value"],
-                "operator": op.address,
-                "moniker": f"node{i}",
-                "self_bond": str(SELF_BOND),
-            }
-        )
-        settlement_keys.append(
-            {"validator": pv["address"], "evm_address": settlement_key.create(home)}
-        )
-    for j in range(accounts):
-        balances.append(
-            {"address": keyring.add(f"account{j}").address, "amount": str(ACCOUNT_FUNDS)}
-        )
-    for j in range(providers):
-        balances.append(
-            {"address": keyring.add(f"provider{j}").address, "amount": str(ACCOUNT_FUNDS)}
+    nodes, state = _validator_homes(d, keyring, validators, base_port)
+    others = [f"account{j}" for j in range(accounts)] + [f"provider{j}" for j in range(providers)]
+    for name in others:  # funded like the operators
+        state["balances"].append(
+            {"address": keyring.add(name).address, "amount": str(ACCOUNT_FUNDS)}
         )
     genesis = json.loads((Path(nodes[0].home) / "config" / "genesis.json").read_text())
-    genesis["chain_id"] = CHAIN_ID
-    genesis["initial_height"] = "1"
-    genesis["validators"] = []  # the app's InitChain computes the set from the genesis bonds
-    # CometBFT drops evidence older than this; keep it equal to the app's own limit
-    age = params.get("slashing", {}).get(
-        "max_evidence_age_blocks", TESTNET_PARAMS["slashing"]["max_evidence_age_blocks"]
-    )
-    genesis["consensus_params"]["evidence"]["max_age_num_blocks"] = str(age)
-    bound_blocks(genesis)
-    # vote extensions from the first block: validators sign settlement checkpoints in ExtendVote
-    genesis["consensus_params"]["abci"]["vote_extensions_enable_height"] = "1"
-    genesis["app_state"] = {
-        # the chain's default minimum fee (abci_app/auth/params.py) unless --param auth.KEY=N;
-        # every account starts with 1,000,000 LOCO, and the CLI and workers pay it (--fee auto)
-        "auth": {"params": {k: str(v) for k, v in params.get("auth", {}).items()}},
-        "bank": {"balances": balances},
-        "staking": {
-            "params": {k: str(v) for k, v in params.get("staking", {}).items()},
-            "validators": staking_vals,
-        },
-        "slashing": {"params": {k: str(v) for k, v in params.get("slashing", {}).items()}},
-        "jobs": {"params": {k: str(v) for k, v in params.get("jobs", {}).items()}},
-        "settlement": {
-            "params": {k: str(v) for k, v in params.get("settlement", {}).items()},
-            "keys": settlement_keys,
-        },
-    }
-    text = json.dumps(genesis, indent=2) + "\n"
+    text = json.dumps(_testnet_genesis(genesis, params, state), indent=2) + "\n"
     write_atomic(d / "genesis.json", text)
     for n in nodes:
         write_atomic(n.path / "config" / "genesis.json", text)
@@ -337,6 +273,85 @@ def create(
     return m
 
 
+def _validator_homes(
+    d: Path, keyring: Keyring, validators: int, base_port: int
+) -> tuple[list[NodeInfo], dict[str, list[dict[str, Any]]]]:
+    """``validators`` node homes (cometbft's keys, a settlement key) and their operators' keys;
+    (the nodes, the genesis entries they need: "balances", "staking" validators, "settlement"
+    keys)."""
+    nodes: list[NodeInfo] = []
+    state: dict[str, list[dict[str, Any]]] = {"balances": [], "staking": [], "settlement": []}
+    for i in range(validators):
+        home = (d / f"node{i}").resolve()
+        _cometbft_init(home)
+        ports = node_ports(base_port, i)
+        pv = json.loads((home / "config" / "priv_validator_key.json").read_text())
+        op = keyring.add(f"validator{i}")
+        nodes.append(
+            NodeInfo(
+                f"node{i}",
+                str(home),
+                ports.p2p,
+                ports.rpc,
+                ports.abci,
+                ports.metrics,
+                _node_id(home),
+                pv["address"],
+                f"validator{i}",
+            )
+        )
+        state["balances"].append({"address": op.address, "amount": str(ACCOUNT_FUNDS)})
+        state["staking"].append(
+            {
+                "pub_key": pv["pub_key"]["value"],
+                "operator": op.address,
+                "moniker": f"node{i}",
+                "self_bond": str(SELF_BOND),
+            }
+        )
+        state["settlement"].append(
+            {"validator": pv["address"], "evm_address": settlement_key.create(home)}
+        )
+    return nodes, state
+
+
+def _testnet_genesis(
+    genesis: dict[str, Any],
+    params: dict[str, dict[str, int]],
+    state: dict[str, list[dict[str, Any]]],
+) -> dict[str, Any]:
+    """cometbft's genesis of node0 made the testnet's: its chain id, consensus params and app
+    state (``state`` from ``_validator_homes``, with the other accounts' balances)."""
+    genesis["chain_id"] = CHAIN_ID
+    genesis["initial_height"] = "1"
+    genesis["validators"] = []  # the app's InitChain computes the set from the genesis bonds
+    # CometBFT drops evidence older than this; keep it equal to the app's own limit
+    age = params.get("slashing", {}).get(
+        "max_evidence_age_blocks", TESTNET_PARAMS["slashing"]["max_evidence_age_blocks"]
+    )
+    genesis["consensus_params"]["evidence"]["max_age_num_blocks"] = str(age)
+    bound_blocks(genesis)
+    # vote extensions from the first block: validators sign settlement checkpoints in ExtendVote
+    genesis["consensus_params"]["abci"]["vote_extensions_enable_height"] = "1"
+    genesis["app_state"] = {
+        # the chain's default minimum fee (abci_app/auth/params.py) unless --param auth.KEY=N;
+        # every account starts with 1,000,000 LOCO, and the CLI and workers pay it (--fee auto)
+        "auth": {"params": {k: str(v) for k, v in params.get("auth", {}).items()}},
+        "bank": {"balances": state["balances"]},
+        "staking": {
+            "params": {k: str(v) for k, v in params.get("staking", {}).items()},
+            "validators": state["staking"],
+        },
+        "slashing": {"params": {k: str(v) for k, v in params.get("slashing", {}).items()}},
+        "jobs": {"params": {k: str(v) for k, v in params.get("jobs", {}).items()}},
+        "settlement": {
+            "params": {k: str(v) for k, v in params.get("settlement", {}).items()},
+            "keys": state["settlement"],
+        },
+    }
+    return genesis
+
+
 def add_node(
     d: Path, *, clone_key_of: str | None = None, overrides: dict[str, dict[str, str]] | None = None
 ) -> NodeInfo:
@@ -348,9 +363,7 @@ def add_node(
     i = max(int(n.name[4:]) for n in nodes) + 1
     name = f"node{i}"
     if m.get("wan"):
-        from node.local import wan
-
-        wan.check_size(i + 1)
+        wan_mod.check_size(i + 1)
     home = (d / name).resolve()
     _cometbft_init(home)
     if clone_key_of:
@@ -430,7 +443,6 @@ def stop_node(n: NodeInfo, *, kill: bool = False, timeout: float = 20.0) -> bool
 
 
 def node_status(n: NodeInfo) -> dict[str, Any]:
-    from node.client.rpc import Client, RpcError
 
     out: dict[str, Any] = {
         "name": n.name,
@@ -456,7 +468,6 @@ def node_status(n: NodeInfo) -> dict[str, Any]:
 
 
 def header_app_hash(n: NodeInfo, height: int) -> str | None:
-    from node.client.rpc import Client, RpcError
 
     try:
         with Client(n.rpc_url, timeout=2.0) as c:
@@ -488,8 +499,6 @@ def wait_producing(
     start = time.monotonic()
     status = None
     if progress and sys.stderr.isatty():
-        from rich.console import Console
-
         status = Console(stderr=True).status("waiting for blocks")
         status.start()
     next_line = start + 5
@@ -529,7 +538,6 @@ def wait_producing(
 
 
 def validator_table(nodes: list[NodeInfo]) -> list[dict[str, Any]]:
-    from node.client.rpc import Client, RpcError
 
     powers: dict[str, int] = {}
     for n in nodes:
