@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import aiohttp
+
 from node import safejson
 from node.client.rpc import Client, NodeUnreachable, RpcError
 
@@ -132,8 +134,6 @@ class ChainFollower:
         asyncio.run(self._loop())
 
     async def _loop(self) -> None:
-        import aiohttp
-
         delay, i = BACKOFF_START_S, 0
         while not self._stop.is_set():
             url = ws_url(self.urls[i % len(self.urls)])
