@@ -1129,7 +1129,8 @@ def process_verifier_rewards(
     decided outcome (a tombstoned verifier is not paid; its units stay in the escrow). An audit's
     seats are first-panel verifiers and paid as such: V is the owner's budget for verification,
     split over the units of the votes that did the work, so an unavailable vote (nothing
-    re-executed) is paid nothing, whatever the outcome."""
+    re-executed) is paid nothing, whatever the outcome, and neither is an unevidenced one (a
+    later panel's vote that did not re-execute its fresh segments, ``apply_evidence_checks``)."""
     majority_votes: list[tuple[bytes, int]] = []
     for p in r.participants:
         if p.challenged and p.outcome in DECIDED and p.verifiers:
