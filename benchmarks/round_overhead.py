@@ -1,5 +1,5 @@
 """What the network adds to a round: a real 4-validator testnet with 4 provider workers runs a
-job, and each worker's DATA_DIR/stats.json (node/worker/worker.py ``account``) splits every round
+job, and each worker's DATA_DIR/stats.json (node/worker/context.py ``account``) splits every round
 it took part in into
 
     compute   training (H steps) + re-execution as a verifier + aggregation
