@@ -29,7 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks.store_bench
 
 from abci_app.store import MerkleStore  # noqa: E402
-from abci_app.store.merkle_store import pack_stale_nodes, unpack_stale_nodes  # noqa: E402
+from abci_app.store.stale import pack_stale_nodes, unpack_stale_nodes  # noqa: E402
 from benchmarks.store_bench import _key, _value  # noqa: E402
 
 

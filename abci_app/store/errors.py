@@ -30,3 +30,13 @@ class VersionNotAvailable(StoreError):
             f"height {height} is not available: {why}; "
             f"this store can read heights {earliest}..{latest}"
         )
+
+
+def check_bytes(what: str, x: object) -> bytes:
+    """``x`` as bytes (a bytearray or memoryview is copied), else a StoreError naming ``what``:
+    every key and value the store takes passes here, so a str never reaches SQLite or a hash."""
+    if isinstance(x, bytes):
+        return x
+    if isinstance(x, (bytearray, memoryview)):
+        return bytes(x)
+    raise StoreError(f"{what} must be bytes, got {type(x).__name__}")

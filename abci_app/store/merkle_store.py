@@ -28,63 +28,25 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Self
 
-from .errors import StoreError, VersionNotAvailable
+from .errors import StoreError, VersionNotAvailable, check_bytes
 from .proof import Proof
+from .restore import restore_rows
+from .schema import open_schema
+from .stale import pack_stale_kv, pack_stale_nodes, prune
 from .tree import (
-    EMPTY_REF,
     Counters,
     LeafNode,
     Ref,
     TreeUpdate,
     apply_updates,
-    build_sorted,
     check_page,
     hash_key,
     hash_value,
     walk_path,
 )
 
-# 3: tree nodes stored in pages of PAGE_LEVELS levels, one row per page, and no kv_latest table
-# (latest reads take a key's newest history row) (2: one row per node; 1: the stale lists one
-# row per entry instead of one packed row per block)
-SCHEMA_VERSION = 3
 _PAGE = 512  # rows fetched per query while iterating
 _BATCH = 500  # keys looked up per query while staging
-_RESTORE_BATCH = 20_000  # history rows or pages written per statement by a restore
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (
-    id       INTEGER PRIMARY KEY CHECK (id = 0),
-    schema   INTEGER NOT NULL,
-    height   INTEGER NOT NULL,
-    app_hash BLOB    NOT NULL,
-    earliest INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS roots (
-    version INTEGER PRIMARY KEY,
-    ref     BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS pages (
-    version INTEGER NOT NULL,
-    path    BLOB    NOT NULL,
-    page    BLOB    NOT NULL,
-    PRIMARY KEY (version, path)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS stale_pages (
-    since   INTEGER PRIMARY KEY,
-    pages   BLOB    NOT NULL
-);
-CREATE TABLE IF NOT EXISTS kv_history (
-    key     BLOB    NOT NULL,
-    version INTEGER NOT NULL,
-    value   BLOB,
-    PRIMARY KEY (key, version)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS stale_kv (
-    since   INTEGER PRIMARY KEY,
-    keys    BLOB    NOT NULL
-);
-"""
 
 
 @dataclass(frozen=True)
@@ -109,14 +71,6 @@ class _Staged:
     changes: tuple[tuple[bytes, bytes | None], ...]  # effective changes, sorted by key
     kv_stale: tuple[tuple[bytes, int], ...]  # (key, version) superseded at `height`
     stats: StoreStats
-
-
-def _check_bytes(what: str, x: object) -> bytes:
-    if isinstance(x, bytes):
-        return x
-    if isinstance(x, (bytearray, memoryview)):
-        return bytes(x)
-    raise StoreError(f"{what} must be bytes, got {type(x).__name__}")
 
 
 class MerkleStore:
@@ -164,52 +118,7 @@ class MerkleStore:
         self._stats = StoreStats(height=self._height)
 
     def _open(self) -> None:
-        db = self._db
-        if self._path is not None:
-            mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise StoreError(f"cannot switch {self._path!r} to WAL mode (got {mode!r})")
-        db.execute("PRAGMA synchronous=FULL")
-        db.execute("PRAGMA cache_size=-32768")  # 32 MiB page cache
-        # checkpoint the WAL every ~40 MiB instead of 4 MiB: pages rewritten by consecutive
-        # blocks (the top of each B-tree) are copied into the main file once, not per block
-        db.execute("PRAGMA wal_autocheckpoint=10000")
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            has_meta = db.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
-            ).fetchone()
-            old = db.execute("SELECT schema FROM meta").fetchone() if has_meta else None
-            if old is not None and old[0] != SCHEMA_VERSION:
-                # no chain was released before this schema: a file of another one is refused
-                # untouched (nothing is created in it), never converted
-                raise StoreError(
-                    f"state database has schema {old[0]}, this node reads {SCHEMA_VERSION}: "
-                    "it was written by another version of loconet; move the node's data folder "
-                    "away and sync the chain again (state sync or from genesis)"
-                )
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    db.execute(statement)
-            row = db.execute("SELECT schema, height, app_hash, earliest FROM meta").fetchone()
-            if row is None:
-                db.execute(
-                    "INSERT INTO meta(id, schema, height, app_hash, earliest) "
-                    "VALUES (0, ?, 0, ?, 0)",
-                    (SCHEMA_VERSION, EMPTY_REF.hash),
-                )
-                db.execute("INSERT INTO roots(version, ref) VALUES (0, ?)", (EMPTY_REF.to_bytes(),))
-                row = (SCHEMA_VERSION, 0, EMPTY_REF.hash, 0)
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
-        schema, height, app_hash, earliest = row
-        if schema != SCHEMA_VERSION:
-            raise StoreError(
-                f"state database has schema {schema}, this node reads {SCHEMA_VERSION}"
-            )
+        height, app_hash, earliest = open_schema(self._db, self._path)
         root = self._root_ref(height)
         if root.hash != app_hash:
             raise StoreError(
@@ -252,7 +161,7 @@ class MerkleStore:
             return self._root_ref(height).hash
 
     def get(self, key: bytes) -> bytes | None:
-        key = _check_bytes("key", key)
+        key = check_bytes("key", key)
         with self._lock:
             row = self._db.execute(
                 "SELECT value FROM kv_history WHERE key = ? ORDER BY version DESC LIMIT 1", (key,)
@@ -264,11 +173,11 @@ class MerkleStore:
 
         Rows are read in pages; a commit made while iterating may show through.
         """
-        return self._iterate(None, _check_bytes("start", start), _end(end))
+        return self._iterate(None, check_bytes("start", start), _end(end))
 
     def get_at(self, key: bytes, height: int) -> bytes | None:
         """Value of `key` committed at `height`; raises VersionNotAvailable."""
-        key = _check_bytes("key", key)
+        key = check_bytes("key", key)
         with self._lock:
             self._check_height(height)
             if height == self._height:
@@ -286,7 +195,7 @@ class MerkleStore:
         """(key, value) pairs at `height` with start <= key < end, ascending."""
         with self._lock:
             self._check_height(height)
-        return self._iterate(height, _check_bytes("start", start), _end(end))
+        return self._iterate(height, check_bytes("start", start), _end(end))
 
     def _iterate(
         self, height: int | None, start: bytes, end: bytes | None
@@ -314,7 +223,7 @@ class MerkleStore:
 
     def prove(self, key: bytes, height: int | None = None) -> Proof:
         """Proof that `key` has its value (or is absent) at `height` (default: latest)."""
-        key = _check_bytes("key", key)
+        key = check_bytes("key", key)
         with self._lock:
             h = self._height if height is None else height
             self._check_height(h)
@@ -345,8 +254,8 @@ class MerkleStore:
             self._staged = None
             wanted: dict[bytes, bytes | None] = {}
             for raw_key, raw in changes.items():
-                key = _check_bytes("key", raw_key)
-                wanted[key] = None if raw is None else _check_bytes("value", raw)
+                key = check_bytes("key", raw_key)
+                wanted[key] = None if raw is None else check_bytes("value", raw)
             current = self._latest_rows(sorted(wanted))
             effective: list[tuple[bytes, bytes | None]] = []
             kv_stale: list[tuple[bytes, int]] = []
@@ -422,7 +331,7 @@ class MerkleStore:
                     "UPDATE meta SET height = ?, app_hash = ?, earliest = ? WHERE id = 0",
                     (h, root.hash, earliest),
                 )
-                pages_pruned, history_pruned = self._prune(earliest)
+                pages_pruned, history_pruned = prune(db, earliest)
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
@@ -456,98 +365,15 @@ class MerkleStore:
                 )
             if not isinstance(height, int) or isinstance(height, bool) or height < 1:
                 raise StoreError(f"restore: height must be an integer >= 1, got {height!r}")
-            db = self._db
-            rows: list[tuple[bytes, int, bytes]] = []
-            pages: list[tuple[int, bytes, bytes]] = []
-            counts = [0, 0]  # keys, pages
-
-            def flush_rows() -> None:
-                db.executemany("INSERT INTO kv_history(key, version, value) VALUES (?, ?, ?)", rows)
-                counts[0] += len(rows)
-                rows.clear()
-
-            def leaves() -> Iterator[tuple[bytes, bytes]]:
-                for raw_key, raw_value in pairs:
-                    key = _check_bytes("key", raw_key)
-                    value = _check_bytes("value", raw_value)
-                    # yielded first: the builder refuses a key out of order (or twice) before
-                    # its row can reach SQLite (a repeat filling a batch was an IntegrityError)
-                    yield hash_key(key), hash_value(value)
-                    rows.append((key, height, value))
-                    if len(rows) >= _RESTORE_BATCH:
-                        flush_rows()
-
-            def emit(path: bytes, page: bytes) -> None:
-                pages.append((height, path, page))
-                if len(pages) >= _RESTORE_BATCH:
-                    db.executemany("INSERT INTO pages(version, path, page) VALUES (?, ?, ?)", pages)
-                    counts[1] += len(pages)
-                    pages.clear()
-
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                try:
-                    root, nodes = build_sorted(height, leaves(), emit)
-                except StoreError as e:
-                    if "ascending" in str(e):
-                        raise StoreError(
-                            "restore: pairs must come in strictly ascending sha256(key) order "
-                            "(a snapshot's order), each key once"
-                        ) from None
-                    raise
-                if root.hash != app_hash:
-                    raise StoreError(
-                        f"restored state of height {height} has root {root.hash.hex()}, "
-                        f"not the trusted app hash {app_hash.hex()}"
-                    )
-                flush_rows()
-                db.executemany("INSERT INTO pages(version, path, page) VALUES (?, ?, ?)", pages)
-                counts[1] += len(pages)
-                db.execute(
-                    "INSERT INTO roots(version, ref) VALUES (?, ?)", (height, root.to_bytes())
-                )
-                # nothing below `height` exists: the empty state's root row goes
-                db.execute("DELETE FROM roots WHERE version < ?", (height,))
-                db.execute(
-                    "UPDATE meta SET height = ?, app_hash = ?, earliest = ? WHERE id = 0",
-                    (height, root.hash, height),
-                )
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
-            finally:
-                rows.clear()
-                pages.clear()
+            root, keys, pages, nodes = restore_rows(self._db, height, pairs, app_hash)
             self._height, self._root, self._earliest = height, root, height
             self._stats = StoreStats(
                 height=height,
-                changed_keys=counts[0],
-                hashes=2 * counts[0] + nodes,
+                changed_keys=keys,
+                hashes=2 * keys + nodes,
                 nodes_written=nodes,
-                pages_written=counts[1],
+                pages_written=pages,
             )
-
-    def _prune(self, earliest: int) -> tuple[int, int]:
-        """Deletes what no height >= earliest needs (inside commit's transaction)."""
-        db = self._db
-        stale: list[tuple[int, bytes]] = []
-        for (blob,) in db.execute("SELECT pages FROM stale_pages WHERE since <= ?", (earliest,)):
-            stale += unpack_stale_nodes(blob)
-        if stale:
-            stale.sort()  # B-tree order: neighbouring deletes share pages
-            db.executemany("DELETE FROM pages WHERE version = ? AND path = ?", stale)
-            db.execute("DELETE FROM stale_pages WHERE since <= ?", (earliest,))
-        old: list[tuple[bytes, int]] = []
-        for (blob,) in db.execute("SELECT keys FROM stale_kv WHERE since <= ?", (earliest,)):
-            old += unpack_stale_kv(blob)
-        if old:
-            old.sort()
-            db.executemany("DELETE FROM kv_history WHERE key = ? AND version = ?", old)
-            db.execute("DELETE FROM stale_kv WHERE since <= ?", (earliest,))
-        db.execute("DELETE FROM roots WHERE version < ?", (earliest,))
-        return len(stale), len(old)
 
     def close(self) -> None:
         """Drops any staged block and closes the database."""
@@ -622,45 +448,5 @@ class MerkleStore:
                 del cache[path]
 
 
-def pack_stale_nodes(stale: list[tuple[int, bytes]]) -> bytes:
-    """(version, path) pairs of nodes or pages as u64 version || path (a path is
-    self-delimiting: u16 depth then ceil(depth / 8) bytes)."""
-    return b"".join(v.to_bytes(8, "big") + p for v, p in stale)
-
-
-def unpack_stale_nodes(blob: bytes) -> list[tuple[int, bytes]]:
-    out: list[tuple[int, bytes]] = []
-    append, from_bytes = out.append, int.from_bytes
-    i, n = 0, len(blob)
-    while i < n:
-        if i + 10 > n:
-            raise StoreError("state database is corrupt: bad stale node list")
-        depth = (blob[i + 8] << 8) | blob[i + 9]
-        end = i + 10 + ((depth + 7) >> 3)
-        if depth > 256 or end > n:
-            raise StoreError("state database is corrupt: bad stale node list")
-        append((from_bytes(blob[i : i + 8], "big"), blob[i + 8 : end]))
-        i = end
-    return out
-
-
-def pack_stale_kv(stale: tuple[tuple[bytes, int], ...] | list[tuple[bytes, int]]) -> bytes:
-    """(key, version) pairs as u64 version || u32 len(key) || key."""
-    return b"".join(v.to_bytes(8, "big") + len(k).to_bytes(4, "big") + k for k, v in stale)
-
-
-def unpack_stale_kv(blob: bytes) -> list[tuple[bytes, int]]:
-    out, i, n = [], 0, len(blob)
-    while i < n:
-        if i + 12 > n:
-            raise StoreError("state database is corrupt: bad stale history list")
-        end = i + 12 + int.from_bytes(blob[i + 8 : i + 12], "big")
-        if end > n:
-            raise StoreError("state database is corrupt: bad stale history list")
-        out.append((blob[i + 12 : end], int.from_bytes(blob[i : i + 8], "big")))
-        i = end
-    return out
-
-
 def _end(end: bytes | None) -> bytes | None:
-    return None if end is None else _check_bytes("end", end)
+    return None if end is None else check_bytes("end", end)

@@ -313,6 +313,7 @@ class _Updater:
         kind = ref[0]
         if kind == KIND_EMPTY:
             return self.build(depth, prefix, [u for u in ups[lo:hi] if u[2] is not None])
+        pkey = b""
         if page is None:  # a page root: its page copy is replaced
             nb = (depth + 7) >> 3
             pkey = _DEPTH_BYTES[depth] + (prefix << (nb * 8 - depth)).to_bytes(nb, "big")
@@ -322,23 +323,7 @@ class _Updater:
                     return done
             self.stale.append((ref[1], pkey))
         if kind == KIND_LEAF:
-            present = self.present
-            if any(ups[i][1] in present for i in range(lo, hi)):
-                # A subtree that is one leaf holds one key: a key known to be in the tree whose
-                # update reaches this leaf is the leaf's own key, so the leaf need not be read.
-                items = [u for u in ups[lo:hi] if u[2] is not None]
-            else:
-                if page is None:
-                    page, slot = self.load_page(ref[1], pkey), 0
-                raw = self.node(page, slot, ref[1])
-                if raw[0] != 0:
-                    raise StoreError("corrupt tree: a leaf reference points to an internal node")
-                merged = {u[1]: u for u in ups[lo:hi]}
-                kh = raw[1:33]
-                if kh not in merged:
-                    merged[kh] = (int.from_bytes(kh, "big"), kh, raw[33:65])
-                items = sorted((u for u in merged.values() if u[2] is not None), key=_by_int)
-            return self.build(depth, prefix, items)
+            return self.build(depth, prefix, self.leaf_items(ref, lo, hi, page, slot, pkey))
         # an internal node, read and decoded inline (the hot path: one per level of every
         # changed path; page_node inlined)
         if page is None:
@@ -391,6 +376,29 @@ class _Updater:
             right,
             page,
         )
+
+    def leaf_items(
+        self, ref: _Child, lo: int, hi: int, page: bytes | None, slot: int, pkey: bytes
+    ) -> list[_Update]:
+        """The keys of the subtree that is the stored leaf ``ref`` after ``ups[lo:hi]`` (sorted,
+        no deletes): the leaf's own key unless an update replaces or deletes it. ``page`` None:
+        the leaf is a page of its own, at ``pkey``."""
+        ups = self.ups
+        present = self.present
+        if any(ups[i][1] in present for i in range(lo, hi)):
+            # A subtree that is one leaf holds one key: a key known to be in the tree whose
+            # update reaches this leaf is the leaf's own key, so the leaf need not be read.
+            return [u for u in ups[lo:hi] if u[2] is not None]
+        if page is None:
+            page, slot = self.load_page(ref[1], pkey), 0
+        raw = self.node(page, slot, ref[1])
+        if raw[0] != 0:
+            raise StoreError("corrupt tree: a leaf reference points to an internal node")
+        merged = {u[1]: u for u in ups[lo:hi]}
+        kh = raw[1:33]
+        if kh not in merged:
+            merged[kh] = (int.from_bytes(kh, "big"), kh, raw[33:65])
+        return sorted((u for u in merged.values() if u[2] is not None), key=_by_int)
 
     def page_in_place(
         self, ref: _Child, depth: int, prefix: int, lo: int, hi: int, pkey: bytes
@@ -474,32 +482,10 @@ class _Updater:
             buf[off + 2 : off + 10] = vb if lk else ovb
             buf[off + 43 : off + 51] = vb if rk else ovb
         else:  # children are page roots: updated by the general path, kept by reference
-            lnew = rnew = None
-            if split > lo:
-                lv = int.from_bytes(page[off + 2 : off + 10], "big")
-                lnew = self.update((lk, lv, page[off + 10 : off + 42]), d1, p2, lo, split, None, -1)
-                lk = lnew[0]
-            if hi > split:
-                rv = int.from_bytes(page[off + 43 : off + 51], "big")
-                rnew = self.update(
-                    (rk, rv, page[off + 51 : off + 83]), d1, p2 | 1, split, hi, None, -1
-                )
-                rk = rnew[0]
-            # the canonical node here would not be an internal one (a leaf moves up)
-            if (lk == KIND_EMPTY and rk != KIND_INTERNAL) or (
-                rk == KIND_EMPTY and lk != KIND_INTERNAL
-            ):
+            hashes = self.page_roots_in_place(buf, page, off, d1, p2, lo, split, hi)
+            if hashes is None:
                 return None
-            if lnew is not None:
-                if lnew[1] is None:
-                    lnew = self.collect(lnew, d1, p2, None, 0)
-                buf[off + 1 : off + 42] = _KIND_BYTE[lk] + lnew[1].to_bytes(8, "big") + lnew[2]
-                lh = lnew[2]
-            if rnew is not None:
-                if rnew[1] is None:
-                    rnew = self.collect(rnew, d1, p2 | 1, None, 0)
-                buf[off + 42 : off + 83] = _KIND_BYTE[rk] + rnew[1].to_bytes(8, "big") + rnew[2]
-                rh = rnew[2]
+            lh, rh = hashes
         if lh is None:
             lh = page[off + 10 : off + 42]
         else:
@@ -510,6 +496,48 @@ class _Updater:
             buf[off + 51 : off + 83] = rh
         self.counters.hashes += 1
         return _sha256(INTERNAL_DOMAIN + lh + rh).digest()
+
+    def page_roots_in_place(
+        self,
+        buf: bytearray,
+        page: bytes,
+        off: int,
+        d1: int,
+        p2: int,
+        lo: int,
+        split: int,
+        hi: int,
+    ) -> tuple[bytes | None, bytes | None] | None:
+        """:meth:`slot_in_place` for the internal node at ``off`` whose children (at depth
+        ``d1``, prefixes ``p2`` and ``p2 | 1``) are page roots: the general path updates them
+        (``ups[lo:split]`` left, ``ups[split:hi]`` right) and the node keeps them by reference,
+        rewritten in ``buf``. Returns the new (left, right) hashes (None: that child unchanged),
+        or None when the shape would change."""
+        lk, rk = page[off + 1], page[off + 42]
+        lnew = rnew = None
+        if split > lo:
+            lv = int.from_bytes(page[off + 2 : off + 10], "big")
+            lnew = self.update((lk, lv, page[off + 10 : off + 42]), d1, p2, lo, split, None, -1)
+            lk = lnew[0]
+        if hi > split:
+            rv = int.from_bytes(page[off + 43 : off + 51], "big")
+            rnew = self.update((rk, rv, page[off + 51 : off + 83]), d1, p2 | 1, split, hi, None, -1)
+            rk = rnew[0]
+        # the canonical node here would not be an internal one (a leaf moves up)
+        if (lk == KIND_EMPTY and rk != KIND_INTERNAL) or (rk == KIND_EMPTY and lk != KIND_INTERNAL):
+            return None
+        lh = rh = None
+        if lnew is not None:
+            if lnew[1] is None:
+                lnew = self.collect(lnew, d1, p2, None, 0)
+            buf[off + 1 : off + 42] = _KIND_BYTE[lk] + lnew[1].to_bytes(8, "big") + lnew[2]
+            lh = lnew[2]
+        if rnew is not None:
+            if rnew[1] is None:
+                rnew = self.collect(rnew, d1, p2 | 1, None, 0)
+            buf[off + 42 : off + 83] = _KIND_BYTE[rk] + rnew[1].to_bytes(8, "big") + rnew[2]
+            rh = rnew[2]
+        return lh, rh
 
     def one_in_place(
         self,

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from abci_app.store import MerkleStore
-from abci_app.store.merkle_store import SCHEMA_VERSION, StoreError
+from abci_app.store.errors import StoreError
+from abci_app.store.schema import SCHEMA_VERSION
 from tests.kits.storekit import crash_block
 
 

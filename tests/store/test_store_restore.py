@@ -121,9 +121,9 @@ def test_restore_of_an_empty_state_and_of_one_key() -> None:
 def test_a_key_twice_at_a_batch_boundary_is_a_store_error(monkeypatch: pytest.MonkeyPatch) -> None:
     # the row of a repeated key that filled a batch reached SQLite (UNIQUE (key, version)) before
     # the builder saw the repeat: sqlite3.IntegrityError, which Restore.finish does not catch
-    from abci_app.store import merkle_store
+    from abci_app.store import restore
 
-    monkeypatch.setattr(merkle_store, "_RESTORE_BATCH", 4)
+    monkeypatch.setattr(restore, "RESTORE_BATCH", 4)
     state = {b"k%d" % i: b"v" for i in range(10)}
     pairs = in_hash_order(state)
     for at in range(1, 9):
