@@ -15,8 +15,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from abci_app.codec.address import from_bech32
 from node import safejson
 from node.client.fees import DEFAULT_MAX_FEE, parse_multiplier
+from node.client.proofs import expected_chain_id, trust_of, verified_account
+from node.client.rpc import Client
 from node.client.units import ULOCO
 from node.errors import UsageError  # re-exported for the plugins
 
@@ -200,9 +203,6 @@ def account_state(args: argparse.Namespace, client: Any = None) -> dict[str, Any
     also its Merkle proof, verified against the next header's app hash (proof, proof_verified,
     app_hash, validator_set). ``query account``, ``query balance`` and ``query bank balances``
     all read it here."""
-    from abci_app.codec.address import from_bech32
-    from node.client.proofs import expected_chain_id, trust_of, verified_account
-    from node.client.rpc import Client
 
     addr = from_bech32(args.address)
     prove = bool(getattr(args, "prove", False))

@@ -6,6 +6,8 @@ import argparse
 from typing import Any
 
 from node.cli.common import UsageError, add_command, add_node_flag
+from node.client.proofs import ProofInvalid, trust_of
+from node.client.rpc import normalize_url
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -18,14 +20,12 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 
 def cmd_explorer(a: argparse.Namespace) -> int:
-    from node.client.rpc import normalize_url
-    from node.explorer.server import serve
+    from node.explorer.server import serve  # lazy: aiohttp, 0.35 s at every --help
 
     host, port = parse_listen(a.listen)
     node = normalize_url(a.node)  # http://, tcp:// or HOST:PORT; anything else names the forms
     if not 0 < a.poll < 10**9:  # nan and inf too
         raise UsageError("--poll must be a positive number of seconds")
-    from node.client.proofs import ProofInvalid, trust_of
 
     try:
         trust = trust_of(a.home)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import getpass
 import importlib
 import itertools
 import json
@@ -14,11 +15,20 @@ import logging
 import os
 import re
 import signal
+import subprocess
 import sys
 import threading
+from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
 
+from abci_app.codec.address import from_bech32
+from abci_app.errors import LoconetError
+from abci_app.pb import bank_pb2, tx_pb2
+from abci_app.server import ABCIServer, OneClient, SocketDirError
+from contracts import MissingArtifact
+from node.atomic import write_new_atomic
 from node.cli.common import (
     DEFAULT_NODE,
     HEIGHT,
@@ -27,7 +37,7 @@ from node.cli.common import (
     add_command,
     add_node_flag,
     add_output_flag,
-    add_tx_flags,
+    add_signer_flags,
     ask,
     default_home,
     is_json,
@@ -40,9 +50,31 @@ from node.cli.common import (
     signing_key,
 )
 from node.cli.tx import broadcast
+from node.client import config as client_config
 from node.client.inputs import read_input_file
+from node.client.keys import (
+    MIN_PASSPHRASE,
+    KeyError_,
+    Keyring,
+    export_armor,
+    import_armor,
+    new_mnemonic,
+    seed_from_mnemonic,
+)
+from node.client.proofs import ProofInvalid
+from node.client.rpc import Client, RpcError, TxRejected
 from node.client.units import fmt_loco
 from node.errors import UsageError
+from node.local.config import AppConfig, abci_address_problem, resolve_abci_address
+from node.local.init import InitError, init_home
+from node.local.supervisor import StartError, lock_home, open_store, run_node, tune_gc
+from node.paths import ToolMissing, cometbft_binary
+
+register_train: Callable[[Any], None] | None
+try:
+    from trainer.cli import register as register_train
+except ImportError:  # the trainer (torch) is optional for a validator-only install
+    register_train = None
 
 # modules with `register(root_subparsers, tx_subparsers, query_subparsers)` adding their commands
 PLUGINS = (
@@ -62,8 +94,6 @@ PLUGINS = (
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from node.local.init import init_home
-
     info = init_home(
         Path(args.home),
         chain_id=args.chain_id,
@@ -117,8 +147,6 @@ def listen_addresses(args: argparse.Namespace) -> dict[str, tuple[str, int]]:
 
 
 def cmd_start(args: argparse.Namespace) -> int:
-    from node.local.supervisor import run_node
-
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     return asyncio.run(run_node(Path(args.home), log_console=args.log_console))
 
@@ -127,9 +155,6 @@ def cmd_abci(args: argparse.Namespace) -> int:
     """The ABCI server alone, for a cometbft started elsewhere. Its connections are admitted by
     the ``OneClient`` rule (abci_app/server.py): one client at a time, at most the four
     connections cometbft opens; any other is refused with one warning line."""
-    from abci_app.server import ABCIServer, OneClient, SocketDirError
-    from node.local.config import AppConfig, abci_address_problem, resolve_abci_address
-    from node.local.supervisor import StartError, lock_home, open_store, tune_gc
 
     home = Path(args.home)
     if not (home / "config" / "app.toml").is_file():
@@ -165,14 +190,11 @@ def cmd_abci(args: argparse.Namespace) -> int:
 def cmd_keys_add(args: argparse.Namespace) -> int:
     """A new key from a fresh 24-word BIP-39 mnemonic (printed once), or ``--recover`` the key of
     a mnemonic read from stdin (node/client/keys.py documents the derivation)."""
-    from node.client.keys import Keyring, new_mnemonic, seed_from_mnemonic
 
     ring = Keyring(Path(args.home))
     ring._path(args.name)  # a bad name fails before asking for words
     if args.recover:
         if sys.stdin.isatty():
-            import getpass
-
             words = getpass.getpass("enter your BIP-39 mnemonic (input hidden): ")
         else:
             words = sys.stdin.readline()
@@ -196,8 +218,6 @@ def cmd_keys_add(args: argparse.Namespace) -> int:
 
 
 def cmd_keys_delete(args: argparse.Namespace) -> int:
-    from node.client.keys import Keyring
-
     ring = Keyring(Path(args.home))
     k = ring.get(args.name)
     if not args.yes:
@@ -217,16 +237,12 @@ def cmd_keys_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_keys_show(args: argparse.Namespace) -> int:
-    from node.client.keys import Keyring
-
     k = Keyring(Path(args.home)).get(args.name)
     out(args, {"name": k.name, "address": k.address}, k.address)
     return 0
 
 
 def cmd_keys_list(args: argparse.Namespace) -> int:
-    from node.client.keys import Keyring
-
     if not Path(args.home).is_dir():
         if os.path.lexists(args.home):  # $LOCONET_HOME=a file: it exists, it is no home
             raise UsageError(f"{args.home} is not a folder: check --home")
@@ -252,8 +268,6 @@ def cmd_keys_list(args: argparse.Namespace) -> int:
 def cmd_keys_export(args: argparse.Namespace) -> int:
     """The key, sealed under a passphrase as ASCII armor (node/client/keys.py: scrypt +
     ChaCha20-Poly1305); to stdout, or to ``--to FILE`` created with mode 0600."""
-    from node.atomic import write_new_atomic
-    from node.client.keys import MIN_PASSPHRASE, Keyring, export_armor
 
     k = Keyring(Path(args.home)).get(args.name)
     if args.to and os.path.lexists(args.to):
@@ -281,7 +295,6 @@ def cmd_keys_export(args: argparse.Namespace) -> int:
 def cmd_keys_import(args: argparse.Namespace) -> int:
     """A key from a ``keys export`` file, under NAME (0600, refused when NAME or the address
     is already in the keyring)."""
-    from node.client.keys import Keyring, import_armor
 
     ring = Keyring(Path(args.home))
     ring._path(args.name)  # a bad name fails before asking for the passphrase
@@ -302,8 +315,6 @@ COMETBFT_VERSION = "0.38.25"  # the cometbft `make setup` builds (scripts/setup.
 
 
 def version_info() -> dict[str, str]:
-    from importlib import metadata
-
     try:
         mine = metadata.version("loconet")
     except metadata.PackageNotFoundError:  # run from a checkout that was never installed
@@ -319,9 +330,6 @@ def version_line() -> str:
 def cmd_version(args: argparse.Namespace) -> int:
     """loconet's version (package metadata), the cometbft version the project pins, and the one
     the CLI would start (``cometbft version``), when it finds one."""
-    import subprocess
-
-    from node.paths import ToolMissing, cometbft_binary
 
     data: dict[str, Any] = {**version_info(), "cometbft_binary": None}
     try:
@@ -341,9 +349,6 @@ def cmd_version(args: argparse.Namespace) -> int:
 
 
 def cmd_tx_bank_send(args: argparse.Namespace) -> int:
-    from abci_app.codec.address import from_bech32
-    from abci_app.pb import bank_pb2, tx_pb2
-
     refuse_signer_first(
         args.signer_first,
         f"loconet tx bank send {args.amount} {args.signer_first} --from {args.to_addr}",
@@ -367,8 +372,6 @@ def cmd_query_account(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from node.client.rpc import Client
-
     with Client(args.node) as c:
         st = c.status()
         vals = c.validators()
@@ -428,7 +431,6 @@ def resolve_defaults(args: argparse.Namespace) -> None:
     home (node/client/config.py), the home's config.toml, or the built-in defaults. A value
     filled into an append option (``provider run --node``) is a list of one, as the option
     itself builds."""
-    from node.client import config as client_config
 
     kind = getattr(args, "_home_kind", None)
     if kind is not None and getattr(args, "home", None) is None:
@@ -664,8 +666,7 @@ def _register_bank(tx: Any) -> None:
     p.add_argument("amount", metavar="AMOUNT", help="with a unit: 1000uloco or 2.5loco")
     # the signer first (FROM_KEY TO_ADDR AMOUNT, other CLIs' order): refused naming --from
     p.add_argument("signer_first", nargs="?", help=argparse.SUPPRESS)
-    p.add_argument("--from", dest="from_key", metavar="KEY", help="keyring key that signs and pays")
-    add_tx_flags(p)
+    add_signer_flags(p, "keyring key that signs and pays")
 
 
 def _register_account_query(q: Any) -> None:
@@ -732,11 +733,7 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         plugin.register(sub, tx_sub, query_sub)
 
-    try:
-        from trainer.cli import register as register_train
-    except ImportError:  # the trainer (torch) is optional for a validator-only install
-        pass
-    else:
+    if register_train is not None:
         register_train(sub)
     finish_leaves(parser)
     complete_group_help(parser)
@@ -834,16 +831,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     Parser.argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
-    # here, not at the top: the modules that define these load the store, cometbft's config
-    # and httpx, which `loconet --help` and a mistyped command should not wait for
-    from abci_app.errors import LoconetError
-    from contracts import MissingArtifact
-    from node.client.keys import KeyError_
-    from node.client.proofs import ProofInvalid
-    from node.client.rpc import RpcError, TxRejected
-    from node.local.init import InitError
-    from node.local.supervisor import StartError
-    from node.paths import ToolMissing
 
     known = (
         UsageError,
@@ -883,8 +870,6 @@ def main(argv: list[str] | None = None) -> int:
         RecursionError,
         OverflowError,
     ) as e:
-        from node.client.rpc import Client
-
         if not Client.answers:  # no node answered: a bug of this CLI, keep its traceback
             raise
         # a node answered JSON-RPC, but not with what a loconet node of this version sends

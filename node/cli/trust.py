@@ -7,13 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from node.cli.common import UsageError, add_command, add_output_flag, out
+from node.client.light import HeaderInvalid
+from node.client.rpc import Client
+from node.client.trust import TRUST_FILE, trust_store
 
 
 def cmd_trust(a: argparse.Namespace) -> int:
-    from node.client.light import HeaderInvalid
-    from node.client.rpc import Client
-    from node.client.trust import TRUST_FILE, trust_store
-
     text = a.hash.strip().removeprefix("0x")
     try:
         want = bytes.fromhex(text)

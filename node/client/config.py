@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from node.atomic import locked, write_atomic
+from node.client.rpc import NodeUnreachable, normalize_url
 from node.errors import UsageError
 
 KEYS = ("node", "chain-id", "output")
@@ -49,8 +50,6 @@ def check_value(key: str, value: str) -> str:
     if key not in KEYS:
         raise UsageError(f"unknown client config key {key!r}: use one of {', '.join(KEYS)}")
     if key == "node":
-        from node.client.rpc import NodeUnreachable, normalize_url
-
         try:
             return normalize_url(value)
         except NodeUnreachable as e:

@@ -14,11 +14,16 @@ provider worker.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from abci_app.jobs.incentives import compute_model_params
+from abci_app.jobs.msgs import MAX_MODEL_DIM
+from abci_app.pb import jobs_pb2
 from node.blobs import BlobClient, BlobStore
+from node.blobs.store import sha256_file
 from node.errors import UsageError
 
 
@@ -45,9 +50,6 @@ def check_model_shape(model: dict[str, int]) -> None:
     """The chain's rules for a job's ModelConfig (abci_app/jobs/msgs.py: each dimension 1..2^20,
     d_model a multiple of n_heads) and a size this machine can build, checked before the model
     is made: ``--model 99999999999,1,1,1,1`` hung the CLI building it."""
-    from abci_app.jobs.incentives import compute_model_params
-    from abci_app.jobs.msgs import MAX_MODEL_DIM
-    from abci_app.pb import jobs_pb2
 
     dims = ("n_layers", "n_heads", "d_model", "context_len", "vocab_size")
     try:
@@ -71,7 +73,11 @@ def initial_model_from(
     model: dict[str, int], *, init_seed: int | None = None, init_model: Path | None = None
 ) -> bytes:
     """Canonical model bytes for a job's ModelConfig ``model``: from a seed, or a checked file."""
-    from trainer.portable_init import check_model_bytes, config_from_job, initial_model_bytes
+    from trainer.portable_init import (  # lazy: imports torch (seconds)
+        check_model_bytes,
+        config_from_job,
+        initial_model_bytes,
+    )
 
     if (init_seed is None) == (init_model is None):
         raise UsageError("give exactly one of --init-seed N and --init-model FILE")
@@ -106,9 +112,6 @@ def prepare_job_inputs(
 ) -> JobInputs:
     """Hash and store (cold, pinned) the dataset file and/or the initial model; returns the spec
     fields for whichever was given. ``store`` None (a dry run): hash only, store nothing."""
-    import hashlib
-
-    from node.blobs.store import sha256_file
 
     dataset_id, dataset_bytes = "", 0
     if data is not None:

@@ -13,13 +13,21 @@ every level is hardened). The 32-byte SLIP-0010 private key is the ed25519 seed.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
+from mnemonic import Mnemonic
 
 from abci_app.codec.address import to_bech32
 from abci_app.codec.tx import Ed25519Signer
@@ -48,7 +56,6 @@ def slip10_ed25519(seed: bytes, path: str = HD_PATH) -> bytes:
 
 def new_mnemonic() -> str:
     """24 BIP-39 English words (256 bits from the OS's CSPRNG)."""
-    from mnemonic import Mnemonic
 
     return str(Mnemonic("english").generate(strength=256))
 
@@ -56,7 +63,6 @@ def new_mnemonic() -> str:
 def seed_from_mnemonic(words: str, passphrase: str = "") -> bytes:
     """The ed25519 seed of a BIP-39 mnemonic (module docstring); KeyError_ if the words or their
     checksum are wrong."""
-    from mnemonic import Mnemonic
 
     m = Mnemonic("english")
     norm = " ".join(words.strip().lower().split())
@@ -99,7 +105,6 @@ def _read_key_file(path: Path) -> str:
     """The text of a key file: a regular file of at most ``MAX_KEY_FILE`` bytes. A FIFO named
     like a key blocked ``keys show`` for ever (open() waits for a writer), a link to /dev/zero
     or a 1 GB NAME.json was read whole (a MemoryError traceback): ValueError (corrupt) instead."""
-    import stat
 
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
@@ -269,16 +274,11 @@ MIN_PASSPHRASE = 8  # the Cosmos SDK's minimum for a keyring passphrase
 
 
 def _scrypt(passphrase: str, salt: bytes, n: int, r: int, p: int) -> bytes:
-    from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
-
     return Scrypt(salt=salt, length=32, n=n, r=r, p=p).derive(passphrase.encode())
 
 
 def export_armor(key: Key, passphrase: str) -> str:
     """``key`` sealed under ``passphrase`` as the armored text above."""
-    import base64
-
-    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
     if len(passphrase) < MIN_PASSPHRASE:
         raise KeyError_(f"the passphrase must have at least {MIN_PASSPHRASE} characters")
@@ -300,11 +300,6 @@ def export_armor(key: Key, passphrase: str) -> str:
 def import_armor(text: str, passphrase: str) -> bytes:
     """The ed25519 seed sealed in ``text`` (``export_armor``'s output); KeyError_ naming what
     is wrong: not such a file, a wrong passphrase (or an altered file), unknown parameters."""
-    import base64
-    import binascii
-
-    from cryptography.exceptions import InvalidTag
-    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
     bad = "not a key exported by `loconet keys export`"
     lines = text.strip().splitlines()

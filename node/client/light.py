@@ -14,17 +14,23 @@ Which set: without more, the one the same node reports, so a node that forges a 
 with its own keys is caught only by the chain id. With a node home, ``node.client.trust`` trusts the
 set from the genesis in it by skipping verification (CometBFT's light client rules), and the
 forged chain is refused.
+
+The ``tendermint`` stubs are imported inside the functions that use them (``# lazy: needs
+abci_app.pb first``): they are importable only once abci_app.pb has put their folder on
+sys.path, and the import sort would place a top-level ``from tendermint ...`` (a third-party
+name to it) above that import.
 """
 
 from __future__ import annotations
 
 import base64
+import calendar
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from google.protobuf import wrappers_pb2
+from google.protobuf import timestamp_pb2, wrappers_pb2
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
@@ -67,7 +73,6 @@ def merkle_root(items: list[bytes]) -> bytes:
 
 def parse_time(text: str) -> tuple[int, int]:
     """RFC 3339 with up to nanoseconds ('2026-11-30T05:04:14.333627599Z') -> (seconds, nanos)."""
-    import calendar
 
     date, _, rest = text.partition("T")
     clock = rest.rstrip("Z")
@@ -84,9 +89,8 @@ def _hex(s: str | None) -> bytes:
 
 
 def header_hash(h: dict[str, Any]) -> bytes:
-    from google.protobuf import timestamp_pb2
-    from tendermint.types import types_pb2
-    from tendermint.version import types_pb2 as version_pb2
+    from tendermint.types import types_pb2  # lazy: needs abci_app.pb first
+    from tendermint.version import types_pb2 as version_pb2  # lazy: needs abci_app.pb first
 
     version = version_pb2.Consensus(
         block=int(h["version"]["block"]), app=int(h["version"].get("app", 0))
@@ -131,8 +135,8 @@ class Validator:
 
 
 def validator_set_hash(vals: Iterable[Validator]) -> bytes:
-    from tendermint.crypto import keys_pb2 as ckeys
-    from tendermint.types import validator_pb2
+    from tendermint.crypto import keys_pb2 as ckeys  # lazy: needs abci_app.pb first
+    from tendermint.types import validator_pb2  # lazy: needs abci_app.pb first
 
     return merkle_root(
         [
@@ -147,8 +151,7 @@ def validator_set_hash(vals: Iterable[Validator]) -> bytes:
 def vote_sign_bytes(
     chain_id: str, height: int, round_: int, block_id: dict[str, Any], timestamp: str
 ) -> bytes:
-    from google.protobuf import timestamp_pb2
-    from tendermint.types import canonical_pb2
+    from tendermint.types import canonical_pb2  # lazy: needs abci_app.pb first
 
     secs, nanos = parse_time(timestamp)
     vote = canonical_pb2.CanonicalVote(

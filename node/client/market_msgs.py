@@ -10,23 +10,46 @@ nowhere else. ``send_tx`` signs with the account's current sequence and waits fo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from abci_app.codec.address import to_bech32
+from abci_app.codec.tx import build_tx
+from abci_app.jobs.audit import compute_verifier_compute_bps
+from abci_app.jobs.incentives import (
+    UNAVAILABLE_EVIDENCE,
+    compute_blind_vote_hash,
+    compute_evidence,
+    compute_masked_entries,
+    compute_vote_hash,
+    is_run_start,
+    mask_trace,
+)
+from abci_app.jobs.msgs import _MIN_BLOCKS
+from abci_app.jobs.params import DEFAULTS
+from abci_app.jobs.probe import compute_probe_evidence, encode_probe
 from abci_app.merkle import (
     BINDING_INDEX,
+    binding_leaf,
     bound_trace_leaves,
     bound_update_leaves,
     entry_leaf,
+    hash_leaf,
     merkle_proof,
     merkle_root,
 )
+from abci_app.pb import enum_names, jobs_pb2, providers_pb2, tx_pb2
 from node import safejson
 from node.client.fees import DEFAULT_MAX_FEE, auth_params, auto_fee, refuse_above_cap
+from node.client.inputs import read_input_file
+from node.client.light import parse_time
+from node.client.rpc import TxRejected
 from node.errors import UsageError
+from trainer.netmodel import allreduce_step_bytes, reveal_bytes_per_round
 
 __all__ = [
     "build_attest",
@@ -63,7 +86,6 @@ def hex32(text: str, what: str) -> bytes:
 
 def parse_gpu(text: str) -> Any:
     """``H100:8:81920`` -> GpuSpec(model, count, memory MiB)."""
-    from abci_app.pb import providers_pb2
 
     parts = text.rsplit(":", 2)
     if len(parts) != 3 or not all(
@@ -87,7 +109,6 @@ def build_register_provider(
 ) -> Any:
     """``min_slot_reward`` > 0 sets the opt-in policy: drawn only for jobs paying at least that
     per slot (0: no policy, every job)."""
-    from abci_app.pb import providers_pb2, tx_pb2
 
     msg = providers_pb2.MsgRegisterProvider(
         bond=bond,
@@ -108,8 +129,6 @@ def build_update_provider(
     region: str = "",
     endpoint: str = "",
 ) -> Any:
-    from abci_app.pb import providers_pb2, tx_pb2
-
     return tx_pb2.Msg(
         update_provider=providers_pb2.MsgUpdateProvider(
             add_bond=add_bond,
@@ -122,8 +141,6 @@ def build_update_provider(
 
 
 def build_exit_provider() -> Any:
-    from abci_app.pb import providers_pb2, tx_pb2
-
     return tx_pb2.Msg(exit_provider=providers_pb2.MsgExitProvider())
 
 
@@ -166,7 +183,6 @@ FIXED_STEPS_PER_CHALLENGE = 8
 
 def _audits(audit_bps: int | None, audit_verifiers: int | None) -> tuple[int, int]:
     """The panel audits' rate and seats: the given ones, else the chain's defaults."""
-    from abci_app.jobs.params import DEFAULTS
 
     return (
         DEFAULTS["audit_bps"] if audit_bps is None else audit_bps,
@@ -189,7 +205,6 @@ def expected_verifier_compute_bps(
     ``audit_bps``/10⁴ × ``audit_verifiers`` (a challenge is audited with that probability: its first
     panel gets that many more seats; the chain's defaults when not given: 4000 bps, 1).
     """
-    from abci_app.jobs.audit import compute_verifier_compute_bps
 
     a, av = _audits(audit_bps, audit_verifiers)
     one = compute_verifier_compute_bps(n, s, challenge_bps)
@@ -242,7 +257,6 @@ def verification_traffic_share(
     AllReduce for the same H steps, sent and received. Independent of the model size: both are
     bytes per parameter (the trace list's 32 B an entry left out). None for one participant
     (no AllReduce to compare with)."""
-    from trainer.netmodel import allreduce_step_bytes, reveal_bytes_per_round
 
     if participants < 2:
         return None
@@ -312,7 +326,6 @@ def _audit_fix(
 ) -> str:
     """The nearest settings that meet both targets: fewer segments, then a lower challenge rate
     (down to the chain's floor), then a longer trace (more steps per round)."""
-    from abci_app.jobs.params import DEFAULTS
 
     def ok(s_: int, c_: int) -> bool:
         return share(s_, c_) <= VERIFIER_SHARE_TARGET_BPS and traffic(s_, c_) <= budget
@@ -363,7 +376,6 @@ def compute_windows(
     ``trace_interval`` steps out of ``inner_steps``) plus its fetches; reveal and attest their
     fixed work. Each at least the chain's floor (jobs README "Windows"), at most
     params.max_window_blocks (``cap_windows`` says when that cuts one)."""
-    from abci_app.jobs.msgs import _MIN_BLOCKS
 
     h, k = max(1, inner_steps), max(1, trace_interval)
     seg = min(max(1, segments), max(1, h // k))
@@ -397,7 +409,6 @@ def estimate_compute_s(d: dict[str, Any], flops_per_s: float) -> float:
 def measure_block_time(client: Any, span: int = BLOCK_TIME_SPAN) -> float | None:
     """The chain's mean block interval over its last ``span`` blocks, in seconds (None: fewer
     than 3 blocks, or the node cannot say)."""
-    from node.client.light import parse_time
 
     try:
         top = client.latest_height()
@@ -437,7 +448,6 @@ def build_create_job(d: dict[str, Any]) -> Any:
     ``verifier_reward_per_round`` (hashes hex, windows as {commit, reveal, verdict, attest};
     ``blob_sources``, ``initial_model_bytes`` and ``dataset_bytes`` optional:
     node/client/job_inputs.py)."""
-    from abci_app.pb import jobs_pb2, tx_pb2
 
     try:
         if not isinstance(d, dict):
@@ -498,8 +508,6 @@ def build_create_job(d: dict[str, Any]) -> Any:
 
 
 def _determinism_mode(name: str) -> int:
-    from abci_app.pb import enum_names, jobs_pb2
-
     names = enum_names(jobs_pb2.DeterminismMode)
     if name not in names or name == "unspecified":
         raise UsageError(f"determinism_mode must be exact or tolerance, got {name!r}")
@@ -507,8 +515,6 @@ def _determinism_mode(name: str) -> int:
 
 
 def build_cancel_job(job_id: int) -> Any:
-    from abci_app.pb import jobs_pb2, tx_pb2
-
     return tx_pb2.Msg(cancel_job=jobs_pb2.MsgCancelJob(job_id=job_id))
 
 
@@ -532,8 +538,6 @@ def build_submit_update(
     probe_root: bytes = b"",
     probe_binding_proof: Sequence[bytes] = (),
 ) -> Any:
-    from abci_app.pb import jobs_pb2, tx_pb2
-
     return tx_pb2.Msg(
         submit_update=jobs_pb2.MsgSubmitUpdate(
             job_id=job_id,
@@ -617,9 +621,6 @@ def build_bound_submit(
 def _probe_leaves(
     job_id: int, round_: int, provider: bytes, base_model: bytes, probes: Sequence[Sequence[int]]
 ) -> list[bytes]:
-    from abci_app.jobs.probe import encode_probe
-    from abci_app.merkle import binding_leaf
-
     try:
         return [binding_leaf(b"probe", provider, job_id, round_, base_model)] + [
             encode_probe(p) for p in probes
@@ -655,7 +656,6 @@ def build_open_end(
     """MsgOpenEnd (tolerance mode, vote-reveal window): the end of ``segment`` (trace entry
     ``segment + 1``), where it is served, and its committed probe with its proof under the probe
     root ``build_bound_submit`` committed."""
-    from abci_app.pb import jobs_pb2, tx_pb2
 
     if not 0 <= segment < len(trace) - 1 or len(probes) != len(trace):
         raise UsageError(f"segment {segment} is outside the trace, or probes do not match it")
@@ -708,11 +708,6 @@ def build_reveal_from_trace(
     escalation, opened in that panel's voting window, the list named by its hash only (the first
     opening proved it); ``judged``, every segment that panel judges (the first panel's and the
     fresh ones), decides whether it starts a run."""
-    import hashlib
-
-    from abci_app.jobs.incentives import compute_masked_entries, is_run_start, mask_trace
-    from abci_app.merkle import hash_leaf
-    from abci_app.pb import jobs_pb2, tx_pb2
 
     if not 0 <= segment < len(trace) - 1:
         raise UsageError(f"segment {segment} is outside the trace's {len(trace) - 1} segments")
@@ -748,7 +743,6 @@ def vote_salt(signer: Any, job_id: int, round_: int, target: bytes, panel: int =
     ``panel`` (0 first, 1 appeal, 2 final) is in it: a verifier seated on the same target in two
     panels opens its first vote (and salt) before it commits the later one, whose hash would
     otherwise be guessable from that salt (an unavailable vote's, byte for byte)."""
-    import hashlib
 
     sig = signer.sign(
         b"loconet/vote-salt/v1"
@@ -779,12 +773,6 @@ def build_verdict(
     revealed states could not be fetched (valid, quality and evidence are then ignored: it
     commits to invalid, 0 and incentives.UNAVAILABLE_EVIDENCE). ``panel``: the voter's panel on
     this target (0 first, 1 appeal, 2 final), in the salt (``vote_salt``)."""
-    from abci_app.jobs.incentives import (
-        UNAVAILABLE_EVIDENCE,
-        compute_blind_vote_hash,
-        compute_vote_hash,
-    )
-    from abci_app.pb import jobs_pb2, tx_pb2
 
     salt = vote_salt(signer, job_id, round_, target, panel)
     if blind and not unavailable:
@@ -826,9 +814,6 @@ def build_reveal_vote(
     (tolerance mode, a blind vote): the flat probes of the reached states instead, evidence
     ``compute_probe_evidence(probes)``. ``unavailable``: opens an unavailable vote (invalid,
     quality 0, nothing reached, no probes, evidence incentives.UNAVAILABLE_EVIDENCE)."""
-    from abci_app.jobs.incentives import UNAVAILABLE_EVIDENCE, compute_evidence
-    from abci_app.jobs.probe import compute_probe_evidence
-    from abci_app.pb import jobs_pb2, tx_pb2
 
     tolerance = probes is not None and not unavailable
     valid = valid and not unavailable
@@ -858,7 +843,6 @@ def build_decline_round(job_id: int, round_: int) -> Any:
     """MsgDeclineRound: a drawn provider that has not committed refuses the round (outcome
     ``declined``, no slash, no reputation change; its slot stays in the job's escrow). It must
     land by commit_deadline - 1 (block D's seed draws the challenges), so send it by D - 2."""
-    from abci_app.pb import jobs_pb2, tx_pb2
 
     return tx_pb2.Msg(decline_round=jobs_pb2.MsgDeclineRound(job_id=job_id, round=round_))
 
@@ -868,7 +852,6 @@ def build_attest(
 ) -> Any:
     """MsgAttestModel: the aggregate's hash and the accepted participants (20-byte addresses)
     whose updates it screened out, ascending."""
-    from abci_app.pb import jobs_pb2, tx_pb2
 
     return tx_pb2.Msg(
         attest_model=jobs_pb2.MsgAttestModel(
@@ -882,9 +865,7 @@ def build_attest(
 
 def read_trace(path: str) -> list[bytes]:
     """A trace file: JSON list of the 64-hex state hashes (steps 0, k, ..., H)."""
-    from node.client.inputs import read_input_file  # a FIFO or /dev/zero: a UsageError, not a hang
-
-    try:
+    try:  # read_input_file: a FIFO or /dev/zero is a UsageError, not a hang
         items = json.loads(read_input_file(path, "trace file"))
     except (OSError, ValueError, RecursionError) as e:  # RecursionError: [[[[... (a traceback)
         raise UsageError(f"cannot read trace file {path}: {e}") from None
@@ -931,9 +912,6 @@ def send_tx(
     worker needs, whose txs must never be refused for their fee (a refused reveal is slashed).
     An auto fee above ``max_fee`` (10 LOCO; the floor if higher) is refused unsigned
     (UsageError): the node's auth params decide it, and a hostile node could ask the balance."""
-    from abci_app.codec.address import to_bech32
-    from abci_app.codec.tx import build_tx
-    from node.client.rpc import TxRejected
 
     url = getattr(client, "url", "?")
     chain_id = client.status()["node_info"]["network"]

@@ -13,7 +13,9 @@ than 2/3 of the validator set's power signed, and that set must hash to the head
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from abci_app.auth.keys import account_key
@@ -22,8 +24,10 @@ from abci_app.encoding import decode_amount, decode_msg
 from abci_app.pb import state_pb2
 from abci_app.querying import PROOF_TYPE
 from abci_app.store import Proof, StoreError, verify_proof
+from node.client import config as client_config
 from node.client.light import HeaderInvalid, verified_app_hash
 from node.client.rpc import Client, QueryResult
+from node.client.trust import trust_store
 
 if TYPE_CHECKING:
     from node.client.trust import TrustStore
@@ -169,10 +173,6 @@ def expected_chain_id(home: str | None) -> str | None:
     chain id of the node home's genesis (``HOME/config/genesis.json``); None when neither says."""
     if not home:
         return None
-    import json
-    from pathlib import Path
-
-    from node.client import config as client_config
 
     try:
         named = client_config.load(home).get("chain-id")
@@ -189,7 +189,6 @@ def trust_of(home: str | None) -> TrustStore | None:
     """The genesis trust of ``--home`` when it is a node home (``node.client.trust``), else None
     (the node's own validator set is checked, as before). Raises ProofInvalid for a genesis whose
     validator set cannot be computed."""
-    from node.client.trust import trust_store
 
     try:
         return trust_store(home)

@@ -37,6 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from abci_app.codec.address import address_from_pubkey
+from abci_app.pb import abci, keys_pb2
+from abci_app.store import MerkleStore
 from node import safejson
 from node.atomic import write_atomic
 from node.client.light import (
@@ -71,10 +74,7 @@ def _sorted(vals: list[Validator]) -> list[Validator]:
 def genesis_validators(genesis: dict[str, Any]) -> list[Validator]:
     """The validator set of height 1: the app's InitChain on ``genesis`` (in memory), or the
     genesis file's own validators when InitChain returns none (CometBFT's rule)."""
-    from abci_app.app import Application
-    from abci_app.codec.address import address_from_pubkey
-    from abci_app.pb import abci, keys_pb2
-    from abci_app.store import MerkleStore
+    from abci_app.app import Application  # lazy: the whole app, 0.2 s at every --help
 
     req = abci.RequestInitChain(
         chain_id=str(genesis.get("chain_id", "")),

@@ -18,6 +18,7 @@ elsewhere; ``loconet start`` passes the resolved address to cometbft as ``--prox
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -27,7 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from abci_app.snapshots import Snapshotter
+from abci_app.vote_extensions import ExtensionKeys
 from node.atomic import write_atomic
+from node.client import settlement_key
+from node.errors import UsageError
 
 if TYPE_CHECKING:
     from abci_app.app import Application
@@ -210,7 +215,6 @@ class AppConfig:
     def load(cls, home: Path) -> AppConfig:
         """The home's app.toml, with ``abci_address`` resolved (``resolve_abci_address``). A file
         that is not TOML, or a value of the wrong type, is a UsageError naming the file and key."""
-        from node.errors import UsageError
 
         path = home / "config" / "app.toml"
         try:
@@ -249,7 +253,7 @@ class AppConfig:
             if not lo <= value < 2**63:
                 raise UsageError(f"{path}: {key} must be between {lo} and 2^63-1, got {value}")
         if cfg.metrics_address:
-            from node.metrics import parse_listen
+            from node.metrics import parse_listen  # lazy: imports abci_app.app (0.2 s)
 
             try:
                 parse_listen(cfg.metrics_address)
@@ -260,8 +264,7 @@ class AppConfig:
     def application(self, home: Path, store: MerkleStore, metrics: Any = None) -> Application:
         """The node's Application over ``store``, with its snapshots in HOME/data/snapshots
         (measured by node.metrics.MeteredApplication when ``metrics`` is a NodeMetrics)."""
-        from abci_app.app import Application
-        from abci_app.snapshots import Snapshotter
+        from abci_app.app import Application  # lazy: the whole app, 0.2 s at every --help
 
         if self.snapshot_interval < 0 or self.snapshot_keep < 1 or self.snapshot_chunk_bytes < 1:
             raise ValueError(
@@ -275,8 +278,6 @@ class AppConfig:
             keep=self.snapshot_keep,
             chunk_bytes=self.snapshot_chunk_bytes,
         )
-        from abci_app.vote_extensions import ExtensionKeys
-        from node.client import settlement_key
 
         # the beacon share (abci_app/beacon.py)
         keys = ExtensionKeys(
@@ -284,7 +285,7 @@ class AppConfig:
             consensus=consensus_seed(home),
         )
         if metrics is not None:
-            from node.metrics import MeteredApplication
+            from node.metrics import MeteredApplication  # lazy: imports abci_app.app
 
             return MeteredApplication(
                 store,
@@ -302,10 +303,6 @@ def read_priv_validator_key(path: Path) -> tuple[bytes, bytes]:
     """(consensus address, ed25519 public key) of a CometBFT priv_validator_key.json; a
     UsageError naming the file when it is not one (a JSONDecodeError / binascii.Error /
     TypeError traceback in create-validator and set-key)."""
-    import base64
-    import json
-
-    from node.errors import UsageError
 
     try:
         d = json.loads(path.read_text())
@@ -327,8 +324,6 @@ def consensus_seed(home: Path) -> bytes | None:
     """The 32-byte ed25519 seed of config/priv_validator_key.json (CometBFT writes seed | public
     key, base64), or None without the file (a node with a remote signer produces no beacon share, so
     the other validators refuse its vote extensions: keep the key file on a validator)."""
-    import base64
-    import json
 
     p = Path(home) / "config" / "priv_validator_key.json"
     if not p.exists():

@@ -3,12 +3,15 @@ genesis with this node as the only validator, and a funded ``validator`` account
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
-from node.atomic import write_atomic
+from node.atomic import Held, hold, write_atomic
+from node.client import settlement_key
 from node.client.keys import Keyring
 from node.local.config import (
     DEFAULT_ABCI_ADDRESS,
@@ -80,8 +83,6 @@ def init_home(
     listen = dict(listen or {})
     ports = ports or Ports()
     if listen:
-        import dataclasses
-
         ports = dataclasses.replace(ports, **{k: port for k, (_, port) in listen.items()})
         taken = {ports.metrics: "cometbft's metrics", ports.metrics + 1: "the app's metrics"}
         for what, (_, port) in listen.items():
@@ -105,9 +106,6 @@ def init_home(
         raise InitError(
             f"cannot create the home {home}: {e.strerror or e}; pick a --home you can write to"
         ) from None
-    import os
-
-    from node.atomic import Held, hold
 
     lock = home / ".init.lock"
     try:  # two inits of one home at once mixed their configs and keys
@@ -191,7 +189,6 @@ def _init_locked(
     genesis["consensus_params"]["evidence"]["max_age_num_blocks"] = "100"
     # vote extensions from the first block: validators sign settlement checkpoints in ExtendVote
     genesis["consensus_params"]["abci"]["vote_extensions_enable_height"] = "1"
-    from node.client import settlement_key
 
     evm_address = settlement_key.create(home)
     genesis["app_state"] = {

@@ -443,7 +443,6 @@ def stop_node(n: NodeInfo, *, kill: bool = False, timeout: float = 20.0) -> bool
 
 
 def node_status(n: NodeInfo) -> dict[str, Any]:
-
     out: dict[str, Any] = {
         "name": n.name,
         "rpc": n.rpc_url,
@@ -468,7 +467,6 @@ def node_status(n: NodeInfo) -> dict[str, Any]:
 
 
 def header_app_hash(n: NodeInfo, height: int) -> str | None:
-
     try:
         with Client(n.rpc_url, timeout=2.0) as c:
             return c.app_hash_at(height).hex().upper()
@@ -538,7 +536,6 @@ def wait_producing(
 
 
 def validator_table(nodes: list[NodeInfo]) -> list[dict[str, Any]]:
-
     powers: dict[str, int] = {}
     for n in nodes:
         try:

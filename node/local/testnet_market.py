@@ -39,18 +39,27 @@ every provider's blob store, so each worker finds them by the hashes the job rec
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import httpx
+
+from abci_app.codec.address import to_bech32
+from node.client.keys import Keyring
+from node.client.market_msgs import build_create_job, build_register_provider, send_tx
+from node.client.rpc import Client
 from node.local import procs
 from node.local.manifest import TestnetError as TestnetMarketError
 from node.local.manifest import (
     WorkerInfo,
     load,
 )
+from node.local.wan import worker_listen_port
 
 LOCO = 1_000_000
 PROVIDER_BOND = 2_000 * LOCO
@@ -140,8 +149,6 @@ def plan_roles(behaviours: list[str], fixed: bool) -> list[str]:
 def plan_workers(
     d: Path, m: dict[str, Any], behaviours: list[str], *, fixed_roles: bool = False
 ) -> list[WorkerInfo]:
-    from node.client.keys import Keyring
-
     roles = plan_roles(behaviours, fixed_roles)
     rpcs = [f"http://127.0.0.1:{n['rpc']}" for n in m["nodes"]]
     out = []
@@ -169,9 +176,6 @@ def plan_workers(
 def _send_all(rpc: str, d: Path, batch: list[tuple[str, Any]]) -> None:
     """Sign and broadcast one tx per (key, msg) (different accounts: no waiting in between),
     then wait for every one to be in a block."""
-    from node.client.keys import Keyring
-    from node.client.market_msgs import send_tx
-    from node.client.rpc import Client
 
     kr = Keyring(d)
     with Client(rpc) as c:
@@ -181,8 +185,7 @@ def _send_all(rpc: str, d: Path, batch: list[tuple[str, Any]]) -> None:
 
 
 def register_providers(d: Path, rpc: str, workers: list[WorkerInfo]) -> None:
-    from node.client.market_msgs import build_register_provider
-    from node.worker.ml import detect_hardware
+    from node.worker.ml import detect_hardware  # lazy: imports torch (seconds)
 
     hw = detect_hardware()
     _send_all(
@@ -212,11 +215,13 @@ def builtin_job(
     """(job dict for market_msgs.build_create_job, dataset bytes, initial model bytes); the
     blob sources are the workers' endpoints (each holds both blobs: seed_stores).
     ``determinism`` "tolerance": a tolerance-mode job (1,000 ppm; probes, jobs README)."""
-    import hashlib
 
-    from trainer.data import default_corpus_bytes
-    from trainer.determinism import stack_id
-    from trainer.portable_init import config_from_job, initial_model_bytes
+    from trainer.data import default_corpus_bytes  # lazy: imports torch (seconds)
+    from trainer.determinism import stack_id  # lazy: imports torch (seconds)
+    from trainer.portable_init import (  # lazy: imports torch (seconds)
+        config_from_job,
+        initial_model_bytes,
+    )
 
     data = default_corpus_bytes(400_000)
     model = initial_model_bytes(config_from_job(BUILTIN_JOB["model"]), 0)
@@ -243,7 +248,7 @@ def builtin_job(
 
 def seed_stores(workers: list[WorkerInfo], blobs: list[bytes]) -> None:
     """The owner hands the dataset and the initial model to every provider (pinned)."""
-    from node.blobs import BlobStore
+    from node.blobs import BlobStore  # lazy: aiohttp, 0.4 s at every --help
 
     for w in workers:
         store = BlobStore(w.path / "blobs", quota_bytes=20 << 30)
@@ -252,10 +257,6 @@ def seed_stores(workers: list[WorkerInfo], blobs: list[bytes]) -> None:
 
 
 def create_job(d: Path, rpc: str, owner: str, job: dict[str, Any]) -> int:
-    from node.client.keys import Keyring
-    from node.client.market_msgs import build_create_job, send_tx
-    from node.client.rpc import Client
-
     with Client(rpc) as c:
         res = send_tx(c, Keyring(d).get(owner).signer, [build_create_job(job)])
         tx = c.tx(res["txhash"]) or {}
@@ -264,10 +265,6 @@ def create_job(d: Path, rpc: str, owner: str, job: dict[str, Any]) -> int:
             if a.get("key") == "job_id":
                 return int(a["value"])
     with Client(rpc) as c:  # no event with the id: the newest job of the owner
-        import json
-
-        from abci_app.codec.address import to_bech32
-
         addr = to_bech32(Keyring(d).get(owner).address_bytes)
         jobs = json.loads(c.abci_query(f"/jobs?owner={addr}&limit=1000").value)["jobs"]
     return max(int(j["id"]) for j in jobs)
@@ -289,7 +286,6 @@ def start_worker(d: Path, w: WorkerInfo) -> int:
     pid = pid_of(w)
     if pid is not None:
         return pid
-    from node.local.wan import worker_listen_port
 
     try:
         behind_wan = bool(load(d).get("wan"))
@@ -332,7 +328,6 @@ def final_stats(workers: list[WorkerInfo], key: str, timeout: float = 60.0) -> d
     """Each worker's DATA_DIR/stats.json (by address) once every worker has written round
     ``key`` ("JOB/ROUND") final there, or after ``timeout`` s (whatever they wrote by then):
     a worker writes stats.json when it sees a round final (benchmarks read the figures)."""
-    import json
 
     def read(w: WorkerInfo) -> dict[str, Any] | None:
         try:
@@ -378,8 +373,6 @@ def trainer_utilization(rounds: dict[str, dict[str, float]]) -> dict[str, float]
 
 
 def worker_status(w: WorkerInfo) -> dict[str, Any]:
-    import httpx
-
     out: dict[str, Any] = {**asdict(w), "running": is_running(w), "serving": False, "last": ""}
     if out["running"]:
         try:

@@ -36,8 +36,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from node.local import procs
-from node.local.manifest import NodeInfo, TestnetError, load, nodes_of
+from node.local.manifest import NodeInfo, TestnetError, load, nodes_of, workers_of
 from node.paths import PROJECT_ROOT
 from node.ports import is_port_free
 
@@ -215,7 +217,6 @@ def plan_proxies(m: dict[str, Any]) -> list[Proxy]:
     """Every proxy the testnet of manifest ``m`` needs (none without a WAN)."""
     if spec_of(m) is None:
         return []
-    from node.local.manifest import workers_of
 
     base = int(m["base_port"])
     nodes = nodes_of(m)
@@ -299,8 +300,6 @@ def _api_url(m: dict[str, Any]) -> str:
 
 
 def _answers(url: str) -> bool:
-    import httpx
-
     try:
         return httpx.get(f"{url}/version", timeout=1.0).status_code == 200
     except httpx.HTTPError:
@@ -384,8 +383,6 @@ class Wan:
 
     # -- HTTP
     def _call(self, method: str, path: str, body: Any = None) -> Any:
-        import httpx
-
         try:
             r = httpx.request(method, f"{self.url}{path}", json=body, timeout=10.0)
         except httpx.HTTPError as e:
