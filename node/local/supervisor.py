@@ -16,9 +16,9 @@ the node's ports and home. SIGKILL, not SIGTERM: the process that would escalate
 cometbft does not act on (the 15 s above) is the one that just died, so SIGTERM could leave the
 orphan running for good; a SIGKILL'd cometbft loses nothing (the same as ``kill -9`` of the
 group, above). The signal fires when the *thread* that forked the child ends, not the process:
-``Popen`` is called in the coroutine itself, on the event loop's thread (the main thread under
-``loconet start``), which lives as long as the node, never in a pool thread (``to_thread``)
-that may end while cometbft runs.
+``Popen`` is called from the coroutine itself (``_start_cometbft``), on the event loop's thread
+(the main thread under ``loconet start``), which lives as long as the node, never in a pool
+thread (``to_thread``) that may end while cometbft runs.
 """
 
 from __future__ import annotations
