@@ -20,6 +20,7 @@ move bytes between CometBFT and the store:
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -44,7 +45,9 @@ from abci_app.errors import (
 from abci_app.modules import META_PREFIX, MODULES, QUERIES, ROUTES
 from abci_app.pb import abci
 from abci_app.querying import PROOF_TYPE, QueryError, parse_path, to_json
+from abci_app.slashing.params import get_params as slashing_params
 from abci_app.snapshots import Restore, Snapshotter
+from abci_app.staking.params import get_params as staking_params
 from abci_app.store import CacheKV, KVReader, MerkleStore, ReadCache, StoreError
 
 APP_VERSION = 1
@@ -181,9 +184,6 @@ def check_invariants(reader: KVReader) -> None:
 
 def check_genesis_params(store: KVReader) -> None:
     """Cross-module parameter rules that no single module can check on its own."""
-    from abci_app.slashing.params import get_params as slashing_params
-    from abci_app.staking.params import get_params as staking_params
-
     evidence_age = slashing_params(store).max_evidence_age_blocks
     unbonding = staking_params(store).unbonding_blocks
     if evidence_age > unbonding:
@@ -348,8 +348,6 @@ class Application:
         """Check the signatures of a batch of pipelined txs in parallel before they are executed
         one by one (a cache warm-up: results do not depend on it)."""
         if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
             self._pool = ThreadPoolExecutor(self.verify_threads, thread_name_prefix="sigverify")
         self.sigs.preverify(txs, self._pool, self.verify_threads, self.chain_id)
 

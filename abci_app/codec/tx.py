@@ -19,10 +19,13 @@ it sees it in CheckTx, ProcessProposal and FinalizeBlock.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections import OrderedDict
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from google.protobuf.message import DecodeError, Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 from nacl.exceptions import BadSignatureError, CryptoError
@@ -305,8 +308,6 @@ class Ed25519Signer:
     """A private key that can sign (cryptography's Ed25519PrivateKey behind a small API)."""
 
     def __init__(self, seed: bytes) -> None:
-        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
         if len(seed) != 32:
             raise ValueError("ed25519 seed must be 32 bytes")
         self._key = Ed25519PrivateKey.from_private_bytes(seed)
@@ -314,13 +315,9 @@ class Ed25519Signer:
 
     @classmethod
     def generate(cls) -> Ed25519Signer:
-        import os
-
         return cls(os.urandom(32))
 
     def public_bytes(self) -> bytes:
-        from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-
         return self._key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
 
     def sign(self, data: bytes) -> bytes:

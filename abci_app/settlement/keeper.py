@@ -37,6 +37,12 @@ from abci_app.encoding import decode_amount, decode_msg, encode_amount, encode_m
 from abci_app.errors import InvariantBroken
 from abci_app.pb import settlement_pb2
 from abci_app.settlement import events, evm
+from abci_app.settlement.errors import (
+    ErrCheckpointNotPending,
+    ErrInvalidCheckpointSignature,
+    ErrInvalidEvidence,
+    ErrNotForged,
+)
 from abci_app.settlement.expected_keepers import StakingKeeper
 from abci_app.settlement.keys import (
     CLAIM_PREFIX,
@@ -473,8 +479,6 @@ def process_sign_checkpoint(ctx: Ctx, number: int, signature: bytes) -> bytes:
     (a member that left CometBFT's set has no vote extension). Returns the signer's address.
     Raises (changing nothing) when there is no such pending checkpoint or the signature is not a
     new member's."""
-    from abci_app.settlement.errors import ErrCheckpointNotPending, ErrInvalidCheckpointSignature
-
     cp = pending_checkpoint(ctx.store)
     if cp is None or cp.number != number:
         raise ErrCheckpointNotPending(
@@ -528,8 +532,6 @@ def process_forged_checkpoint(
     ``slash_fraction_forged_checkpoint_bps`` (bonds and every unbonding entry: when it signed is
     unknown), jailed for good and tombstoned. Returns the slashed consensus addresses.
     All checks come before any write; a report that slashes nobody is refused."""
-    from abci_app.settlement.errors import ErrInvalidEvidence, ErrNotForged
-
     for name, b, n in (
         ("evm_contract", msg.evm_contract, 20),
         ("app_hash", msg.app_hash, 32),
