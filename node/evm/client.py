@@ -24,7 +24,9 @@ from typing import Any
 from web3 import Web3
 from web3.contract import Contract
 
+from abci_app.settlement.evm import create_address
 from contracts import artifact
+from node.atomic import write_atomic
 
 
 @dataclass
@@ -45,8 +47,6 @@ class Deployment:
     mint_window: int = 0
 
     def save(self, path: Path) -> None:
-        from node.atomic import write_atomic
-
         path.parent.mkdir(parents=True, exist_ok=True)
         # complete or absent: a relayer or `evm claim` never reads half a deployment
         write_atomic(path, json.dumps(asdict(self), indent=1, sort_keys=True) + "\n")
@@ -175,8 +175,6 @@ def deploy(
     would put it elsewhere (validators sign checkpoints for that address only)."""
     nonce = w3.eth.get_transaction_count(sender.address, "pending")
     if expect_address is not None:
-        from abci_app.settlement.evm import create_address
-
         lands = create_address(bytes.fromhex(sender.address[2:]), nonce)
         if lands != expect_address:
             raise ValueError(

@@ -27,12 +27,15 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 from eth_typing import HexStr
 from web3 import Web3
 
+from node.atomic import write_atomic
+from node.client.rpc import Client
 from node.evm import client
 
 log = logging.getLogger("loconet.relayer")
@@ -56,8 +59,6 @@ class LoconetSource:
         self.node_url = node_url
 
     def _query(self, path: str) -> Any | None:
-        from node.client.rpc import Client
-
         with Client(self.node_url, timeout=5) as c:
             qr = c.abci_query(path)
         return json.loads(qr.value) if qr.code == 0 else None
@@ -69,12 +70,8 @@ class LoconetSource:
         return self._query(f"/checkpoint/{n}")
 
     def block_time(self, height: int) -> float | None:
-        from node.client.rpc import Client
-
         with Client(self.node_url, timeout=5) as c:
             t = c.block(height)["block"]["header"]["time"]
-        from datetime import UTC, datetime
-
         return datetime.fromisoformat(t[:26].rstrip("Z")).replace(tzinfo=UTC).timestamp()
 
 
@@ -117,8 +114,6 @@ class Relayer:
             return None
 
     def _write_journal(self, entry: dict[str, Any] | None) -> None:
-        from node.atomic import write_atomic
-
         write_atomic(self.journal, json.dumps(entry, sort_keys=True) + "\n")  # fsynced
 
     def settle_inflight(self, timeout: float = 120.0) -> None:

@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from abci_app.encoding import decode_amount, decode_msg
+from abci_app.errors import InvariantBroken
+from abci_app.pb import settlement_pb2
 from abci_app.settlement import evm
+from abci_app.settlement.keys import LATEST_CHECKPOINT_KEY, PARAMS_KEY, checkpoint_key
+from abci_app.settlement.params import params_to_json
+from abci_app.settlement.queries import checkpoint_to_json
+from node.client.proofs import ProofInvalid, verify_query
 
 if TYPE_CHECKING:
     from node.client.rpc import Client
@@ -55,14 +62,6 @@ def proven_pending(
     then only make the loop sign nothing; before, it could serve a made-up checkpoint naming the
     validator's key and report the signature it got back as a forged checkpoint (slash and
     tombstone). None: no checkpoint is pending. Raises ProofInvalid."""
-    from abci_app.encoding import decode_amount, decode_msg
-    from abci_app.errors import InvariantBroken
-    from abci_app.pb import settlement_pb2
-    from abci_app.settlement.keys import LATEST_CHECKPOINT_KEY, PARAMS_KEY, checkpoint_key
-    from abci_app.settlement.params import params_to_json
-    from abci_app.settlement.queries import checkpoint_to_json
-    from node.client.proofs import ProofInvalid, verify_query
-
     qs = client.abci_query("/settlement", prove=True)
     if qs.code != 0:
         raise ProofInvalid(f"query /settlement failed: {qs.log}")

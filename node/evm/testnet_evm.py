@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from abci_app.settlement import evm
+from node.client.rpc import Client
 from node.evm import anvil
 from node.local import procs
 
@@ -52,10 +54,12 @@ def start_relayer(d: Path, node_rpc: str, rpc: str) -> int:
 def up(d: Path, node_rpc: str, port: int) -> dict[str, Any]:
     """Start anvil (unless running), deploy (unless deployed), start the relayer (unless
     running)."""
-    from eth_account import Account
-    from web3 import Web3
+    # web3 and eth_account take a second or more to import; the CLI loads this module for every
+    # `testnet` command and only `testnet up --evm` needs them
+    from eth_account import Account  # lazy: see above
+    from web3 import Web3  # lazy: see above
 
-    from node.evm import client
+    from node.evm import client  # lazy: imports web3
 
     e = evm_dir(d)
     e.mkdir(parents=True, exist_ok=True)
@@ -67,16 +71,12 @@ def up(d: Path, node_rpc: str, port: int) -> dict[str, Any]:
         p = anvil.start(port, e / "anvil.log")
         procs.write_pid(e / "anvil.pid", p.pid)
     if not (e / "deployment.json").exists():
-        from node.client.rpc import Client
-
         with Client(node_rpc) as c:
             qr = c.abci_query("/settlement")
             chain_id = c.status()["node_info"]["network"]
         s = json.loads(qr.value)
         w3 = Web3(Web3.HTTPProvider(rpc))
         signers, powers = client.set_of(s["signer_set"])
-        from abci_app.settlement import evm
-
         dep = client.deploy(
             w3,
             Account.from_key(DEPLOYER),
