@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
 FORMAT = 1
 _IGNORED_CONFIG = ("rounds", "device", "threads")
@@ -62,8 +64,6 @@ def write_safetensors(
     """``path`` holds the old file or the whole new one, whatever stops the process or the
     machine: a temp name of its own in the same folder (two runs on one path do not share it),
     fsynced before the rename, the folder after (nothing was fsynced before)."""
-    from safetensors.torch import save_file
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -146,9 +146,6 @@ def save_simulation(
 
 
 def load(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    from safetensors import safe_open
-    from safetensors.torch import load_file
-
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(

@@ -3,9 +3,9 @@
 ``register(subparsers)`` adds the ``train`` group to the node's CLI; ``main(argv)``
 runs it alone: ``python -m trainer.cli train simulate --help``.
 
-The trainer modules (torch), rich and matplotlib are imported inside the functions that use
-them: the node's CLI builds its parser with ``register`` on every command, and a command that
-does not train must not load torch (tests/cli/test_node_layering.py).
+The trainer modules (torch) and matplotlib are imported inside the functions that use them
+(``# lazy``): the node's CLI builds its parser with ``register`` on every command, and a command
+that does not train must not load torch (tests/cli/test_node_layering.py).
 """
 
 from __future__ import annotations
@@ -16,6 +16,18 @@ import os
 import sys
 import time
 from pathlib import Path
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from abci_app.jobs.policy import PolicyError
 
 SIMULATE_EXAMPLE = """example:
   loconet train simulate --data ../shared/data/tinyshakespeare.txt --workers 4 \\
@@ -35,7 +47,7 @@ VERIFY_EXAMPLE = """example:
 
 
 def _corpus(path: str | None):
-    from trainer.data import Corpus, default_corpus_bytes  # torch (module docstring)
+    from trainer.data import Corpus, default_corpus_bytes  # lazy: torch (module docstring)
 
     if path:
         return Corpus.from_file(path)
@@ -178,7 +190,7 @@ def add_verify(sub) -> None:
 
 def resolve_device(name: str) -> str:
     """``auto`` -> cuda if available else cpu; a device this machine lacks is refused."""
-    import torch  # only when a command runs (module docstring)
+    import torch  # lazy: only when a command runs (module docstring)
 
     name = name.strip().lower()
     if name == "auto":
@@ -215,16 +227,6 @@ class StepProgress:
         self.bar = None
         if enabled and sys.stderr.isatty():
             # rich only for a terminal (a log file gets plain lines)
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
             self.bar = Progress(
                 TextColumn("[bold]{task.description}"),
                 BarColumn(),
@@ -302,8 +304,8 @@ class FlagError(ValueError):
 def cmd_simulate(a: argparse.Namespace) -> int:
     """``train simulate``: check the flags, run ``diloco.simulate`` with a progress bar, write
     log.json, the plots and a segment under --out, and print the summary."""
-    from trainer.checkpoint import CheckpointError  # torch (module docstring)
-    from trainer.diloco import simulate  # torch
+    from trainer.checkpoint import CheckpointError  # lazy: torch (module docstring)
+    from trainer.diloco import simulate  # lazy: torch
 
     try:
         device, corpus, checkpoint = check_simulate_flags(a)
@@ -338,8 +340,7 @@ def check_simulate_flags(a: argparse.Namespace):
     """(device, corpus, checkpoint path or None) of ``train simulate``'s flags, or a
     ``FlagError`` naming the flag. Sets ``a.compression`` to its canonical spelling (the run
     and its log use it)."""
-    from abci_app.jobs.policy import PolicyError  # with the next line (one place)
-    from trainer.compression.registry import canonical_spelling  # torch
+    from trainer.compression.registry import canonical_spelling  # lazy: torch
 
     try:  # fail early, with the accepted forms
         a.compression = canonical_spelling(a.compression)
@@ -386,9 +387,9 @@ def check_simulate_flags(a: argparse.Namespace):
 
 def sim_config(a: argparse.Namespace, device: str):
     """The ``SimConfig`` of ``train simulate``'s flags."""
-    from trainer.diloco import OuterConfig, SimConfig  # torch
-    from trainer.model import GPTConfig  # torch
-    from trainer.state import InnerConfig  # torch
+    from trainer.diloco import OuterConfig, SimConfig  # lazy: torch
+    from trainer.model import GPTConfig  # lazy: torch
+    from trainer.state import InnerConfig  # lazy: torch
 
     return SimConfig(
         workers=a.workers,
@@ -419,7 +420,7 @@ def run_header(a: argparse.Namespace, corpus, device: str, checkpoint: str | Non
 
 def checkpoint_next_round(checkpoint: str | None) -> int:
     """The round a checkpoint resumes at (``CheckpointError`` when it is missing or foreign)."""
-    from trainer.checkpoint import load  # torch
+    from trainer.checkpoint import load  # lazy: torch
 
     return int(load(str(checkpoint))[1]["next_round"])
 
@@ -446,11 +447,11 @@ def summary_line(a: argparse.Namespace, log: dict, checkpoint: str | None) -> st
 
 def save_segment(folder: Path, corpus, sim, data_path: str | None, k: int = 10) -> None:
     """Provider 0's first k steps of round 0, exactly as the simulation ran them."""
-    from trainer.data import ShardSpec  # torch, as the four below (module docstring)
-    from trainer.determinism import set_determinism
-    from trainer.diloco import assign_shards, provider_id
-    from trainer.model import init_model
-    from trainer.verify import make_segment
+    from trainer.data import ShardSpec  # lazy: torch (module docstring)
+    from trainer.determinism import set_determinism  # lazy: torch
+    from trainer.diloco import assign_shards, provider_id  # lazy: torch
+    from trainer.model import init_model  # lazy: torch
+    from trainer.verify import make_segment  # lazy: torch
 
     set_determinism(sim.seed, threads=1)
     k = min(k, sim.inner_steps)
@@ -474,8 +475,8 @@ def save_segment(folder: Path, corpus, sim, data_path: str | None, k: int = 10) 
 
 
 def cmd_verify(a: argparse.Namespace) -> int:
-    from trainer.data import ShardSpec  # torch, as the line below (module docstring)
-    from trainer.verify import VerifyContext, verify_segment
+    from trainer.data import ShardSpec  # lazy: torch (module docstring)
+    from trainer.verify import VerifyContext, verify_segment  # lazy: torch
 
     seg = Path(a.segment)
     try:
@@ -541,7 +542,7 @@ def plot_run(log: dict, out: Path) -> None:
     loss (mean over the round's inner steps) by round; ``bytes_per_round.png``: bytes each
     worker sent per round on a log axis with 1-2-5 ticks. Rounds are numbered from 1, as the
     console counts them; the run's settings are in the titles."""
-    import matplotlib  # only with --out (module docstring)
+    import matplotlib  # lazy: only with --out (module docstring)
 
     matplotlib.use("Agg")
     settings = _settings(log)
@@ -552,8 +553,8 @@ def plot_run(log: dict, out: Path) -> None:
 def plot_loss(log: dict, path: Path, settings: str) -> None:
     """Validation loss after each round (0 = the initial model), train loss of each round, and
     with overlap the final model as one more point."""
-    import matplotlib.pyplot as plt  # only with --out (module docstring)
-    from matplotlib.ticker import MaxNLocator
+    import matplotlib.pyplot as plt  # lazy: only with --out (module docstring)
+    from matplotlib.ticker import MaxNLocator  # lazy: as above
 
     rounds = log["rounds"]
     xs = [r["round"] + 1 for r in rounds]
@@ -610,8 +611,8 @@ def _human(v: float, _pos: object = None) -> str:
 
 def plot_bytes(log: dict, path: Path, settings: str) -> None:
     """Bytes each worker sent per round, log axis with 1-2-5 ticks."""
-    import matplotlib.pyplot as plt  # only with --out (module docstring)
-    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+    import matplotlib.pyplot as plt  # lazy: only with --out (module docstring)
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # lazy
 
     rounds = log["rounds"]
     xs = [r["round"] + 1 for r in rounds]

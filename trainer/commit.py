@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from abci_app.jobs.probe import encode_probe
 from abci_app.merkle import (
     BINDING_INDEX,
     ENTRY_OFFSET,
@@ -513,8 +514,6 @@ def probe_leaves(probes: Sequence[Sequence[int]], binding: Binding) -> list[byte
     """Leaf data of the bound probe tree (tolerance mode): ``binding_leaf(b"probe", ...)``, then
     ``abci_app.jobs.probe.encode_probe`` of each trace entry's probe (entry i is leaf i + 1, the
     trace's layout)."""
-    from abci_app.jobs.probe import encode_probe
-
     return [binding.leaf(b"probe")] + [encode_probe(p) for p in probes]
 
 

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -150,8 +151,6 @@ def default_corpus_bytes(min_bytes: int = 400_000) -> bytes:
     order. Its sha256 depends on the Python version (it is reported as the dataset
     id); within one interpreter it is fixed.
     """
-    import importlib.util
-
     names = [
         "argparse",
         "dataclasses",

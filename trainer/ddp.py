@@ -41,6 +41,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from trainer.commit import KIND_MODEL, decode
 from trainer.data import Corpus, ShardSpec, synthetic_text
 from trainer.determinism import set_determinism
 from trainer.model import GPT, GPTConfig, init_model
@@ -180,8 +181,6 @@ def island_round(model: GPT, job: RoundJob, *, device: str):
 
 
 def _load_model(buf: bytes, cfg: GPTConfig, device: str) -> GPT:
-    from trainer.commit import KIND_MODEL, decode
-
     p = decode(buf, expected_kind=KIND_MODEL)
     if p.meta.get("model") != cfg.to_dict():
         raise ValueError("base model's config differs from the round's model")

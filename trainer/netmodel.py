@@ -45,6 +45,7 @@ def is_ring_reducible(codec: str) -> bool:
     a ring AllReduce can sum on the way. Quantized (per-block scales), low-rank (per-worker
     factors), strided, top-k and chunked payloads are all-gathered. ``codec`` is any spelling
     ``trainer.compression.make_codec`` accepts (``int4`` = ``dense+int4``)."""
+    # lazy: node.client.market_msgs imports this module on every CLI command; the codecs load torch
     from trainer.compression import make_codec
 
     c = make_codec(codec)

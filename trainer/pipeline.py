@@ -70,6 +70,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from trainer.carry import EMPTY_CARRY_HASH
+from trainer.commit import KIND_MODEL, Entry, Payload, decode, encode
 from trainer.data import Corpus, ShardSpec, synthetic_text
 from trainer.determinism import set_determinism
 from trainer.model import GPT, Block, GPTConfig, init_model
@@ -220,6 +221,8 @@ def make_topology(stages: int) -> Topology:
 
 
 def make_schedule(mod: StageModule, topo: Topology, microbatches: int, device: str, kind: str):
+    # lazy: seconds to import, and node.worker.ml loads this module on every worker for
+    # stage_layers and check_island; only a pipeline rank builds a schedule
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
     if kind not in SCHEDULES:
@@ -357,8 +360,6 @@ def _encode_state(
     slices: int,
     microbatches: int,
 ) -> bytes:
-    from trainer.commit import encode
-
     names = gpt_param_names(cfg)
     if set(names) != set(merged):
         raise RuntimeError("the stages' parameters are not the model's")
@@ -380,8 +381,6 @@ def _encode_state(
 
 def _params_model_hash(params: Mapping[str, torch.Tensor], cfg: GPTConfig) -> bytes:
     """``model_hash`` of a GPT holding ``params`` (the same canonical bytes)."""
-    from trainer.commit import KIND_MODEL, Entry, Payload, encode
-
     entries = {
         n: Entry(dtype=torch.float32, shape=tuple(t.shape), parts={"param": t.float().cpu()})
         for n, t in params.items()
@@ -456,8 +455,6 @@ def island_round(
 
 
 def _base_params(buf: bytes, cfg: GPTConfig) -> dict[str, torch.Tensor]:
-    from trainer.commit import KIND_MODEL, decode
-
     p = decode(buf, expected_kind=KIND_MODEL)
     if p.meta.get("model") != cfg.to_dict():
         raise ValueError("base model's config differs from the round's model")

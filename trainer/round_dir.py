@@ -26,19 +26,17 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 
+from trainer.carry import carry_bytes, carry_hash
+from trainer.commit import Binding, encode, trace_root, update_root
+from trainer.compression import Codec, CompressionState, make_codec
 from trainer.data import Corpus, ShardSpec
+from trainer.diloco import RoundArtifacts
 from trainer.model import GPTConfig
-from trainer.state import InnerConfig
-
-if TYPE_CHECKING:
-    from trainer.commit import Binding
-    from trainer.compression import Codec, CompressionState
-    from trainer.diloco import RoundArtifacts
+from trainer.state import InnerConfig, state_hash
 
 
 def init_group(device_flag: str) -> str:
@@ -79,9 +77,6 @@ class RoundJob:
 def read_round(d: Path) -> RoundJob:
     """DIR/round.json as a ``RoundJob``; a corpus that is not the spec's dataset is refused
     before any rank trains on it."""
-    from trainer.commit import Binding
-    from trainer.compression import make_codec
-
     job = json.loads((d / "round.json").read_text())
     spec = ShardSpec.from_dict(job["spec"])
     b = job["binding"]
@@ -114,9 +109,6 @@ def read_round(d: Path) -> RoundJob:
 def fresh_carry() -> tuple[CompressionState, bytes, bytes]:
     """The round's compression state (an island starts every round with an empty carry), its
     bytes (served with the trace) and its hash (named by every trace state)."""
-    from trainer.carry import carry_bytes, carry_hash
-    from trainer.compression import CompressionState
-
     cstate = CompressionState()
     return cstate, carry_bytes(cstate), carry_hash(cstate)
 
@@ -131,10 +123,6 @@ def round_artifacts(
 ) -> RoundArtifacts:
     """What the round commits (``trainer.diloco.commit_round``'s artifacts): the payload
     compress(Δ), the trace of the states' hashes and both roots under the binding."""
-    from trainer.commit import encode, trace_root, update_root
-    from trainer.diloco import RoundArtifacts
-    from trainer.state import state_hash
-
     payload = encode(job.codec.compress(delta, cstate))
     trace = [state_hash(b) for b in states]
     return RoundArtifacts(
