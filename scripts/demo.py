@@ -34,6 +34,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+import matplotlib
+import matplotlib.pyplot as plt
+
+from node.blobs import BlobClient, BlobStore
+from node.client.market_render import reputation_reason, reward_reason
+from node.client.rpc import Client
+from node.local.manifest import load, workers_of
+from node.local.testnet_market import trainer_utilization
+from node.ports import find_free_base
+from node.worker import ml
+from trainer.data import Corpus
+
 ROOT = Path(__file__).resolve().parent.parent
 DIR = ROOT / ".loconet-demo"
 LOCONET = [sys.executable, "-m", "node.cli"]
@@ -57,15 +69,11 @@ def run(*args: str, show: bool = True, check: bool = True) -> str:
 
 
 def free_base() -> int:
-    from node.ports import find_free_base
-
     offsets = [100 * i + k for i in range(4) for k in (0, 1, 4, 24)]
     return find_free_base(range(26656, 40000, 1000), offsets)
 
 
 def query(node: str, path: str) -> Any:
-    from node.client.rpc import Client
-
     with Client(node, timeout=5) as c:
         qr = c.abci_query(path)
     if qr.code != 0:
@@ -104,11 +112,6 @@ class Demo:
     ``*`` for the cheater), the blob fetcher, the held-out corpus and the losses so far."""
 
     def __init__(self, base: int) -> None:
-        from node.blobs import BlobClient, BlobStore
-        from node.local.manifest import load, workers_of
-        from node.worker import ml
-        from trainer.data import Corpus
-
         m = load(DIR)
         self.node = f"http://127.0.0.1:{base + 1}"
         self.job_id = m["job_id"]
@@ -186,8 +189,6 @@ def intro(d: Demo) -> None:
 
 def show_attestation(d: Demo, r: dict) -> None:
     """A finalized round's attested model (its loss, the bond that signed it), or why none."""
-    from node.worker import ml
-
     if not r["attested_model_hash"]:
         print(
             "  no model attested: providers holding 2/3 of the accepted bond did not sign one "
@@ -312,8 +313,6 @@ def main(busy: int = 0) -> int:
 def trainer_busy(w: Any) -> str:
     """``busy NN % (K rounds trained)`` from the worker's stats.json (node/local/testnet_market.py
     ``trainer_utilization``), or why there is no figure."""
-    from node.local.testnet_market import trainer_utilization
-
     try:
         stats = json.loads((w.path / "stats.json").read_text())
         u = trainer_utilization(stats.get("rounds", {}))
@@ -395,8 +394,6 @@ def outcome_reason(r: dict[str, Any], p: dict[str, Any]) -> str:
     """Why a line reads as it does, in words: an outcome other than accepted, an accepted update
     paid nothing, a reputation drop (node/client/market_render.py, as `loconet query round`
     says)."""
-    from node.client.market_render import reputation_reason, reward_reason
-
     o = p["outcome"]
     if o == "fraud":
         return (
@@ -463,11 +460,7 @@ def show_round(r: dict[str, Any], name: dict[str, str]) -> None:
 
 
 def plot(losses: list[tuple[str, float]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    matplotlib.use("Agg")  # written to a file: no display needed
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.plot(range(len(losses)), [y for _, y in losses], marker="o")
     ax.set_xticks(range(len(losses)), [x.replace("round ", "r") for x, _ in losses])

@@ -23,6 +23,10 @@ import sys
 import time
 from pathlib import Path
 
+from node.client.rpc import Client, RpcError
+from node.local.config import Ports, tune_cometbft_config
+from node.ports import find_free_base
+
 ROOT = Path(__file__).resolve().parent.parent
 HOME = ROOT / ".loconet-demo-node"
 LOCONET = [sys.executable, "-m", "node.cli"]
@@ -45,16 +49,12 @@ def run(*args: str, show: bool = True) -> str:
 
 
 def free_base() -> int:
-    from node.ports import find_free_base
-
     # P2P, RPC, ABCI, -, CometBFT and app metrics
     return find_free_base(range(26656, 40000, 100), range(6))
 
 
 def init_node() -> str:
     """Step 1: a fresh node home (on free ports when the defaults are busy); its RPC URL."""
-    from node.local.config import Ports, tune_cometbft_config
-
     if HOME.exists():
         shutil.rmtree(HOME)
     step("1. initialise a node")
@@ -69,8 +69,6 @@ def init_node() -> str:
 
 def wait_blocks(node: str, proc: subprocess.Popen[bytes]) -> None:
     """Until the node has made 2 blocks (60 s at most, or it exited: the demo fails)."""
-    from node.client.rpc import Client, RpcError
-
     with Client(node, timeout=3) as c:
         deadline = time.monotonic() + 60
         while True:
@@ -91,8 +89,6 @@ def wait_blocks(node: str, proc: subprocess.Popen[bytes]) -> None:
 
 def transfer_and_show(node: str) -> None:
     """Steps 3 and 4: a new account, a transfer to it, both balances proven, its block."""
-    from node.client.rpc import Client
-
     step("3. a new account, and a transfer to it")
     alice = json.loads(run("keys", "add", "alice", "--home", str(HOME), "-o", "json", show=False))[
         "address"
