@@ -34,17 +34,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-import matplotlib.pyplot as plt
-
-from node.blobs import BlobClient, BlobStore
 from node.client.market_render import reputation_reason, reward_reason
 from node.client.rpc import Client
 from node.local.manifest import load, workers_of
 from node.local.testnet_market import trainer_utilization
 from node.ports import find_free_base
-from node.worker import ml
-from trainer.data import Corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 DIR = ROOT / ".loconet-demo"
@@ -112,6 +106,12 @@ class Demo:
     ``*`` for the cheater), the blob fetcher, the held-out corpus and the losses so far."""
 
     def __init__(self, base: int) -> None:
+        # torch, aiohttp and (in plot) matplotlib are imported where the story needs them:
+        # benchmarks/round_overhead.py imports this script for its burners alone
+        from node.blobs import BlobClient, BlobStore  # lazy: aiohttp (see above)
+        from node.worker import ml  # lazy: torch (see above)
+        from trainer.data import Corpus  # lazy: torch (see above)
+
         m = load(DIR)
         self.node = f"http://127.0.0.1:{base + 1}"
         self.job_id = m["job_id"]
@@ -189,6 +189,8 @@ def intro(d: Demo) -> None:
 
 def show_attestation(d: Demo, r: dict) -> None:
     """A finalized round's attested model (its loss, the bond that signed it), or why none."""
+    from node.worker import ml  # lazy: torch (Demo.__init__)
+
     if not r["attested_model_hash"]:
         print(
             "  no model attested: providers holding 2/3 of the accepted bond did not sign one "
@@ -460,7 +462,11 @@ def show_round(r: dict[str, Any], name: dict[str, str]) -> None:
 
 
 def plot(losses: list[tuple[str, float]], path: Path) -> None:
+    import matplotlib  # lazy: as torch in Demo.__init__
+
     matplotlib.use("Agg")  # written to a file: no display needed
+    import matplotlib.pyplot as plt  # lazy: after choosing the backend
+
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.plot(range(len(losses)), [y for _, y in losses], marker="o")
     ax.set_xticks(range(len(losses)), [x.replace("round ", "r") for x, _ in losses])
