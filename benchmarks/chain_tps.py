@@ -61,8 +61,10 @@ from abci_app.auth.params import fee_fixpoint, params_from_json
 from abci_app.codec.address import to_bech32
 from abci_app.codec.tx import Ed25519Signer, build_tx
 from abci_app.pb import bank_pb2, tx_pb2
-from node.local.config import Ports, tune_cometbft_config
+from node.local import testnet
+from node.local.config import Ports, set_toml_values, tune_cometbft_config
 from node.paths import cometbft_binary
+from node.ports import find_free_base, random_bases
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,8 +79,6 @@ NET_BASE = {"loconet": 47656, "kvstore": 48656}  # N-validator networks: node i 
 def net_base(name: str, n: int) -> int:
     """NET_BASE[name] if its ports are free for n nodes, else a free random base (a shared
     machine)."""
-    from node.ports import find_free_base, random_bases
-
     offsets = [100 * i + o for i in range(n) for o in (0, 1, 4, 5)]
     return find_free_base([NET_BASE[name], *random_bases(20000, 60000, 10)], offsets)
 
@@ -475,8 +475,6 @@ def route(count: int, n: int, args: argparse.Namespace) -> list[int]:
 
 def override_config(home: Path, args: argparse.Namespace) -> None:
     if args.mempool_size:
-        from node.local.config import set_toml_values
-
         cfg = home / "config" / "config.toml"
         cfg.write_text(
             set_toml_values(cfg.read_text(), {"mempool": {"size": str(args.mempool_size)}})
@@ -556,8 +554,6 @@ def load_network(
 
 
 def bench_loconet_net(tmp: Path, args: argparse.Namespace, rates: list[float]) -> list[dict]:
-    from node.local import testnet
-
     d = tmp / "loconet-net"
     n = args.validators
     m = testnet.create(d, n, 0, net_base("loconet", n), testnet.parse_params([]))
@@ -617,9 +613,6 @@ def bench_kvstore_net(
     """N cometbft homes (``cometbft init``), one genesis with the N validators (power 10 each),
     config.toml as a loconet testnet node's (LOCAL_TUNING + TESTNET_TUNING),
     ``--proxy_app=kvstore``."""
-    from node.local import testnet
-    from node.local.config import set_toml_values
-
     d = tmp / "kvstore-net"
     n = args.validators
     homes = [d / f"node{i}" for i in range(n)]

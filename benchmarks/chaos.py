@@ -80,6 +80,7 @@ from node.local.testnet import (
     stop_node,
     wait_producing,
 )
+from node.ports import find_free_base, random_bases
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -546,8 +547,6 @@ class Storm:
 
 def _boot(cfg: StormConfig, d: Path) -> list[NodeInfo]:
     """The network on a free port range, every node started and producing blocks."""
-    from node.ports import find_free_base, random_bases
-
     base = cfg.base_port or find_free_base(
         [b + 56 for b in random_bases(20_000, 45_000 - 700, 100)],
         [100 * i + k for i in range(7) for k in (0, 1, 2, 4)],

@@ -26,6 +26,7 @@ the same strategies at 500 bps is benchmarks/incentives.py (RESULTS.md *Incentiv
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -163,8 +164,6 @@ def seeded_table(path: Path) -> str:
     verification served and fetched (trainer/netmodel.py, the row's payload size per round),
     against fp32 ring AllReduce sent and
     received. The row's loss and gap are the table's."""
-    import json
-
     res = json.loads(path.read_text())
     W, P, rounds = res["workers"], res["n_params"], res["steps"] // res["H"]
     ar = 2 * res["allreduce_bytes"]

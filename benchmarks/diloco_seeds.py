@@ -48,13 +48,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
 import os
+import resource
 import statistics
 import sys
 import time
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -88,8 +93,6 @@ def _corpus(data: str | None) -> Corpus:
 
 
 def _init(data: str | None, threads: int, device: str) -> None:
-    import torch
-
     torch.set_num_threads(threads)
     if device.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = True  # a benchmark, not a verifiable run
@@ -100,8 +103,6 @@ def _task(rcs: list, label: str = "", partial: str | None = None) -> tuple[list[
     """One table row (its seeds batched): results without parameters, and this process's CPU
     seconds spent on it. ``partial``: a file that gets a line per evaluation (step, the seeds'
     held-out losses), so a run cut off by a deadline still shows how far each row got."""
-    import resource
-
     data, device = _CACHE["data"], _CACHE["device"]
     corpus = _corpus(data)
     key = ("held", data, rcs[0].model.block_size)
@@ -130,9 +131,6 @@ class Pool:
         self.ex = None
         self.partial = str(Path(a.out) / "partial.jsonl")
         if jobs > 1:
-            import multiprocessing as mp
-            from concurrent.futures import ProcessPoolExecutor
-
             self.ex = ProcessPoolExecutor(
                 jobs,
                 mp_context=mp.get_context("spawn"),
@@ -145,8 +143,6 @@ class Pool:
     def submit(self, label: str, rcs: list):
         if self.ex is not None:
             return self.ex.submit(_task, rcs, label, self.partial)
-        from concurrent.futures import Future
-
         f: Future = Future()
         f.set_result(_task(rcs, label, self.partial))
         return f
@@ -622,8 +618,6 @@ def finish_rows(t: Table, p: Pending, best: OuterEntry) -> None:
 
 def write_table(t: Table, corpus: Corpus, best_lr: float) -> str:
     """OUT/table.json and OUT/table.md (and the RESULTS.md section); returns the markdown."""
-    import resource
-
     a = t.a
     elapsed = time.time() - t.t0
     cpu_s = sum(

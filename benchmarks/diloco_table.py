@@ -37,6 +37,7 @@ import sys
 import time
 from pathlib import Path
 
+from trainer.compression import make_codec
 from trainer.data import Corpus, default_corpus_bytes
 from trainer.diloco import (
     OuterConfig,
@@ -46,7 +47,8 @@ from trainer.diloco import (
     simulate,
     simulate_allreduce,
 )
-from trainer.model import GPTConfig
+from trainer.model import GPT, GPTConfig
+from trainer.netmodel import is_ring_reducible
 
 GBPS = 1e9
 
@@ -264,9 +266,6 @@ def run_adaptive(rs: Runs) -> None:
     args, Hc = rs.args, rs.args.compress_h
     budget = args.adaptive_budget
     if not budget:
-        from trainer.compression import make_codec
-        from trainer.model import GPT
-
         shapes = {n: tuple(p.shape) for n, p in GPT(rs.cfg).named_parameters()}
         budget = make_codec("chunk:64/4096+int2").estimate_bytes(shapes)
     okw, olabel = outer_settings(args.adaptive_outer)
@@ -374,10 +373,12 @@ def main(argv=None) -> int:
 
 
 def plots(runs, rows, out: Path) -> None:
+    # lazy: matplotlib; diloco_seeds.py and projection_107b.py import this module for
+    # write_section and draw nothing
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: as above, after choosing the backend
 
     fig, ax = plt.subplots(figsize=(8, 5))
     for _, label, r in runs:
@@ -513,8 +514,6 @@ def render(res: dict, out: Path) -> str:
 def _links(row: dict | None) -> tuple[str, ...]:
     """The link / sync rows of the 107B model for a reference row: the ring rows only when its
     payload is dense float (``netmodel.is_ring_reducible``; no row: R = 1, uncompressed)."""
-    from trainer.netmodel import is_ring_reducible
-
     run = row["run"] if row else ""
     codec = run.split(" + ", 1)[1].split(" [")[0] if " + " in run else "none"
     ring = is_ring_reducible(codec)

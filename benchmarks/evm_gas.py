@@ -22,10 +22,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from web3 import Web3
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.kits is not installed: the checkout's root
 
-from abci_app.settlement import evm  # noqa: E402
+from abci_app.settlement import evm, keeper  # noqa: E402
+from abci_app.store import CacheKV, MerkleStore  # noqa: E402
+from node.evm import client  # noqa: E402
+from node.local.manifest import load, nodes_of  # noqa: E402
 from tests.kits.evmkit import EVM, checkpoint, make_set  # noqa: E402
 
 
@@ -71,9 +76,6 @@ def claim_gas(leaves: int) -> dict[str, int]:
 def tree_query(n: int) -> dict[str, object]:
     """The claim query on an n-address tree: O(log n) reads of the stored tree (keeper) against
     the rebuild of the whole tree it replaced (evm.claim_proof over every cumulative)."""
-    from abci_app.settlement import keeper
-    from abci_app.store import CacheKV, MerkleStore
-
     store = CacheKV(MerkleStore(None))
     accts = [evm.keccak256(b"holder%d" % i)[:20] for i in range(n)]
     t0 = time.process_time()
@@ -107,11 +109,6 @@ def tree_query(n: int) -> dict[str, object]:
 def withdraw_to_claimable(d: Path, cli: list[str], runs: int = 3) -> dict[str, object]:
     """Seconds from a withdrawal's broadcast to the contract holding a root that pays it (the
     relayer posted a checkpoint of a height at or after the withdrawal's block)."""
-    from web3 import Web3
-
-    from node.evm import client
-    from node.local.manifest import load, nodes_of
-
     dep = client.Deployment.load(d / "evm" / "deployment.json")
     w3 = Web3(Web3.HTTPProvider("http://127.0.0.1:48545"))
     cps = client.checkpoints(w3, dep)

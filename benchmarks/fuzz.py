@@ -91,6 +91,7 @@ def seeds(target: str, fk) -> list[bytes]:
                 )
         return out
     if target == "frames":
+        # lazy: imported in the worker after atheris.instrument_imports, so it is instrumented
         from abci_app.server import frame
 
         stream = b"".join(frame(r) for r in fk.seed_requests())
@@ -107,14 +108,14 @@ def seeds(target: str, fk) -> list[bytes]:
 
 
 def worker(target: str, libfuzzer_args: list[str]) -> None:
-    import atheris
+    import atheris  # lazy: optional (the fuzz extra), and only the worker process fuzzes
 
     sys.path[:0] = [str(p) for p in KIT_PATHS]
     with atheris.instrument_imports(include=["abci_app", "trainer", "tests.kits.fuzzkit"]):
-        from tests.kits import fuzzkit as fk
+        from tests.kits import fuzzkit as fk  # lazy: instrumented only when imported here
     fk.world()
     if target == "payload":
-        import torch
+        import torch  # lazy: the payload target's worker only
 
         torch.set_num_threads(1)
     corpus = Path(libfuzzer_args[0])

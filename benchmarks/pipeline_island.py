@@ -116,7 +116,7 @@ def main() -> int:
     ap.add_argument("--record", action="store_true", help="append to benchmarks/RESULTS.md")
     a = ap.parse_args()
     if a.device == "cuda":
-        import torch
+        import torch  # lazy: the islands run in torchrun's processes; here only to count GPUs
 
         if not torch.cuda.is_available() or torch.cuda.device_count() < a.stages:
             n = torch.cuda.device_count() if torch.cuda.is_available() else 0

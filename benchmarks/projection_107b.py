@@ -16,7 +16,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from abci_app.jobs.params import DEFAULTS  # noqa: E402
 from benchmarks.diloco_table import write_section as _write_section  # noqa: E402
+from node.client.market_msgs import (  # noqa: E402
+    DEFAULT_CHALLENGE_BPS,
+    DEFAULT_SEGMENTS_PER_CHALLENGE,
+)
 from trainer.compression import make_codec  # noqa: E402
 from trainer.netmodel import (  # noqa: E402
     is_ring_reducible,
@@ -151,8 +156,6 @@ def speedups(a, ts: list[float], bits: float, bw: float, mode: str, extra: float
 def verification_bytes(a, challenge_bps: int, segments: int) -> float:
     """A worker's expected verification bytes a round, served and fetched (trainer/netmodel.py):
     the chain's default panel audits, one first-panel verifier, an int8-sized payload."""
-    from abci_app.jobs.params import DEFAULTS
-
     return 2 * reveal_bytes_per_round(
         a.params,
         challenge_bps=challenge_bps,
@@ -176,8 +179,6 @@ def verification_rows(a, ts: list[float], bw: float) -> list[str]:
     """The speedups again with the verification and the round's other bytes on the same link
     (issue 29, issue 34): at the defaults ``tx job create`` ships and at the old ones (every
     commitment, 15 segments)."""
-    from node.client.market_msgs import DEFAULT_CHALLENGE_BPS, DEFAULT_SEGMENTS_PER_CHALLENGE
-
     settings = [
         ("shipped defaults", DEFAULT_CHALLENGE_BPS, DEFAULT_SEGMENTS_PER_CHALLENGE),
         ("old defaults", 10_000, 15),

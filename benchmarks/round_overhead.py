@@ -48,15 +48,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from abci_app.jobs.params import DEFAULTS
+from node.client import market_msgs as mm
+from node.client.light import parse_time
+from node.client.rpc import Client
+from node.local import manifest
+from node.local import testnet_market as tm
+from node.local.manifest import load, nodes_of
+from node.local.testnet_market import trainer_utilization
+from node.ports import find_free_base
+
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))  # the demo's --busy burners: one definition
+from demo import start_burners, stop_burners  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    from node.client import market_msgs as mm
-
     ap.add_argument("--inner-steps", type=int, default=2000)
     ap.add_argument("--trace-interval", type=int, default=250)
     ap.add_argument("--rounds", type=int, default=11)
@@ -90,14 +100,9 @@ def parse_args() -> argparse.Namespace:
 
 def _testnet_up(a: argparse.Namespace, d: Path, cli: list[str]) -> None:
     """The --busy burners, then a 4-validator testnet with 4 provider workers and no job."""
-    from node.ports import find_free_base
-
     base = find_free_base(
         range(30656, 45000, 1000), [100 * i + k for i in range(4) for k in (0, 1, 4, 24)]
     )
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from demo import start_burners, stop_burners  # the demo's --busy burners, one definition
-
     start_burners(a.busy)
     up = subprocess.run(
         [
@@ -128,11 +133,6 @@ def _job_spec(a: argparse.Namespace, rpc: str, workers: list) -> tuple[dict, Any
     """The CLI's default job on the built-in model and corpus, its windows sized from
     --compute-per-round and the measured block time as `tx job create` sizes them (recorded
     in ``a`` for the report). Returns the job and its dataset and model blobs."""
-    from abci_app.jobs.params import DEFAULTS
-    from node.client import market_msgs as mm
-    from node.client.rpc import Client
-    from node.local import testnet_market as tm
-
     job, dataset, model = tm.builtin_job(a.rounds, workers)
     with Client(rpc) as c:
         block_s = mm.measure_block_time(c) or mm.DEFAULT_BLOCK_S
@@ -173,8 +173,6 @@ def _job_spec(a: argparse.Namespace, rpc: str, workers: list) -> tuple[dict, Any
 def _await_job(rpc: str, job_id: int, workers: list) -> tuple[list[dict], dict, dict]:
     """Wait (40 minutes at most) for the job to complete; its rounds, the times of the blocks
     the report reads (open, commit deadline, finalized) and each worker's slashes."""
-    from node.client.rpc import Client
-
     t0 = time.monotonic()
     with Client(rpc) as c:
         while True:
@@ -204,10 +202,6 @@ def _await_job(rpc: str, job_id: int, workers: list) -> tuple[list[dict], dict, 
 
 def _run(a: argparse.Namespace, d: Path) -> None:
     """The job on the testnet in ``d``, then the report (and --save)."""
-    from node.local import manifest
-    from node.local import testnet_market as tm
-    from node.local.manifest import load, nodes_of
-
     m = load(d)
     workers = manifest.workers_of(m)
     rpc = nodes_of(m)[0].rpc_url
@@ -241,8 +235,6 @@ def main() -> int:
     d = Path(tempfile.mkdtemp(prefix="round-overhead-")) / "net"
     cli = [sys.executable, "-m", "node.cli"]
     _testnet_up(a, d, cli)
-    from demo import stop_burners  # scripts/ is on the path since _testnet_up
-
     try:
         _run(a, d)
     finally:
@@ -257,8 +249,6 @@ def main() -> int:
 
 
 def block_time(c: Any, height: int) -> float:
-    from node.client.light import parse_time
-
     sec, nanos = parse_time(c.block(height)["block"]["header"]["time"])
     return sec + nanos / 1e9
 
@@ -273,8 +263,6 @@ def utilization_report(
     start to its last training's end); per round: latency from commit close and from open to
     finalized, in seconds and in multiples of the round's mean training time; the time from
     `tx job create` to the first attested model; slashes."""
-    from node.local.testnet_market import trainer_utilization
-
     times = {int(k): v for k, v in (getattr(a, "times", None) or {}).items()}
     print(
         f"\nwindows {a.windows} blocks at {a.block_s:.2f} s/block (from --compute-per-round "

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from abci_app.store import MerkleStore
+from node.local.supervisor import tune_gc
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -231,8 +232,6 @@ def main() -> None:
     args = parse_args()
     load0 = os.getloadavg()[0]
     if not args.default_gc:
-        from node.local.supervisor import tune_gc
-
         tune_gc()
 
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:

@@ -157,6 +157,7 @@ def replay(
 def main() -> None:
     args = parse_args()
     try:
+        # lazy: not a project dependency; without it the probe says how to install it
         from rocksdict import Options, Rdict, WriteBatch, WriteOptions
     except ImportError:
         sys.exit("this probe needs rocksdict: .venv/bin/python -m pip install rocksdict")

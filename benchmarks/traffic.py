@@ -37,6 +37,7 @@ go to stderr; the network is stopped on exit, on failure, on Ctrl-C and on SIGTE
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import signal
@@ -46,6 +47,14 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import httpx
+
+import node.client.market_msgs as mm
+from node.client.rpc import Client
+from node.local import testnet_market as tm
+from node.local.manifest import load, nodes_of, workers_of
+from node.ports import find_free_base
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "node.cli"]  # the command line, as a user runs it
@@ -475,14 +484,12 @@ def report(saved: dict[str, Any]) -> None:
 
 
 def shipped_defaults() -> dict[str, Any]:
-    import node.client.market_msgs as mm
-
     return {k: v for k, v in vars(mm).items() if k.startswith("DEFAULT_")}
 
 
 def n_params_of(model_cfg: dict[str, Any]) -> int:
-    from trainer.model import GPT
-    from trainer.portable_init import config_from_job
+    from trainer.model import GPT  # lazy: torch; --from-saved and the tests only print tables
+    from trainer.portable_init import config_from_job  # lazy: torch, as above
 
     return int(sum(p.numel() for p in GPT(config_from_job(model_cfg)).parameters()))
 
@@ -493,10 +500,7 @@ def build_spec(
     """The job spec for ``tx job create --spec``: --job FILE (if given) over the built-in job,
     without the verification fields (the CLI's shipped defaults fill them in), H and k from
     the flags, the owner's blob source first."""
-    import hashlib
-
-    from node.local import testnet_market as tm
-    from trainer.portable_init import config_from_job, initial_model_bytes
+    from trainer.portable_init import config_from_job, initial_model_bytes  # lazy: torch
 
     job, data, model = tm.builtin_job(a.rounds + 1, workers)
     for k in VERIFICATION_FIELDS:
@@ -535,8 +539,6 @@ def build_spec(
 
 
 def _testnet_up(a: argparse.Namespace, net: Path) -> None:
-    from node.ports import find_free_base
-
     base = find_free_base(
         range(30656, 45000, 1000), [100 * i + k for i in range(4) for k in (0, 1, 4, 24)]
     )
@@ -607,8 +609,6 @@ def _follow_job(
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Log each round as it finalizes until the job completes (--timeout); the job as the
     chain holds it and its rounds."""
-    from node.client.rpc import Client
-
     deadline = time.monotonic() + a.timeout
     done: set[int] = set()
     names = {w.address: w.name for w in workers}
@@ -646,8 +646,6 @@ def _follow_job(
 
 def _live_stats(workers: list) -> dict[str, Any]:
     """Each worker's blob server /stats now (after its last stats.json)."""
-    import httpx
-
     live = {}
     for w in workers:
         try:
@@ -658,9 +656,7 @@ def _live_stats(workers: list) -> dict[str, Any]:
 
 
 def run_network(a: argparse.Namespace, net: Path) -> dict[str, Any]:
-    from node.blobs import BlobServer, BlobStore
-    from node.local import testnet_market as tm
-    from node.local.manifest import load, nodes_of, workers_of
+    from node.blobs import BlobServer, BlobStore  # lazy: aiohttp, only for a live run
 
     _testnet_up(a, net)
     m = load(net)
