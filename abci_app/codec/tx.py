@@ -24,8 +24,6 @@ from collections import OrderedDict
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from google.protobuf.message import DecodeError, Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 from nacl.exceptions import BadSignatureError, CryptoError
@@ -308,6 +306,10 @@ class Ed25519Signer:
     """A private key that can sign (cryptography's Ed25519PrivateKey behind a small API)."""
 
     def __init__(self, seed: bytes) -> None:
+        # lazy: every CLI command loads this module (--help too) and only signing needs
+        # cryptography's key classes (about 7 ms of the CLI's start)
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
         if len(seed) != 32:
             raise ValueError("ed25519 seed must be 32 bytes")
         self._key = Ed25519PrivateKey.from_private_bytes(seed)
@@ -318,7 +320,7 @@ class Ed25519Signer:
         return cls(os.urandom(32))
 
     def public_bytes(self) -> bytes:
-        return self._key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+        return self._key.public_key().public_bytes_raw()
 
     def sign(self, data: bytes) -> bytes:
         return self._key.sign(data)
