@@ -1,5 +1,7 @@
 """Units a reader can hold in their head: no class over 500 lines and no function over 80 lines in
-the project's code, unless the line above the function says why (``# long: <reason>``).
+the project's code, unless the line above the function says why (``# long: <reason>``); and
+imports at the top of the module, unless a comment beside an import inside a function says why it
+is deferred (``# lazy: <reason>``: keeping torch off ``loconet --help``, an optional package).
 
 A long function hides its steps; naming them is the cheapest documentation there is. The rule
 covers the shipped packages and the benchmarks and scripts a user runs. Tests are not held to it:
@@ -60,6 +62,60 @@ def find_oversized(source: str, name: str) -> list[str]:
             if _span(node) > MAX_FUNCTION_LINES and not _has_reason(lines, node):
                 out.append(f"{name}:{node.lineno} def {node.name} ({_span(node)} lines)")
     return out
+
+
+def _is_import(node: ast.AST) -> bool:
+    return isinstance(node, (ast.Import, ast.ImportFrom))
+
+
+def find_unexplained_imports(source: str, name: str) -> list[str]:
+    """Imports inside a function with no comment on their lines or on the line above the block of
+    imports they belong to, as 'name:line import'."""
+    lines = source.splitlines()
+    out: list[str] = []
+    for fn in ast.walk(ast.parse(source)):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for block in ast.walk(fn):
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                stmts = getattr(block, field, None)
+                if not isinstance(stmts, list):
+                    continue
+                first: ast.stmt | None = None
+                for st in stmts:
+                    if not _is_import(st):
+                        first = None
+                        continue
+                    first = first or st
+                    assert st.end_lineno is not None
+                    own = any("#" in lines[i - 1] for i in range(st.lineno, st.end_lineno + 1))
+                    above = lines[first.lineno - 2].strip() if first.lineno >= 2 else ""
+                    if not own and not above.startswith("#"):
+                        out.append(f"{name}:{st.lineno} {lines[st.lineno - 1].strip()}")
+    return out
+
+
+def test_imports_inside_functions_say_why() -> None:
+    found: list[str] = []
+    for p in _sources():
+        found += find_unexplained_imports(p.read_text(), p.relative_to(ROOT).as_posix())
+    assert not found, "move these to the top (or write '# lazy: <reason>' beside them):\n" + (
+        "\n".join(found)
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "flagged"),
+    [
+        ("def f():\n    import torch\n", True),
+        ("def f():\n    import torch  # lazy: off the --help path\n", False),
+        ("def f():\n    # lazy: off the --help path\n    import torch\n    import numpy\n", False),
+        ("def f():\n    # lazy: torch\n    import torch\n    x = 1\n    import numpy\n", True),
+        ("import torch\n\ndef f():\n    return torch\n", False),
+    ],
+)
+def test_the_import_scan_flags_what_it_should(source: str, flagged: bool) -> None:
+    assert bool(find_unexplained_imports(source, "x.py")) is flagged
 
 
 def test_no_oversized_class_or_unexplained_long_function() -> None:

@@ -63,6 +63,7 @@ from typing import Protocol
 import torch
 
 from abci_app.jobs.incentives import compute_hidden_entries, mask_trace  # noqa: F401 (re-export)
+from abci_app.jobs.probe import is_probe_within
 from abci_app.merkle import hash_leaf, merkle_root_of_leaf_hashes
 from trainer.carry import EMPTY_CARRY_HASH, carry_after, carry_hash, load_carry
 from trainer.commit import (
@@ -90,6 +91,7 @@ from trainer.state import (
     evaluate,
     fresh_start_state,
     load_state,
+    make_inner_optimizer,
     params_hash_of_model,
     params_hash_of_state,
     run_inner_steps,
@@ -648,8 +650,6 @@ def verify_opened_end(
     (``judge_end``), and the opened probe must be the probe of the claimed end (within the
     chain's probe bound, abci_app.jobs.probe: a provider whose committed probe does not describe
     its committed state lied in one of them)."""
-    from abci_app.jobs.probe import is_probe_within
-
     ch = hashlib.sha256(claimed_end_state).digest()
     if hash_leaf(ch) != bytes(end_leaf):
         return _invalid("opened end state is not the committed trace leaf")
@@ -1231,8 +1231,6 @@ def make_segment(
     microbatches: int = 1,
 ) -> tuple[bytes, bytes]:
     """(start, end) state bytes of an honest k-step segment from the given model/opt."""
-    from trainer.state import make_inner_optimizer
-
     opt = opt or make_inner_optimizer(model, icfg)
     shard = spec.shard_index()
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from abci_app.context import Ctx, Vote
 from abci_app.encoding import decode_msg, encode_msg, prefix_end
+from abci_app.errors import InvariantBroken
 from abci_app.pb import abci
 from abci_app.slashing.expected_keepers import StakingKeeper
 from abci_app.slashing.keys import (
@@ -109,7 +110,6 @@ def process_liveness(ctx: Ctx, staking: StakingKeeper) -> None:
 
 
 def check_invariants(store: KVReader) -> None:
-    from abci_app.errors import InvariantBroken
 
     p = get_params(store)
     counts: dict[bytes, int] = {}

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from abci_app.bank import keeper as bank
+from abci_app.bank.events import fee_paid_event
 from abci_app.bank.keys import FEE_COLLECTOR
 from abci_app.codec.address import to_bech32
 from abci_app.encoding import (
@@ -359,7 +360,6 @@ def distribute_rewards(ctx: Ctx) -> None:
     to the validators of ``compute_reward_weights`` (``bank.split_pro_rata``: shares truncate,
     the dust goes one uloco each to the largest weights, ties by lower address: nothing is left
     over). No eligible validator: nothing is minted and fees wait in the collector."""
-    from abci_app.bank.events import fee_paid_event
 
     weights = compute_reward_weights(ctx)
     if not weights:
