@@ -321,7 +321,7 @@ def verify_segment(
     Exact mode with a secret end (``claimed_end_state=None``, ``expected_end_leaf`` = the
     opened Merkle leaf hash ``hash_leaf(end state hash)``): the end state was committed but not
     revealed, so the verdict is whether the re-executed state's hash has that leaf hash, and
-    ``Verdict.reexecuted_hash`` is the evidence only re-execution yields (jobs README
+    ``Verdict.reexecuted_hash`` is the evidence only re-execution yields (docs/threat-model.md
     *Evidence only re-execution yields*).
     ``claimed_hash``: sha256 of ``claimed_end_state`` when the caller already computed it (it is
     only reported; the check compares the bytes); ``start_hash``: sha256 of ``start_state`` when

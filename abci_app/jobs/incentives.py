@@ -56,7 +56,7 @@ def compute_vote_hash(
     """sha256(DOMAIN | u64 job | u64 round | target (20) | verifier (20) | vote (1 byte: 0
     invalid, 1 valid, 2 unavailable) | u32 quality | evidence (32) | salt (32)). The verifier's
     address is inside: a copied hash cannot be opened by anyone else, and the salt keeps the vote
-    unguessable. ``unavailable`` (README *Unavailable votes*) is committed with the vote, so an
+    unguessable. ``unavailable`` (docs/threat-model.md *Unavailable votes*) is committed with the vote, so an
     invalid vote cannot be reopened as "unavailable" once the others' votes are seen."""
     if unavailable and valid:
         raise ValueError("an unavailable vote is not valid")
@@ -106,7 +106,7 @@ def compute_panel_reveals(p: jobs_pb2.Participant, panel: int = 2) -> list[jobs_
     """The openings ``panel`` judges, in segment order: its own fresh segments and every earlier
     panel's (``Reveal.panel <= panel``). A later panel re-judges the disputed segments too (a
     cheat the first panel found must not escape by being judged elsewhere), and the fresh ones
-    carry the evidence nobody could copy (README *Fresh segments for the later panels*)."""
+    carry the evidence nobody could copy (docs/threat-model.md *Fresh segments for the later panels*)."""
     return sorted((o for o in p.reveals if o.panel <= panel), key=lambda o: o.segment)
 
 
@@ -123,7 +123,7 @@ def is_reached_valid(p: jobs_pb2.Participant, reached: list[bytes], panel: int =
     exact mode nobody but the provider knows those states before the votes are open (every end
     but entry H/k is secret, and so is every start but a run's: compute_hidden_entries), so a
     valid vote proves the verifier re-executed every opened segment, except at most one whose
-    end is entry H/k (README *Evidence only re-execution yields*)."""
+    end is entry H/k (docs/threat-model.md *Evidence only re-execution yields*)."""
     leaves = compute_end_leaves(p, panel)
     return len(reached) == len(leaves) and all(
         hash_leaf(x) == leaf for x, leaf in zip(reached, leaves, strict=True)
@@ -212,7 +212,7 @@ def compute_hidden_entries(segments: list[int], n: int) -> set[int]:
     is the previous segment's (secret) end, opened as a leaf hash like it
     (``MsgRevealSegment.start_leaf_hash``), so only the start of each run is public and every
     end in a run is evidence. What the provider masks in its served trace list, and what the
-    verifier re-executes each run through to learn (README *Evidence only re-execution
+    verifier re-executes each run through to learn (docs/threat-model.md *Evidence only re-execution
     yields*)."""
     return {s + 1 for s in set(segments)} - {0, n}
 
@@ -281,7 +281,7 @@ def draw_fresh_segments(
     """``min(count, #candidates)`` fresh segments for a later panel (``compute_fresh_candidates``),
     uniformly without replacement (a partial Fisher-Yates over the candidates, sampler seeded by
     ``sha256(seed | target)``), ascending. Empty when no candidate is left (a short trace): the
-    panel then judges the opened segments only (the bound in README *Fresh segments*)."""
+    panel then judges the opened segments only (the bound in docs/threat-model.md *Fresh segments*)."""
     cands = compute_fresh_candidates(opened, n)
     if not cands or count <= 0:
         return []

@@ -5,7 +5,7 @@ opened vote's evidence on each of the panel's fresh segments is compared with wh
 opened stake settled (jobs/evidence.py): the provider's end when a strict majority of the stake
 matches it, else (exact mode) one divergent state a strict majority of the invalid stake names. A
 vote that fails is ``unevidenced`` and judged as silence (unpaid, the liveness slash). On the real
-app, with balances before and after (README *Fresh segments for the later panels*)."""
+app, with balances before and after (docs/threat-model.md *Fresh segments for the later panels*)."""
 
 from __future__ import annotations
 
