@@ -56,8 +56,9 @@ def compute_vote_hash(
     """sha256(DOMAIN | u64 job | u64 round | target (20) | verifier (20) | vote (1 byte: 0
     invalid, 1 valid, 2 unavailable) | u32 quality | evidence (32) | salt (32)). The verifier's
     address is inside: a copied hash cannot be opened by anyone else, and the salt keeps the vote
-    unguessable. ``unavailable`` (docs/threat-model.md *Unavailable votes*) is committed with the vote, so an
-    invalid vote cannot be reopened as "unavailable" once the others' votes are seen."""
+    unguessable. ``unavailable`` (docs/threat-model.md *Unavailable votes*) is committed with
+    the vote, so an invalid vote cannot be reopened as "unavailable" once the others' votes are
+    seen."""
     if unavailable and valid:
         raise ValueError("an unavailable vote is not valid")
     return hashlib.sha256(
@@ -106,7 +107,8 @@ def compute_panel_reveals(p: jobs_pb2.Participant, panel: int = 2) -> list[jobs_
     """The openings ``panel`` judges, in segment order: its own fresh segments and every earlier
     panel's (``Reveal.panel <= panel``). A later panel re-judges the disputed segments too (a
     cheat the first panel found must not escape by being judged elsewhere), and the fresh ones
-    carry the evidence nobody could copy (docs/threat-model.md *Fresh segments for the later panels*)."""
+    carry the evidence nobody could copy (docs/threat-model.md *Fresh segments for the later
+    panels*)."""
     return sorted((o for o in p.reveals if o.panel <= panel), key=lambda o: o.segment)
 
 
@@ -281,7 +283,8 @@ def draw_fresh_segments(
     """``min(count, #candidates)`` fresh segments for a later panel (``compute_fresh_candidates``),
     uniformly without replacement (a partial Fisher-Yates over the candidates, sampler seeded by
     ``sha256(seed | target)``), ascending. Empty when no candidate is left (a short trace): the
-    panel then judges the opened segments only (the bound in docs/threat-model.md *Fresh segments*)."""
+    panel then judges the opened segments only (the bound in docs/threat-model.md *Fresh
+    segments*)."""
     cands = compute_fresh_candidates(opened, n)
     if not cands or count <= 0:
         return []

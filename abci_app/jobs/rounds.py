@@ -829,8 +829,8 @@ def seat_later_panel(
     panel: int,
 ) -> None:
     """Seat ``panel`` (1 appeal, 2 final) on ``p``'s challenge and draw its fresh segments, which
-    no earlier panel's opened votes say anything about (docs/threat-model.md *Fresh segments for the later
-    panels*); event ``verdict.escalated``."""
+    no earlier panel's opened votes say anything about (docs/threat-model.md *Fresh segments for
+    the later panels*); event ``verdict.escalated``."""
     p.verifiers.extend(
         jobs_pb2.VerifierAssignment(address=v.address, stake=v.bond, panel=panel) for v in seats
     )
@@ -1429,7 +1429,8 @@ def process_verifier_accountability(ctx: Ctx, providers: ProviderKeeper, r: jobs
       winning voters by stake, the rest is burned; loses reputation;
     - against a rejected verdict (too few voters to prove anything): loses reputation only;
     - an undecided outcome moves only the silent;
-    - an unavailable vote ("I could not fetch the revealed states", docs/threat-model.md *Unavailable votes*)
+    - an unavailable vote ("I could not fetch the revealed states", docs/threat-model.md
+      *Unavailable votes*)
       counted as invalid in the tally: it gains nothing (no bounty, no pay: it proved nothing);
       when the final verdict accepts it is judged as silence (the liveness slash and
       reputation), never as a wrong vote; otherwise (fraud, rejected, undecided) it loses
