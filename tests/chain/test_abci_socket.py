@@ -100,6 +100,7 @@ def test_uvarint_framing_roundtrip() -> None:
     assert got == msgs
 
 
+# long: one ABCI server's session, call by call; each reads the state the last one left
 def test_full_abci_sequence(server: ABCIServer) -> None:
     k0, k1 = signer(0), signer(1)
     val = signer(1000)

@@ -53,6 +53,7 @@ def check_fee_flags(node: Node, home: str) -> None:
     assert fee == -(-need * 3 // 2), (fee, need)
 
 
+# long: one live node's story through the CLI, step by step; splitting hides the order
 def test_cli_against_a_real_node(tmp_path):
     node = Node(tmp_path / "home")
     info = node.init()

@@ -57,6 +57,7 @@ def job_spec() -> dict:
     }
 
 
+# long: one live node and one browser session, page by page; splitting hides the order
 @pytest.mark.integration
 @pytest.mark.timeout(300)
 def test_search_account_recent_and_decoded_pages_in_chromium(tmp_path: Path) -> None:

@@ -94,6 +94,7 @@ def test_dashboard_figures_from_rounds_and_header_times() -> None:
     assert "Loss against tokens trained" in charts[0] and charts[0].count("<polyline") == 2
 
 
+# long: one live chain and browser session through a job's rounds; splitting hides the order
 @pytest.mark.integration
 @pytest.mark.timeout(400)
 def test_job_dashboard_shows_heldout_loss_in_chromium(tmp_path: Path, monkeypatch) -> None:

@@ -209,6 +209,7 @@ def chromium(profile: Path, *args: str, timeout: float = 60) -> str:
     return r.stdout
 
 
+# long: one live node's market in one browser session, step by step; splitting hides the order
 @pytest.mark.integration
 @pytest.mark.timeout(300)
 def test_explorer_shows_the_market_in_chromium(tmp_path: Path) -> None:

@@ -62,6 +62,7 @@ class Sender(threading.Thread):
             time.sleep(0.05)
 
 
+# long: one live node's story (transfer, proof, crashes), step by step; splitting hides the order
 def test_single_node_transfer_proof_and_crash_restarts(tmp_path) -> None:
     node = Node(tmp_path / "home")
     info = node.init()

@@ -42,6 +42,7 @@ def parallel(*cmds: list[str]) -> None:
         assert p.returncode == 0, f"loconet {' '.join(c)} failed:\n{o}\n{e}"
 
 
+# long: one market round through the CLI on one live node, step by step; splitting hides the order
 @pytest.mark.integration
 @pytest.mark.timeout(300)
 def test_one_round_through_the_cli_on_cometbft(tmp_path: Path) -> None:

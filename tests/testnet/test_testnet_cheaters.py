@@ -90,6 +90,7 @@ def test_each_cheater_is_caught_slashed_and_unpaid(tmp_path: Path) -> None:
         check_cheaters(d, nodes[0], tmp_path)
 
 
+# long: one live testnet's finished job checked round by round, threading one bond ledger
 def check_cheaters(d: Path, n0: NodeInfo, tmp_path: Path) -> None:
     """The assertions above, on the testnet in ``d`` (its job run to completion)."""
     m = load(d)

@@ -30,6 +30,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# long: one live testnet and EVM's story, step by step; splitting would hide the order
 def test_earn_withdraw_relay_claim_restart_and_rotation(tmp_path: Path) -> None:
     port = _free_port()
     with network(

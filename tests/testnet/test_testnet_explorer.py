@@ -24,6 +24,7 @@ from trainer.data import Corpus
 pytestmark = pytest.mark.integration
 
 
+# long: one live testnet's job watched in the explorer as it runs; splitting hides the order
 @pytest.mark.timeout(600)
 def test_explorer_on_a_live_testnet_shows_heldout_loss_and_live_progress(tmp_path: Path) -> None:
     extra = ("--providers", "3", "--rounds", "2")

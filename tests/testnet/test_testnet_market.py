@@ -28,6 +28,7 @@ pytestmark = pytest.mark.integration
 ROUNDS = 4
 
 
+# long: one live testnet's job, round by round; splitting would hide the order
 def test_workers_train_catch_the_cheater_and_attest_the_aggregate(tmp_path: Path) -> None:
     extra = ("--providers", "4", "--cheaters", "random-root:1", "--rounds", str(ROUNDS))
     with network(tmp_path, extra=extra) as (d, nodes):

@@ -46,6 +46,7 @@ def signs(n0, addr: str, blocks: int = 2) -> bool:
     return all(addr in commit_signers(n0, x) for x in range(h - blocks + 1, h + 1))
 
 
+# long: one live testnet's validator story, step by step; splitting would hide the order
 def test_join_downtime_unjail_and_double_sign(tmp_path: Path) -> None:
     with network(tmp_path, *PARAMS) as (d, nodes):
         n0 = nodes[0]

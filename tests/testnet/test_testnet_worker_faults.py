@@ -43,6 +43,7 @@ def _log_has(w: tm.WorkerInfo, text: str) -> bool:
     return p.exists() and text in p.read_text(errors="replace")
 
 
+# long: one live testnet's workers killed, joining, leaving; splitting hides the order
 def test_killed_worker_rejoins_newcomer_is_drawn_leaver_is_not(tmp_path: Path) -> None:
     extra = ("--providers", "2", "--no-job", "--accounts", "1")
     with network(tmp_path, "jobs.min_challenge_bps=0", validators=1, extra=extra) as (d, nodes):

@@ -101,6 +101,7 @@ class Stand:
         return {"txhash": f"{len(self.sent):064X}", "height": 10}
 
 
+# long: one worker's commit, kill -9 and restart on one data dir; splitting hides the order
 def test_kill_9_after_commit_and_restart(tmp_path, monkeypatch):
     set_determinism(0, threads=1)
     Keyring(tmp_path).add("prov")
