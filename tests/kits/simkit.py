@@ -221,54 +221,27 @@ _EVENT_DETAIL = {
 }
 
 
-class Simulation:
-    def __init__(self, cfg: SimConfig) -> None:
-        self.cfg = cfg
-        self.rng = random.Random(cfg.seed)  # the test's randomness; the chain only sees the txs
-        self.stats = SimStats()
-        self.app = Lockstep(self._new_app(first=True), self._new_app(first=False))
-        self.chain: StakeChain = new_staking_chain(
-            [100 * LOCO] * cfg.validators,
-            n_keys=cfg.accounts,
-            staking=GENESIS_STAKING,
-            slashing=GENESIS_SLASHING,
-            genesis=GENESIS_MARKET,
-            make_app=lambda: self.app,
-        )
-        self.chain.salt = cfg.seed.to_bytes(8, "big")
-        self.accounts: list[Ed25519Signer] = list(self.chain.keys)
-        self.signers: list[Ed25519Signer] = self.accounts + list(self.chain.vals)
-        self.by_address = {k.address: k for k in self.signers}
-        self.cons_pool = [signer(3000 + i) for i in range(6)]  # consensus keys for new validators
-        self.cheaters: dict[
-            tuple[int, int, bytes], bool
-        ] = {}  # (job, round, target) -> votes invalid
-        self.votes: dict[
-            tuple[int, int, bytes, bytes], tx_pb2.Msg
-        ] = {}  # committed votes to open later
-        self.down = b""  # the validator missing most blocks in the current burst
-        self.stats.events.clear()
+Duty = tuple[str, Ed25519Signer, tx_pb2.Msg]  # (label, signer, message) of one tx to send
 
-    # -- apps ----------------------------------------------------------------------------------
-    def _new_app(self, *, first: bool) -> Application:
-        path = None if first or self.cfg.disk is None else self.cfg.disk
-        return Application(
-            MerkleStore(path, keep_recent=50), check_invariants=self.cfg.staged_invariants
-        )
 
-    def restart_second(self) -> None:
-        """The second app stops after Commit and a new process reopens its file: Info must give
-        the first app's height and hash."""
-        self.app.b.store.close()
-        self.app.b = self._new_app(first=False)
-        info = self.app.b.info(abci.RequestInfo())
-        a = self.app.a.store
-        if (info.last_block_height, info.last_block_app_hash) != (a.height, a.app_hash):
-            self.fail(
-                f"after restart the second app is at {info.last_block_height} "
-                f"{info.last_block_app_hash.hex()}"
-            )
-        self.stats.restarts += 1
+class _SimState:
+    """What every part of the simulation reads: the two apps in lockstep, the chain driving
+    them, the accounts and their keys, the test's randomness; and the helpers over them. The
+    parts below (random operations, market duties, CometBFT's side, signing, checks) are mixed
+    into ``Simulation``, which sets this state up and runs the loop."""
+
+    cfg: SimConfig
+    rng: random.Random
+    stats: SimStats
+    app: Lockstep
+    chain: StakeChain
+    accounts: list[Ed25519Signer]
+    signers: list[Ed25519Signer]
+    by_address: dict[bytes, Ed25519Signer]
+    cons_pool: list[Ed25519Signer]
+    cheaters: dict[tuple[int, int, bytes], bool]  # (job, round, target) -> votes invalid
+    votes: dict[tuple[int, int, bytes, bytes], tx_pb2.Msg]  # committed votes to open later
+    down: bytes  # the validator missing most blocks in the current burst
 
     @property
     def store(self) -> MerkleStore:
@@ -296,7 +269,26 @@ class Simulation:
     def pick(self, xs: list[Any]) -> Any:
         return xs[self.rng.randrange(len(xs))] if xs else None
 
-    # -- random operations ------------------------------------------------------------------------
+    # -- state helpers -----------------------------------------------------------------------------
+    def _validators(self) -> list[tuple[bytes, Any]]:
+        return list(staking_keeper.iterate_validators(self.store))
+
+    def _providers(self) -> list[Any]:
+        return list(providers_keeper.iterate_providers(self.store))
+
+    def live_rounds(self) -> list[jobs_pb2.Round]:
+        out = []
+        for key, _ in self.store.iterate(ROUND_DUE_PREFIX, prefix_end(ROUND_DUE_PREFIX)):
+            _, job_id, round_ = parse_round_due_key(key)
+            r = jobs_keeper.get_round(self.store, job_id, round_)
+            if r is not None:
+                out.append(r)
+        return sorted(out, key=lambda r: (r.job_id, r.round))
+
+
+class _RandomOps(_SimState):
+    """The random transactions of every module, valid and invalid."""
+
     def op_send(self) -> tuple[Ed25519Signer, tx_pb2.Msg]:
         k = self.pick(self.signers)
         r = self.rng.random()
@@ -343,9 +335,6 @@ class Simulation:
             self.pick(self.cons_pool), bond, moniker=f"sim{self.rng.randrange(100)}"
         )
 
-    def _validators(self) -> list[tuple[bytes, Any]]:
-        return list(staking_keeper.iterate_validators(self.store))
-
     def op_bond(self) -> tuple[Ed25519Signer, tx_pb2.Msg]:
         vals = self._validators()
         cons = self.pick(vals)[0] if vals and self.chance(0.9) else b"\x07" * 20
@@ -375,9 +364,6 @@ class Simulation:
             return k, unjail_msg(cons)
         vals = self._validators()
         return self.pick(self.signers), unjail_msg(self.pick(vals)[0] if vals else b"\x07" * 20)
-
-    def _providers(self) -> list[Any]:
-        return list(providers_keeper.iterate_providers(self.store))
 
     def op_register(self) -> tuple[Ed25519Signer, tx_pb2.Msg]:
         k = self.pick(self.accounts)
@@ -499,192 +485,207 @@ class Simulation:
         k, msg = getattr(self, f"op_{name}")()
         return name, k, msg
 
-    # -- market duties ----------------------------------------------------------------------------
-    def live_rounds(self) -> list[jobs_pb2.Round]:
-        out = []
-        for key, _ in self.store.iterate(ROUND_DUE_PREFIX, prefix_end(ROUND_DUE_PREFIX)):
-            _, job_id, round_ = parse_round_due_key(key)
-            r = jobs_keeper.get_round(self.store, job_id, round_)
-            if r is not None:
-                out.append(r)
-        return sorted(out, key=lambda r: (r.job_id, r.round))
 
-    def duties(self) -> list[tuple[str, Ed25519Signer, tx_pb2.Msg]]:
+class _MarketDuties(_SimState):
+    """What the participants, verifiers and attesters of the live rounds send."""
+
+    def duties(self) -> list[Duty]:
         """What each participant, verifier and attester of every live round sends this block:
         mostly its duty, sometimes nothing, sometimes something wrong."""
-        out: list[tuple[str, Ed25519Signer, tx_pb2.Msg]] = []
+        out: list[Duty] = []
         for r in self.live_rounds():
             job = jobs_keeper.get_job(self.store, r.job_id)
             assert job is not None
             n_entries = job.spec.inner_steps // job.spec.trace_interval + 1
-            jid, rn, base = r.job_id, r.round, r.base_model_hash
             for p in r.participants:
-                k = self.by_address[p.address]
-                if r.phase == jobs_pb2.PHASE_COMMIT and not p.HasField("commitment"):
-                    x = self.rng.random()
-                    if x < 0.78:
-                        cap = job.spec.inner_steps * job.spec.tokens_per_step
-                        out.append(
-                            (
-                                "commit",
-                                k,
-                                submit_msg(
-                                    p.address,
-                                    jid,
-                                    rn,
-                                    base,
-                                    n_entries=n_entries,
-                                    tokens=self.rng.randint(1, cap),
-                                ),
-                            )
-                        )
-                    elif x < 0.86:
-                        continue  # missed commit
-                    else:
-                        other = self.pick(
-                            [q.address for q in r.participants if q.address != p.address]
-                            or [b"\x01" * 20]
-                        )
-                        out.append(
-                            self.pick(
-                                [
-                                    (
-                                        "commit_bad",
-                                        k,
-                                        submit_msg(
-                                            p.address,
-                                            jid,
-                                            rn,
-                                            h("not the base"),
-                                            n_entries=n_entries,
-                                        ),
-                                    ),
-                                    (
-                                        "commit_bad",
-                                        k,
-                                        submit_msg(other, jid, rn, base, n_entries=n_entries),
-                                    ),  # bound to another
-                                    (
-                                        "commit_bad",
-                                        k,
-                                        submit_msg(
-                                            p.address, jid, rn, base, n_entries=n_entries, tokens=0
-                                        ),
-                                    ),
-                                    # a trace of the wrong length passes the leaf-0 binding proof
-                                    # (README: the size is not pinned at submit); its honest-length
-                                    # reveal then fails
-                                    (
-                                        "commit_wrong_length",
-                                        k,
-                                        submit_msg(
-                                            p.address, jid, rn, base, n_entries=n_entries + 1
-                                        ),
-                                    ),
-                                ]
-                            )
-                        )
-                elif r.phase == jobs_pb2.PHASE_COMMIT and self.chance(0.05):
-                    # duplicate
-                    out.append(
-                        ("commit_bad", k, submit_msg(p.address, jid, rn, base, n_entries=n_entries))
-                    )
-                elif r.phase == jobs_pb2.PHASE_REVEAL and p.challenged and not p.HasField("reveal"):
-                    x = self.rng.random()
-                    if x < 0.8:
-                        out.append(
-                            (
-                                "reveal",
-                                k,
-                                reveal_msg(
-                                    p.address, jid, rn, p.segment, n_entries=n_entries, base=base
-                                ),
-                            )
-                        )
-                    elif x < 0.9:
-                        bad = [
-                            reveal_msg(
-                                p.address,
-                                jid,
-                                rn,
-                                p.segment,
-                                n_entries=n_entries,
-                                base=base,
-                                start_state_hash=h("forged"),
-                            )
-                        ]
-                        if n_entries > 2:  # another segment than the challenged one
-                            bad.append(
-                                reveal_msg(
-                                    p.address,
-                                    jid,
-                                    rn,
-                                    (p.segment + 1) % (n_entries - 1),
-                                    n_entries=n_entries,
-                                    base=base,
-                                )
-                            )
-                        out.append(("reveal_bad", k, self.pick(bad)))
-                elif (
-                    r.phase in (jobs_pb2.PHASE_VERDICT, jobs_pb2.PHASE_APPEAL)
-                    and p.challenged
-                    and p.HasField("reveal")
-                ):
-                    cheat = self.cheaters.setdefault((jid, rn, p.address), self.chance(0.2))
-                    panel = 0 if r.phase == jobs_pb2.PHASE_VERDICT else 1
-                    for v in p.verifiers:
-                        if v.vote_hash or v.panel != panel:
-                            continue
-                        x = self.rng.random()
-                        vk = self.by_address[v.address]
-                        if x < 0.08:
-                            continue  # silent
-                        if x < 0.14:
-                            out.append(
-                                ("verdict_bad", vk, verdict_msg(jid, rn, p.address, b"short"))
-                            )
-                            continue
-                        valid = (not cheat) if self.chance(0.9) else cheat
-                        commit, open_ = vote_msgs(
-                            r, p.address, v.address, valid, self.rng.randint(0, 10_000)
-                        )
-                        self.votes[(jid, rn, p.address, v.address)] = open_
-                        out.append(("verdict", vk, commit))
-                elif r.phase in (jobs_pb2.PHASE_VOTE_REVEAL, jobs_pb2.PHASE_APPEAL_REVEAL):
-                    tolerance = job.spec.determinism_mode == jobs_pb2.DETERMINISM_MODE_TOLERANCE
-                    if (
-                        tolerance
-                        and r.phase == jobs_pb2.PHASE_VOTE_REVEAL
-                        and p.HasField("reveal")
-                        and self.chance(0.9)  # else it withholds its ends: a missed reveal
-                    ):
-                        out.extend(
-                            (
-                                "open_end",
-                                k,
-                                open_end_msg(
-                                    p.address, jid, rn, o.segment, n_entries=n_entries, base=base
-                                ),
-                            )
-                            for o in p.reveals
-                            if not o.end_opened_height
-                        )
-                    for v in p.verifiers:
-                        key = (jid, rn, p.address, v.address)
-                        if v.vote_hash and not v.voted and key in self.votes and self.chance(0.95):
-                            out.append(("verdict", self.by_address[v.address], self.votes.pop(key)))
-                elif r.phase == jobs_pb2.PHASE_ATTEST:
-                    if p.outcome == jobs_pb2.OUTCOME_ACCEPTED and not p.attested_hash:
-                        x = self.rng.random()
-                        if x < 0.8:
-                            out.append(("attest", k, attest_msg(jid, rn, agg_hash(jid, rn))))
-                        elif x < 0.88:
-                            out.append(("attest", k, attest_msg(jid, rn, h(f"other/{jid}/{rn}"))))
-                    elif p.outcome != jobs_pb2.OUTCOME_ACCEPTED and self.chance(0.1):
-                        out.append(("attest_bad", k, attest_msg(jid, rn, agg_hash(jid, rn))))
+                out.extend(self._participant_duties(r, job, p, n_entries))
         return out
 
-    # -- CometBFT's side: absentees and evidence ---------------------------------------------------
+    def _participant_duties(
+        self, r: jobs_pb2.Round, job: jobs_pb2.Job, p: jobs_pb2.Participant, n_entries: int
+    ) -> list[Duty]:
+        """The txs about one participant of a live round, by the round's phase."""
+        k = self.by_address[p.address]
+        if r.phase == jobs_pb2.PHASE_COMMIT and not p.HasField("commitment"):
+            return self._commit(k, r, job, p, n_entries)
+        if r.phase == jobs_pb2.PHASE_COMMIT and self.chance(0.05):
+            # duplicate
+            msg = submit_msg(p.address, r.job_id, r.round, r.base_model_hash, n_entries=n_entries)
+            return [("commit_bad", k, msg)]
+        if r.phase == jobs_pb2.PHASE_REVEAL and p.challenged and not p.HasField("reveal"):
+            return self._reveal(k, r, p, n_entries)
+        if (
+            r.phase in (jobs_pb2.PHASE_VERDICT, jobs_pb2.PHASE_APPEAL)
+            and p.challenged
+            and p.HasField("reveal")
+        ):
+            return self._verdicts(r, p)
+        if r.phase in (jobs_pb2.PHASE_VOTE_REVEAL, jobs_pb2.PHASE_APPEAL_REVEAL):
+            return self._open_ends_and_votes(k, r, job, p, n_entries)
+        if r.phase == jobs_pb2.PHASE_ATTEST:
+            return self._attest(k, r, p)
+        return []
+
+    def _commit(
+        self,
+        k: Ed25519Signer,
+        r: jobs_pb2.Round,
+        job: jobs_pb2.Job,
+        p: jobs_pb2.Participant,
+        n_entries: int,
+    ) -> list[Duty]:
+        """The participant commits its trace (78%), misses the commit (8%) or commits wrong."""
+        jid, rn, base = r.job_id, r.round, r.base_model_hash
+        x = self.rng.random()
+        if x < 0.78:
+            cap = job.spec.inner_steps * job.spec.tokens_per_step
+            tokens = self.rng.randint(1, cap)
+            return [
+                (
+                    "commit",
+                    k,
+                    submit_msg(p.address, jid, rn, base, n_entries=n_entries, tokens=tokens),
+                )
+            ]
+        if x < 0.86:
+            return []  # missed commit
+        other = self.pick(
+            [q.address for q in r.participants if q.address != p.address] or [b"\x01" * 20]
+        )
+        wrong: list[Duty] = [
+            (
+                "commit_bad",
+                k,
+                submit_msg(p.address, jid, rn, h("not the base"), n_entries=n_entries),
+            ),
+            # bound to another
+            ("commit_bad", k, submit_msg(other, jid, rn, base, n_entries=n_entries)),
+            (
+                "commit_bad",
+                k,
+                submit_msg(p.address, jid, rn, base, n_entries=n_entries, tokens=0),
+            ),
+            # a trace of the wrong length passes the leaf-0 binding proof (README: the size is
+            # not pinned at submit); its honest-length reveal then fails
+            (
+                "commit_wrong_length",
+                k,
+                submit_msg(p.address, jid, rn, base, n_entries=n_entries + 1),
+            ),
+        ]
+        return [self.pick(wrong)]
+
+    def _reveal(
+        self, k: Ed25519Signer, r: jobs_pb2.Round, p: jobs_pb2.Participant, n_entries: int
+    ) -> list[Duty]:
+        """The challenged participant reveals its segment (80%), a forged or another one (10%),
+        or nothing."""
+        jid, rn, base = r.job_id, r.round, r.base_model_hash
+        x = self.rng.random()
+        if x < 0.8:
+            msg = reveal_msg(p.address, jid, rn, p.segment, n_entries=n_entries, base=base)
+            return [("reveal", k, msg)]
+        if x >= 0.9:
+            return []
+        bad = [
+            reveal_msg(
+                p.address,
+                jid,
+                rn,
+                p.segment,
+                n_entries=n_entries,
+                base=base,
+                start_state_hash=h("forged"),
+            )
+        ]
+        if n_entries > 2:  # another segment than the challenged one
+            bad.append(
+                reveal_msg(
+                    p.address,
+                    jid,
+                    rn,
+                    (p.segment + 1) % (n_entries - 1),
+                    n_entries=n_entries,
+                    base=base,
+                )
+            )
+        return [("reveal_bad", k, self.pick(bad))]
+
+    def _verdicts(self, r: jobs_pb2.Round, p: jobs_pb2.Participant) -> list[Duty]:
+        """Each verifier of the sitting panel commits a blind vote (mostly the truth about
+        whether the participant cheated), stays silent or sends a malformed one."""
+        jid, rn = r.job_id, r.round
+        cheat = self.cheaters.setdefault((jid, rn, p.address), self.chance(0.2))
+        panel = 0 if r.phase == jobs_pb2.PHASE_VERDICT else 1
+        out: list[Duty] = []
+        for v in p.verifiers:
+            if v.vote_hash or v.panel != panel:
+                continue
+            x = self.rng.random()
+            vk = self.by_address[v.address]
+            if x < 0.08:
+                continue  # silent
+            if x < 0.14:
+                out.append(("verdict_bad", vk, verdict_msg(jid, rn, p.address, b"short")))
+                continue
+            valid = (not cheat) if self.chance(0.9) else cheat
+            commit, open_ = vote_msgs(r, p.address, v.address, valid, self.rng.randint(0, 10_000))
+            self.votes[(jid, rn, p.address, v.address)] = open_
+            out.append(("verdict", vk, commit))
+        return out
+
+    def _open_ends_and_votes(
+        self,
+        k: Ed25519Signer,
+        r: jobs_pb2.Round,
+        job: jobs_pb2.Job,
+        p: jobs_pb2.Participant,
+        n_entries: int,
+    ) -> list[Duty]:
+        """In tolerance mode the participant opens its segments' ends; the verifiers open the
+        votes they committed (mostly)."""
+        jid, rn, base = r.job_id, r.round, r.base_model_hash
+        out: list[Duty] = []
+        tolerance = job.spec.determinism_mode == jobs_pb2.DETERMINISM_MODE_TOLERANCE
+        if (
+            tolerance
+            and r.phase == jobs_pb2.PHASE_VOTE_REVEAL
+            and p.HasField("reveal")
+            and self.chance(0.9)  # else it withholds its ends: a missed reveal
+        ):
+            out.extend(
+                (
+                    "open_end",
+                    k,
+                    open_end_msg(p.address, jid, rn, o.segment, n_entries=n_entries, base=base),
+                )
+                for o in p.reveals
+                if not o.end_opened_height
+            )
+        for v in p.verifiers:
+            key = (jid, rn, p.address, v.address)
+            if v.vote_hash and not v.voted and key in self.votes and self.chance(0.95):
+                out.append(("verdict", self.by_address[v.address], self.votes.pop(key)))
+        return out
+
+    def _attest(self, k: Ed25519Signer, r: jobs_pb2.Round, p: jobs_pb2.Participant) -> list[Duty]:
+        """An accepted participant attests the aggregate (or another hash, or nothing); now and
+        then one that was not accepted tries to."""
+        jid, rn = r.job_id, r.round
+        if p.outcome == jobs_pb2.OUTCOME_ACCEPTED and not p.attested_hash:
+            x = self.rng.random()
+            if x < 0.8:
+                return [("attest", k, attest_msg(jid, rn, agg_hash(jid, rn)))]
+            if x < 0.88:
+                return [("attest", k, attest_msg(jid, rn, h(f"other/{jid}/{rn}")))]
+        elif p.outcome != jobs_pb2.OUTCOME_ACCEPTED and self.chance(0.1):
+            return [("attest_bad", k, attest_msg(jid, rn, agg_hash(jid, rn)))]
+        return []
+
+
+class _CometSide(_SimState):
+    """CometBFT's side of a block: absentees from the last commit and evidence."""
+
     def absent(self, height: int) -> set[bytes]:
         """Validators missing from the decided last commit; always less than 1/3 of the power
         (else CometBFT could not have committed the block)."""
@@ -724,7 +725,10 @@ class Simulation:
         cands = sorted(c for c in self.chain.comet_set(at) if powered - {c})
         return [(self.pick(cands), at)] if cands else []
 
-    # -- signing ----------------------------------------------------------------------------------
+
+class _Signing(_SimState):
+    """The block's messages signed into txs, a random few malformed."""
+
     def sign(
         self, items: list[tuple[str, Ed25519Signer, tx_pb2.Msg]], height: int
     ) -> tuple[list[bytes], list[str]]:
@@ -784,7 +788,10 @@ class Simulation:
         )
         return build(fee - 1) if extra < 0 else raw
 
-    # -- checks -----------------------------------------------------------------------------------
+
+class _Checks(_SimState):
+    """The checks after every block and the statistics they feed."""
+
     def check_rejected_change_nothing(self, req: abci.RequestFinalizeBlock) -> None:
         blk = block_context(req, CHAIN_ID)
         sigs = SignatureCache()
@@ -857,6 +864,55 @@ class Simulation:
             if (r.job_id, r.round, r.phase) not in seen:
                 seen.add((r.job_id, r.round, r.phase))
                 st.phases[r.phase] += 1
+
+
+class Simulation(_RandomOps, _MarketDuties, _CometSide, _Signing, _Checks):
+    """The world (two apps in lockstep under a StakeChain, the accounts) and the block loop:
+    each block's duties and random txs, signed, run and checked."""
+
+    def __init__(self, cfg: SimConfig) -> None:
+        self.cfg = cfg
+        self.rng = random.Random(cfg.seed)  # the test's randomness; the chain only sees the txs
+        self.stats = SimStats()
+        self.app = Lockstep(self._new_app(first=True), self._new_app(first=False))
+        self.chain = new_staking_chain(
+            [100 * LOCO] * cfg.validators,
+            n_keys=cfg.accounts,
+            staking=GENESIS_STAKING,
+            slashing=GENESIS_SLASHING,
+            genesis=GENESIS_MARKET,
+            make_app=lambda: self.app,
+        )
+        self.chain.salt = cfg.seed.to_bytes(8, "big")
+        self.accounts = list(self.chain.keys)
+        self.signers = self.accounts + list(self.chain.vals)
+        self.by_address = {k.address: k for k in self.signers}
+        self.cons_pool = [signer(3000 + i) for i in range(6)]  # consensus keys for new validators
+        self.cheaters = {}
+        self.votes = {}
+        self.down = b""
+        self.stats.events.clear()
+
+    # -- apps ----------------------------------------------------------------------------------
+    def _new_app(self, *, first: bool) -> Application:
+        path = None if first or self.cfg.disk is None else self.cfg.disk
+        return Application(
+            MerkleStore(path, keep_recent=50), check_invariants=self.cfg.staged_invariants
+        )
+
+    def restart_second(self) -> None:
+        """The second app stops after Commit and a new process reopens its file: Info must give
+        the first app's height and hash."""
+        self.app.b.store.close()
+        self.app.b = self._new_app(first=False)
+        info = self.app.b.info(abci.RequestInfo())
+        a = self.app.a.store
+        if (info.last_block_height, info.last_block_app_hash) != (a.height, a.app_hash):
+            self.fail(
+                f"after restart the second app is at {info.last_block_height} "
+                f"{info.last_block_app_hash.hex()}"
+            )
+        self.stats.restarts += 1
 
     # -- the loop ---------------------------------------------------------------------------------
     def step(self, seen: set[tuple[int, int, int]]) -> None:
