@@ -348,22 +348,7 @@ def test_rounding_odd_amounts_never_overpay_and_never_pay_a_cheater():
         j = m.job(1)
         assert j.status == jobs_pb2.JOB_STATUS_COMPLETED
         rs = [m.round(1, n) for n in range(rounds)]
-        paid = 0
-        convicted = m.round(1, 0).finalized_height if cheat else 0
-        for n in range(rounds):
-            r = m.round(1, n)
-            assert r.reward_paid + r.verifier_paid + r.returned_to_escrow == R + V
-            assert r.reward_paid <= R and r.verifier_paid <= V
-            assert sum(x.amount for x in r.payouts if x.kind == "participant") == r.reward_paid
-            assert sum(x.amount for x in r.payouts if x.kind == "verifier") == r.verifier_paid
-            if r.finalized_height >= convicted:  # nothing once convicted (tombstoned)
-                assert all(x.address != cheater for x in r.payouts if x.kind != "bounty")
-            paid += r.reward_paid + r.verifier_paid
-            for p in r.participants:
-                if p.address == cheater:
-                    assert p.outcome == jobs_pb2.OUTCOME_FRAUD and p.reward == 0
-                else:
-                    assert p.outcome == jobs_pb2.OUTCOME_ACCEPTED and p.reward == R // P
+        paid = _check_odd_rounds(m, rs, R, V, P, cheater)
         if R == 1:  # 1 uloco: the slot is paid, V = 1 split 3 ways is 0 each and goes back
             assert [(r.reward_paid, r.verifier_paid, r.returned_to_escrow) for r in rs] == [
                 (1, 0, 1)
@@ -381,25 +366,48 @@ def test_rounding_odd_amounts_never_overpay_and_never_pay_a_cheater():
         gained = sum(wealth(m, k.address) - before[k.address] for k in m.providers)
         assert gained == paid + bounties - slashed
         if cheat:
-            # the cheater loses half its bond, less only what it earned by voting correctly on
-            # others' work in rounds that closed before its conviction; drawn again in a round
-            # that opened before that conviction (seed-dependent), it cheats there too and each
-            # later conviction takes half of what is left
-            (p,) = [p for p in m.round(1, 0).participants if p.address == cheater]
-            assert p.slashed == -(-MAX_U64 // 2) and p.final_tier  # a slash rounds up
-            convictions = [q.slashed for r in rs for q in r.participants if q.address == cheater]
-            left = MAX_U64
-            for x in convictions:
-                assert x == -(-left // 2)
-                left -= x
-            earned = sum(
-                x.amount
-                for n in range(rounds)
-                for x in m.round(1, n).payouts
-                if x.address == cheater
-            )
-            assert before[cheater] - wealth(m, cheater) == sum(convictions) - earned
-            assert earned < p.slashed // 10**9
+            _check_cheater_losses(m, rs, cheater, before[cheater])
+
+
+def _check_odd_rounds(m: Market, rs: list, R: int, V: int, P: int, cheater: bytes) -> int:
+    """Each round of job 1 pays at most its budgets, returns the rest, pays the cheater nothing
+    once convicted and every honest slot R // P. Returns what the rounds paid."""
+    paid = 0
+    convicted = rs[0].finalized_height if cheater else 0
+    for n in range(len(rs)):
+        r = m.round(1, n)
+        assert r.reward_paid + r.verifier_paid + r.returned_to_escrow == R + V
+        assert r.reward_paid <= R and r.verifier_paid <= V
+        assert sum(x.amount for x in r.payouts if x.kind == "participant") == r.reward_paid
+        assert sum(x.amount for x in r.payouts if x.kind == "verifier") == r.verifier_paid
+        if r.finalized_height >= convicted:  # nothing once convicted (tombstoned)
+            assert all(x.address != cheater for x in r.payouts if x.kind != "bounty")
+        paid += r.reward_paid + r.verifier_paid
+        for p in r.participants:
+            if p.address == cheater:
+                assert p.outcome == jobs_pb2.OUTCOME_FRAUD and p.reward == 0
+            else:
+                assert p.outcome == jobs_pb2.OUTCOME_ACCEPTED and p.reward == R // P
+    return paid
+
+
+def _check_cheater_losses(m: Market, rs: list, cheater: bytes, wealth_before: int) -> None:
+    """The cheater loses half its bond, less only what it earned by voting correctly on others'
+    work in rounds that closed before its conviction; drawn again in a round that opened before
+    that conviction (seed-dependent), it cheats there too and each later conviction takes half
+    of what is left."""
+    (p,) = [p for p in m.round(1, 0).participants if p.address == cheater]
+    assert p.slashed == -(-MAX_U64 // 2) and p.final_tier  # a slash rounds up
+    convictions = [q.slashed for r in rs for q in r.participants if q.address == cheater]
+    left = MAX_U64
+    for x in convictions:
+        assert x == -(-left // 2)
+        left -= x
+    earned = sum(
+        x.amount for n in range(len(rs)) for x in m.round(1, n).payouts if x.address == cheater
+    )
+    assert wealth_before - wealth(m, cheater) == sum(convictions) - earned
+    assert earned < p.slashed // 10**9
 
 
 def _mine(m, x: bytes, upto: int) -> list[int]:

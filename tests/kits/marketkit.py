@@ -583,6 +583,9 @@ OPEN_PANEL = {
 }
 
 
+Tx = tuple[Ed25519Signer, tx_pb2.Msg]  # (signer, message) of one tx in an actors block
+
+
 def actors_block(
     m: Market,
     job_id: int,
@@ -604,125 +607,177 @@ def actors_block(
     ``attest(addr, job, round) -> hash | None``. Tolerance mode: challenged providers open their
     ends (MsgOpenEnd) in the vote-reveal window, except those in ``skip_open_end``."""
     attest = attest or (lambda a, j, r: agg_hash(j, r))
-    txs: list[tuple[Ed25519Signer, tx_pb2.Msg]] = []
+    txs: list[Tx] = []
     refusable: set[int] = set()  # indexes in txs of lazy votes' openings
     exact = m.job(job_id).spec.determinism_mode == jobs_pb2.DETERMINISM_MODE_EXACT
     ne = compute_n_segments(m.job(job_id).spec) + 1  # trace entries
     for r in jobs_keeper.iterate_rounds(m.store, job_id):
         if r.phase == jobs_pb2.PHASE_COMMIT:
-            for p in r.participants:
-                if not p.HasField("commitment") and p.address not in skip_commit:
-                    txs.append(
-                        (
-                            m.key(p.address),
-                            submit_msg(
-                                p.address,
-                                job_id,
-                                r.round,
-                                r.base_model_hash,
-                                probe=not exact,
-                                n_entries=ne,
-                            ),
-                        )
-                    )
+            txs += _commit_txs(m, r, exact, ne, skip_commit)
         elif r.phase == jobs_pb2.PHASE_REVEAL:
-            for p in r.participants:
-                if p.challenged and not p.HasField("reveal") and p.address not in skip_reveal:
-                    opened = {o.segment for o in p.reveals}
-                    txs.extend(
-                        (
-                            m.key(p.address),
-                            reveal_msg(
-                                p.address,
-                                job_id,
-                                r.round,
-                                sg,
-                                base=r.base_model_hash,
-                                exact=exact,
-                                segments=list(p.segments),
-                                n_entries=ne,
-                            ),
-                        )
-                        for sg in p.segments
-                        if sg not in opened
-                    )
+            txs += _reveal_txs(m, r, exact, ne, skip_reveal)
         elif r.phase in VOTE_PANEL:
-            panel = VOTE_PANEL[r.phase]
-            for p in r.participants:
-                if p.challenged and p.HasField("reveal"):
-                    fresh = fresh_reveal_msgs(m, r, p, panel, exact)
-                    if fresh:  # a later panel's fresh segments: opened first, voted next block
-                        if p.address not in skip_fresh:
-                            txs.extend((m.key(p.address), x) for x in fresh)
-                        continue
-                    for v in p.verifiers:
-                        if v.panel == panel and not v.vote_hash:
-                            choice = vote(v.address, p.address)
-                            if choice == UNAVAILABLE:
-                                commit, open_ = unavailable_vote_msgs(r, p.address, v.address)
-                                m.pending_votes[(job_id, r.round, p.address, v.address)] = open_
-                                txs.append((m.key(v.address), commit))
-                            elif choice is not None:
-                                extra = list(choice[2:])
-                                commit, open_ = vote_msgs(
-                                    r,
-                                    p.address,
-                                    v.address,
-                                    choice[0],
-                                    choice[1],
-                                    extra[0] if extra else True,
-                                    extra[1] if len(extra) > 1 else 100,
-                                    tolerance=not exact,
-                                    panel=panel,
-                                )
-                                key = (job_id, r.round, p.address, v.address)
-                                m.pending_votes[key] = open_
-                                if len(choice) > 2 and not choice[2]:
-                                    m.lazy_votes.add(key)
-                                txs.append((m.key(v.address), commit))
+            txs += _vote_txs(m, r, exact, skip_fresh, vote)
         elif r.phase in OPEN_PANEL:
-            panel = OPEN_PANEL[r.phase]
-            for p in r.participants:
-                if (
-                    not exact
-                    and p.challenged
-                    and p.HasField("reveal")
-                    and p.verifiers  # only a judged challenge's ends are due (is_end_due)
-                    and p.address not in skip_open_end
-                ):
-                    txs.extend(
-                        (
-                            m.key(p.address),
-                            open_end_msg(
-                                p.address,
-                                job_id,
-                                r.round,
-                                o.segment,
-                                base=r.base_model_hash,
-                                n_entries=ne,
-                            ),
-                        )
-                        for o in p.reveals
-                        if not o.end_opened_height and o.panel == panel
-                    )
-                for v in p.verifiers:
-                    key = (job_id, r.round, p.address, v.address)
-                    if v.panel == panel and v.vote_hash and not v.voted and key in m.pending_votes:
-                        txs.append((m.key(v.address), m.pending_votes.pop(key)))
-                        if key in m.lazy_votes:
-                            refusable.add(len(txs) - 1)
+            opened, lazy = _open_txs(m, r, exact, ne, skip_open_end)
+            refusable |= {len(txs) + i for i in lazy}
+            txs += opened
         elif r.phase == jobs_pb2.PHASE_ATTEST:
-            for p in r.participants:
-                if p.outcome == jobs_pb2.OUTCOME_ACCEPTED and not p.attested_hash:
-                    hsh = attest(p.address, job_id, r.round)
-                    if hsh is not None:
-                        txs.append((m.key(p.address), attest_msg(job_id, r.round, hsh)))
+            txs += _attest_txs(m, r, attest)
     resp = m.block(txs)
     for i, ((k, msg), res) in enumerate(zip(txs, resp.tx_results, strict=True)):
         if i in refusable:
             continue
         assert res.code == 0, f"{msg.WhichOneof('sum')} by {k.address.hex()[:8]} failed: {res.log}"
     return resp
+
+
+def _commit_txs(
+    m: Market, r: jobs_pb2.Round, exact: bool, ne: int, skip: frozenset[bytes]
+) -> list[Tx]:
+    """Commit window: each participant not yet committed (and not in ``skip``) submits."""
+    return [
+        (
+            m.key(p.address),
+            submit_msg(
+                p.address, r.job_id, r.round, r.base_model_hash, probe=not exact, n_entries=ne
+            ),
+        )
+        for p in r.participants
+        if not p.HasField("commitment") and p.address not in skip
+    ]
+
+
+def _reveal_txs(
+    m: Market, r: jobs_pb2.Round, exact: bool, ne: int, skip: frozenset[bytes]
+) -> list[Tx]:
+    """Reveal window: each challenged participant (not in ``skip``) reveals the segments it has
+    not opened yet."""
+    txs: list[Tx] = []
+    for p in r.participants:
+        if p.challenged and not p.HasField("reveal") and p.address not in skip:
+            opened = {o.segment for o in p.reveals}
+            txs.extend(
+                (
+                    m.key(p.address),
+                    reveal_msg(
+                        p.address,
+                        r.job_id,
+                        r.round,
+                        sg,
+                        base=r.base_model_hash,
+                        exact=exact,
+                        segments=list(p.segments),
+                        n_entries=ne,
+                    ),
+                )
+                for sg in p.segments
+                if sg not in opened
+            )
+    return txs
+
+
+def _vote_txs(
+    m: Market, r: jobs_pb2.Round, exact: bool, skip_fresh: frozenset[bytes], vote: Any
+) -> list[Tx]:
+    """A panel's vote window: a later panel's fresh segments are opened first (voted on the
+    next block); else the panel's verifiers commit their votes."""
+    panel = VOTE_PANEL[r.phase]
+    txs: list[Tx] = []
+    for p in r.participants:
+        if p.challenged and p.HasField("reveal"):
+            fresh = fresh_reveal_msgs(m, r, p, panel, exact)
+            if fresh:  # a later panel's fresh segments: opened first, voted next block
+                if p.address not in skip_fresh:
+                    txs.extend((m.key(p.address), x) for x in fresh)
+                continue
+            txs += _panel_votes(m, r, p, panel, exact, vote)
+    return txs
+
+
+def _panel_votes(
+    m: Market, r: jobs_pb2.Round, p: jobs_pb2.Participant, panel: int, exact: bool, vote: Any
+) -> list[Tx]:
+    """The committed votes of ``panel``'s verifiers on ``p``, as ``vote`` chooses them; their
+    openings wait in ``m.pending_votes`` (lazy ones also in ``m.lazy_votes``)."""
+    txs: list[Tx] = []
+    for v in p.verifiers:
+        if v.panel == panel and not v.vote_hash:
+            choice = vote(v.address, p.address)
+            if choice == UNAVAILABLE:
+                commit, open_ = unavailable_vote_msgs(r, p.address, v.address)
+                m.pending_votes[(r.job_id, r.round, p.address, v.address)] = open_
+                txs.append((m.key(v.address), commit))
+            elif choice is not None:
+                extra = list(choice[2:])
+                commit, open_ = vote_msgs(
+                    r,
+                    p.address,
+                    v.address,
+                    choice[0],
+                    choice[1],
+                    extra[0] if extra else True,
+                    extra[1] if len(extra) > 1 else 100,
+                    tolerance=not exact,
+                    panel=panel,
+                )
+                key = (r.job_id, r.round, p.address, v.address)
+                m.pending_votes[key] = open_
+                if len(choice) > 2 and not choice[2]:
+                    m.lazy_votes.add(key)
+                txs.append((m.key(v.address), commit))
+    return txs
+
+
+def _open_txs(
+    m: Market, r: jobs_pb2.Round, exact: bool, ne: int, skip_open_end: frozenset[bytes]
+) -> tuple[list[Tx], set[int]]:
+    """A panel's vote-reveal window: in tolerance mode the judged participants open their ends;
+    the panel's verifiers open their pending votes. With the indexes of lazy votes' openings."""
+    panel = OPEN_PANEL[r.phase]
+    txs: list[Tx] = []
+    lazy: set[int] = set()
+    for p in r.participants:
+        if (
+            not exact
+            and p.challenged
+            and p.HasField("reveal")
+            and p.verifiers  # only a judged challenge's ends are due (is_end_due)
+            and p.address not in skip_open_end
+        ):
+            txs.extend(
+                (
+                    m.key(p.address),
+                    open_end_msg(
+                        p.address,
+                        r.job_id,
+                        r.round,
+                        o.segment,
+                        base=r.base_model_hash,
+                        n_entries=ne,
+                    ),
+                )
+                for o in p.reveals
+                if not o.end_opened_height and o.panel == panel
+            )
+        for v in p.verifiers:
+            key = (r.job_id, r.round, p.address, v.address)
+            if v.panel == panel and v.vote_hash and not v.voted and key in m.pending_votes:
+                txs.append((m.key(v.address), m.pending_votes.pop(key)))
+                if key in m.lazy_votes:
+                    lazy.add(len(txs) - 1)
+    return txs, lazy
+
+
+def _attest_txs(m: Market, r: jobs_pb2.Round, attest: Any) -> list[Tx]:
+    """Attest window: each accepted participant attests the hash ``attest`` gives (None: not)."""
+    txs: list[Tx] = []
+    for p in r.participants:
+        if p.outcome == jobs_pb2.OUTCOME_ACCEPTED and not p.attested_hash:
+            hsh = attest(p.address, r.job_id, r.round)
+            if hsh is not None:
+                txs.append((m.key(p.address), attest_msg(r.job_id, r.round, hsh)))
+    return txs
 
 
 def fresh_reveal_msgs(
