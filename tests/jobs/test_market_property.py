@@ -73,115 +73,114 @@ def exact_books(store) -> None:
 
 
 def gen_block(rng: random.Random, keys, store, p_duty: float, p_bad: float, p_lie: float):
-    txs: list[tuple[object, tx_pb2.Msg]] = []
+    """One block's txs, shuffled: now and then a random market message, and every live round's
+    participants and verifiers doing their duty (``p_duty``), sending a malformed or misplaced
+    message (``p_bad``) or voting against the truth (``p_lie``)."""
     by_addr = {k.address: k for k in keys}
-    k = rng.choice(keys)
-    roll = rng.random()
-    if roll < 0.05:
-        txs.append(
-            (
-                k,
-                register_msg(
-                    rng.choice([MIN - 1, MIN, BOND, 3 * BOND, 10**13]),
-                    endpoint=rng.choice(["http://10.0.0.1:1", "ftp://x"]),
-                ),
-            )
-        )
-    elif roll < 0.07:
-        txs.append(
-            (k, update_msg(add_bond=rng.choice([0, 1, MIN]), region=rng.choice(["", "us", "BAD"])))
-        )
-    elif roll < 0.08:
-        txs.append((k, exit_msg()))
-    elif roll < 0.14:
-        txs.append(
-            (
-                k,
-                create_job_msg(
-                    rounds=rng.randint(0, 3),
-                    reward=rng.choice([0, 1, 99_999, 1_000_000, 3_000_000]),
-                    vreward=rng.choice([0, 7, 50_000]),
-                    participants_per_round=rng.randint(1, 3),
-                    num_shards=rng.choice([2, 3, 5]),
-                    commit_blocks=rng.randint(3, 5),  # >= MIN_COMMIT_BLOCKS
-                    reveal_blocks=rng.randint(2, 3),
-                    verdict_blocks=rng.randint(3, 4),
-                    attest_blocks=rng.randint(2, 3),
-                    challenge_bps=rng.choice([400, 500, 5_000, 10_000]),
-                    verifiers_per_challenge=rng.randint(1, 3),
-                    min_reputation=rng.choice([0, 0, 1_000, 3_000]),
-                ),
-            )
-        )
-    elif roll < 0.15:
-        txs.append((k, cancel_msg(rng.randint(0, 6))))
+    txs: list[tuple[object, tx_pb2.Msg]] = random_market_txs(rng, keys)
     for job in jobs_keeper.iterate_jobs(store):
         for r in jobs_keeper.iterate_rounds(store, job.id, max(0, job.rounds_finalized - 1)):
             for p in r.participants:
-                who = by_addr[p.address]
                 if rng.random() < p_bad:  # a malformed or misplaced message of any kind
-                    bad = rng.choice(
-                        [
-                            submit_msg(p.address, job.id, r.round, r.base_model_hash, tokens=0),
-                            submit_msg(p.address, job.id, r.round + 1, r.base_model_hash),
-                            reveal_msg(
-                                p.address,
-                                job.id,
-                                r.round,
-                                p.segment,
-                                start_state_hash=h("x"),
-                                base=r.base_model_hash,
-                            ),
-                            reveal_msg(
-                                p.address,
-                                job.id,
-                                r.round,
-                                (p.segment + 1) % 4,
-                                base=r.base_model_hash,
-                            ),
-                            verdict_msg(job.id, r.round, p.address, h("vote")),
-                            attest_msg(job.id, r.round, b"short"),
-                        ]
-                    )
-                    txs.append((rng.choice([who, rng.choice(keys)]), bad))
-                if rng.random() >= p_duty:
-                    continue
-                if r.phase == jobs_pb2.PHASE_COMMIT and not p.HasField("commitment"):
-                    txs.append((who, submit_msg(p.address, job.id, r.round, r.base_model_hash)))
-                elif r.phase == jobs_pb2.PHASE_REVEAL and p.challenged and not p.HasField("reveal"):
-                    txs.append(
-                        (
-                            who,
-                            reveal_msg(
-                                p.address, job.id, r.round, p.segment, base=r.base_model_hash
-                            ),
-                        )
-                    )
-                elif p.challenged and p.HasField("reveal") and r.phase in VOTING:
-                    commit = r.phase in (jobs_pb2.PHASE_VERDICT, jobs_pb2.PHASE_APPEAL)
-                    for v in p.verifiers:
-                        if v.panel != VOTING[r.phase] or rng.random() >= 0.8:
-                            continue
-                        # a verifier's vote is a function of the assignment, so it can be opened
-                        # later
-                        x = int.from_bytes(
-                            h(f"{job.id}/{r.round}/{p.address.hex()}/{v.address.hex()}")[:8], "big"
-                        )
-                        c, o = vote_msgs(
-                            r, p.address, v.address, x % 1000 >= p_lie * 1000, x % 10_001
-                        )
-                        if commit and not v.vote_hash:
-                            txs.append((by_addr[v.address], c))
-                        elif not commit and v.vote_hash and not v.voted:
-                            txs.append((by_addr[v.address], o))
-                elif (
-                    r.phase == jobs_pb2.PHASE_ATTEST
-                    and p.outcome == jobs_pb2.OUTCOME_ACCEPTED
-                    and not p.attested_hash
-                ):
-                    hh = agg_hash(job.id, r.round) if rng.random() < 0.85 else h(str(rng.random()))
-                    txs.append((who, attest_msg(job.id, r.round, hh)))
+                    bad = rng.choice(bad_msgs(job.id, r, p))
+                    txs.append((rng.choice([by_addr[p.address], rng.choice(keys)]), bad))
+                if rng.random() < p_duty:
+                    txs += duty_txs(rng, by_addr, job.id, r, p, p_lie)
     rng.shuffle(txs)
+    return txs
+
+
+def random_market_txs(rng: random.Random, keys) -> list[tuple[object, tx_pb2.Msg]]:
+    """At most one provider or job message from a random key (register, update, exit, create,
+    cancel), valid or not."""
+    k = rng.choice(keys)
+    roll = rng.random()
+    if roll < 0.05:
+        bond = rng.choice([MIN - 1, MIN, BOND, 3 * BOND, 10**13])
+        return [(k, register_msg(bond, endpoint=rng.choice(["http://10.0.0.1:1", "ftp://x"])))]
+    if roll < 0.07:
+        add_bond = rng.choice([0, 1, MIN])
+        return [(k, update_msg(add_bond=add_bond, region=rng.choice(["", "us", "BAD"])))]
+    if roll < 0.08:
+        return [(k, exit_msg())]
+    if roll < 0.14:
+        msg = create_job_msg(
+            rounds=rng.randint(0, 3),
+            reward=rng.choice([0, 1, 99_999, 1_000_000, 3_000_000]),
+            vreward=rng.choice([0, 7, 50_000]),
+            participants_per_round=rng.randint(1, 3),
+            num_shards=rng.choice([2, 3, 5]),
+            commit_blocks=rng.randint(3, 5),  # >= MIN_COMMIT_BLOCKS
+            reveal_blocks=rng.randint(2, 3),
+            verdict_blocks=rng.randint(3, 4),
+            attest_blocks=rng.randint(2, 3),
+            challenge_bps=rng.choice([400, 500, 5_000, 10_000]),
+            verifiers_per_challenge=rng.randint(1, 3),
+            min_reputation=rng.choice([0, 0, 1_000, 3_000]),
+        )
+        return [(k, msg)]
+    if roll < 0.15:
+        return [(k, cancel_msg(rng.randint(0, 6)))]
+    return []
+
+
+def bad_msgs(job_id: int, r: jobs_pb2.Round, p: jobs_pb2.Participant) -> list[tx_pb2.Msg]:
+    """Malformed or misplaced messages about participant ``p``, one of each kind."""
+    return [
+        submit_msg(p.address, job_id, r.round, r.base_model_hash, tokens=0),
+        submit_msg(p.address, job_id, r.round + 1, r.base_model_hash),
+        reveal_msg(
+            p.address,
+            job_id,
+            r.round,
+            p.segment,
+            start_state_hash=h("x"),
+            base=r.base_model_hash,
+        ),
+        reveal_msg(p.address, job_id, r.round, (p.segment + 1) % 4, base=r.base_model_hash),
+        verdict_msg(job_id, r.round, p.address, h("vote")),
+        attest_msg(job_id, r.round, b"short"),
+    ]
+
+
+def duty_txs(
+    rng: random.Random, by_addr, job_id: int, r: jobs_pb2.Round, p: jobs_pb2.Participant, p_lie
+) -> list[tuple[object, tx_pb2.Msg]]:
+    """What participant ``p`` and its verifiers owe in the round's phase."""
+    who = by_addr[p.address]
+    if r.phase == jobs_pb2.PHASE_COMMIT and not p.HasField("commitment"):
+        return [(who, submit_msg(p.address, job_id, r.round, r.base_model_hash))]
+    if r.phase == jobs_pb2.PHASE_REVEAL and p.challenged and not p.HasField("reveal"):
+        msg = reveal_msg(p.address, job_id, r.round, p.segment, base=r.base_model_hash)
+        return [(who, msg)]
+    if p.challenged and p.HasField("reveal") and r.phase in VOTING:
+        return verifier_txs(rng, by_addr, job_id, r, p, p_lie)
+    if (
+        r.phase == jobs_pb2.PHASE_ATTEST
+        and p.outcome == jobs_pb2.OUTCOME_ACCEPTED
+        and not p.attested_hash
+    ):
+        hh = agg_hash(job_id, r.round) if rng.random() < 0.85 else h(str(rng.random()))
+        return [(who, attest_msg(job_id, r.round, hh))]
+    return []
+
+
+def verifier_txs(
+    rng: random.Random, by_addr, job_id: int, r: jobs_pb2.Round, p: jobs_pb2.Participant, p_lie
+) -> list[tuple[object, tx_pb2.Msg]]:
+    """In a voting window, most of the sitting panel's verifiers commit (or open) their votes."""
+    txs: list[tuple[object, tx_pb2.Msg]] = []
+    commit = r.phase in (jobs_pb2.PHASE_VERDICT, jobs_pb2.PHASE_APPEAL)
+    for v in p.verifiers:
+        if v.panel != VOTING[r.phase] or rng.random() >= 0.8:
+            continue
+        # a verifier's vote is a function of the assignment, so it can be opened later
+        x = int.from_bytes(h(f"{job_id}/{r.round}/{p.address.hex()}/{v.address.hex()}")[:8], "big")
+        c, o = vote_msgs(r, p.address, v.address, x % 1000 >= p_lie * 1000, x % 10_001)
+        if commit and not v.vote_hash:
+            txs.append((by_addr[v.address], c))
+        elif not commit and v.vote_hash and not v.voted:
+            txs.append((by_addr[v.address], o))
     return txs
 
 

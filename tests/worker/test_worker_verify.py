@@ -132,6 +132,45 @@ def judged(
     provider, the verifier, the round, the target, the submission and the sent messages.
     ``segments``: the challenged segments (default ``[segment]``), all opened."""
     segs = sorted(segments or [segment])
+    prov, r, me, sent, blobs = committed(tmp, behaviour, job, with_momentum, procs, pipeline, out)
+    (submit,) = [m.submit_update for m in sent]
+    revs, target = revealed(prov, job, r, segs, sent, submit, drop_trace_list)
+    rev = revs[0]
+
+    def serve(h: str) -> bytes:
+        if other_list and h == rev.trace_list_hash.hex():  # other bytes under the chain's hash
+            return rev.trace_list[32:] + rev.trace_list[:32]
+        return bytes(prov.store.read(h)) if prov.store.has(h) else blobs[h]
+
+    trace = [bytes.fromhex(x) for x in prov.progress.round(3, 1)["trace"]]
+    true_end = trace[segment + 1]
+    check_masked_openings(job, trace, revs, segs)
+    fetched: list[str] = []
+
+    def serve_logged(h: str) -> bytes:
+        fetched.append(h)
+        return serve(h)
+
+    ver = worker(tmp, "ver", verifier, serve_logged, check=not other_list, job=job)
+    vote = ver.judge(job, dict(r, phase="verdict", participants=[target]), target, height=150)
+    ver._pool.shutdown(wait=True)
+    if out is not None:
+        out.update(prov=prov, ver=ver, r=r, target=target, submit=submit, sent=sent, me=me)
+        out.update(trace=trace, fetched=fetched)
+    return fields(vote), true_end
+
+
+def committed(
+    tmp: Path,
+    behaviour: str,
+    job: dict,
+    with_momentum: bool,
+    procs: int,
+    pipeline: int,
+    out: dict | None,
+) -> tuple[ProviderWorker, dict[str, Any], dict[str, Any], list, dict[str, bytes]]:
+    """A provider that trained round 1 of job 3 and committed it: (the provider, the round, its
+    participant record, the messages it sent, the blobs it was given)."""
     set_determinism(0, threads=1)
     model = ml.config_from_job(job["spec"]["model"])
     base = momentum_base() if with_momentum else ml.initial_model_bytes(model, 0)
@@ -146,7 +185,7 @@ def judged(
         return {"txhash": "00" * 32, "height": 10}
 
     prov._send = send  # type: ignore[method-assign]  # the test records the worker's txs
-    r = {
+    r: dict[str, Any] = {
         "job_id": 3,
         "round": 1,
         "phase": "commit",
@@ -163,7 +202,6 @@ def judged(
         time.sleep(0.05)
     prov.do_commit(job, r, me, height=51)
     prov._pool.shutdown(wait=True)
-    (submit,) = [m.submit_update for m in sent]
     if island:  # the island's trace says so: every state names its slices
         from trainer.state import load_state
 
@@ -174,6 +212,20 @@ def judged(
         assert (st.slices, st.microbatches) == want
         if out is not None:
             out["slicing"] = want
+    return prov, r, me, sent, blobs
+
+
+def revealed(
+    prov: ProviderWorker,
+    job: dict,
+    r: dict[str, Any],
+    segs: list[int],
+    sent: list,
+    submit: Any,
+    drop_trace_list: bool,
+) -> tuple[list[Any], dict[str, Any]]:
+    """The provider opens the challenged segments ``segs``: (its MsgRevealSegments, the target
+    as the verifier reads it from the chain)."""
     ch = {"segment": segs[0], "segments": segs, "opened": [], "reveal": None, "verifiers": []}
     prov.do_reveal(job, dict(r, phase="reveal"), {"challenge": ch})
     revs = [m.reveal_segment for m in sent[1:]]
@@ -194,7 +246,6 @@ def judged(
         }
         for x in revs
     ]
-    opening = openings[-1]
     target = {
         "address": prov.me,
         "shard": 2,
@@ -204,21 +255,17 @@ def judged(
             "payload_size": submit.payload_size,
             "blob_location": submit.blob_location,
         },
-        "challenge": dict(ch, opened=segs, reveals=openings, reveal=opening),
+        "challenge": dict(ch, opened=segs, reveals=openings, reveal=openings[-1]),
     }
+    return revs, target
 
-    def serve(h: str) -> bytes:
-        if other_list and h == rev.trace_list_hash.hex():  # other bytes under the chain's hash
-            return rev.trace_list[32:] + rev.trace_list[:32]
-        return bytes(prov.store.read(h)) if prov.store.has(h) else blobs[h]
 
-    trace = [bytes.fromhex(x) for x in prov.progress.round(3, 1)["trace"]]
-    true_end = trace[segment + 1]
+def check_masked_openings(job: dict, trace: list[bytes], revs: list[Any], segs: list[int]) -> None:
+    """Both modes: the ends are opened by their leaf hashes only, and so is every start but a
+    run's; the committed trace list masks them (entry H/k is public: the payload check)."""
     n = job["spec"]["inner_steps"] // job["spec"]["trace_interval"]
-    # both modes: the ends are opened by their leaf hashes only, and so is every start but a
-    # run's; the committed trace list masks them (entry H/k is public: the payload check)
     hidden = compute_hidden_entries(segs, n)
-    listed = ml.parse_trace_list(rev.trace_list)
+    listed = ml.parse_trace_list(revs[0].trace_list)
     assert listed == [hash_leaf(x) if i in hidden else x for i, x in enumerate(trace)]
     for x in revs:
         assert not x.end_state_hash and not x.end_location
@@ -228,19 +275,6 @@ def judged(
             assert x.start_leaf_hash == hash_leaf(trace[x.segment])
         else:
             assert x.start_state_hash == trace[x.segment] and not x.start_leaf_hash
-    fetched: list[str] = []
-
-    def serve_logged(h: str) -> bytes:
-        fetched.append(h)
-        return serve(h)
-
-    ver = worker(tmp, "ver", verifier, serve_logged, check=not other_list, job=job)
-    vote = ver.judge(job, dict(r, phase="verdict", participants=[target]), target, height=150)
-    ver._pool.shutdown(wait=True)
-    if out is not None:
-        out.update(prov=prov, ver=ver, r=r, target=target, submit=submit, sent=sent, me=me)
-        out.update(trace=trace, fetched=fetched)
-    return fields(vote), true_end
 
 
 @pytest.mark.parametrize("job", [JOB, JOB_TOL], ids=["exact", "tolerance"])
