@@ -60,6 +60,12 @@ def sync(
     return out
 
 
+# small enough that the simulated chain's state is cut into 64 chunks (each test walks them one by
+# one), large enough not to reach the deepest cut: at 512 bytes it was 65,536 chunk files, each
+# fsynced, 36 s a snapshot on this machine's disk
+SIM_CHUNK_BYTES = 4096
+
+
 @pytest.fixture
 def sim(tmp_path: Path) -> Simulation:
     """A chain with some of everything (40 blocks of the invariant simulation; two apps
@@ -69,7 +75,7 @@ def sim(tmp_path: Path) -> Simulation:
     for _ in range(40):
         s.step(seen)
     s.app.a.snapshots = Snapshotter(
-        s.app.a.store, tmp_path / "snaps-a", interval=0, chunk_bytes=512
+        s.app.a.store, tmp_path / "snaps-a", interval=0, chunk_bytes=SIM_CHUNK_BYTES
     )
     return s
 
@@ -105,7 +111,7 @@ def test_a_restored_node_continues_in_lockstep(sim: Simulation, tmp_path: Path) 
 def test_snapshots_are_deterministic(sim: Simulation, tmp_path: Path) -> None:
     """Two nodes with the same state offer the same snapshot (CometBFT fetches its chunks from
     both)."""
-    b = Snapshotter(sim.app.b.store, tmp_path / "snaps-b", interval=0, chunk_bytes=512)
+    b = Snapshotter(sim.app.b.store, tmp_path / "snaps-b", interval=0, chunk_bytes=SIM_CHUNK_BYTES)
     assert sim.app.a.snapshots is not None
     sa, sb = sim.app.a.snapshots.take(sim.store.height), b.take(sim.store.height)
     assert sa.SerializeToString(deterministic=True) == sb.SerializeToString(deterministic=True)

@@ -97,7 +97,12 @@ def test_a_drawn_provider_declines_through_the_cli_unslashed(tmp_path: Path) -> 
         again = cli("tx", "round", "decline", "1", "0", "--from", name, *common, check=False)
         code = f"{ErrCannotDecline.codespace}/{ErrCannotDecline.code}"
         assert again.returncode != 0 and code in again.stdout + again.stderr, again
-        assert q("round", "1", "0")["result"]["participants"] == r["participants"]
+        # the declined seat is untouched (the others' may move on meanwhile: the commit window
+        # can close on a busy machine between the two declines)
+        (still,) = [
+            p for p in q("round", "1", "0")["result"]["participants"] if p["address"] == alice
+        ]
+        assert still == me, still
 
         after = q("provider", alice)["result"]
         assert after["bond"] == before["bond"] == 2_000_000_000
