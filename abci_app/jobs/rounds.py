@@ -47,7 +47,7 @@ Providers are reached only through ``providers: ProviderKeeper`` (jobs/expected.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from abci_app.context import Ctx
@@ -1209,18 +1209,7 @@ def _punish_missed_reveal(
 ) -> None:
     """A challenge left unopened: the fraud fraction, all burned (nobody proved anything),
     reputation 0, jailed."""
-    res = providers.slash(
-        ctx,
-        p.address,
-        params.slash_fraction_fraud_bps,
-        reason="missed_reveal",
-        job_id=r.job_id,
-        round_=r.round,
-    )
-    p.slashed = res.amount
-    r.slashes.add(address=p.address, amount=res.amount, reason="missed_reveal", burned=res.burned)
-    p.reputation_delta = _set_rep(ctx, providers, p.address, 0, "missed_reveal")
-    providers.jail(ctx, p.address, "missed_reveal")
+    _slash_to_zero_and_jail(ctx, providers, params, r, p, "missed_reveal")
 
 
 def _punish_fraud(
@@ -1242,23 +1231,39 @@ def _punish_fraud(
         and not v.unevidenced
         and not providers.is_tombstoned(ctx.store, v.address)
     ]
+    _slash_to_zero_and_jail(ctx, providers, params, r, p, "fraud", params.fraud_bounty_bps, provers)
+
+
+def _slash_to_zero_and_jail(
+    ctx: Ctx,
+    providers: ProviderKeeper,
+    params: jobs_pb2.JobsParams,
+    r: jobs_pb2.Round,
+    p: jobs_pb2.Participant,
+    reason: str,
+    bounty_bps: int = 0,
+    provers: Sequence[tuple[bytes, int]] = (),
+) -> None:
+    """The fraud fraction of ``p``'s bond (``bounty_bps`` of it split among ``provers`` by stake,
+    the rest burned), recorded on the round, reputation 0, jailed: what fraud and a missed reveal
+    cost alike."""
     res = providers.slash(
         ctx,
         p.address,
         params.slash_fraction_fraud_bps,
-        reason="fraud",
+        reason=reason,
         job_id=r.job_id,
         round_=r.round,
-        bounty_bps=params.fraud_bounty_bps,
+        bounty_bps=bounty_bps,
         bounty_weights=provers,
     )
     p.slashed = res.amount
-    r.slashes.add(address=p.address, amount=res.amount, reason="fraud", burned=res.burned)
+    r.slashes.add(address=p.address, amount=res.amount, reason=reason, burned=res.burned)
     for addr, amount in res.bounties:
         r.payouts.add(address=addr, amount=amount, kind="bounty")
         ctx.emit(events.reward_paid(r.job_id, r.round, addr, amount, "bounty"))
-    p.reputation_delta = _set_rep(ctx, providers, p.address, 0, "fraud")
-    providers.jail(ctx, p.address, "fraud")
+    p.reputation_delta = _set_rep(ctx, providers, p.address, 0, reason)
+    providers.jail(ctx, p.address, reason)
 
 
 def _move_accepted_reputation(
