@@ -286,6 +286,16 @@ def add_output_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_read_flags(p: argparse.ArgumentParser, *, height: bool = False) -> None:
+    """The tail every command that reads the chain shares, in the order its --help lists them:
+    ``--height`` (0: the latest) when the read can be made at a past block, ``--node`` and
+    ``-o``."""
+    if height:
+        p.add_argument("--height", type=HEIGHT, default=0)
+    add_node_flag(p)
+    add_output_flag(p)
+
+
 def _fee_arg(text: str) -> int | None:
     try:
         return parse_fee(text)

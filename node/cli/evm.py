@@ -26,12 +26,11 @@ from abci_app.settlement.queries import set_to_json
 from node import safejson
 from node.atomic import Held, hold
 from node.cli.common import (
-    HEIGHT,
     U64,
     UsageError,
     add_command,
-    add_node_flag,
     add_output_flag,
+    add_read_flags,
     add_signer_flags,
     add_tx_flags,
     out,
@@ -690,9 +689,7 @@ def _register_settlement_queries(query_sub: Any) -> None:
         cmd_query_checkpoint,
     )
     p.add_argument("number", metavar="N|latest|pending")
-    p.add_argument("--height", type=HEIGHT, default=0)
-    add_node_flag(p)
-    add_output_flag(p)
+    add_read_flags(p, height=True)
     p = add_command(
         query_sub,
         "claim",
@@ -702,9 +699,7 @@ def _register_settlement_queries(query_sub: Any) -> None:
         cmd_query_claim,
     )
     p.add_argument("evm_address", metavar="EVM_ADDRESS")
-    p.add_argument("--height", type=HEIGHT, default=0)
-    add_node_flag(p)
-    add_output_flag(p)
+    add_read_flags(p, height=True)
 
 
 def _register_evm_deploy(ev: Any) -> None:
@@ -741,8 +736,7 @@ def _register_evm_deploy(ev: Any) -> None:
         default=3600,
         help="seconds of the mint rate limit's window (default 3600)",
     )
-    add_node_flag(p)
-    add_output_flag(p)
+    add_read_flags(p)
 
 
 def _register_evm_guard(ev: Any) -> None:
@@ -809,8 +803,7 @@ def _register_evm_claims(ev: Any) -> None:
         help="post the newest final checkpoints first (done anyway when the contract's newest is "
         "older than the node's state history)",
     )
-    add_node_flag(p)
-    add_output_flag(p)
+    add_read_flags(p)
     p = add_command(
         ev,
         "balance",
@@ -851,5 +844,4 @@ def _register_relayer(root_sub: Any) -> None:
     )
     p.add_argument("--once", action="store_true", help="one pass, then exit")
     p.add_argument("--journal", help="in-flight tx journal (default: DEPLOYMENT.relayer.json)")
-    add_node_flag(p)
-    add_output_flag(p)
+    add_read_flags(p)

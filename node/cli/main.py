@@ -35,8 +35,8 @@ from node.cli.common import (
     HOME_ENV,
     account_state,
     add_command,
-    add_node_flag,
     add_output_flag,
+    add_read_flags,
     add_signer_flags,
     ask,
     default_home,
@@ -687,8 +687,7 @@ def _register_account_query(q: Any) -> None:
         action="store_true",
         help="fetch a Merkle proof and verify it against the next block header's app hash",
     )
-    add_node_flag(p)
-    add_output_flag(p)
+    add_read_flags(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -721,8 +720,7 @@ def build_parser() -> argparse.ArgumentParser:
         "loconet status --node http://127.0.0.1:26657",
         cmd_status,
     )
-    add_node_flag(p)
-    add_output_flag(p)
+    add_read_flags(p)
 
     for name in PLUGINS:  # command groups owned by other parts of the node
         try:

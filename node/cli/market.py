@@ -45,8 +45,7 @@ from node.cli.common import (
     U64,
     UsageError,
     add_command,
-    add_node_flag,
-    add_output_flag,
+    add_read_flags,
     add_tx_flags,
     is_json,
     out,
@@ -1431,8 +1430,7 @@ def _common_flags(p: argparse.ArgumentParser, kind: str) -> None:
             action="store_true",
             help="verify a Merkle proof against the next block header's app hash",
         )
-    add_node_flag(p)
-    add_output_flag(p)
+    add_read_flags(p)
 
 
 def register(root: Any, tx: Any, query: Any) -> None:

@@ -11,11 +11,9 @@ from typing import Any
 from abci_app.pb import staking_pb2, tx_pb2
 from node import safejson
 from node.cli.common import (
-    HEIGHT,
     UsageError,
     add_command,
-    add_node_flag,
-    add_output_flag,
+    add_read_flags,
     add_signer_flags,
     out,
     parse_amount,
@@ -264,9 +262,7 @@ def _register_queries(query_sub: Any) -> None:
         "loconet query validators -o json",
         cmd_query_validators,
     )
-    p.add_argument("--height", type=HEIGHT, default=0)
-    add_node_flag(p)
-    add_output_flag(p)
+    add_read_flags(p, height=True)
     p = add_command(
         query_sub,
         "validator",
@@ -275,9 +271,7 @@ def _register_queries(query_sub: Any) -> None:
         cmd_query_validator,
     )
     p.add_argument("validator", metavar="VALIDATOR")
-    p.add_argument("--height", type=HEIGHT, default=0)
-    add_node_flag(p)
-    add_output_flag(p)
+    add_read_flags(p, height=True)
     p = add_command(
         query_sub,
         "params",
@@ -285,9 +279,7 @@ def _register_queries(query_sub: Any) -> None:
         "loconet query params -o json",
         cmd_query_params,
     )
-    p.add_argument("--height", type=HEIGHT, default=0)
-    add_node_flag(p)
-    add_output_flag(p)
+    add_read_flags(p, height=True)
     p = add_command(
         query_sub,
         "signing-info",
@@ -296,5 +288,4 @@ def _register_queries(query_sub: Any) -> None:
         cmd_query_signing_info,
     )
     p.add_argument("validator", metavar="VALIDATOR")
-    add_node_flag(p)
-    add_output_flag(p)
+    add_read_flags(p)

@@ -42,6 +42,7 @@ from node.cli.common import (
     add_command,
     add_node_flag,
     add_output_flag,
+    add_read_flags,
     ask,
     is_json,
     out,
@@ -842,8 +843,7 @@ def _balance_flags(p: argparse.ArgumentParser) -> None:
         help="fetch a Merkle proof and verify it against the next block header's app hash "
         "(as `query account --prove`)",
     )
-    add_node_flag(p)
-    add_output_flag(p)
+    add_read_flags(p)
 
 
 def register(root: Any, tx: Any, query: Any) -> None:
@@ -886,8 +886,7 @@ def _register_sign_broadcast(tx: Any) -> None:
         cmd_tx_broadcast,
     )
     p.add_argument("file", metavar="FILE", help="the `tx sign` JSON (- for stdin)")
-    add_node_flag(p)
-    add_output_flag(p)
+    add_read_flags(p)
 
 
 def _register_tx_queries(query: Any) -> None:
@@ -900,8 +899,7 @@ def _register_tx_queries(query: Any) -> None:
         cmd_query_tx,
     )
     p.add_argument("hash", metavar="HASH")
-    add_node_flag(p)
-    add_output_flag(p)
+    add_read_flags(p)
     p = add_command(
         query,
         "txs",
@@ -920,8 +918,7 @@ def _register_tx_queries(query: Any) -> None:
     p.add_argument(
         "--limit", type=uint_arg(32, lo=1), default=30, help="txs per page, 1..100 (default 30)"
     )
-    add_node_flag(p)
-    add_output_flag(p)
+    add_read_flags(p)
     p = add_command(
         query,
         "block",
@@ -932,8 +929,7 @@ def _register_tx_queries(query: Any) -> None:
     p.add_argument(
         "height", metavar="HEIGHT", type=HEIGHT, nargs="?", default=0, help="default: the latest"
     )
-    add_node_flag(p)
-    add_output_flag(p)
+    add_read_flags(p)
 
 
 def _register_balance_queries(query: Any) -> None:
@@ -973,8 +969,7 @@ def _register_balance_queries(query: Any) -> None:
         default=100,
         help="most recent blocks searched per kind (default 100, max 100)",
     )
-    add_node_flag(p)
-    add_output_flag(p)
+    add_read_flags(p)
 
 
 def _register_config(root: Any) -> None:
